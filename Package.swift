@@ -1,0 +1,43 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// The pipeline, outermost last:
+//   LabstreamCore (pure values and policies)
+//   → LabstreamBackends (request builders + decoders, pure; transport injected)
+//   → LabstreamHTTP (libcurl) · LabstreamStore (SQLite, partial files, credentials)
+//   → LabstreamEngine (transfers) → LabstreamFS (filesystem engine, no FUSE)
+//   → LabstreamFUSE (the only importer of libfuse) → LabstreamCLI → labstream
+let package = Package(
+    name: "Labstream",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "labstream", targets: ["labstream"]),
+    ],
+    targets: [
+        .systemLibrary(name: "CFuse3", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CMpv", pkgConfig: "mpv", providers: [.apt(["libmpv-dev"])]),
+
+        .target(name: "LabstreamCore"),
+        .target(name: "LabstreamBackends", dependencies: ["LabstreamCore"]),
+        .target(name: "LabstreamHTTP", dependencies: ["LabstreamCore", "LabstreamBackends", "CCurl"]),
+        .target(name: "LabstreamStore", dependencies: ["LabstreamCore", "CSQLite"]),
+        .target(name: "LabstreamEngine", dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamStore", "CMpv"]),
+        .target(name: "LabstreamFS", dependencies: ["LabstreamCore", "LabstreamStore", "LabstreamEngine"]),
+        .target(name: "LabstreamFUSE", dependencies: ["LabstreamCore", "LabstreamFS", "CFuse3"]),
+        .target(name: "LabstreamFixture", dependencies: ["LabstreamCore"]),
+        .target(name: "LabstreamCLI", dependencies: [
+            "LabstreamCore", "LabstreamBackends", "LabstreamHTTP", "LabstreamStore",
+            "LabstreamEngine", "LabstreamFS", "LabstreamFUSE", "LabstreamFixture",
+        ]),
+        .executableTarget(name: "labstream", dependencies: ["LabstreamCLI"]),
+
+        .testTarget(name: "LabstreamCoreTests", dependencies: ["LabstreamCore", "LabstreamBackends"]),
+        .testTarget(name: "LabstreamIntegrationTests", dependencies: [
+            "LabstreamCore", "LabstreamBackends", "LabstreamHTTP", "LabstreamStore",
+            "LabstreamEngine", "LabstreamFS", "LabstreamFixture", "LabstreamCLI",
+        ]),
+    ],
+    swiftLanguageModes: [.v6]
+)

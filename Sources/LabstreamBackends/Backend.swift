@@ -1,0 +1,37 @@
+import LabstreamCore
+
+/// What the engine and the catalog sync need from any media server.
+public protocol MediaBackend: Sendable {
+    var serverName: String { get }
+    /// The whole catalog of movie and TV libraries. Throws rather than returning a partial one.
+    func fetchCatalog(progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]
+    /// A closed-range request for the original bytes of `key`.
+    func rangeRequest(for key: FileKey, range: ByteRange, validator: Validator?) -> HTTPRequest
+    var transport: any HTTPTransport { get }
+}
+
+/// The session values a backend needs; the token comes from the credential store only.
+public struct ServerSession: Sendable {
+    public var name: String
+    public var url: String
+    public var userId: String
+    public var token: String
+
+    public init(name: String, url: String, userId: String, token: String) {
+        self.name = name
+        self.url = url
+        self.userId = userId
+        self.token = token
+    }
+}
+
+extension TransportError {
+    public var asLabstreamError: LabstreamError {
+        switch self {
+        case .unreachable(let why): return .serverUnavailable(why)
+        case .timedOut(let why): return .timedOut(why)
+        case .aborted(let why): return .fetchFailed(why)
+        case .protocolError(let why): return .serverUnavailable(why)
+        }
+    }
+}

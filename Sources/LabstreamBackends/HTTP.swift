@@ -1,0 +1,95 @@
+import LabstreamCore
+
+public struct HTTPRequest: Sendable, Hashable {
+    public var method: String
+    public var url: String
+    public var headers: [Header]
+    public var body: [UInt8]?
+
+    public struct Header: Sendable, Hashable {
+        public var name: String
+        public var value: String
+        public init(_ name: String, _ value: String) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    public init(method: String = "GET", url: String, headers: [Header] = [], body: [UInt8]? = nil) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The request with its authorization header values hidden, safe to log or print.
+    public var redactedDescription: String {
+        let path = url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url
+        return "\(method) \(path)"
+    }
+}
+
+public struct HTTPResponse: Sendable, Hashable {
+    public var status: Int
+    /// Header names lower-cased.
+    public var headers: [String: String]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [String: String], body: [UInt8]) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+}
+
+/// Why a request did not produce a response.
+public enum TransportError: Error, Sendable, Equatable {
+    case unreachable(String)
+    case timedOut(String)
+    case aborted(String)
+    case protocolError(String)
+}
+
+/// The result of streaming a ranged body into a sink.
+public struct RangeTransferResult: Sendable, Hashable {
+    public var verdict: RangeResponsePolicy.Verdict
+    public var bytesWritten: Int64
+    public var status: Int
+
+    public init(verdict: RangeResponsePolicy.Verdict, bytesWritten: Int64, status: Int) {
+        self.verdict = verdict
+        self.bytesWritten = bytesWritten
+        self.status = status
+    }
+}
+
+/// The network, injected. `LabstreamHTTP` implements it with libcurl.
+public protocol HTTPTransport: Sendable {
+    /// A buffered request for API calls.
+    func send(_ request: HTTPRequest) throws(TransportError) -> HTTPResponse
+
+    /// A ranged GET whose body goes to `sink(bytes, offsetInFile)` only if the response headers
+    /// pass `RangeResponsePolicy` for `expectation`; otherwise no byte reaches the sink.
+    func fetchRange(_ request: HTTPRequest, expectation: RangeExpectation,
+                    sink: (UnsafeRawBufferPointer, Int64) throws -> Void) throws(TransportError) -> RangeTransferResult
+}
+
+extension String {
+    /// Percent-encodes a query component (RFC 3986 unreserved characters pass through).
+    public var queryEscaped: String {
+        var out = ""
+        for b in utf8 {
+            switch b {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(UnicodeScalar(b))
+            default:
+                let hex = Array("0123456789ABCDEF")
+                out += "%" + String(hex[Int(b >> 4)]) + String(hex[Int(b & 15)])
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,237 @@
+import LabstreamCore
+
+/// Who Labstream says it is in the `Authorization: MediaBrowser …` header.
+public struct ClientIdentity: Sendable, Hashable {
+    public var client: String
+    public var device: String
+    public var deviceId: String
+    public var version: String
+
+    public init(client: String = "Labstream", device: String, deviceId: String, version: String = LabstreamVersion.current) {
+        self.client = client
+        self.device = device
+        self.deviceId = deviceId
+        self.version = version
+    }
+
+    /// `MediaBrowser Client="…", Device="…", DeviceId="…", Version="…"[, Token="…"]`.
+    public func authorization(token: String?) -> String {
+        func q(_ s: String) -> String { "\"" + s.filter { $0 != "\"" && $0 != "," && !$0.isNewline } + "\"" }
+        var parts = ["Client=\(q(client))", "Device=\(q(device))", "DeviceId=\(q(deviceId))", "Version=\(q(version))"]
+        if let token { parts.append("Token=\(q(token))") }
+        return "MediaBrowser " + parts.joined(separator: ", ")
+    }
+}
+
+public enum LabstreamVersion {
+    public static let current = "0.1.0"
+}
+
+/// Request builders for the Jellyfin API (10.11 and 12.0; no legacy auth forms). Pure.
+public struct JellyfinRequests: Sendable {
+    public let baseURL: String
+    public let identity: ClientIdentity
+
+    public static let itemFields = "MediaSources,Path,Etag,DateCreated,DateLastSaved"
+
+    public init(baseURL: String, identity: ClientIdentity) {
+        var b = baseURL
+        while b.hasSuffix("/") { b.removeLast() }
+        self.baseURL = b
+        self.identity = identity
+    }
+
+    func get(_ path: String, _ query: [(String, String)] = [], token: String?) -> HTTPRequest {
+        let q = query.isEmpty ? "" : "?" + query.map { "\($0.0)=\($0.1.queryEscaped)" }.joined(separator: "&")
+        return HTTPRequest(method: "GET", url: baseURL + path + q, headers: headers(token: token))
+    }
+
+    func headers(token: String?) -> [HTTPRequest.Header] {
+        [HTTPRequest.Header("Authorization", identity.authorization(token: token)),
+         HTTPRequest.Header("Accept", "application/json")]
+    }
+
+    public func publicInfo() -> HTTPRequest { get("/System/Info/Public", token: nil) }
+
+    public func authenticate(user: String, password: String) -> HTTPRequest {
+        var body = "{\"Username\":" + jsonString(user) + ",\"Pw\":" + jsonString(password) + "}"
+        body.makeContiguousUTF8()
+        return HTTPRequest(method: "POST", url: baseURL + "/Users/AuthenticateByName",
+                           headers: headers(token: nil) + [HTTPRequest.Header("Content-Type", "application/json")],
+                           body: Array(body.utf8))
+    }
+
+    public func me(token: String) -> HTTPRequest { get("/Users/Me", token: token) }
+
+    public func users(token: String) -> HTTPRequest { get("/Users", token: token) }
+
+    public func userViews(userId: String, token: String) -> HTTPRequest {
+        get("/UserViews", [("userId", userId)], token: token)
+    }
+
+    public func items(userId: String, parentId: String, types: String, startIndex: Int, limit: Int, token: String) -> HTTPRequest {
+        get("/Items", [("userId", userId), ("parentId", parentId), ("recursive", "true"),
+                       ("includeItemTypes", types), ("fields", Self.itemFields), ("sortBy", "SortName"),
+                       ("startIndex", String(startIndex)), ("limit", String(limit))], token: token)
+    }
+
+    public func seasons(seriesId: String, userId: String, token: String) -> HTTPRequest {
+        get("/Shows/\(seriesId.queryEscaped)/Seasons", [("userId", userId)], token: token)
+    }
+
+    public func episodes(seriesId: String, userId: String, startIndex: Int, limit: Int, token: String) -> HTTPRequest {
+        get("/Shows/\(seriesId.queryEscaped)/Episodes",
+            [("userId", userId), ("fields", Self.itemFields), ("startIndex", String(startIndex)), ("limit", String(limit))],
+            token: token)
+    }
+
+    /// The original file, one closed range of it. `If-Range` carries the pinned validator.
+    public func download(sourceId: String, range: ByteRange, validator: Validator?, token: String) -> HTTPRequest {
+        var r = HTTPRequest(method: "GET", url: baseURL + "/Items/\(sourceId.queryEscaped)/Download",
+                            headers: [HTTPRequest.Header("Authorization", identity.authorization(token: token)),
+                                      HTTPRequest.Header("Range", "bytes=\(range.lower)-\(range.lastByte)")])
+        if let validator { r.headers.append(HTTPRequest.Header("If-Range", validator.headerValue)) }
+        return r
+    }
+}
+
+func jsonString(_ s: String) -> String {
+    var out = "\""
+    for scalar in s.unicodeScalars {
+        switch scalar {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        default:
+            if scalar.value < 0x20 {
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+    }
+    return out + "\""
+}
+
+/// Decoders for Jellyfin responses into backend-neutral values. Pure; every failure names what
+/// was wrong.
+public enum JellyfinDecode {
+    public struct PublicInfo: Sendable, Hashable {
+        public var serverId: String
+        public var serverName: String
+        public var version: String
+    }
+
+    public struct Login: Sendable, Hashable {
+        public var token: String
+        public var userId: String
+        public var serverId: String?
+    }
+
+    public struct View: Sendable, Hashable {
+        public var id: String
+        public var name: String
+        public var collectionType: String?
+    }
+
+    public struct Page: Sendable {
+        public var items: [JSONValue]
+        public var total: Int
+    }
+
+    static func json(_ body: [UInt8], _ what: String) throws(LabstreamError) -> JSONValue {
+        do { return try JSONValue.parse(body) } catch {
+            throw .malformedResponse("\(what) is not valid JSON (\(body.count) bytes)")
+        }
+    }
+
+    public static func publicInfo(_ body: [UInt8]) throws(LabstreamError) -> PublicInfo {
+        let j = try json(body, "/System/Info/Public")
+        guard j.isObject, let id = j["Id"].string, !id.isEmpty, let version = j["Version"].string else {
+            throw .malformedResponse("/System/Info/Public has no Id and Version: this does not look like a Jellyfin server")
+        }
+        if let product = j["ProductName"].string, product.lowercased().contains("emby") {
+            throw .malformedResponse("this is an Emby server (\(product)), not Jellyfin")
+        }
+        return PublicInfo(serverId: id, serverName: j["ServerName"].string ?? "", version: version)
+    }
+
+    public static func login(_ body: [UInt8]) throws(LabstreamError) -> Login {
+        let j = try json(body, "the login response")
+        guard let token = j["AccessToken"].string, !token.isEmpty, let userId = j["User"]["Id"].string, !userId.isEmpty else {
+            throw .malformedResponse("the login response has no AccessToken or User.Id")
+        }
+        return Login(token: token, userId: userId, serverId: j["ServerId"].string)
+    }
+
+    public static func userId(_ body: [UInt8]) throws(LabstreamError) -> String {
+        let j = try json(body, "/Users/Me")
+        guard let id = j["Id"].string, !id.isEmpty else { throw .malformedResponse("/Users/Me has no Id") }
+        return id
+    }
+
+    public static func userId(named name: String, in body: [UInt8]) throws(LabstreamError) -> String {
+        let j = try json(body, "/Users")
+        guard let users = j.array else { throw .malformedResponse("/Users is not a list") }
+        guard let match = users.first(where: { $0["Name"].string?.lowercased() == name.lowercased() }), let id = match["Id"].string else {
+            throw .invalidArgument("the server has no user named '\(name)'")
+        }
+        return id
+    }
+
+    public static func page(_ body: [UInt8], _ what: String) throws(LabstreamError) -> Page {
+        let j = try json(body, what)
+        guard let items = j["Items"].array else { throw .malformedResponse("\(what) has no Items list") }
+        let total = j["TotalRecordCount"].int ?? items.count
+        return Page(items: items, total: total)
+    }
+
+    public static func views(_ body: [UInt8]) throws(LabstreamError) -> [View] {
+        try page(body, "/UserViews").items.compactMap { v in
+            guard let id = v["Id"].string, !id.isEmpty else { return nil }
+            return View(id: id, name: v["Name"].string ?? id, collectionType: v["CollectionType"].string?.lowercased())
+        }
+    }
+
+    /// A season id → season number map from `/Shows/{id}/Seasons`.
+    public static func seasonNumbers(_ body: [UInt8]) throws(LabstreamError) -> [String: Int] {
+        var map: [String: Int] = [:]
+        for s in try page(body, "/Shows/{id}/Seasons").items {
+            if let id = s["Id"].string, let n = s["IndexNumber"].int { map[id] = n }
+        }
+        return map
+    }
+
+    /// One BaseItemDto to a catalog item; nil for entries that are not movies or episodes or
+    /// lack an id. Items with no media source come back with an empty `sources` list.
+    public static func item(_ j: JSONValue, series: (id: String, name: String, year: Int?)? = nil, seasons: [String: Int] = [:]) -> CatalogItem? {
+        guard let id = j["Id"].string, !id.isEmpty, let type = j["Type"].string else { return nil }
+        let kind: ItemKind
+        switch type {
+        case "Movie": kind = .movie
+        case "Episode": kind = .episode
+        default: return nil
+        }
+        let sources: [MediaSource] = (j["MediaSources"].array ?? []).compactMap { s in
+            guard let sid = s["Id"].string, !sid.isEmpty else { return nil }
+            if let proto = s["Protocol"].string, proto != "File" { return nil }
+            return MediaSource(id: sid, name: s["Name"].string, container: s["Container"].string ?? j["Container"].string,
+                               path: s["Path"].string, size: s["Size"].int64, etag: s["ETag"].string ?? j["Etag"].string)
+        }
+        let modified = (j["DateCreated"].string).flatMap(ISODate.epochSeconds)
+            ?? (j["PremiereDate"].string).flatMap(ISODate.epochSeconds) ?? 0
+        var season = j["ParentIndexNumber"].int
+        if season == nil, let sid = j["SeasonId"].string { season = seasons[sid] }
+        return CatalogItem(
+            id: id, kind: kind, title: j["Name"].string ?? "", year: j["ProductionYear"].int,
+            seriesId: kind == .episode ? (series?.id ?? j["SeriesId"].string) : nil,
+            seriesName: kind == .episode ? (series?.name ?? j["SeriesName"].string) : nil,
+            seriesYear: kind == .episode ? series?.year : nil,
+            seasonNumber: kind == .episode ? season : nil,
+            episodeNumber: kind == .episode ? j["IndexNumber"].int : nil,
+            modified: modified, sources: sources)
+    }
+}

@@ -1,0 +1,100 @@
+/// Backend-neutral catalog values. Backends decode into these; the store persists them; the
+/// tree builder names them.
+public enum ItemKind: String, Sendable, Hashable, Codable {
+    case movie, episode
+}
+
+public struct MediaSource: Sendable, Hashable, Codable {
+    public var id: String
+    /// Human label for a version ("1080p", "Director's Cut"), when there are several.
+    public var name: String?
+    public var container: String?
+    public var path: String?
+    public var size: Int64?
+    public var etag: String?
+
+    public init(id: String, name: String? = nil, container: String? = nil, path: String? = nil, size: Int64? = nil, etag: String? = nil) {
+        self.id = id
+        self.name = name
+        self.container = container
+        self.path = path
+        self.size = size
+        self.etag = etag
+    }
+}
+
+public struct CatalogItem: Sendable, Hashable, Codable {
+    public var id: String
+    public var kind: ItemKind
+    public var title: String
+    public var year: Int?
+    public var seriesId: String?
+    public var seriesName: String?
+    public var seriesYear: Int?
+    public var seasonNumber: Int?
+    public var episodeNumber: Int?
+    /// Seconds since the epoch; the file mtime shown by `stat`.
+    public var modified: Int64
+    public var sources: [MediaSource]
+
+    public init(id: String, kind: ItemKind, title: String, year: Int? = nil, seriesId: String? = nil,
+                seriesName: String? = nil, seriesYear: Int? = nil, seasonNumber: Int? = nil,
+                episodeNumber: Int? = nil, modified: Int64 = 0, sources: [MediaSource]) {
+        self.id = id
+        self.kind = kind
+        self.title = title
+        self.year = year
+        self.seriesId = seriesId
+        self.seriesName = seriesName
+        self.seriesYear = seriesYear
+        self.seasonNumber = seasonNumber
+        self.episodeNumber = episodeNumber
+        self.modified = modified
+        self.sources = sources
+    }
+}
+
+public struct LibraryCatalog: Sendable, Hashable {
+    public var id: String
+    public var name: String
+    public var items: [CatalogItem]
+
+    public init(id: String, name: String, items: [CatalogItem]) {
+        self.id = id
+        self.name = name
+        self.items = items
+    }
+}
+
+/// Identifies one downloadable file: a media source of an item on a server.
+public struct FileKey: Sendable, Hashable, Codable, CustomStringConvertible {
+    public var server: String
+    public var itemId: String
+    public var sourceId: String
+
+    public init(server: String, itemId: String, sourceId: String) {
+        self.server = server
+        self.itemId = itemId
+        self.sourceId = sourceId
+    }
+
+    public var description: String { "\(server)/\(itemId)/\(sourceId)" }
+}
+
+/// A file in the mounted tree, as the catalog describes it.
+public struct TreeFile: Sendable, Hashable {
+    /// Components below the mount root: server, library, folders…, file name.
+    public var path: [String]
+    public var key: FileKey
+    public var size: Int64
+    public var modified: Int64
+    public var etag: String?
+
+    public init(path: [String], key: FileKey, size: Int64, modified: Int64, etag: String?) {
+        self.path = path
+        self.key = key
+        self.size = size
+        self.modified = modified
+        self.etag = etag
+    }
+}

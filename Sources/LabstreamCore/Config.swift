@@ -1,0 +1,177 @@
+/// `labstream.conf`: a small INI-style file. See labstream.conf(5).
+///
+///     [server "home"]
+///     type = jellyfin
+///     url = http://media.local:8096
+///     user = alice
+///
+///     [cache]
+///     segment_size = 16M
+public struct LabstreamConfig: Sendable, Hashable {
+    public struct Server: Sendable, Hashable {
+        public var name: String
+        public var type: String
+        public var url: String
+        public var user: String?
+
+        public init(name: String, type: String, url: String, user: String?) {
+            self.name = name
+            self.type = type
+            self.url = url
+            self.user = user
+        }
+    }
+
+    public var servers: [Server] = []
+    public var sizes: TransferSizes = .default
+    /// How long a read waits on the network before it fails with EIO, in seconds.
+    public var fetchTimeout: Double = 30
+    /// How long a connection attempt may take, in seconds.
+    public var connectTimeout: Double = 5
+
+    public init() {}
+
+    public static let supportedTypes: Set<String> = ["jellyfin"]
+
+    public func server(named name: String) -> Server? { servers.first { $0.name == name } }
+
+    public struct ParseError: Error, Sendable, Equatable, CustomStringConvertible {
+        public let line: Int
+        public let message: String
+        public var description: String { "labstream.conf line \(line): \(message)" }
+    }
+
+    public static func parse(_ text: String) throws(ParseError) -> LabstreamConfig {
+        var config = LabstreamConfig()
+        enum Section { case none, server(Int), cache }
+        var section = Section.none
+        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let lineNo = index + 1
+            let line = rawLine.trimmingSpaces
+            if line.isEmpty || line.hasPrefix("#") || line.hasPrefix(";") { continue }
+            if line.hasPrefix("[") {
+                guard line.hasSuffix("]") else { throw ParseError(line: lineNo, message: "section header is missing its closing ']'") }
+                let inner = String(line.dropFirst().dropLast()).trimmingSpaces
+                if inner == "cache" {
+                    section = .cache
+                } else if inner.hasPrefix("server") {
+                    let rest = String(inner.dropFirst("server".count)).trimmingSpaces
+                    guard rest.count >= 2, rest.hasPrefix("\""), rest.hasSuffix("\"") else {
+                        throw ParseError(line: lineNo, message: "write a server section as [server \"NAME\"]")
+                    }
+                    let name = String(rest.dropFirst().dropLast())
+                    if let problem = validateServerName(name) { throw ParseError(line: lineNo, message: problem) }
+                    if config.server(named: name) != nil { throw ParseError(line: lineNo, message: "server \"\(name)\" is defined twice") }
+                    config.servers.append(Server(name: name, type: "", url: "", user: nil))
+                    section = .server(config.servers.count - 1)
+                } else {
+                    throw ParseError(line: lineNo, message: "unknown section [\(inner)]; expected [server \"NAME\"] or [cache]")
+                }
+                continue
+            }
+            guard let eq = line.firstIndex(of: "=") else {
+                throw ParseError(line: lineNo, message: "expected 'key = value'")
+            }
+            let key = String(line[..<eq]).trimmingSpaces
+            let value = String(line[line.index(after: eq)...]).trimmingSpaces
+            switch section {
+            case .none:
+                throw ParseError(line: lineNo, message: "'\(key)' is outside any section")
+            case .server(let i):
+                switch key {
+                case "type":
+                    guard supportedTypes.contains(value) else {
+                        throw ParseError(line: lineNo, message: "unsupported server type '\(value)'; supported: \(supportedTypes.sorted().joined(separator: ", "))")
+                    }
+                    config.servers[i].type = value
+                case "url": config.servers[i].url = value
+                case "user": config.servers[i].user = value.isEmpty ? nil : value
+                case "token", "password", "access_token", "api_key":
+                    throw ParseError(line: lineNo, message: "secrets do not belong in labstream.conf; remove '\(key)' and use `labstream server add … --token-stdin`")
+                default: throw ParseError(line: lineNo, message: "unknown server key '\(key)'")
+                }
+            case .cache:
+                switch key {
+                case "segment_size":
+                    let v = try size(value, line: lineNo)
+                    guard v >= TransferSizes.mebibyte, v <= 512 * TransferSizes.mebibyte else {
+                        throw ParseError(line: lineNo, message: "segment_size must be between 1M and 512M")
+                    }
+                    config.sizes.segmentSize = v
+                case "read_chunk":
+                    let v = try size(value, line: lineNo)
+                    guard v >= 4096, v <= 64 * TransferSizes.mebibyte else { throw ParseError(line: lineNo, message: "read_chunk must be between 4K and 64M") }
+                    config.sizes.readChunk = v
+                case "read_ahead_max":
+                    config.sizes.readAheadMax = try size(value, line: lineNo)
+                case "fetch_timeout":
+                    guard let v = Double(value), v > 0 else { throw ParseError(line: lineNo, message: "fetch_timeout must be a positive number of seconds") }
+                    config.fetchTimeout = v
+                case "connect_timeout":
+                    guard let v = Double(value), v > 0 else { throw ParseError(line: lineNo, message: "connect_timeout must be a positive number of seconds") }
+                    config.connectTimeout = v
+                default: throw ParseError(line: lineNo, message: "unknown cache key '\(key)'")
+                }
+            }
+        }
+        for server in config.servers {
+            if server.type.isEmpty { throw ParseError(line: 0, message: "server \"\(server.name)\" has no type") }
+            if server.url.isEmpty { throw ParseError(line: 0, message: "server \"\(server.name)\" has no url") }
+        }
+        return config
+    }
+
+    /// `16M`, `512K`, `1G` or plain bytes.
+    public static func size(_ text: String, line: Int) throws(ParseError) -> Int64 {
+        guard let parsed = parseSize(text) else {
+            throw ParseError(line: line, message: "'\(text)' is not a size (examples: 16M, 512K, 1G)")
+        }
+        return parsed
+    }
+
+    public static func parseSize(_ text: String) -> Int64? {
+        var digits = text.uppercased()
+        var multiplier: Int64 = 1
+        if let last = digits.last, let m = ["K": Int64(1) << 10, "M": Int64(1) << 20, "G": Int64(1) << 30][String(last)] {
+            multiplier = m
+            digits.removeLast()
+        }
+        guard let n = Int64(digits), n >= 0, n <= Int64.max / multiplier else { return nil }
+        return n * multiplier
+    }
+
+    /// Names become directory names and config keys: keep them boring.
+    public static func validateServerName(_ name: String) -> String? {
+        if name.isEmpty { return "a server name cannot be empty" }
+        if name.utf8.count > 64 { return "a server name must be at most 64 bytes" }
+        let ok = name.unicodeScalars.allSatisfy { ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0))) || "-_.".unicodeScalars.contains($0) }
+        if !ok || name.hasPrefix(".") { return "server name '\(name)' may use only letters, digits, '-', '_' and '.', and may not start with '.'" }
+        return nil
+    }
+
+    public func serialized() -> String {
+        var out = "# Labstream configuration; see labstream.conf(5). Secrets are kept in the credentials file, not here.\n"
+        for s in servers {
+            out += "\n[server \"\(s.name)\"]\ntype = \(s.type)\nurl = \(s.url)\n"
+            if let u = s.user { out += "user = \(u)\n" }
+        }
+        let d = TransferSizes.default
+        var cache: [String] = []
+        if sizes.segmentSize != d.segmentSize { cache.append("segment_size = \(sizes.segmentSize)") }
+        if sizes.readChunk != d.readChunk { cache.append("read_chunk = \(sizes.readChunk)") }
+        if sizes.readAheadMax != d.readAheadMax { cache.append("read_ahead_max = \(sizes.readAheadMax)") }
+        if fetchTimeout != 30 { cache.append("fetch_timeout = \(fetchTimeout)") }
+        if connectTimeout != 5 { cache.append("connect_timeout = \(connectTimeout)") }
+        if !cache.isEmpty { out += "\n[cache]\n" + cache.joined(separator: "\n") + "\n" }
+        return out
+    }
+}
+
+extension StringProtocol {
+    var trimmingSpaces: String {
+        var s = Substring(self)
+        while let f = s.first, f == " " || f == "\t" || f == "\r" { s.removeFirst() }
+        while let l = s.last, l == " " || l == "\t" || l == "\r" { s.removeLast() }
+        return String(s)
+    }
+}

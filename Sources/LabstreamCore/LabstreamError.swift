@@ -1,0 +1,43 @@
+/// Every failure the filesystem engine can report. The text a user reads is produced in one
+/// place (`userMessage`); the errno the kernel sees comes from `ErrnoMap`.
+public enum LabstreamError: Error, Sendable, Equatable {
+    case notFound(String)
+    case notADirectory(String)
+    case isADirectory(String)
+    case readOnly
+    case noAttribute
+    case attributeBufferTooSmall
+    case unsupportedAttributeWrite(String)
+    case fetchFailed(String)
+    case serverUnavailable(String)
+    case remoteChanged(String)
+    case authenticationFailed(String)
+    case malformedResponse(String)
+    case noSpace(String)
+    case storage(String)
+    case invalidArgument(String)
+    case timedOut(String)
+    case permission(String)
+
+    public var userMessage: String {
+        switch self {
+        case .notFound(let p): return "\(p): no such file or directory"
+        case .notADirectory(let p): return "\(p): not a directory"
+        case .isADirectory(let p): return "\(p): is a directory"
+        case .readOnly: return "the Labstream mount is read-only"
+        case .noAttribute: return "no such attribute"
+        case .attributeBufferTooSmall: return "attribute buffer too small"
+        case .unsupportedAttributeWrite(let n): return "attribute \(n) cannot be written"
+        case .fetchFailed(let why): return "fetching from the server failed: \(why)"
+        case .serverUnavailable(let why): return "the server is unavailable: \(why). Check that it is running and the URL is right."
+        case .remoteChanged(let why): return "the file changed on the server: \(why). Run `labstream sync` to refresh the catalog."
+        case .authenticationFailed(let why): return "the server refused the credentials: \(why). Add the server again with `labstream server add`."
+        case .malformedResponse(let why): return "the server sent a response Labstream cannot read: \(why)"
+        case .noSpace(let why): return "the disk is full: \(why). Free space in the data directory."
+        case .storage(let why): return "local storage error: \(why)"
+        case .invalidArgument(let why): return why
+        case .timedOut(let why): return "timed out: \(why)"
+        case .permission(let why): return why
+        }
+    }
+}

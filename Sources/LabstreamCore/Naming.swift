@@ -1,0 +1,148 @@
+/// Turns catalog titles into safe, unique path components (Jellyfin's own naming scheme).
+public enum Naming {
+    public static let maxComponentBytes = 255
+
+    /// A single path component that is safe on Linux and portable to Windows shares:
+    /// no `/`, NUL or control characters, Windows-reserved characters replaced, never `.`/`..`,
+    /// at most 255 UTF-8 bytes cut on a character boundary with the extension kept.
+    public static func sanitize(_ raw: String, extension ext: String? = nil) -> String {
+        var out = ""
+        for scalar in raw.unicodeScalars {
+            switch scalar.value {
+            case 0..<0x20, 0x7F, 0x80..<0xA0: continue
+            default: break
+            }
+            switch scalar {
+            case "/", "\\", ":", "*", "?", "\"", "<", ">", "|": out.unicodeScalars.append("_")
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        // Trailing dots and spaces are invalid on Windows and confusing everywhere.
+        while let last = out.last, last == " " || last == "." { out.removeLast() }
+        while let first = out.first, first == " " { out.removeFirst() }
+        if out.isEmpty || out == "." || out == ".." { out = "_" }
+        let suffix = ext.map { "." + sanitizeExtension($0) } ?? ""
+        return truncate(out, reserving: suffix.utf8.count) + suffix
+    }
+
+    public static func sanitizeExtension(_ raw: String) -> String {
+        let cleaned = raw.lowercased().unicodeScalars.filter { ($0.properties.isAlphabetic && $0.isASCII) || ("0"..."9").contains($0) }
+        let s = String(String.UnicodeScalarView(cleaned))
+        return s.isEmpty ? "bin" : String(s.prefix(10))
+    }
+
+    /// Cuts `s` so it plus `reserving` bytes fits 255 bytes, never splitting a character.
+    static func truncate(_ s: String, reserving: Int) -> String {
+        let budget = maxComponentBytes - reserving
+        if s.utf8.count <= budget { return s }
+        var out = ""
+        var used = 0
+        for ch in s {
+            let n = ch.utf8.count
+            if used + n > budget { break }
+            out.append(ch)
+            used += n
+        }
+        return out.isEmpty ? "_" : out
+    }
+
+    /// `Title (Year)`, or `Title` when the year is unknown.
+    public static func titled(_ title: String, year: Int?) -> String {
+        let t = title.isEmpty ? "Untitled" : title
+        guard let year, year > 0 else { return t }
+        return "\(t) (\(year))"
+    }
+
+    public static func seasonFolder(_ season: Int?) -> String {
+        let n = max(season ?? 0, 0)
+        return n < 10 ? "Season 0\(n)" : "Season \(n)"
+    }
+
+    static func twoDigits(_ n: Int) -> String { n < 10 && n >= 0 ? "0\(n)" : "\(n)" }
+
+    /// The extension for a media source: its container, else its path's extension.
+    public static func fileExtension(for source: MediaSource) -> String {
+        if let c = source.container?.split(separator: ",").first, !c.isEmpty {
+            return sanitizeExtension(String(c))
+        }
+        if let p = source.path, let dot = p.lastIndex(of: "."), !p[dot...].contains("/") {
+            return sanitizeExtension(String(p[p.index(after: dot)...]))
+        }
+        return "bin"
+    }
+
+    /// Makes `name` unique among `taken`: `name (2).ext`, `name (3).ext`, … deterministically.
+    public static func unique(_ stem: String, extension ext: String?, taken: inout Set<String>) -> String {
+        var candidate = sanitize(stem, extension: ext)
+        var n = 2
+        while taken.contains(candidate) {
+            candidate = sanitize(stem, extension: nil)
+            let marker = " (\(n))"
+            let suffix = marker + (ext.map { "." + sanitizeExtension($0) } ?? "")
+            candidate = truncate(candidate, reserving: suffix.utf8.count) + suffix
+            n += 1
+        }
+        taken.insert(candidate)
+        return candidate
+    }
+}
+
+/// Builds the mounted tree for one server from its catalog. Deterministic: the same catalog in
+/// any order gives the same paths (collisions are resolved in item-id order).
+public enum TreeBuilder {
+    public static func build(server: String, libraries: [LibraryCatalog]) -> [TreeFile] {
+        var files: [TreeFile] = []
+        let serverDir = Naming.sanitize(server)
+        var libraryNames = Set<String>()
+        for library in libraries.sorted(by: { ($0.name, $0.id) < ($1.name, $1.id) }) {
+            let libDir = Naming.unique(library.name, extension: nil, taken: &libraryNames)
+            let root = [serverDir, libDir]
+            let playable = library.items.filter { !$0.sources.isEmpty }.sorted { $0.id < $1.id }
+
+            // Top-level folders: one per movie, one per series.
+            var topNames = Set<String>()
+            var folderOf: [String: String] = [:]   // movie id or series id → folder name
+            let folderKeys: [(key: String, name: String)] = playable.map { item in
+                switch item.kind {
+                case .movie: return (item.id, Naming.titled(item.title, year: item.year))
+                case .episode:
+                    let sid = item.seriesId ?? "series:" + (item.seriesName ?? "")
+                    return (sid, Naming.titled(item.seriesName ?? "Unknown Series", year: item.seriesYear))
+                }
+            }
+            for (key, name) in folderKeys.sorted(by: { $0.key < $1.key }) where folderOf[key] == nil {
+                folderOf[key] = Naming.unique(name, extension: nil, taken: &topNames)
+            }
+
+            var namesIn: [[String]: Set<String>] = [:]
+            for (item, folderKey) in zip(playable, folderKeys.map(\.key)) {
+                let folder = folderOf[folderKey]!
+                let dir: [String]
+                let stem: String
+                switch item.kind {
+                case .movie:
+                    dir = root + [folder]
+                    stem = Naming.titled(item.title, year: item.year)
+                case .episode:
+                    dir = root + [folder, Naming.seasonFolder(item.seasonNumber)]
+                    let series = Naming.titled(item.seriesName ?? "Unknown Series", year: item.seriesYear)
+                    let s = Naming.twoDigits(max(item.seasonNumber ?? 0, 0))
+                    let e = Naming.twoDigits(max(item.episodeNumber ?? 0, 0))
+                    stem = "\(series) - S\(s)E\(e) - \(item.title.isEmpty ? "Episode \(e)" : item.title)"
+                }
+                let several = item.sources.count > 1
+                for (index, source) in item.sources.enumerated() {
+                    let label = several ? " - " + (source.name?.isEmpty == false ? source.name! : "Version \(index + 1)") : ""
+                    var taken = namesIn[dir] ?? []
+                    let name = Naming.unique(stem + label, extension: Naming.fileExtension(for: source), taken: &taken)
+                    namesIn[dir] = taken
+                    files.append(TreeFile(
+                        path: dir + [name],
+                        key: FileKey(server: server, itemId: item.id, sourceId: source.id),
+                        size: max(source.size ?? 0, 0), modified: item.modified, etag: source.etag))
+                }
+            }
+        }
+        return files
+    }
+}

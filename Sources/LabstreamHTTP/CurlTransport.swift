@@ -1,0 +1,227 @@
+import CCurl
+import LabstreamBackends
+import LabstreamCore
+import Synchronization
+
+/// `HTTPTransport` on libcurl easy handles. Blocking: call it from a plain thread (a FUSE worker
+/// or a transfer thread), never from Swift's cooperative pool.
+public final class CurlTransport: HTTPTransport {
+    public struct Options: Sendable {
+        public var connectTimeout: Double
+        /// A transfer making no progress for this long is aborted.
+        public var stallTimeout: Double
+        /// Whole buffered API calls give up after this long.
+        public var requestTimeout: Double
+
+        public init(connectTimeout: Double = 5, stallTimeout: Double = 30, requestTimeout: Double = 120) {
+            self.connectTimeout = connectTimeout
+            self.stallTimeout = stallTimeout
+            self.requestTimeout = requestTimeout
+        }
+    }
+
+    let options: Options
+    /// Idle easy handles; reusing them keeps connections alive between requests.
+    let idle = Mutex<[CurlHandle]>([])
+
+    public init(options: Options = Options()) {
+        Self.globalInit
+        self.options = options
+    }
+
+    deinit {
+        for h in idle.withLock({ $0 }) { curl_easy_cleanup(h.raw) }
+    }
+
+    static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
+
+    public func send(_ request: HTTPRequest) throws(TransportError) -> HTTPResponse {
+        let state = TransferState(mode: .buffer)
+        let status = try perform(request, state: state, wholeTimeout: options.requestTimeout)
+        return HTTPResponse(status: status, headers: state.headers, body: state.body)
+    }
+
+    public func fetchRange(_ request: HTTPRequest, expectation: RangeExpectation,
+                           sink: (UnsafeRawBufferPointer, Int64) throws -> Void) throws(TransportError) -> RangeTransferResult {
+        try withoutActuallyEscaping(sink) { sink throws(TransportError) -> RangeTransferResult in
+            let state = TransferState(mode: .range(expectation, sink))
+            let status: Int
+            do throws(TransportError) {
+                status = try perform(request, state: state, wholeTimeout: 0)
+            } catch {
+                // A transfer aborted because its headers failed the policy is not a transport
+                // failure: report the verdict, with nothing written.
+                if let verdict = state.verdict, !verdict.isAccept {
+                    return RangeTransferResult(verdict: verdict, bytesWritten: 0, status: state.status)
+                }
+                if let sinkError = state.sinkError { throw .aborted("writing the partial failed: \(sinkError)") }
+                throw error
+            }
+            let verdict = state.verdict ?? judge(state, expectation: expectation, status: status)
+            return RangeTransferResult(verdict: verdict, bytesWritten: state.written, status: status)
+        }
+    }
+
+    func judge(_ state: TransferState, expectation: RangeExpectation, status: Int) -> RangeResponsePolicy.Verdict {
+        RangeResponsePolicy.judge(status: status, contentRange: state.headers["content-range"],
+                                  etag: state.headers["etag"], lastModified: state.headers["last-modified"],
+                                  expected: expectation)
+    }
+
+    func perform(_ request: HTTPRequest, state: TransferState, wholeTimeout: Double) throws(TransportError) -> Int {
+        let handle = idle.withLock { $0.popLast() }?.raw ?? curl_easy_init()!
+        var reusable = true
+        defer {
+            if reusable {
+                curl_easy_reset(handle)
+                let spare = CurlHandle(raw: handle)
+                let kept = idle.withLock { pool in
+                    guard pool.count < 16 else { return false }
+                    pool.append(spare)
+                    return true
+                }
+                if !kept { curl_easy_cleanup(handle) }
+            } else {
+                curl_easy_cleanup(handle)
+            }
+        }
+        var headerList: UnsafeMutablePointer<curl_slist>? = nil
+        for h in request.headers { headerList = curl_slist_append(headerList, "\(h.name): \(h.value)") }
+        headerList = curl_slist_append(headerList, "Expect:")
+        defer { curl_slist_free_all(headerList) }
+
+        let box = Unmanaged.passRetained(state)
+        defer { box.release() }
+
+        CCurl_setopt_string(handle, CURLOPT_URL, request.url)
+        CCurl_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
+        CCurl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
+        CCurl_setopt_long(handle, CURLOPT_BUFFERSIZE, 512 * 1024)
+        CCurl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout * 1000))
+        CCurl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, 1)
+        CCurl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(Int(options.stallTimeout.rounded(.up)), 1))
+        if wholeTimeout > 0 { CCurl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(wholeTimeout * 1000)) }
+        CCurl_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList)
+        CCurl_setopt_string(handle, CURLOPT_USERAGENT, "Labstream/\(LabstreamVersion.current)")
+        if request.method == "POST" {
+            CCurl_setopt_long(handle, CURLOPT_POST, 1)
+            state.upload = request.body ?? []
+        } else if request.method != "GET" {
+            CCurl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, request.method)
+        }
+        CCurl_setopt_callback(handle, CURLOPT_HEADERFUNCTION, { ptr, size, count, user in
+            let state = Unmanaged<TransferState>.fromOpaque(user!).takeUnretainedValue()
+            state.headerLine(UnsafeRawBufferPointer(start: ptr, count: size * count))
+            return size * count
+        })
+        CCurl_setopt_pointer(handle, CURLOPT_HEADERDATA, box.toOpaque())
+        CCurl_setopt_callback(handle, CURLOPT_WRITEFUNCTION, { ptr, size, count, user in
+            let state = Unmanaged<TransferState>.fromOpaque(user!).takeUnretainedValue()
+            return state.body(UnsafeRawBufferPointer(start: ptr, count: size * count)) ? size * count : 0
+        })
+        CCurl_setopt_pointer(handle, CURLOPT_WRITEDATA, box.toOpaque())
+
+        let code: CURLcode = state.upload.withUnsafeBufferPointer { body in
+            if request.method == "POST" {
+                CCurl_setopt_pointer(handle, CURLOPT_POSTFIELDS, UnsafeMutableRawPointer(mutating: body.baseAddress))
+                CCurl_setopt_long(handle, CURLOPT_POSTFIELDSIZE, body.count)
+            }
+            return curl_easy_perform(handle)
+        }
+        var status = 0
+        CCurl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        state.status = status
+        guard code == CURLE_OK else {
+            reusable = false
+            let message = String(cString: curl_easy_strerror(code))
+            let where_ = request.redactedDescription
+            switch code {
+            case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_SSL_CONNECT_ERROR:
+                throw .unreachable("\(where_): \(message)")
+            case CURLE_OPERATION_TIMEDOUT:
+                throw .timedOut("\(where_): \(message)")
+            case CURLE_WRITE_ERROR:
+                throw .aborted("\(where_): transfer stopped by Labstream")
+            default:
+                throw .protocolError("\(where_): \(message)")
+            }
+        }
+        return status
+    }
+}
+
+/// An idle easy handle; only one thread uses a handle at a time (it is popped from the pool).
+struct CurlHandle: @unchecked Sendable {
+    let raw: UnsafeMutableRawPointer
+}
+
+/// Per-transfer state the C callbacks reach through their userdata pointer. Only the thread
+/// running `curl_easy_perform` touches it.
+final class TransferState {
+    enum Mode {
+        case buffer
+        case range(RangeExpectation, (UnsafeRawBufferPointer, Int64) throws -> Void)
+    }
+
+    let mode: Mode
+    var headers: [String: String] = [:]
+    var body: [UInt8] = []
+    var upload: [UInt8] = []
+    var status = 0
+    var verdict: RangeResponsePolicy.Verdict?
+    var written: Int64 = 0
+    var sinkError: (any Error)?
+
+    init(mode: Mode) { self.mode = mode }
+
+    func headerLine(_ raw: UnsafeRawBufferPointer) {
+        let line = String(decoding: raw, as: UTF8.self).trimmingCharacters(in: "\r\n")
+        if line.hasPrefix("HTTP/") {
+            headers = [:]   // a new response (after 100 Continue): forget the previous one
+            let parts = line.split(separator: " ").map(String.init)
+            status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
+            return
+        }
+        guard let colon = line.firstIndex(of: ":") else { return }
+        let name = line[..<colon].lowercased()
+        let value = String(line[line.index(after: colon)...]).trimmingCharacters(in: " \t")
+        headers[name] = value
+    }
+
+    /// Returns false to make curl abort the transfer.
+    func body(_ chunk: UnsafeRawBufferPointer) -> Bool {
+        switch mode {
+        case .buffer:
+            body.append(contentsOf: chunk)
+            return true
+        case .range(let expectation, let sink):
+            if verdict == nil {
+                verdict = RangeResponsePolicy.judge(status: status, contentRange: headers["content-range"],
+                                                    etag: headers["etag"], lastModified: headers["last-modified"],
+                                                    expected: expectation)
+            }
+            guard case .accept = verdict else { return false }
+            guard written + Int64(chunk.count) <= expectation.range.count else {
+                verdict = .reject("server sent more than the \(expectation.range.count) bytes asked for")
+                return false
+            }
+            do {
+                try sink(chunk, expectation.range.lower + written)
+            } catch {
+                sinkError = error
+                return false
+            }
+            written += Int64(chunk.count)
+            return true
+        }
+    }
+}
+
+extension String {
+    func trimmingCharacters(in set: String) -> String {
+        var s = Substring(self)
+        while let f = s.first, set.contains(f) { s.removeFirst() }
+        while let l = s.last, set.contains(l) { s.removeLast() }
+        return String(s)
+    }
+}
