@@ -98,3 +98,40 @@ public struct TreeFile: Sendable, Hashable {
         self.etag = etag
     }
 }
+
+/// One attempt at downloading a file. Work started under an older attempt may not change the
+/// row (the seed's exact-attempt ownership).
+public struct AttemptID: Sendable, Hashable, Codable, CustomStringConvertible {
+    public let rawValue: Int64
+    public init(_ rawValue: Int64) { self.rawValue = rawValue }
+    public var next: AttemptID { AttemptID(rawValue + 1) }
+    public var description: String { "attempt-\(rawValue)" }
+}
+
+/// The persisted state of one file's local copy.
+public struct DownloadRow: Sendable, Hashable {
+    public var key: FileKey
+    public var status: DownloadStatus
+    public var attempt: AttemptID
+    public var validator: Validator?
+    public var total: Int64
+    public var present: RangeSet
+    /// The partial file, relative to the data directory.
+    public var partialPath: String
+    public var reason: String?
+    /// All bytes are present and the completion check (size, hash, playback probe) has not run.
+    public var awaitingValidation: Bool
+
+    public init(key: FileKey, status: DownloadStatus, attempt: AttemptID, validator: Validator?, total: Int64,
+                present: RangeSet, partialPath: String, reason: String? = nil, awaitingValidation: Bool = false) {
+        self.key = key
+        self.status = status
+        self.attempt = attempt
+        self.validator = validator
+        self.total = total
+        self.present = present
+        self.partialPath = partialPath
+        self.reason = reason
+        self.awaitingValidation = awaitingValidation
+    }
+}

@@ -7,6 +7,12 @@ public struct SyscallError: Error, Sendable, CustomStringConvertible {
     public let function: String
     public let context: String
     public let code: Int32
+    public init(function: String, context: String, code: Int32) {
+        self.function = function
+        self.context = context
+        self.code = code
+    }
+
     public var description: String { "\(function)(\(context)): \(String(cString: strerror(code)))" }
 }
 

@@ -1,0 +1,452 @@
+import Foundation
+import LabstreamCore
+import Synchronization
+
+/// The library a fixture serves. Files are real files on disk.
+public struct FixtureCatalog: Sendable {
+    public struct Movie: Sendable {
+        public var title: String
+        public var year: Int?
+        public var file: String
+        public var container: String
+        /// Extra versions (Jellyfin alternate versions): label and file.
+        public var versions: [(label: String, file: String)] = []
+
+        public init(title: String, year: Int?, file: String, container: String) {
+            self.title = title
+            self.year = year
+            self.file = file
+            self.container = container
+        }
+    }
+
+    public struct Episode: Sendable {
+        public var season: Int
+        public var number: Int
+        public var title: String
+        public var file: String
+        public var container: String
+
+        public init(season: Int, number: Int, title: String, file: String, container: String) {
+            self.season = season
+            self.number = number
+            self.title = title
+            self.file = file
+            self.container = container
+        }
+    }
+
+    public struct Series: Sendable {
+        public var name: String
+        public var year: Int?
+        public var episodes: [Episode]
+
+        public init(name: String, year: Int?, episodes: [Episode]) {
+            self.name = name
+            self.year = year
+            self.episodes = episodes
+        }
+    }
+
+    public var movieLibrary = "Movies"
+    public var showLibrary = "Shows"
+    public var movies: [Movie] = []
+    public var series: [Series] = []
+
+    public init(movies: [Movie], series: [Series]) {
+        self.movies = movies
+        self.series = series
+    }
+}
+
+/// A fault the fixture injects into the next matching requests.
+public enum FixtureFault: Sendable, Hashable {
+    case status(Int)
+    case ignoreRange
+    case wrongContentRange
+    case dropAfter(Int64)
+    case stall(Double)
+    case malformedJSON
+    case truncatedJSON
+}
+
+public struct LoggedRequest: Sendable, Hashable {
+    public var method: String
+    public var path: String
+    public var query: [String: String]
+    public var range: String?
+    public var ifRange: String?
+    /// The `Authorization` header's scheme and keys, never its token value.
+    public var authorized: Bool
+
+    /// The `[first, last+1)` bytes a `Range: bytes=a-b` asked for.
+    public var requestedRange: ByteRange? {
+        guard let r = range, r.hasPrefix("bytes=") else { return nil }
+        let parts = r.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 2, let a = Int64(parts[0]) else { return nil }
+        guard let b = Int64(parts[1]) else { return ByteRange(a, Int64.max) }
+        return ByteRange(a, b + 1)
+    }
+}
+
+/// A Jellyfin server fixture built from the 10.11 OpenAPI document: the endpoints Labstream
+/// uses, PascalCase JSON, `fields` honoured, paging, and file downloads with `Range`,
+/// `If-Range`, `ETag` and `Last-Modified`. Faults can be injected per path prefix.
+public final class JellyfinFixture: Sendable {
+    public let serverId: String
+    public let userId: String
+    public let userName: String
+    let password: String
+    let token: String
+    let catalog: FixtureCatalog
+    let state = Mutex<State>(State())
+    private let server = Mutex<HTTPServer?>(nil)
+
+    struct State {
+        var log: [LoggedRequest] = []
+        var faults: [(prefix: String, fault: FixtureFault, remaining: Int?)] = []
+        /// Bumped to simulate a file that changed on the server.
+        var validatorGeneration: [String: Int] = [:]
+    }
+
+    struct Node {
+        var json: [String: Any]
+        var file: String?
+    }
+    let movieLibraryId: String
+    let showLibraryId: String
+    /// Immutable after init.
+    nonisolated(unsafe) let itemsById: [String: [String: Any]]
+    let filesById: [String: String]
+
+    public init(catalog: FixtureCatalog, userName: String = "demo", password: String = "demo", token: String? = nil) throws {
+        self.catalog = catalog
+        self.userName = userName
+        self.password = password
+        self.serverId = fixtureId("server")
+        self.userId = fixtureId("user:" + userName)
+        self.token = token ?? fixtureId("token:" + userName + ":" + String(UInt64.random(in: 0...UInt64.max)))
+        self.movieLibraryId = fixtureId("library:movies")
+        self.showLibraryId = fixtureId("library:shows")
+        var items: [String: [String: Any]] = [:]
+        var files: [String: String] = [:]
+        for movie in catalog.movies {
+            let id = fixtureId("movie:\(movie.title):\(movie.year ?? 0):\(movie.file)")
+            files[id] = movie.file
+            var versions: [(String, String, String)] = [(id, movie.title, movie.file)]
+            for v in movie.versions {
+                let vid = fixtureId("version:\(id):\(v.label)")
+                files[vid] = v.file
+                versions.append((vid, v.label, v.file))
+            }
+            items[id] = clean([
+                "Name": movie.title, "ServerId": serverId, "Id": id, "Type": "Movie", "IsFolder": false,
+                "MediaType": "Video", "LocationType": "FileSystem", "ParentId": movieLibraryId,
+                "ProductionYear": movie.year, "Container": movie.container,
+                "DateCreated": "2024-03-01T12:00:00.0000000Z",
+                "_versions": versions.map { ["Id": $0.0, "Name": $0.1, "File": $0.2, "Container": movie.container] },
+            ])
+        }
+        for series in catalog.series {
+            let sid = fixtureId("series:\(series.name):\(series.year ?? 0)")
+            items[sid] = clean(["Name": series.name, "ServerId": serverId, "Id": sid, "Type": "Series", "IsFolder": true,
+                          "ProductionYear": series.year, "ParentId": showLibraryId, "LocationType": "FileSystem",
+                          "DateCreated": "2023-05-01T08:00:00.0000000Z"])
+            for ep in series.episodes {
+                let seasonId = fixtureId("season:\(sid):\(ep.season)")
+                if items[seasonId] == nil {
+                    items[seasonId] = ["Name": ep.season == 0 ? "Specials" : "Season \(ep.season)", "Id": seasonId,
+                                       "ServerId": serverId, "Type": "Season", "IsFolder": true, "IndexNumber": ep.season,
+                                       "SeriesId": sid, "SeriesName": series.name, "ParentId": sid]
+                }
+                let eid = fixtureId("episode:\(sid):\(ep.season):\(ep.number):\(ep.file)")
+                files[eid] = ep.file
+                items[eid] = ["Name": ep.title, "ServerId": serverId, "Id": eid, "Type": "Episode", "IsFolder": false,
+                              "MediaType": "Video", "LocationType": "FileSystem", "IndexNumber": ep.number,
+                              "ParentIndexNumber": ep.season, "SeasonId": seasonId, "SeriesId": sid,
+                              "SeriesName": series.name, "ParentId": seasonId, "Container": ep.container,
+                              "DateCreated": "2024-04-02T09:30:00.0000000Z",
+                              "_versions": [["Id": eid, "Name": ep.title, "File": ep.file, "Container": ep.container]]]
+            }
+        }
+        itemsById = items
+        filesById = files
+    }
+
+    /// Starts listening on 127.0.0.1 (a random free port).
+    @discardableResult
+    public func start() throws -> String {
+        let s = try HTTPServer { [self] request in handle(request) }
+        server.withLock { $0 = s }
+        return s.baseURL
+    }
+
+    public var baseURL: String { server.withLock { $0?.baseURL ?? "" } }
+
+    /// Stops the server: connections drop, new ones are refused.
+    public func stop() { server.withLock { $0?.stop(); $0 = nil } }
+
+    public var accessToken: String { token }
+
+    public var requestLog: [LoggedRequest] { state.withLock { $0.log } }
+    public func clearLog() { state.withLock { $0.log.removeAll() } }
+    public var downloadRequests: [LoggedRequest] { requestLog.filter { $0.path.hasSuffix("/Download") } }
+
+    public func inject(_ fault: FixtureFault, pathPrefix: String, times: Int? = 1) {
+        state.withLock { $0.faults.append((pathPrefix, fault, times)) }
+    }
+
+    public func clearFaults() { state.withLock { $0.faults.removeAll() } }
+
+    /// Makes the file behind `itemId` look changed (new ETag and Last-Modified).
+    public func touch(itemId: String) { state.withLock { $0.validatorGeneration[itemId, default: 0] += 1 } }
+
+    public func itemId(forFile file: String) -> String? { filesById.first { $0.value == file }?.key }
+
+    func takeFault(for path: String) -> FixtureFault? {
+        state.withLock { s in
+            guard let i = s.faults.firstIndex(where: { path.hasPrefix($0.prefix) }) else { return nil }
+            let f = s.faults[i].fault
+            if let r = s.faults[i].remaining {
+                if r <= 1 { s.faults.remove(at: i) } else { s.faults[i].remaining = r - 1 }
+            }
+            return f
+        }
+    }
+
+    // MARK: - Routing
+
+    func handle(_ request: HTTPServer.Request) -> HTTPServer.Response {
+        let auth = parseAuthorization(request.headers["authorization"])
+        let authorized = auth["Token"] == token
+        state.withLock {
+            $0.log.append(LoggedRequest(method: request.method, path: request.path, query: request.query,
+                                        range: request.headers["range"], ifRange: request.headers["if-range"],
+                                        authorized: authorized))
+        }
+        let fault = takeFault(for: request.path)
+        if case .status(let code)? = fault {
+            return .json("{\"title\":\"injected\",\"status\":\(code)}", status: code)
+        }
+        let parts = request.path.split(separator: "/").map(String.init)
+        let m = request.method
+        let response: HTTPServer.Response
+        if m == "GET" && parts == ["System", "Info", "Public"] {
+            response = json(["LocalAddress": baseURL, "ServerName": "Labstream Fixture", "Version": "10.11.11",
+                             "ProductName": "Jellyfin Server", "OperatingSystem": "", "Id": serverId, "StartupWizardCompleted": true])
+        } else if m == "POST" && parts == ["Users", "AuthenticateByName"] {
+            response = authenticate(request, auth)
+        } else if !authorized {
+            response = .json("", status: 401)
+        } else if m == "GET" && parts == ["Users", "Me"] {
+            response = json(userDto())
+        } else if m == "GET" && parts == ["Users"] {
+            response = json([userDto()])
+        } else if m == "GET" && parts == ["UserViews"] {
+            response = userViews(request)
+        } else if m == "GET" && parts == ["Items"] {
+            response = items(request)
+        } else if m == "GET" && parts.count == 3 && parts[0] == "Shows" && parts[2] == "Seasons" {
+            response = seasons(parts[1], request)
+        } else if m == "GET" && parts.count == 3 && parts[0] == "Shows" && parts[2] == "Episodes" {
+            response = episodes(parts[1], request)
+        } else if (m == "GET" || m == "HEAD") && parts.count == 3 && parts[0] == "Items" && parts[2] == "Download" {
+            return download(parts[1], request, fault)
+        } else {
+            response = .json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
+        }
+        switch fault {
+        case .malformedJSON?:
+            return HTTPServer.Response(status: 200, headers: [("Content-Type", "application/json")], body: .bytes(Array("{\"Items\": [oops".utf8)))
+        case .truncatedJSON?:
+            if case .bytes(let b) = response.body {
+                return HTTPServer.Response(status: response.status, headers: response.headers, body: .bytes(Array(b.prefix(b.count / 2))))
+            }
+            return response
+        default:
+            return response
+        }
+    }
+
+    func parseAuthorization(_ header: String?) -> [String: String] {
+        guard let header, header.hasPrefix("MediaBrowser ") else { return [:] }
+        var out: [String: String] = [:]
+        for part in header.dropFirst("MediaBrowser ".count).split(separator: ",") {
+            let kv = part.split(separator: "=", maxSplits: 1)
+            guard kv.count == 2 else { continue }
+            var v = kv[1].trimmingCharacters(in: .whitespaces)
+            if v.hasPrefix("\"") && v.hasSuffix("\"") && v.count >= 2 { v = String(v.dropFirst().dropLast()) }
+            out[kv[0].trimmingCharacters(in: .whitespaces)] = v.removingPercentEncoding ?? v
+        }
+        return out
+    }
+
+    func authenticate(_ request: HTTPServer.Request, _ auth: [String: String]) -> HTTPServer.Response {
+        // Jellyfin 10.11 requires the client identity fields on an unauthenticated login.
+        guard ["Client", "Device", "DeviceId", "Version"].allSatisfy({ auth[$0]?.isEmpty == false }) else {
+            return .json("{\"title\":\"Bad Request\",\"detail\":\"Authorization header missing fields\"}", status: 400)
+        }
+        guard let body = try? JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any],
+              let user = body["Username"] as? String else {
+            return .json("{\"title\":\"Bad Request\"}", status: 400)
+        }
+        guard user.lowercased() == userName.lowercased(), (body["Pw"] as? String) == password else {
+            return .json("Error processing request.", status: 401)
+        }
+        return json(["User": userDto(), "SessionInfo": ["UserId": userId, "DeviceId": auth["DeviceId"]!, "Client": auth["Client"]!],
+                     "AccessToken": token, "ServerId": serverId])
+    }
+
+    func userDto() -> [String: Any] {
+        ["Name": userName, "ServerId": serverId, "Id": userId, "HasPassword": true, "HasConfiguredPassword": true]
+    }
+
+    func userViews(_ request: HTTPServer.Request) -> HTTPServer.Response {
+        var views: [[String: Any]] = []
+        if !catalog.movies.isEmpty {
+            views.append(["Name": catalog.movieLibrary, "ServerId": serverId, "Id": movieLibraryId, "Type": "CollectionFolder",
+                          "CollectionType": "movies", "IsFolder": true])
+        }
+        if !catalog.series.isEmpty {
+            views.append(["Name": catalog.showLibrary, "ServerId": serverId, "Id": showLibraryId, "Type": "CollectionFolder",
+                          "CollectionType": "tvshows", "IsFolder": true])
+        }
+        views.append(["Name": "Music", "ServerId": serverId, "Id": fixtureId("library:music"), "Type": "CollectionFolder",
+                      "CollectionType": "music", "IsFolder": true])
+        return json(["Items": views, "TotalRecordCount": views.count, "StartIndex": 0])
+    }
+
+    func fields(_ request: HTTPServer.Request) -> Set<String> {
+        Set((request.query["fields"] ?? "").split(separator: ",").map(String.init))
+    }
+
+    func dto(_ raw: [String: Any], fields: Set<String>) -> [String: Any] {
+        var out = raw.filter { !$0.key.hasPrefix("_") }
+        if let versions = raw["_versions"] as? [[String: Any]] {
+            let sources: [[String: Any]] = versions.map { v in
+                let file = v["File"] as! String
+                let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int64) ?? 0
+                return ["Protocol": "File", "Id": v["Id"]!, "Path": "/media/" + (file as NSString).lastPathComponent,
+                        "Type": "Default", "Container": v["Container"]!, "Size": size, "Name": v["Name"]!,
+                        "IsRemote": false, "ETag": etag(for: v["Id"] as! String, file: file), "SupportsDirectStream": true,
+                        "SupportsDirectPlay": true, "SupportsTranscoding": true]
+            }
+            if fields.contains("MediaSources") { out["MediaSources"] = sources }
+            if fields.contains("Path") { out["Path"] = sources.first?["Path"] }
+            if versions.count > 1 { out["MediaSourceCount"] = versions.count }
+        }
+        if fields.contains("Etag") { out["Etag"] = fixtureId("etag:\(raw["Id"]!)") }
+        return out
+    }
+
+    func page(_ all: [[String: Any]], _ request: HTTPServer.Request) -> HTTPServer.Response {
+        let start = max(Int(request.query["startIndex"] ?? "0") ?? 0, 0)
+        let limit = Int(request.query["limit"] ?? "") ?? Int.max
+        let f = fields(request)
+        let slice = start < all.count ? Array(all[start..<min(all.count, start + min(limit, all.count))]) : []
+        return json(["Items": slice.map { dto($0, fields: f) }, "TotalRecordCount": all.count, "StartIndex": start])
+    }
+
+    func items(_ request: HTTPServer.Request) -> HTTPServer.Response {
+        let types = Set((request.query["includeItemTypes"] ?? "").split(separator: ",").map(String.init))
+        let parent = request.query["parentId"]
+        let recursive = request.query["recursive"] == "true"
+        let selected = itemsById.values.filter { item in
+            if !types.isEmpty && !types.contains(item["Type"] as! String) { return false }
+            guard let parent else { return true }
+            if item["ParentId"] as? String == parent { return true }
+            guard recursive else { return false }
+            // Episodes and seasons live below a series below the library.
+            var p = item["ParentId"] as? String
+            while let cur = p, let node = itemsById[cur] {
+                if node["ParentId"] as? String == parent { return true }
+                p = node["ParentId"] as? String
+            }
+            return false
+        }.sorted { sortKey($0) < sortKey($1) }
+        return page(selected, request)
+    }
+
+    func sortKey(_ item: [String: Any]) -> String {
+        "\((item["Name"] as? String ?? "").lowercased())\u{0}\(item["Id"] as! String)"
+    }
+
+    func seasons(_ sid: String, _ request: HTTPServer.Request) -> HTTPServer.Response {
+        guard itemsById[sid]?["Type"] as? String == "Series" else { return .json("{\"title\":\"Not Found\"}", status: 404) }
+        let all = itemsById.values.filter { $0["Type"] as? String == "Season" && $0["SeriesId"] as? String == sid }
+            .sorted { ($0["IndexNumber"] as! Int) < ($1["IndexNumber"] as! Int) }
+        return page(all, request)
+    }
+
+    func episodes(_ sid: String, _ request: HTTPServer.Request) -> HTTPServer.Response {
+        guard itemsById[sid]?["Type"] as? String == "Series" else { return .json("{\"title\":\"Not Found\"}", status: 404) }
+        let all = itemsById.values.filter { $0["Type"] as? String == "Episode" && $0["SeriesId"] as? String == sid }
+            .sorted { (($0["ParentIndexNumber"] as! Int), ($0["IndexNumber"] as! Int)) < (($1["ParentIndexNumber"] as! Int), ($1["IndexNumber"] as! Int)) }
+        return page(all, request)
+    }
+
+    func etag(for id: String, file: String) -> String {
+        let gen = state.withLock { $0.validatorGeneration[id] ?? 0 }
+        let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int64) ?? 0
+        return "\"\(String(size, radix: 16))-\(fixtureId("\(id):\(gen)").prefix(12))\""
+    }
+
+    func lastModified(for id: String) -> String {
+        let gen = state.withLock { $0.validatorGeneration[id] ?? 0 }
+        let date = Date(timeIntervalSince1970: 1_700_000_000 + Double(gen) * 3600)
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "GMT")
+        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return f.string(from: date)
+    }
+
+    func download(_ id: String, _ request: HTTPServer.Request, _ fault: FixtureFault?) -> HTTPServer.Response {
+        guard let file = filesById[id], let attrs = try? FileManager.default.attributesOfItem(atPath: file),
+              let size = attrs[.size] as? Int64 else {
+            return .json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
+        }
+        let tag = etag(for: id, file: file)
+        let modified = lastModified(for: id)
+        var headers: [(String, String)] = [("Content-Type", "video/x-matroska"), ("Accept-Ranges", "bytes"),
+                                           ("ETag", tag), ("Last-Modified", modified)]
+        let dropAfter: Int64? = { if case .dropAfter(let n)? = fault { return n }; return nil }()
+        let stall: Double? = { if case .stall(let s)? = fault { return s }; return nil }()
+        var honourRange = fault != .ignoreRange
+        if let ifRange = request.headers["if-range"], ifRange != tag, ifRange != modified { honourRange = false }
+        if honourRange, let spec = request.headers["range"], spec.hasPrefix("bytes=") {
+            let bounds = spec.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+            guard bounds.count == 2, let first = Int64(bounds[0]), first < size else {
+                headers.append(("Content-Range", "bytes */\(size)"))
+                return HTTPServer.Response(status: 416, headers: headers)
+            }
+            let last = min(Int64(bounds[1]) ?? (size - 1), size - 1)
+            guard last >= first else { return HTTPServer.Response(status: 416, headers: headers + [("Content-Range", "bytes */\(size)")]) }
+            let shift: Int64 = fault == .wrongContentRange ? 1 : 0
+            headers.append(("Content-Range", "bytes \(first + shift)-\(last + shift)/\(size)"))
+            return HTTPServer.Response(status: 206, headers: headers,
+                                       body: .file(path: file, offset: first, length: last - first + 1, dropAfter: dropAfter, stallSeconds: stall))
+        }
+        return HTTPServer.Response(status: 200, headers: headers,
+                                   body: .file(path: file, offset: 0, length: size, dropAfter: dropAfter, stallSeconds: stall))
+    }
+
+    func json(_ object: Any) -> HTTPServer.Response {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return HTTPServer.Response(status: 200, headers: [("Content-Type", "application/json; charset=utf-8")], body: .bytes(Array(data)))
+    }
+}
+
+/// A Jellyfin-style id: 32 lower-case hex digits, derived deterministically from `seed`.
+public func fixtureId(_ seed: String) -> String {
+    var h1: UInt64 = 0xcbf29ce484222325, h2: UInt64 = 0x84222325cbf29ce4
+    for b in seed.utf8 {
+        h1 = (h1 ^ UInt64(b)) &* 0x100000001b3
+        h2 = (h2 ^ UInt64(b)) &* 0x100000001b3 &+ 0x9e3779b97f4a7c15
+    }
+    func hex(_ v: UInt64) -> String { let s = String(v, radix: 16); return String(repeating: "0", count: 16 - s.count) + s }
+    return hex(h1) + hex(h2)
+}
+
+/// Drops nil values so JSONSerialization can encode the dictionary.
+func clean(_ d: [String: Any?]) -> [String: Any] { d.compactMapValues { $0 } }

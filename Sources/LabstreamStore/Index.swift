@@ -1,0 +1,192 @@
+import LabstreamCore
+
+/// The offline index: servers, libraries, items, media sources (with their tree paths) and
+/// per-file download state. Never a token. Schema-versioned; a current index that cannot be
+/// read fails closed.
+public final class OfflineIndex: Sendable {
+    public static let schemaVersion: Int64 = 1
+    public let db: SQLiteDatabase
+
+    public struct ServerRow: Sendable, Hashable {
+        public var name: String
+        public var type: String
+        public var url: String
+        public var serverId: String?
+        public var lastSync: Int64?
+    }
+
+    public init(path: String) throws(LabstreamError) {
+        do {
+            db = try SQLiteDatabase(path: path)
+            try db.exec("PRAGMA journal_mode=WAL")
+            try db.exec("PRAGMA synchronous=NORMAL")
+            try db.exec("PRAGMA foreign_keys=ON")
+        } catch {
+            throw .storage("cannot open the index \(path): \(error). Move it aside to start a fresh index.")
+        }
+        try migrate()
+    }
+
+    func migrate() throws(LabstreamError) {
+        do {
+            let version: Int64 = try db.transaction { c in
+                let hasMeta = try c.query("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'")[0][0].int ?? 0
+                let tables = try c.query("SELECT count(*) FROM sqlite_master WHERE type='table'")[0][0].int ?? 0
+                if hasMeta == 0 {
+                    guard tables == 0 else { return -1 }   // someone else's database: do not touch it
+                    try Self.createV1(c)
+                    return Self.schemaVersion
+                }
+                return Int64(try c.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text ?? "") ?? 0
+            }
+            if version == -1 { throw LabstreamError.storage("\(db.path) is not a Labstream index (no schema version); move it aside") }
+            if version != Self.schemaVersion {
+                throw LabstreamError.storage("\(db.path) has index schema \(version), this Labstream understands \(Self.schemaVersion); upgrade Labstream or move the index aside")
+            }
+        } catch let e as LabstreamError {
+            throw e
+        } catch {
+            throw .storage("the index \(db.path) is unreadable (\(error)); Labstream will not guess. Move it aside to rebuild it from the servers.")
+        }
+    }
+
+    static func createV1(_ c: Connection) throws {
+        try c.exec("""
+        CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES('schema_version', '1');
+        CREATE TABLE servers(name TEXT PRIMARY KEY, type TEXT NOT NULL, url TEXT NOT NULL, server_id TEXT, last_sync INTEGER);
+        CREATE TABLE libraries(server TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL, PRIMARY KEY(server, id));
+        CREATE TABLE items(server TEXT NOT NULL, id TEXT NOT NULL, library TEXT NOT NULL, kind TEXT NOT NULL,
+            title TEXT NOT NULL, year INTEGER, series_id TEXT, series_name TEXT, series_year INTEGER,
+            season INTEGER, episode INTEGER, modified INTEGER NOT NULL, PRIMARY KEY(server, id));
+        CREATE TABLE media_sources(server TEXT NOT NULL, item_id TEXT NOT NULL, id TEXT NOT NULL, name TEXT,
+            container TEXT, size INTEGER NOT NULL, etag TEXT, tree_path TEXT NOT NULL, modified INTEGER NOT NULL,
+            PRIMARY KEY(server, item_id, id));
+        CREATE TABLE downloads(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL,
+            status TEXT NOT NULL, attempt INTEGER NOT NULL, validator TEXT, total INTEGER NOT NULL,
+            ranges TEXT NOT NULL, partial TEXT NOT NULL, reason TEXT, awaiting_validation INTEGER NOT NULL DEFAULT 0,
+            updated INTEGER NOT NULL, PRIMARY KEY(server, item_id, source_id));
+        """)
+    }
+
+    // MARK: - Catalog
+
+    /// Replaces one server's catalog in a single transaction: a failure leaves the old one.
+    /// Download rows are never touched here.
+    public func replaceCatalog(server: ServerRow, libraries: [LibraryCatalog], tree: [TreeFile], now: Int64) throws(LabstreamError) {
+        let pathOf = Dictionary(tree.map { ($0.key, $0.path.joined(separator: "/")) }, uniquingKeysWith: { a, _ in a })
+        do {
+            try db.transaction { c in
+                for table in ["libraries", "items", "media_sources"] {
+                    try c.run("DELETE FROM \(table) WHERE server=?", [.text(server.name)])
+                }
+                try c.run("INSERT OR REPLACE INTO servers(name, type, url, server_id, last_sync) VALUES(?,?,?,?,?)",
+                          [.text(server.name), .text(server.type), .text(server.url), server.serverId.map(SQLValue.text) ?? .null, .int(now)])
+                for library in libraries {
+                    try c.run("INSERT OR REPLACE INTO libraries VALUES(?,?,?)", [.text(server.name), .text(library.id), .text(library.name)])
+                    for item in library.items {
+                        try c.run("INSERT OR REPLACE INTO items VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", [
+                            .text(server.name), .text(item.id), .text(library.id), .text(item.kind.rawValue), .text(item.title),
+                            item.year.map { .int(Int64($0)) } ?? .null, item.seriesId.map(SQLValue.text) ?? .null,
+                            item.seriesName.map(SQLValue.text) ?? .null, item.seriesYear.map { .int(Int64($0)) } ?? .null,
+                            item.seasonNumber.map { .int(Int64($0)) } ?? .null, item.episodeNumber.map { .int(Int64($0)) } ?? .null,
+                            .int(item.modified)])
+                        for source in item.sources {
+                            let key = FileKey(server: server.name, itemId: item.id, sourceId: source.id)
+                            guard let path = pathOf[key] else { continue }
+                            try c.run("INSERT OR REPLACE INTO media_sources VALUES(?,?,?,?,?,?,?,?,?)", [
+                                .text(server.name), .text(item.id), .text(source.id), source.name.map(SQLValue.text) ?? .null,
+                                source.container.map(SQLValue.text) ?? .null, .int(max(source.size ?? 0, 0)),
+                                source.etag.map(SQLValue.text) ?? .null, .text(path), .int(item.modified)])
+                        }
+                    }
+                }
+            }
+        } catch {
+            throw .storage("saving the catalog of \(server.name) failed (\(error)); the previous catalog is unchanged")
+        }
+    }
+
+    public func servers() throws(LabstreamError) -> [ServerRow] {
+        try read("servers") {
+            try db.query("SELECT name, type, url, server_id, last_sync FROM servers ORDER BY name").map {
+                ServerRow(name: $0[0].text ?? "", type: $0[1].text ?? "", url: $0[2].text ?? "", serverId: $0[3].text, lastSync: $0[4].int)
+            }
+        }
+    }
+
+    public func treeFiles(server: String? = nil) throws(LabstreamError) -> [TreeFile] {
+        try read("the catalog") {
+            let rows = try db.query("""
+                SELECT server, item_id, id, size, modified, etag, tree_path FROM media_sources
+                \(server == nil ? "" : "WHERE server=?") ORDER BY tree_path
+                """, server.map { [.text($0)] } ?? [])
+            return rows.compactMap { r -> TreeFile? in
+                guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let p = r[6].text else { return nil }
+                return TreeFile(path: p.split(separator: "/").map(String.init), key: FileKey(server: s, itemId: i, sourceId: id),
+                                size: r[3].int ?? 0, modified: r[4].int ?? 0, etag: r[5].text)
+            }
+        }
+    }
+
+    public func removeServer(_ name: String) throws(LabstreamError) {
+        do {
+            try db.transaction { c in
+                for table in ["servers", "libraries", "items", "media_sources"] {
+                    try c.run("DELETE FROM \(table) WHERE \(table == "servers" ? "name" : "server")=?", [.text(name)])
+                }
+            }
+        } catch { throw .storage("removing \(name) from the index failed: \(error)") }
+    }
+
+    // MARK: - Downloads
+
+    public func download(_ key: FileKey) throws(LabstreamError) -> DownloadRow? {
+        try read("download state") {
+            try db.query("SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
+                         [.text(key.server), .text(key.itemId), .text(key.sourceId)]).first.flatMap(Self.decodeDownload)
+        }
+    }
+
+    public func downloads() throws(LabstreamError) -> [DownloadRow] {
+        try read("download state") {
+            try db.query("SELECT \(Self.downloadColumns) FROM downloads ORDER BY server, item_id, source_id").compactMap(Self.decodeDownload)
+        }
+    }
+
+    /// Writes `row` only if the stored row still belongs to `row.attempt` (or there is none):
+    /// stale work cannot overwrite a newer attempt. Returns false when refused.
+    @discardableResult
+    public func saveDownload(_ row: DownloadRow, now: Int64) throws(LabstreamError) -> Bool {
+        do {
+            return try db.transaction { c in
+                let current = try c.query("SELECT attempt FROM downloads WHERE server=? AND item_id=? AND source_id=?",
+                                          [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId)]).first?[0].int
+                if let current, current > row.attempt.rawValue { return false }
+                try c.run("INSERT OR REPLACE INTO downloads VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", [
+                    .text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .text(row.status.rawValue),
+                    .int(row.attempt.rawValue), row.validator.map { .text($0.description) } ?? .null, .int(row.total),
+                    .text(row.present.serialized), .text(row.partialPath), row.reason.map(SQLValue.text) ?? .null,
+                    .int(row.awaitingValidation ? 1 : 0), .int(now)])
+                return true
+            }
+        } catch {
+            throw .storage("saving download state failed: \(error)")
+        }
+    }
+
+    static let downloadColumns = "server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason, awaiting_validation"
+
+    static func decodeDownload(_ r: [SQLValue]) -> DownloadRow? {
+        guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let status = r[3].text.flatMap(DownloadStatus.init(rawValue:)),
+              let attempt = r[4].int, let total = r[6].int, let ranges = r[7].text.flatMap(RangeSet.init(serialized:)),
+              let partial = r[8].text else { return nil }
+        return DownloadRow(key: FileKey(server: s, itemId: i, sourceId: id), status: status, attempt: AttemptID(attempt),
+                           validator: r[5].text.flatMap(Validator.init(persisted:)), total: total, present: ranges,
+                           partialPath: partial, reason: r[9].text, awaitingValidation: (r[10].int ?? 0) != 0)
+    }
+
+    func read<T>(_ what: String, _ body: () throws -> T) throws(LabstreamError) -> T {
+        do { return try body() } catch { throw .storage("reading \(what) from the index failed: \(error)") }
+    }
+}

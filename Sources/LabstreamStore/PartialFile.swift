@@ -1,0 +1,89 @@
+import LabstreamCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A sparse file holding whatever bytes of a remote file are present, at their own offsets.
+/// Which bytes are trustworthy is the index's range map, never the file itself.
+public final class PartialFile: Sendable {
+    public let path: String
+    let fd: Int32
+
+    public init(path: String, size: Int64) throws(LabstreamError) {
+        self.path = path
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .storage("cannot open partial \(path): \(String(cString: strerror(errno)))") }
+        var st = stat()
+        fstat(fd, &st)
+        if Int64(st.st_size) != size && ftruncate(fd, off_t(size)) != 0 {
+            close(fd)
+            throw .storage("cannot size partial \(path): \(String(cString: strerror(errno)))")
+        }
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+
+    public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(LabstreamError) {
+        do { try pwriteAll(fd, bytes, at: offset, context: path) } catch {
+            if error.code == ENOSPC || error.code == EDQUOT { throw .noSpace("writing \(path)") }
+            throw .storage(error.description)
+        }
+    }
+
+    /// Makes written bytes durable; the range map may only advance after this returns.
+    public func sync() throws(LabstreamError) {
+        do { try syscall("fdatasync", path) { fdatasync(fd) } } catch {
+            if error.code == ENOSPC { throw .noSpace("syncing \(path)") }
+            throw .storage(error.description)
+        }
+    }
+
+    public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(LabstreamError) -> Int {
+        do { return try preadFully(fd, into: buffer, at: offset, context: path) } catch {
+            throw .storage(error.description)
+        }
+    }
+}
+
+/// Where things live under the data directory.
+public struct DataLayout: Sendable {
+    public let root: String
+
+    public init(root: String) { self.root = root }
+
+    public var indexPath: String { root + "/index.sqlite" }
+    public var lockPath: String { root + "/labstream.lock" }
+    public var partialsDir: String { root + "/partials" }
+    public var mediaCacheDir: String { root + "/demo-media" }
+    public var logPath: String { root + "/labstream.log" }
+
+    /// The partial file for `key`, relative to the data dir. The name is a digest of the key
+    /// so hostile ids cannot escape the directory.
+    public func partialRelativePath(for key: FileKey) -> String {
+        "partials/" + digestName(key.description) + ".part"
+    }
+
+    public func absolute(_ relative: String) -> String { root + "/" + relative }
+
+    func digestName(_ s: String) -> String {
+        var h1: UInt64 = 0xcbf29ce484222325, h2: UInt64 = 0x6c62272e07bb0142
+        for b in s.utf8 {
+            h1 = (h1 ^ UInt64(b)) &* 0x100000001b3
+            h2 = (h2 &+ UInt64(b)) &* 0x9e3779b97f4a7c15 ^ (h2 >> 29)
+        }
+        func hex(_ v: UInt64) -> String { let x = String(v, radix: 16); return String(repeating: "0", count: 16 - x.count) + x }
+        return hex(h1) + hex(h2)
+    }
+}
+
+/// Creates `path` and its parents with `mode` (like `mkdir -p`).
+public func makeDirectories(_ path: String, mode: mode_t = 0o700) throws(LabstreamError) {
+    var current = path.hasPrefix("/") ? "" : "."
+    for part in path.split(separator: "/") {
+        current += "/" + part
+        if mkdir(current, mode) != 0 && errno != EEXIST {
+            throw .storage("cannot create \(current): \(String(cString: strerror(errno)))")
+        }
+    }
+}

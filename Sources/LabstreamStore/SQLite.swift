@@ -1,0 +1,123 @@
+import CSQLite
+import LabstreamCore
+import Synchronization
+
+public struct SQLiteError: Error, Sendable, CustomStringConvertible {
+    public let code: Int32
+    public let message: String
+    public var description: String { message }
+}
+
+public enum SQLValue: Sendable, Hashable {
+    case null
+    case int(Int64)
+    case text(String)
+
+    public var int: Int64? { if case .int(let v) = self { return v }; return nil }
+    public var text: String? { if case .text(let v) = self { return v }; return nil }
+}
+
+/// One SQLite connection. Every statement runs under the connection's lock, so the type is
+/// safe to share between FUSE workers and transfer threads.
+public final class SQLiteDatabase: Sendable {
+    struct Handle: @unchecked Sendable { let db: OpaquePointer }
+    private let handle: Mutex<Handle>
+    public let path: String
+
+    public init(path: String, readOnly: Bool = false) throws(SQLiteError) {
+        var db: OpaquePointer?
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_FULLMUTEX
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            if let db { sqlite3_close(db) }
+            throw SQLiteError(code: rc, message: "\(path): \(message)")
+        }
+        sqlite3_busy_timeout(db, 10_000)
+        self.path = path
+        self.handle = Mutex(Handle(db: db))
+    }
+
+    deinit {
+        handle.withLock { _ = sqlite3_close_v2($0.db) }
+    }
+
+    /// Runs `body` holding the connection; statements inside share one lock acquisition.
+    public func withConnection<T>(_ body: (Connection) throws -> T) rethrows -> T {
+        try handle.withLock { h in try body(Connection(db: h.db)) }
+    }
+
+    /// `BEGIN IMMEDIATE … COMMIT`, rolled back if `body` throws.
+    public func transaction<T>(_ body: (Connection) throws -> T) throws -> T {
+        try withConnection { c in
+            try c.exec("BEGIN IMMEDIATE")
+            do {
+                let result = try body(c)
+                try c.exec("COMMIT")
+                return result
+            } catch {
+                try? c.exec("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    public func exec(_ sql: String) throws { try withConnection { try $0.exec(sql) } }
+
+    public func query(_ sql: String, _ args: [SQLValue] = []) throws -> [[SQLValue]] {
+        try withConnection { try $0.query(sql, args) }
+    }
+
+    public func run(_ sql: String, _ args: [SQLValue] = []) throws {
+        try withConnection { try $0.run(sql, args) }
+    }
+}
+
+/// A connection borrowed for the duration of `withConnection`.
+public struct Connection {
+    let db: OpaquePointer
+
+    func error(_ rc: Int32, _ sql: String) -> SQLiteError {
+        SQLiteError(code: rc, message: "\(String(cString: sqlite3_errmsg(db))) (in: \(sql.prefix(60)))")
+    }
+
+    public func exec(_ sql: String) throws(SQLiteError) {
+        let rc = sqlite3_exec(db, sql, nil, nil, nil)
+        guard rc == SQLITE_OK else { throw error(rc, sql) }
+    }
+
+    public func run(_ sql: String, _ args: [SQLValue] = []) throws(SQLiteError) {
+        _ = try query(sql, args)
+    }
+
+    public func query(_ sql: String, _ args: [SQLValue] = []) throws(SQLiteError) -> [[SQLValue]] {
+        var stmt: OpaquePointer?
+        let rc = sqlite3_prepare_v2(db, sql, -1, &stmt, nil)
+        guard rc == SQLITE_OK, let stmt else { throw error(rc, sql) }
+        defer { sqlite3_finalize(stmt) }
+        for (i, arg) in args.enumerated() {
+            let index = Int32(i + 1)
+            switch arg {
+            case .null: sqlite3_bind_null(stmt, index)
+            case .int(let v): sqlite3_bind_int64(stmt, index, v)
+            case .text(let v): sqlite3_bind_text(stmt, index, v, -1, CSQLite_transient())
+            }
+        }
+        var rows: [[SQLValue]] = []
+        while true {
+            let step = sqlite3_step(stmt)
+            if step == SQLITE_DONE { return rows }
+            guard step == SQLITE_ROW else { throw error(step, sql) }
+            var row: [SQLValue] = []
+            for c in 0..<sqlite3_column_count(stmt) {
+                switch sqlite3_column_type(stmt, c) {
+                case SQLITE_NULL: row.append(.null)
+                case SQLITE_INTEGER: row.append(.int(sqlite3_column_int64(stmt, c)))
+                default:
+                    if let p = sqlite3_column_text(stmt, c) { row.append(.text(String(cString: p))) } else { row.append(.null) }
+                }
+            }
+            rows.append(row)
+        }
+    }
+}
