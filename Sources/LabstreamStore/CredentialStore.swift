@@ -104,11 +104,9 @@ public enum AtomicFile {
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)
         guard fd >= 0 else { throw .storage("cannot write \(tmp): \(String(cString: strerror(errno)))") }
         fchmod(fd, mode)
-        var ok = true
-        do {
-            try Array(text.utf8).withUnsafeBytes { b throws(SyscallError) in try pwriteAll(fd, b, at: 0, context: tmp) }
-        } catch { ok = false }
-        ok = ok && fsync(fd) == 0
+        let bytes = Array(text.utf8)
+        let written = bytes.withUnsafeBytes { b in (try? pwriteAll(fd, b, at: 0, context: tmp)) != nil }
+        let ok = written && fsync(fd) == 0
         close(fd)
         guard ok, rename(tmp, path) == 0 else {
             let why = String(cString: strerror(errno))
