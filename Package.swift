@@ -17,6 +17,7 @@ let package = Package(
         .systemLibrary(name: "CFuse3", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CLinux"),
         .systemLibrary(name: "CMpv", pkgConfig: "mpv", providers: [.apt(["libmpv-dev"])]),
 
         .target(name: "LabstreamCore"),
@@ -29,7 +30,7 @@ let package = Package(
         .target(name: "LabstreamFixture", dependencies: ["LabstreamCore"]),
         .target(name: "LabstreamCLI", dependencies: [
             "LabstreamCore", "LabstreamBackends", "LabstreamHTTP", "LabstreamStore",
-            "LabstreamEngine", "LabstreamFS", "LabstreamFUSE", "LabstreamFixture",
+            "LabstreamEngine", "LabstreamFS", "LabstreamFUSE", "LabstreamFixture", "CLinux",
         ]),
         .executableTarget(name: "labstream", dependencies: ["LabstreamCLI"]),
 

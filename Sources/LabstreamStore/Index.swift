@@ -13,6 +13,14 @@ public final class OfflineIndex: Sendable {
         public var url: String
         public var serverId: String?
         public var lastSync: Int64?
+
+        public init(name: String, type: String, url: String, serverId: String?, lastSync: Int64?) {
+            self.name = name
+            self.type = type
+            self.url = url
+            self.serverId = serverId
+            self.lastSync = lastSync
+        }
     }
 
     public init(path: String) throws(LabstreamError) {

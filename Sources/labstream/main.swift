@@ -1,1 +1,4 @@
+import Foundation
 import LabstreamCLI
+
+exit(Labstream.main(CommandLine.arguments))

@@ -1,0 +1,12 @@
+#ifndef CLINUX_SHIM_H
+#define CLINUX_SHIM_H
+/* Linux headers Glibc's Swift module does not export. */
+#include <sys/xattr.h>
+#include <spawn.h>
+/* glibc defines POSIX_SPAWN_SETSID only under _GNU_SOURCE; the value is fixed ABI. */
+#ifdef POSIX_SPAWN_SETSID
+static const int CLinux_POSIX_SPAWN_SETSID = POSIX_SPAWN_SETSID;
+#else
+static const int CLinux_POSIX_SPAWN_SETSID = 0x80;
+#endif
+#endif

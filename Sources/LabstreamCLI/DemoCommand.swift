@@ -1,0 +1,47 @@
+import Foundation
+import LabstreamCore
+import LabstreamFixture
+
+/// `labstream demo [MOUNTPOINT]`: an embedded Jellyfin-compatible server with generated media on
+/// loopback, added as server "demo" in a separate demo profile, mounted in the foreground.
+enum DemoCommand {
+    static let spec = Arguments.Spec(valued: Context.globalValued, flags: Context.globalFlags)
+
+    static func run(_ argv: [String]) throws -> Int32 {
+        let args = try Arguments.parse(argv, spec: spec)
+        if args.flag("-h") || args.flag("--help") { printOut(Help.demo); return ExitCode.ok }
+        guard args.positionals.count <= 1 else { throw UsageError("usage: labstream demo [MOUNTPOINT]") }
+        let mountpointArg = args.positionals.first ?? "mountpoints/demo"
+        try? FileManager.default.createDirectory(atPath: mountpointArg, withIntermediateDirectories: true)
+        let mountpoint = try MountCommand.checkedMountpoint(mountpointArg)
+        let base = Context(args: args)
+        // The demo never touches the user's own servers: it has a profile of its own.
+        let demo = Context(configDir: base.dataDir + "/demo/config", dataDir: base.dataDir + "/demo/data")
+        let log = Logger(verbose: args.flag("-v") || args.flag("--verbose"))
+
+        let catalog: FixtureCatalog
+        do { catalog = try DemoMedia.ensure(in: base.dataDir + "/demo/media") { log.info($0) } } catch { throw CLIError(error) }
+        let fixture = try JellyfinFixture(catalog: catalog, userName: "demo", password: "demo")
+        let url = try fixture.start()
+        defer { fixture.stop() }
+        let described = try ServerCommands.addJellyfin(demo, name: "demo", url: url, user: "demo", secret: "demo", isPassword: true)
+        log.info("demo server \(described) listening on \(url)")
+
+        let shown = mountpointArg
+        let env = "LABSTREAM_CONFIG_DIR=\(demo.configDir) LABSTREAM_DATA_DIR=\(demo.dataDir)"
+        return Daemon(context: demo, mountpoint: mountpoint, options: MountOptions(), verbose: log.verbose, report: { line in
+            guard line == "ready" else { return }
+            printOut("""
+
+            Labstream demo is mounted at \(shown). In another terminal, try:
+              ls -R \(shown)
+              mpv --vo=null --ao=null "\(shown)/demo/Movies/Test Pattern (2021)/Test Pattern (2021).mp4"
+              ffprobe "\(shown)/demo/Shows/Signal Tests (2020)/Season 01/Signal Tests (2020) - S01E01 - Pilot Tone.mkv"
+              \(env) labstream status
+              labstream status --json "\(shown)/demo/Movies"
+            Press Ctrl-C here to unmount and stop the demo server.
+
+            """)
+        }).run()
+    }
+}

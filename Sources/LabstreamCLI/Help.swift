@@ -1,0 +1,83 @@
+import LabstreamBackends
+
+/// Every help text, verbatim; tests compare against these.
+enum Help {
+    static let main = """
+    labstream \(LabstreamVersion.current) — mount your home media servers' libraries as a read-only filesystem.
+
+    Usage:
+      labstream server add jellyfin NAME --url URL --user USER --password-stdin
+      labstream server add jellyfin NAME --url URL [--user USER] --token-stdin
+      labstream server list [--json]
+      labstream server remove NAME
+      labstream mount MOUNTPOINT [--foreground] [-o OPTIONS]
+      labstream unmount MOUNTPOINT
+      labstream status [PATH…] [--json]
+      labstream sync [NAME]
+      labstream demo [MOUNTPOINT]
+
+    Global options (anywhere on the line):
+      --config-dir DIR   configuration (default $LABSTREAM_CONFIG_DIR, $XDG_CONFIG_HOME/labstream, /etc/labstream for root)
+      --data-dir DIR     index, partial files, log (default $LABSTREAM_DATA_DIR, $XDG_DATA_HOME/labstream, /var/lib/labstream for root)
+      -v, --verbose      more log output
+      -h, --help         this text; `labstream COMMAND --help` for one command
+
+    Exit status follows sysexits(3): 64 bad usage, 66 no such input, 69 server unavailable,
+    74 local I/O error, 75 try again later, 76 server protocol error, 77 permission or login refused, 78 bad configuration.
+    See labstream(1) and labstream.conf(5).
+    """
+
+    static let server = """
+    Usage:
+      labstream server add jellyfin NAME --url URL --user USER --password-stdin
+      labstream server add jellyfin NAME --url URL [--user USER] --token-stdin
+      labstream server list [--json]
+      labstream server remove NAME
+
+    add logs in with the password read from standard input (it is never stored) and keeps only the
+    access token, in the 0600 credentials file. --token-stdin adopts an existing token or API key
+    (an API key needs --user to pick whose libraries to mount). Adding an existing NAME replaces it.
+    """
+
+    static let mount = """
+    Usage: labstream mount MOUNTPOINT [--foreground] [-o OPTIONS]
+
+    Mounts every configured server under MOUNTPOINT, read-only. Without --foreground it returns once
+    the mount answers (exit 0) or with the reason it could not mount. SIGTERM or
+    `labstream unmount MOUNTPOINT` unmounts cleanly.
+
+    Options (-o, comma-separated): allow_other, default_permissions, uid=N, gid=N, umask=OCTAL.
+    Accepted and ignored: ro, defaults, _netdev, nofail, noauto, auto, user, users, x-systemd.*.
+    rw is refused: the mount is read-only.
+    """
+
+    static let status = """
+    Usage: labstream status [PATH…] [--json]
+
+    For each PATH inside a live mount (a file, or every file below a folder): its state, bytes
+    present / total, and the reason when there is one. Without PATH: every file with local bytes,
+    from the index. --json prints one array of objects with path, state, bytes_present, bytes_total
+    and reason.
+    """
+
+    static let sync = """
+    Usage: labstream sync [NAME]
+
+    Refreshes the catalog of every server (or NAME) now. A failed sync keeps the previous catalog.
+    A running daemon picks up the new catalog at once.
+    """
+
+    static let unmount = """
+    Usage: labstream unmount MOUNTPOINT
+
+    Unmounts a Labstream mount and waits for its daemon to finish.
+    """
+
+    static let demo = """
+    Usage: labstream demo [MOUNTPOINT]
+
+    Starts an embedded Jellyfin-compatible server on loopback with generated media (ffmpeg), adds it
+    as server "demo" in a separate demo profile under the data dir, and mounts it in the foreground
+    at MOUNTPOINT (default mountpoints/demo). Ctrl-C unmounts and stops it.
+    """
+}

@@ -1,0 +1,45 @@
+import LabstreamBackends
+import LabstreamCore
+
+/// The `labstream` command: dispatches to a subcommand and turns every failure into one
+/// message on stderr and a sysexits code.
+public enum Labstream {
+    public static func main(_ argv: [String]) -> Int32 {
+        var rest = Array(argv.dropFirst())
+        guard let command = rest.first else {
+            writeToStderr(Help.main)
+            return ExitCode.usage
+        }
+        rest.removeFirst()
+        do {
+            switch command {
+            case "server": return try ServerCommands.run(rest)
+            case "mount": return try MountCommand.run(rest)
+            case "unmount", "umount": return try UnmountCommand.run(rest)
+            case "status": return try StatusCommand.run(rest)
+            case "sync": return try SyncCommand.run(rest)
+            case "demo": return try DemoCommand.run(rest)
+            case "-h", "--help", "help":
+                printOut(Help.main)
+                return ExitCode.ok
+            case "--version", "version":
+                printOut("labstream \(LabstreamVersion.current)")
+                return ExitCode.ok
+            default:
+                throw UsageError("unknown command '\(command)'")
+            }
+        } catch let e as UsageError {
+            writeToStderr("labstream: \(e.message)\nRun `labstream --help` for usage.")
+            return ExitCode.usage
+        } catch let e as CLIError {
+            writeToStderr("labstream: \(e.message)")
+            return e.code
+        } catch let e as LabstreamError {
+            writeToStderr("labstream: \(e.userMessage)")
+            return ExitCode.of(e)
+        } catch {
+            writeToStderr("labstream: \(error)")
+            return ExitCode.software
+        }
+    }
+}

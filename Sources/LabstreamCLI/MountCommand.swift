@@ -1,0 +1,210 @@
+import CLinux
+import Foundation
+import LabstreamBackends
+import LabstreamCore
+import LabstreamEngine
+import LabstreamFS
+import LabstreamFUSE
+import LabstreamStore
+
+enum MountCommand {
+    static let spec = Arguments.Spec(
+        valued: Context.globalValued.union(["-o", "--ready-fd"]),
+        flags: Context.globalFlags.union(["--foreground", "-f"]))
+
+    static func run(_ argv: [String]) throws -> Int32 {
+        let args = try Arguments.parse(argv, spec: spec)
+        if args.flag("-h") || args.flag("--help") { printOut(Help.mount); return ExitCode.ok }
+        guard args.positionals.count == 1 else { throw UsageError("usage: labstream mount MOUNTPOINT [--foreground] [-o OPTIONS]") }
+        let options: MountOptions
+        do { options = try MountOptions.parse(args.all("-o")) } catch { throw UsageError(error.message) }
+        let mountpoint = try checkedMountpoint(args.positionals[0])
+        let context = Context(args: args)
+        if args.flag("--foreground") || args.flag("-f") {
+            let readyFD = args.value("--ready-fd").flatMap { Int32($0) }
+            return Daemon(context: context, mountpoint: mountpoint, options: options,
+                          verbose: args.flag("-v") || args.flag("--verbose") || args.value("--log-level") == "debug",
+                          report: { line in
+                              guard let fd = readyFD else { return }
+                              _ = Array((line + "\n").utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                              close(fd)
+                          }).run()
+        }
+        return try daemonize(argv, context: context, mountpoint: mountpoint)
+    }
+
+    static func checkedMountpoint(_ raw: String) throws -> String {
+        var st = stat()
+        if stat(raw, &st) != 0 {
+            if errno == ENOTCONN {
+                throw CLIError(ExitCode.tempFail, "\(raw) is a dead mount left by a previous daemon; clear it with: fusermount3 -u \(raw)")
+            }
+            throw CLIError(ExitCode.noInput, "the mountpoint \(raw) does not exist; create it with: mkdir -p \(raw)")
+        }
+        guard st.st_mode & S_IFMT == S_IFDIR else { throw CLIError(ExitCode.usage, "the mountpoint \(raw) is not a directory") }
+        guard let real = realpath(raw, nil) else { return raw }
+        defer { free(real) }
+        return String(cString: real)
+    }
+
+    /// Starts `labstream mount … --foreground` in a new session and returns once it reports the
+    /// mount live (0) or its error (its exit code).
+    static func daemonize(_ argv: [String], context: Context, mountpoint: String) throws -> Int32 {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw CLIError(ExitCode.osErr, "pipe: \(String(cString: strerror(errno)))") }
+        let (readEnd, writeEnd) = (fds[0], fds[1])
+        _ = fcntl(readEnd, F_SETFD, FD_CLOEXEC)
+        do { try makeDirectories(context.dataDir) } catch { throw CLIError(error) }
+        let logFD = open(context.layout.logPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        let devNull = open("/dev/null", O_RDWR | O_CLOEXEC)
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, devNull, 0)
+        posix_spawn_file_actions_adddup2(&actions, logFD >= 0 ? logFD : devNull, 1)
+        posix_spawn_file_actions_adddup2(&actions, logFD >= 0 ? logFD : devNull, 2)
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        defer { posix_spawnattr_destroy(&attr) }
+        posix_spawnattr_setflags(&attr, Int16(CLinux_POSIX_SPAWN_SETSID))
+
+        let childArgs = ["labstream", "mount"] + argv + ["--foreground", "--ready-fd", String(writeEnd),
+                                                         "--config-dir", context.configDir, "--data-dir", context.dataDir]
+        var cArgs: [UnsafeMutablePointer<CChar>?] = childArgs.map { strdup($0) } + [nil]
+        defer { cArgs.forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, "/proc/self/exe", &actions, &attr, &cArgs, environ)
+        close(writeEnd)
+        if logFD >= 0 { close(logFD) }
+        close(devNull)
+        guard rc == 0 else { close(readEnd); throw CLIError(ExitCode.osErr, "cannot start the daemon: \(String(cString: strerror(rc)))") }
+
+        var message = [UInt8]()
+        var byte: UInt8 = 0
+        while true {
+            let n = read(readEnd, &byte, 1)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 || byte == 10 { break }
+            message.append(byte)
+        }
+        close(readEnd)
+        let text = String(decoding: message, as: UTF8.self)
+        if text == "ready" {
+            printOut("Mounted at \(mountpoint) (daemon pid \(pid)). Stop it with: labstream unmount \(mountpoint)")
+            return ExitCode.ok
+        }
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        if text.hasPrefix("error ") {
+            let rest = text.dropFirst(6)
+            let space = rest.firstIndex(of: " ") ?? rest.endIndex
+            throw CLIError(Int32(rest[..<space]) ?? ExitCode.software, String(rest[space...]).trimmingCharacters(in: .whitespaces))
+        }
+        throw CLIError(ExitCode.software, "the daemon exited during start-up; see \(context.layout.logPath)")
+    }
+}
+
+/// The mounted daemon: index, transfers, filesystem engine, FUSE loop, signals.
+struct Daemon {
+    let context: Context
+    let mountpoint: String
+    let options: MountOptions
+    let verbose: Bool
+    /// Told "ready" once the mount answers, or "error CODE MESSAGE" if start-up fails.
+    let report: @Sendable (String) -> Void
+
+    func run() -> Int32 {
+        // Signals are taken by one thread with sigwait; block them before any thread starts.
+        var set = sigset_t()
+        sigemptyset(&set)
+        for s in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&set, s) }
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+
+        let log = Logger(verbose: verbose)
+        do {
+            return try serve(log: log, signals: set)
+        } catch let e as CLIError {
+            log.error(e.message)
+            report("error \(e.code) \(e.message)")
+            return e.code
+        } catch {
+            log.error("\(error)")
+            report("error \(ExitCode.software) \(error)")
+            return ExitCode.software
+        }
+    }
+
+    func serve(log: Logger, signals: sigset_t) throws -> Int32 {
+        let config = try context.loadConfig()
+        guard !config.servers.isEmpty else {
+            throw CLIError(ExitCode.config, "no servers are configured in \(context.configPath); add one with: labstream server add jellyfin NAME --url URL --user USER --password-stdin")
+        }
+        let lock = try DaemonLock.acquire(context.layout, mountpoint: mountpoint)
+        defer { lock.release() }
+        let index = try context.openIndex()
+        let backends = try context.backends(config, log: log)
+        let transfers = TransferEngine(index: index, layout: context.layout,
+                                       settings: .init(sizes: config.sizes, readTimeout: config.fetchTimeout + config.connectTimeout),
+                                       log: { log.info($0) })
+        for b in backends { transfers.setBackend(b) }
+
+        // A server with no catalog yet is synced before mounting; the others mount from the
+        // index at once and refresh in the background.
+        let known: Set<String>
+        do { known = Set(try index.treeFiles().map(\.key.server)) } catch { throw CLIError(error) }
+        var later: [(any MediaBackend, LabstreamConfig.Server)] = []
+        for backend in backends {
+            let server = config.server(named: backend.serverName)!
+            if known.contains(server.name) { later.append((backend, server)); continue }
+            do { _ = try CatalogSync.run(backend, server: server, index: index, log: log) } catch {
+                log.warn("sync \(server.name) failed: \(describe(error)) The server's folder stays empty until it answers.")
+            }
+        }
+        let files: [TreeFile]
+        do { files = try index.treeFiles() } catch { throw CLIError(error) }
+        let ownership = FilesystemEngine.Ownership(uid: options.uid ?? geteuid(), gid: options.gid ?? getegid(), umask: options.umask)
+        let fs = FilesystemEngine(transfers: transfers, files: files, ownership: ownership, sizes: config.sizes)
+        let mount: FUSEMount
+        do { mount = try FUSEMount(engine: fs, mountpoint: mountpoint, options: options.fuseOptions) } catch { throw CLIError(error) }
+
+        let reload: @Sendable () -> Void = {
+            do { fs.reload(files: try index.treeFiles()); log.info("catalog reloaded from the index") } catch {
+                log.warn("reloading the catalog failed: \(describe(error))")
+            }
+        }
+        let signalThread = Thread {
+            var set = signals
+            while true {
+                var sig: Int32 = 0
+                guard sigwait(&set, &sig) == 0 else { continue }
+                if sig == SIGHUP { reload(); continue }
+                log.info("signal \(sig): unmounting \(mount.mountpoint)")
+                mount.requestUnmount()
+                return
+            }
+        }
+        signalThread.start()
+
+        let pending = later
+        let ready = Thread { [self] in
+            // stat() of the root is answered only once the loop runs: then the mount is live.
+            var st = stat()
+            _ = stat(mountpoint, &st)
+            log.info("mounted \(files.count) files at \(mountpoint)")
+            report("ready")
+            if !pending.isEmpty {
+                for (backend, server) in pending {
+                    do { _ = try CatalogSync.run(backend, server: server, index: index, log: log) } catch {
+                        log.warn("sync \(server.name) failed: \(describe(error)) Serving its last known catalog from the index.")
+                    }
+                }
+                reload()
+            }
+        }
+        ready.start()
+        let rc = mount.run()
+        log.info("unmounted \(mountpoint) (loop returned \(rc))")
+        return ExitCode.ok
+    }
+}

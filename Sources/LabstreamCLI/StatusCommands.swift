@@ -1,0 +1,168 @@
+import CLinux
+import Foundation
+import LabstreamCore
+import LabstreamFS
+import LabstreamFUSE
+import LabstreamStore
+
+enum StatusCommand {
+    static let spec = Arguments.Spec(valued: Context.globalValued, flags: Context.globalFlags.union(["--json"]))
+
+    struct Entry {
+        var path: String
+        var state: String
+        var present: Int64
+        var total: Int64
+        var reason: String?
+    }
+
+    static func run(_ argv: [String]) throws -> Int32 {
+        let args = try Arguments.parse(argv, spec: spec)
+        if args.flag("-h") || args.flag("--help") { printOut(Help.status); return ExitCode.ok }
+        var entries: [Entry] = []
+        if args.positionals.isEmpty {
+            entries = try fromIndex(Context(args: args))
+        } else {
+            for path in args.positionals { entries += try fromMount(path) }
+        }
+        if args.flag("--json") {
+            let rows: [[String: Any]] = entries.map { e in
+                var r: [String: Any] = ["path": e.path, "state": e.state, "bytes_present": e.present, "bytes_total": e.total]
+                if let reason = e.reason { r["reason"] = reason }
+                return r
+            }
+            let data = try JSONSerialization.data(withJSONObject: rows, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
+            printOut(String(decoding: data, as: UTF8.self))
+        } else if entries.isEmpty {
+            printOut("Nothing is stored locally yet.")
+        } else {
+            for e in entries {
+                let percent = e.total > 0 ? Int(e.present * 100 / e.total) : 100
+                printOut("\(e.state.padding(toLength: 11, withPad: " ", startingAt: 0)) \(String(percent).leftPadded(3))%  \(e.present)/\(e.total)  \(e.path)\(e.reason.map { "  (\($0))" } ?? "")")
+            }
+        }
+        return ExitCode.ok
+    }
+
+    /// Status of PATH (a file, or every file below a folder) read from the live mount's xattrs.
+    static func fromMount(_ path: String) throws -> [Entry] {
+        guard let state = xattr(path, "state") else {
+            throw CLIError(ExitCode.noInput, "\(path) is not inside a live Labstream mount (or does not exist)")
+        }
+        var isDir: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDir), !isDir.boolValue { return [entry(path, state: state)] }
+        var out: [Entry] = []
+        let walker = FileManager.default.enumerator(atPath: path)
+        while let rel = walker?.nextObject() as? String {
+            let full = path + "/" + rel
+            var sub: ObjCBool = false
+            if FileManager.default.fileExists(atPath: full, isDirectory: &sub), !sub.boolValue, let s = xattr(full, "state") {
+                out.append(entry(full, state: s))
+            }
+        }
+        return out.sorted { $0.path < $1.path }
+    }
+
+    static func entry(_ path: String, state: String) -> Entry {
+        let bytes = (xattr(path, "bytes") ?? "0/0").split(separator: "/").map { Int64($0) ?? 0 }
+        return Entry(path: path, state: state, present: bytes.first ?? 0, total: bytes.count > 1 ? bytes[1] : 0, reason: xattr(path, "reason"))
+    }
+
+    static func xattr(_ path: String, _ name: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let n = getxattr(path, FilesystemEngine.xattrPrefix + name, &buffer, buffer.count)
+        guard n >= 0 else { return nil }
+        return String(decoding: buffer[0..<n], as: UTF8.self)
+    }
+
+    /// Every file with local bytes, from the index (works with no daemon running).
+    static func fromIndex(_ context: Context) throws -> [Entry] {
+        guard FileManager.default.fileExists(atPath: context.layout.indexPath) else { return [] }
+        let index = try context.openIndex()
+        let root = DaemonLock.holder(context.layout)?.mountpoint
+        do {
+            let paths = Dictionary(try index.treeFiles().map { ($0.key, $0.path.joined(separator: "/")) }, uniquingKeysWith: { a, _ in a })
+            return try index.downloads().map { row in
+                let rel = paths[row.key] ?? "(no longer in the catalog) \(row.key)"
+                return Entry(path: root.map { $0 + "/" + rel } ?? rel, state: DisplayState(status: row.status).rawValue,
+                             present: min(row.present.byteCount, row.total), total: row.total, reason: row.reason)
+            }
+        } catch { throw CLIError(error) }
+    }
+}
+
+enum SyncCommand {
+    static let spec = Arguments.Spec(valued: Context.globalValued, flags: Context.globalFlags)
+
+    static func run(_ argv: [String]) throws -> Int32 {
+        let args = try Arguments.parse(argv, spec: spec)
+        if args.flag("-h") || args.flag("--help") { printOut(Help.sync); return ExitCode.ok }
+        guard args.positionals.count <= 1 else { throw UsageError("usage: labstream sync [NAME]") }
+        let context = Context(args: args)
+        let config = try context.loadConfig()
+        let log = Logger(verbose: args.flag("-v") || args.flag("--verbose"))
+        var backends = try context.backends(config, log: log)
+        if let name = args.positionals.first {
+            guard config.server(named: name) != nil else {
+                throw CLIError(ExitCode.noInput, "there is no server named '\(name)'; `labstream server list` shows the configured ones")
+            }
+            backends = backends.filter { $0.serverName == name }
+            guard !backends.isEmpty else { throw CLIError(ExitCode.noPerm, "\(name) has no stored credentials; add it again with `labstream server add`") }
+        }
+        guard !backends.isEmpty else { throw CLIError(ExitCode.config, "no servers to sync; add one with `labstream server add`") }
+        let index = try context.openIndex()
+        var failed: CLIError?
+        for backend in backends {
+            do {
+                let outcome = try CatalogSync.run(backend, server: config.server(named: backend.serverName)!, index: index, log: log)
+                printOut("\(outcome.server): \(outcome.files) files")
+            } catch {
+                failed = CLIError(error)
+                writeToStderr("labstream: sync \(backend.serverName) failed: \(error.userMessage) The previous catalog is kept.")
+            }
+        }
+        if let holder = DaemonLock.holder(context.layout) { kill(holder.pid, SIGHUP) }
+        return failed?.code ?? ExitCode.ok
+    }
+}
+
+enum UnmountCommand {
+    static let spec = Arguments.Spec(valued: Context.globalValued, flags: Context.globalFlags)
+
+    static func run(_ argv: [String]) throws -> Int32 {
+        let args = try Arguments.parse(argv, spec: spec)
+        if args.flag("-h") || args.flag("--help") { printOut(Help.unmount); return ExitCode.ok }
+        guard args.positionals.count == 1 else { throw UsageError("usage: labstream unmount MOUNTPOINT") }
+        let raw = args.positionals[0]
+        let path = realpath(raw, nil).map { p in defer { free(p) }; return String(cString: p) } ?? raw
+        guard isLabstreamMount(path) else {
+            throw CLIError(ExitCode.noInput, "\(raw) is not a Labstream mount")
+        }
+        guard FUSEMount.unmount(path) else {
+            throw CLIError(ExitCode.tempFail, "unmounting \(raw) failed: \(String(cString: strerror(errno)))")
+        }
+        // Wait for the daemon that held this mount to finish persisting and exit.
+        let context = Context(args: args)
+        if let holder = DaemonLock.holder(context.layout), holder.mountpoint == path {
+            let fd = open(context.layout.lockPath, O_RDONLY | O_CLOEXEC)
+            if fd >= 0 { flock(fd, LOCK_SH); flock(fd, LOCK_UN); close(fd) }
+        }
+        printOut("Unmounted \(raw).")
+        return ExitCode.ok
+    }
+
+    static func isLabstreamMount(_ path: String) -> Bool {
+        guard let data = FileManager.default.contents(atPath: "/proc/self/mountinfo") else { return false }
+        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
+            let fields = line.split(separator: " ").map(String.init)
+            guard fields.count > 4, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { continue }
+            let mountpoint = fields[4].replacingOccurrences(of: "\\040", with: " ")
+            if mountpoint == path && fields[dash + 1] == "fuse.labstream" { return true }
+        }
+        return false
+    }
+}
+
+extension String {
+    func leftPadded(_ width: Int) -> String { count >= width ? self : String(repeating: " ", count: width - count) + self }
+}

@@ -1,0 +1,57 @@
+/// `-o` options of `labstream mount`, parsed and checked before anything is mounted.
+public struct MountOptions: Sendable, Hashable {
+    public var allowOther = false
+    public var defaultPermissions = false
+    public var uid: UInt32?
+    public var gid: UInt32?
+    public var umask: UInt32 = 0o022
+
+    public init() {}
+
+    public struct Invalid: Error, Sendable, Equatable {
+        public let message: String
+    }
+
+    /// Options a mount(8) line carries that mean nothing to Labstream.
+    static let ignored: Set<String> = ["ro", "defaults", "_netdev", "nofail", "noauto", "auto", "user", "users", "nosuid", "nodev", "noexec"]
+
+    public static func parse(_ lists: [String]) throws(Invalid) -> MountOptions {
+        var o = MountOptions()
+        for list in lists {
+            for raw in list.split(separator: ",") {
+                let option = String(raw)
+                let (name, value): (String, String?) = {
+                    guard let eq = option.firstIndex(of: "=") else { return (option, nil) }
+                    return (String(option[..<eq]), String(option[option.index(after: eq)...]))
+                }()
+                switch name {
+                case "allow_other": o.allowOther = true
+                case "default_permissions": o.defaultPermissions = true
+                case "uid":
+                    guard let v = value.flatMap({ UInt32($0) }) else { throw Invalid(message: "uid= needs a numeric user id") }
+                    o.uid = v
+                case "gid":
+                    guard let v = value.flatMap({ UInt32($0) }) else { throw Invalid(message: "gid= needs a numeric group id") }
+                    o.gid = v
+                case "umask":
+                    guard let v = value.flatMap({ UInt32($0, radix: 8) }), v <= 0o777 else { throw Invalid(message: "umask= needs an octal mask such as 022") }
+                    o.umask = v
+                case "rw":
+                    throw Invalid(message: "the Labstream mount is read-only; remove 'rw'")
+                default:
+                    if ignored.contains(name) || name.hasPrefix("x-systemd.") { continue }
+                    throw Invalid(message: "unknown mount option '\(name)'")
+                }
+            }
+        }
+        return o
+    }
+
+    /// Options handed to libfuse.
+    public var fuseOptions: [String] {
+        var out: [String] = []
+        if allowOther { out.append("allow_other") }
+        if defaultPermissions { out.append("default_permissions") }
+        return out
+    }
+}

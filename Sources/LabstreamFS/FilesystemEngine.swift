@@ -1,0 +1,200 @@
+import LabstreamCore
+import LabstreamEngine
+import LabstreamStore
+import Synchronization
+
+/// The filesystem in plain Swift: lookup, getattr, readdir, open, read, xattrs. The FUSE adapter
+/// decodes kernel requests into these calls and replies with their results; tests call them
+/// directly without a mount.
+///
+/// Lock order: `table` → `handles`; neither is held while calling the transfer engine.
+public final class FilesystemEngine: Sendable {
+    public struct Attributes: Sendable, Hashable {
+        public var ino: UInt64
+        public var size: Int64
+        public var isDirectory: Bool
+        public var mode: UInt32
+        public var nlink: UInt32
+        public var mtime: Int64
+        public var uid: UInt32
+        public var gid: UInt32
+    }
+
+    public struct DirectoryEntry: Sendable, Hashable {
+        public var ino: UInt64
+        public var name: String
+        public var isDirectory: Bool
+    }
+
+    public struct Ownership: Sendable {
+        public var uid: UInt32
+        public var gid: UInt32
+        public var umask: UInt32
+
+        public init(uid: UInt32, gid: UInt32, umask: UInt32 = 0o022) {
+            self.uid = uid
+            self.gid = gid
+            self.umask = umask
+        }
+    }
+
+    struct OpenFile {
+        var file: TreeFile
+        var readAhead: ReadAheadPolicy
+    }
+
+    let table = Mutex(InodeTable())
+    let handles = Mutex<(next: UInt64, open: [UInt64: OpenFile])>((1, [:]))
+    public let transfers: TransferEngine
+    let ownership: Ownership
+    let sizes: TransferSizes
+
+    public init(transfers: TransferEngine, files: [TreeFile], ownership: Ownership, sizes: TransferSizes) {
+        self.transfers = transfers
+        self.ownership = ownership
+        self.sizes = sizes
+        table.withLock { $0 = InodeTable(files: files) }
+    }
+
+    /// Swaps in a new catalog, keeping inode numbers of unchanged paths.
+    public func reload(files: [TreeFile]) {
+        table.withLock { $0 = InodeTable(files: files, previous: $0) }
+    }
+
+    public var fileCount: Int { table.withLock { $0.files(under: InodeTable.rootIno).count } }
+
+    func attributes(_ node: InodeTable.Node) -> Attributes {
+        let dirMode: UInt32 = 0o040555 & ~(ownership.umask & 0o777) | 0o040000
+        let fileMode: UInt32 = 0o100444 & ~(ownership.umask & 0o777) | 0o100000
+        switch node.kind {
+        case .directory:
+            let subdirs = node.children.count // upper bound is fine for nlink; find(1) does not rely on it with -noleaf
+            return Attributes(ino: node.ino, size: 4096, isDirectory: true, mode: dirMode, nlink: UInt32(2 + min(subdirs, 60000)),
+                              mtime: node.mtime, uid: ownership.uid, gid: ownership.gid)
+        case .file(let f):
+            return Attributes(ino: node.ino, size: f.size, isDirectory: false, mode: fileMode, nlink: 1,
+                              mtime: f.modified, uid: ownership.uid, gid: ownership.gid)
+        }
+    }
+
+    public func lookup(parent: UInt64, name: String) throws(LabstreamError) -> Attributes {
+        let found = table.withLock { t -> Result<InodeTable.Node, LabstreamError> in
+            guard let p = t.node(parent) else { return .failure(.notFound("inode \(parent)")) }
+            guard p.isDirectory else { return .failure(.notADirectory(t.path(of: parent))) }
+            guard let n = t.lookup(parent, name) else { return .failure(.notFound(name)) }
+            return .success(n)
+        }
+        return attributes(try found.get())
+    }
+
+    public func getattr(_ ino: UInt64) throws(LabstreamError) -> Attributes {
+        guard let node = table.withLock({ $0.node(ino) }) else { throw .notFound("inode \(ino)") }
+        return attributes(node)
+    }
+
+    public func readdir(_ ino: UInt64) throws(LabstreamError) -> [DirectoryEntry] {
+        let result = table.withLock { t -> Result<[DirectoryEntry], LabstreamError> in
+            guard let node = t.node(ino) else { return .failure(.notFound("inode \(ino)")) }
+            guard node.isDirectory else { return .failure(.notADirectory(t.path(of: ino))) }
+            var out = [DirectoryEntry(ino: ino, name: ".", isDirectory: true),
+                       DirectoryEntry(ino: node.parent, name: "..", isDirectory: true)]
+            for name in node.children.keys.sorted() {
+                let child = t.node(node.children[name]!)!
+                out.append(DirectoryEntry(ino: child.ino, name: name, isDirectory: child.isDirectory))
+            }
+            return .success(out)
+        }
+        return try result.get()
+    }
+
+    /// Opens a file for reading. Any write access is refused: the mount is read-only.
+    public func open(_ ino: UInt64, writeRequested: Bool) throws(LabstreamError) -> UInt64 {
+        if writeRequested { throw .readOnly }
+        guard let node = table.withLock({ $0.node(ino) }) else { throw .notFound("inode \(ino)") }
+        guard let file = node.file else { throw .isADirectory(node.name) }
+        return handles.withLock { h in
+            let id = h.next
+            h.next += 1
+            h.open[id] = OpenFile(file: file, readAhead: ReadAheadPolicy(sizes: sizes))
+            return id
+        }
+    }
+
+    /// Whether a handle's file is entirely local, so the kernel may keep its page cache.
+    public func isFullyLocal(handle: UInt64) -> Bool {
+        guard let file = handles.withLock({ $0.open[handle]?.file }) else { return false }
+        return transfers.row(for: file).map { $0.present.contains(ByteRange(0, file.size)) } ?? (file.size == 0)
+    }
+
+    public func read(handle: UInt64, offset: Int64, size: Int) throws(LabstreamError) -> [UInt8] {
+        let planned = handles.withLock { h -> (TreeFile, ByteRange?)? in
+            guard var open = h.open[handle] else { return nil }
+            let ahead = open.readAhead.observe(read: ByteRange(offset: offset, length: Int64(size)), total: open.file.size)
+            h.open[handle] = open
+            return (open.file, ahead)
+        }
+        guard let (file, ahead) = planned else { throw .invalidArgument("bad file handle") }
+        return try transfers.read(file, range: ByteRange(offset: offset, length: Int64(size)), readAhead: ahead)
+    }
+
+    public func release(handle: UInt64) {
+        _ = handles.withLock { $0.open.removeValue(forKey: handle) }
+    }
+
+    // MARK: - Extended attributes
+
+    public static let xattrPrefix = "user.labstream."
+
+    /// Attribute name → value for `ino`. Never a token or a URL.
+    public func xattrs(_ ino: UInt64) throws(LabstreamError) -> [(String, String)] {
+        let (node, files) = table.withLock { t in (t.node(ino), t.files(under: ino)) }
+        guard let node else { throw .notFound("inode \(ino)") }
+        var present: Int64 = 0, total: Int64 = 0
+        var states: [DisplayState] = []
+        var reason: String?
+        for f in files {
+            let row = transfers.row(for: f)
+            present += row.map { min($0.present.byteCount, f.size) } ?? 0
+            total += f.size
+            states.append(DisplayState(status: row?.status))
+            if reason == nil { reason = row?.reason }
+        }
+        var out: [(String, String)] = [
+            (Self.xattrPrefix + "state", Self.aggregate(states).rawValue),
+            (Self.xattrPrefix + "bytes", "\(present)/\(total)"),
+        ]
+        if let f = node.file {
+            out.append((Self.xattrPrefix + "server", f.key.server))
+            out.append((Self.xattrPrefix + "item_id", f.key.itemId))
+            if let reason { out.append((Self.xattrPrefix + "reason", reason)) }
+        } else if let server = files.first?.key.server, files.allSatisfy({ $0.key.server == server }) {
+            out.append((Self.xattrPrefix + "server", server))
+        }
+        return out
+    }
+
+    public func getxattr(_ ino: UInt64, name: String) throws(LabstreamError) -> String {
+        guard let value = try xattrs(ino).first(where: { $0.0 == name })?.1 else { throw .noAttribute }
+        return value
+    }
+
+    public func setxattr(_ ino: UInt64, name: String) throws(LabstreamError) {
+        guard table.withLock({ $0.node(ino) }) != nil else { throw .notFound("inode \(ino)") }
+        throw .unsupportedAttributeWrite(name)
+    }
+
+    /// A folder's state: the least advanced of its files, except that any local bytes make it
+    /// at least partial.
+    static func aggregate(_ states: [DisplayState]) -> DisplayState {
+        if states.isEmpty { return .notLocal }
+        if states.allSatisfy({ $0 == .complete }) { return .complete }
+        if states.allSatisfy({ $0 == .complete || $0 == .unverified }) { return .unverified }
+        if states.contains(.failed) { return .failed }
+        if states.contains(.downloading) { return .downloading }
+        if states.allSatisfy({ $0 == .notLocal }) { return .notLocal }
+        return .partial
+    }
+
+    /// The inode of a path below the root, for `labstream status` on paths.
+    public func resolve(_ components: [String]) -> UInt64? { table.withLock { $0.resolve(components)?.ino } }
+}

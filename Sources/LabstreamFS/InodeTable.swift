@@ -1,0 +1,99 @@
+import LabstreamCore
+
+/// The mounted tree as inodes. Built from the catalog's tree files; inode numbers stay the
+/// same for the same path across rebuilds so the kernel's caches stay valid.
+public struct InodeTable: Sendable {
+    public static let rootIno: UInt64 = 1
+
+    public enum Kind: Sendable, Hashable {
+        case directory
+        case file(TreeFile)
+    }
+
+    public struct Node: Sendable, Hashable {
+        public var ino: UInt64
+        public var parent: UInt64
+        public var name: String
+        public var kind: Kind
+        public var mtime: Int64
+        /// Sorted child names → inode, for directories.
+        public var children: [String: UInt64] = [:]
+
+        public var isDirectory: Bool { if case .directory = kind { return true }; return false }
+        public var file: TreeFile? { if case .file(let f) = kind { return f }; return nil }
+    }
+
+    public private(set) var nodes: [UInt64: Node] = [:]
+    /// Path ("a/b/c") → inode, kept across rebuilds.
+    public private(set) var inodeOfPath: [String: UInt64] = [:]
+    var nextIno: UInt64 = 2
+
+    public init(files: [TreeFile] = [], previous: InodeTable? = nil) {
+        if let previous {
+            inodeOfPath = previous.inodeOfPath
+            nextIno = previous.nextIno
+        }
+        nodes[Self.rootIno] = Node(ino: Self.rootIno, parent: Self.rootIno, name: "", kind: .directory, mtime: 0)
+        for file in files { insert(file) }
+    }
+
+    mutating func ino(for path: String) -> UInt64 {
+        if let existing = inodeOfPath[path] { return existing }
+        let ino = nextIno
+        nextIno += 1
+        inodeOfPath[path] = ino
+        return ino
+    }
+
+    mutating func insert(_ file: TreeFile) {
+        var parent = Self.rootIno
+        var path = ""
+        for (i, component) in file.path.enumerated() {
+            path += (path.isEmpty ? "" : "/") + component
+            let last = i == file.path.count - 1
+            if let existing = nodes[parent]!.children[component] {
+                guard !last, nodes[existing]!.isDirectory else { return } // a name clash the builder should have prevented
+                nodes[existing]!.mtime = max(nodes[existing]!.mtime, file.modified)
+                parent = existing
+                continue
+            }
+            let ino = ino(for: path)
+            nodes[ino] = Node(ino: ino, parent: parent, name: component, kind: last ? .file(file) : .directory, mtime: file.modified)
+            nodes[parent]!.children[component] = ino
+            parent = ino
+        }
+        nodes[Self.rootIno]!.mtime = max(nodes[Self.rootIno]!.mtime, file.modified)
+    }
+
+    public func node(_ ino: UInt64) -> Node? { nodes[ino] }
+
+    public func lookup(_ parent: UInt64, _ name: String) -> Node? {
+        nodes[parent]?.children[name].flatMap { nodes[$0] }
+    }
+
+    /// The node at `components` below the root.
+    public func resolve(_ components: [String]) -> Node? {
+        var node = nodes[Self.rootIno]
+        for c in components where !c.isEmpty && c != "." {
+            node = node.flatMap { lookup($0.ino, c) }
+        }
+        return node
+    }
+
+    /// Every file at or below `ino`.
+    public func files(under ino: UInt64) -> [TreeFile] {
+        guard let node = nodes[ino] else { return [] }
+        if let f = node.file { return [f] }
+        return node.children.values.sorted().flatMap { files(under: $0) }
+    }
+
+    public func path(of ino: UInt64) -> String {
+        var parts: [String] = []
+        var cur = ino
+        while cur != Self.rootIno, let n = nodes[cur] {
+            parts.append(n.name)
+            cur = n.parent
+        }
+        return parts.reversed().joined(separator: "/")
+    }
+}

@@ -1,0 +1,232 @@
+import CFuse3
+import Foundation
+import LabstreamCore
+import LabstreamFS
+
+/// The kernel adapter: the only module that imports libfuse. Each handler decodes a request,
+/// calls the filesystem engine, and replies exactly once (low-level API, multi-threaded loop).
+public final class FUSEMount: @unchecked Sendable {
+    // Written once in init, read-only afterwards.
+    let engine: FilesystemEngine
+    public let mountpoint: String
+    let session: OpaquePointer
+    let context: Unmanaged<FilesystemEngine>
+    /// Seconds the kernel may cache names and attributes.
+
+    /// Mounts `engine` at `mountpoint`, read-only. `options` are extra `-o` options for libfuse
+    /// (e.g. `allow_other`, `default_permissions`).
+    public init(engine: FilesystemEngine, mountpoint: String, options: [String] = []) throws(LabstreamError) {
+        self.engine = engine
+        self.mountpoint = mountpoint
+        let allOptions = (["ro", "fsname=labstream", "subtype=labstream"] + options).joined(separator: ",")
+        let argv = ["labstream", "-o", allOptions]
+        var cArgs = argv.map { strdup($0) }
+        defer { cArgs.forEach { free($0) } }
+        var ops = fuse_lowlevel_ops()
+        Self.install(&ops)
+        let context = Unmanaged.passRetained(engine)
+        self.context = context
+        let created: OpaquePointer? = cArgs.withUnsafeMutableBufferPointer { buf in
+            var args = fuse_args(argc: Int32(buf.count), argv: buf.baseAddress, allocated: 0)
+            defer { fuse_opt_free_args(&args) }
+            return fuse_session_new(&args, &ops, MemoryLayout<fuse_lowlevel_ops>.size, context.toOpaque())
+        }
+        guard let created else {
+            context.release()
+            throw .invalidArgument("libfuse rejected the mount options '\(allOptions)'")
+        }
+        session = created
+        guard fuse_session_mount(session, mountpoint) == 0 else {
+            fuse_session_destroy(session)
+            context.release()
+            throw .permission("cannot mount at \(mountpoint): is it an existing empty directory, is /dev/fuse available, and is nothing else mounted there?")
+        }
+    }
+
+    /// Runs the request loop on the calling thread until the filesystem is unmounted.
+    public func run(maxThreads: UInt32 = 64) -> Int32 {
+        let config = fuse_loop_cfg_create()
+        fuse_loop_cfg_set_max_threads(config, maxThreads)
+        fuse_loop_cfg_set_idle_threads(config, 8)
+        let rc = fuse_session_loop_mt(session, config)
+        fuse_loop_cfg_destroy(config)
+        fuse_session_unmount(session)
+        fuse_session_destroy(session)
+        context.release()
+        return rc
+    }
+
+    /// Asks the loop to stop and detaches the mount; safe from any thread but the loop's.
+    public func requestUnmount() {
+        fuse_session_exit(session)
+        Self.unmount(mountpoint)
+    }
+
+    /// Unmounts whatever is at `path` (root: umount2; others: fusermount3).
+    @discardableResult
+    public static func unmount(_ path: String) -> Bool {
+        if geteuid() == 0 { return umount2(path, Int32(MNT_DETACH)) == 0 }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/fusermount3")
+        p.arguments = ["-u", "-z", path]
+        p.standardError = FileHandle.nullDevice
+        guard (try? p.run()) != nil else { return false }
+        p.waitUntilExit()
+        return p.terminationStatus == 0
+    }
+
+    // MARK: - Handlers
+
+    static func install(_ ops: inout fuse_lowlevel_ops) {
+        ops.`init` = { _, conn in
+            guard let conn else { return }
+            // Let the kernel send large reads and keep many in flight.
+            conn.pointee.max_readahead = conn.pointee.max_readahead
+            conn.pointee.max_background = 64
+            conn.pointee.congestion_threshold = 48
+        }
+        ops.lookup = { req, parent, name in
+            let n = String(cString: name!)
+            do {
+                replyEntry(req, try fs(req).lookup(parent: UInt64(parent), name: n))
+            } catch LabstreamError.notFound {
+                // A negative entry lets the kernel cache the miss.
+                var e = fuse_entry_param()
+                e.entry_timeout = cacheSeconds
+                fuse_reply_entry(req, &e)
+            } catch {
+                replyError(req, error)
+            }
+        }
+        ops.getattr = { req, ino, _ in
+            do {
+                var st = makeStat(try fs(req).getattr(UInt64(ino)))
+                fuse_reply_attr(req, &st, cacheSeconds)
+            } catch { replyError(req, error) }
+        }
+        ops.opendir = { req, ino, fi in
+            do {
+                _ = try fs(req).readdir(UInt64(ino))
+                fuse_reply_open(req, fi)
+            } catch { replyError(req, error) }
+        }
+        ops.readdir = { req, ino, size, off, _ in
+            do {
+                let entries = try fs(req).readdir(UInt64(ino))
+                var buffer = [CChar](repeating: 0, count: size)
+                var used = 0
+                var index = Int(off)
+                while index < entries.count {
+                    let e = entries[index]
+                    var st = Glibc.stat()
+                    st.st_ino = UInt(e.ino)
+                    st.st_mode = e.isDirectory ? 0o040000 : 0o100000
+                    let needed = buffer.withUnsafeMutableBufferPointer { b in
+                        fuse_add_direntry(req, b.baseAddress! + used, size - used, e.name, &st, off_t(index + 1))
+                    }
+                    if used + needed > size { break }
+                    used += needed
+                    index += 1
+                }
+                fuse_reply_buf(req, buffer, used)
+            } catch { replyError(req, error) }
+        }
+        ops.releasedir = { req, _, _ in fuse_reply_err(req, 0) }
+        ops.open = { req, ino, fi in
+            guard let fi else { fuse_reply_err(req, EINVAL); return }
+            let flags = fi.pointee.flags & O_ACCMODE
+            do {
+                let engine = fs(req)
+                let handle = try engine.open(UInt64(ino), writeRequested: flags != O_RDONLY)
+                fi.pointee.fh = handle
+                // Complete files never change under an attempt: let the page cache keep them.
+                if engine.isFullyLocal(handle: handle) { fi.pointee.keep_cache = 1 }
+                if fuse_reply_open(req, fi) != 0 { engine.release(handle: handle) }
+            } catch { replyError(req, error) }
+        }
+        ops.read = { req, _, size, off, fi in
+            guard let fi else { fuse_reply_err(req, EBADF); return }
+            do {
+                let bytes = try fs(req).read(handle: fi.pointee.fh, offset: Int64(off), size: size)
+                bytes.withUnsafeBufferPointer { b in _ = fuse_reply_buf(req, b.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) }, b.count) }
+            } catch { replyError(req, error) }
+        }
+        ops.release = { req, _, fi in
+            if let fi { fs(req).release(handle: fi.pointee.fh) }
+            fuse_reply_err(req, 0)
+        }
+        ops.getxattr = { req, ino, name, size in
+            do {
+                let value = Array(try fs(req).getxattr(UInt64(ino), name: String(cString: name!)).utf8)
+                replyXattr(req, value, size)
+            } catch { replyError(req, error) }
+        }
+        ops.listxattr = { req, ino, size in
+            do {
+                var names: [UInt8] = []
+                for (name, _) in try fs(req).xattrs(UInt64(ino)) { names += Array(name.utf8) + [0] }
+                replyXattr(req, names, size)
+            } catch { replyError(req, error) }
+        }
+        ops.setxattr = { req, ino, name, _, _, _ in
+            do { try fs(req).setxattr(UInt64(ino), name: String(cString: name!)) } catch { replyError(req, error) }
+        }
+        ops.removexattr = { req, _, _ in fuse_reply_err(req, EPERM) }
+        ops.statfs = { req, _ in
+            var s = statvfs()
+            s.f_bsize = 4096
+            s.f_frsize = 4096
+            s.f_namemax = 255
+            s.f_files = UInt(fs(req).fileCount)
+            fuse_reply_statfs(req, &s)
+        }
+    }
+
+}
+
+/// Seconds the kernel may cache names and attributes.
+private let cacheSeconds: Double = 10
+
+private func fs(_ req: fuse_req_t?) -> FilesystemEngine {
+    Unmanaged<FilesystemEngine>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
+}
+
+private func replyError(_ req: fuse_req_t?, _ error: any Error) {
+    fuse_reply_err(req, ErrnoMap.errno(for: error))
+}
+
+private func makeStat(_ a: FilesystemEngine.Attributes) -> stat {
+    var st = Glibc.stat()
+    st.st_ino = UInt(a.ino)
+    st.st_mode = a.mode
+    st.st_nlink = UInt(a.nlink)
+    st.st_size = Int(a.size)
+    st.st_blksize = 4096
+    st.st_blocks = Int((a.size + 511) / 512)
+    st.st_uid = a.uid
+    st.st_gid = a.gid
+    st.st_mtim = timespec(tv_sec: Int(a.mtime), tv_nsec: 0)
+    st.st_ctim = st.st_mtim
+    st.st_atim = st.st_mtim
+    return st
+}
+
+private func replyEntry(_ req: fuse_req_t?, _ a: FilesystemEngine.Attributes) {
+    var e = fuse_entry_param()
+    e.ino = fuse_ino_t(a.ino)
+    e.generation = 1
+    e.attr = makeStat(a)
+    e.attr_timeout = cacheSeconds
+    e.entry_timeout = cacheSeconds
+    fuse_reply_entry(req, &e)
+}
+
+private func replyXattr(_ req: fuse_req_t?, _ value: [UInt8], _ size: Int) {
+    if size == 0 {
+        fuse_reply_xattr(req, value.count)
+    } else if size < value.count {
+        fuse_reply_err(req, ERANGE)
+    } else {
+        value.withUnsafeBufferPointer { b in _ = fuse_reply_buf(req, b.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) }, b.count) }
+    }
+}
