@@ -11,6 +11,7 @@ public enum Labstream {
             return ExitCode.usage
         }
         rest.removeFirst()
+        if command == "mount" || command == "demo" { _ = Daemon.blockSignals() }
         do {
             switch command {
             case "server": return try ServerCommands.run(rest)

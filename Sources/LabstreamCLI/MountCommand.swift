@@ -114,13 +114,18 @@ struct Daemon {
     /// Told "ready" once the mount answers, or "error CODE MESSAGE" if start-up fails.
     let report: @Sendable (String) -> Void
 
-    func run() -> Int32 {
-        // Signals are taken by one thread with sigwait; block them before any thread starts.
+    /// SIGTERM, SIGINT and SIGHUP are taken by one thread with sigwait. Call this before any
+    /// other thread starts so that every thread inherits the mask.
+    static func blockSignals() -> sigset_t {
         var set = sigset_t()
         sigemptyset(&set)
         for s in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&set, s) }
         pthread_sigmask(SIG_BLOCK, &set, nil)
+        return set
+    }
 
+    func run() -> Int32 {
+        let set = Self.blockSignals()
         let log = Logger(verbose: verbose)
         do {
             return try serve(log: log, signals: set)
