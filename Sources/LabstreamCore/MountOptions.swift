@@ -10,6 +10,7 @@ public struct MountOptions: Sendable, Hashable {
 
     public struct Invalid: Error, Sendable, Equatable {
         public let message: String
+        public init(message: String) { self.message = message }
     }
 
     /// Options a mount(8) line carries that mean nothing to Labstream.

@@ -107,7 +107,7 @@ public struct RangeSet: Hashable, Sendable, CustomStringConvertible {
         self.init()
         if serialized.isEmpty { return }
         for part in serialized.split(separator: ",") {
-            let bounds = part.split(separator: "-")
+            let bounds = part.split(separator: "-", omittingEmptySubsequences: false)
             guard bounds.count == 2, let l = Int64(bounds[0]), let u = Int64(bounds[1]), l >= 0, l <= u else {
                 return nil
             }

@@ -1,0 +1,67 @@
+import LabstreamBackends
+import LabstreamCore
+import Testing
+
+@Suite struct JellyfinDecodeTests {
+    func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
+
+    @Test func authorizationHeaderHasEveryField() {
+        let id = ClientIdentity(device: "nas", deviceId: "d-1", version: "0.1.0")
+        #expect(id.authorization(token: nil) == "MediaBrowser Client=\"Labstream\", Device=\"nas\", DeviceId=\"d-1\", Version=\"0.1.0\"")
+        #expect(id.authorization(token: "t0k").hasSuffix(", Token=\"t0k\""))
+        let hostile = ClientIdentity(device: "a\", Token=\"x", deviceId: "d", version: "1")
+        #expect(!hostile.authorization(token: nil).contains(", Token="))   // no injected field
+    }
+
+    @Test func requestsFollowTheSpec() {
+        let r = JellyfinRequests(baseURL: "http://h:8096/", identity: ClientIdentity(device: "d", deviceId: "i"))
+        let items = r.items(userId: "u", parentId: "p", types: "Movie", startIndex: 200, limit: 100, token: "t")
+        #expect(items.url.hasPrefix("http://h:8096/Items?"))
+        for part in ["userId=u", "parentId=p", "recursive=true", "includeItemTypes=Movie", "startIndex=200", "limit=100", "fields=MediaSources%2CPath"] {
+            #expect(items.url.contains(part), "missing \(part) in \(items.url)")
+        }
+        #expect(!items.url.contains("api_key") && !items.url.contains("t"+"oken"))
+        let dl = r.download(sourceId: "abc", range: ByteRange(0, 1024), validator: .etag("\"e\""), token: "t")
+        #expect(dl.url == "http://h:8096/Items/abc/Download")
+        #expect(dl.headers.contains(.init("Range", "bytes=0-1023")))
+        #expect(dl.headers.contains(.init("If-Range", "\"e\"")))
+        let login = r.authenticate(user: "al\"ice", password: "p\\w")
+        #expect(String(decoding: login.body!, as: UTF8.self) == "{\"Username\":\"al\\\"ice\",\"Pw\":\"p\\\\w\"}")
+    }
+
+    @Test func publicInfoRejectsOtherServers() throws {
+        let info = try JellyfinDecode.publicInfo(bytes("{\"Id\":\"abc\",\"Version\":\"10.11.11\",\"ServerName\":\"x\",\"ProductName\":\"Jellyfin Server\"}"))
+        #expect(info.serverId == "abc")
+        #expect(throws: LabstreamError.self) { try JellyfinDecode.publicInfo(self.bytes("<html>nginx</html>")) }
+        #expect(throws: LabstreamError.self) { try JellyfinDecode.publicInfo(self.bytes("{\"status\":\"ok\"}")) }
+        #expect(throws: LabstreamError.self) { try JellyfinDecode.publicInfo(self.bytes("{\"Id\":\"a\",\"Version\":\"4.8\",\"ProductName\":\"Emby Server\"}")) }
+    }
+
+    @Test func malformedAndTruncatedJSONAreClearErrors() {
+        for body in ["{\"Items\": [", "{\"Items\": 5}", "", "null"] {
+            #expect(throws: LabstreamError.self) { try JellyfinDecode.page(self.bytes(body), "/Items") }
+        }
+    }
+
+    @Test func camelCaseResponsesDecodeToo() throws {
+        let page = try JellyfinDecode.page(bytes("{\"items\":[{\"id\":\"m1\",\"type\":\"Movie\",\"name\":\"Heat\",\"productionYear\":1995,\"mediaSources\":[{\"id\":\"m1\",\"container\":\"mkv\",\"size\":123,\"protocol\":\"File\"}]}],\"totalRecordCount\":1}"), "/Items")
+        let item = try #require(JellyfinDecode.item(page.items[0]))
+        #expect(item.title == "Heat" && item.year == 1995 && item.sources.first?.size == 123)
+    }
+
+    @Test func itemsWithoutSourcesOrOfOtherTypes() {
+        let noSource = JellyfinDecode.item(JSONValue(raw: ["Id": "x", "Type": "Movie", "Name": "Empty"]))
+        #expect(noSource?.sources.isEmpty == true)
+        #expect(JellyfinDecode.item(JSONValue(raw: ["Id": "x", "Type": "MusicAlbum"])) == nil)
+        #expect(JellyfinDecode.item(JSONValue(raw: ["Type": "Movie"])) == nil)
+        let remote = JellyfinDecode.item(JSONValue(raw: ["Id": "x", "Type": "Movie", "MediaSources": [["Id": "s", "Protocol": "Http"]]]))
+        #expect(remote?.sources.isEmpty == true)
+    }
+
+    @Test func episodeSeasonComesFromSeasonsWhenMissing() {
+        let j = JSONValue(raw: ["Id": "e", "Type": "Episode", "Name": "Pilot", "IndexNumber": 1, "SeasonId": "S2",
+                                "MediaSources": [["Id": "e", "Container": "mkv", "Size": 5]]])
+        let item = JellyfinDecode.item(j, series: ("s", "Show", 2020), seasons: ["S2": 2])
+        #expect(item?.seasonNumber == 2 && item?.seriesName == "Show" && item?.episodeNumber == 1)
+    }
+}

@@ -1,0 +1,162 @@
+import Glibc
+import LabstreamCore
+import Testing
+
+@Suite struct ConfigTests {
+    @Test func parsesServersAndCache() throws {
+        let text = """
+        # comment
+        [server "home"]
+        type = jellyfin
+        url = http://media.local:8096
+        user = alice
+
+        [server "cabin"]
+        type = jellyfin
+        url = https://cabin.example/jf/
+
+        [cache]
+        segment_size = 32M
+        read_chunk = 512K
+        fetch_timeout = 10
+        """
+        let c = try LabstreamConfig.parse(text)
+        #expect(c.servers.map(\.name) == ["home", "cabin"])
+        #expect(c.server(named: "home")?.user == "alice")
+        #expect(c.server(named: "cabin")?.user == nil)
+        #expect(c.sizes.segmentSize == 32 << 20)
+        #expect(c.sizes.readChunk == 512 << 10)
+        #expect(c.fetchTimeout == 10)
+        #expect(try LabstreamConfig.parse(c.serialized()) == c)
+    }
+
+    @Test(arguments: [
+        ("[server home]\ntype = jellyfin", 1, "[server \"NAME\"]"),
+        ("[server \"a\"]\ntype = plexx\n", 2, "unsupported server type"),
+        ("[server \"a\"]\ntoken = abc\n", 2, "secrets do not belong"),
+        ("url = x", 1, "outside any section"),
+        ("[cache]\nsegment_size = 2G", 2, "between 1M and 512M"),
+        ("[cache]\nsegment_size = lots", 2, "not a size"),
+        ("[server \"a\"]\nnonsense", 2, "expected 'key = value'"),
+        ("[server \"../etc\"]\n", 1, "may use only letters"),
+        ("[weird]", 1, "unknown section"),
+    ])
+    func errorsNameTheLineAndTheFix(text: String, line: Int, fragment: String) {
+        #expect {
+            _ = try LabstreamConfig.parse(text)
+        } throws: { error in
+            guard let e = error as? LabstreamConfig.ParseError else { return false }
+            return e.line == line && e.message.contains(fragment)
+        }
+    }
+
+    @Test func serverWithoutURLIsRejected() {
+        #expect(throws: LabstreamConfig.ParseError.self) { try LabstreamConfig.parse("[server \"a\"]\ntype = jellyfin\n") }
+    }
+
+    @Test func sizes() {
+        #expect(LabstreamConfig.parseSize("16M") == 16 << 20)
+        #expect(LabstreamConfig.parseSize("1g") == 1 << 30)
+        #expect(LabstreamConfig.parseSize("4096") == 4096)
+        #expect(LabstreamConfig.parseSize("-1") == nil)
+        #expect(LabstreamConfig.parseSize("99999999999999999999G") == nil)
+    }
+}
+
+@Suite struct ErrnoMapTests {
+    @Test(arguments: [
+        (LabstreamError.notFound("x"), ENOENT), (.readOnly, EROFS), (.notADirectory("x"), ENOTDIR), (.isADirectory("x"), EISDIR),
+        (.fetchFailed("x"), EIO), (.serverUnavailable("x"), EIO), (.timedOut("x"), EIO), (.remoteChanged("x"), ESTALE),
+        (.noSpace("x"), ENOSPC), (.noAttribute, ENODATA), (.attributeBufferTooSmall, ERANGE), (.unsupportedAttributeWrite("x"), EPERM),
+        (.storage("x"), EIO), (.invalidArgument("x"), EINVAL),
+    ])
+    func mapsEveryError(error: LabstreamError, expected: Int32) {
+        #expect(ErrnoMap.errno(for: error) == expected)
+    }
+
+    @Test func syscallErrorsKeepENOSPC() {
+        #expect(ErrnoMap.errno(for: SyscallError(function: "pwrite", context: "x", code: ENOSPC) as any Error) == ENOSPC)
+        #expect(ErrnoMap.errno(for: SyscallError(function: "pwrite", context: "x", code: EACCES) as any Error) == EIO)
+    }
+}
+
+@Suite struct RangeResponsePolicyTests {
+    let expected = RangeExpectation(range: ByteRange(100, 200), total: 1000, validator: nil)
+
+    @Test func exact206IsAcceptedAndPinsTheStrongETag() {
+        let v = RangeResponsePolicy.judge(status: 206, contentRange: "bytes 100-199/1000", etag: "\"abc\"", lastModified: "Mon", expected: expected)
+        #expect(v == .accept(validator: .etag("\"abc\""), total: 1000))
+    }
+
+    @Test func weakETagFallsBackToLastModified() {
+        let v = RangeResponsePolicy.judge(status: 206, contentRange: "bytes 100-199/1000", etag: "W/\"abc\"", lastModified: "Mon", expected: expected)
+        #expect(v == .accept(validator: .lastModified("Mon"), total: 1000))
+    }
+
+    @Test func misalignedOrMissingContentRangeIsRejected() {
+        for header in ["bytes 101-200/1000", "bytes 100-198/1000", "garbage", "bytes 100-199"] {
+            #expect(!RangeResponsePolicy.judge(status: 206, contentRange: header, etag: nil, lastModified: nil, expected: expected).isAccept)
+        }
+        #expect(!RangeResponsePolicy.judge(status: 206, contentRange: nil, etag: nil, lastModified: nil, expected: expected).isAccept)
+    }
+
+    @Test func a200IsNeverAppended() {
+        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: nil, expected: expected)
+                == .reject("server ignored the Range header (200)"))
+        var pinned = expected
+        pinned.validator = .etag("\"abc\"")
+        if case .remoteChanged = RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "\"abc\"", lastModified: nil, expected: pinned) {} else {
+            Issue.record("a 200 to an If-Range request means the file changed")
+        }
+    }
+
+    @Test func changedValidatorOrTotalMeansTheFileChanged() {
+        var pinned = expected
+        pinned.validator = .etag("\"abc\"")
+        let v = RangeResponsePolicy.judge(status: 206, contentRange: "bytes 100-199/1000", etag: "\"xyz\"", lastModified: nil, expected: pinned)
+        if case .remoteChanged = v {} else { Issue.record("expected remoteChanged, got \(v)") }
+        let t = RangeResponsePolicy.judge(status: 206, contentRange: "bytes 100-199/2000", etag: nil, lastModified: nil, expected: expected)
+        if case .remoteChanged = t {} else { Issue.record("expected remoteChanged, got \(t)") }
+        #expect(!RangeResponsePolicy.judge(status: 503, contentRange: nil, etag: nil, lastModified: nil, expected: expected).isAccept)
+    }
+}
+
+@Suite struct SmallPolicyTests {
+    @Test func isoDates() {
+        #expect(ISODate.epochSeconds("1970-01-01T00:00:00Z") == 0)
+        #expect(ISODate.epochSeconds("2024-03-01T12:00:00.0000000Z") == 1_709_294_400)
+        #expect(ISODate.epochSeconds("2024-03-01T14:00:00+02:00") == 1_709_294_400)
+        #expect(ISODate.epochSeconds("2024-03-01") == 1_709_251_200)
+        #expect(ISODate.epochSeconds("not a date") == nil)
+        #expect(ISODate.epochSeconds("2024-13-01") == nil)
+    }
+
+    @Test func statusTransitions() {
+        #expect(DownloadStatus.partial.after(.bytesCommitted) == .partial)
+        #expect(DownloadStatus.partial.after(.allBytesPresent) == .unverified)
+        #expect(DownloadStatus.queued.after(.transferStarted) == .downloading)
+        #expect(DownloadStatus.downloading.after(.interrupted) == .paused)
+        #expect(DownloadStatus.failed.after(.retry) == .queued)
+        #expect(DownloadStatus.unverified.after(.validated(playable: true)) == .complete)
+        #expect(DownloadStatus.unverified.after(.validated(playable: nil)) == .unverified)
+        #expect(DownloadStatus.complete.after(.retry) == nil)
+        #expect(DownloadStatus.complete.after(.enqueued) == nil)
+        #expect(DisplayState(status: nil) == .notLocal)
+    }
+
+    @Test func mountOptions() throws {
+        let o = try MountOptions.parse(["allow_other,uid=1000,gid=100", "umask=027,_netdev,x-systemd.automount,ro"])
+        #expect(o.allowOther && o.uid == 1000 && o.gid == 100 && o.umask == 0o027)
+        #expect(o.fuseOptions == ["allow_other"])
+        #expect(throws: MountOptions.Invalid(message: "the Labstream mount is read-only; remove 'rw'")) { try MountOptions.parse(["rw"]) }
+        #expect(throws: MountOptions.Invalid(message: "unknown mount option 'bogus'")) { try MountOptions.parse(["bogus"]) }
+        #expect(throws: MountOptions.Invalid.self) { try MountOptions.parse(["uid=alice"]) }
+    }
+
+    @Test func validatorsPersist() {
+        for v in [Validator.etag("\"a:b\""), .lastModified("Tue, 14 Nov 2023 22:13:20 GMT")] {
+            #expect(Validator(persisted: v.description) == v)
+        }
+        #expect(Validator(persisted: "junk") == nil)
+    }
+}
