@@ -37,7 +37,7 @@ let package = Package(
         .testTarget(name: "LabstreamCoreTests", dependencies: ["LabstreamCore", "LabstreamBackends"]),
         .testTarget(name: "LabstreamIntegrationTests", dependencies: [
             "LabstreamCore", "LabstreamBackends", "LabstreamHTTP", "LabstreamStore",
-            "LabstreamEngine", "LabstreamFS", "LabstreamFixture", "LabstreamCLI",
+            "LabstreamEngine", "LabstreamFS", "LabstreamFixture", "LabstreamCLI", "CLinux",
         ]),
     ],
     swiftLanguageModes: [.v6]

@@ -9,4 +9,9 @@ static const int CLinux_POSIX_SPAWN_SETSID = POSIX_SPAWN_SETSID;
 #else
 static const int CLinux_POSIX_SPAWN_SETSID = 0x80;
 #endif
+
+#include <unistd.h>
+#include <sys/syscall.h>
+/* Waits for any process to exit (not only children) without polling: a pidfd is readable once it has. */
+static inline int CLinux_pidfd_open(int pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 #endif

@@ -1,0 +1,119 @@
+import Foundation
+import LabstreamBackends
+import LabstreamCore
+import LabstreamFixture
+import LabstreamHTTP
+import LabstreamStore
+import Testing
+
+@Suite struct BackendTests {
+    let identity = ClientIdentity(device: "test", deviceId: "test-device")
+
+    func startFixture(_ scratch: Scratch, movies: Int = 0) throws -> JellyfinFixture {
+        var catalog = testCatalog(in: scratch.sub("media"))
+        for i in 0..<movies {
+            let f = scratch.path + "/media/extra\(i).mkv"
+            writeRandomFile(f, size: 1000 + i, seed: UInt64(100 + i))
+            catalog.movies.append(.init(title: "Extra \(i)", year: 2000 + i, file: f, container: "mkv"))
+        }
+        let fixture = try JellyfinFixture(catalog: catalog, userName: "demo", password: "pw")
+        try fixture.start()
+        return fixture
+    }
+
+    func client(_ fixture: JellyfinFixture, pageSize: Int = 200) throws -> JellyfinClient {
+        let (_, login) = try JellyfinClient.login(url: fixture.baseURL, user: "demo", password: "pw", identity: identity, transport: CurlTransport())
+        return JellyfinClient(session: ServerSession(name: "test", url: fixture.baseURL, userId: login.userId, token: login.token),
+                              identity: identity, transport: CurlTransport(), pageSize: pageSize)
+    }
+
+    @Test func catalogIsFetchedAcrossSeveralPages() throws {
+        let scratch = Scratch("paging")
+        let fixture = try startFixture(scratch, movies: 5)
+        defer { fixture.stop() }
+        let catalog = try client(fixture, pageSize: 2).fetchCatalog { _ in }
+        let movies = try #require(catalog.first { $0.name == "Movies" })
+        #expect(movies.items.count == 11)
+        #expect(Set(movies.items.map(\.title)).isSuperset(of: ["Alpha", "Beta", "Extra 0", "Extra 4"]))
+        let shows = try #require(catalog.first { $0.name == "Shows" })
+        #expect(shows.items.count == 4)
+        #expect(shows.items.allSatisfy { $0.seriesName == "Show" && $0.seriesYear == 2020 && $0.sources.count == 1 })
+        #expect(catalog.count == 2)   // the music library is skipped
+        let starts = fixture.requestLog.filter { $0.path == "/Items" && $0.query["includeItemTypes"] == "Movie" }.compactMap { $0.query["startIndex"] }
+        #expect(starts == ["0", "2", "4", "6", "8", "10"])
+        // Every authenticated call used the Authorization header, never a legacy form.
+        let authenticated = fixture.requestLog.filter { $0.path != "/System/Info/Public" && $0.path != "/Users/AuthenticateByName" }
+        #expect(authenticated.allSatisfy { $0.authorized })
+        #expect(fixture.requestLog.allSatisfy { $0.query["api_key"] == nil && $0.query["ApiKey"] == nil })
+    }
+
+    @Test func wrongPasswordIsAnAuthenticationError() throws {
+        let scratch = Scratch("badpw")
+        let fixture = try startFixture(scratch)
+        defer { fixture.stop() }
+        #expect(throws: LabstreamError.authenticationFailed("wrong user name or password for 'demo'")) {
+            _ = try JellyfinClient.login(url: fixture.baseURL, user: "demo", password: "nope", identity: identity, transport: CurlTransport())
+        }
+    }
+
+    @Test func unreachableServerIsUnavailable() throws {
+        let scratch = Scratch("gone")
+        let fixture = try startFixture(scratch)
+        let url = fixture.baseURL
+        fixture.stop()
+        do {
+            _ = try JellyfinClient.login(url: url, user: "demo", password: "pw", identity: identity, transport: CurlTransport())
+            Issue.record("login to a stopped server succeeded")
+        } catch {
+            guard case .serverUnavailable = error else { Issue.record("expected serverUnavailable, got \(error)"); return }
+        }
+    }
+
+    @Test func aServerThatIsNotJellyfinIsRecognised() throws {
+        let server = try HTTPServer { _ in HTTPServer.Response(status: 200, headers: [("Content-Type", "text/html")], body: .bytes(Array("<html>It works!</html>".utf8))) }
+        defer { server.stop() }
+        do {
+            _ = try JellyfinClient.login(url: server.baseURL, user: "a", password: "b", identity: identity, transport: CurlTransport())
+            Issue.record("login to a plain web server succeeded")
+        } catch {
+            guard case .malformedResponse(let why) = error else { Issue.record("got \(error)"); return }
+            #expect(why.contains("not valid JSON"))
+        }
+    }
+
+    @Test func malformedOrTruncatedJSONFailsTheSyncAndKeepsTheOldCatalog() throws {
+        let scratch = Scratch("badjson")
+        let fixture = try startFixture(scratch)
+        defer { fixture.stop() }
+        let client = try client(fixture)
+        let index = try OfflineIndex(path: scratch.path + "/index.sqlite")
+        let good = try client.fetchCatalog { _ in }
+        let tree = TreeBuilder.build(server: "test", libraries: good)
+        try index.replaceCatalog(server: .init(name: "test", type: "jellyfin", url: fixture.baseURL, serverId: nil, lastSync: nil),
+                                 libraries: good, tree: tree, now: 1)
+        for fault in [FixtureFault.malformedJSON, .truncatedJSON, .status(500)] {
+            fixture.inject(fault, pathPrefix: "/Shows/", times: 1)
+            #expect(throws: LabstreamError.self) { _ = try client.fetchCatalog { _ in } }
+            #expect(try index.treeFiles().count == tree.count)
+        }
+        // A failing write leaves the previous catalog too: a duplicate key aborts the transaction.
+        let broken = TreeBuilder.build(server: "test", libraries: [LibraryCatalog(id: "L", name: "Movies", items: [])])
+        try index.db.exec("CREATE TRIGGER fail BEFORE INSERT ON libraries BEGIN SELECT RAISE(ABORT, 'disk trouble'); END")
+        #expect(throws: LabstreamError.self) {
+            try index.replaceCatalog(server: .init(name: "test", type: "jellyfin", url: "x", serverId: nil, lastSync: nil),
+                                     libraries: [LibraryCatalog(id: "L", name: "Movies", items: [])], tree: broken, now: 2)
+        }
+        #expect(try index.treeFiles().count == tree.count)
+    }
+
+    @Test func tokenAdoptionFindsTheUser() throws {
+        let scratch = Scratch("token")
+        let fixture = try startFixture(scratch)
+        defer { fixture.stop() }
+        let (_, userId) = try JellyfinClient.adoptToken(url: fixture.baseURL, user: nil, token: fixture.accessToken, identity: identity, transport: CurlTransport())
+        #expect(userId == fixture.userId)
+        #expect(throws: LabstreamError.authenticationFailed("the token was not accepted")) {
+            _ = try JellyfinClient.adoptToken(url: fixture.baseURL, user: nil, token: "bogus", identity: identity, transport: CurlTransport())
+        }
+    }
+}

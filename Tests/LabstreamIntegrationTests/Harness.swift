@@ -1,0 +1,221 @@
+import CLinux
+import Foundation
+import LabstreamCore
+import LabstreamFixture
+import Testing
+
+/// A fresh directory under /tmp for one test.
+final class Scratch: @unchecked Sendable {
+    let path: String
+
+    init(_ name: String) {
+        var template = Array("/tmp/labstream-test-\(name)-XXXXXX".utf8CString)
+        path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+    }
+
+    func sub(_ name: String) -> String {
+        let p = path + "/" + name
+        try? FileManager.default.createDirectory(atPath: p, withIntermediateDirectories: true)
+        return p
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// Deterministic pseudo-random bytes, different per seed.
+func writeRandomFile(_ path: String, size: Int, seed: UInt64) {
+    var state = seed &+ 0x9e3779b97f4a7c15
+    var bytes = [UInt8](repeating: 0, count: size)
+    bytes.withUnsafeMutableBytes { raw in
+        var i = 0
+        while i < size {
+            state &+= 0x9e3779b97f4a7c15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xbf58476d1ce4e5b9
+            z = (z ^ (z >> 27)) &* 0x94d049bb133111eb
+            z ^= z >> 31
+            withUnsafeBytes(of: z) { w in
+                for j in 0..<min(8, size - i) { raw[i + j] = w[j] }
+            }
+            i += 8
+        }
+    }
+    _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
+}
+
+let MiB = 1 << 20
+
+/// A test library: movies and a two-season show with a special, hostile and duplicate titles.
+func testCatalog(in dir: String) -> FixtureCatalog {
+    func file(_ name: String, _ size: Int, _ seed: UInt64) -> String {
+        let p = dir + "/" + name
+        writeRandomFile(p, size: size, seed: seed)
+        return p
+    }
+    return FixtureCatalog(
+        movies: [
+            .init(title: "Alpha", year: 2001, file: file("alpha.mkv", 12 * MiB + 37, 1), container: "mkv"),
+            .init(title: "Beta", year: 2002, file: file("beta.mp4", 3 * MiB, 2), container: "mp4"),
+            .init(title: "Gamma", year: nil, file: file("gamma.mkv", 700 * 1024, 3), container: "mkv"),
+            .init(title: "../x", year: 1999, file: file("hostile.mkv", 4096, 4), container: "mkv"),
+            .init(title: "Twin", year: 2010, file: file("twin1.mkv", 5000, 5), container: "mkv"),
+            .init(title: "Twin", year: 2010, file: file("twin2.mkv", 6000, 6), container: "mkv"),
+        ],
+        series: [.init(name: "Show", year: 2020, episodes: [
+            .init(season: 1, number: 1, title: "Pilot", file: file("s1e1.mkv", 2 * MiB + 1, 7), container: "mkv"),
+            .init(season: 1, number: 2, title: "Second", file: file("s1e2.mp4", 2 * MiB, 8), container: "mp4"),
+            .init(season: 2, number: 1, title: "Return", file: file("s2e1.mkv", MiB, 9), container: "mkv"),
+            .init(season: 0, number: 1, title: "Special", file: file("s0e1.mkv", 300_000, 10), container: "mkv"),
+        ])])
+}
+
+/// The tree the test catalog must produce under server "test", relative path → source file.
+func expectedTree(_ dir: String) -> [String: String] {
+    [
+        "test/Movies/Alpha (2001)/Alpha (2001).mkv": dir + "/alpha.mkv",
+        "test/Movies/Beta (2002)/Beta (2002).mp4": dir + "/beta.mp4",
+        "test/Movies/Gamma/Gamma.mkv": dir + "/gamma.mkv",
+        "test/Movies/.._x (1999)/.._x (1999).mkv": dir + "/hostile.mkv",
+        "test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv": dir + "/s1e1.mkv",
+        "test/Shows/Show (2020)/Season 01/Show (2020) - S01E02 - Second.mp4": dir + "/s1e2.mp4",
+        "test/Shows/Show (2020)/Season 02/Show (2020) - S02E01 - Return.mkv": dir + "/s2e1.mkv",
+        "test/Shows/Show (2020)/Season 00/Show (2020) - S00E01 - Special.mkv": dir + "/s0e1.mkv",
+    ]
+}
+
+struct ProcessResult {
+    var code: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// The built `labstream` binary (make test builds it before running the tests).
+let labstreamBinary: String = {
+    if let env = ProcessInfo.processInfo.environment["LABSTREAM_BIN"] { return env }
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    return root.appendingPathComponent(".build/debug/labstream").path
+}()
+
+/// Runs a program to completion, capturing its output.
+func runProcess(_ executable: String, _ args: [String], environment: [String: String] = [:], stdin: String? = nil) throws -> ProcessResult {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: executable)
+    p.arguments = args
+    var env = ProcessInfo.processInfo.environment
+    for (k, v) in environment { env[k] = v }
+    p.environment = env
+    let out = Pipe(), err = Pipe(), input = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    p.standardInput = input
+    try p.run()
+    if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+    try input.fileHandleForWriting.close()
+    // Read both pipes at once so neither can fill up and stall the child.
+    let stderrData = LockedBox(Data())
+    let group = DispatchGroup()
+    group.enter()
+    DispatchQueue.global().async {
+        stderrData.set(err.fileHandleForReading.readDataToEndOfFile())
+        group.leave()
+    }
+    let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
+    group.wait()
+    p.waitUntilExit()
+    return ProcessResult(code: p.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
+                         stderr: String(decoding: stderrData.get(), as: UTF8.self))
+}
+
+final class LockedBox<T>: @unchecked Sendable {
+    private var value: T
+    private let lock = NSLock()
+    init(_ v: T) { value = v }
+    func set(_ v: T) { lock.lock(); value = v; lock.unlock() }
+    func get() -> T { lock.lock(); defer { lock.unlock() }; return value }
+}
+
+/// Blocks until process `pid` has exited (any process, via a pidfd). Returns false on timeout.
+func waitForExit(pid: Int32, timeoutMs: Int32 = 20_000) -> Bool {
+    let fd = CLinux_pidfd_open(pid)
+    if fd < 0 { return errno == ESRCH }
+    defer { close(fd) }
+    var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+    return poll(&p, 1, timeoutMs) == 1
+}
+
+/// A Labstream daemon mounted over a fixture server, driven only through the CLI.
+final class MountedLabstream: @unchecked Sendable {
+    let scratch: Scratch
+    let fixture: JellyfinFixture
+    let mediaDir: String
+    let configDir: String
+    let dataDir: String
+    let mountpoint: String
+    private(set) var daemonPid: Int32 = 0
+
+    var env: [String: String] { ["LABSTREAM_CONFIG_DIR": configDir, "LABSTREAM_DATA_DIR": dataDir] }
+
+    init(_ name: String, catalog: ((String) -> FixtureCatalog)? = nil, cacheConfig: String? = nil) throws {
+        scratch = Scratch(name)
+        mediaDir = scratch.sub("media")
+        configDir = scratch.sub("config")
+        dataDir = scratch.sub("data")
+        mountpoint = scratch.sub("mnt")
+        fixture = try JellyfinFixture(catalog: (catalog ?? testCatalog)(mediaDir), userName: "demo", password: "secret-pass")
+        try fixture.start()
+        let add = try cli(["server", "add", "jellyfin", "test", "--url", fixture.baseURL, "--user", "demo", "--password-stdin"], stdin: "secret-pass\n")
+        try #require(add.code == 0, "server add failed: \(add.stderr)")
+        if let cacheConfig {
+            let path = configDir + "/labstream.conf"
+            let text = try String(contentsOfFile: path, encoding: .utf8) + "\n[cache]\n" + cacheConfig + "\n"
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+        }
+    }
+
+    func cli(_ args: [String], stdin: String? = nil) throws -> ProcessResult {
+        try runProcess(labstreamBinary, args, environment: env, stdin: stdin)
+    }
+
+    /// `labstream mount` (daemonised): returns once the mount is live.
+    func mount() throws {
+        let r = try cli(["mount", mountpoint])
+        try #require(r.code == 0, "mount failed (\(r.code)): \(r.stderr)")
+        let lock = try String(contentsOfFile: dataDir + "/labstream.lock", encoding: .utf8)
+        daemonPid = Int32(lock.split(separator: "\n").first ?? "") ?? 0
+        try #require(daemonPid > 0)
+    }
+
+    /// `labstream unmount` and wait until the daemon process is gone.
+    func unmount() throws {
+        let r = try cli(["unmount", mountpoint])
+        #expect(r.code == 0, "unmount failed: \(r.stderr)")
+        #expect(waitForExit(pid: daemonPid), "daemon \(daemonPid) still running after unmount")
+    }
+
+    func path(_ relative: String) -> String { mountpoint + "/" + relative }
+
+    var log: String { (try? String(contentsOfFile: dataDir + "/labstream.log", encoding: .utf8)) ?? "" }
+
+    deinit {
+        if daemonPid > 0 && kill(daemonPid, 0) == 0 {
+            _ = try? runProcess(labstreamBinary, ["unmount", mountpoint], environment: env)
+            _ = waitForExit(pid: daemonPid, timeoutMs: 5000)
+        }
+        fixture.stop()
+    }
+}
+
+/// Reads `length` bytes at `offset` with pread, as a player would.
+func pread(path: String, offset: Int, length: Int) throws -> [UInt8] {
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else { throw SyscallError(function: "open", context: path, code: errno) }
+    defer { close(fd) }
+    var buffer = [UInt8](repeating: 0, count: length)
+    let n = try buffer.withUnsafeMutableBytes { b in try preadFully(fd, into: b, at: Int64(offset), context: path) }
+    return Array(buffer[0..<n])
+}
+
+func sha256(_ path: String) throws -> String {
+    let r = try runProcess("/usr/bin/sha256sum", [path])
+    return String(r.stdout.split(separator: " ").first ?? "")
+}
