@@ -1,0 +1,207 @@
+import Foundation
+import LabstreamBackends
+import LabstreamCore
+import LabstreamEngine
+import LabstreamFixture
+import LabstreamFS
+import LabstreamHTTP
+import LabstreamStore
+import Testing
+
+/// The filesystem engine and transfers against the fixture over loopback, without a mount.
+final class EngineRig: @unchecked Sendable {
+    let scratch: Scratch
+    let fixture: JellyfinFixture
+    let media: String
+    let tree: [TreeFile]
+    let client: JellyfinClient
+    let layout: DataLayout
+    var index: OfflineIndex
+    var fs: FilesystemEngine
+    static let sizes = TransferSizes(readChunk: 1 << 20, segmentSize: 4 << 20, readAheadInitial: 1 << 20, readAheadMax: 8 << 20)
+
+    init(_ name: String) throws {
+        scratch = Scratch(name)
+        media = scratch.sub("media")
+        fixture = try JellyfinFixture(catalog: testCatalog(in: media), userName: "demo", password: "pw")
+        try fixture.start()
+        let identity = ClientIdentity(device: "t", deviceId: "t")
+        let transport = CurlTransport(options: .init(connectTimeout: 2, stallTimeout: 3))
+        let (_, login) = try JellyfinClient.login(url: fixture.baseURL, user: "demo", password: "pw", identity: identity, transport: transport)
+        client = JellyfinClient(session: ServerSession(name: "test", url: fixture.baseURL, userId: login.userId, token: login.token),
+                                identity: identity, transport: transport)
+        let libraries = try client.fetchCatalog { _ in }
+        tree = TreeBuilder.build(server: "test", libraries: libraries)
+        layout = DataLayout(root: scratch.sub("data"))
+        index = try OfflineIndex(path: layout.indexPath)
+        try index.replaceCatalog(server: .init(name: "test", type: "jellyfin", url: fixture.baseURL, serverId: nil, lastSync: nil),
+                                 libraries: libraries, tree: tree, now: 1)
+        fs = Self.makeEngine(index: index, layout: layout, files: tree, client: client)
+        fixture.clearLog()
+    }
+
+    static func makeEngine(index: OfflineIndex, layout: DataLayout, files: [TreeFile], client: JellyfinClient) -> FilesystemEngine {
+        let transfers = TransferEngine(index: index, layout: layout, settings: .init(sizes: sizes, readTimeout: 10), log: { _ in })
+        transfers.setBackend(client)
+        return FilesystemEngine(transfers: transfers, files: files, ownership: .init(uid: 0, gid: 0), sizes: sizes)
+    }
+
+    /// Simulates a daemon restart: a new index connection and engines over the same data dir.
+    func restart() throws {
+        index = try OfflineIndex(path: layout.indexPath)
+        fs = Self.makeEngine(index: index, layout: layout, files: try index.treeFiles(), client: client)
+    }
+
+    func file(_ rel: String) throws -> (ino: UInt64, tree: TreeFile, source: String) {
+        let components = rel.split(separator: "/").map(String.init)
+        let ino = try #require(fs.resolve(components))
+        let tree = try #require(self.tree.first { $0.path == components })
+        return (ino, tree, expectedTree(media)[rel]!)
+    }
+
+    func read(_ rel: String, offset: Int, length: Int) throws -> [UInt8] {
+        let f = try file(rel)
+        let h = try fs.open(f.ino, writeRequested: false)
+        defer { fs.release(handle: h) }
+        return try fs.read(handle: h, offset: Int64(offset), size: length)
+    }
+
+    func source(_ rel: String, offset: Int, length: Int) throws -> [UInt8] {
+        try pread(path: expectedTree(media)[rel]!, offset: offset, length: length)
+    }
+
+    deinit { fixture.stop() }
+}
+
+@Suite struct EngineTests {
+    let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+
+    @Test func treeMatchesTheCatalogWithSizesBeforeAnyFetch() throws {
+        let rig = try EngineRig("tree")
+        for (rel, source) in expectedTree(rig.media) {
+            let f = try rig.file(rel)
+            let attrs = try rig.fs.getattr(f.ino)
+            let size = try FileManager.default.attributesOfItem(atPath: source)[.size] as! Int
+            #expect(attrs.size == Int64(size) && !attrs.isDirectory && attrs.mode & 0o222 == 0)
+        }
+        let twins = try rig.fs.readdir(try #require(rig.fs.resolve(["test", "Movies"]))).map(\.name).filter { $0.hasPrefix("Twin") }
+        #expect(twins == ["Twin (2010)", "Twin (2010) (2)"])
+        #expect(rig.fixture.downloadRequests.isEmpty)
+        #expect(throws: LabstreamError.readOnly) { _ = try rig.fs.open(try rig.file(alpha).ino, writeRequested: true) }
+        #expect(throws: LabstreamError.notFound("nope")) { _ = try rig.fs.lookup(parent: InodeTable.rootIno, name: "nope") }
+    }
+
+    @Test func readsMatchTheSourceAndRereadsMakeNoRequest() throws {
+        let rig = try EngineRig("reads")
+        #expect(try rig.read(alpha, offset: 5000, length: 70_000) == rig.source(alpha, offset: 5000, length: 70_000))
+        let after = rig.fixture.downloadRequests.count
+        #expect(after == 1)
+        #expect(try rig.read(alpha, offset: 6000, length: 1000) == rig.source(alpha, offset: 6000, length: 1000))
+        #expect(rig.fixture.downloadRequests.count == after)
+        // The last bytes of an odd-sized file, and a read past the end.
+        let size = 12 * MiB + 37
+        #expect(try rig.read(alpha, offset: size - 100, length: 4096) == rig.source(alpha, offset: size - 100, length: 100))
+        #expect(try rig.read(alpha, offset: size + 10, length: 4096).isEmpty)
+        let row = try #require(try rig.index.download(try rig.file(alpha).tree.key))
+        #expect(row.present.contains(ByteRange(0, Int64(MiB))))
+        #expect(row.validator != nil)
+        #expect(rig.fixture.downloadRequests.allSatisfy { $0.ifRange == nil || $0.ifRange == row.validator?.headerValue })
+    }
+
+    @Test func concurrentReadersShareOneFetch() throws {
+        let rig = try EngineRig("shared")
+        let results = LockedBox<[[UInt8]]>([])
+        let group = DispatchGroup()
+        for i in 0..<8 {
+            group.enter()
+            Thread {
+                let bytes = (try? rig.read(self.alpha, offset: 1000 * i, length: 4096)) ?? []
+                results.set(results.get() + [bytes])
+                group.leave()
+            }.start()
+        }
+        group.wait()
+        #expect(results.get().count == 8 && results.get().allSatisfy { $0.count == 4096 })
+        #expect(rig.fixture.downloadRequests.count == 1)
+        #expect(rig.fixture.downloadRequests.first?.range == "bytes=0-1048575")
+    }
+
+    @Test func aTailReadFetchesOnlyTheTail() throws {
+        let rig = try EngineRig("tail")
+        let size = 12 * MiB + 37
+        #expect(try rig.read(alpha, offset: size - MiB, length: MiB) == rig.source(alpha, offset: size - MiB, length: MiB))
+        let ranges = rig.fixture.downloadRequests.compactMap(\.requestedRange)
+        #expect(!ranges.isEmpty)
+        #expect(ranges.allSatisfy { $0.lower >= Int64(size - 2 * MiB) }, "requested \(ranges)")
+        #expect(ranges.reduce(0) { $0 + $1.count } <= Int64(2 * MiB))
+    }
+
+    @Test func aDroppedConnectionFailsPromptlyAndKeepsTheGoodBytes() throws {
+        let rig = try EngineRig("drop")
+        _ = try rig.read(alpha, offset: 0, length: 4096)
+        rig.fixture.inject(.dropAfter(100_000), pathPrefix: "/Items/", times: 1)
+        let started = Date()
+        #expect(throws: LabstreamError.self) { _ = try rig.read(self.alpha, offset: 5 * MiB, length: 4096) }
+        #expect(Date().timeIntervalSince(started) < 8)
+        let row = try #require(try rig.index.download(try rig.file(alpha).tree.key))
+        #expect(row.present == RangeSet([ByteRange(0, Int64(MiB))]))
+        // The fault is spent: the same read now works and matches.
+        #expect(try rig.read(alpha, offset: 5 * MiB, length: 4096) == rig.source(alpha, offset: 5 * MiB, length: 4096))
+    }
+
+    @Test(arguments: [FixtureFault.wrongContentRange, .ignoreRange, .status(500), .status(401)])
+    func aBadRangeResponseWritesNothing(fault: FixtureFault) throws {
+        let rig = try EngineRig("badrange")
+        rig.fixture.inject(fault, pathPrefix: "/Items/", times: 1)
+        #expect(throws: LabstreamError.self) { _ = try rig.read(self.alpha, offset: 0, length: 4096) }
+        let f = try rig.file(alpha)
+        #expect(try rig.index.download(f.tree.key)?.present.isEmpty ?? true)
+        // Nothing reached the partial: its first megabyte is still a hole of zeros.
+        let partial = rig.layout.absolute(rig.layout.partialRelativePath(for: f.tree.key))
+        #expect(try pread(path: partial, offset: 0, length: MiB).allSatisfy { $0 == 0 })
+    }
+
+    @Test func aFileThatChangedOnTheServerIsStaleAndStartsOver() throws {
+        let rig = try EngineRig("changed")
+        _ = try rig.read(alpha, offset: 0, length: 4096)
+        let f = try rig.file(alpha)
+        let before = try #require(try rig.index.download(f.tree.key))
+        rig.fixture.touch(itemId: f.tree.key.sourceId)
+        #expect(throws: LabstreamError.self) { _ = try rig.read(self.alpha, offset: 6 * MiB, length: 4096) }
+        let after = try #require(try rig.index.download(f.tree.key))
+        #expect(after.attempt == before.attempt.next)
+        #expect(after.present.isEmpty && after.validator == nil)
+        #expect(try rig.read(alpha, offset: 0, length: 4096) == rig.source(alpha, offset: 0, length: 4096))
+    }
+
+    @Test func presentRangesSurviveARestart() throws {
+        let rig = try EngineRig("restart")
+        _ = try rig.read(alpha, offset: 0, length: 3 * MiB)
+        let fetched = rig.fixture.downloadRequests.count
+        try rig.restart()
+        #expect(try rig.read(alpha, offset: 0, length: 3 * MiB) == rig.source(alpha, offset: 0, length: 3 * MiB))
+        #expect(rig.fixture.downloadRequests.count == fetched)
+    }
+
+    @Test func xattrsDescribeFilesAndFolders() throws {
+        let rig = try EngineRig("xattr")
+        let f = try rig.file(alpha)
+        #expect(try rig.fs.getxattr(f.ino, name: "user.labstream.state") == "not-local")
+        _ = try rig.read(alpha, offset: 0, length: 10)
+        #expect(try rig.fs.getxattr(f.ino, name: "user.labstream.state") == "partial")
+        #expect(try rig.fs.getxattr(f.ino, name: "user.labstream.bytes") == "\(MiB)/\(12 * MiB + 37)")
+        #expect(try rig.fs.getxattr(f.ino, name: "user.labstream.item_id") == f.tree.key.itemId)
+        let movies = try #require(rig.fs.resolve(["test", "Movies"]))
+        #expect(try rig.fs.getxattr(movies, name: "user.labstream.state") == "partial")
+        #expect(throws: LabstreamError.noAttribute) { _ = try rig.fs.getxattr(f.ino, name: "user.other") }
+        #expect(throws: LabstreamError.unsupportedAttributeWrite("user.labstream.state")) { try rig.fs.setxattr(f.ino, name: "user.labstream.state") }
+        let all = try rig.fs.xattrs(f.ino).map(\.1).joined()
+        #expect(!all.contains(rig.fixture.accessToken) && !all.contains("http"))
+        // A whole file read makes the row complete-pending-validation.
+        let gamma = "test/Movies/Gamma/Gamma.mkv"
+        _ = try rig.read(gamma, offset: 0, length: 700 * 1024)
+        let g = try rig.file(gamma)
+        #expect(try rig.fs.getxattr(g.ino, name: "user.labstream.state") == "unverified")
+        #expect(try rig.index.download(g.tree.key)?.awaitingValidation == true)
+    }
+}
