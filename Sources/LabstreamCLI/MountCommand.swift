@@ -22,6 +22,7 @@ enum MountCommand {
         let context = Context(args: args)
         if args.flag("--foreground") || args.flag("-f") {
             let readyFD = args.value("--ready-fd").flatMap { Int32($0) }
+            if let readyFD { closeInheritedDescriptors(keeping: readyFD) }
             return Daemon(context: context, mountpoint: mountpoint, options: options,
                           verbose: args.flag("-v") || args.flag("--verbose") || args.value("--log-level") == "debug",
                           report: { line in
@@ -74,7 +75,7 @@ enum MountCommand {
         var cArgs: [UnsafeMutablePointer<CChar>?] = childArgs.map { strdup($0) } + [nil]
         defer { cArgs.forEach { free($0) } }
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, "/proc/self/exe", &actions, &attr, &cArgs, environ)
+        let rc = posix_spawn(&pid, selfExecutable(), &actions, &attr, &cArgs, environ)
         close(writeEnd)
         if logFD >= 0 { close(logFD) }
         close(devNull)
@@ -102,6 +103,23 @@ enum MountCommand {
             throw CLIError(Int32(rest[..<space]) ?? ExitCode.software, String(rest[space...]).trimmingCharacters(in: .whitespaces))
         }
         throw CLIError(ExitCode.software, "the daemon exited during start-up; see \(context.layout.logPath)")
+    }
+}
+
+/// The running binary's real path (so the daemon's process name is `labstream`, not `exe`).
+func selfExecutable() -> String {
+    var buffer = [CChar](repeating: 0, count: 4096)
+    let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    guard n > 0 else { return "/proc/self/exe" }
+    return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+/// A daemon must not keep its starter's descriptors open: whoever waits on the starter (a shell,
+/// systemd, a test harness watching a socket) would otherwise wait on the daemon too.
+func closeInheritedDescriptors(keeping keep: Int32) {
+    guard let names = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") else { return }
+    for fd in names.compactMap({ Int32($0) }) where fd > 2 && fd != keep {
+        close(fd)
     }
 }
 

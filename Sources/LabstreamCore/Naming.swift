@@ -122,7 +122,7 @@ public enum TreeBuilder {
                 switch item.kind {
                 case .movie:
                     dir = root + [folder]
-                    stem = Naming.titled(item.title, year: item.year)
+                    stem = folder   // "Title (Year)/Title (Year).ext", even for a de-duplicated folder
                 case .episode:
                     dir = root + [folder, Naming.seasonFolder(item.seasonNumber)]
                     let series = Naming.titled(item.seriesName ?? "Unknown Series", year: item.seriesYear)

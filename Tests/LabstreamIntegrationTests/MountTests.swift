@@ -1,0 +1,142 @@
+import Foundation
+import LabstreamCore
+import LabstreamFixture
+import Testing
+
+/// Real FUSE mounts of the `labstream` daemon process over the fixture on loopback.
+@Suite(.serialized) struct MountTests {
+    func listTree(_ root: String) -> Set<String> {
+        var out = Set<String>()
+        let walker = FileManager.default.enumerator(atPath: root)
+        while let rel = walker?.nextObject() as? String {
+            var dir: ObjCBool = false
+            if FileManager.default.fileExists(atPath: root + "/" + rel, isDirectory: &dir), !dir.boolValue { out.insert(rel) }
+        }
+        return out
+    }
+
+    @Test func theMountServesTheCatalogByteForByte() throws {
+        let m = try MountedLabstream("mount")
+        try m.mount()
+        let expected = expectedTree(m.mediaDir)
+
+        // ls -R shows exactly the catalog, with sizes before any byte is fetched.
+        #expect(listTree(m.mountpoint) == Set(expected.keys).union(["test/Movies/Twin (2010)/Twin (2010).mkv", "test/Movies/Twin (2010) (2)/Twin (2010) (2).mkv"]))
+        let ls = try runProcess("/bin/ls", ["-lR", m.mountpoint])
+        #expect(ls.code == 0 && ls.stdout.contains("12582949"))
+        #expect(m.fixture.downloadRequests.isEmpty)
+
+        // A tail read of an uncached file asks only for the tail.
+        let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+        let size = 12 * MiB + 37
+        #expect(try pread(path: m.path(alpha), offset: size - MiB, length: MiB) == pread(path: expected[alpha]!, offset: size - MiB, length: MiB))
+        let tail = m.fixture.downloadRequests.compactMap(\.requestedRange)
+        #expect(!tail.isEmpty && tail.allSatisfy { $0.lower >= Int64(size - 2 * MiB) }, "requested \(tail)")
+
+        // 1 000 random reads from 4 threads match the source.
+        let files = expected.keys.sorted()
+        let mismatches = LockedBox(0)
+        let group = DispatchGroup()
+        for t in 0..<4 {
+            group.enter()
+            Thread {
+                var rng = UInt64(t + 1) &* 0x9e3779b97f4a7c15
+                for _ in 0..<250 {
+                    rng = rng &* 6364136223846793005 &+ 1442695040888963407
+                    let rel = files[Int(rng >> 33) % files.count]
+                    let fileSize = (try? FileManager.default.attributesOfItem(atPath: expected[rel]!)[.size] as? Int) ?? 0
+                    let offset = Int((rng >> 17) % UInt64(max(fileSize, 1)))
+                    let length = 1 + Int((rng >> 5) % 200_000)
+                    let got = try? pread(path: m.path(rel), offset: offset, length: length)
+                    let want = try? pread(path: expected[rel]!, offset: offset, length: length)
+                    if got == nil || got != want { mismatches.set(mismatches.get() + 1) }
+                }
+                group.leave()
+            }.start()
+        }
+        group.wait()
+        #expect(mismatches.get() == 0)
+
+        // Every file read through the mount hashes like its source.
+        for (rel, source) in expected {
+            #expect(try sha256(m.path(rel)) == sha256(source), "\(rel)")
+        }
+
+        // Writes are refused.
+        #expect(open(m.path(alpha), O_WRONLY) == -1 && errno == EROFS)
+        #expect(mkdir(m.path("test/new"), 0o755) == -1 && errno == EROFS)
+
+        // Status through the live mount.
+        let status = try m.cli(["status", "--json", m.path("test/Movies/Alpha (2001)")])
+        #expect(status.code == 0, "\(status.stderr)")
+        let rows = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]]
+        let row = try #require(rows?.first)
+        #expect(row["path"] as? String == m.path(alpha))
+        #expect(row["state"] as? String == "unverified")
+        #expect(row["bytes_present"] as? Int == size && row["bytes_total"] as? Int == size)
+        let text = try m.cli(["status"])
+        #expect(text.code == 0 && text.stdout.contains("Alpha (2001).mkv"))
+        let outside = try m.cli(["status", "/tmp"])
+        #expect(outside.code == 66 && outside.stderr.contains("not inside a live Labstream mount"))
+
+        // A second daemon on the same data dir is refused, naming the holder.
+        let other = m.scratch.sub("mnt2")
+        let second = try m.cli(["mount", other])
+        #expect(second.code == 75 && second.stderr.contains(m.mountpoint), "\(second.code) \(second.stderr)")
+
+        try m.unmount()
+        #expect(listTree(m.mountpoint).isEmpty)
+        // No token anywhere but the credential store.
+        for file in ["labstream.log", "index.sqlite", "index.sqlite-wal", "labstream.lock"] {
+            let data = FileManager.default.contents(atPath: m.dataDir + "/" + file) ?? Data()
+            #expect(!String(decoding: data, as: UTF8.self).contains(m.fixture.accessToken), "token found in \(file)")
+        }
+        let conf = try String(contentsOfFile: m.configDir + "/labstream.conf", encoding: .utf8)
+        #expect(!conf.contains(m.fixture.accessToken))
+    }
+
+    @Test func aRestartedDaemonReusesThePresentRanges() throws {
+        let m = try MountedLabstream("restart")
+        let beta = "test/Movies/Beta (2002)/Beta (2002).mp4"
+        let source = expectedTree(m.mediaDir)[beta]!
+        try m.mount()
+        #expect(try pread(path: m.path(beta), offset: 0, length: MiB + 100) == pread(path: source, offset: 0, length: MiB + 100))
+        let first = m.fixture.downloadRequests.compactMap(\.requestedRange)
+        try m.unmount()
+
+        m.fixture.clearLog()
+        try m.mount()
+        #expect(try pread(path: m.path(beta), offset: 0, length: MiB + 100) == pread(path: source, offset: 0, length: MiB + 100))
+        let again = m.fixture.downloadRequests.compactMap(\.requestedRange)
+        #expect(again.allSatisfy { r in !first.contains { $0.overlaps(r) } }, "re-requested \(again) after \(first)")
+        #expect(try sha256(m.path(beta)) == sha256(source))
+        try m.unmount()
+    }
+
+    @Test func aReadWhoseFetchFailsReturnsEIOPromptly() throws {
+        let m = try MountedLabstream("eio", cacheConfig: "fetch_timeout = 3\nconnect_timeout = 2")
+        try m.mount()
+        let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+        _ = try pread(path: m.path(alpha), offset: 0, length: 4096)
+        m.fixture.stop()   // the server vanishes
+        let started = Date()
+        #expect(throws: SyscallError.self) { _ = try pread(path: m.path(alpha), offset: 8 * MiB, length: 4096) }
+        #expect(Date().timeIntervalSince(started) < 10)
+        #expect(try pread(path: m.path(alpha), offset: 0, length: 4096) == pread(path: expectedTree(m.mediaDir)[alpha]!, offset: 0, length: 4096))
+        try m.unmount()
+    }
+
+    @Test func ffprobeReadsARealClipThroughTheMount() throws {
+        let m = try MountedLabstream("ffprobe", catalog: { dir in
+            let clip = dir + "/clip.mkv"
+            try? DemoMedia.generate(path: clip, seconds: 2, size: "320x240")
+            return FixtureCatalog(movies: [.init(title: "Clip", year: 2024, file: clip, container: "mkv")], series: [])
+        })
+        try m.mount()
+        let path = m.path("test/Movies/Clip (2024)/Clip (2024).mkv")
+        let probe = try runProcess("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=duration:stream=codec_name", "-of", "csv=p=0", path])
+        #expect(probe.code == 0, "\(probe.stderr)")
+        #expect(probe.stdout.contains("h264") && probe.stdout.contains("aac"))
+        try m.unmount()
+    }
+}
