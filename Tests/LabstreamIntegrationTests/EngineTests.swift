@@ -126,6 +126,21 @@ final class EngineRig: @unchecked Sendable {
         #expect(rig.fixture.downloadRequests.first?.range == "bytes=0-1048575")
     }
 
+    @Test func aSequentialReaderGetsReadAhead() throws {
+        let rig = try EngineRig("readahead")
+        let f = try rig.file(alpha)
+        let h = try rig.fs.open(f.ino, writeRequested: false)
+        defer { rig.fs.release(handle: h) }
+        let step = 128 * 1024
+        for i in 0..<24 {   // 3 MiB in kernel-sized reads
+            #expect(try rig.fs.read(handle: h, offset: Int64(i * step), size: step) == rig.source(alpha, offset: i * step, length: step))
+        }
+        // Read-ahead asked for bytes beyond anything read so far, without duplicates.
+        let ranges = rig.fixture.downloadRequests.compactMap(\.requestedRange)
+        #expect(ranges.contains { $0.upper > Int64(4 * MiB) }, "requested \(ranges)")
+        for (i, a) in ranges.enumerated() { for b in ranges[(i + 1)...] { #expect(!a.overlaps(b)) } }
+    }
+
     @Test func aTailReadFetchesOnlyTheTail() throws {
         let rig = try EngineRig("tail")
         let size = 12 * MiB + 37

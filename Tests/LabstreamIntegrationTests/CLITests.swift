@@ -1,0 +1,113 @@
+import Foundation
+import LabstreamCLI
+import LabstreamFixture
+import Testing
+
+@Suite struct ArgumentsTests {
+    let spec = Arguments.Spec(valued: ["--url", "-o"], flags: ["--json", "-v"])
+
+    @Test func optionsMayComeBeforeOrAfterPositionals() throws {
+        let a = try Arguments.parse(["--url", "http://x", "add", "-o", "allow_other", "jellyfin", "--json", "NAME", "--url=http://y"], spec: spec)
+        #expect(a.positionals == ["add", "jellyfin", "NAME"])
+        #expect(a.value("--url") == "http://y")
+        #expect(a.all("--url") == ["http://x", "http://y"])
+        #expect(a.flag("--json") && !a.flag("-v"))
+        #expect(try Arguments.parse(["--", "--json"], spec: spec).positionals == ["--json"])
+    }
+
+    @Test func badUsageIsExplained() {
+        #expect(throws: UsageError("unknown option --nope")) { try Arguments.parse(["--nope"], spec: spec) }
+        #expect(throws: UsageError("--url needs a value")) { try Arguments.parse(["--url"], spec: spec) }
+        #expect(throws: UsageError("--json takes no value")) { try Arguments.parse(["--json=1"], spec: spec) }
+    }
+}
+
+@Suite struct CLITests {
+    struct Env {
+        let scratch: Scratch
+        var env: [String: String] { ["LABSTREAM_CONFIG_DIR": scratch.path + "/config", "LABSTREAM_DATA_DIR": scratch.path + "/data"] }
+        func run(_ args: [String], stdin: String? = nil) throws -> ProcessResult {
+            try runProcess(labstreamBinary, args, environment: env, stdin: stdin)
+        }
+    }
+
+    @Test func helpAndUsageErrors() throws {
+        let e = Env(scratch: Scratch("cli-help"))
+        let help = try e.run(["--help"])
+        #expect(help.code == 0 && help.stdout.hasPrefix("labstream 0.1.0 — mount your home media servers"))
+        #expect(help.stdout.contains("labstream server add jellyfin NAME --url URL --user USER --password-stdin"))
+        let none = try e.run([])
+        #expect(none.code == 64)
+        let unknown = try e.run(["frobnicate"])
+        #expect(unknown.code == 64 && unknown.stderr == "labstream: unknown command 'frobnicate'\nRun `labstream --help` for usage.\n")
+        let badOption = try e.run(["status", "--frob"])
+        #expect(badOption.code == 64 && badOption.stderr.contains("unknown option --frob"))
+        let rw = try e.run(["mount", e.scratch.sub("m"), "-o", "rw"])
+        #expect(rw.code == 64 && rw.stderr.contains("read-only"))
+        let missing = try e.run(["mount", e.scratch.path + "/does-not-exist"])
+        #expect(missing.code == 66 && missing.stderr.contains("mkdir -p"))
+        let noServers = try e.run(["mount", e.scratch.sub("m2"), "--foreground"])
+        #expect(noServers.code == 78 && noServers.stderr.contains("labstream server add"), "\(noServers.code) \(noServers.stderr)")
+        let daemonNoServers = try e.run(["mount", e.scratch.sub("m3")])
+        #expect(daemonNoServers.code == 78 && daemonNoServers.stderr.contains("no servers are configured"), "\(daemonNoServers.stderr)")
+    }
+
+    @Test func serverAddListRemoveKeepsTheTokenPrivate() throws {
+        let e = Env(scratch: Scratch("cli-server"))
+        let fixture = try JellyfinFixture(catalog: testCatalog(in: e.scratch.sub("media")), userName: "demo", password: "pw")
+        try fixture.start()
+        defer { fixture.stop() }
+
+        let wrong = try e.run(["server", "add", "jellyfin", "home", "--url", fixture.baseURL, "--user", "demo", "--password-stdin"], stdin: "bad\n")
+        #expect(wrong.code == 77 && wrong.stderr.contains("wrong user name or password"))
+        #expect(!FileManager.default.fileExists(atPath: e.scratch.path + "/config/credentials"))
+
+        let add = try e.run(["server", "add", "--password-stdin", "jellyfin", "home", "--user", "demo", "--url", fixture.baseURL], stdin: "pw\n")
+        #expect(add.code == 0, "\(add.stderr)")
+        let credentials = e.scratch.path + "/config/credentials"
+        let mode = try FileManager.default.attributesOfItem(atPath: credentials)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        #expect(try String(contentsOfFile: credentials, encoding: .utf8).contains(fixture.accessToken))
+        let conf = try String(contentsOfFile: e.scratch.path + "/config/labstream.conf", encoding: .utf8)
+        #expect(conf.contains("[server \"home\"]") && conf.contains("type = jellyfin") && !conf.contains(fixture.accessToken) && !conf.contains("pw"))
+        #expect(!add.stdout.contains(fixture.accessToken) && !add.stderr.contains(fixture.accessToken))
+
+        let list = try e.run(["server", "list", "--json"])
+        let rows = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]]
+        #expect(rows?.first?["name"] as? String == "home" && rows?.first?["has_credentials"] as? Bool == true)
+        #expect(!list.stdout.contains(fixture.accessToken))
+
+        let sync = try e.run(["sync", "home"])
+        #expect(sync.code == 0 && sync.stdout.contains("home: 10 files"), "\(sync.stderr)")
+
+        // A credential file others can read is refused with the fix.
+        chmod(credentials, 0o644)
+        let refused = try e.run(["sync"])
+        #expect(refused.code == 77 && refused.stderr.contains("chmod 600 \(credentials)"), "\(refused.stderr)")
+        chmod(credentials, 0o600)
+
+        // A token can be adopted instead of a password.
+        let token = try e.run(["server", "add", "jellyfin", "other", "--url", fixture.baseURL, "--token-stdin"], stdin: fixture.accessToken)
+        #expect(token.code == 0, "\(token.stderr)")
+
+        let remove = try e.run(["server", "remove", "home"])
+        #expect(remove.code == 0)
+        #expect(!(try String(contentsOfFile: credentials, encoding: .utf8)).contains("[server \"home\"]"))
+        let again = try e.run(["server", "remove", "home"])
+        #expect(again.code == 66)
+    }
+
+    @Test func unreachableAndWrongServersGiveClearErrors() throws {
+        let e = Env(scratch: Scratch("cli-bad"))
+        let gone = try e.run(["server", "add", "jellyfin", "x", "--url", "http://127.0.0.1:1", "--user", "a", "--password-stdin"], stdin: "b")
+        #expect(gone.code == 69 && gone.stderr.contains("unavailable"), "\(gone.stderr)")
+        let web = try HTTPServer { _ in .json("{\"hello\":\"world\"}") }
+        defer { web.stop() }
+        let notJellyfin = try e.run(["server", "add", "jellyfin", "x", "--url", web.baseURL, "--user", "a", "--password-stdin"], stdin: "b")
+        #expect(notJellyfin.code == 76 && notJellyfin.stderr.contains("does not look like a Jellyfin server"), "\(notJellyfin.stderr)")
+        let creds = try e.run(["server", "add", "jellyfin", "x", "--url", "http://user:pw@host", "--user", "a", "--password-stdin"], stdin: "b")
+        #expect(creds.code == 64)
+        let badName = try e.run(["server", "add", "jellyfin", "../x", "--url", "http://h", "--user", "a", "--password-stdin"], stdin: "b")
+        #expect(badName.code == 64)
+    }
+}
