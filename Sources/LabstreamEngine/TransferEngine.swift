@@ -70,10 +70,17 @@ public final class TransferEngine: Sendable {
         let created = try FileTransfer.open(file: file, index: index, layout: layout)
         return files.withLock { map in
             if let raced = map[file.key] { return raced }
+            if map.count >= Self.maxOpenTransfers {
+                // Each transfer holds a descriptor: a scanner touching every file must not run
+                // the daemon out of them. Idle ones reopen from the index when needed again.
+                for (key, transfer) in map where transfer.isIdle { map.removeValue(forKey: key) }
+            }
             map[file.key] = created
             return created
         }
     }
+
+    static let maxOpenTransfers = 256
 
     func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
 }
@@ -90,6 +97,7 @@ final class FileTransfer: @unchecked Sendable {
     var inFlight = RangeSet()
     var failures: [(sequence: Int, range: ByteRange, error: LabstreamError)] = []
     var sequence = 0
+    var waiters = 0
 
     init(file: TreeFile, partial: PartialFile, row: DownloadRow, index: OfflineIndex) {
         self.file = file
@@ -110,6 +118,13 @@ final class FileTransfer: @unchecked Sendable {
         try makeDirectories(layout.partialsDir)
         let partial = try PartialFile(path: layout.absolute(row.partialPath), size: file.size)
         return FileTransfer(file: file, partial: partial, row: row, index: index)
+    }
+
+    /// Nothing in flight and nobody waiting: safe to drop from the engine's map.
+    var isIdle: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return inFlight.isEmpty && waiters == 0
     }
 
     func snapshot() -> DownloadRow {
@@ -133,6 +148,8 @@ final class FileTransfer: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         let startSequence = sequence
+        waiters += 1
+        defer { waiters -= 1 }
         while !row.present.contains(demand) {
             if let failure = failures.first(where: { $0.sequence > startSequence && $0.range.overlaps(demand) }) {
                 throw failure.error
@@ -221,6 +238,11 @@ final class FileTransfer: @unchecked Sendable {
         case .success(let validator):
             var next = row
             next.present.insert(range)
+            // Another transfer object for this file (one evicted while a reader still held it)
+            // may have committed ranges of the same attempt meanwhile: keep them.
+            if let stored = try? index.download(row.key), stored.attempt == row.attempt {
+                next.present.formUnion(stored.present)
+            }
             if next.validator == nil { next.validator = validator }
             if next.present.contains(ByteRange(0, next.total)) {
                 next.status = next.status.after(.allBytesPresent) ?? next.status

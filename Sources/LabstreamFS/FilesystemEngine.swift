@@ -174,6 +174,12 @@ public final class FilesystemEngine: Sendable {
     }
 
     public func getxattr(_ ino: UInt64, name: String) throws(LabstreamError) -> String {
+        // ls -l asks every file for security.* and system.* attributes: answer those without
+        // touching the index.
+        guard name.hasPrefix(Self.xattrPrefix) else {
+            guard table.withLock({ $0.node(ino) }) != nil else { throw .notFound("inode \(ino)") }
+            throw .noAttribute
+        }
         guard let value = try xattrs(ino).first(where: { $0.0 == name })?.1 else { throw .noAttribute }
         return value
     }

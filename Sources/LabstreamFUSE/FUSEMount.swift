@@ -80,8 +80,7 @@ public final class FUSEMount: @unchecked Sendable {
     static func install(_ ops: inout fuse_lowlevel_ops) {
         ops.`init` = { _, conn in
             guard let conn else { return }
-            // Let the kernel send large reads and keep many in flight.
-            conn.pointee.max_readahead = conn.pointee.max_readahead
+            // Let the kernel keep many reads in flight.
             conn.pointee.max_background = 64
             conn.pointee.congestion_threshold = 48
         }
