@@ -57,11 +57,13 @@ public struct RangeTransferResult: Sendable, Hashable {
     public var verdict: RangeResponsePolicy.Verdict
     public var bytesWritten: Int64
     public var status: Int
+    public var retryAfter: String?
 
-    public init(verdict: RangeResponsePolicy.Verdict, bytesWritten: Int64, status: Int) {
+    public init(verdict: RangeResponsePolicy.Verdict, bytesWritten: Int64, status: Int, retryAfter: String? = nil) {
         self.verdict = verdict
         self.bytesWritten = bytesWritten
         self.status = status
+        self.retryAfter = retryAfter
     }
 }
 

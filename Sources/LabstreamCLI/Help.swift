@@ -14,6 +14,8 @@ enum Help {
       labstream unmount MOUNTPOINT
       labstream status [PATH…] [--json]
       labstream sync [NAME]
+      labstream pin PATH… [--wait] [--json]
+      labstream unpin PATH…
       labstream demo [MOUNTPOINT]
 
     Global options (anywhere on the line):
@@ -65,6 +67,18 @@ enum Help {
 
     Refreshes the catalog of every server (or NAME) now. A failed sync keeps the previous catalog.
     A running daemon picks up the new catalog at once.
+    """
+
+    static let pin = """
+    Usage:
+      labstream pin PATH… [--wait] [--json]
+      labstream unpin PATH…
+
+    Pins a file, season, series or library folder inside a live mount: its files download
+    completely in the background and are never evicted. A folder is pinned in one transaction.
+    --wait follows the download until every file is present (exit 0) or one fails (exit 74);
+    --json prints progress as one JSON object per line. unpin stops background filling and
+    keeps the bytes already present. The same works with: setfattr -n user.labstream.pin -v 1 PATH
     """
 
     static let unmount = """

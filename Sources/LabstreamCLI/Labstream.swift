@@ -19,6 +19,8 @@ public enum Labstream {
             case "unmount", "umount": return try UnmountCommand.run(rest)
             case "status": return try StatusCommand.run(rest)
             case "sync": return try SyncCommand.run(rest)
+            case "pin": return try PinCommand.run(rest, pin: true)
+            case "unpin": return try PinCommand.run(rest, pin: false)
             case "demo": return try DemoCommand.run(rest)
             case "-h", "--help", "help":
                 printOut(Help.main)

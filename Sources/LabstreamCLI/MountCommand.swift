@@ -188,6 +188,8 @@ struct Daemon {
         do { files = try index.treeFiles() } catch { throw CLIError(error) }
         let ownership = FilesystemEngine.Ownership(uid: options.uid ?? geteuid(), gid: options.gid ?? getegid(), umask: options.umask)
         let fs = FilesystemEngine(transfers: transfers, files: files, ownership: ownership, sizes: config.sizes)
+        transfers.startBackgroundFill()
+        defer { transfers.stop() }
         let mount: FUSEMount
         do { mount = try FUSEMount(engine: fs, mountpoint: mountpoint, options: options.fuseOptions) } catch { throw CLIError(error) }
 

@@ -121,9 +121,13 @@ public struct DownloadRow: Sendable, Hashable {
     public var reason: String?
     /// All bytes are present and the completion check (size, hash, playback probe) has not run.
     public var awaitingValidation: Bool
+    /// Pinned files are downloaded completely in the background and never evicted.
+    public var pinned: Bool
 
     public init(key: FileKey, status: DownloadStatus, attempt: AttemptID, validator: Validator?, total: Int64,
-                present: RangeSet, partialPath: String, reason: String? = nil, awaitingValidation: Bool = false) {
+                present: RangeSet, partialPath: String, reason: String? = nil, awaitingValidation: Bool = false,
+                pinned: Bool = false) {
+        self.pinned = pinned
         self.key = key
         self.status = status
         self.attempt = attempt

@@ -90,7 +90,10 @@ public enum RangeResponsePolicy {
     }
 
     public static func judge(status: Int, contentRange: String?, etag: String?, lastModified: String?,
-                             expected: RangeExpectation) -> Verdict {
+                             contentEncoding: String? = nil, expected: RangeExpectation) -> Verdict {
+        if (200..<300).contains(status), let encoding = contentEncoding?.lowercased(), !encoding.isEmpty, encoding != "identity" {
+            return .reject("the server sent a \(encoding)-encoded body; only the file's own bytes can be stored")
+        }
         let seen = Validator.from(etag: etag, lastModified: lastModified)
         if let pinned = expected.validator, let seen, sameKind(pinned, seen), pinned != seen {
             return .remoteChanged("validator changed from \(pinned.headerValue) to \(seen.headerValue)")
@@ -112,7 +115,13 @@ public enum RangeResponsePolicy {
             if expected.validator != nil { return .remoteChanged("server answered 200 to an If-Range request") }
             return .reject("server ignored the Range header (200)")
         case 416:
-            return .remoteChanged("server says the range is not satisfiable (416)")
+            // `Content-Range: bytes */TOTAL`: a different total means the file changed; the same
+            // total means our plan was wrong, which must not be retried blindly.
+            if let header = contentRange, header.hasPrefix("bytes */"), let t = Int64(header.dropFirst(8)),
+               let total = expected.total, t == total {
+                return .reject("server says bytes \(expected.range.lower)-\(expected.range.lastByte) are not satisfiable within \(total)")
+            }
+            return .remoteChanged("server says the range is not satisfiable (416): the file's size changed")
         case 401, 403:
             return .reject("server refused access (\(status))")
         case 404:

@@ -4,21 +4,35 @@ import LabstreamCore
 import LabstreamStore
 import Synchronization
 
-/// Fetches the byte ranges readers need into durable sparse partials and records them in the
-/// index, data first, then the range map. Blocking API for FUSE worker threads; transfers run
-/// on their own threads, never on Swift's cooperative pool.
+/// Fetches the byte ranges readers need, and whole pinned files in the background, into durable
+/// sparse partials. A body is committed only when the assembly policy accepts it: data first
+/// (`fdatasync`), then the range map and the segment's SHA-256 in one index transaction.
+/// Blocking API for FUSE worker threads; transfers run on their own threads, never on Swift's
+/// cooperative pool.
 ///
-/// Lock order: `TransferEngine.files` → `FileTransfer.condition` → the index's connection lock.
-/// Never take `files` while holding a file's condition.
+/// Lock order: `TransferEngine.files` → `FileTransfer.condition` → `FileTransfer.writeGate` →
+/// the index's connection lock. Never take `files` while holding a file's condition.
 public final class TransferEngine: Sendable {
     public struct Settings: Sendable {
         public var sizes: TransferSizes
         /// How long a reader waits for its bytes before failing with EIO.
         public var readTimeout: Double
+        /// Segment requests in flight per pinned file (the seed's head plus one look-ahead).
+        public var maxQueuedSegments: Int
+        /// Pinned files filled at once.
+        public var maxConcurrentFiles: Int
+        public var retry: RetryPolicy
+        /// Free space kept beyond a file's remaining bytes before a background fill starts.
+        public var freeSpaceHeadroom: Int64
 
-        public init(sizes: TransferSizes = .default, readTimeout: Double = 35) {
+        public init(sizes: TransferSizes = .default, readTimeout: Double = 35, maxQueuedSegments: Int = 2,
+                    maxConcurrentFiles: Int = 3, retry: RetryPolicy = RetryPolicy(), freeSpaceHeadroom: Int64 = 64 << 20) {
             self.sizes = sizes
             self.readTimeout = readTimeout
+            self.maxQueuedSegments = maxQueuedSegments
+            self.maxConcurrentFiles = maxConcurrentFiles
+            self.retry = retry
+            self.freeSpaceHeadroom = freeSpaceHeadroom
         }
     }
 
@@ -27,7 +41,10 @@ public final class TransferEngine: Sendable {
     let settings: Settings
     let backends = Mutex<[String: any MediaBackend]>([:])
     let files = Mutex<[FileKey: FileTransfer]>([:])
+    /// Every file in the catalog, for background fill of pinned rows.
+    let catalog = Mutex<[FileKey: TreeFile]>([:])
     let log: @Sendable (String) -> Void
+    let filler = BackgroundFill()
 
     public init(index: OfflineIndex, layout: DataLayout, settings: Settings, log: @escaping @Sendable (String) -> Void) {
         self.index = index
@@ -38,9 +55,19 @@ public final class TransferEngine: Sendable {
 
     public func setBackend(_ backend: any MediaBackend) {
         backends.withLock { $0[backend.serverName] = backend }
+        filler.wake()
     }
 
     public func backend(for server: String) -> (any MediaBackend)? { backends.withLock { $0[server] } }
+
+    public func setCatalog(_ files: [TreeFile]) {
+        catalog.withLock { $0 = Dictionary(files.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a }) }
+        filler.wake()
+    }
+
+    /// Starts filling pinned files in the background (until `stop`).
+    public func startBackgroundFill() { filler.start(self) }
+    public func stop() { filler.stop() }
 
     /// The current download row for `file`: live state if the file is open, else the index.
     public func row(for file: TreeFile) -> DownloadRow? {
@@ -54,14 +81,19 @@ public final class TransferEngine: Sendable {
         let demand = range.clamped(to: ByteRange(0, file.size))
         if demand.isEmpty { return [] }
         let transfer = try self.transfer(for: file)
-        try transfer.waitUntilPresent(demand, engine: self)
+        let attempt = try transfer.waitUntilPresent(demand, engine: self)
         if let readAhead { transfer.prefetch(readAhead, engine: self) }
-        return try transfer.readPresent(demand)
+        return try transfer.readPresent(demand, attempt: attempt)
     }
 
-    /// Starts fetching `range` without waiting for it.
-    public func prefetch(_ file: TreeFile, range: ByteRange) throws(LabstreamError) {
-        try transfer(for: file).prefetch(range.clamped(to: ByteRange(0, file.size)), engine: self)
+    /// Pins (downloads completely, never evicts) or unpins files, all in one transaction.
+    public func setPinned(_ pinned: Bool, files targets: [TreeFile]) throws(LabstreamError) {
+        let rows = try index.setPinned(pinned, files: targets, layout: layout, now: now())
+        for row in rows {
+            if let live = files.withLock({ $0[row.key] }) { live.adopt(pinned: row.pinned, status: row.status) }
+        }
+        log("\(pinned ? "pinned" : "unpinned") \(rows.count) files")
+        filler.wake()
     }
 
     func transfer(for file: TreeFile) throws(LabstreamError) -> FileTransfer {
@@ -83,26 +115,127 @@ public final class TransferEngine: Sendable {
     static let maxOpenTransfers = 256
 
     func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
+
+    /// Enough free space for `bytes` more plus headroom?
+    func hasRoom(for bytes: Int64) -> Bool {
+        var s = statvfs()
+        guard statvfs(layout.root, &s) == 0 else { return true }
+        return Int64(s.f_bavail) * Int64(s.f_frsize) >= bytes + settings.freeSpaceHeadroom
+    }
 }
 
-/// One file's transfers. `condition` guards every `var`.
+/// Wakes up when pins, catalogs, backends or finished transfers change something, and tops up
+/// the segment train of every pinned file that still misses bytes.
+final class BackgroundFill: @unchecked Sendable {
+    // Guarded by `condition`.
+    let condition = NSCondition()
+    var woken = false
+    var running = false
+    var nextDeadline: Date?
+
+    func wake() {
+        condition.lock()
+        woken = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func start(_ engine: TransferEngine) {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !running else { return }
+        running = true
+        let thread = Thread { [self] in loop(engine) }
+        thread.name = "background-fill"
+        thread.start()
+    }
+
+    func stop() {
+        condition.lock()
+        running = false
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func loop(_ engine: TransferEngine) {
+        while true {
+            condition.lock()
+            while running && !woken {
+                if let deadline = nextDeadline {
+                    if !condition.wait(until: deadline) { break }
+                } else {
+                    condition.wait()
+                }
+            }
+            let keepGoing = running
+            woken = false
+            nextDeadline = nil
+            condition.unlock()
+            guard keepGoing else { return }
+            if let retryAt = step(engine) {
+                condition.lock()
+                nextDeadline = min(nextDeadline ?? retryAt, retryAt)
+                condition.unlock()
+            }
+        }
+    }
+
+    /// One pass over the pinned rows. Returns when it next needs to look again without a wake-up
+    /// (a retry's backoff).
+    func step(_ engine: TransferEngine) -> Date? {
+        let rows: [DownloadRow]
+        do { rows = try engine.index.downloads().filter { $0.pinned && !$0.present.contains(ByteRange(0, $0.total)) } } catch {
+            engine.log("background fill: \(error.userMessage)")
+            return Date().addingTimeInterval(30)
+        }
+        let catalog = engine.catalog.withLock { $0 }
+        var active = 0
+        var soonest: Date?
+        for row in rows where active < engine.settings.maxConcurrentFiles {
+            guard let file = catalog[row.key] else { continue }
+            guard let transfer = try? engine.transfer(for: file) else { continue }
+            switch transfer.fill(engine: engine) {
+            case .filling: active += 1
+            case .waitUntil(let date):
+                active += 1
+                soonest = min(soonest ?? date, date)
+            case .idle: continue
+            }
+        }
+        return soonest
+    }
+}
+
+/// One file's transfers. `condition` guards every `var`; `writeGate` orders body writes
+/// against attempt changes so that no byte of a stale attempt lands after a new one began.
 final class FileTransfer: @unchecked Sendable {
     let file: TreeFile
     let partial: PartialFile
     let condition = NSCondition()
+    let writeGate = NSLock()
     let index: OfflineIndex
 
     // Guarded by `condition`.
     var row: DownloadRow
+    /// Durable ranges whose digests were checked since this daemon started.
+    var verified = RangeSet()
     var inFlight = RangeSet()
+    /// Ranges fetched for the background fill (a subset of `inFlight`).
+    var fillInFlight: [ByteRange] = []
     var failures: [(sequence: Int, range: ByteRange, error: LabstreamError)] = []
     var sequence = 0
     var waiters = 0
+    var consecutiveFailures = 0
+    var retryAt: Date?
+
+    // Guarded by `writeGate` (read under the condition too, written under both).
+    var writableAttempt: AttemptID
 
     init(file: TreeFile, partial: PartialFile, row: DownloadRow, index: OfflineIndex) {
         self.file = file
         self.partial = partial
         self.row = row
+        self.writableAttempt = row.attempt
         self.index = index
     }
 
@@ -112,15 +245,15 @@ final class FileTransfer: @unchecked Sendable {
             present: RangeSet(), partialPath: layout.partialRelativePath(for: file.key))
         if row.total != file.size {
             // The catalog says the file changed size: the old bytes belong to another version.
-            row = DownloadRow(key: file.key, status: .partial, attempt: row.attempt.next, validator: nil, total: file.size,
-                              present: RangeSet(), partialPath: row.partialPath, reason: "file changed on the server; refetching")
+            row = DownloadRow(key: file.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
+                              total: file.size, present: RangeSet(), partialPath: row.partialPath,
+                              reason: "file changed on the server; fetching it again", pinned: row.pinned)
         }
         try makeDirectories(layout.partialsDir)
         let partial = try PartialFile(path: layout.absolute(row.partialPath), size: file.size)
         return FileTransfer(file: file, partial: partial, row: row, index: index)
     }
 
-    /// Nothing in flight and nobody waiting: safe to drop from the engine's map.
     var isIdle: Bool {
         condition.lock()
         defer { condition.unlock() }
@@ -133,29 +266,47 @@ final class FileTransfer: @unchecked Sendable {
         return row
     }
 
-    func readPresent(_ range: ByteRange) throws(LabstreamError) -> [UInt8] {
+    func adopt(pinned: Bool, status: DownloadStatus) {
+        condition.lock()
+        row.pinned = pinned
+        row.status = status
+        row.reason = nil
+        consecutiveFailures = 0
+        retryAt = nil
+        condition.unlock()
+    }
+
+    func readPresent(_ range: ByteRange, attempt: AttemptID) throws(LabstreamError) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: Int(range.count))
         let read = out.withUnsafeMutableBytes { b in Result { () throws(LabstreamError) in try partial.read(into: b, at: range.lower) } }
         let n = try read.get()
         if n < out.count { out.removeLast(out.count - n) }
+        // A new attempt started while we read: these bytes may mix two versions of the file.
+        condition.lock()
+        let current = row.attempt
+        condition.unlock()
+        if current != attempt { throw .remoteChanged("the file changed on the server while it was read") }
         return out
     }
 
-    /// Blocks until `demand` is durable, fetching what is missing. Throws the failure of a
-    /// fetch this reader depended on, or a timeout.
-    func waitUntilPresent(_ demand: ByteRange, engine: TransferEngine) throws(LabstreamError) {
+    /// Blocks until `demand` is durable and verified, fetching what is missing. Returns the
+    /// attempt the bytes belong to. Throws the failure of a fetch this reader depended on, or
+    /// a timeout.
+    func waitUntilPresent(_ demand: ByteRange, engine: TransferEngine) throws(LabstreamError) -> AttemptID {
         let deadline = Date().addingTimeInterval(engine.settings.readTimeout)
         condition.lock()
         defer { condition.unlock() }
         let startSequence = sequence
         waiters += 1
         defer { waiters -= 1 }
-        while !row.present.contains(demand) {
+        while true {
+            if !verified.contains(demand) { verifyCommitted(in: demand, engine: engine) }
+            if row.present.contains(demand) { return row.attempt }
             if let failure = failures.first(where: { $0.sequence > startSequence && $0.range.overlaps(demand) }) {
                 throw failure.error
             }
             startFetches(ReadPlanner.plan(demand: demand, total: row.total, present: row.present, inFlight: inFlight,
-                                          sizes: engine.settings.sizes), engine: engine)
+                                          sizes: engine.settings.sizes), background: false, engine: engine)
             if !condition.wait(until: deadline) {
                 engine.log("read of \(file.path.joined(separator: "/")) bytes \(demand) timed out")
                 throw .timedOut("waiting for bytes \(demand.lower)-\(demand.lastByte) of \(file.path.last ?? "")")
@@ -163,15 +314,94 @@ final class FileTransfer: @unchecked Sendable {
         }
     }
 
+    /// Re-checks, against their stored SHA-256, the committed segments overlapping `range` that
+    /// this daemon has not checked yet; a mismatch drops the segment so it is fetched again.
+    /// Call with `condition` held.
+    func verifyCommitted(in range: ByteRange, engine: TransferEngine) {
+        let unchecked = row.present.intersection(range).ranges.flatMap { verified.missing(in: $0) }
+        guard !unchecked.isEmpty else { return }
+        let digests = (try? index.segments(row.key, attempt: row.attempt)) ?? []
+        for gap in unchecked {
+            for segment in digests where segment.range.overlaps(gap) && !verified.contains(segment.range) {
+                if digest(of: segment.range) == segment.sha256 {
+                    verified.insert(segment.range)
+                } else {
+                    drop(segment.range, why: "SHA-256 mismatch", engine: engine)
+                }
+            }
+            // Durable bytes with no digest at all cannot be trusted either.
+            for orphan in verified.missing(in: gap) where row.present.contains(orphan) {
+                if !digests.contains(where: { $0.range.contains(orphan) }) { drop(orphan, why: "no digest", engine: engine) }
+            }
+        }
+    }
+
+    func drop(_ range: ByteRange, why: String, engine: TransferEngine) {
+        engine.log("\(file.path.joined(separator: "/")): bytes \(range) failed verification (\(why)); fetching them again")
+        row.present.remove(range)
+        row.awaitingValidation = false
+        if row.status == .unverified || row.status == .complete { row.status = row.pinned ? .queued : .partial }
+        row.reason = "damaged bytes found on disk were dropped and will be fetched again"
+        try? index.dropSegment(row, range: range, now: engine.now())
+    }
+
+    func digest(of range: ByteRange) -> String {
+        let hasher = SHA256Hasher()
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var offset = range.lower
+        while offset < range.upper {
+            let want = Int(min(Int64(buffer.count), range.upper - offset))
+            let n = buffer.withUnsafeMutableBytes { b in (try? partial.read(into: UnsafeMutableRawBufferPointer(rebasing: b[0..<want]), at: offset)) ?? 0 }
+            if n == 0 { break }
+            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            offset += Int64(n)
+        }
+        return hasher.finish()
+    }
+
     func prefetch(_ range: ByteRange, engine: TransferEngine) {
         condition.lock()
         defer { condition.unlock() }
         startFetches(ReadPlanner.pieces(of: range, present: row.present, inFlight: inFlight, segmentSize: engine.settings.sizes.segmentSize),
-                     engine: engine)
+                     background: false, engine: engine)
+    }
+
+    enum FillState { case filling, waitUntil(Date), idle }
+
+    /// Tops up this pinned file's segment train. Called by the background fill.
+    func fill(engine: TransferEngine) -> FillState {
+        condition.lock()
+        defer { condition.unlock() }
+        guard row.pinned, !row.present.contains(ByteRange(0, row.total)) else { return .idle }
+        if row.status == .failed || (row.status == .paused && row.reason != "server unavailable") { return .idle }
+        if let retryAt, retryAt > Date() { return .waitUntil(retryAt) }
+        guard engine.backend(for: file.key.server) != nil else {
+            setStatus(.paused, reason: "server unavailable", engine: engine)
+            return .idle
+        }
+        if fillInFlight.isEmpty && !engine.hasRoom(for: row.total - row.present.byteCount) {
+            setStatus(.paused, reason: "storage_full", engine: engine)
+            return .idle
+        }
+        let plan = SegmentTrainPlanner.plan(.init(
+            durable: row.present, total: row.total, inFlight: inFlight.ranges, fillInBackground: true,
+            segmentSize: engine.settings.sizes.segmentSize, maxQueued: engine.settings.maxQueuedSegments))
+        let ranges = plan.compactMap { request -> ByteRange? in if case .closed(let r) = request { return r }; return nil }
+        if !ranges.isEmpty && row.status != .downloading { setStatus(.downloading, reason: nil, engine: engine) }
+        startFetches(ranges, background: true, engine: engine)
+        return .filling
     }
 
     /// Call with `condition` held.
-    func startFetches(_ plan: [ByteRange], engine: TransferEngine) {
+    func setStatus(_ status: DownloadStatus, reason: String?, engine: TransferEngine) {
+        guard row.status != status || row.reason != reason else { return }
+        row.status = status
+        row.reason = reason
+        _ = try? index.saveDownload(row, now: engine.now())
+    }
+
+    /// Call with `condition` held.
+    func startFetches(_ plan: [ByteRange], background: Bool, engine: TransferEngine) {
         guard !plan.isEmpty else { return }
         guard let backend = engine.backend(for: file.key.server) else {
             sequence += 1
@@ -182,68 +412,109 @@ final class FileTransfer: @unchecked Sendable {
             return
         }
         for r in plan { inFlight.insert(r) }
+        if background { fillInFlight += plan }
         let attempt = row.attempt
         let validator = row.validator
         for r in plan {
             let thread = Thread { [self] in
-                fetch(r, attempt: attempt, validator: validator, backend: backend, engine: engine)
+                fetch(r, attempt: attempt, validator: validator, background: background, backend: backend, engine: engine)
             }
             thread.name = "fetch"
             thread.start()
         }
     }
 
-    func fetch(_ range: ByteRange, attempt: AttemptID, validator: Validator?, backend: any MediaBackend, engine: TransferEngine) {
+    struct Fetched {
+        var validator: Validator?
+        var received: Int64
+        var sha256: String
+    }
+
+    /// A failed fetch: what the reader sees, and what kind of failure the retry policy judges.
+    struct FetchFailure: Error {
+        var error: LabstreamError
+        var kind: RetryPolicy.Failure
+    }
+
+    func fetch(_ range: ByteRange, attempt: AttemptID, validator: Validator?, background: Bool,
+               backend: any MediaBackend, engine: TransferEngine) {
         let request = backend.rangeRequest(for: file.key, range: range, validator: validator)
         let expectation = RangeExpectation(range: range, total: file.size, validator: validator)
-        var outcome: Result<Validator?, LabstreamError>
+        let hasher = SHA256Hasher()
+        var sinkError: LabstreamError?
+        var outcome: Result<Fetched, FetchFailure>
         do {
             let result = try backend.transport.fetchRange(request, expectation: expectation) { bytes, offset in
-                try partial.write(bytes, at: offset)
+                writeGate.lock()
+                defer { writeGate.unlock() }
+                guard writableAttempt == attempt else {
+                    sinkError = .remoteChanged("a newer attempt replaced this one")
+                    throw LabstreamError.remoteChanged("stale attempt")
+                }
+                do throws(LabstreamError) { try partial.write(bytes, at: offset) } catch {
+                    sinkError = error
+                    throw error
+                }
+                hasher.update(bytes)
             }
             switch result.verdict {
             case .accept(let seen, _) where result.bytesWritten == range.count:
                 do {
                     try partial.sync()
-                    outcome = .success(seen)
+                    outcome = .success(Fetched(validator: seen, received: result.bytesWritten, sha256: hasher.finish()))
                 } catch {
-                    outcome = .failure(error)
+                    outcome = .failure(FetchFailure(error: error, kind: .localFile))
                 }
             case .accept:
-                outcome = .failure(.fetchFailed("connection ended after \(result.bytesWritten) of \(range.count) bytes"))
+                outcome = .failure(FetchFailure(error: .fetchFailed("the connection ended after \(result.bytesWritten) of \(range.count) bytes"),
+                                                kind: .transientTransport))
             case .remoteChanged(let why):
-                outcome = .failure(.remoteChanged(why))
+                outcome = .failure(FetchFailure(error: .remoteChanged(why), kind: .validation))
             case .reject(let why):
-                outcome = .failure(.fetchFailed(why))
+                let retried = RetryPolicy.retriedStatuses.contains(result.status)
+                outcome = .failure(FetchFailure(
+                    error: retried ? .serverUnavailable("HTTP \(result.status)") : .fetchFailed(why),
+                    kind: retried ? .status(result.status, retryAfter: result.retryAfter) : .validation))
             }
         } catch {
-            outcome = .failure(error.asLabstreamError)
+            if let sinkError {
+                outcome = .failure(FetchFailure(error: sinkError, kind: .localFile))
+            } else {
+                let transport = (error as? TransportError)?.asLabstreamError ?? .fetchFailed("\(error)")
+                outcome = .failure(FetchFailure(error: transport, kind: .transientTransport))
+            }
         }
-        finish(range, attempt: attempt, outcome: outcome, engine: engine)
+        finish(range, attempt: attempt, background: background, outcome: outcome, engine: engine)
     }
 
-    func finish(_ range: ByteRange, attempt: AttemptID, outcome: Result<Validator?, LabstreamError>, engine: TransferEngine) {
+    func finish(_ range: ByteRange, attempt: AttemptID, background: Bool, outcome: Result<Fetched, FetchFailure>,
+                engine: TransferEngine) {
         condition.lock()
         defer {
             condition.broadcast()
             condition.unlock()
+            if background { engine.filler.wake() }
         }
         inFlight.remove(range)
+        if let i = fillInFlight.firstIndex(of: range) { fillInFlight.remove(at: i) }
         sequence += 1
-        guard attempt == row.attempt else {
-            engine.log("discarded bytes \(range) of \(file.key): \(attempt) is no longer current")
-            return
-        }
         switch outcome {
-        case .success(let validator):
+        case .success(let fetched):
+            let decision = AssemblyPolicy.decide(.init(planned: range, received: fetched.received, attempt: attempt),
+                                                 durable: row.present, currentAttempt: row.attempt, total: row.total)
+            guard case .commit(let committed) = decision else {
+                if case .discard(let why) = decision { engine.log("discarded bytes \(range) of \(file.key): \(why)") }
+                if attempt == row.attempt { failures.append((sequence, range, .fetchFailed("the response could not be used"))) }
+                return
+            }
             var next = row
-            next.present.insert(range)
+            next.present.insert(committed)
             // Another transfer object for this file (one evicted while a reader still held it)
             // may have committed ranges of the same attempt meanwhile: keep them.
             if let stored = try? index.download(row.key), stored.attempt == row.attempt {
                 next.present.formUnion(stored.present)
             }
-            if next.validator == nil { next.validator = validator }
+            if next.validator == nil { next.validator = fetched.validator }
             if next.present.contains(ByteRange(0, next.total)) {
                 next.status = next.status.after(.allBytesPresent) ?? next.status
                 next.awaitingValidation = true
@@ -252,23 +523,60 @@ final class FileTransfer: @unchecked Sendable {
                 next.status = next.status.after(.bytesCommitted) ?? next.status
             }
             do {
-                try index.saveDownload(next, now: engine.now())
+                try index.saveDownload(next, committing: .init(range: committed, sha256: fetched.sha256), now: engine.now())
                 row = next
+                verified.insert(committed)
+                consecutiveFailures = 0
             } catch {
                 // The bytes are on disk but not recorded: they will be fetched again, never trusted.
                 failures.append((sequence, range, error))
                 engine.log("\(file.key): \(error.userMessage)")
             }
-        case .failure(let error):
+        case .failure(let failure):
+            let error = failure.error
+            guard attempt == row.attempt else { return }
             failures.append((sequence, range, error))
             if failures.count > 64 { failures.removeFirst(failures.count - 64) }
             engine.log("fetch of bytes \(range) of \(file.path.joined(separator: "/")) failed: \(error.userMessage)")
-            if case .remoteChanged(let why) = error {
-                // Old bytes belong to the old version: a new attempt starts from nothing.
-                row = DownloadRow(key: row.key, status: .partial, attempt: row.attempt.next, validator: nil, total: row.total,
-                                  present: RangeSet(), partialPath: row.partialPath, reason: "file changed on the server (\(why))")
-                _ = try? index.saveDownload(row, now: engine.now())
+            switch error {
+            case .remoteChanged(let why):
+                restart(why: why, engine: engine)
+            case .noSpace:
+                setStatus(.paused, reason: "storage_full", engine: engine)
+            default:
+                if background || row.pinned { scheduleRetry(after: failure, engine: engine) }
             }
+        }
+    }
+
+    /// The file changed on the server: its old bytes belong to another version. A new attempt
+    /// starts from nothing; in-flight bodies of the old one can no longer write. Call with
+    /// `condition` held.
+    func restart(why: String, engine: TransferEngine) {
+        writeGate.lock()
+        writableAttempt = row.attempt.next
+        writeGate.unlock()
+        consecutiveFailures += 1
+        row = DownloadRow(key: row.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
+                          total: row.total, present: RangeSet(), partialPath: row.partialPath,
+                          reason: "file changed on the server (\(why))", pinned: row.pinned)
+        verified = RangeSet()
+        if consecutiveFailures >= engine.settings.retry.maxAttempts {
+            row.status = row.pinned ? .failed : .partial
+            row.reason = "the file keeps changing on the server (\(why)); run `labstream sync`"
+        }
+        _ = try? index.saveDownload(row, now: engine.now())
+    }
+
+    /// Call with `condition` held.
+    func scheduleRetry(after failure: FetchFailure, engine: TransferEngine) {
+        consecutiveFailures += 1
+        switch engine.settings.retry.decide(failure.kind, failures: consecutiveFailures, now: Date().timeIntervalSince1970, random: Double.random(in: 0...1)) {
+        case .retry(let delay):
+            retryAt = Date().addingTimeInterval(delay)
+            engine.log("\(file.path.last ?? ""): retrying in \(String(format: "%.1f", delay)) s (failure \(consecutiveFailures))")
+        case .giveUp:
+            setStatus(.failed, reason: failure.error.userMessage, engine: engine)
         }
     }
 }

@@ -54,11 +54,13 @@ public final class FilesystemEngine: Sendable {
         self.ownership = ownership
         self.sizes = sizes
         table.withLock { $0 = InodeTable(files: files) }
+        transfers.setCatalog(files)
     }
 
     /// Swaps in a new catalog, keeping inode numbers of unchanged paths.
     public func reload(files: [TreeFile]) {
         table.withLock { $0 = InodeTable(files: files, previous: $0) }
+        transfers.setCatalog(files)
     }
 
     public var fileCount: Int { table.withLock { $0.files(under: InodeTable.rootIno).count } }
@@ -152,8 +154,10 @@ public final class FilesystemEngine: Sendable {
         var present: Int64 = 0, total: Int64 = 0
         var states: [DisplayState] = []
         var reason: String?
+        var pinned = !files.isEmpty
         for f in files {
             let row = transfers.row(for: f)
+            pinned = pinned && row?.pinned == true
             present += row.map { min($0.present.byteCount, f.size) } ?? 0
             total += f.size
             states.append(DisplayState(status: row?.status))
@@ -162,6 +166,7 @@ public final class FilesystemEngine: Sendable {
         var out: [(String, String)] = [
             (Self.xattrPrefix + "state", Self.aggregate(states).rawValue),
             (Self.xattrPrefix + "bytes", "\(present)/\(total)"),
+            (Self.xattrPrefix + "pinned", pinned ? "1" : "0"),
         ]
         if let f = node.file {
             out.append((Self.xattrPrefix + "server", f.key.server))
@@ -184,9 +189,17 @@ public final class FilesystemEngine: Sendable {
         return value
     }
 
-    public func setxattr(_ ino: UInt64, name: String) throws(LabstreamError) {
-        guard table.withLock({ $0.node(ino) }) != nil else { throw .notFound("inode \(ino)") }
-        throw .unsupportedAttributeWrite(name)
+    /// `user.labstream.pin` = `1` pins the file or every file below the folder, `0` unpins.
+    /// Any other write is refused with no side effect.
+    public func setxattr(_ ino: UInt64, name: String, value: [UInt8]) throws(LabstreamError) {
+        let files = table.withLock { $0.node(ino) == nil ? nil : $0.files(under: ino) }
+        guard let files else { throw .notFound("inode \(ino)") }
+        guard name == Self.xattrPrefix + "pin" else { throw .unsupportedAttributeWrite(name) }
+        switch String(decoding: value, as: UTF8.self).trimmingSpacesAndNewlines {
+        case "1": try transfers.setPinned(true, files: files)
+        case "0": try transfers.setPinned(false, files: files)
+        default: throw .invalidArgument("user.labstream.pin takes 1 (pin) or 0 (unpin)")
+        }
     }
 
     /// A folder's state: the least advanced of its files, except that any local bytes make it
@@ -203,4 +216,13 @@ public final class FilesystemEngine: Sendable {
 
     /// The inode of a path below the root, for `labstream status` on paths.
     public func resolve(_ components: [String]) -> UInt64? { table.withLock { $0.resolve(components)?.ino } }
+}
+
+extension String {
+    var trimmingSpacesAndNewlines: String {
+        var s = Substring(self)
+        while let f = s.first, f.isWhitespace { s.removeFirst() }
+        while let l = s.last, l.isWhitespace { s.removeLast() }
+        return String(s)
+    }
 }

@@ -18,7 +18,9 @@ public final class FUSEMount: @unchecked Sendable {
     public init(engine: FilesystemEngine, mountpoint: String, options: [String] = []) throws(LabstreamError) {
         self.engine = engine
         self.mountpoint = mountpoint
-        let allOptions = (["ro", "fsname=labstream", "subtype=labstream"] + options).joined(separator: ",")
+        // Not the kernel's `ro`: it would refuse `setfattr -n user.labstream.pin` too. Every
+        // write operation is refused here instead, with EROFS.
+        let allOptions = (["fsname=labstream", "subtype=labstream"] + options).joined(separator: ",")
         let argv = ["labstream", "-o", allOptions]
         var cArgs = argv.map { strdup($0) }
         defer { cArgs.forEach { free($0) } }
@@ -167,10 +169,26 @@ public final class FUSEMount: @unchecked Sendable {
                 replyXattr(req, names, size)
             } catch { replyError(req, error) }
         }
-        ops.setxattr = { req, ino, name, _, _, _ in
-            do { try fs(req).setxattr(UInt64(ino), name: String(cString: name!)) } catch { replyError(req, error) }
+        ops.setxattr = { req, ino, name, value, size, _ in
+            let bytes = value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
+            do {
+                try fs(req).setxattr(UInt64(ino), name: String(cString: name!), value: bytes)
+                fuse_reply_err(req, 0)
+            } catch { replyError(req, error) }
         }
         ops.removexattr = { req, _, _ in fuse_reply_err(req, EPERM) }
+        // The tree is read-only: every operation that would change it answers EROFS.
+        ops.setattr = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
+        ops.mknod = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
+        ops.mkdir = { req, _, _, _ in fuse_reply_err(req, EROFS) }
+        ops.unlink = { req, _, _ in fuse_reply_err(req, EROFS) }
+        ops.rmdir = { req, _, _ in fuse_reply_err(req, EROFS) }
+        ops.symlink = { req, _, _, _ in fuse_reply_err(req, EROFS) }
+        ops.rename = { req, _, _, _, _, _ in fuse_reply_err(req, EROFS) }
+        ops.link = { req, _, _, _ in fuse_reply_err(req, EROFS) }
+        ops.create = { req, _, _, _, _ in fuse_reply_err(req, EROFS) }
+        ops.write = { req, _, _, _, _, _ in fuse_reply_err(req, EROFS) }
+        ops.fallocate = { req, _, _, _, _, _ in fuse_reply_err(req, EROFS) }
         ops.statfs = { req, _ in
             var s = statvfs()
             s.f_bsize = 4096

@@ -52,20 +52,20 @@ public final class CurlTransport: HTTPTransport {
                 // A transfer aborted because its headers failed the policy is not a transport
                 // failure: report the verdict, with nothing written.
                 if let verdict = state.verdict, !verdict.isAccept {
-                    return RangeTransferResult(verdict: verdict, bytesWritten: 0, status: state.status)
+                    return RangeTransferResult(verdict: verdict, bytesWritten: 0, status: state.status, retryAfter: state.headers["retry-after"])
                 }
                 if let sinkError = state.sinkError { throw .aborted("writing the partial failed: \(sinkError)") }
                 throw error
             }
             let verdict = state.verdict ?? judge(state, expectation: expectation, status: status)
-            return RangeTransferResult(verdict: verdict, bytesWritten: state.written, status: status)
+            return RangeTransferResult(verdict: verdict, bytesWritten: state.written, status: status, retryAfter: state.headers["retry-after"])
         }
     }
 
     func judge(_ state: TransferState, expectation: RangeExpectation, status: Int) -> RangeResponsePolicy.Verdict {
         RangeResponsePolicy.judge(status: status, contentRange: state.headers["content-range"],
                                   etag: state.headers["etag"], lastModified: state.headers["last-modified"],
-                                  expected: expectation)
+                                  contentEncoding: state.headers["content-encoding"], expected: expectation)
     }
 
     func perform(_ request: HTTPRequest, state: TransferState, wholeTimeout: Double) throws(TransportError) -> Int {
@@ -103,6 +103,8 @@ public final class CurlTransport: HTTPTransport {
         if wholeTimeout > 0 { CCurl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(wholeTimeout * 1000)) }
         CCurl_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList)
         CCurl_setopt_string(handle, CURLOPT_USERAGENT, "Labstream/\(LabstreamVersion.current)")
+        // Bytes must be the file's own bytes at their offsets: never a compressed encoding.
+        CCurl_setopt_string(handle, CURLOPT_ACCEPT_ENCODING, "identity")
         if request.method == "POST" {
             CCurl_setopt_long(handle, CURLOPT_POST, 1)
             state.upload = request.body ?? []
@@ -198,7 +200,7 @@ final class TransferState {
             if verdict == nil {
                 verdict = RangeResponsePolicy.judge(status: status, contentRange: headers["content-range"],
                                                     etag: headers["etag"], lastModified: headers["last-modified"],
-                                                    expected: expectation)
+                                                    contentEncoding: headers["content-encoding"], expected: expectation)
             }
             guard case .accept = verdict else { return false }
             guard written + Int64(chunk.count) <= expectation.range.count else {

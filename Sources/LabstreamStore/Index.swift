@@ -4,7 +4,7 @@ import LabstreamCore
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
 /// read fails closed.
 public final class OfflineIndex: Sendable {
-    public static let schemaVersion: Int64 = 1
+    public static let schemaVersion: Int64 = 2
     public let db: SQLiteDatabase
 
     public struct ServerRow: Sendable, Hashable {
@@ -43,9 +43,14 @@ public final class OfflineIndex: Sendable {
                 if hasMeta == 0 {
                     guard tables == 0 else { return -1 }   // someone else's database: do not touch it
                     try Self.createV1(c)
-                    return Self.schemaVersion
                 }
-                return Int64(try c.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text ?? "") ?? 0
+                var version = Int64(try c.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text ?? "") ?? 0
+                // Forward migrations, each in this same transaction: a failure leaves the old schema.
+                if version == 1 {
+                    try Self.migrateV1toV2(c)
+                    version = 2
+                }
+                return version
             }
             if version == -1 { throw LabstreamError.storage("\(db.path) is not a Labstream index (no schema version); move it aside") }
             if version != Self.schemaVersion {
@@ -74,6 +79,18 @@ public final class OfflineIndex: Sendable {
             status TEXT NOT NULL, attempt INTEGER NOT NULL, validator TEXT, total INTEGER NOT NULL,
             ranges TEXT NOT NULL, partial TEXT NOT NULL, reason TEXT, awaiting_validation INTEGER NOT NULL DEFAULT 0,
             updated INTEGER NOT NULL, PRIMARY KEY(server, item_id, source_id));
+        """)
+    }
+
+    /// v2: per-segment SHA-256 digests and pinning. v1 recorded ranges without digests, so they
+    /// cannot be re-verified: they are dropped (fail closed) and will be fetched again.
+    static func migrateV1toV2(_ c: Connection) throws {
+        try c.exec("""
+        ALTER TABLE downloads ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+        UPDATE downloads SET ranges = '', awaiting_validation = 0, reason = 'index upgraded; bytes will be fetched and verified again' WHERE ranges != '';
+        CREATE TABLE segments(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL, attempt INTEGER NOT NULL,
+            lower INTEGER NOT NULL, upper INTEGER NOT NULL, sha256 TEXT NOT NULL, PRIMARY KEY(server, item_id, source_id, lower));
+        UPDATE meta SET value = '2' WHERE key = 'schema_version';
         """)
     }
 
@@ -162,20 +179,36 @@ public final class OfflineIndex: Sendable {
         }
     }
 
-    /// Writes `row` only if the stored row still belongs to `row.attempt` (or there is none):
-    /// stale work cannot overwrite a newer attempt. Returns false when refused.
+    /// A committed segment: its bytes are durable and their digest is known.
+    public struct Segment: Sendable, Hashable {
+        public var range: ByteRange
+        public var sha256: String
+
+        public init(range: ByteRange, sha256: String) {
+            self.range = range
+            self.sha256 = sha256
+        }
+    }
+
+    /// Writes `row` (and the digest of a newly committed segment, in the same transaction) only
+    /// if the stored row still belongs to `row.attempt` or an older one: stale work cannot
+    /// overwrite a newer attempt. Digests of older attempts go. Returns false when refused.
     @discardableResult
-    public func saveDownload(_ row: DownloadRow, now: Int64) throws(LabstreamError) -> Bool {
+    public func saveDownload(_ row: DownloadRow, committing segment: Segment? = nil, now: Int64) throws(LabstreamError) -> Bool {
+        let k: [SQLValue] = [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId)]
         do {
             return try db.transaction { c in
-                let current = try c.query("SELECT attempt FROM downloads WHERE server=? AND item_id=? AND source_id=?",
-                                          [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId)]).first?[0].int
+                let current = try c.query("SELECT attempt FROM downloads WHERE server=? AND item_id=? AND source_id=?", k).first?[0].int
                 if let current, current > row.attempt.rawValue { return false }
-                try c.run("INSERT OR REPLACE INTO downloads VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", [
-                    .text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .text(row.status.rawValue),
-                    .int(row.attempt.rawValue), row.validator.map { .text($0.description) } ?? .null, .int(row.total),
-                    .text(row.present.serialized), .text(row.partialPath), row.reason.map(SQLValue.text) ?? .null,
-                    .int(row.awaitingValidation ? 1 : 0), .int(now)])
+                try c.run("INSERT OR REPLACE INTO downloads VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", k + [
+                    .text(row.status.rawValue), .int(row.attempt.rawValue), row.validator.map { .text($0.description) } ?? .null,
+                    .int(row.total), .text(row.present.serialized), .text(row.partialPath), row.reason.map(SQLValue.text) ?? .null,
+                    .int(row.awaitingValidation ? 1 : 0), .int(now), .int(row.pinned ? 1 : 0)])
+                try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=? AND attempt<?", k + [.int(row.attempt.rawValue)])
+                if let segment {
+                    try c.run("INSERT OR REPLACE INTO segments VALUES(?,?,?,?,?,?,?)", k + [
+                        .int(row.attempt.rawValue), .int(segment.range.lower), .int(segment.range.upper), .text(segment.sha256)])
+                }
                 return true
             }
         } catch {
@@ -183,7 +216,63 @@ public final class OfflineIndex: Sendable {
         }
     }
 
-    static let downloadColumns = "server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason, awaiting_validation"
+    /// The digests of `key`'s committed segments under `attempt`.
+    public func segments(_ key: FileKey, attempt: AttemptID) throws(LabstreamError) -> [Segment] {
+        try read("segment digests") {
+            try db.query("SELECT lower, upper, sha256 FROM segments WHERE server=? AND item_id=? AND source_id=? AND attempt=? ORDER BY lower",
+                         [.text(key.server), .text(key.itemId), .text(key.sourceId), .int(attempt.rawValue)]).compactMap { r in
+                guard let l = r[0].int, let u = r[1].int, l <= u, let d = r[2].text else { return nil }
+                return Segment(range: ByteRange(l, u), sha256: d)
+            }
+        }
+    }
+
+    /// Forgets a segment whose bytes no longer match their digest, with the row, atomically.
+    public func dropSegment(_ row: DownloadRow, range: ByteRange, now: Int64) throws(LabstreamError) {
+        do {
+            try db.transaction { c in
+                try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=? AND lower=?",
+                          [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .int(range.lower)])
+                try c.run("UPDATE downloads SET ranges=?, awaiting_validation=0, status=?, reason=?, updated=? WHERE server=? AND item_id=? AND source_id=? AND attempt=?",
+                          [.text(row.present.serialized), .text(row.status.rawValue), row.reason.map(SQLValue.text) ?? .null, .int(now),
+                           .text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .int(row.attempt.rawValue)])
+            }
+        } catch { throw .storage("dropping a damaged segment failed: \(error)") }
+    }
+
+    /// Pins or unpins files in one transaction (no half-pinned season after a crash). New rows
+    /// are created for files never read; pinned rows become `queued` unless already complete.
+    public func setPinned(_ pinned: Bool, files: [TreeFile], layout: DataLayout, now: Int64) throws(LabstreamError) -> [DownloadRow] {
+        do {
+            return try db.transaction { c in
+                var out: [DownloadRow] = []
+                for f in files {
+                    let existing = try c.query("SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
+                                               [.text(f.key.server), .text(f.key.itemId), .text(f.key.sourceId)]).first.flatMap(Self.decodeDownload)
+                    var row = existing ?? DownloadRow(key: f.key, status: .partial, attempt: AttemptID(1), validator: nil, total: f.size,
+                                                      present: RangeSet(), partialPath: layout.partialRelativePath(for: f.key))
+                    row.pinned = pinned
+                    let whole = row.present.contains(ByteRange(0, row.total))
+                    if pinned && !whole && [.partial, .paused, .failed].contains(row.status) {
+                        row.status = .queued
+                        row.reason = nil
+                    } else if !pinned && [.queued, .downloading, .paused, .failed].contains(row.status) && !whole {
+                        row.status = .partial
+                        row.reason = nil
+                    }
+                    try c.run("INSERT OR REPLACE INTO downloads VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+                        .text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .text(row.status.rawValue),
+                        .int(row.attempt.rawValue), row.validator.map { .text($0.description) } ?? .null, .int(row.total),
+                        .text(row.present.serialized), .text(row.partialPath), row.reason.map(SQLValue.text) ?? .null,
+                        .int(row.awaitingValidation ? 1 : 0), .int(now), .int(row.pinned ? 1 : 0)])
+                    out.append(row)
+                }
+                return out
+            }
+        } catch { throw .storage("pinning failed: \(error)") }
+    }
+
+    static let downloadColumns = "server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason, awaiting_validation, pinned"
 
     static func decodeDownload(_ r: [SQLValue]) -> DownloadRow? {
         guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let status = r[3].text.flatMap(DownloadStatus.init(rawValue:)),
@@ -191,7 +280,8 @@ public final class OfflineIndex: Sendable {
               let partial = r[8].text else { return nil }
         return DownloadRow(key: FileKey(server: s, itemId: i, sourceId: id), status: status, attempt: AttemptID(attempt),
                            validator: r[5].text.flatMap(Validator.init(persisted:)), total: total, present: ranges,
-                           partialPath: partial, reason: r[9].text, awaitingValidation: (r[10].int ?? 0) != 0)
+                           partialPath: partial, reason: r[9].text, awaitingValidation: (r[10].int ?? 0) != 0,
+                           pinned: (r[11].int ?? 0) != 0)
     }
 
     func read<T>(_ what: String, _ body: () throws -> T) throws(LabstreamError) -> T {

@@ -116,7 +116,7 @@ final class EngineRig: @unchecked Sendable {
             group.enter()
             Thread {
                 let bytes = (try? rig.read(self.alpha, offset: 1000 * i, length: 4096)) ?? []
-                results.set(results.get() + [bytes])
+                results.update { $0.append(bytes) }
                 group.leave()
             }.start()
         }
@@ -209,7 +209,7 @@ final class EngineRig: @unchecked Sendable {
         let movies = try #require(rig.fs.resolve(["test", "Movies"]))
         #expect(try rig.fs.getxattr(movies, name: "user.labstream.state") == "partial")
         #expect(throws: LabstreamError.noAttribute) { _ = try rig.fs.getxattr(f.ino, name: "user.other") }
-        #expect(throws: LabstreamError.unsupportedAttributeWrite("user.labstream.state")) { try rig.fs.setxattr(f.ino, name: "user.labstream.state") }
+        #expect(throws: LabstreamError.unsupportedAttributeWrite("user.labstream.state")) { try rig.fs.setxattr(f.ino, name: "user.labstream.state", value: Array("1".utf8)) }
         let all = try rig.fs.xattrs(f.ino).map(\.1).joined()
         #expect(!all.contains(rig.fixture.accessToken) && !all.contains("http"))
         // A whole file read makes the row complete-pending-validation.

@@ -132,6 +132,7 @@ final class LockedBox<T>: @unchecked Sendable {
     init(_ v: T) { value = v }
     func set(_ v: T) { lock.lock(); value = v; lock.unlock() }
     func get() -> T { lock.lock(); defer { lock.unlock() }; return value }
+    func update(_ body: (inout T) -> Void) { lock.lock(); body(&value); lock.unlock() }
 }
 
 /// Blocks until process `pid` has exited (any process, via a pidfd). Returns false on timeout.

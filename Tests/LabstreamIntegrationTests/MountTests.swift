@@ -49,7 +49,7 @@ import Testing
                     let length = 1 + Int((rng >> 5) % 200_000)
                     let got = try? pread(path: m.path(rel), offset: offset, length: length)
                     let want = try? pread(path: expected[rel]!, offset: offset, length: length)
-                    if got == nil || got != want { mismatches.set(mismatches.get() + 1) }
+                    if got == nil || got != want { mismatches.update { $0 += 1 } }
                 }
                 group.leave()
             }.start()

@@ -1,0 +1,62 @@
+import CLinux
+import Foundation
+import LabstreamCore
+import LabstreamFS
+
+/// `labstream pin|unpin PATH…`: sets `user.labstream.pin` on paths inside a live mount, which
+/// the daemon turns into one index transaction per path.
+enum PinCommand {
+    static let spec = Arguments.Spec(valued: Context.globalValued, flags: Context.globalFlags.union(["--wait", "--json"]))
+
+    static func run(_ argv: [String], pin: Bool) throws -> Int32 {
+        let args = try Arguments.parse(argv, spec: spec)
+        if args.flag("-h") || args.flag("--help") { printOut(Help.pin); return ExitCode.ok }
+        guard !args.positionals.isEmpty else { throw UsageError("usage: labstream \(pin ? "pin" : "unpin") PATH…") }
+        for path in args.positionals {
+            let value = Array((pin ? "1" : "0").utf8)
+            if setxattr(path, FilesystemEngine.xattrPrefix + "pin", value, value.count, 0) != 0 {
+                let code = errno
+                if code == ENOTSUP || code == ENOENT || code == EOPNOTSUPP {
+                    throw CLIError(ExitCode.noInput, "\(path) is not inside a live Labstream mount (or does not exist)")
+                }
+                throw CLIError(ExitCode.ioErr, "\(pin ? "pinning" : "unpinning") \(path) failed: \(String(cString: strerror(code))); see the daemon's log")
+            }
+            if !args.flag("--json") { printOut("\(pin ? "Pinned" : "Unpinned") \(path)") }
+        }
+        guard pin && args.flag("--wait") else { return ExitCode.ok }
+        return try wait(args.positionals, json: args.flag("--json"))
+    }
+
+    /// Follows the pinned files until every one is complete or unverified (0), or one fails (74).
+    static func wait(_ paths: [String], json: Bool) throws -> Int32 {
+        let tty = isatty(1) == 1 && !json
+        var last = ""
+        while true {
+            let entries = try paths.flatMap { try StatusCommand.fromMount($0) }
+            let present = entries.reduce(0) { $0 + $1.present }, total = entries.reduce(0) { $0 + $1.total }
+            let done = entries.allSatisfy { $0.state == "complete" || $0.state == "unverified" }
+            let failed = entries.filter { $0.state == "failed" }
+            let line: String
+            if json {
+                line = "{\"bytes_present\":\(present),\"bytes_total\":\(total),\"files\":\(entries.count),\"done\":\(entries.filter { $0.state == "complete" || $0.state == "unverified" }.count),\"failed\":\(failed.count)}"
+            } else {
+                let percent = total > 0 ? Int(present * 100 / total) : 100
+                line = "\(percent)%  \(present)/\(total) bytes  \(entries.count) files"
+            }
+            if line != last {
+                if tty { writeOut("\r\u{1B}[K" + line) } else { printOut(line) }
+                last = line
+            }
+            if done || !failed.isEmpty {
+                if tty { writeOut("\n") }
+                for f in failed { writeToStderr("labstream: \(f.path) failed: \(f.reason ?? "unknown reason")") }
+                return failed.isEmpty ? ExitCode.ok : ExitCode.ioErr
+            }
+            usleep(250_000)   // a progress display, not synchronisation: the daemon owns the state
+        }
+    }
+
+    static func writeOut(_ s: String) {
+        s.utf8CString.withUnsafeBufferPointer { p in _ = write(1, p.baseAddress, p.count - 1) }
+    }
+}
