@@ -82,6 +82,9 @@ public enum RangeResponsePolicy {
         case remoteChanged(String)
         /// The server ignored or mangled the range: nothing may be written.
         case reject(String)
+        /// The server answered a ranged request with the whole file (200): nothing is written and
+        /// the transfer starts over as a new attempt.
+        case restart(String)
 
         public var isAccept: Bool {
             if case .accept = self { return true }
@@ -113,7 +116,7 @@ public enum RangeResponsePolicy {
         case 200:
             // With If-Range, a 200 means the validator no longer matches: the file changed.
             if expected.validator != nil { return .remoteChanged("server answered 200 to an If-Range request") }
-            return .reject("server ignored the Range header (200)")
+            return .restart("server ignored the Range header (200)")
         case 416:
             // `Content-Range: bytes */TOTAL`: a different total means the file changed; the same
             // total means our plan was wrong, which must not be retried blindly.

@@ -24,9 +24,13 @@ public final class TransferEngine: Sendable {
         public var retry: RetryPolicy
         /// Free space kept beyond a file's remaining bytes before a background fill starts.
         public var freeSpaceHeadroom: Int64
+        /// A long body is committed every this many bytes as it arrives.
+        public var checkpointBytes: Int64
 
         public init(sizes: TransferSizes = .default, readTimeout: Double = 35, maxQueuedSegments: Int = 2,
-                    maxConcurrentFiles: Int = 3, retry: RetryPolicy = RetryPolicy(), freeSpaceHeadroom: Int64 = 64 << 20) {
+                    maxConcurrentFiles: Int = 3, retry: RetryPolicy = RetryPolicy(), freeSpaceHeadroom: Int64 = 64 << 20,
+                    checkpointBytes: Int64 = 4 << 20) {
+        self.checkpointBytes = checkpointBytes
             self.sizes = sizes
             self.readTimeout = readTimeout
             self.maxQueuedSegments = maxQueuedSegments
@@ -116,11 +120,40 @@ public final class TransferEngine: Sendable {
 
     func now() -> Int64 { Int64(Date().timeIntervalSince1970) }
 
+    /// Bumped whenever a row changes; `waitForChange` lets a watcher (status, tests) follow along
+    /// without polling.
+    let changes = Changes()
+
+    func noteChange() { changes.bump() }
+
+    /// Blocks until the change counter passes `seen` or `timeout` elapses; returns the counter.
+    public func waitForChange(after seen: Int, timeout: Double) -> Int { changes.wait(after: seen, timeout: timeout) }
+
     /// Enough free space for `bytes` more plus headroom?
     func hasRoom(for bytes: Int64) -> Bool {
         var s = statvfs()
         guard statvfs(layout.root, &s) == 0 else { return true }
         return Int64(s.f_bavail) * Int64(s.f_frsize) >= bytes + settings.freeSpaceHeadroom
+    }
+}
+
+final class Changes: @unchecked Sendable {
+    let condition = NSCondition()
+    var count = 0   // guarded by `condition`
+
+    func bump() {
+        condition.lock()
+        count += 1
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func wait(after seen: Int, timeout: Double) -> Int {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while count <= seen && condition.wait(until: deadline) {}
+        return count
     }
 }
 
@@ -440,28 +473,50 @@ final class FileTransfer: @unchecked Sendable {
                backend: any MediaBackend, engine: TransferEngine) {
         let request = backend.rangeRequest(for: file.key, range: range, validator: validator)
         let expectation = RangeExpectation(range: range, total: file.size, validator: validator)
-        let hasher = SHA256Hasher()
+        var hasher = SHA256Hasher()
         var sinkError: LabstreamError?
         var outcome: Result<Fetched, FetchFailure>
+        // Long bodies are committed in checkpoints as they arrive, so a crash or a dropped
+        // connection loses at most one checkpoint per transfer, not the whole segment.
+        let checkpointBytes = engine.settings.checkpointBytes
+        var checkpointStart = range.lower
+        var received: Int64 = 0
         do {
             let result = try backend.transport.fetchRange(request, expectation: expectation) { bytes, offset in
                 writeGate.lock()
-                defer { writeGate.unlock() }
                 guard writableAttempt == attempt else {
+                    writeGate.unlock()
                     sinkError = .remoteChanged("a newer attempt replaced this one")
                     throw LabstreamError.remoteChanged("stale attempt")
                 }
                 do throws(LabstreamError) { try partial.write(bytes, at: offset) } catch {
+                    writeGate.unlock()
                     sinkError = error
                     throw error
                 }
+                writeGate.unlock()
                 hasher.update(bytes)
+                received += Int64(bytes.count)
+                let end = range.lower + received
+                if end - checkpointStart >= checkpointBytes && end < range.upper {
+                    do throws(LabstreamError) { try partial.sync() } catch {
+                        sinkError = error
+                        throw error
+                    }
+                    let piece = ByteRange(checkpointStart, end)
+                    guard commit(piece, sha256: hasher.finish(), validator: nil, attempt: attempt, engine: engine) else {
+                        sinkError = .remoteChanged("a newer attempt replaced this one")
+                        throw LabstreamError.remoteChanged("stale attempt")
+                    }
+                    hasher = SHA256Hasher()
+                    checkpointStart = end
+                }
             }
             switch result.verdict {
             case .accept(let seen, _) where result.bytesWritten == range.count:
                 do {
                     try partial.sync()
-                    outcome = .success(Fetched(validator: seen, received: result.bytesWritten, sha256: hasher.finish()))
+                    outcome = .success(Fetched(validator: seen, received: range.upper - checkpointStart, sha256: hasher.finish()))
                 } catch {
                     outcome = .failure(FetchFailure(error: error, kind: .localFile))
                 }
@@ -469,6 +524,8 @@ final class FileTransfer: @unchecked Sendable {
                 outcome = .failure(FetchFailure(error: .fetchFailed("the connection ended after \(result.bytesWritten) of \(range.count) bytes"),
                                                 kind: .transientTransport))
             case .remoteChanged(let why):
+                outcome = .failure(FetchFailure(error: .remoteChanged(why), kind: .validation))
+            case .restart(let why):
                 outcome = .failure(FetchFailure(error: .remoteChanged(why), kind: .validation))
             case .reject(let why):
                 let retried = RetryPolicy.retriedStatuses.contains(result.status)
@@ -484,53 +541,79 @@ final class FileTransfer: @unchecked Sendable {
                 outcome = .failure(FetchFailure(error: transport, kind: .transientTransport))
             }
         }
-        finish(range, attempt: attempt, background: background, outcome: outcome, engine: engine)
+        let remainder = ByteRange(checkpointStart, range.upper)
+        finish(range, remainder: remainder, attempt: attempt, background: background, outcome: outcome, engine: engine)
     }
 
-    func finish(_ range: ByteRange, attempt: AttemptID, background: Bool, outcome: Result<Fetched, FetchFailure>,
-                engine: TransferEngine) {
+    /// Commits `piece` (durable already) if the assembly policy accepts it: range map and digest
+    /// in one index transaction. Returns false when the attempt is no longer current.
+    func commit(_ piece: ByteRange, sha256: String, validator: Validator?, attempt: AttemptID, engine: TransferEngine) -> Bool {
+        condition.lock()
+        defer {
+            condition.broadcast()
+            condition.unlock()
+        }
+        return commitLocked(piece, sha256: sha256, validator: validator, attempt: attempt, engine: engine)
+    }
+
+    /// Call with `condition` held.
+    @discardableResult
+    func commitLocked(_ piece: ByteRange, sha256: String, validator: Validator?, attempt: AttemptID, engine: TransferEngine) -> Bool {
+        let decision = AssemblyPolicy.decide(.init(planned: piece, received: piece.count, attempt: attempt),
+                                             durable: row.present, currentAttempt: row.attempt, total: row.total)
+        guard case .commit(let committed) = decision else {
+            if case .discard(let why) = decision { engine.log("discarded bytes \(piece) of \(file.key): \(why)") }
+            return attempt == row.attempt
+        }
+        var next = row
+        next.present.insert(committed)
+        // Another transfer object for this file (one evicted while a reader still held it)
+        // may have committed ranges of the same attempt meanwhile: keep them.
+        if let stored = try? index.download(row.key), stored.attempt == row.attempt {
+            next.present.formUnion(stored.present)
+        }
+        if next.validator == nil { next.validator = validator }
+        if next.present.contains(ByteRange(0, next.total)) {
+            next.status = next.status.after(.allBytesPresent) ?? next.status
+            next.awaitingValidation = true
+            next.reason = "all bytes present; awaiting validation"
+        } else {
+            next.status = next.status.after(.bytesCommitted) ?? next.status
+        }
+        do {
+            try index.saveDownload(next, committing: .init(range: committed, sha256: sha256), now: engine.now())
+            row = next
+            verified.insert(committed)
+            consecutiveFailures = 0
+            engine.noteChange()
+        } catch {
+            // The bytes are on disk but not recorded: they will be fetched again, never trusted.
+            sequence += 1
+            failures.append((sequence, piece, error))
+            engine.log("\(file.key): \(error.userMessage)")
+        }
+        return true
+    }
+
+    func finish(_ range: ByteRange, remainder: ByteRange, attempt: AttemptID, background: Bool,
+                outcome: Result<Fetched, FetchFailure>, engine: TransferEngine) {
         condition.lock()
         defer {
             condition.broadcast()
             condition.unlock()
             if background { engine.filler.wake() }
+            engine.noteChange()
         }
         inFlight.remove(range)
         if let i = fillInFlight.firstIndex(of: range) { fillInFlight.remove(at: i) }
         sequence += 1
         switch outcome {
         case .success(let fetched):
-            let decision = AssemblyPolicy.decide(.init(planned: range, received: fetched.received, attempt: attempt),
-                                                 durable: row.present, currentAttempt: row.attempt, total: row.total)
-            guard case .commit(let committed) = decision else {
-                if case .discard(let why) = decision { engine.log("discarded bytes \(range) of \(file.key): \(why)") }
-                if attempt == row.attempt { failures.append((sequence, range, .fetchFailed("the response could not be used"))) }
-                return
+            if fetched.received > 0 || !remainder.isEmpty {
+                commitLocked(remainder, sha256: fetched.sha256, validator: fetched.validator, attempt: attempt, engine: engine)
             }
-            var next = row
-            next.present.insert(committed)
-            // Another transfer object for this file (one evicted while a reader still held it)
-            // may have committed ranges of the same attempt meanwhile: keep them.
-            if let stored = try? index.download(row.key), stored.attempt == row.attempt {
-                next.present.formUnion(stored.present)
-            }
-            if next.validator == nil { next.validator = fetched.validator }
-            if next.present.contains(ByteRange(0, next.total)) {
-                next.status = next.status.after(.allBytesPresent) ?? next.status
-                next.awaitingValidation = true
-                next.reason = "all bytes present; awaiting validation"
-            } else {
-                next.status = next.status.after(.bytesCommitted) ?? next.status
-            }
-            do {
-                try index.saveDownload(next, committing: .init(range: committed, sha256: fetched.sha256), now: engine.now())
-                row = next
-                verified.insert(committed)
-                consecutiveFailures = 0
-            } catch {
-                // The bytes are on disk but not recorded: they will be fetched again, never trusted.
-                failures.append((sequence, range, error))
-                engine.log("\(file.key): \(error.userMessage)")
+            if attempt == row.attempt && !row.present.contains(range) {
+                failures.append((sequence, range, .fetchFailed("the response could not be used")))
             }
         case .failure(let failure):
             let error = failure.error
