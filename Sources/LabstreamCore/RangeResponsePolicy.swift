@@ -128,7 +128,8 @@ public enum RangeResponsePolicy {
         case 401, 403:
             return .reject("server refused access (\(status))")
         case 404:
-            return .remoteChanged("the file is gone on the server (404)")
+            // Gone, not changed: keep what is stored; a catalog refresh decides what it means.
+            return .reject("the file is gone on the server (404)")
         default:
             return .reject("unexpected HTTP status \(status)")
         }

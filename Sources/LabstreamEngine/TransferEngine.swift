@@ -431,6 +431,7 @@ final class FileTransfer: @unchecked Sendable {
         row.status = status
         row.reason = reason
         _ = try? index.saveDownload(row, now: engine.now())
+        engine.noteChange()
     }
 
     /// Call with `condition` held.

@@ -62,6 +62,8 @@ public struct FixtureCatalog: Sendable {
 /// A fault the fixture injects into the next matching requests.
 public enum FixtureFault: Sendable, Hashable {
     case status(Int)
+    /// A status with a `Retry-After` header (seconds or an HTTP date).
+    case statusRetryAfter(Int, String)
     case ignoreRange
     case wrongContentRange
     case dropAfter(Int64)
@@ -101,6 +103,11 @@ public final class JellyfinFixture: Sendable {
     let catalog: FixtureCatalog
     let state = Mutex<State>(State())
     private let server = Mutex<HTTPServer?>(nil)
+    /// Called for every download request with its 1-based number, before it is answered.
+    let downloadHook = Mutex<(@Sendable (Int) -> Void)?>(nil)
+    let downloadCount = Mutex(0)
+
+    public func onDownloadRequest(_ hook: (@Sendable (Int) -> Void)?) { downloadHook.withLock { $0 = hook } }
 
     struct State {
         var log: [LoggedRequest] = []
@@ -224,9 +231,18 @@ public final class JellyfinFixture: Sendable {
                                         range: request.headers["range"], ifRange: request.headers["if-range"],
                                         authorized: authorized))
         }
+        if request.path.hasSuffix("/Download") {
+            let n = downloadCount.withLock { $0 += 1; return $0 }
+            if let hook = downloadHook.withLock({ $0 }) { hook(n) }
+        }
         let fault = takeFault(for: request.path)
         if case .status(let code)? = fault {
             return .json("{\"title\":\"injected\",\"status\":\(code)}", status: code)
+        }
+        if case .statusRetryAfter(let code, let after)? = fault {
+            var r = HTTPServer.Response.json("{\"title\":\"injected\",\"status\":\(code)}", status: code)
+            r.headers.append(("Retry-After", after))
+            return r
         }
         let parts = request.path.split(separator: "/").map(String.init)
         let m = request.method

@@ -19,8 +19,12 @@ final class EngineRig: @unchecked Sendable {
     var index: OfflineIndex
     var fs: FilesystemEngine
     static let sizes = TransferSizes(readChunk: 1 << 20, segmentSize: 4 << 20, readAheadInitial: 1 << 20, readAheadMax: 8 << 20)
+    /// Fast retries so fault tests do not sleep through real backoff.
+    static let settings = TransferEngine.Settings(sizes: sizes, readTimeout: 10, retry: RetryPolicy(maxAttempts: 3, baseDelay: 0.05, maxDelay: 0.2),
+                                                  freeSpaceHeadroom: 0, checkpointBytes: 1 << 20)
+    var transfers: TransferEngine { fs.transfers }
 
-    init(_ name: String) throws {
+    init(_ name: String, dataDir: String? = nil) throws {
         scratch = Scratch(name)
         media = scratch.sub("media")
         fixture = try JellyfinFixture(catalog: testCatalog(in: media), userName: "demo", password: "pw")
@@ -32,7 +36,7 @@ final class EngineRig: @unchecked Sendable {
                                 identity: identity, transport: transport)
         let libraries = try client.fetchCatalog { _ in }
         tree = TreeBuilder.build(server: "test", libraries: libraries)
-        layout = DataLayout(root: scratch.sub("data"))
+        layout = DataLayout(root: dataDir ?? scratch.sub("data"))
         index = try OfflineIndex(path: layout.indexPath)
         try index.replaceCatalog(server: .init(name: "test", type: "jellyfin", url: fixture.baseURL, serverId: nil, lastSync: nil),
                                  libraries: libraries, tree: tree, now: 1)
@@ -41,9 +45,43 @@ final class EngineRig: @unchecked Sendable {
     }
 
     static func makeEngine(index: OfflineIndex, layout: DataLayout, files: [TreeFile], client: JellyfinClient) -> FilesystemEngine {
-        let transfers = TransferEngine(index: index, layout: layout, settings: .init(sizes: sizes, readTimeout: 10), log: { _ in })
+        let transfers = TransferEngine(index: index, layout: layout, settings: settings, log: { _ in })
         transfers.setBackend(client)
-        return FilesystemEngine(transfers: transfers, files: files, ownership: .init(uid: 0, gid: 0), sizes: sizes)
+        let fs = FilesystemEngine(transfers: transfers, files: files, ownership: .init(uid: 0, gid: 0), sizes: sizes)
+        transfers.startBackgroundFill()
+        return fs
+    }
+
+    /// Waits (on change notifications, not sleeps) until `done` holds; false after `timeout`.
+    func waitUntil(timeout: Double = 30, _ done: () throws -> Bool) rethrows -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        var seen = 0
+        while try !done() {
+            guard Date() < deadline else { return false }
+            seen = transfers.waitForChange(after: seen, timeout: deadline.timeIntervalSinceNow)
+        }
+        return true
+    }
+
+    func pin(_ rel: String, _ on: Bool = true) throws {
+        let ino = try #require(fs.resolve(rel.split(separator: "/").map(String.init)))
+        try fs.setxattr(ino, name: "user.labstream.pin", value: Array((on ? "1" : "0").utf8))
+    }
+
+    /// The row's state once it stops moving: complete-pending-validation, failed or paused.
+    func settled(_ rel: String) throws -> DownloadRow? {
+        let key = try file(rel).tree.key
+        var row: DownloadRow?
+        _ = try waitUntil {
+            row = try index.download(key)
+            guard let r = row else { return false }
+            return r.present.contains(ByteRange(0, r.total)) || r.status == .failed || r.status == .paused
+        }
+        return row
+    }
+
+    func partialPath(_ rel: String) throws -> String {
+        layout.absolute(layout.partialRelativePath(for: try file(rel).tree.key))
     }
 
     /// Simulates a daemon restart: a new index connection and engines over the same data dir.
@@ -70,7 +108,10 @@ final class EngineRig: @unchecked Sendable {
         try pread(path: expectedTree(media)[rel]!, offset: offset, length: length)
     }
 
-    deinit { fixture.stop() }
+    deinit {
+        transfers.stop()
+        fixture.stop()
+    }
 }
 
 @Suite struct EngineTests {

@@ -1,0 +1,166 @@
+import Foundation
+import LabstreamCore
+import LabstreamFixture
+import LabstreamStore
+import Testing
+
+/// Pinned downloads in the background, under every fault the fixture can inject.
+@Suite struct PinTests {
+    let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+    let show = "test/Shows/Show (2020)"
+
+    @Test func pinningASeriesFillsEveryEpisodeWithCorrectHashes() throws {
+        let rig = try EngineRig("pin-series")
+        try rig.pin(show)
+        let episodes = expectedTree(rig.media).keys.filter { $0.hasPrefix(show) }
+        #expect(episodes.count == 4)
+        for rel in episodes {
+            let row = try #require(try rig.settled(rel))
+            #expect(row.pinned && row.status == .unverified && row.awaitingValidation, "\(rel): \(row.status) \(row.reason ?? "")")
+            #expect(try sha256(rig.partialPath(rel)) == sha256(expectedTree(rig.media)[rel]!))
+        }
+        #expect(try rig.fs.getxattr(try #require(rig.fs.resolve(show.split(separator: "/").map(String.init))), name: "user.labstream.pinned") == "1")
+        // Nothing outside the series was fetched.
+        let alphaId = try rig.file(alpha).tree.key.sourceId
+        #expect(!rig.fixture.downloadRequests.contains { $0.path.contains(alphaId) })
+        // Segment-sized closed ranges, never more than the train allows at once is the planner's job;
+        // here: every request was a closed range.
+        #expect(rig.fixture.downloadRequests.allSatisfy { $0.requestedRange != nil && $0.range?.hasSuffix("-") == false })
+    }
+
+    @Test(arguments: [
+        FixtureFault.dropAfter(300_000), .status(503), .status(500), .statusRetryAfter(429, "1"), .stall(4), .ignoreRange,
+    ])
+    func aTransientFaultIsRetriedAndTheFileEndsCorrect(fault: FixtureFault) throws {
+        let rig = try EngineRig("pin-fault")
+        rig.fixture.inject(fault, pathPrefix: "/Items/", times: 2)
+        try rig.pin(alpha)
+        let row = try #require(try rig.settled(alpha))
+        #expect(row.status == .unverified, "\(fault): \(row.status) \(row.reason ?? "")")
+        #expect(try sha256(rig.partialPath(alpha)) == sha256(expectedTree(rig.media)[alpha]!))
+    }
+
+    @Test(arguments: [FixtureFault.wrongContentRange, .status(404), .status(503)])
+    func aPersistentFaultEndsFailedWithAReasonAndKeepsGoodBytes(fault: FixtureFault) throws {
+        let rig = try EngineRig("pin-fail")
+        _ = try rig.read(alpha, offset: 0, length: 4096)           // 1 MiB good bytes first
+        rig.fixture.inject(fault, pathPrefix: "/Items/", times: nil)
+        try rig.pin(alpha)
+        let row = try #require(try rig.settled(alpha))
+        #expect(row.status == .failed && !(row.reason ?? "").isEmpty, "\(row.status) \(row.reason ?? "")")
+        #expect(row.present.contains(ByteRange(0, Int64(MiB))))
+        // Whatever is recorded as present matches the source byte for byte.
+        for r in row.present.ranges {
+            #expect(try pread(path: rig.partialPath(alpha), offset: Int(r.lower), length: Int(r.count))
+                    == pread(path: expectedTree(rig.media)[alpha]!, offset: Int(r.lower), length: Int(r.count)))
+        }
+        // Fixed server, pinned again: it completes.
+        rig.fixture.clearFaults()
+        try rig.pin(alpha)
+        #expect(try rig.settled(alpha)?.status == .unverified)
+        #expect(try sha256(rig.partialPath(alpha)) == sha256(expectedTree(rig.media)[alpha]!))
+    }
+
+    @Test func aValidatorChangeBetweenSegmentsStartsOverAndEndsCorrect() throws {
+        let rig = try EngineRig("pin-validator")
+        let id = try rig.file(alpha).tree.key.sourceId
+        let fixture = rig.fixture
+        fixture.onDownloadRequest { n in if n == 3 { fixture.touch(itemId: id) } }
+        try rig.pin(alpha)
+        let row = try #require(try rig.settled(alpha))
+        #expect(row.status == .unverified && row.attempt.rawValue >= 2, "\(row.status) \(row.attempt)")
+        #expect(try sha256(rig.partialPath(alpha)) == sha256(expectedTree(rig.media)[alpha]!))
+        // Only the new validator is pinned and it is what the last requests sent.
+        #expect(rig.fixture.downloadRequests.last?.ifRange == row.validator?.headerValue)
+    }
+
+    @Test func damagedBytesOnDiskAreDroppedAfterARestartAndFetchedAgain() throws {
+        let rig = try EngineRig("pin-digest")
+        try rig.pin(alpha)
+        #expect(try rig.settled(alpha)?.status == .unverified)
+        // Flip bytes inside the second segment behind the daemon's back.
+        let fd = open(try rig.partialPath(alpha), O_WRONLY)
+        var junk = [UInt8](repeating: 0xAA, count: 64)
+        _ = junk.withUnsafeMutableBytes { pwrite(fd, $0.baseAddress, 64, off_t(5 * MiB + 17)) }
+        close(fd)
+        rig.transfers.stop()
+        try rig.restart()
+        rig.fixture.clearLog()
+        #expect(try rig.read(alpha, offset: 5 * MiB, length: 4096) == rig.source(alpha, offset: 5 * MiB, length: 4096))
+        #expect(!rig.fixture.downloadRequests.isEmpty)   // the damaged segment was fetched again
+        #expect(try rig.read(alpha, offset: 0, length: 4096) == rig.source(alpha, offset: 0, length: 4096))
+        let requested = rig.fixture.downloadRequests.compactMap(\.requestedRange)
+        #expect(requested.allSatisfy { $0.overlaps(ByteRange(Int64(5 * MiB + 17), Int64(5 * MiB + 81))) }, "\(requested)")
+    }
+
+    @Test func aFullDiskParksDownloadsAndKeepsEveryCommittedByte() throws {
+        guard geteuid() == 0 else { return }   // tmpfs needs root; the suite runs as root in CI
+        let scratch = Scratch("pin-enospc")
+        let small = scratch.sub("small")
+        let mount = try runProcess("/bin/mount", ["-t", "tmpfs", "-o", "size=14m", "tmpfs", small])
+        try #require(mount.code == 0, "\(mount.stderr)")
+        defer { _ = try? runProcess("/bin/umount", ["-l", small]) }
+        try FileManager.default.createDirectory(atPath: small + "/data", withIntermediateDirectories: true)
+        let rig = try EngineRig("pin-enospc", dataDir: small + "/data")
+        // Each file fits on its own when it starts; together (about 21 MiB) they cannot.
+        try rig.pin("test/Movies")
+        try rig.pin(show)
+        var outcomes: [String: DownloadRow] = [:]
+        for rel in expectedTree(rig.media).keys { outcomes[rel] = try #require(try rig.settled(rel)) }
+        let parked = outcomes.values.filter { $0.status == .paused && $0.reason == "storage_full" }
+        #expect(!parked.isEmpty, "\(outcomes.values.map { "\($0.status) \($0.reason ?? "")" })")
+        for (rel, row) in outcomes {
+            #expect(row.status == .unverified || (row.status == .paused && row.reason == "storage_full"), "\(rel): \(row.status) \(row.reason ?? "")")
+            for r in row.present.ranges {   // every committed byte is the source's byte
+                #expect(try pread(path: rig.partialPath(rel), offset: Int(r.lower), length: Int(r.count))
+                        == pread(path: expectedTree(rig.media)[rel]!, offset: Int(r.lower), length: Int(r.count)), "\(rel) \(r)")
+            }
+        }
+    }
+}
+
+@Suite struct IndexMigrationTests {
+    @Test func aVersion1IndexIsUpgradedAndItsUnverifiableRangesDropped() throws {
+        let scratch = Scratch("migrate")
+        let path = scratch.path + "/index.sqlite"
+        let db = try SQLiteDatabase(path: path)
+        try db.exec("""
+        CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES('schema_version', '1');
+        CREATE TABLE servers(name TEXT PRIMARY KEY, type TEXT NOT NULL, url TEXT NOT NULL, server_id TEXT, last_sync INTEGER);
+        CREATE TABLE libraries(server TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL, PRIMARY KEY(server, id));
+        CREATE TABLE items(server TEXT NOT NULL, id TEXT NOT NULL, library TEXT NOT NULL, kind TEXT NOT NULL,
+            title TEXT NOT NULL, year INTEGER, series_id TEXT, series_name TEXT, series_year INTEGER,
+            season INTEGER, episode INTEGER, modified INTEGER NOT NULL, PRIMARY KEY(server, id));
+        CREATE TABLE media_sources(server TEXT NOT NULL, item_id TEXT NOT NULL, id TEXT NOT NULL, name TEXT,
+            container TEXT, size INTEGER NOT NULL, etag TEXT, tree_path TEXT NOT NULL, modified INTEGER NOT NULL,
+            PRIMARY KEY(server, item_id, id));
+        CREATE TABLE downloads(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL,
+            status TEXT NOT NULL, attempt INTEGER NOT NULL, validator TEXT, total INTEGER NOT NULL,
+            ranges TEXT NOT NULL, partial TEXT NOT NULL, reason TEXT, awaiting_validation INTEGER NOT NULL DEFAULT 0,
+            updated INTEGER NOT NULL, PRIMARY KEY(server, item_id, source_id));
+        INSERT INTO media_sources VALUES('s', 'i', 'm', NULL, 'mkv', 100, NULL, 's/Movies/A/A.mkv', 0);
+        INSERT INTO downloads VALUES('s', 'i', 'm', 'partial', 1, NULL, 100, '0-50', 'partials/x.part', NULL, 0, 0);
+        """)
+        let index = try OfflineIndex(path: path)
+        #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "2")
+        #expect(try index.treeFiles().count == 1)                        // the catalog survives
+        let row = try #require(try index.download(FileKey(server: "s", itemId: "i", sourceId: "m")))
+        #expect(row.present.isEmpty && !row.pinned && row.reason?.contains("upgraded") == true)
+    }
+
+    @Test func aNewerOrForeignIndexIsRefusedAndLeftAlone() throws {
+        let scratch = Scratch("future")
+        let path = scratch.path + "/index.sqlite"
+        let db = try SQLiteDatabase(path: path)
+        try db.exec("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL); INSERT INTO meta VALUES('schema_version', '99');")
+        #expect { _ = try OfflineIndex(path: path) } throws: { ($0 as? LabstreamError)?.userMessage.contains("schema 99") == true }
+        let foreign = scratch.path + "/other.sqlite"
+        try SQLiteDatabase(path: foreign).exec("CREATE TABLE photos(id INTEGER)")
+        #expect { _ = try OfflineIndex(path: foreign) } throws: { ($0 as? LabstreamError)?.userMessage.contains("not a Labstream index") == true }
+        let garbage = scratch.path + "/garbage.sqlite"
+        writeRandomFile(garbage, size: 8192, seed: 9)
+        #expect(throws: LabstreamError.self) { _ = try OfflineIndex(path: garbage) }
+        #expect(FileManager.default.fileExists(atPath: garbage) && FileManager.default.fileExists(atPath: foreign))
+    }
+}
