@@ -13,6 +13,10 @@ enum PinCommand {
         if args.flag("-h") || args.flag("--help") { printOut(Help.pin); return ExitCode.ok }
         guard !args.positionals.isEmpty else { throw UsageError("usage: labstream \(pin ? "pin" : "unpin") PATH…") }
         for path in args.positionals {
+            // Only a Labstream mount answers user.labstream.state: never set attributes elsewhere.
+            guard StatusCommand.xattr(path, "state") != nil else {
+                throw CLIError(ExitCode.noInput, "\(path) is not inside a live Labstream mount (or does not exist)")
+            }
             let value = Array((pin ? "1" : "0").utf8)
             if setxattr(path, FilesystemEngine.xattrPrefix + "pin", value, value.count, 0) != 0 {
                 let code = errno

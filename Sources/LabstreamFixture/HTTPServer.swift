@@ -19,8 +19,10 @@ public final class HTTPServer: Sendable {
 
     public enum Body: Sendable {
         case bytes([UInt8])
-        /// `length` bytes of `file` from `offset`; `dropAfter` closes the connection early.
-        case file(path: String, offset: Int64, length: Int64, dropAfter: Int64?, stallSeconds: Double?)
+        /// `length` bytes of `file` from `offset`; `dropAfter` closes the connection early;
+        /// `sent` hears how many body bytes went out so far.
+        case file(path: String, offset: Int64, length: Int64, dropAfter: Int64?, stallSeconds: Double?,
+                  sent: (@Sendable (Int64) -> Void)? = nil)
     }
 
     public struct Response: Sendable {
@@ -174,7 +176,7 @@ public final class HTTPServer: Sendable {
         var length: Int64
         switch response.body {
         case .bytes(let b): length = Int64(b.count)
-        case .file(_, _, let l, _, _): length = l
+        case .file(_, _, let l, _, _, _): length = l
         }
         var head = "HTTP/1.1 \(response.status) \(reason(response.status))\r\n"
         for (k, v) in response.headers { head += "\(k): \(v)\r\n" }
@@ -184,7 +186,7 @@ public final class HTTPServer: Sendable {
         switch response.body {
         case .bytes(let b):
             return sendAll(fd, b)
-        case .file(let path, let offset, let total, let dropAfter, let stall):
+        case .file(let path, let offset, let total, let dropAfter, let stall, let report):
             let file = open(path, O_RDONLY)
             guard file >= 0 else { return false }
             defer { close(file) }
@@ -199,6 +201,7 @@ public final class HTTPServer: Sendable {
                 guard n > 0 else { return false }
                 guard sendAll(fd, Array(chunk[0..<n])) else { return false }
                 sent += Int64(n)
+                report?(sent)
             }
             // A dropped transfer closes the connection mid-body.
             return dropAfter == nil || dropAfter! >= total

@@ -80,6 +80,14 @@ public struct LoggedRequest: Sendable, Hashable {
     public var ifRange: String?
     /// The `Authorization` header's scheme and keys, never its token value.
     public var authorized: Bool
+    /// Body bytes actually sent (so far) in answer.
+    public var bytesSent: Int64 = 0
+
+    /// The bytes this request was actually served, from its range start.
+    public var servedRange: ByteRange? {
+        guard let r = requestedRange, bytesSent > 0 else { return nil }
+        return ByteRange(r.lower, r.lower + bytesSent)
+    }
 
     /// The `[first, last+1)` bytes a `Range: bytes=a-b` asked for.
     public var requestedRange: ByteRange? {
@@ -226,10 +234,11 @@ public final class JellyfinFixture: Sendable {
     func handle(_ request: HTTPServer.Request) -> HTTPServer.Response {
         let auth = parseAuthorization(request.headers["authorization"])
         let authorized = auth["Token"] == token
-        state.withLock {
-            $0.log.append(LoggedRequest(method: request.method, path: request.path, query: request.query,
+        let logIndex = state.withLock { s -> Int in
+            s.log.append(LoggedRequest(method: request.method, path: request.path, query: request.query,
                                         range: request.headers["range"], ifRange: request.headers["if-range"],
                                         authorized: authorized))
+            return s.log.count - 1
         }
         if request.path.hasSuffix("/Download") {
             let n = downloadCount.withLock { $0 += 1; return $0 }
@@ -267,7 +276,7 @@ public final class JellyfinFixture: Sendable {
         } else if m == "GET" && parts.count == 3 && parts[0] == "Shows" && parts[2] == "Episodes" {
             response = episodes(parts[1], request)
         } else if (m == "GET" || m == "HEAD") && parts.count == 3 && parts[0] == "Items" && parts[2] == "Download" {
-            return download(parts[1], request, fault)
+            return download(parts[1], request, fault, logIndex: logIndex)
         } else {
             response = .json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
         }
@@ -417,7 +426,10 @@ public final class JellyfinFixture: Sendable {
         return f.string(from: date)
     }
 
-    func download(_ id: String, _ request: HTTPServer.Request, _ fault: FixtureFault?) -> HTTPServer.Response {
+    func download(_ id: String, _ request: HTTPServer.Request, _ fault: FixtureFault?, logIndex: Int) -> HTTPServer.Response {
+        let report: @Sendable (Int64) -> Void = { [self] sent in
+            state.withLock { if logIndex < $0.log.count { $0.log[logIndex].bytesSent = sent } }
+        }
         guard let file = filesById[id], let attrs = try? FileManager.default.attributesOfItem(atPath: file),
               let size = attrs[.size] as? Int64 else {
             return .json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
@@ -441,10 +453,10 @@ public final class JellyfinFixture: Sendable {
             let shift: Int64 = fault == .wrongContentRange ? 1 : 0
             headers.append(("Content-Range", "bytes \(first + shift)-\(last + shift)/\(size)"))
             return HTTPServer.Response(status: 206, headers: headers,
-                                       body: .file(path: file, offset: first, length: last - first + 1, dropAfter: dropAfter, stallSeconds: stall))
+                                       body: .file(path: file, offset: first, length: last - first + 1, dropAfter: dropAfter, stallSeconds: stall, sent: report))
         }
         return HTTPServer.Response(status: 200, headers: headers,
-                                   body: .file(path: file, offset: 0, length: size, dropAfter: dropAfter, stallSeconds: stall))
+                                   body: .file(path: file, offset: 0, length: size, dropAfter: dropAfter, stallSeconds: stall, sent: report))
     }
 
     func json(_ object: Any) -> HTTPServer.Response {
