@@ -16,6 +16,8 @@ enum Help {
       labstream sync [NAME]
       labstream pin PATH… [--wait] [--json]
       labstream unpin PATH…
+      labstream pause|resume|retry|cancel PATH…
+      labstream pause-all | resume-all
       labstream demo [MOUNTPOINT]
 
     Global options (anywhere on the line):
@@ -79,6 +81,18 @@ enum Help {
     --wait follows the download until every file is present (exit 0) or one fails (exit 74);
     --json prints progress as one JSON object per line. unpin stops background filling and
     keeps the bytes already present. The same works with: setfattr -n user.labstream.pin -v 1 PATH
+    """
+
+    static let queue = """
+    Usage:
+      labstream pause|resume|retry|cancel PATH…
+      labstream pause-all | resume-all
+
+    Acts on the downloads of a file, or of every file below a folder, inside a live mount.
+    pause stops planning new segments (those in flight finish); resume and retry queue the files
+    again (retry dispatches even when the free-space check would park it); cancel unpins and
+    forgets every local byte. pause-all and resume-all act on the whole mount of this data dir.
+    The same works with: setfattr -n user.labstream.action -v pause PATH
     """
 
     static let unmount = """

@@ -3,8 +3,8 @@ import Foundation
 import LabstreamCore
 import LabstreamFS
 
-/// `labstream pin|unpin PATH…`: sets `user.labstream.pin` on paths inside a live mount, which
-/// the daemon turns into one index transaction per path.
+/// `labstream pin|unpin|pause|resume|retry|cancel PATH…`: sets `user.labstream.pin` or
+/// `user.labstream.action` on paths inside a live mount; the daemon acts on every file below.
 enum PinCommand {
     static let spec = Arguments.Spec(valued: Context.globalValued, flags: Context.globalFlags.union(["--wait", "--json"]))
 
@@ -12,23 +12,44 @@ enum PinCommand {
         let args = try Arguments.parse(argv, spec: spec)
         if args.flag("-h") || args.flag("--help") { printOut(Help.pin); return ExitCode.ok }
         guard !args.positionals.isEmpty else { throw UsageError("usage: labstream \(pin ? "pin" : "unpin") PATH…") }
-        for path in args.positionals {
+        try set("pin", to: pin ? "1" : "0", on: args.positionals, saying: pin ? "Pinned" : "Unpinned", quiet: args.flag("--json"))
+        guard pin && args.flag("--wait") else { return ExitCode.ok }
+        return try wait(args.positionals, json: args.flag("--json"))
+    }
+
+    /// `labstream pause|resume|retry|cancel PATH…` and `pause-all` / `resume-all`.
+    static func control(_ action: QueueAction, _ argv: [String], all: Bool) throws -> Int32 {
+        let args = try Arguments.parse(argv, spec: spec)
+        if args.flag("-h") || args.flag("--help") { printOut(Help.queue); return ExitCode.ok }
+        var paths = args.positionals
+        if all {
+            guard paths.isEmpty else { throw UsageError("usage: labstream \(action.rawValue)-all") }
+            guard let holder = DaemonLock.holder(Context(args: args).layout) else {
+                throw CLIError(ExitCode.unavailable, "no Labstream daemon is running for this data dir; nothing to \(action.rawValue)")
+            }
+            paths = [holder.mountpoint]
+        }
+        guard !paths.isEmpty else { throw UsageError("usage: labstream \(action.rawValue) PATH…") }
+        try set("action", to: action.rawValue, on: paths, saying: ["pause": "Paused", "resume": "Resumed", "retry": "Retrying", "cancel": "Cancelled"][action.rawValue]!, quiet: false)
+        return ExitCode.ok
+    }
+
+    static func set(_ attribute: String, to text: String, on paths: [String], saying verb: String, quiet: Bool) throws {
+        for path in paths {
             // Only a Labstream mount answers user.labstream.state: never set attributes elsewhere.
             guard StatusCommand.xattr(path, "state") != nil else {
                 throw CLIError(ExitCode.noInput, "\(path) is not inside a live Labstream mount (or does not exist)")
             }
-            let value = Array((pin ? "1" : "0").utf8)
-            if setxattr(path, FilesystemEngine.xattrPrefix + "pin", value, value.count, 0) != 0 {
+            let value = Array(text.utf8)
+            if setxattr(path, FilesystemEngine.xattrPrefix + attribute, value, value.count, 0) != 0 {
                 let code = errno
                 if code == ENOTSUP || code == ENOENT || code == EOPNOTSUPP {
                     throw CLIError(ExitCode.noInput, "\(path) is not inside a live Labstream mount (or does not exist)")
                 }
-                throw CLIError(ExitCode.ioErr, "\(pin ? "pinning" : "unpinning") \(path) failed: \(String(cString: strerror(code))); see the daemon's log")
+                throw CLIError(ExitCode.ioErr, "\(verb.lowercased()) \(path) failed: \(String(cString: strerror(code))); see the daemon's log")
             }
-            if !args.flag("--json") { printOut("\(pin ? "Pinned" : "Unpinned") \(path)") }
+            if !quiet { printOut("\(verb) \(path)") }
         }
-        guard pin && args.flag("--wait") else { return ExitCode.ok }
-        return try wait(args.positionals, json: args.flag("--json"))
     }
 
     /// Follows the pinned files until every one is complete or unverified (0), or one fails (74).

@@ -41,6 +41,11 @@ public enum DownloadStatus: String, Sendable, Hashable, Codable, CaseIterable {
     }
 }
 
+/// What a user can ask of a file's download.
+public enum QueueAction: String, Sendable, Hashable, CaseIterable {
+    case pause, resume, retry, cancel
+}
+
 /// What `ls`, xattrs and `labstream status` show for a file.
 public enum DisplayState: String, Sendable, Hashable, Codable {
     case notLocal = "not-local"

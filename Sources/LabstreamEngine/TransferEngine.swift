@@ -100,6 +100,23 @@ public final class TransferEngine: Sendable {
         filler.wake()
     }
 
+    /// The ranges of `file` on the wire right now.
+    public func inFlight(_ file: TreeFile) -> RangeSet {
+        guard let live = files.withLock({ $0[file.key] }) else { return RangeSet() }
+        live.condition.lock()
+        defer { live.condition.unlock() }
+        return live.inFlight
+    }
+
+    /// Pause, resume, retry or cancel downloads. Cancel forgets every local byte of the files.
+    public func control(_ action: QueueAction, files targets: [TreeFile]) throws(LabstreamError) {
+        for file in targets {
+            try transfer(for: file).apply(action, engine: self)
+        }
+        log("\(action.rawValue) \(targets.count) files")
+        filler.wake()
+    }
+
     func transfer(for file: TreeFile) throws(LabstreamError) -> FileTransfer {
         if let existing = files.withLock({ $0[file.key] }) { return existing }
         // Open outside the map lock: it touches the disk and the index.
@@ -260,6 +277,9 @@ final class FileTransfer: @unchecked Sendable {
     var waiters = 0
     var consecutiveFailures = 0
     var retryAt: Date?
+    var userDispatch = false
+    /// Bumped by a user's resume or retry: failures of fetches started before it do not count.
+    var generation = 0
 
     // Guarded by `writeGate` (read under the condition too, written under both).
     var writableAttempt: AttemptID
@@ -307,6 +327,40 @@ final class FileTransfer: @unchecked Sendable {
         consecutiveFailures = 0
         retryAt = nil
         condition.unlock()
+    }
+
+    func apply(_ action: QueueAction, engine: TransferEngine) throws(LabstreamError) {
+        condition.lock()
+        defer {
+            condition.broadcast()
+            condition.unlock()
+            engine.noteChange()
+        }
+        let whole = row.present.contains(ByteRange(0, row.total))
+        switch action {
+        case .pause:
+            guard !whole, let next = row.status.after(.interrupted) else { return }
+            row.status = next
+            row.reason = "paused by user"
+        case .resume, .retry:
+            guard !whole else { return }
+            if let next = row.status.after(.retry) { row.status = next }
+            row.reason = nil
+            consecutiveFailures = 0
+            retryAt = nil
+            generation += 1
+            // A user's retry dispatches even when the free-space check would park it.
+            userDispatch = action == .retry
+        case .cancel:
+            writeGate.lock()
+            writableAttempt = row.attempt.next
+            writeGate.unlock()
+            row = DownloadRow(key: row.key, status: .partial, attempt: row.attempt.next, validator: nil, total: row.total,
+                              present: RangeSet(), partialPath: row.partialPath, reason: nil, pinned: false)
+            verified = RangeSet()
+            try partial.discardAll()
+        }
+        try index.saveDownload(row, now: engine.now())
     }
 
     func readPresent(_ range: ByteRange, attempt: AttemptID) throws(LabstreamError) -> [UInt8] {
@@ -412,7 +466,7 @@ final class FileTransfer: @unchecked Sendable {
             setStatus(.paused, reason: "server unavailable", engine: engine)
             return .idle
         }
-        if fillInFlight.isEmpty && !engine.hasRoom(for: row.total - row.present.byteCount) {
+        if fillInFlight.isEmpty && !userDispatch && !engine.hasRoom(for: row.total - row.present.byteCount) {
             setStatus(.paused, reason: "storage_full", engine: engine)
             return .idle
         }
@@ -421,6 +475,7 @@ final class FileTransfer: @unchecked Sendable {
             segmentSize: engine.settings.sizes.segmentSize, maxQueued: engine.settings.maxQueuedSegments))
         let ranges = plan.compactMap { request -> ByteRange? in if case .closed(let r) = request { return r }; return nil }
         if !ranges.isEmpty && row.status != .downloading { setStatus(.downloading, reason: nil, engine: engine) }
+        userDispatch = false
         startFetches(ranges, background: true, engine: engine)
         return .filling
     }
@@ -449,9 +504,10 @@ final class FileTransfer: @unchecked Sendable {
         if background { fillInFlight += plan }
         let attempt = row.attempt
         let validator = row.validator
+        let generation = generation
         for r in plan {
             let thread = Thread { [self] in
-                fetch(r, attempt: attempt, validator: validator, background: background, backend: backend, engine: engine)
+                fetch(r, attempt: attempt, generation: generation, validator: validator, background: background, backend: backend, engine: engine)
             }
             thread.name = "fetch"
             thread.start()
@@ -470,7 +526,7 @@ final class FileTransfer: @unchecked Sendable {
         var kind: RetryPolicy.Failure
     }
 
-    func fetch(_ range: ByteRange, attempt: AttemptID, validator: Validator?, background: Bool,
+    func fetch(_ range: ByteRange, attempt: AttemptID, generation: Int, validator: Validator?, background: Bool,
                backend: any MediaBackend, engine: TransferEngine) {
         let request = backend.rangeRequest(for: file.key, range: range, validator: validator)
         let expectation = RangeExpectation(range: range, total: file.size, validator: validator)
@@ -538,12 +594,12 @@ final class FileTransfer: @unchecked Sendable {
             if let sinkError {
                 outcome = .failure(FetchFailure(error: sinkError, kind: .localFile))
             } else {
-                let transport = (error as? TransportError)?.asLabstreamError ?? .fetchFailed("\(error)")
+                let transport = error.asLabstreamError
                 outcome = .failure(FetchFailure(error: transport, kind: .transientTransport))
             }
         }
         let remainder = ByteRange(checkpointStart, range.upper)
-        finish(range, remainder: remainder, attempt: attempt, background: background, outcome: outcome, engine: engine)
+        finish(range, remainder: remainder, attempt: attempt, generation: generation, background: background, outcome: outcome, engine: engine)
     }
 
     /// Commits `piece` (durable already) if the assembly policy accepts it: range map and digest
@@ -592,11 +648,12 @@ final class FileTransfer: @unchecked Sendable {
             sequence += 1
             failures.append((sequence, piece, error))
             engine.log("\(file.key): \(error.userMessage)")
+            if case .noSpace = error { setStatus(.paused, reason: "storage_full", engine: engine) }
         }
         return true
     }
 
-    func finish(_ range: ByteRange, remainder: ByteRange, attempt: AttemptID, background: Bool,
+    func finish(_ range: ByteRange, remainder: ByteRange, attempt: AttemptID, generation: Int, background: Bool,
                 outcome: Result<Fetched, FetchFailure>, engine: TransferEngine) {
         condition.lock()
         defer {
@@ -622,6 +679,8 @@ final class FileTransfer: @unchecked Sendable {
             failures.append((sequence, range, error))
             if failures.count > 64 { failures.removeFirst(failures.count - 64) }
             engine.log("fetch of bytes \(range) of \(file.path.joined(separator: "/")) failed: \(error.userMessage)")
+            // Started before the user's last resume or retry: it cannot fail the fresh dispatch.
+            guard generation == self.generation else { return }
             switch error {
             case .remoteChanged(let why):
                 restart(why: why, engine: engine)

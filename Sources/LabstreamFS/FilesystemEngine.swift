@@ -160,7 +160,8 @@ public final class FilesystemEngine: Sendable {
             pinned = pinned && row?.pinned == true
             present += row.map { min($0.present.byteCount, f.size) } ?? 0
             total += f.size
-            states.append(DisplayState(status: row?.status))
+            // A row with no bytes left (never read, or cancelled) is simply not local.
+            states.append(row.map { $0.present.isEmpty && $0.status == .partial } == true ? .notLocal : DisplayState(status: row?.status))
             if reason == nil { reason = row?.reason }
         }
         var out: [(String, String)] = [
@@ -189,13 +190,21 @@ public final class FilesystemEngine: Sendable {
         return value
     }
 
-    /// `user.labstream.pin` = `1` pins the file or every file below the folder, `0` unpins.
+    /// `user.labstream.pin` = `1` pins the file or every file below the folder, `0` unpins;
+    /// `user.labstream.action` = `pause|resume|retry|cancel` acts on their downloads.
     /// Any other write is refused with no side effect.
     public func setxattr(_ ino: UInt64, name: String, value: [UInt8]) throws(LabstreamError) {
         let files = table.withLock { $0.node(ino) == nil ? nil : $0.files(under: ino) }
         guard let files else { throw .notFound("inode \(ino)") }
+        let text = String(decoding: value, as: UTF8.self).trimmingSpacesAndNewlines
+        if name == Self.xattrPrefix + "action" {
+            guard let action = QueueAction(rawValue: text) else {
+                throw .invalidArgument("user.labstream.action takes pause, resume, retry or cancel")
+            }
+            return try transfers.control(action, files: files)
+        }
         guard name == Self.xattrPrefix + "pin" else { throw .unsupportedAttributeWrite(name) }
-        switch String(decoding: value, as: UTF8.self).trimmingSpacesAndNewlines {
+        switch text {
         case "1": try transfers.setPinned(true, files: files)
         case "0": try transfers.setPinned(false, files: files)
         default: throw .invalidArgument("user.labstream.pin takes 1 (pin) or 0 (unpin)")
@@ -205,8 +214,8 @@ public final class FilesystemEngine: Sendable {
     /// A folder's state: the least advanced of its files, except that any local bytes make it
     /// at least partial.
     static func aggregate(_ states: [DisplayState]) -> DisplayState {
-        if states.isEmpty { return .notLocal }
-        if states.allSatisfy({ $0 == .complete }) { return .complete }
+        guard let first = states.first else { return .notLocal }
+        if states.allSatisfy({ $0 == first }) { return first }
         if states.allSatisfy({ $0 == .complete || $0 == .unverified }) { return .unverified }
         if states.contains(.failed) { return .failed }
         if states.contains(.downloading) { return .downloading }

@@ -212,6 +212,7 @@ public final class OfflineIndex: Sendable {
                 return true
             }
         } catch {
+            if let e = error as? SQLiteError, e.code == 13 { throw .noSpace("saving download state in \(db.path)") }   // SQLITE_FULL
             throw .storage("saving download state failed: \(error)")
         }
     }

@@ -39,6 +39,15 @@ public final class PartialFile: Sendable {
         }
     }
 
+    /// Frees every byte (a cancelled download), keeping the file's size.
+    public func discardAll() throws(LabstreamError) {
+        var st = stat()
+        fstat(fd, &st)
+        guard ftruncate(fd, 0) == 0, ftruncate(fd, st.st_size) == 0 else {
+            throw .storage("cannot clear \(path): \(String(cString: strerror(errno)))")
+        }
+    }
+
     public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(LabstreamError) -> Int {
         do { return try preadFully(fd, into: buffer, at: offset, context: path) } catch {
             throw .storage(error.description)

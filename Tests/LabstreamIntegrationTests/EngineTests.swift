@@ -70,10 +70,10 @@ final class EngineRig: @unchecked Sendable {
 
     /// The row's state once it stops moving: complete-pending-validation, failed or paused.
     func settled(_ rel: String) throws -> DownloadRow? {
-        let key = try file(rel).tree.key
         var row: DownloadRow?
+        let tree = try file(rel).tree
         _ = try waitUntil {
-            row = try index.download(key)
+            row = transfers.row(for: tree)   // live: a full disk may keep the index from recording it
             guard let r = row else { return false }
             return r.present.contains(ByteRange(0, r.total)) || r.status == .failed || r.status == .paused
         }

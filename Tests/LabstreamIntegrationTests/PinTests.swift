@@ -54,11 +54,37 @@ import Testing
             #expect(try pread(path: rig.partialPath(alpha), offset: Int(r.lower), length: Int(r.count))
                     == pread(path: expectedTree(rig.media)[alpha]!, offset: Int(r.lower), length: Int(r.count)))
         }
-        // Fixed server, pinned again: it completes.
+        // Fixed server, retried: it completes.
         rig.fixture.clearFaults()
-        try rig.pin(alpha)
+        let ino = try rig.file(alpha).ino
+        try rig.fs.setxattr(ino, name: "user.labstream.action", value: Array("retry".utf8))
         #expect(try rig.settled(alpha)?.status == .unverified)
         #expect(try sha256(rig.partialPath(alpha)) == sha256(expectedTree(rig.media)[alpha]!))
+    }
+
+    @Test func pauseStopsNewSegmentsResumeFinishesCancelForgets() throws {
+        let rig = try EngineRig("pin-pause")
+        let f = try rig.file(alpha)
+        let fs = rig.fs
+        rig.fixture.onDownloadRequest { n in
+            if n == 1 { try? fs.setxattr(f.ino, name: "user.labstream.action", value: Array("pause".utf8)) }
+        }
+        try rig.pin(alpha)
+        #expect(try rig.waitUntil { try rig.index.download(f.tree.key)?.status == .paused && rig.transfers.inFlight(f.tree).isEmpty })
+        let paused = try #require(try rig.index.download(f.tree.key))
+        #expect(paused.reason == "paused by user" && !paused.present.contains(ByteRange(0, paused.total)))
+        #expect(rig.fixture.downloadRequests.count <= 2)        // only what was already in flight
+        #expect(try rig.fs.getxattr(f.ino, name: "user.labstream.state") == "paused")
+        rig.fixture.onDownloadRequest(nil)
+        try rig.fs.setxattr(f.ino, name: "user.labstream.action", value: Array("resume".utf8))
+        #expect(try rig.settled(alpha)?.status == .unverified)
+        #expect(try sha256(rig.partialPath(alpha)) == sha256(expectedTree(rig.media)[alpha]!))
+        try rig.fs.setxattr(f.ino, name: "user.labstream.action", value: Array("cancel".utf8))
+        let cancelled = try #require(try rig.index.download(f.tree.key))
+        #expect(cancelled.present.isEmpty && !cancelled.pinned && cancelled.attempt.rawValue == paused.attempt.rawValue + 1)
+        #expect(try rig.fs.getxattr(f.ino, name: "user.labstream.state") == "not-local")
+        #expect(try pread(path: rig.partialPath(alpha), offset: 0, length: MiB).allSatisfy { $0 == 0 })
+        #expect(throws: LabstreamError.self) { try rig.fs.setxattr(f.ino, name: "user.labstream.action", value: Array("explode".utf8)) }
     }
 
     @Test func aValidatorChangeBetweenSegmentsStartsOverAndEndsCorrect() throws {
@@ -90,7 +116,7 @@ import Testing
         #expect(!rig.fixture.downloadRequests.isEmpty)   // the damaged segment was fetched again
         #expect(try rig.read(alpha, offset: 0, length: 4096) == rig.source(alpha, offset: 0, length: 4096))
         let requested = rig.fixture.downloadRequests.compactMap(\.requestedRange)
-        #expect(requested.allSatisfy { $0.overlaps(ByteRange(Int64(5 * MiB + 17), Int64(5 * MiB + 81))) }, "\(requested)")
+        #expect(requested.allSatisfy { $0.overlaps(ByteRange(Int64(5 * MiB + 17), Int64(5 * MiB + 81))) }, "requested \(requested)")
     }
 
     @Test func aFullDiskParksDownloadsAndKeepsEveryCommittedByte() throws {
