@@ -166,6 +166,9 @@ struct Daemon {
         let lock = try DaemonLock.acquire(context.layout, mountpoint: mountpoint)
         defer { lock.release() }
         let index = try context.openIndex()
+        do { _ = try Reconcile.run(index: index, layout: context.layout, now: Int64(Date().timeIntervalSince1970), log: { log.warn($0) }) } catch {
+            throw CLIError(error)
+        }
         let backends = try context.backends(config, log: log)
         let transfers = TransferEngine(index: index, layout: context.layout,
                                        settings: .init(sizes: config.sizes, readTimeout: config.fetchTimeout + config.connectTimeout,

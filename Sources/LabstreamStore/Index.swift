@@ -273,12 +273,26 @@ public final class OfflineIndex: Sendable {
         } catch { throw .storage("pinning failed: \(error)") }
     }
 
+    /// Every partial path any row names, decodable or not (a damaged row still owns its file).
+    public func partialPathsInUse() throws(LabstreamError) -> Set<String> {
+        try read("download rows") { Set(try db.query("SELECT partial FROM downloads").compactMap { $0[0].text }) }
+    }
+
+    /// Rows that cannot be decoded: left untouched, reported, never guessed.
+    public func malformedDownloads() throws(LabstreamError) -> [String] {
+        try read("download rows") {
+            try db.query("SELECT \(Self.downloadColumns) FROM downloads").filter { Self.decodeDownload($0) == nil }.map { r in
+                "\(r[0].text ?? "?")/\(r[1].text ?? "?")/\(r[2].text ?? "?")"
+            }
+        }
+    }
+
     static let downloadColumns = "server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason, awaiting_validation, pinned"
 
     static func decodeDownload(_ r: [SQLValue]) -> DownloadRow? {
         guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let status = r[3].text.flatMap(DownloadStatus.init(rawValue:)),
               let attempt = r[4].int, let total = r[6].int, let ranges = r[7].text.flatMap(RangeSet.init(serialized:)),
-              let partial = r[8].text else { return nil }
+              let partial = r[8].text, DataLayout.isValidPartialPath(partial) else { return nil }
         return DownloadRow(key: FileKey(server: s, itemId: i, sourceId: id), status: status, attempt: AttemptID(attempt),
                            validator: r[5].text.flatMap(Validator.init(persisted:)), total: total, present: ranges,
                            partialPath: partial, reason: r[9].text, awaitingValidation: (r[10].int ?? 0) != 0,

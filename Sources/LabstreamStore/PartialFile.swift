@@ -75,6 +75,12 @@ public struct DataLayout: Sendable {
 
     public func absolute(_ relative: String) -> String { root + "/" + relative }
 
+    /// A stored partial path must be one of ours: relative, inside `partials/`, no `..`.
+    public static func isValidPartialPath(_ p: String) -> Bool {
+        let parts = p.split(separator: "/", omittingEmptySubsequences: false)
+        return parts.count == 2 && parts[0] == "partials" && parts[1].hasSuffix(".part") && !parts[1].hasPrefix(".")
+    }
+
     func digestName(_ s: String) -> String {
         var h1: UInt64 = 0xcbf29ce484222325, h2: UInt64 = 0x6c62272e07bb0142
         for b in s.utf8 {

@@ -1,6 +1,7 @@
 import Foundation
 import LabstreamCore
 import LabstreamFixture
+import LabstreamEngine
 import LabstreamStore
 import Testing
 
@@ -188,5 +189,35 @@ import Testing
         writeRandomFile(garbage, size: 8192, seed: 9)
         #expect(throws: LabstreamError.self) { _ = try OfflineIndex(path: garbage) }
         #expect(FileManager.default.fileExists(atPath: garbage) && FileManager.default.fileExists(atPath: foreign))
+    }
+}
+
+@Suite struct ReconcileTests {
+    @Test func orphansGoVanishedFilesResetDamagedRowsStay() throws {
+        let rig = try EngineRig("reconcile")
+        let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv", beta = "test/Movies/Beta (2002)/Beta (2002).mp4"
+        _ = try rig.read(alpha, offset: 0, length: 10)
+        _ = try rig.read(beta, offset: 0, length: 10)
+        rig.transfers.stop()
+        let orphan = rig.layout.partialsDir + "/0123456789abcdef0123456789abcdef.part"
+        writeRandomFile(orphan, size: 100, seed: 1)
+        try FileManager.default.removeItem(atPath: try rig.partialPath(beta))
+        // A damaged row (absolute partial path) keeps its file: nothing is guessed.
+        let damagedFile = rig.layout.partialsDir + "/damaged.part"
+        writeRandomFile(damagedFile, size: 100, seed: 2)
+        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','y','partial',1,NULL,100,'0-100','/etc/passwd',NULL,0,0,0)")
+        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','z','partial',1,NULL,100,'0-100','partials/damaged.part',NULL,0,0,0)")
+        try rig.index.db.run("UPDATE downloads SET ranges='garbage' WHERE item_id='x' AND source_id='z'")
+
+        let report = try Reconcile.run(index: rig.index, layout: rig.layout, now: 1) { _ in }
+        #expect(report.orphansRemoved == ["0123456789abcdef0123456789abcdef.part"])
+        #expect(!FileManager.default.fileExists(atPath: orphan))
+        #expect(FileManager.default.fileExists(atPath: damagedFile) && FileManager.default.fileExists(atPath: "/etc/passwd"))
+        #expect(Set(report.malformed) == ["test/x/y", "test/x/z"])
+        let betaKey = try rig.file(beta).tree.key
+        #expect(report.vanished == [betaKey])
+        let reset = try #require(try rig.index.download(betaKey))
+        #expect(reset.present.isEmpty && reset.attempt.rawValue == 2)
+        #expect(try rig.index.download(try rig.file(alpha).tree.key)?.present.isEmpty == false)
     }
 }

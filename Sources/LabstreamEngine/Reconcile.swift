@@ -1,0 +1,40 @@
+import Foundation
+import LabstreamCore
+import LabstreamStore
+
+/// Start-up reconciliation of the index against the files on disk, before anything is served.
+public enum Reconcile {
+    public struct Report: Sendable, Hashable {
+        public var orphansRemoved: [String] = []
+        public var vanished: [FileKey] = []
+        public var malformed: [String] = []
+    }
+
+    /// Removes partial files no row owns; rows whose file vanished go back to not-local (a new
+    /// attempt); malformed rows are reported and left alone with their files.
+    public static func run(index: OfflineIndex, layout: DataLayout, now: Int64, log: (String) -> Void) throws(LabstreamError) -> Report {
+        var report = Report()
+        let owned = try index.partialPathsInUse()
+        report.malformed = try index.malformedDownloads()
+        for m in report.malformed {
+            log("the index row for \(m) is damaged; it is left untouched (its file too). Move the index aside to rebuild it.")
+        }
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.partialsDir)) ?? []
+        for name in names.sorted() where name.hasSuffix(".part") && !owned.contains("partials/" + name) {
+            if unlink(layout.partialsDir + "/" + name) == 0 {
+                report.orphansRemoved.append(name)
+                log("removed \(name): no index row owns it")
+            }
+        }
+        for var row in try index.downloads() where !row.present.isEmpty {
+            guard !FileManager.default.fileExists(atPath: layout.absolute(row.partialPath)) else { continue }
+            row = DownloadRow(key: row.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
+                              total: row.total, present: RangeSet(), partialPath: row.partialPath,
+                              reason: "the local file vanished; fetching it again", pinned: row.pinned)
+            try index.saveDownload(row, now: now)
+            report.vanished.append(row.key)
+            log("\(row.key): its local file vanished; its bytes will be fetched again")
+        }
+        return report
+    }
+}
