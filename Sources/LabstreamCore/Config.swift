@@ -28,6 +28,9 @@ public struct LabstreamConfig: Sendable, Hashable {
     public var fetchTimeout: Double = 30
     /// How long a connection attempt may take, in seconds.
     public var connectTimeout: Double = 5
+    /// Cache size cap (0: none) and free-space floor for the data dir, in bytes.
+    public var maxCacheSize: Int64 = 0
+    public var minFree: Int64 = 0
 
     public init() {}
 
@@ -104,6 +107,10 @@ public struct LabstreamConfig: Sendable, Hashable {
                     config.sizes.readChunk = v
                 case "read_ahead_max":
                     config.sizes.readAheadMax = try size(value, line: lineNo)
+                case "max_size":
+                    config.maxCacheSize = try size(value, line: lineNo)
+                case "min_free":
+                    config.minFree = try size(value, line: lineNo)
                 case "fetch_timeout":
                     guard let v = Double(value), v > 0 else { throw ParseError(line: lineNo, message: "fetch_timeout must be a positive number of seconds") }
                     config.fetchTimeout = v
@@ -162,6 +169,8 @@ public struct LabstreamConfig: Sendable, Hashable {
         if sizes.readAheadMax != d.readAheadMax { cache.append("read_ahead_max = \(sizes.readAheadMax)") }
         if fetchTimeout != 30 { cache.append("fetch_timeout = \(fetchTimeout)") }
         if connectTimeout != 5 { cache.append("connect_timeout = \(connectTimeout)") }
+        if maxCacheSize != 0 { cache.append("max_size = \(maxCacheSize)") }
+        if minFree != 0 { cache.append("min_free = \(minFree)") }
         if !cache.isEmpty { out += "\n[cache]\n" + cache.joined(separator: "\n") + "\n" }
         return out
     }

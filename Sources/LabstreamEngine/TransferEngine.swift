@@ -26,11 +26,14 @@ public final class TransferEngine: Sendable {
         public var freeSpaceHeadroom: Int64
         /// A long body is committed every this many bytes as it arrives.
         public var checkpointBytes: Int64
+        /// Cache size cap and free-space floor; unpinned, closed, idle copies go first.
+        public var limits: EvictionPolicy.Limits = .init()
 
         public init(sizes: TransferSizes = .default, readTimeout: Double = 35, maxQueuedSegments: Int = 2,
                     maxConcurrentFiles: Int = 3, retry: RetryPolicy = RetryPolicy(), freeSpaceHeadroom: Int64 = 64 << 20,
-                    checkpointBytes: Int64 = 4 << 20) {
+                    checkpointBytes: Int64 = 4 << 20, limits: EvictionPolicy.Limits = .init()) {
         self.checkpointBytes = checkpointBytes
+        self.limits = limits
             self.sizes = sizes
             self.readTimeout = readTimeout
             self.maxQueuedSegments = maxQueuedSegments
@@ -49,6 +52,8 @@ public final class TransferEngine: Sendable {
     let catalog = Mutex<[FileKey: TreeFile]>([:])
     let log: @Sendable (String) -> Void
     let filler = BackgroundFill()
+    /// Open handles per file, and when each file was last used (this session).
+    let usage = Mutex<(open: [FileKey: Int], lastUse: [FileKey: Int64])>(([:], [:]))
 
     public init(index: OfflineIndex, layout: DataLayout, settings: Settings, log: @escaping @Sendable (String) -> Void) {
         self.index = index
@@ -82,6 +87,8 @@ public final class TransferEngine: Sendable {
     /// Reads `range` of `file`, fetching whatever is missing first. `readAhead`, when given,
     /// is fetched in the background without delaying this read.
     public func read(_ file: TreeFile, range: ByteRange, readAhead: ByteRange? = nil) throws(LabstreamError) -> [UInt8] {
+        let stamp = now()
+        usage.withLock { $0.lastUse[file.key] = stamp }
         let demand = range.clamped(to: ByteRange(0, file.size))
         if demand.isEmpty { return [] }
         let transfer = try self.transfer(for: file)
@@ -98,6 +105,41 @@ public final class TransferEngine: Sendable {
         }
         log("\(pinned ? "pinned" : "unpinned") \(rows.count) files")
         filler.wake()
+    }
+
+    public func noteOpened(_ key: FileKey) { usage.withLock { $0.open[key, default: 0] += 1; $0.lastUse[key] = now() } }
+
+    public func noteClosed(_ key: FileKey) {
+        usage.withLock { u in
+            let n = (u.open[key] ?? 1) - 1
+            u.open[key] = n > 0 ? n : nil
+        }
+        if settings.limits.maxSize > 0 || settings.limits.minFree > 0 { filler.wake() }
+    }
+
+    /// Drops least recently used, unpinned, closed, idle copies while the cache is over its cap
+    /// or the disk under its free-space floor. Each eviction resets the row before freeing bytes.
+    func evictIfNeeded() {
+        let limits = settings.limits
+        guard limits.maxSize > 0 || limits.minFree > 0, let rows = try? index.downloads() else { return }
+        var s = statvfs()
+        let free = statvfs(layout.root, &s) == 0 ? Int64(s.f_bavail) * Int64(s.f_frsize) : Int64.max
+        let (open, lastUse) = usage.withLock { ($0.open, $0.lastUse) }
+        let candidates = rows.map { row in
+            EvictionPolicy.Candidate(key: row.key, bytes: row.present.byteCount, lastUse: lastUse[row.key] ?? 0, pinned: row.pinned,
+                                     open: open[row.key] != nil, inTransfer: !(files.withLock { $0[row.key] }?.isIdle ?? true))
+        }
+        let used = rows.reduce(Int64(0)) { $0 + $1.present.byteCount }
+        let catalog = catalog.withLock { $0 }
+        for key in EvictionPolicy.choose(candidates, used: used, free: free, limits: limits) {
+            guard let file = catalog[key], let transfer = try? transfer(for: file) else { continue }
+            do {
+                try transfer.apply(.cancel, engine: self, reason: "evicted to stay within the cache limits")
+                log("evicted \(file.path.joined(separator: "/")) to stay within the cache limits")
+            } catch {
+                log("evicting \(file.path.joined(separator: "/")) failed: \(error.userMessage)")
+            }
+        }
     }
 
     /// The ranges of `file` on the wire right now.
@@ -141,7 +183,10 @@ public final class TransferEngine: Sendable {
     /// without polling.
     let changes = Changes()
 
-    func noteChange() { changes.bump() }
+    func noteChange() {
+        changes.bump()
+        if settings.limits.maxSize > 0 || settings.limits.minFree > 0 { filler.wake() }
+    }
 
     /// Blocks until the change counter passes `seen` or `timeout` elapses; returns the counter.
     public func waitForChange(after seen: Int, timeout: Double) -> Int { changes.wait(after: seen, timeout: timeout) }
@@ -233,6 +278,7 @@ final class BackgroundFill: @unchecked Sendable {
     /// One pass over the pinned rows. Returns when it next needs to look again without a wake-up
     /// (a retry's backoff).
     func step(_ engine: TransferEngine) -> Date? {
+        engine.evictIfNeeded()
         let rows: [DownloadRow]
         do { rows = try engine.index.downloads().filter { $0.pinned && !$0.present.contains(ByteRange(0, $0.total)) } } catch {
             engine.log("background fill: \(error.userMessage)")
@@ -329,7 +375,7 @@ final class FileTransfer: @unchecked Sendable {
         condition.unlock()
     }
 
-    func apply(_ action: QueueAction, engine: TransferEngine) throws(LabstreamError) {
+    func apply(_ action: QueueAction, engine: TransferEngine, reason: String? = nil) throws(LabstreamError) {
         condition.lock()
         defer {
             condition.broadcast()
@@ -356,9 +402,12 @@ final class FileTransfer: @unchecked Sendable {
             writableAttempt = row.attempt.next
             writeGate.unlock()
             row = DownloadRow(key: row.key, status: .partial, attempt: row.attempt.next, validator: nil, total: row.total,
-                              present: RangeSet(), partialPath: row.partialPath, reason: nil, pinned: false)
+                              present: RangeSet(), partialPath: row.partialPath, reason: reason, pinned: false)
             verified = RangeSet()
+            // The row forgets the bytes first; only then are they freed.
+            try index.saveDownload(row, now: engine.now())
             try partial.discardAll()
+            return
         }
         try index.saveDownload(row, now: engine.now())
     }

@@ -114,6 +114,7 @@ public final class FilesystemEngine: Sendable {
         if writeRequested { throw .readOnly }
         guard let node = table.withLock({ $0.node(ino) }) else { throw .notFound("inode \(ino)") }
         guard let file = node.file else { throw .isADirectory(node.name) }
+        transfers.noteOpened(file.key)
         return handles.withLock { h in
             let id = h.next
             h.next += 1
@@ -140,7 +141,7 @@ public final class FilesystemEngine: Sendable {
     }
 
     public func release(handle: UInt64) {
-        _ = handles.withLock { $0.open.removeValue(forKey: handle) }
+        if let closed = handles.withLock({ $0.open.removeValue(forKey: handle) }) { transfers.noteClosed(closed.file.key) }
     }
 
     // MARK: - Extended attributes

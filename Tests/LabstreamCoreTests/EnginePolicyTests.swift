@@ -99,3 +99,27 @@ import Testing
         #expect(HTTPDate.epochSeconds("Sun, 06 Nov 1994 08:49:37 GMT") == 784_111_777)
     }
 }
+
+@Suite struct EvictionPolicyTests {
+    func c(_ id: String, _ bytes: Int64, _ use: Int64, pinned: Bool = false, open: Bool = false, busy: Bool = false) -> EvictionPolicy.Candidate {
+        .init(key: FileKey(server: "s", itemId: id, sourceId: id), bytes: bytes, lastUse: use, pinned: pinned, open: open, inTransfer: busy)
+    }
+
+    @Test func leastRecentlyUsedGoFirstUntilUnderTheCap() {
+        let all = [c("new", 40, 300), c("old", 30, 100), c("mid", 30, 200)]
+        let keys = EvictionPolicy.choose(all, used: 100, free: 1000, limits: .init(maxSize: 50)).map(\.itemId)
+        #expect(keys == ["old", "mid"])
+    }
+
+    @Test func pinnedOpenAndBusyFilesAreNeverEvicted() {
+        let all = [c("pinned", 50, 1, pinned: true), c("open", 50, 2, open: true), c("busy", 50, 3, busy: true), c("free", 10, 4)]
+        #expect(EvictionPolicy.choose(all, used: 160, free: 0, limits: .init(maxSize: 10, minFree: 100)).map(\.itemId) == ["free"])
+    }
+
+    @Test func minFreeAloneTriggersAndNothingHappensWithinLimits() {
+        let all = [c("a", 10, 1), c("b", 10, 2)]
+        #expect(EvictionPolicy.choose(all, used: 20, free: 95, limits: .init(minFree: 100)).map(\.itemId) == ["a"])
+        #expect(EvictionPolicy.choose(all, used: 20, free: 500, limits: .init(maxSize: 100, minFree: 100)).isEmpty)
+        #expect(EvictionPolicy.choose(all, used: 20, free: 0, limits: .init()).isEmpty)
+    }
+}

@@ -221,3 +221,36 @@ import Testing
         #expect(try rig.index.download(try rig.file(alpha).tree.key)?.present.isEmpty == false)
     }
 }
+
+@Suite struct EvictionTests {
+    @Test func theCacheStaysUnderItsCapWithoutTouchingPinnedOrOpenFiles() throws {
+        let rig = try EngineRig("evict", limits: .init(maxSize: Int64(4 * MiB)))
+        let beta = "test/Movies/Beta (2002)/Beta (2002).mp4"            // 3 MiB
+        let gamma = "test/Movies/Gamma/Gamma.mkv"                       // 0.7 MiB
+        let pilot = "test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv"   // 2 MiB
+        let second = "test/Shows/Show (2020)/Season 01/Show (2020) - S01E02 - Second.mp4" // 2 MiB, pinned
+        try rig.pin(second)
+        #expect(try rig.settled(second)?.status == .unverified)
+        // Read beta while keeping gamma open: the cap forces evictions of closed, unpinned copies only.
+        let gammaFile = try rig.file(gamma)
+        let held = try rig.fs.open(gammaFile.ino, writeRequested: false)
+        _ = try rig.fs.read(handle: held, offset: 0, size: 700 * 1024)
+        _ = try rig.read(beta, offset: 0, length: 3 * MiB)
+        _ = try rig.read(pilot, offset: 0, length: 2 * MiB)
+        let betaKey = try rig.file(beta).tree.key
+        let underCap = try rig.waitUntil {
+            let used = try rig.index.downloads().reduce(Int64(0)) { $0 + $1.present.byteCount }
+            let betaGone = try rig.index.download(betaKey)?.present.isEmpty ?? false
+            return used <= Int64(4 * MiB) || betaGone
+        }
+        #expect(underCap)
+        #expect(try rig.index.download(try rig.file(beta).tree.key)?.present.isEmpty == true)     // least recently used
+        #expect(try rig.index.download(try rig.file(second).tree.key)?.present.byteCount == Int64(2 * MiB))   // pinned
+        #expect(try rig.index.download(gammaFile.tree.key)?.present.isEmpty == false)              // open
+        #expect(try rig.fs.read(handle: held, offset: 0, size: 4096) == rig.source(gamma, offset: 0, length: 4096))
+        #expect(try rig.index.download(try rig.file(beta).tree.key)?.reason?.contains("evicted") == true)
+        rig.fs.release(handle: held)
+        // An evicted file reads correctly again, from the server.
+        #expect(try rig.read(beta, offset: 0, length: 4096) == rig.source(beta, offset: 0, length: 4096))
+    }
+}
