@@ -24,5 +24,9 @@ demo: build
 	mkdir -p mountpoints/demo
 	$(BIN) demo mountpoints/demo
 
+# Benchmarks are not part of `make test`: they need quiet machines and minutes.
+bench: release
+	./bench/run.sh
+
 clean:
 	$(SWIFT) package clean

@@ -25,6 +25,7 @@ public enum Labstream {
             case "pause-all": return try PinCommand.control(.pause, rest, all: true)
             case "resume-all": return try PinCommand.control(.resume, rest, all: true)
             case "demo": return try DemoCommand.run(rest)
+            case "fixture": return try FixtureCommand.run(rest)
             case "-h", "--help", "help":
                 printOut(Help.main)
                 return ExitCode.ok

@@ -119,6 +119,21 @@ import Testing
         if case .remoteChanged = t {} else { Issue.record("expected remoteChanged, got \(t)") }
         #expect(!RangeResponsePolicy.judge(status: 503, contentRange: nil, etag: nil, lastModified: nil, expected: expected).isAccept)
     }
+
+    @Test func a416IsCheckedAgainstTheKnownTotal() {
+        let same = RangeResponsePolicy.judge(status: 416, contentRange: "bytes */1000", etag: nil, lastModified: nil, expected: expected)
+        if case .reject = same {} else { Issue.record("416 with the known total is our mistake, not a changed file: \(same)") }
+        let other = RangeResponsePolicy.judge(status: 416, contentRange: "bytes */150", etag: nil, lastModified: nil, expected: expected)
+        if case .remoteChanged = other {} else { Issue.record("416 with another total means the file changed: \(other)") }
+    }
+
+    @Test func encodedBodiesAreRefused() {
+        let v = RangeResponsePolicy.judge(status: 206, contentRange: "bytes 100-199/1000", etag: nil, lastModified: nil,
+                                          contentEncoding: "gzip", expected: expected)
+        #expect(!v.isAccept)
+        #expect(RangeResponsePolicy.judge(status: 206, contentRange: "bytes 100-199/1000", etag: nil, lastModified: nil,
+                                          contentEncoding: "identity", expected: expected).isAccept)
+    }
 }
 
 @Suite struct SmallPolicyTests {
