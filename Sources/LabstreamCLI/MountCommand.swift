@@ -172,6 +172,7 @@ struct Daemon {
         let backends = try context.backends(config, log: log)
         let transfers = TransferEngine(index: index, layout: context.layout,
                                        settings: .init(sizes: config.sizes, readTimeout: config.fetchTimeout + config.connectTimeout,
+                                                       maxQueuedSegments: config.connectionsPerFile, maxConcurrentFiles: config.maxConcurrentFiles,
                                                        checkpointBytes: max(1 << 20, config.sizes.segmentSize / 4),
                                                        limits: .init(maxSize: config.maxCacheSize, minFree: config.minFree)),
                                        log: { log.info($0) })

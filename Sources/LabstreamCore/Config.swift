@@ -31,6 +31,9 @@ public struct LabstreamConfig: Sendable, Hashable {
     /// Cache size cap (0: none) and free-space floor for the data dir, in bytes.
     public var maxCacheSize: Int64 = 0
     public var minFree: Int64 = 0
+    /// Pinned files filled at once, and segment requests in flight per file.
+    public var maxConcurrentFiles = 3
+    public var connectionsPerFile = 2
 
     public init() {}
 
@@ -107,6 +110,9 @@ public struct LabstreamConfig: Sendable, Hashable {
                     config.sizes.readChunk = v
                 case "read_ahead_max":
                     config.sizes.readAheadMax = try size(value, line: lineNo)
+                case "max_concurrent_files", "connections_per_file":
+                    guard let v = Int(value), (1...16).contains(v) else { throw ParseError(line: lineNo, message: "\(key) must be a whole number from 1 to 16") }
+                    if key == "max_concurrent_files" { config.maxConcurrentFiles = v } else { config.connectionsPerFile = v }
                 case "max_size":
                     config.maxCacheSize = try size(value, line: lineNo)
                 case "min_free":
@@ -171,6 +177,8 @@ public struct LabstreamConfig: Sendable, Hashable {
         if connectTimeout != 5 { cache.append("connect_timeout = \(connectTimeout)") }
         if maxCacheSize != 0 { cache.append("max_size = \(maxCacheSize)") }
         if minFree != 0 { cache.append("min_free = \(minFree)") }
+        if maxConcurrentFiles != 3 { cache.append("max_concurrent_files = \(maxConcurrentFiles)") }
+        if connectionsPerFile != 2 { cache.append("connections_per_file = \(connectionsPerFile)") }
         if !cache.isEmpty { out += "\n[cache]\n" + cache.joined(separator: "\n") + "\n" }
         return out
     }

@@ -154,9 +154,13 @@ public final class OfflineIndex: Sendable {
         }
     }
 
+    /// Forgets a server's catalog. Its download rows and bytes stay; active ones are paused
+    /// (never deleted), as a sign-out pauses a backend's work.
     public func removeServer(_ name: String) throws(LabstreamError) {
         do {
             try db.transaction { c in
+                try c.run("UPDATE downloads SET status='paused', reason='server removed; add it again to resume' WHERE server=? AND status IN ('queued','downloading','preparing')",
+                          [.text(name)])
                 for table in ["servers", "libraries", "items", "media_sources"] {
                     try c.run("DELETE FROM \(table) WHERE \(table == "servers" ? "name" : "server")=?", [.text(name)])
                 }

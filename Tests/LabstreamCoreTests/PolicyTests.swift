@@ -19,6 +19,8 @@ import Testing
         segment_size = 32M
         read_chunk = 512K
         fetch_timeout = 10
+        max_size = 50G
+        connections_per_file = 4
         """
         let c = try LabstreamConfig.parse(text)
         #expect(c.servers.map(\.name) == ["home", "cabin"])
@@ -27,6 +29,7 @@ import Testing
         #expect(c.sizes.segmentSize == 32 << 20)
         #expect(c.sizes.readChunk == 512 << 10)
         #expect(c.fetchTimeout == 10)
+        #expect(c.maxCacheSize == 50 << 30 && c.connectionsPerFile == 4 && c.maxConcurrentFiles == 3)
         #expect(try LabstreamConfig.parse(c.serialized()) == c)
     }
 

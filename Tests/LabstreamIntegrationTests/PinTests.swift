@@ -176,6 +176,18 @@ import Testing
         #expect(row.present.isEmpty && !row.pinned && row.reason?.contains("upgraded") == true)
     }
 
+    @Test func removingAServerPausesItsDownloadsAndKeepsThem() throws {
+        let scratch = Scratch("remove-server")
+        let layout = DataLayout(root: scratch.path)
+        let index = try OfflineIndex(path: layout.indexPath)
+        let file = TreeFile(path: ["s", "Movies", "A", "A.mkv"], key: FileKey(server: "s", itemId: "i", sourceId: "m"), size: 100, modified: 0, etag: nil)
+        _ = try index.setPinned(true, files: [file], layout: layout, now: 1)
+        #expect(try index.download(file.key)?.status == .queued)
+        try index.removeServer("s")
+        let row = try #require(try index.download(file.key))
+        #expect(row.status == .paused && row.pinned && row.reason?.contains("server removed") == true)
+    }
+
     @Test func aNewerOrForeignIndexIsRefusedAndLeftAlone() throws {
         let scratch = Scratch("future")
         let path = scratch.path + "/index.sqlite"
