@@ -159,7 +159,7 @@ public final class OfflineIndex: Sendable {
     public func removeServer(_ name: String) throws(LabstreamError) {
         do {
             try db.transaction { c in
-                try c.run("UPDATE downloads SET status='paused', reason='server removed; add it again to resume' WHERE server=? AND status IN ('queued','downloading','preparing')",
+                try c.run("UPDATE downloads SET status='paused', reason='server removed; after adding it again, resume with labstream resume' WHERE server=? AND status IN ('queued','downloading','preparing')",
                           [.text(name)])
                 for table in ["servers", "libraries", "items", "media_sources"] {
                     try c.run("DELETE FROM \(table) WHERE \(table == "servers" ? "name" : "server")=?", [.text(name)])

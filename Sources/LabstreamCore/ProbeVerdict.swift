@@ -1,0 +1,42 @@
+/// What a playback probe saw of a local file.
+public struct ProbeObservation: Sendable, Hashable {
+    public var mpvAvailable = true
+    public var timedOut = false
+    public var loaded = false
+    /// mpv's error text when the file ended in an error.
+    public var endFileError: String?
+    public var duration: Double?
+    public var hasVideo = false
+    public var reachedPlayback = false
+    /// The seek to about 90 % of the duration landed and playback time moved past it.
+    public var advancedAfterSeek = false
+    /// Playback ended (EOF) right after the late seek instead of advancing.
+    public var endedAfterSeek = false
+
+    public init() {}
+}
+
+/// The completion check's verdict on a file whose bytes are all present.
+public enum ProbeOutcome: Sendable, Hashable {
+    /// Proven playable.
+    case complete
+    /// Kept, but playability could not be proven.
+    case unverified(String)
+    /// Kept aside for inspection; the row is retryable.
+    case failed(String)
+}
+
+/// mpv events and properties → outcome. Pure.
+public enum ProbeVerdict {
+    public static func judge(_ o: ProbeObservation) -> ProbeOutcome {
+        guard o.mpvAvailable else { return .unverified("libmpv unavailable") }
+        if let error = o.endFileError { return .failed("mpv: \(error)") }
+        guard o.loaded else { return o.timedOut ? .unverified("probe timed out before the file loaded") : .failed("mpv could not load the file") }
+        guard o.hasVideo else { return .unverified("audio-only or exotic container; playback not proven") }
+        if o.endedAfterSeek { return .failed("playback stopped after seeking to 90 %: the file looks truncated") }
+        guard let d = o.duration, d > 0 else { return .unverified("no duration") }
+        if o.timedOut { return .unverified("probe timed out") }
+        guard o.reachedPlayback else { return .unverified("playback never started") }
+        return o.advancedAfterSeek ? .complete : .unverified("playback did not advance after seeking to 90 %")
+    }
+}

@@ -1,0 +1,88 @@
+import CMpv
+import Foundation
+import LabstreamCore
+
+/// A headless libmpv playback probe: load, reach playback, seek to about 90 % and advance.
+/// `mpv_wait_event` blocks, so each probe runs on the calling (dedicated) thread, never on
+/// Swift's cooperative pool.
+public enum MPVProbe {
+    public static func observe(path: String, timeout: Double = 10) -> ProbeObservation {
+        var o = ProbeObservation()
+        guard let mpv = mpv_create() else {
+            o.mpvAvailable = false
+            return o
+        }
+        defer { mpv_terminate_destroy(mpv) }
+        for (k, v) in [("config", "no"), ("terminal", "no"), ("vo", "null"), ("ao", "null"), ("idle", "yes"), ("hwdec", "no"),
+                       ("load-scripts", "no"), ("ytdl", "no"), ("cache", "no"), ("audio-display", "no"), ("msg-level", "all=no")] {
+            mpv_set_option_string(mpv, k, v)
+        }
+        guard mpv_initialize(mpv) >= 0 else {
+            o.mpvAvailable = false
+            return o
+        }
+        command(mpv, ["loadfile", path])
+        let deadline = Date().addingTimeInterval(timeout)
+        var seekTarget: Double?
+        while true {
+            let remaining = deadline.timeIntervalSinceNow
+            if remaining <= 0 { o.timedOut = true; return o }
+            guard let event = mpv_wait_event(mpv, min(remaining, 0.05))?.pointee else { continue }
+            switch event.event_id {
+            case MPV_EVENT_FILE_LOADED:
+                o.loaded = true
+                o.duration = double(mpv, "duration")
+                let tracks = int(mpv, "track-list/count") ?? 0
+                o.hasVideo = (0..<max(tracks, 0)).contains { i in
+                    string(mpv, "track-list/\(i)/type") == "video" && string(mpv, "track-list/\(i)/albumart") != "yes"
+                }
+                if !o.hasVideo { return o }   // nothing this probe can prove about audio-only files
+            case MPV_EVENT_PLAYBACK_RESTART:
+                if seekTarget == nil {
+                    o.reachedPlayback = true
+                    guard let d = o.duration, d > 0 else { return o }
+                    seekTarget = d * 0.9
+                    command(mpv, ["seek", String(format: "%.3f", d * 0.9), "absolute"])
+                }
+            case MPV_EVENT_END_FILE:
+                let end = event.data?.assumingMemoryBound(to: mpv_event_end_file.self).pointee
+                if let end, end.reason == MPV_END_FILE_REASON_ERROR {
+                    o.endFileError = String(cString: mpv_error_string(end.error))
+                } else if seekTarget != nil && !o.advancedAfterSeek {
+                    o.endedAfterSeek = true
+                }
+                return o
+            case MPV_EVENT_NONE:
+                break
+            default:
+                break
+            }
+            if let target = seekTarget, let t = double(mpv, "playback-time"), t > target + 0.05 {
+                o.advancedAfterSeek = true
+                return o
+            }
+        }
+    }
+
+    static func command(_ mpv: OpaquePointer, _ args: [String]) {
+        var cArgs: [UnsafePointer<CChar>?] = args.map { UnsafePointer(strdup($0)) } + [nil]
+        defer { cArgs.forEach { free(UnsafeMutablePointer(mutating: $0)) } }
+        _ = cArgs.withUnsafeMutableBufferPointer { mpv_command(mpv, $0.baseAddress) }
+    }
+
+    static func double(_ mpv: OpaquePointer, _ name: String) -> Double? {
+        var v: Double = 0
+        return mpv_get_property(mpv, name, MPV_FORMAT_DOUBLE, &v) >= 0 ? v : nil
+    }
+
+    static func int(_ mpv: OpaquePointer, _ name: String) -> Int64? {
+        var v: Int64 = 0
+        return mpv_get_property(mpv, name, MPV_FORMAT_INT64, &v) >= 0 ? v : nil
+    }
+
+    static func string(_ mpv: OpaquePointer, _ name: String) -> String? {
+        guard let p = mpv_get_property_string(mpv, name) else { return nil }
+        defer { mpv_free(p) }
+        return String(cString: p)
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import LabstreamCore
+import LabstreamEngine
+import LabstreamFixture
+import Testing
+
+@Suite struct ProbeVerdictTests {
+    @Test func verdicts() {
+        var good = ProbeObservation()
+        good.loaded = true; good.duration = 10; good.hasVideo = true; good.reachedPlayback = true; good.advancedAfterSeek = true
+        #expect(ProbeVerdict.judge(good) == .complete)
+        var truncated = good
+        truncated.advancedAfterSeek = false; truncated.endedAfterSeek = true
+        if case .failed = ProbeVerdict.judge(truncated) {} else { Issue.record("truncation must fail") }
+        var audio = good
+        audio.hasVideo = false
+        if case .unverified = ProbeVerdict.judge(audio) {} else { Issue.record("audio-only is unverified") }
+        var broken = ProbeObservation()
+        broken.endFileError = "unrecognized file format"
+        #expect(ProbeVerdict.judge(broken) == .failed("mpv: unrecognized file format"))
+        var slow = good
+        slow.timedOut = true; slow.advancedAfterSeek = false
+        #expect(ProbeVerdict.judge(slow) == .unverified("probe timed out"))
+        var none = ProbeObservation()
+        none.mpvAvailable = false
+        #expect(ProbeVerdict.judge(none) == .unverified("libmpv unavailable"))
+        var noDuration = good
+        noDuration.duration = nil
+        #expect(ProbeVerdict.judge(noDuration) == .unverified("no duration"))
+    }
+}
+
+/// The real libmpv probe on media made with ffmpeg.
+@Suite struct MPVProbeTests {
+    static let media: String = {
+        let dir = "/tmp/labstream-probe-media"
+        try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        for ext in ["mp4", "mkv"] where !FileManager.default.fileExists(atPath: "\(dir)/good.\(ext)") {
+            try? DemoMedia.generate(path: "\(dir)/good.\(ext)", seconds: 4, size: "320x240")
+        }
+        return dir
+    }()
+
+    func cut(_ source: String, to target: String, fraction: Double) throws -> String {
+        let data = try Data(contentsOf: URL(fileURLWithPath: source))
+        try data.prefix(Int(Double(data.count) * fraction)).write(to: URL(fileURLWithPath: target))
+        return target
+    }
+
+    func verdict(_ path: String) -> ProbeOutcome { ProbeVerdict.judge(MPVProbe.observe(path: path, timeout: 10)) }
+
+    @Test func goodFilesAreComplete() {
+        #expect(verdict(Self.media + "/good.mp4") == .complete)
+        #expect(verdict(Self.media + "/good.mkv") == .complete)
+    }
+
+    @Test func brokenFilesFail() throws {
+        let scratch = Scratch("probe")
+        // ffmpeg's MP4 keeps its index at the end: cut short, it does not even load.
+        let mp4 = try cut(Self.media + "/good.mp4", to: scratch.path + "/cut.mp4", fraction: 0.5)
+        let mkv = try cut(Self.media + "/good.mkv", to: scratch.path + "/cut.mkv", fraction: 0.5)
+        let faststart = scratch.path + "/faststart.mp4"
+        let remux = try runProcess("/usr/bin/ffmpeg", ["-v", "error", "-y", "-i", Self.media + "/good.mp4", "-c", "copy", "-movflags", "+faststart", faststart])
+        try #require(remux.code == 0)
+        let faststartCut = try cut(faststart, to: scratch.path + "/faststart-cut.mp4", fraction: 0.5)
+        let random = scratch.path + "/random.mkv"
+        writeRandomFile(random, size: 300_000, seed: 3)
+        let empty = scratch.path + "/empty.mkv"
+        _ = FileManager.default.createFile(atPath: empty, contents: Data())
+        for path in [mp4, mkv, faststartCut, random, empty] {
+            let v = verdict(path)
+            if case .failed = v {} else { Issue.record("\(path): \(v)") }
+        }
+    }
+
+    @Test func audioOnlyIsUnverified() throws {
+        let scratch = Scratch("probe-audio")
+        let audio = scratch.path + "/audio.mka"
+        let make = try runProcess("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:duration=3", "-c:a", "aac", audio])
+        try #require(make.code == 0)
+        if case .unverified = verdict(audio) {} else { Issue.record("audio-only: \(verdict(audio))") }
+    }
+}
