@@ -21,7 +21,7 @@ public enum Labstream {
             case "sync": return try SyncCommand.run(rest)
             case "pin": return try PinCommand.run(rest, pin: true)
             case "unpin": return try PinCommand.run(rest, pin: false)
-            case "pause", "resume", "retry", "cancel": return try PinCommand.control(QueueAction(rawValue: command)!, rest, all: false)
+            case "pause", "resume", "retry", "cancel", "verify": return try PinCommand.control(QueueAction(rawValue: command)!, rest, all: false)
             case "pause-all": return try PinCommand.control(.pause, rest, all: true)
             case "resume-all": return try PinCommand.control(.resume, rest, all: true)
             case "demo": return try DemoCommand.run(rest)

@@ -174,7 +174,8 @@ struct Daemon {
                                        settings: .init(sizes: config.sizes, readTimeout: config.fetchTimeout + config.connectTimeout,
                                                        maxQueuedSegments: config.connectionsPerFile, maxConcurrentFiles: config.maxConcurrentFiles,
                                                        checkpointBytes: max(1 << 20, config.sizes.segmentSize / 4),
-                                                       limits: .init(maxSize: config.maxCacheSize, minFree: config.minFree)),
+                                                       limits: .init(maxSize: config.maxCacheSize, minFree: config.minFree),
+                                                       playbackProbe: config.playbackProbe),
                                        log: { log.info($0) })
         for b in backends { transfers.setBackend(b) }
 

@@ -30,7 +30,7 @@ enum PinCommand {
             paths = [holder.mountpoint]
         }
         guard !paths.isEmpty else { throw UsageError("usage: labstream \(action.rawValue) PATH…") }
-        try set("action", to: action.rawValue, on: paths, saying: ["pause": "Paused", "resume": "Resumed", "retry": "Retrying", "cancel": "Cancelled"][action.rawValue]!, quiet: false)
+        try set("action", to: action.rawValue, on: paths, saying: ["pause": "Paused", "resume": "Resumed", "retry": "Retrying", "cancel": "Cancelled", "verify": "Verifying"][action.rawValue]!, quiet: false)
         return ExitCode.ok
     }
 

@@ -32,6 +32,7 @@ public struct LabstreamConfig: Sendable, Hashable {
     public var maxCacheSize: Int64 = 0
     public var minFree: Int64 = 0
     /// Pinned files filled at once, and segment requests in flight per file.
+    public var playbackProbe = true
     public var maxConcurrentFiles = 3
     public var connectionsPerFile = 2
 
@@ -113,6 +114,9 @@ public struct LabstreamConfig: Sendable, Hashable {
                 case "max_concurrent_files", "connections_per_file":
                     guard let v = Int(value), (1...16).contains(v) else { throw ParseError(line: lineNo, message: "\(key) must be a whole number from 1 to 16") }
                     if key == "max_concurrent_files" { config.maxConcurrentFiles = v } else { config.connectionsPerFile = v }
+                case "playback_probe":
+                    guard value == "yes" || value == "no" else { throw ParseError(line: lineNo, message: "playback_probe must be yes or no") }
+                    config.playbackProbe = value == "yes"
                 case "max_size":
                     config.maxCacheSize = try size(value, line: lineNo)
                 case "min_free":
@@ -177,6 +181,7 @@ public struct LabstreamConfig: Sendable, Hashable {
         if connectTimeout != 5 { cache.append("connect_timeout = \(connectTimeout)") }
         if maxCacheSize != 0 { cache.append("max_size = \(maxCacheSize)") }
         if minFree != 0 { cache.append("min_free = \(minFree)") }
+        if !playbackProbe { cache.append("playback_probe = no") }
         if maxConcurrentFiles != 3 { cache.append("max_concurrent_files = \(maxConcurrentFiles)") }
         if connectionsPerFile != 2 { cache.append("connections_per_file = \(connectionsPerFile)") }
         if !cache.isEmpty { out += "\n[cache]\n" + cache.joined(separator: "\n") + "\n" }

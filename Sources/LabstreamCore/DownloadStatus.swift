@@ -43,7 +43,7 @@ public enum DownloadStatus: String, Sendable, Hashable, Codable, CaseIterable {
 
 /// What a user can ask of a file's download.
 public enum QueueAction: String, Sendable, Hashable, CaseIterable {
-    case pause, resume, retry, cancel
+    case pause, resume, retry, cancel, verify
 }
 
 /// What `ls`, xattrs and `labstream status` show for a file.

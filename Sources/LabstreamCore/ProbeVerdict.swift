@@ -12,6 +12,8 @@ public struct ProbeObservation: Sendable, Hashable {
     public var advancedAfterSeek = false
     /// Playback ended (EOF) right after the late seek instead of advancing.
     public var endedAfterSeek = false
+    /// The first error mpv logged while decoding, if any (a damaged stream).
+    public var decodeError: String?
 
     public init() {}
 }
@@ -34,6 +36,7 @@ public enum ProbeVerdict {
         guard o.loaded else { return o.timedOut ? .unverified("probe timed out before the file loaded") : .failed("mpv could not load the file") }
         guard o.hasVideo else { return .unverified("audio-only or exotic container; playback not proven") }
         if o.endedAfterSeek { return .failed("playback stopped after seeking to 90 %: the file looks truncated") }
+        if let error = o.decodeError { return .failed("decoding failed: \(error)") }
         guard let d = o.duration, d > 0 else { return .unverified("no duration") }
         if o.timedOut { return .unverified("probe timed out") }
         guard o.reachedPlayback else { return .unverified("playback never started") }

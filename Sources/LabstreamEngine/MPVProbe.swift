@@ -14,13 +14,14 @@ public enum MPVProbe {
         }
         defer { mpv_terminate_destroy(mpv) }
         for (k, v) in [("config", "no"), ("terminal", "no"), ("vo", "null"), ("ao", "null"), ("idle", "yes"), ("hwdec", "no"),
-                       ("load-scripts", "no"), ("ytdl", "no"), ("cache", "no"), ("audio-display", "no"), ("msg-level", "all=no")] {
+                       ("load-scripts", "no"), ("ytdl", "no"), ("cache", "no"), ("audio-display", "no")] {
             mpv_set_option_string(mpv, k, v)
         }
         guard mpv_initialize(mpv) >= 0 else {
             o.mpvAvailable = false
             return o
         }
+        mpv_request_log_messages(mpv, "error")
         command(mpv, ["loadfile", path])
         let deadline = Date().addingTimeInterval(timeout)
         var seekTarget: Double?
@@ -52,6 +53,12 @@ public enum MPVProbe {
                     o.endedAfterSeek = true
                 }
                 return o
+            case MPV_EVENT_LOG_MESSAGE:
+                if o.loaded, o.decodeError == nil, let message = event.data?.assumingMemoryBound(to: mpv_event_log_message.self).pointee,
+                   let text = message.text {
+                    let prefix = message.prefix.map { String(cString: $0) } ?? ""
+                    o.decodeError = "\(prefix): \(String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines))"
+                }
             case MPV_EVENT_NONE:
                 break
             default:

@@ -28,11 +28,14 @@ public final class TransferEngine: Sendable {
         public var checkpointBytes: Int64
         /// Cache size cap and free-space floor; unpinned, closed, idle copies go first.
         public var limits: EvictionPolicy.Limits = .init()
+        /// Probe complete files with libmpv; without it they stay `unverified`.
+        public var playbackProbe = true
 
         public init(sizes: TransferSizes = .default, readTimeout: Double = 35, maxQueuedSegments: Int = 2,
                     maxConcurrentFiles: Int = 3, retry: RetryPolicy = RetryPolicy(), freeSpaceHeadroom: Int64 = 64 << 20,
-                    checkpointBytes: Int64 = 4 << 20, limits: EvictionPolicy.Limits = .init()) {
+                    checkpointBytes: Int64 = 4 << 20, limits: EvictionPolicy.Limits = .init(), playbackProbe: Bool = true) {
         self.checkpointBytes = checkpointBytes
+        self.playbackProbe = playbackProbe
         self.limits = limits
             self.sizes = sizes
             self.readTimeout = readTimeout
@@ -52,6 +55,7 @@ public final class TransferEngine: Sendable {
     let catalog = Mutex<[FileKey: TreeFile]>([:])
     let log: @Sendable (String) -> Void
     let filler = BackgroundFill()
+    let validation = ValidationQueue()
     /// Open handles per file, and when each file was last used (this session).
     let usage = Mutex<(open: [FileKey: Int], lastUse: [FileKey: Int64])>(([:], [:]))
 
@@ -75,8 +79,15 @@ public final class TransferEngine: Sendable {
     }
 
     /// Starts filling pinned files in the background (until `stop`).
-    public func startBackgroundFill() { filler.start(self) }
-    public func stop() { filler.stop() }
+    public func startBackgroundFill() {
+        filler.start(self)
+        if settings.playbackProbe { validation.start(self) }
+    }
+
+    public func stop() {
+        filler.stop()
+        validation.stop()
+    }
 
     /// The current download row for `file`: live state if the file is open, else the index.
     public func row(for file: TreeFile) -> DownloadRow? {
@@ -191,6 +202,17 @@ public final class TransferEngine: Sendable {
     /// Blocks until the change counter passes `seen` or `timeout` elapses; returns the counter.
     public func waitForChange(after seen: Int, timeout: Double) -> Int { changes.wait(after: seen, timeout: timeout) }
 
+    /// Moves a rejected file to `inspect/` under the data dir (a copy stays for the user).
+    func setAside(_ path: String) throws(LabstreamError) {
+        let dir = layout.root + "/inspect"
+        try makeDirectories(dir)
+        let target = dir + "/" + (path.split(separator: "/").last.map(String.init) ?? "file") + ".\(now())"
+        do { try FileManager.default.copyItem(atPath: path, toPath: target) } catch {
+            throw .storage("cannot keep \(path) aside for inspection: \(error.localizedDescription)")
+        }
+        log("kept the rejected file aside as \(target)")
+    }
+
     /// Enough free space for `bytes` more plus headroom?
     func hasRoom(for bytes: Int64) -> Bool {
         var s = statvfs()
@@ -216,6 +238,65 @@ final class Changes: @unchecked Sendable {
         defer { condition.unlock() }
         while count <= seen && condition.wait(until: deadline) {}
         return count
+    }
+}
+
+/// Runs the completion check (size, then the libmpv probe) on files whose bytes are all present,
+/// one at a time on its own thread.
+final class ValidationQueue: @unchecked Sendable {
+    let condition = NSCondition()
+    var woken = true     // guarded by `condition`; true so pending rows from a previous run are checked
+    var running = false  // guarded by `condition`
+
+    func wake() {
+        condition.lock()
+        woken = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func start(_ engine: TransferEngine) {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !running else { return }
+        running = true
+        let thread = Thread { [self] in loop(engine) }
+        thread.name = "validation"
+        thread.start()
+    }
+
+    func stop() {
+        condition.lock()
+        running = false
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func loop(_ engine: TransferEngine) {
+        while true {
+            condition.lock()
+            while running && !woken { condition.wait() }
+            let keepGoing = running
+            woken = false
+            condition.unlock()
+            guard keepGoing else { return }
+            let pending = ((try? engine.index.downloads()) ?? []).filter(\.awaitingValidation)
+            let catalog = engine.catalog.withLock { $0 }
+            for row in pending {
+                guard let file = catalog[row.key], let transfer = try? engine.transfer(for: file) else { continue }
+                let path = engine.layout.absolute(row.partialPath)
+                var st = stat()
+                let outcome: ProbeOutcome
+                if stat(path, &st) != 0 || Int64(st.st_size) != row.total {
+                    outcome = .failed("size check: the local file is not \(row.total) bytes")
+                } else {
+                    let started = Date()
+                    outcome = ProbeVerdict.judge(MPVProbe.observe(path: path))
+                    engine.log("probe of \(file.path.joined(separator: "/")): \(outcome) in \(Int(Date().timeIntervalSince(started) * 1000)) ms")
+                }
+                transfer.applyVerdict(outcome, attempt: row.attempt, engine: engine)
+            }
+        }
     }
 }
 
@@ -388,6 +469,23 @@ final class FileTransfer: @unchecked Sendable {
             guard !whole, let next = row.status.after(.interrupted) else { return }
             row.status = next
             row.reason = "paused by user"
+        case .verify:
+            guard whole else { return }
+            row.awaitingValidation = true
+            row.reason = "all bytes present; awaiting validation"
+            try index.saveDownload(row, now: engine.now())
+            engine.validation.wake()
+            return
+        case .retry where whole && row.status == .failed:
+            // A file the probe rejected: keep it aside for inspection and fetch it again.
+            try engine.setAside(partial.path)
+            writeGate.lock()
+            writableAttempt = row.attempt.next
+            writeGate.unlock()
+            row = DownloadRow(key: row.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
+                              total: row.total, present: RangeSet(), partialPath: row.partialPath, reason: nil, pinned: row.pinned)
+            verified = RangeSet()
+            try partial.discardAll()
         case .resume, .retry:
             guard !whole else { return }
             if let next = row.status.after(.retry) { row.status = next }
@@ -410,6 +508,26 @@ final class FileTransfer: @unchecked Sendable {
             return
         }
         try index.saveDownload(row, now: engine.now())
+    }
+
+    /// Records the completion check's verdict, if the row is still the attempt that was probed.
+    func applyVerdict(_ outcome: ProbeOutcome, attempt: AttemptID, engine: TransferEngine) {
+        condition.lock()
+        defer {
+            condition.broadcast()
+            condition.unlock()
+            engine.noteChange()
+        }
+        guard row.attempt == attempt, row.awaitingValidation, row.present.contains(ByteRange(0, row.total)) else { return }
+        let playable: Bool?
+        switch outcome {
+        case .complete: playable = true; row.reason = nil
+        case .unverified(let why): playable = nil; row.reason = why
+        case .failed(let why): playable = false; row.reason = why
+        }
+        row.status = row.status.after(.validated(playable: playable)) ?? row.status
+        row.awaitingValidation = false
+        _ = try? index.saveDownload(row, now: engine.now())
     }
 
     func readPresent(_ range: ByteRange, attempt: AttemptID) throws(LabstreamError) -> [UInt8] {
@@ -692,6 +810,7 @@ final class FileTransfer: @unchecked Sendable {
             verified.insert(committed)
             consecutiveFailures = 0
             engine.noteChange()
+            if next.awaitingValidation { engine.validation.wake() }
         } catch {
             // The bytes are on disk but not recorded: they will be fetched again, never trusted.
             sequence += 1

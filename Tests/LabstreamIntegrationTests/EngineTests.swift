@@ -21,7 +21,7 @@ final class EngineRig: @unchecked Sendable {
     static let sizes = TransferSizes(readChunk: 1 << 20, segmentSize: 4 << 20, readAheadInitial: 1 << 20, readAheadMax: 8 << 20)
     /// Fast retries so fault tests do not sleep through real backoff.
     static let settings = TransferEngine.Settings(sizes: sizes, readTimeout: 10, retry: RetryPolicy(maxAttempts: 3, baseDelay: 0.05, maxDelay: 0.2),
-                                                  freeSpaceHeadroom: 0, checkpointBytes: 1 << 20)
+                                                  freeSpaceHeadroom: 0, checkpointBytes: 1 << 20, playbackProbe: false)
     var transfers: TransferEngine { fs.transfers }
 
     let limits: EvictionPolicy.Limits

@@ -156,7 +156,9 @@ final class MountedLabstream: @unchecked Sendable {
 
     var env: [String: String] { ["LABSTREAM_CONFIG_DIR": configDir, "LABSTREAM_DATA_DIR": dataDir] }
 
-    init(_ name: String, catalog: ((String) -> FixtureCatalog)? = nil, cacheConfig: String? = nil) throws {
+    /// Test media is random bytes, which the playback probe rightly rejects: it is off unless
+    /// a test asks for it.
+    init(_ name: String, catalog: ((String) -> FixtureCatalog)? = nil, cacheConfig: String? = nil, probe: Bool = false) throws {
         scratch = Scratch(name)
         mediaDir = scratch.sub("media")
         configDir = scratch.sub("config")
@@ -166,9 +168,10 @@ final class MountedLabstream: @unchecked Sendable {
         try fixture.start()
         let add = try cli(["server", "add", "jellyfin", "test", "--url", fixture.baseURL, "--user", "demo", "--password-stdin"], stdin: "secret-pass\n")
         try #require(add.code == 0, "server add failed: \(add.stderr)")
-        if let cacheConfig {
+        let cache = [cacheConfig, probe ? nil : "playback_probe = no"].compactMap { $0 }.joined(separator: "\n")
+        if !cache.isEmpty {
             let path = configDir + "/labstream.conf"
-            let text = try String(contentsOfFile: path, encoding: .utf8) + "\n[cache]\n" + cacheConfig + "\n"
+            let text = try String(contentsOfFile: path, encoding: .utf8) + "\n[cache]\n" + cache + "\n"
             try text.write(toFile: path, atomically: true, encoding: .utf8)
         }
     }

@@ -126,17 +126,38 @@ import Testing
         try m.unmount()
     }
 
-    @Test func ffprobeReadsARealClipThroughTheMount() throws {
-        let m = try MountedLabstream("ffprobe", catalog: { dir in
-            let clip = dir + "/clip.mkv"
-            try? DemoMedia.generate(path: clip, seconds: 2, size: "320x240")
-            return FixtureCatalog(movies: [.init(title: "Clip", year: 2024, file: clip, container: "mkv")], series: [])
-        })
+    @Test func realClipsPlayAndArePlaybackCheckedThroughTheMount() throws {
+        let m = try MountedLabstream("probe", catalog: { dir in
+            let clip = dir + "/clip.mkv", broken = dir + "/broken.mp4"
+            try? DemoMedia.generate(path: clip, seconds: 4, size: "320x240")
+            try? DemoMedia.generate(path: broken, seconds: 4, size: "320x240")
+            // Same size, garbage from a third of the way to near the end.
+            if var data = try? Data(contentsOf: URL(fileURLWithPath: broken)) {
+                let from = data.count / 3, to = data.count * 19 / 20
+                for i in from..<to { data[i] = UInt8(truncatingIfNeeded: i &* 2654435761 >> 13) }
+                try? data.write(to: URL(fileURLWithPath: broken))
+            }
+            return FixtureCatalog(movies: [.init(title: "Clip", year: 2024, file: clip, container: "mkv"),
+                                           .init(title: "Broken", year: 2024, file: broken, container: "mp4")], series: [])
+        }, probe: true)
         try m.mount()
-        let path = m.path("test/Movies/Clip (2024)/Clip (2024).mkv")
-        let probe = try runProcess("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=duration:stream=codec_name", "-of", "csv=p=0", path])
+        let clip = m.path("test/Movies/Clip (2024)/Clip (2024).mkv")
+        let probe = try runProcess("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=duration:stream=codec_name", "-of", "csv=p=0", clip])
         #expect(probe.code == 0, "\(probe.stderr)")
         #expect(probe.stdout.contains("h264") && probe.stdout.contains("aac"))
+
+        let wait = try m.cli(["pin", "--wait", m.path("test/Movies")])
+        #expect(wait.code == 74, "\(wait.stdout) \(wait.stderr)")   // the broken one fails its check
+        let status = try m.cli(["status", "--json", m.path("test/Movies")])
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]])
+        let byName = Dictionary(uniqueKeysWithValues: rows.map { (($0["path"] as? String ?? "").split(separator: "/").last.map(String.init) ?? "", $0) })
+        #expect(byName["Clip (2024).mkv"]?["state"] as? String == "complete", "\(rows)")
+        #expect(byName["Broken (2024).mp4"]?["state"] as? String == "failed", "\(rows)")
+        #expect((byName["Broken (2024).mp4"]?["reason"] as? String ?? "").isEmpty == false)
+        #expect(m.log.contains("probe of test/Movies/Clip (2024)/Clip (2024).mkv: complete"))
+        // verify re-probes on demand.
+        let verify = try m.cli(["verify", clip])
+        #expect(verify.code == 0, "\(verify.stderr)")
         try m.unmount()
     }
 }

@@ -21,6 +21,9 @@ import Testing
         var slow = good
         slow.timedOut = true; slow.advancedAfterSeek = false
         #expect(ProbeVerdict.judge(slow) == .unverified("probe timed out"))
+        var damaged = good
+        damaged.decodeError = "ffmpeg/video: h264: error while decoding MB 3 7"
+        #expect(ProbeVerdict.judge(damaged) == .failed("decoding failed: ffmpeg/video: h264: error while decoding MB 3 7"))
         var none = ProbeObservation()
         none.mpvAvailable = false
         #expect(ProbeVerdict.judge(none) == .unverified("libmpv unavailable"))
