@@ -16,7 +16,7 @@ enum Help {
       labstream sync [NAME]
       labstream pin PATH… [--wait] [--json]
       labstream unpin PATH…
-      labstream pause|resume|retry|cancel PATH…
+      labstream pause|resume|retry|cancel|verify PATH…
       labstream pause-all | resume-all
       labstream demo [MOUNTPOINT]
 
@@ -85,13 +85,15 @@ enum Help {
 
     static let queue = """
     Usage:
-      labstream pause|resume|retry|cancel PATH…
+      labstream pause|resume|retry|cancel|verify PATH…
       labstream pause-all | resume-all
 
     Acts on the downloads of a file, or of every file below a folder, inside a live mount.
     pause stops planning new segments (those in flight finish); resume and retry queue the files
     again (retry dispatches even when the free-space check would park it); cancel unpins and
-    forgets every local byte. pause-all and resume-all act on the whole mount of this data dir.
+    forgets every local byte; verify runs the completion check (size, libmpv playback probe)
+    again on complete files, and retry of a file that failed it keeps a copy in DATA_DIR/inspect
+    and downloads it again. pause-all and resume-all act on the whole mount of this data dir.
     The same works with: setfattr -n user.labstream.action -v pause PATH
     """
 
