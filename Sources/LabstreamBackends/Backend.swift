@@ -8,6 +8,8 @@ public protocol MediaBackend: Sendable {
     /// A closed-range request for the original bytes of `key`.
     func rangeRequest(for key: FileKey, range: ByteRange, validator: Validator?) -> HTTPRequest
     var transport: any HTTPTransport { get }
+    /// A cheap check: does the server answer, and does it still accept the stored token?
+    func checkReachability() -> Reachability
 }
 
 /// The session values a backend needs; the token comes from the credential store only.

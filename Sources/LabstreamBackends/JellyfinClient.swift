@@ -79,6 +79,13 @@ public struct JellyfinClient: MediaBackend {
         return libraries
     }
 
+    public func checkReachability() -> Reachability {
+        let info = try? transport.send(requests.publicInfo())
+        guard info?.status == 200 else { return ReachabilityPolicy.state(probeStatus: info?.status, authStatus: nil) }
+        let me = try? transport.send(requests.me(token: session.token))
+        return ReachabilityPolicy.state(probeStatus: 200, authStatus: me?.status)
+    }
+
     public func rangeRequest(for key: FileKey, range: ByteRange, validator: Validator?) -> HTTPRequest {
         requests.download(sourceId: key.sourceId, range: range, validator: validator, token: session.token)
     }

@@ -158,6 +158,11 @@ struct Daemon {
         }
     }
 
+    static func reachability(after error: any Error) -> Reachability {
+        if case .authenticationFailed? = error as? LabstreamError { return .authFailed }
+        return .offline
+    }
+
     func serve(log: Logger, signals: sigset_t) throws -> Int32 {
         let config = try context.loadConfig()
         guard !config.servers.isEmpty else {
@@ -189,12 +194,14 @@ struct Daemon {
             if known.contains(server.name) { later.append((backend, server)); continue }
             do { _ = try CatalogSync.run(backend, server: server, index: index, log: log) } catch {
                 log.warn("sync \(server.name) failed: \(describe(error)) The server's folder stays empty until it answers.")
+                transfers.markUnreachable(server.name, Self.reachability(after: error))
             }
         }
         let files: [TreeFile]
         do { files = try index.treeFiles() } catch { throw CLIError(error) }
         let ownership = FilesystemEngine.Ownership(uid: options.uid ?? geteuid(), gid: options.gid ?? getegid(), umask: options.umask)
-        let fs = FilesystemEngine(transfers: transfers, files: files, ownership: ownership, sizes: config.sizes)
+        let fs = FilesystemEngine(transfers: transfers, files: files, ownership: ownership, sizes: config.sizes,
+                                  offlineView: options.offlineView)
         transfers.startBackgroundFill()
         defer { transfers.stop() }
         let mount: FUSEMount
@@ -229,6 +236,7 @@ struct Daemon {
                 for (backend, server) in pending {
                     do { _ = try CatalogSync.run(backend, server: server, index: index, log: log) } catch {
                         log.warn("sync \(server.name) failed: \(describe(error)) Serving its last known catalog from the index.")
+                        transfers.markUnreachable(server.name, Self.reachability(after: error))
                     }
                 }
                 reload()

@@ -59,11 +59,15 @@ enum PinCommand {
         while true {
             let entries = try paths.flatMap { try StatusCommand.fromMount($0) }
             let present = entries.reduce(0) { $0 + $1.present }, total = entries.reduce(0) { $0 + $1.total }
-            let done = entries.allSatisfy { $0.state == "complete" || $0.state == "unverified" }
+            // Done once every file is present and its completion check has run (or is off).
+            func finished(_ e: StatusCommand.Entry) -> Bool {
+                e.state == "complete" || (e.state == "unverified" && e.reason != StatusReason.awaitingValidation)
+            }
+            let done = entries.allSatisfy(finished) || (entries.allSatisfy { finished($0) || $0.state == "failed" } && !entries.isEmpty)
             let failed = entries.filter { $0.state == "failed" }
             let line: String
             if json {
-                line = "{\"bytes_present\":\(present),\"bytes_total\":\(total),\"files\":\(entries.count),\"done\":\(entries.filter { $0.state == "complete" || $0.state == "unverified" }.count),\"failed\":\(failed.count)}"
+                line = "{\"bytes_present\":\(present),\"bytes_total\":\(total),\"files\":\(entries.count),\"done\":\(entries.filter(finished).count),\"failed\":\(failed.count)}"
             } else {
                 let percent = total > 0 ? Int(present * 100 / total) : 100
                 line = "\(percent)%  \(present)/\(total) bytes  \(entries.count) files"
@@ -72,7 +76,7 @@ enum PinCommand {
                 if tty { writeOut("\r\u{1B}[K" + line) } else { printOut(line) }
                 last = line
             }
-            if done || !failed.isEmpty {
+            if done {
                 if tty { writeOut("\n") }
                 for f in failed { writeToStderr("labstream: \(f.path) failed: \(f.reason ?? "unknown reason")") }
                 return failed.isEmpty ? ExitCode.ok : ExitCode.ioErr

@@ -56,3 +56,10 @@ public enum DisplayState: String, Sendable, Hashable, Codable {
         self = DisplayState(rawValue: status.rawValue) ?? .partial
     }
 }
+
+public enum StatusReason {
+    /// An `unverified` row whose completion check has not run yet.
+    public static let awaitingValidation = "all bytes present; awaiting validation"
+    /// An `unverified` row on a daemon whose playback probe is off.
+    public static let probeOff = "all bytes present; the playback probe is off"
+}

@@ -5,6 +5,12 @@ public struct MountOptions: Sendable, Hashable {
     public var uid: UInt32?
     public var gid: UInt32?
     public var umask: UInt32 = 0o022
+    /// While a server is unreachable: show its whole tree (`all`) or only files with local bytes (`local`).
+    public var offlineView: OfflineView = .all
+
+    public enum OfflineView: String, Sendable, Hashable {
+        case all, local
+    }
 
     public init() {}
 
@@ -37,6 +43,9 @@ public struct MountOptions: Sendable, Hashable {
                 case "umask":
                     guard let v = value.flatMap({ UInt32($0, radix: 8) }), v <= 0o777 else { throw Invalid(message: "umask= needs an octal mask such as 022") }
                     o.umask = v
+                case "offline_view":
+                    guard let v = value.flatMap(OfflineView.init(rawValue:)) else { throw Invalid(message: "offline_view= takes all or local") }
+                    o.offlineView = v
                 case "rw":
                     throw Invalid(message: "the Labstream mount is read-only; remove 'rw'")
                 default:

@@ -51,6 +51,8 @@ public enum MPVProbe {
                     o.endFileError = String(cString: mpv_error_string(end.error))
                 } else if seekTarget != nil && !o.advancedAfterSeek {
                     o.endedAfterSeek = true
+                } else if seekTarget == nil {
+                    o.endedAfterSeek = o.reachedPlayback   // ended before the late seek could run
                 }
                 return o
             case MPV_EVENT_LOG_MESSAGE:
@@ -64,9 +66,10 @@ public enum MPVProbe {
             default:
                 break
             }
+            // Play on a little past the seek target so decode errors there are seen.
             if let target = seekTarget, let t = double(mpv, "playback-time"), t > target + 0.05 {
                 o.advancedAfterSeek = true
-                return o
+                if t > target + 0.25 || o.decodeError != nil { return o }
             }
         }
     }

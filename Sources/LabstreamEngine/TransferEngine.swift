@@ -56,6 +56,7 @@ public final class TransferEngine: Sendable {
     let log: @Sendable (String) -> Void
     let filler = BackgroundFill()
     let validation = ValidationQueue()
+    let health = ServerHealth()
     /// Open handles per file, and when each file was last used (this session).
     let usage = Mutex<(open: [FileKey: Int], lastUse: [FileKey: Int64])>(([:], [:]))
 
@@ -81,11 +82,13 @@ public final class TransferEngine: Sendable {
     /// Starts filling pinned files in the background (until `stop`).
     public func startBackgroundFill() {
         filler.start(self)
+        health.start(self)
         if settings.playbackProbe { validation.start(self) }
     }
 
     public func stop() {
         filler.stop()
+        health.stop()
         validation.stop()
     }
 
@@ -151,6 +154,15 @@ public final class TransferEngine: Sendable {
                 log("evicting \(file.path.joined(separator: "/")) failed: \(error.userMessage)")
             }
         }
+    }
+
+    /// Online unless a failed request or probe said otherwise.
+    public func reachability(of server: String) -> Reachability { health.state(of: server) }
+
+    /// A request could not reach `server` (or was refused its token): reads of missing bytes
+    /// fail fast from now on, and the server is probed with backoff until it answers.
+    public func markUnreachable(_ server: String, _ state: Reachability = .offline) {
+        if health.mark(server, state) { log("server \(server) is \(state.rawValue); probing it with backoff") }
     }
 
     /// The ranges of `file` on the wire right now.
@@ -238,6 +250,98 @@ final class Changes: @unchecked Sendable {
         defer { condition.unlock() }
         while count <= seen && condition.wait(until: deadline) {}
         return count
+    }
+}
+
+/// Per-server reachability, re-probed with backoff while a server is not online.
+final class ServerHealth: @unchecked Sendable {
+    struct Entry {
+        var state: Reachability
+        var failures: Int
+        var nextProbe: Date
+    }
+
+    let condition = NSCondition()
+    var entries: [String: Entry] = [:]   // guarded by `condition`
+    var running = false                  // guarded by `condition`
+    var woken = false                    // guarded by `condition`
+    let policy = ReachabilityPolicy()
+
+    func state(of server: String) -> Reachability {
+        condition.lock()
+        defer { condition.unlock() }
+        return entries[server]?.state ?? .online
+    }
+
+    /// Returns true when the state changed.
+    @discardableResult
+    func mark(_ server: String, _ state: Reachability) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        let old = entries[server]?.state ?? .online
+        if state == .online {
+            entries[server] = nil
+        } else {
+            let failures = (entries[server]?.failures ?? 0) + 1
+            entries[server] = Entry(state: state, failures: failures, nextProbe: Date().addingTimeInterval(policy.nextProbe(after: failures)))
+            woken = true
+            condition.broadcast()
+        }
+        return old != state
+    }
+
+    func wake() {
+        condition.lock()
+        woken = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func start(_ engine: TransferEngine) {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !running else { return }
+        running = true
+        let thread = Thread { [self] in loop(engine) }
+        thread.name = "server-health"
+        thread.start()
+    }
+
+    func stop() {
+        condition.lock()
+        running = false
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func loop(_ engine: TransferEngine) {
+        var lastWakeProbe = Date.distantPast
+        while true {
+            condition.lock()
+            let soonest = entries.values.map(\.nextProbe).min()
+            while running && !woken && (soonest == nil || soonest! > Date()) {
+                if let soonest { _ = condition.wait(until: soonest) } else { condition.wait() }
+                if woken { break }
+                if let s = soonest, s <= Date() { break }
+            }
+            let keepGoing = running
+            // A waiting reader may ask for a probe, but at most once a second.
+            let readerAsked = woken && Date().timeIntervalSince(lastWakeProbe) >= 1
+            woken = false
+            let due = entries.filter { $0.value.nextProbe <= Date() || readerAsked }.map(\.key)
+            condition.unlock()
+            guard keepGoing else { return }
+            if readerAsked { lastWakeProbe = Date() }
+            for server in due {
+                guard let backend = engine.backend(for: server) else { continue }
+                let state = backend.checkReachability()
+                if mark(server, state) {
+                    engine.log("server \(server) is \(state.rawValue)")
+                    if state == .online { engine.filler.wake() }
+                    engine.noteChange()
+                }
+            }
+        }
     }
 }
 
@@ -405,6 +509,7 @@ final class FileTransfer: @unchecked Sendable {
     var consecutiveFailures = 0
     var retryAt: Date?
     var userDispatch = false
+    var offlineLogged = false
     /// Bumped by a user's resume or retry: failures of fetches started before it do not count.
     var generation = 0
 
@@ -472,7 +577,7 @@ final class FileTransfer: @unchecked Sendable {
         case .verify:
             guard whole else { return }
             row.awaitingValidation = true
-            row.reason = "all bytes present; awaiting validation"
+            row.reason = StatusReason.awaitingValidation
             try index.saveDownload(row, now: engine.now())
             engine.validation.wake()
             return
@@ -559,6 +664,16 @@ final class FileTransfer: @unchecked Sendable {
             if let failure = failures.first(where: { $0.sequence > startSequence && $0.range.overlaps(demand) }) {
                 throw failure.error
             }
+            let reachability = engine.reachability(of: file.key.server)
+            if reachability != .online {
+                engine.health.wake()   // a reader is waiting: look again soon
+                if !offlineLogged {
+                    offlineLogged = true
+                    engine.log("\(file.path.joined(separator: "/")): server \(file.key.server) is \(reachability.rawValue); reads of bytes not stored locally fail until it returns")
+                }
+                throw .serverUnavailable("server \(file.key.server) is \(reachability.rawValue) and these bytes are not stored locally")
+            }
+            offlineLogged = false
             startFetches(ReadPlanner.plan(demand: demand, total: row.total, present: row.present, inFlight: inFlight,
                                           sizes: engine.settings.sizes), background: false, engine: engine)
             if !condition.wait(until: deadline) {
@@ -629,7 +744,7 @@ final class FileTransfer: @unchecked Sendable {
         guard row.pinned, !row.present.contains(ByteRange(0, row.total)) else { return .idle }
         if row.status == .failed || (row.status == .paused && row.reason != "server unavailable") { return .idle }
         if let retryAt, retryAt > Date() { return .waitUntil(retryAt) }
-        guard engine.backend(for: file.key.server) != nil else {
+        guard engine.backend(for: file.key.server) != nil, engine.reachability(of: file.key.server) == .online else {
             setStatus(.paused, reason: "server unavailable", engine: engine)
             return .idle
         }
@@ -752,6 +867,7 @@ final class FileTransfer: @unchecked Sendable {
             case .restart(let why):
                 outcome = .failure(FetchFailure(error: .remoteChanged(why), kind: .validation))
             case .reject(let why):
+                if result.status == 401 { engine.markUnreachable(file.key.server, .authFailed) }
                 let retried = RetryPolicy.retriedStatuses.contains(result.status)
                 outcome = .failure(FetchFailure(
                     error: retried ? .serverUnavailable("HTTP \(result.status)") : .fetchFailed(why),
@@ -761,6 +877,7 @@ final class FileTransfer: @unchecked Sendable {
             if let sinkError {
                 outcome = .failure(FetchFailure(error: sinkError, kind: .localFile))
             } else {
+                if case .unreachable = error { engine.markUnreachable(file.key.server) }
                 let transport = error.asLabstreamError
                 outcome = .failure(FetchFailure(error: transport, kind: .transientTransport))
             }
@@ -800,7 +917,7 @@ final class FileTransfer: @unchecked Sendable {
         if next.present.contains(ByteRange(0, next.total)) {
             next.status = next.status.after(.allBytesPresent) ?? next.status
             next.awaitingValidation = true
-            next.reason = "all bytes present; awaiting validation"
+            next.reason = engine.settings.playbackProbe ? StatusReason.awaitingValidation : StatusReason.probeOff
         } else {
             next.status = next.status.after(.bytesCommitted) ?? next.status
         }

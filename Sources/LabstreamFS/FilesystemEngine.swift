@@ -48,11 +48,14 @@ public final class FilesystemEngine: Sendable {
     public let transfers: TransferEngine
     let ownership: Ownership
     let sizes: TransferSizes
+    let offlineView: MountOptions.OfflineView
 
-    public init(transfers: TransferEngine, files: [TreeFile], ownership: Ownership, sizes: TransferSizes) {
+    public init(transfers: TransferEngine, files: [TreeFile], ownership: Ownership, sizes: TransferSizes,
+                offlineView: MountOptions.OfflineView = .all) {
         self.transfers = transfers
         self.ownership = ownership
         self.sizes = sizes
+        self.offlineView = offlineView
         table.withLock { $0 = InodeTable(files: files) }
         transfers.setCatalog(files)
     }
@@ -80,13 +83,22 @@ public final class FilesystemEngine: Sendable {
     }
 
     public func lookup(parent: UInt64, name: String) throws(LabstreamError) -> Attributes {
-        let found = table.withLock { t -> Result<InodeTable.Node, LabstreamError> in
+        let found = table.withLock { t -> Result<(InodeTable.Node, [TreeFile]), LabstreamError> in
             guard let p = t.node(parent) else { return .failure(.notFound("inode \(parent)")) }
             guard p.isDirectory else { return .failure(.notADirectory(t.path(of: parent))) }
             guard let n = t.lookup(parent, name) else { return .failure(.notFound(name)) }
-            return .success(n)
+            return .success((n, offlineView == .local ? t.files(under: n.ino) : []))
         }
-        return attributes(try found.get())
+        let (node, files) = try found.get()
+        if offlineView == .local && !isVisible(files) { throw .notFound(name) }
+        return attributes(node)
+    }
+
+    /// With `offline_view=local`, an entry of an unreachable server shows only if some file
+    /// below it has local bytes.
+    func isVisible(_ files: [TreeFile]) -> Bool {
+        guard offlineView == .local, let server = files.first?.key.server, transfers.reachability(of: server) != .online else { return true }
+        return files.contains { f in (transfers.row(for: f)?.present.isEmpty == false) }
     }
 
     public func getattr(_ ino: UInt64) throws(LabstreamError) -> Attributes {
@@ -106,7 +118,10 @@ public final class FilesystemEngine: Sendable {
             }
             return .success(out)
         }
-        return try result.get()
+        let entries = try result.get()
+        guard offlineView == .local else { return entries }
+        let under = table.withLock { t in Dictionary(entries.dropFirst(2).map { ($0.ino, t.files(under: $0.ino)) }, uniquingKeysWith: { a, _ in a }) }
+        return Array(entries.prefix(2)) + entries.dropFirst(2).filter { isVisible(under[$0.ino] ?? []) }
     }
 
     /// Opens a file for reading. Any write access is refused: the mount is read-only.
@@ -176,6 +191,7 @@ public final class FilesystemEngine: Sendable {
             if let reason { out.append((Self.xattrPrefix + "reason", reason)) }
         } else if let server = files.first?.key.server, files.allSatisfy({ $0.key.server == server }) {
             out.append((Self.xattrPrefix + "server", server))
+            out.append((Self.xattrPrefix + "reachability", transfers.reachability(of: server).rawValue))
         }
         return out
     }

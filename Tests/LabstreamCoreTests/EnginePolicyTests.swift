@@ -123,3 +123,18 @@ import Testing
         #expect(EvictionPolicy.choose(all, used: 20, free: 0, limits: .init()).isEmpty)
     }
 }
+
+@Suite struct ReachabilityTests {
+    @Test func backoffDoublesToTheCap() {
+        let p = ReachabilityPolicy()
+        #expect([1, 2, 3, 4, 7, 8].map(p.nextProbe(after:)) == [1, 2, 4, 8, 60, 60])
+        #expect(p.nextProbe(after: 0) == 60)
+    }
+
+    @Test func probeResultsMapToStates() {
+        #expect(ReachabilityPolicy.state(probeStatus: nil, authStatus: nil) == .offline)
+        #expect(ReachabilityPolicy.state(probeStatus: 503, authStatus: nil) == .offline)
+        #expect(ReachabilityPolicy.state(probeStatus: 200, authStatus: 401) == .authFailed)
+        #expect(ReachabilityPolicy.state(probeStatus: 200, authStatus: 200) == .online)
+    }
+}

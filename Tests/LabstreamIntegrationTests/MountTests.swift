@@ -152,7 +152,7 @@ import Testing
         let rows = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]])
         let byName = Dictionary(uniqueKeysWithValues: rows.map { (($0["path"] as? String ?? "").split(separator: "/").last.map(String.init) ?? "", $0) })
         #expect(byName["Clip (2024).mkv"]?["state"] as? String == "complete", "\(rows)")
-        #expect(byName["Broken (2024).mp4"]?["state"] as? String == "failed", "\(rows)")
+        #expect(byName["Broken (2024).mp4"]?["state"] as? String == "failed", "\(rows) \(m.log)")
         #expect((byName["Broken (2024).mp4"]?["reason"] as? String ?? "").isEmpty == false)
         #expect(m.log.contains("probe of test/Movies/Clip (2024)/Clip (2024).mkv: complete"))
         // verify re-probes on demand.
