@@ -33,9 +33,13 @@ enum StatusCommand {
             }
             let data = try JSONSerialization.data(withJSONObject: rows, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
             printOut(String(decoding: data, as: UTF8.self))
-        } else if entries.isEmpty {
-            printOut("Nothing is stored locally yet.")
         } else {
+            if args.positionals.isEmpty, let mountpoint = DaemonLock.holder(Context(args: args).layout)?.mountpoint {
+                for server in ((try? FileManager.default.contentsOfDirectory(atPath: mountpoint)) ?? []).sorted() {
+                    if let state = xattr(mountpoint + "/" + server, "reachability") { printOut("server \(server): \(state)") }
+                }
+            }
+            if entries.isEmpty { printOut("Nothing is stored locally yet.") }
             for e in entries {
                 let percent = e.total > 0 ? Int(e.present * 100 / e.total) : 100
                 printOut("\(e.state.padding(toLength: 11, withPad: " ", startingAt: 0)) \(String(percent).leftPadded(3))%  \(e.present)/\(e.total)  \(e.path)\(e.reason.map { "  (\($0))" } ?? "")")

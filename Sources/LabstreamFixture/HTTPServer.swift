@@ -49,7 +49,7 @@ public final class HTTPServer: Sendable {
     let connections = Mutex<Set<Int32>>([])
     let stopped = Atomic<Bool>(false)
 
-    public init(handler: @escaping Handler) throws {
+    public init(port requested: UInt16 = 0, handler: @escaping Handler) throws {
         self.handler = handler
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw SyscallError(function: "socket", context: "fixture", code: errno) }
@@ -58,7 +58,7 @@ public final class HTTPServer: Sendable {
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = 0
+        addr.sin_port = requested.bigEndian
         let bound = withUnsafePointer(to: &addr) { p in
             p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }

@@ -189,14 +189,21 @@ public final class JellyfinFixture: Sendable {
     }
 
     /// Starts listening on 127.0.0.1 (a random free port).
+    /// Starts listening on 127.0.0.1: `port` 0 picks a free port; a stopped fixture restarts on
+    /// its old port (`restart`) so clients configured with its URL find it again.
     @discardableResult
-    public func start() throws -> String {
-        let s = try HTTPServer { [self] request in handle(request) }
+    public func start(port: UInt16 = 0) throws -> String {
+        let s = try HTTPServer(port: port) { [self] request in handle(request) }
+        lastPort.withLock { $0 = s.port }
         server.withLock { $0 = s }
         return s.baseURL
     }
 
     public var baseURL: String { server.withLock { $0?.baseURL ?? "" } }
+    let lastPort = Mutex<UInt16>(0)
+
+    @discardableResult
+    public func restart() throws -> String { try start(port: lastPort.withLock { $0 }) }
 
     /// Stops the server: connections drop, new ones are refused.
     public func stop() { server.withLock { $0?.stop(); $0 = nil } }

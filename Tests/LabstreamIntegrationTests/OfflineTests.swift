@@ -1,0 +1,77 @@
+import CLinux
+import Foundation
+import LabstreamCore
+import LabstreamFixture
+import Testing
+
+/// The mount with its server down: at start, mid-session, and coming back.
+@Suite(.serialized) struct OfflineTests {
+    let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+    let beta = "test/Movies/Beta (2002)/Beta (2002).mp4"
+
+    @Test func theMountKeepsWorkingWithTheServerDownAndResumesWhenItReturns() throws {
+        let m = try MountedLabstream("offline", cacheConfig: "segment_size = 1M")
+        let expected = expectedTree(m.mediaDir)
+        try m.mount()
+        #expect(try sha256(m.path(beta)) == sha256(expected[beta]!))          // beta fully local
+        _ = try pread(path: m.path(alpha), offset: 0, length: 4096)            // alpha partly
+
+        m.fixture.stop()
+        // Restart the daemon while the server is down: it mounts from the index.
+        try m.unmount()
+        try m.mount()
+        let listing = try runProcess("/bin/ls", ["-R", m.mountpoint])
+        #expect(listing.code == 0 && listing.stdout.contains("Gamma.mkv"))
+        #expect(try sha256(m.path(beta)) == sha256(expected[beta]!))
+        #expect(try pread(path: m.path(alpha), offset: 0, length: 4096) == pread(path: expected[alpha]!, offset: 0, length: 4096))
+        let started = Date()
+        #expect(throws: SyscallError.self) { _ = try pread(path: m.path(alpha), offset: 9 * MiB, length: 4096) }
+        #expect(Date().timeIntervalSince(started) < 2, "a read of missing bytes must fail within 2 s")
+        let again = Date()
+        #expect(throws: SyscallError.self) { _ = try pread(path: m.path(alpha), offset: 10 * MiB, length: 4096) }
+        #expect(Date().timeIntervalSince(again) < 2)
+        #expect(StatusCommandProbe.reachability(m.path("test")) == "offline")
+        let status = try m.cli(["status"])
+        #expect(status.stdout.contains("server test: offline"), "\(status.stdout)")
+        // One log line for the file, not one per read.
+        #expect(m.log.components(separatedBy: "reads of bytes not stored locally fail").count - 1 == 1, "\(m.log)")
+
+        // Pin while offline: it waits, paused; the server comes back and it finishes by itself.
+        let pin = try m.cli(["pin", m.path(alpha)])
+        #expect(pin.code == 0)
+        try m.fixture.restart()
+        let wait = try m.cli(["pin", "--wait", m.path(alpha)])
+        #expect(wait.code == 0, "\(wait.stderr)")
+        #expect(try sha256(m.path(alpha)) == sha256(expected[alpha]!))
+        #expect(StatusCommandProbe.reachability(m.path("test")) == "online")
+        try m.unmount()
+    }
+
+    @Test func offlineViewLocalShowsOnlyWhatIsStored() throws {
+        let m = try MountedLabstream("offline-local")
+        try m.mount()
+        _ = try pread(path: m.path(beta), offset: 0, length: 10)
+        try m.unmount()
+        m.fixture.stop()
+        let r = try m.cli(["mount", m.mountpoint, "-o", "offline_view=local"])
+        try #require(r.code == 0, "\(r.stderr)")
+        let lock = try String(contentsOfFile: m.dataDir + "/labstream.lock", encoding: .utf8)
+        let pid = Int32(lock.split(separator: "\n").first ?? "") ?? 0
+        var files = Set<String>()
+        let walker = FileManager.default.enumerator(atPath: m.mountpoint)
+        while let rel = walker?.nextObject() as? String { files.insert(rel) }
+        #expect(files == ["test", "test/Movies", "test/Movies/Beta (2002)", "test/Movies/Beta (2002)/Beta (2002).mp4"], "\(files)")
+        let bad = try m.cli(["mount", m.scratch.sub("other"), "-o", "offline_view=some"])
+        #expect(bad.code == 64)
+        #expect(try m.cli(["unmount", m.mountpoint]).code == 0)
+        #expect(waitForExit(pid: pid))
+    }
+}
+
+enum StatusCommandProbe {
+    static func reachability(_ path: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let n = getxattr(path, "user.labstream.reachability", &buffer, buffer.count)
+        return n > 0 ? String(decoding: buffer[0..<n], as: UTF8.self) : nil
+    }
+}
