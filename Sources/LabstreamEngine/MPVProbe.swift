@@ -59,7 +59,10 @@ public enum MPVProbe {
                 if o.loaded, o.decodeError == nil, let message = event.data?.assumingMemoryBound(to: mpv_event_log_message.self).pointee,
                    let text = message.text {
                     let prefix = message.prefix.map { String(cString: $0) } ?? ""
-                    o.decodeError = "\(prefix): \(String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines))"
+                    // Decoder errors only: demuxer trouble shows up as end-file errors or truncation.
+                    if prefix.hasPrefix("ffmpeg/video") || prefix.hasPrefix("ffmpeg/audio") || prefix == "vd" || prefix == "ad" {
+                        o.decodeError = "\(prefix): \(String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines))"
+                    }
                 }
             case MPV_EVENT_NONE:
                 break
