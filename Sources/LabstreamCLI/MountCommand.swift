@@ -226,6 +226,8 @@ struct Daemon {
         signalThread.start()
 
         let pending = later
+        let refreshEvery = config.refreshInterval
+        let everyone = backends.map { ($0, config.server(named: $0.serverName)!) }
         let ready = Thread { [self] in
             // stat() of the root is answered only once the loop runs: then the mount is live.
             var st = stat()
@@ -236,6 +238,18 @@ struct Daemon {
                 for (backend, server) in pending {
                     do { _ = try CatalogSync.run(backend, server: server, index: index, log: log) } catch {
                         log.warn("sync \(server.name) failed: \(describe(error)) Serving its last known catalog from the index.")
+                        transfers.markUnreachable(server.name, Self.reachability(after: error))
+                    }
+                }
+                reload()
+            }
+            // Periodic full refresh: notices removals (kept as orphans when stored locally).
+            guard refreshEvery > 0 else { return }
+            while true {
+                Thread.sleep(forTimeInterval: refreshEvery)   // a schedule, not synchronisation
+                for (backend, server) in everyone where transfers.reachability(of: server.name) == .online {
+                    do { _ = try CatalogSync.run(backend, server: server, index: index, log: log) } catch {
+                        log.warn("refresh of \(server.name) failed: \(describe(error)) Keeping the catalog in the index.")
                         transfers.markUnreachable(server.name, Self.reachability(after: error))
                     }
                 }

@@ -89,8 +89,11 @@ public struct TreeFile: Sendable, Hashable {
     public var size: Int64
     public var modified: Int64
     public var etag: String?
+    /// Gone from the server; kept because it is stored locally.
+    public var orphaned: Bool
 
-    public init(path: [String], key: FileKey, size: Int64, modified: Int64, etag: String?) {
+    public init(path: [String], key: FileKey, size: Int64, modified: Int64, etag: String?, orphaned: Bool = false) {
+        self.orphaned = orphaned
         self.path = path
         self.key = key
         self.size = size

@@ -33,6 +33,8 @@ public struct LabstreamConfig: Sendable, Hashable {
     public var minFree: Int64 = 0
     /// Pinned files filled at once, and segment requests in flight per file.
     public var playbackProbe = true
+    /// Seconds between full catalog refreshes while mounted; 0 turns them off.
+    public var refreshInterval: Double = 900
     public var maxConcurrentFiles = 3
     public var connectionsPerFile = 2
 
@@ -114,6 +116,9 @@ public struct LabstreamConfig: Sendable, Hashable {
                 case "max_concurrent_files", "connections_per_file":
                     guard let v = Int(value), (1...16).contains(v) else { throw ParseError(line: lineNo, message: "\(key) must be a whole number from 1 to 16") }
                     if key == "max_concurrent_files" { config.maxConcurrentFiles = v } else { config.connectionsPerFile = v }
+                case "refresh_interval":
+                    guard let v = Double(value), v >= 0 else { throw ParseError(line: lineNo, message: "refresh_interval must be a number of seconds (0: never)") }
+                    config.refreshInterval = v
                 case "playback_probe":
                     guard value == "yes" || value == "no" else { throw ParseError(line: lineNo, message: "playback_probe must be yes or no") }
                     config.playbackProbe = value == "yes"
@@ -182,6 +187,7 @@ public struct LabstreamConfig: Sendable, Hashable {
         if maxCacheSize != 0 { cache.append("max_size = \(maxCacheSize)") }
         if minFree != 0 { cache.append("min_free = \(minFree)") }
         if !playbackProbe { cache.append("playback_probe = no") }
+        if refreshInterval != 900 { cache.append("refresh_interval = \(refreshInterval)") }
         if maxConcurrentFiles != 3 { cache.append("max_concurrent_files = \(maxConcurrentFiles)") }
         if connectionsPerFile != 2 { cache.append("connections_per_file = \(connectionsPerFile)") }
         if !cache.isEmpty { out += "\n[cache]\n" + cache.joined(separator: "\n") + "\n" }

@@ -188,6 +188,7 @@ public final class FilesystemEngine: Sendable {
         if let f = node.file {
             out.append((Self.xattrPrefix + "server", f.key.server))
             out.append((Self.xattrPrefix + "item_id", f.key.itemId))
+            if f.orphaned { reason = "orphaned: removed on the server; the local copy is kept until you remove it" }
             if let reason { out.append((Self.xattrPrefix + "reason", reason)) }
         } else if let server = files.first?.key.server, files.allSatisfy({ $0.key.server == server }) {
             out.append((Self.xattrPrefix + "server", server))

@@ -122,6 +122,7 @@ public final class JellyfinFixture: Sendable {
         var faults: [(prefix: String, fault: FixtureFault, remaining: Int?)] = []
         /// Bumped to simulate a file that changed on the server.
         var validatorGeneration: [String: Int] = [:]
+        var removed: Set<String> = []
     }
 
     struct Node {
@@ -221,6 +222,9 @@ public final class JellyfinFixture: Sendable {
     public func clearFaults() { state.withLock { $0.faults.removeAll() } }
 
     /// Makes the file behind `itemId` look changed (new ETag and Last-Modified).
+    /// Removes an item from the server's listings (its download answers 404).
+    public func remove(itemId: String) { state.withLock { _ = $0.removed.insert(itemId) } }
+
     public func touch(itemId: String) { state.withLock { $0.validatorGeneration[itemId, default: 0] += 1 } }
 
     public func itemId(forFile file: String) -> String? { filesById.first { $0.value == file }?.key }
@@ -383,7 +387,9 @@ public final class JellyfinFixture: Sendable {
         let types = Set((request.query["includeItemTypes"] ?? "").split(separator: ",").map(String.init))
         let parent = request.query["parentId"]
         let recursive = request.query["recursive"] == "true"
+        let removed = state.withLock { $0.removed }
         let selected = itemsById.values.filter { item in
+            if removed.contains(item["Id"] as! String) { return false }
             if !types.isEmpty && !types.contains(item["Type"] as! String) { return false }
             guard let parent else { return true }
             if item["ParentId"] as? String == parent { return true }
@@ -412,7 +418,8 @@ public final class JellyfinFixture: Sendable {
 
     func episodes(_ sid: String, _ request: HTTPServer.Request) -> HTTPServer.Response {
         guard itemsById[sid]?["Type"] as? String == "Series" else { return .json("{\"title\":\"Not Found\"}", status: 404) }
-        let all = itemsById.values.filter { $0["Type"] as? String == "Episode" && $0["SeriesId"] as? String == sid }
+        let removed = state.withLock { $0.removed }
+        let all = itemsById.values.filter { $0["Type"] as? String == "Episode" && $0["SeriesId"] as? String == sid && !removed.contains($0["Id"] as! String) }
             .sorted { (($0["ParentIndexNumber"] as! Int), ($0["IndexNumber"] as! Int)) < (($1["ParentIndexNumber"] as! Int), ($1["IndexNumber"] as! Int)) }
         return page(all, request)
     }
@@ -437,7 +444,7 @@ public final class JellyfinFixture: Sendable {
         let report: @Sendable (Int64) -> Void = { [self] sent in
             state.withLock { if logIndex < $0.log.count { $0.log[logIndex].bytesSent = sent } }
         }
-        guard let file = filesById[id], let attrs = try? FileManager.default.attributesOfItem(atPath: file),
+        guard !state.withLock({ $0.removed.contains(id) }), let file = filesById[id], let attrs = try? FileManager.default.attributesOfItem(atPath: file),
               let size = attrs[.size] as? Int64 else {
             return .json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
         }

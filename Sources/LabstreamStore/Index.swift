@@ -4,7 +4,7 @@ import LabstreamCore
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
 /// read fails closed.
 public final class OfflineIndex: Sendable {
-    public static let schemaVersion: Int64 = 2
+    public static let schemaVersion: Int64 = 3
     public let db: SQLiteDatabase
 
     public struct ServerRow: Sendable, Hashable {
@@ -50,6 +50,10 @@ public final class OfflineIndex: Sendable {
                     try Self.migrateV1toV2(c)
                     version = 2
                 }
+                if version == 2 {
+                    try Self.migrateV2toV3(c)
+                    version = 3
+                }
                 return version
             }
             if version == -1 { throw LabstreamError.storage("\(db.path) is not a Labstream index (no schema version); move it aside") }
@@ -94,6 +98,15 @@ public final class OfflineIndex: Sendable {
         """)
     }
 
+    /// v3: media sources removed on the server but still stored locally stay in the tree,
+    /// marked orphaned, until the user removes them.
+    static func migrateV2toV3(_ c: Connection) throws {
+        try c.exec("""
+        ALTER TABLE media_sources ADD COLUMN orphaned INTEGER NOT NULL DEFAULT 0;
+        UPDATE meta SET value = '3' WHERE key = 'schema_version';
+        """)
+    }
+
     // MARK: - Catalog
 
     /// Replaces one server's catalog in a single transaction: a failure leaves the old one.
@@ -102,8 +115,35 @@ public final class OfflineIndex: Sendable {
         let pathOf = Dictionary(tree.map { ($0.key, $0.path.joined(separator: "/")) }, uniquingKeysWith: { a, _ in a })
         do {
             try db.transaction { c in
-                for table in ["libraries", "items", "media_sources"] {
+                // Files gone from the server that still have local bytes stay, marked orphaned.
+                let newKeys = Set(tree.map(\.key))
+                let stored = try c.query("""
+                    SELECT m.item_id, m.id FROM media_sources m JOIN downloads d
+                    ON d.server = m.server AND d.item_id = m.item_id AND d.source_id = m.id
+                    WHERE m.server = ? AND d.ranges != ''
+                    """, [.text(server.name)])
+                var keep: [(String, String)] = []
+                for r in stored {
+                    guard let item = r[0].text, let source = r[1].text else { continue }
+                    if !newKeys.contains(FileKey(server: server.name, itemId: item, sourceId: source)) { keep.append((item, source)) }
+                }
+                for table in ["libraries", "items"] {
                     try c.run("DELETE FROM \(table) WHERE server=?", [.text(server.name)])
+                }
+                try c.run("DELETE FROM media_sources WHERE server=?" + (keep.isEmpty ? "" : " AND NOT (" + keep.map { _ in "(item_id=? AND id=?)" }.joined(separator: " OR ") + ")"),
+                          [.text(server.name)] + keep.flatMap { [SQLValue.text($0.0), .text($0.1)] })
+                for (item, source) in keep {
+                    try c.run("UPDATE media_sources SET orphaned=1 WHERE server=? AND item_id=? AND id=?", [.text(server.name), .text(item), .text(source)])
+                }
+                let taken = Set(tree.map { $0.path.joined(separator: "/") })
+                for (item, source) in keep {
+                    // A new file took the orphan's name: the orphan moves aside rather than hide it.
+                    let path = try c.query("SELECT tree_path FROM media_sources WHERE server=? AND item_id=? AND id=?",
+                                           [.text(server.name), .text(item), .text(source)]).first?[0].text ?? ""
+                    if taken.contains(path) {
+                        try c.run("UPDATE media_sources SET tree_path=? WHERE server=? AND item_id=? AND id=?",
+                                  [.text(path + " (orphaned)"), .text(server.name), .text(item), .text(source)])
+                    }
                 }
                 try c.run("INSERT OR REPLACE INTO servers(name, type, url, server_id, last_sync) VALUES(?,?,?,?,?)",
                           [.text(server.name), .text(server.type), .text(server.url), server.serverId.map(SQLValue.text) ?? .null, .int(now)])
@@ -119,7 +159,7 @@ public final class OfflineIndex: Sendable {
                         for source in item.sources {
                             let key = FileKey(server: server.name, itemId: item.id, sourceId: source.id)
                             guard let path = pathOf[key] else { continue }
-                            try c.run("INSERT OR REPLACE INTO media_sources VALUES(?,?,?,?,?,?,?,?,?)", [
+                            try c.run("INSERT OR REPLACE INTO media_sources VALUES(?,?,?,?,?,?,?,?,?,0)", [
                                 .text(server.name), .text(item.id), .text(source.id), source.name.map(SQLValue.text) ?? .null,
                                 source.container.map(SQLValue.text) ?? .null, .int(max(source.size ?? 0, 0)),
                                 source.etag.map(SQLValue.text) ?? .null, .text(path), .int(item.modified)])
@@ -143,13 +183,13 @@ public final class OfflineIndex: Sendable {
     public func treeFiles(server: String? = nil) throws(LabstreamError) -> [TreeFile] {
         try read("the catalog") {
             let rows = try db.query("""
-                SELECT server, item_id, id, size, modified, etag, tree_path FROM media_sources
+                SELECT server, item_id, id, size, modified, etag, tree_path, orphaned FROM media_sources
                 \(server == nil ? "" : "WHERE server=?") ORDER BY tree_path
                 """, server.map { [.text($0)] } ?? [])
             return rows.compactMap { r -> TreeFile? in
                 guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let p = r[6].text else { return nil }
                 return TreeFile(path: p.split(separator: "/").map(String.init), key: FileKey(server: s, itemId: i, sourceId: id),
-                                size: r[3].int ?? 0, modified: r[4].int ?? 0, etag: r[5].text)
+                                size: r[3].int ?? 0, modified: r[4].int ?? 0, etag: r[5].text, orphaned: (r[7].int ?? 0) != 0)
             }
         }
     }

@@ -267,3 +267,30 @@ final class EngineRig: @unchecked Sendable {
         #expect(try rig.index.download(g.tree.key)?.awaitingValidation == true)
     }
 }
+
+@Suite struct CatalogRefreshTests {
+    @Test func itemsRemovedOnTheServerStayWhileStoredLocally() throws {
+        let rig = try EngineRig("orphans")
+        let beta = "test/Movies/Beta (2002)/Beta (2002).mp4", gamma = "test/Movies/Gamma/Gamma.mkv", pilot = "test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv"
+        _ = try rig.read(beta, offset: 0, length: 3 * MiB)        // whole
+        _ = try rig.read(gamma, offset: 0, length: 10)            // partly
+        for rel in [beta, gamma, pilot] { rig.fixture.remove(itemId: try rig.file(rel).tree.key.itemId) }
+        let libraries = try rig.client.fetchCatalog { _ in }
+        try rig.index.replaceCatalog(server: .init(name: "test", type: "jellyfin", url: rig.fixture.baseURL, serverId: nil, lastSync: nil),
+                                     libraries: libraries, tree: TreeBuilder.build(server: "test", libraries: libraries), now: 2)
+        let files = try rig.index.treeFiles()
+        let byPath = Dictionary(uniqueKeysWithValues: files.map { ($0.path.joined(separator: "/"), $0) })
+        #expect(byPath[beta]?.orphaned == true && byPath[gamma]?.orphaned == true)
+        #expect(byPath[pilot] == nil)                                    // nothing local: gone
+        #expect(byPath["test/Movies/Alpha (2001)/Alpha (2001).mkv"]?.orphaned == false)
+        rig.fs.reload(files: files)
+        #expect(try rig.read(beta, offset: 0, length: 4096) == rig.source(beta, offset: 0, length: 4096))   // still plays
+        let ino = try #require(rig.fs.resolve(beta.split(separator: "/").map(String.init)))
+        #expect(try rig.fs.getxattr(ino, name: "user.labstream.reason").hasPrefix("orphaned"))
+        // Removing the local copy lets the next refresh forget it.
+        try rig.fs.setxattr(ino, name: "user.labstream.action", value: Array("cancel".utf8))
+        try rig.index.replaceCatalog(server: .init(name: "test", type: "jellyfin", url: rig.fixture.baseURL, serverId: nil, lastSync: nil),
+                                     libraries: libraries, tree: TreeBuilder.build(server: "test", libraries: libraries), now: 3)
+        #expect(try rig.index.treeFiles().contains { $0.path.joined(separator: "/") == beta } == false)
+    }
+}

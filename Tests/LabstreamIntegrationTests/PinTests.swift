@@ -170,10 +170,34 @@ import Testing
         INSERT INTO downloads VALUES('s', 'i', 'm', 'partial', 1, NULL, 100, '0-50', 'partials/x.part', NULL, 0, 0);
         """)
         let index = try OfflineIndex(path: path)
-        #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "2")
+        #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "\(OfflineIndex.schemaVersion)")
+        #expect(try index.treeFiles().first?.orphaned == false)
         #expect(try index.treeFiles().count == 1)                        // the catalog survives
         let row = try #require(try index.download(FileKey(server: "s", itemId: "i", sourceId: "m")))
         #expect(row.present.isEmpty && !row.pinned && row.reason?.contains("upgraded") == true)
+    }
+
+    @Test func aVersion2IndexIsUpgradedKeepingItsVerifiedRanges() throws {
+        let scratch = Scratch("migrate2")
+        let path = scratch.path + "/index.sqlite"
+        do {
+            let v3 = try OfflineIndex(path: path)
+            let file = TreeFile(path: ["s", "M", "A", "A.mkv"], key: FileKey(server: "s", itemId: "i", sourceId: "m"), size: 100, modified: 0, etag: nil)
+            try v3.replaceCatalog(server: .init(name: "s", type: "jellyfin", url: "u", serverId: nil, lastSync: nil),
+                                  libraries: [LibraryCatalog(id: "L", name: "M", items: [CatalogItem(id: "i", kind: .movie, title: "A", sources: [MediaSource(id: "m", size: 100)])])],
+                                  tree: [file], now: 1)
+            var row = DownloadRow(key: file.key, status: .partial, attempt: AttemptID(1), validator: nil, total: 100,
+                                  present: RangeSet([ByteRange(0, 50)]), partialPath: "partials/a.part")
+            row.pinned = true
+            try v3.saveDownload(row, committing: .init(range: ByteRange(0, 50), sha256: "ab"), now: 1)
+            // Turn it back into a version 2 index.
+            try v3.db.exec("ALTER TABLE media_sources DROP COLUMN orphaned; UPDATE meta SET value='2' WHERE key='schema_version';")
+        }
+        let index = try OfflineIndex(path: path)
+        let row = try #require(try index.download(FileKey(server: "s", itemId: "i", sourceId: "m")))
+        #expect(row.present == RangeSet([ByteRange(0, 50)]) && row.pinned)      // v2 ranges have digests: kept
+        #expect(try index.segments(row.key, attempt: row.attempt).count == 1)
+        #expect(try index.treeFiles().count == 1)
     }
 
     @Test func removingAServerPausesItsDownloadsAndKeepsThem() throws {
