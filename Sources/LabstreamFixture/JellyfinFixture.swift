@@ -82,6 +82,8 @@ public struct LoggedRequest: Sendable, Hashable {
     public var authorized: Bool
     /// Body bytes actually sent (so far) in answer.
     public var bytesSent: Int64 = 0
+    /// Unique per request, so a slow answer cannot update a newer log entry.
+    public var id: Int = 0
 
     /// The bytes this request was actually served, from its range start.
     public var servedRange: ByteRange? {
@@ -123,6 +125,7 @@ public final class JellyfinFixture: Sendable {
         /// Bumped to simulate a file that changed on the server.
         var validatorGeneration: [String: Int] = [:]
         var removed: Set<String> = []
+        var nextRequestId = 0
     }
 
     struct Node {
@@ -246,10 +249,11 @@ public final class JellyfinFixture: Sendable {
         let auth = parseAuthorization(request.headers["authorization"])
         let authorized = auth["Token"] == token
         let logIndex = state.withLock { s -> Int in
+            s.nextRequestId += 1
             s.log.append(LoggedRequest(method: request.method, path: request.path, query: request.query,
                                         range: request.headers["range"], ifRange: request.headers["if-range"],
-                                        authorized: authorized))
-            return s.log.count - 1
+                                        authorized: authorized, id: s.nextRequestId))
+            return s.nextRequestId
         }
         if request.path.hasSuffix("/Download") {
             let n = downloadCount.withLock { $0 += 1; return $0 }
@@ -440,9 +444,11 @@ public final class JellyfinFixture: Sendable {
         return f.string(from: date)
     }
 
-    func download(_ id: String, _ request: HTTPServer.Request, _ fault: FixtureFault?, logIndex: Int) -> HTTPServer.Response {
+    func download(_ id: String, _ request: HTTPServer.Request, _ fault: FixtureFault?, logIndex requestId: Int) -> HTTPServer.Response {
         let report: @Sendable (Int64) -> Void = { [self] sent in
-            state.withLock { if logIndex < $0.log.count { $0.log[logIndex].bytesSent = sent } }
+            state.withLock { s in
+                if let i = s.log.lastIndex(where: { $0.id == requestId }) { s.log[i].bytesSent = sent }
+            }
         }
         guard !state.withLock({ $0.removed.contains(id) }), let file = filesById[id], let attrs = try? FileManager.default.attributesOfItem(atPath: file),
               let size = attrs[.size] as? Int64 else {
