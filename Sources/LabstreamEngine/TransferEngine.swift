@@ -54,8 +54,8 @@ public final class TransferEngine: Sendable {
     /// Every file in the catalog, for background fill of pinned rows.
     let catalog = Mutex<[FileKey: TreeFile]>([:])
     let log: @Sendable (String) -> Void
-    let filler = BackgroundFill()
-    let validation = ValidationQueue()
+    let filler = Worker(name: "background-fill")
+    let validation = Worker(name: "validation")
     let health = ServerHealth()
     /// Open handles per file, and when each file was last used (this session).
     let usage = Mutex<(open: [FileKey: Int], lastUse: [FileKey: Int64])>(([:], [:]))
@@ -81,9 +81,9 @@ public final class TransferEngine: Sendable {
 
     /// Starts filling pinned files in the background (until `stop`).
     public func startBackgroundFill() {
-        filler.start(self)
+        filler.start { [self] _ in BackgroundFill.pass(self) }
         health.start(self)
-        if settings.playbackProbe { validation.start(self) }
+        if settings.playbackProbe { validation.start { [self] _ in Validation.pass(self); return nil } }
     }
 
     public func stop() {
@@ -253,42 +253,16 @@ final class Changes: @unchecked Sendable {
     }
 }
 
-/// Per-server reachability, re-probed with backoff while a server is not online.
-final class ServerHealth: @unchecked Sendable {
-    struct Entry {
-        var state: Reachability
-        var failures: Int
-        var nextProbe: Date
-    }
-
+/// A named thread that sleeps until woken, or until the deadline its last pass asked for, and
+/// then runs one pass. Off Swift's cooperative pool: a pass may block on the network or on mpv.
+final class Worker: @unchecked Sendable {
+    let name: String
     let condition = NSCondition()
-    var entries: [String: Entry] = [:]   // guarded by `condition`
-    var running = false                  // guarded by `condition`
-    var woken = false                    // guarded by `condition`
-    let policy = ReachabilityPolicy()
+    // Guarded by `condition`.
+    var woken = true          // the first pass runs at start
+    var running = false
 
-    func state(of server: String) -> Reachability {
-        condition.lock()
-        defer { condition.unlock() }
-        return entries[server]?.state ?? .online
-    }
-
-    /// Returns true when the state changed.
-    @discardableResult
-    func mark(_ server: String, _ state: Reachability) -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        let old = entries[server]?.state ?? .online
-        if state == .online {
-            entries[server] = nil
-        } else {
-            let failures = (entries[server]?.failures ?? 0) + 1
-            entries[server] = Entry(state: state, failures: failures, nextProbe: Date().addingTimeInterval(policy.nextProbe(after: failures)))
-            woken = true
-            condition.broadcast()
-        }
-        return old != state
-    }
+    init(name: String) { self.name = name }
 
     func wake() {
         condition.lock()
@@ -297,13 +271,32 @@ final class ServerHealth: @unchecked Sendable {
         condition.unlock()
     }
 
-    func start(_ engine: TransferEngine) {
+    /// `pass(woken)` runs once per wake-up (`woken` is false when a deadline fired) and returns
+    /// when it wants to run again without being woken.
+    func start(_ pass: @escaping @Sendable (Bool) -> Date?) {
         condition.lock()
         defer { condition.unlock() }
         guard !running else { return }
         running = true
-        let thread = Thread { [self] in loop(engine) }
-        thread.name = "server-health"
+        let thread = Thread { [self] in
+            var deadline: Date?
+            while true {
+                condition.lock()
+                while running && !woken {
+                    if let d = deadline {
+                        if !condition.wait(until: d) { break }
+                    } else {
+                        condition.wait()
+                    }
+                }
+                let (keepGoing, wasWoken) = (running, woken)
+                woken = false
+                condition.unlock()
+                guard keepGoing else { return }
+                deadline = pass(wasWoken)
+            }
+        }
+        thread.name = name
         thread.start()
     }
 
@@ -313,25 +306,53 @@ final class ServerHealth: @unchecked Sendable {
         condition.broadcast()
         condition.unlock()
     }
+}
 
-    func loop(_ engine: TransferEngine) {
-        var lastWakeProbe = Date.distantPast
-        while true {
-            condition.lock()
-            let soonest = entries.values.map(\.nextProbe).min()
-            while running && !woken && (soonest == nil || soonest! > Date()) {
-                if let soonest { _ = condition.wait(until: soonest) } else { condition.wait() }
-                if woken { break }
-                if let s = soonest, s <= Date() { break }
+/// Per-server reachability, re-probed with backoff while a server is not online.
+final class ServerHealth: Sendable {
+    struct Entry {
+        var state: Reachability
+        var failures: Int
+        var nextProbe: Date
+    }
+
+    let entries = Mutex<[String: Entry]>([:])
+    let worker = Worker(name: "server-health")
+    let lastReaderProbe = Mutex(Date.distantPast)
+    let policy = ReachabilityPolicy()
+
+    func state(of server: String) -> Reachability { entries.withLock { $0[server]?.state ?? .online } }
+
+    /// Returns true when the state changed.
+    @discardableResult
+    func mark(_ server: String, _ state: Reachability) -> Bool {
+        let old = entries.withLock { e -> Reachability in
+            let old = e[server]?.state ?? .online
+            if state == .online {
+                e[server] = nil
+            } else {
+                let failures = (e[server]?.failures ?? 0) + 1
+                e[server] = Entry(state: state, failures: failures, nextProbe: Date().addingTimeInterval(policy.nextProbe(after: failures)))
             }
-            let keepGoing = running
+            return old
+        }
+        if state != .online { worker.wake() }
+        return old != state
+    }
+
+    func wake() { worker.wake() }
+    func stop() { worker.stop() }
+
+    func start(_ engine: TransferEngine) {
+        worker.start { [self] woken in
             // A waiting reader may ask for a probe, but at most once a second.
-            let readerAsked = woken && Date().timeIntervalSince(lastWakeProbe) >= 1
-            woken = false
-            let due = entries.filter { $0.value.nextProbe <= Date() || readerAsked }.map(\.key)
-            condition.unlock()
-            guard keepGoing else { return }
-            if readerAsked { lastWakeProbe = Date() }
+            let now = Date()
+            let readerAsked = woken && lastReaderProbe.withLock { last in
+                guard now.timeIntervalSince(last) >= 1 else { return false }
+                last = now
+                return true
+            }
+            let due = entries.withLock { $0.filter { $0.value.nextProbe <= now || readerAsked }.map(\.key) }
             for server in due {
                 guard let backend = engine.backend(for: server) else { continue }
                 let state = backend.checkReachability()
@@ -341,128 +362,40 @@ final class ServerHealth: @unchecked Sendable {
                     engine.noteChange()
                 }
             }
+            return entries.withLock { $0.values.map(\.nextProbe).min() }
         }
     }
 }
 
-/// Runs the completion check (size, then the libmpv probe) on files whose bytes are all present,
-/// one at a time on its own thread.
-final class ValidationQueue: @unchecked Sendable {
-    let condition = NSCondition()
-    var woken = true     // guarded by `condition`; true so pending rows from a previous run are checked
-    var running = false  // guarded by `condition`
-
-    func wake() {
-        condition.lock()
-        woken = true
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    func start(_ engine: TransferEngine) {
-        condition.lock()
-        defer { condition.unlock() }
-        guard !running else { return }
-        running = true
-        let thread = Thread { [self] in loop(engine) }
-        thread.name = "validation"
-        thread.start()
-    }
-
-    func stop() {
-        condition.lock()
-        running = false
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    func loop(_ engine: TransferEngine) {
-        while true {
-            condition.lock()
-            while running && !woken { condition.wait() }
-            let keepGoing = running
-            woken = false
-            condition.unlock()
-            guard keepGoing else { return }
-            let pending = ((try? engine.index.downloads()) ?? []).filter(\.awaitingValidation)
-            let catalog = engine.catalog.withLock { $0 }
-            for row in pending {
-                guard let file = catalog[row.key], let transfer = try? engine.transfer(for: file) else { continue }
-                let path = engine.layout.absolute(row.partialPath)
-                var st = stat()
-                let outcome: ProbeOutcome
-                if stat(path, &st) != 0 || Int64(st.st_size) != row.total {
-                    outcome = .failed("size check: the local file is not \(row.total) bytes")
-                } else {
-                    let started = Date()
-                    outcome = ProbeVerdict.judge(MPVProbe.observe(path: path))
-                    engine.log("probe of \(file.path.joined(separator: "/")): \(outcome) in \(Int(Date().timeIntervalSince(started) * 1000)) ms")
-                }
-                transfer.applyVerdict(outcome, attempt: row.attempt, engine: engine)
+/// Runs the completion check (size, then the libmpv probe) on files whose bytes are all
+/// present, one at a time.
+enum Validation {
+    static func pass(_ engine: TransferEngine) {
+        let pending = ((try? engine.index.downloads()) ?? []).filter(\.awaitingValidation)
+        let catalog = engine.catalog.withLock { $0 }
+        for row in pending {
+            guard let file = catalog[row.key], let transfer = try? engine.transfer(for: file) else { continue }
+            let path = engine.layout.absolute(row.partialPath)
+            var st = stat()
+            let outcome: ProbeOutcome
+            if stat(path, &st) != 0 || Int64(st.st_size) != row.total {
+                outcome = .failed("size check: the local file is not \(row.total) bytes")
+            } else {
+                let started = Date()
+                outcome = ProbeVerdict.judge(MPVProbe.observe(path: path))
+                engine.log("probe of \(file.path.joined(separator: "/")): \(outcome) in \(Int(Date().timeIntervalSince(started) * 1000)) ms")
             }
+            transfer.applyVerdict(outcome, attempt: row.attempt, engine: engine)
         }
     }
 }
 
-/// Wakes up when pins, catalogs, backends or finished transfers change something, and tops up
-/// the segment train of every pinned file that still misses bytes.
-final class BackgroundFill: @unchecked Sendable {
-    // Guarded by `condition`.
-    let condition = NSCondition()
-    var woken = false
-    var running = false
-    var nextDeadline: Date?
-
-    func wake() {
-        condition.lock()
-        woken = true
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    func start(_ engine: TransferEngine) {
-        condition.lock()
-        defer { condition.unlock() }
-        guard !running else { return }
-        running = true
-        let thread = Thread { [self] in loop(engine) }
-        thread.name = "background-fill"
-        thread.start()
-    }
-
-    func stop() {
-        condition.lock()
-        running = false
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    func loop(_ engine: TransferEngine) {
-        while true {
-            condition.lock()
-            while running && !woken {
-                if let deadline = nextDeadline {
-                    if !condition.wait(until: deadline) { break }
-                } else {
-                    condition.wait()
-                }
-            }
-            let keepGoing = running
-            woken = false
-            nextDeadline = nil
-            condition.unlock()
-            guard keepGoing else { return }
-            if let retryAt = step(engine) {
-                condition.lock()
-                nextDeadline = min(nextDeadline ?? retryAt, retryAt)
-                condition.unlock()
-            }
-        }
-    }
-
-    /// One pass over the pinned rows. Returns when it next needs to look again without a wake-up
-    /// (a retry's backoff).
-    func step(_ engine: TransferEngine) -> Date? {
+/// Tops up the segment train of every pinned file that still misses bytes, whenever pins,
+/// catalogs, backends or finished transfers change something.
+enum BackgroundFill {
+    /// One pass over the pinned rows. Returns when it next needs to look again without a
+    /// wake-up (a retry's backoff).
+    static func pass(_ engine: TransferEngine) -> Date? {
         engine.evictIfNeeded()
         let rows: [DownloadRow]
         do { rows = try engine.index.downloads().filter { $0.pinned && !$0.present.contains(ByteRange(0, $0.total)) } } catch {
