@@ -196,10 +196,13 @@ public struct LabstreamConfig: Sendable, Hashable {
 }
 
 extension StringProtocol {
-    var trimmingSpaces: String {
+    /// Without leading and trailing characters from `set` (Foundation-free, so pure modules can use it).
+    public func trimming(_ set: String) -> String {
         var s = Substring(self)
-        while let f = s.first, f == " " || f == "\t" || f == "\r" { s.removeFirst() }
-        while let l = s.last, l == " " || l == "\t" || l == "\r" { s.removeLast() }
+        while let f = s.first, set.contains(f) { s.removeFirst() }
+        while let l = s.last, set.contains(l) { s.removeLast() }
         return String(s)
     }
+
+    var trimmingSpaces: String { trimming(" \t\r") }
 }

@@ -214,7 +214,7 @@ public final class FilesystemEngine: Sendable {
     public func setxattr(_ ino: UInt64, name: String, value: [UInt8]) throws(LabstreamError) {
         let files = table.withLock { $0.node(ino) == nil ? nil : $0.files(under: ino) }
         guard let files else { throw .notFound("inode \(ino)") }
-        let text = String(decoding: value, as: UTF8.self).trimmingSpacesAndNewlines
+        let text = String(decoding: value, as: UTF8.self).trimming(" \t\r\n")
         if name == Self.xattrPrefix + "action" {
             guard let action = QueueAction(rawValue: text) else {
                 throw .invalidArgument("user.labstream.action takes pause, resume, retry or cancel")
@@ -243,13 +243,4 @@ public final class FilesystemEngine: Sendable {
 
     /// The inode of a path below the root, for `labstream status` on paths.
     public func resolve(_ components: [String]) -> UInt64? { table.withLock { $0.resolve(components)?.ino } }
-}
-
-extension String {
-    var trimmingSpacesAndNewlines: String {
-        var s = Substring(self)
-        while let f = s.first, f.isWhitespace { s.removeFirst() }
-        while let l = s.last, l.isWhitespace { s.removeLast() }
-        return String(s)
-    }
 }

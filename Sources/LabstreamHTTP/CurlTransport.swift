@@ -177,7 +177,7 @@ final class TransferState {
     init(mode: Mode) { self.mode = mode }
 
     func headerLine(_ raw: UnsafeRawBufferPointer) {
-        let line = String(decoding: raw, as: UTF8.self).trimmingCharacters(in: "\r\n")
+        let line = String(decoding: raw, as: UTF8.self).trimming("\r\n")
         if line.hasPrefix("HTTP/") {
             headers = [:]   // a new response (after 100 Continue): forget the previous one
             let parts = line.split(separator: " ").map(String.init)
@@ -186,7 +186,7 @@ final class TransferState {
         }
         guard let colon = line.firstIndex(of: ":") else { return }
         let name = line[..<colon].lowercased()
-        let value = String(line[line.index(after: colon)...]).trimmingCharacters(in: " \t")
+        let value = String(line[line.index(after: colon)...]).trimming(" \t")
         headers[name] = value
     }
 
@@ -219,11 +219,3 @@ final class TransferState {
     }
 }
 
-extension String {
-    func trimmingCharacters(in set: String) -> String {
-        var s = Substring(self)
-        while let f = s.first, set.contains(f) { s.removeFirst() }
-        while let l = s.last, set.contains(l) { s.removeLast() }
-        return String(s)
-    }
-}

@@ -54,7 +54,7 @@ public struct CredentialStore: Sendable {
         var current: String?
         var fields: [String: [String: String]] = [:]
         for (n, raw) in text.split(separator: "\n").enumerated() {
-            let line = String(raw).trimmingCharacters(in: " \t\r")
+            let line = String(raw).trimming(" \t\r")
             if line.isEmpty || line.hasPrefix("#") { continue }
             if line.hasPrefix("[server \""), line.hasSuffix("\"]") {
                 current = String(line.dropFirst(9).dropLast(2))
@@ -64,7 +64,7 @@ public struct CredentialStore: Sendable {
             guard let name = current, let eq = line.firstIndex(of: "=") else {
                 throw .storage("the credential file is damaged at line \(n + 1); remove the server and add it again")
             }
-            fields[name]![String(line[..<eq]).trimmingCharacters(in: " \t")] = String(line[line.index(after: eq)...]).trimmingCharacters(in: " \t")
+            fields[name]![String(line[..<eq]).trimming(" \t")] = String(line[line.index(after: eq)...]).trimming(" \t")
         }
         for (name, f) in fields {
             guard let token = f["token"], let user = f["user_id"] else { continue }
@@ -117,11 +117,3 @@ public enum AtomicFile {
     }
 }
 
-extension String {
-    func trimmingCharacters(in set: String) -> String {
-        var s = Substring(self)
-        while let f = s.first, set.contains(f) { s.removeFirst() }
-        while let l = s.last, set.contains(l) { s.removeLast() }
-        return String(s)
-    }
-}
