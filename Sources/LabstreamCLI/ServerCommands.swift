@@ -86,11 +86,15 @@ enum ServerCommands {
         let config = try context.loadConfig()
         let creds = (try? context.credentials.load()) ?? [:]
         let synced = Dictionary(((try? context.openIndex().servers()) ?? []).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        // A live daemon knows whether each server answers.
+        let mountpoint = DaemonLock.holder(context.layout)?.mountpoint
+        func reachability(_ name: String) -> String? { mountpoint.flatMap { StatusCommand.xattr($0 + "/" + name, "reachability") } }
         if args.flag("--json") {
             let rows: [[String: Any]] = config.servers.map { s in
                 var r: [String: Any] = ["name": s.name, "type": s.type, "url": s.url, "has_credentials": creds[s.name] != nil]
                 if let u = s.user { r["user"] = u }
                 if let t = synced[s.name]?.lastSync { r["last_sync"] = t }
+                if let state = reachability(s.name) { r["reachability"] = state }
                 return r
             }
             let data = try JSONSerialization.data(withJSONObject: rows, options: [.sortedKeys, .prettyPrinted])
@@ -103,7 +107,7 @@ enum ServerCommands {
         }
         for s in config.servers {
             let sync = synced[s.name]?.lastSync.map { "last sync " + ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double($0))) } ?? "never synced"
-            printOut("\(s.name)\t\(s.type)\t\(s.url)\t\(s.user ?? "-")\t\(creds[s.name] == nil ? "no credentials" : "signed in")\t\(sync)")
+            printOut("\(s.name)\t\(s.type)\t\(s.url)\t\(s.user ?? "-")\t\(creds[s.name] == nil ? "no credentials" : "signed in")\t\(sync)\t\(reachability(s.name) ?? "not mounted")")
         }
         return ExitCode.ok
     }

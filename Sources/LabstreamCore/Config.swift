@@ -26,8 +26,9 @@ public struct LabstreamConfig: Sendable, Hashable {
     public var sizes: TransferSizes = .default
     /// How long a read waits on the network before it fails with EIO, in seconds.
     public var fetchTimeout: Double = 30
-    /// How long a connection attempt may take, in seconds.
-    public var connectTimeout: Double = 5
+    /// How long a connection attempt may take, in seconds: also how long a read of bytes that
+    /// are not stored waits before failing when a server has just vanished.
+    public var connectTimeout: Double = 2
     /// Cache size cap (0: none) and free-space floor for the data dir, in bytes.
     public var maxCacheSize: Int64 = 0
     public var minFree: Int64 = 0
@@ -183,7 +184,7 @@ public struct LabstreamConfig: Sendable, Hashable {
         if sizes.readChunk != d.readChunk { cache.append("read_chunk = \(sizes.readChunk)") }
         if sizes.readAheadMax != d.readAheadMax { cache.append("read_ahead_max = \(sizes.readAheadMax)") }
         if fetchTimeout != 30 { cache.append("fetch_timeout = \(fetchTimeout)") }
-        if connectTimeout != 5 { cache.append("connect_timeout = \(connectTimeout)") }
+        if connectTimeout != 2 { cache.append("connect_timeout = \(connectTimeout)") }
         if maxCacheSize != 0 { cache.append("max_size = \(maxCacheSize)") }
         if minFree != 0 { cache.append("min_free = \(minFree)") }
         if !playbackProbe { cache.append("playback_probe = no") }

@@ -33,6 +33,8 @@ import Testing
         #expect(StatusCommandProbe.reachability(m.path("test")) == "offline")
         let status = try m.cli(["status"])
         #expect(status.stdout.contains("server test: offline"), "\(status.stdout)")
+        let list = try m.cli(["server", "list", "--json"])
+        #expect(list.stdout.contains("\"reachability\" : \"offline\""), "\(list.stdout)")
         // One log line for the file, not one per read.
         #expect(m.log.components(separatedBy: "reads of bytes not stored locally fail").count - 1 == 1, "\(m.log)")
 
