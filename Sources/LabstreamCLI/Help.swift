@@ -50,7 +50,8 @@ enum Help {
     the mount answers (exit 0) or with the reason it could not mount. SIGTERM or
     `labstream unmount MOUNTPOINT` unmounts cleanly.
 
-    Options (-o, comma-separated): allow_other, default_permissions, uid=N, gid=N, umask=OCTAL.
+    Options (-o, comma-separated): allow_other, default_permissions, uid=N, gid=N, umask=OCTAL,
+    offline_view=all|local, config=DIR, data=DIR, segment_size=SIZE, cache_max=SIZE.
     Accepted and ignored: ro, defaults, _netdev, nofail, noauto, auto, user, users, x-systemd.*.
     rw is refused: the mount is read-only.
     """
@@ -95,6 +96,18 @@ enum Help {
     again on complete files, and retry of a file that failed it keeps a copy in DATA_DIR/inspect
     and downloads it again. pause-all and resume-all act on the whole mount of this data dir.
     The same works with: setfattr -n user.labstream.action -v pause PATH
+    """
+
+    static let mountHelper = """
+    Usage: mount.labstream SOURCE MOUNTPOINT [-o OPTIONS] [-f] [-n] [-s] [-v]
+
+    The mount(8) helper: `mount -t labstream labstream /media/lib -o allow_other` or an fstab line
+    `labstream /media/lib labstream _netdev,nofail,allow_other 0 0`. SOURCE is `labstream` (the
+    default config dir) or the absolute path of a config dir. Options: allow_other,
+    default_permissions, uid=, gid=, umask=, config=DIR, data=DIR, offline_view=all|local,
+    cache_max=SIZE, segment_size=SIZE; ignored: ro, defaults, _netdev, nofail, noauto, auto, user,
+    users, x-systemd.*; rw is refused (except the leading rw mount(8) adds by default). -f stays in the foreground, -s ignores unknown options, -n
+    is accepted, -v logs more. It returns once the mount answers. See mount.labstream(8).
     """
 
     static let unmount = """

@@ -4,15 +4,26 @@ import LabstreamCore
 /// The `labstream` command: dispatches to a subcommand and turns every failure into one
 /// message on stderr and a sysexits code.
 public enum Labstream {
+    static let commands: Set<String> = ["server", "mount", "unmount", "umount", "status", "sync", "demo", "fixture", "pin", "unpin",
+                                        "pause", "resume", "retry", "cancel", "verify", "pause-all", "resume-all",
+                                        "-h", "--help", "help", "--version", "version"]
+
     public static func main(_ argv: [String]) -> Int32 {
+        let invokedAs = argv.first.map { String($0.split(separator: "/").last ?? "") } ?? ""
+        // mount(8) runs mount.labstream; mount.fuse3 runs `labstream SOURCE MOUNTPOINT -o …`.
+        let helper = invokedAs.hasPrefix("mount.") || (argv.count >= 3 && !commands.contains(argv[1]) && !argv[1].hasPrefix("-"))
         var rest = Array(argv.dropFirst())
+        if helper {
+            _ = Daemon.blockSignals()
+            return report { try MountHelper.run(rest) }
+        }
         guard let command = rest.first else {
             writeToStderr(Help.main)
             return ExitCode.usage
         }
         rest.removeFirst()
         if command == "mount" || command == "demo" { _ = Daemon.blockSignals() }
-        do {
+        return report {
             switch command {
             case "server": return try ServerCommands.run(rest)
             case "mount": return try MountCommand.run(rest)
@@ -35,6 +46,13 @@ public enum Labstream {
             default:
                 throw UsageError("unknown command '\(command)'")
             }
+        }
+    }
+
+    /// Runs a command and turns every failure into one message on stderr and a sysexits code.
+    static func report(_ body: () throws -> Int32) -> Int32 {
+        do {
+            return try body()
         } catch let e as UsageError {
             writeToStderr("labstream: \(e.message)\nRun `labstream --help` for usage.")
             return ExitCode.usage

@@ -19,7 +19,10 @@ enum MountCommand {
         let options: MountOptions
         do { options = try MountOptions.parse(args.all("-o")) } catch { throw UsageError(error.message) }
         let mountpoint = try checkedMountpoint(args.positionals[0])
-        let context = Context(args: args)
+        var context = Context(args: args)
+        if options.configDir != nil || options.dataDir != nil {
+            context = Context(configDir: options.configDir ?? context.configDir, dataDir: options.dataDir ?? context.dataDir)
+        }
         if args.flag("--foreground") || args.flag("-f") {
             let readyFD = args.value("--ready-fd").flatMap { Int32($0) }
             if let readyFD { closeInheritedDescriptors(keeping: readyFD) }
@@ -164,7 +167,9 @@ struct Daemon {
     }
 
     func serve(log: Logger, signals: sigset_t) throws -> Int32 {
-        let config = try context.loadConfig()
+        var config = try context.loadConfig()
+        if let size = options.segmentSize { config.sizes.segmentSize = size }
+        if let max = options.cacheMax { config.maxCacheSize = max }
         guard !config.servers.isEmpty else {
             throw CLIError(ExitCode.config, "no servers are configured in \(context.configPath); add one with: labstream server add jellyfin NAME --url URL --user USER --password-stdin")
         }

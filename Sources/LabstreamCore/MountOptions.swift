@@ -12,6 +12,12 @@ public struct MountOptions: Sendable, Hashable {
         case all, local
     }
 
+    /// mount(8)-style overrides: where the config and data live, and cache settings.
+    public var configDir: String?
+    public var dataDir: String?
+    public var segmentSize: Int64?
+    public var cacheMax: Int64?
+
     public init() {}
 
     public struct Invalid: Error, Sendable, Equatable {
@@ -20,7 +26,10 @@ public struct MountOptions: Sendable, Hashable {
     }
 
     /// Options a mount(8) line carries that mean nothing to Labstream.
-    static let ignored: Set<String> = ["ro", "defaults", "_netdev", "nofail", "noauto", "auto", "user", "users", "nosuid", "nodev", "noexec"]
+    /// mount(8) and mount.fuse3 add some of these themselves.
+    static let ignored: Set<String> = ["ro", "defaults", "_netdev", "nofail", "noauto", "auto", "user", "users",
+                                       "nosuid", "nodev", "noexec", "suid", "dev", "exec", "async",
+                                       "atime", "noatime", "relatime", "strictatime", "nodiratime", "lazytime"]
 
     public static func parse(_ lists: [String]) throws(Invalid) -> MountOptions {
         var o = MountOptions()
@@ -46,6 +55,19 @@ public struct MountOptions: Sendable, Hashable {
                 case "offline_view":
                     guard let v = value.flatMap(OfflineView.init(rawValue:)) else { throw Invalid(message: "offline_view= takes all or local") }
                     o.offlineView = v
+                case "config", "data":
+                    guard let v = value, v.hasPrefix("/") else { throw Invalid(message: "\(name)= needs an absolute path") }
+                    if name == "config" { o.configDir = v } else { o.dataDir = v }
+                case "segment_size", "cache_max":
+                    guard let v = value.flatMap(LabstreamConfig.parseSize) else { throw Invalid(message: "\(name)= needs a size such as 16M") }
+                    if name == "segment_size" {
+                        guard v >= TransferSizes.mebibyte, v <= 512 * TransferSizes.mebibyte else { throw Invalid(message: "segment_size= must be between 1M and 512M") }
+                        o.segmentSize = v
+                    } else {
+                        o.cacheMax = v
+                    }
+                case "rate_limit":
+                    throw Invalid(message: "rate_limit is not supported yet; remove it from the options")
                 case "rw":
                     throw Invalid(message: "the Labstream mount is read-only; remove 'rw'")
                 default:
