@@ -3,7 +3,14 @@ SHELL := /bin/bash
 SWIFT ?= $(shell command -v swift || echo /opt/swift/usr/bin/swift)
 BIN := .build/debug/labstream
 
-.PHONY: all deps build release test demo clean bench
+.PHONY: all deps build release test demo clean bench install uninstall
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR := $(DESTDIR)$(PREFIX)/bin
+MANDIR := $(DESTDIR)$(PREFIX)/share/man
+UNITDIR := $(DESTDIR)$(PREFIX)/lib/systemd/system
+SBINDIR := $(DESTDIR)/sbin
 
 all: build
 
@@ -27,6 +34,29 @@ demo: build
 # Benchmarks are not part of `make test`: they need quiet machines and minutes.
 bench: release
 	./bench/run.sh
+
+# labstream, mount.labstream (one binary, two names) and the /sbin helper link that mount(8)
+# looks for, the man pages, and the systemd unit templates.
+INSTALL_BIN ?= .build/release/labstream
+
+.build/release/labstream:
+	$(SWIFT) build -c release
+
+install: $(INSTALL_BIN)
+	install -d $(BINDIR) $(MANDIR)/man1 $(MANDIR)/man5 $(MANDIR)/man8 $(UNITDIR) $(SBINDIR)
+	install -m 755 $(INSTALL_BIN) $(BINDIR)/labstream
+	ln -sf labstream $(BINDIR)/mount.labstream
+	ln -sf $(PREFIX)/bin/labstream $(SBINDIR)/mount.labstream
+	install -m 644 man/labstream.1 $(MANDIR)/man1/labstream.1
+	install -m 644 man/labstream.conf.5 $(MANDIR)/man5/labstream.conf.5
+	install -m 644 man/mount.labstream.8 $(MANDIR)/man8/mount.labstream.8
+	sed 's|/usr/local/bin/labstream|$(PREFIX)/bin/labstream|' mountpoints/labstream@.service > $(UNITDIR)/labstream@.service
+	install -m 644 mountpoints/srv-media.mount mountpoints/srv-media.automount $(UNITDIR)/
+
+uninstall:
+	rm -f $(BINDIR)/labstream $(BINDIR)/mount.labstream $(SBINDIR)/mount.labstream
+	rm -f $(MANDIR)/man1/labstream.1 $(MANDIR)/man5/labstream.conf.5 $(MANDIR)/man8/mount.labstream.8
+	rm -f $(UNITDIR)/labstream@.service $(UNITDIR)/srv-media.mount $(UNITDIR)/srv-media.automount
 
 clean:
 	$(SWIFT) package clean

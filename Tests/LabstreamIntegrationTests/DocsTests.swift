@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+
+/// Man pages and unit files stay true and well-formed.
+@Suite struct DocsTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+
+    @Test(arguments: ["man/labstream.1", "man/labstream.conf.5", "man/mount.labstream.8"])
+    func manPagesRenderWithoutWarnings(page: String) throws {
+        let r = try runProcess("/usr/bin/groff", ["-man", "-ww", "-z", Self.root + "/" + page], environment: ["LC_ALL": "C"])
+        #expect(r.code == 0 && r.stderr.isEmpty, "\(page): \(r.stderr)")
+    }
+
+    @Test func everySubcommandInHelpIsInTheManPage() throws {
+        let help = try runProcess(labstreamBinary, ["--help"]).stdout
+        let man = try String(contentsOfFile: Self.root + "/man/labstream.1", encoding: .utf8).replacingOccurrences(of: "\\-", with: "-")
+        let usage = help.components(separatedBy: "Global options")[0]
+        var commands = Set<String>()
+        for line in usage.split(separator: "\n") where line.trimmingCharacters(in: .whitespaces).hasPrefix("labstream ") {
+            let words = line.split(separator: " ")
+            for alternative in words[1].split(separator: "|") where alternative.first?.isLetter == true { commands.insert(String(alternative)) }
+        }
+        #expect(commands.isSuperset(of: ["server", "mount", "unmount", "status", "sync", "pin", "unpin", "pause", "verify", "demo"]))
+        for command in commands {
+            #expect(man.contains(command), "labstream(1) does not mention \(command)")
+        }
+    }
+
+    @Test func unitFilesVerify() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze") else { return }   // systemd tools present on CI
+        let scratch = Scratch("units")
+        for name in ["srv-media.mount", "srv-media.automount"] {
+            try FileManager.default.copyItem(atPath: Self.root + "/mountpoints/" + name, toPath: scratch.path + "/" + name)
+        }
+        let service = try String(contentsOfFile: Self.root + "/mountpoints/labstream@.service", encoding: .utf8)
+            .replacingOccurrences(of: "/usr/local/bin/labstream", with: labstreamBinary)
+        try service.write(toFile: scratch.path + "/labstream@.service", atomically: true, encoding: .utf8)
+        let r = try runProcess("/usr/bin/systemd-analyze", ["verify", "--man=no", scratch.path + "/srv-media.mount",
+                                                             scratch.path + "/srv-media.automount", scratch.path + "/labstream@srv-media.service"])
+        #expect(r.code == 0, "\(r.stdout) \(r.stderr)")
+    }
+
+    @Test func installAndUninstallIntoADestdir() throws {
+        let scratch = Scratch("install")
+        let dest = scratch.path + "/root"
+        // The release build is not part of make test: install the binary the tests use.
+        let r = try runProcess("/usr/bin/make", ["-C", Self.root, "install", "DESTDIR=\(dest)", "PREFIX=/usr/local", "INSTALL_BIN=\(labstreamBinary)"])
+        try #require(r.code == 0, "make install failed: \(r.stderr)")
+        for path in ["/usr/local/bin/labstream", "/usr/local/share/man/man1/labstream.1", "/usr/local/share/man/man5/labstream.conf.5",
+                     "/usr/local/share/man/man8/mount.labstream.8", "/usr/local/lib/systemd/system/labstream@.service",
+                     "/usr/local/lib/systemd/system/srv-media.mount", "/usr/local/lib/systemd/system/srv-media.automount"] {
+            #expect(FileManager.default.fileExists(atPath: dest + path), "\(path) not installed")
+        }
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: dest + "/sbin/mount.labstream")) == "/usr/local/bin/labstream")
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: dest + "/usr/local/bin/mount.labstream")) == "labstream")
+        let help = try runProcess(dest + "/usr/local/bin/mount.labstream", ["--help"])
+        #expect(help.stdout.hasPrefix("Usage: mount.labstream SOURCE MOUNTPOINT"))
+        let u = try runProcess("/usr/bin/make", ["-C", Self.root, "uninstall", "DESTDIR=\(dest)", "PREFIX=/usr/local"])
+        #expect(u.code == 0)
+        for path in ["/usr/local/bin/labstream", "/sbin/mount.labstream", "/usr/local/share/man/man8/mount.labstream.8"] {
+            #expect(!FileManager.default.fileExists(atPath: dest + path), "\(path) left behind")
+        }
+    }
+}
