@@ -51,7 +51,7 @@ enum Help {
     `labstream unmount MOUNTPOINT` unmounts cleanly.
 
     Options (-o, comma-separated): allow_other, default_permissions, uid=N, gid=N, umask=OCTAL,
-    offline_view=all|local, config=DIR, data=DIR, segment_size=SIZE, cache_max=SIZE.
+    offline_view=all|local, config=DIR, data=DIR, segment_size=SIZE, cache_max=SIZE, rate_limit=SIZE.
     Accepted and ignored: ro, defaults, _netdev, nofail, noauto, auto, user, users, x-systemd.*.
     rw is refused: the mount is read-only.
     """
@@ -105,7 +105,7 @@ enum Help {
     `labstream /media/lib labstream _netdev,nofail,allow_other 0 0`. SOURCE is `labstream` (the
     default config dir) or the absolute path of a config dir. Options: allow_other,
     default_permissions, uid=, gid=, umask=, config=DIR, data=DIR, offline_view=all|local,
-    cache_max=SIZE, segment_size=SIZE; ignored: ro, defaults, _netdev, nofail, noauto, auto, user,
+    cache_max=SIZE, segment_size=SIZE, rate_limit=SIZE; ignored: ro, defaults, _netdev, nofail, noauto, auto, user,
     users, x-systemd.*; rw is refused (except the leading rw mount(8) adds by default). -f stays in the foreground, -s ignores unknown options, -n
     is accepted, -v logs more. It returns once the mount answers. See mount.labstream(8).
     """

@@ -170,6 +170,7 @@ struct Daemon {
         var config = try context.loadConfig()
         if let size = options.segmentSize { config.sizes.segmentSize = size }
         if let max = options.cacheMax { config.maxCacheSize = max }
+        if let rate = options.rateLimit { config.rateLimit = rate }
         guard !config.servers.isEmpty else {
             throw CLIError(ExitCode.config, "no servers are configured in \(context.configPath); add one with: labstream server add jellyfin NAME --url URL --user USER --password-stdin")
         }
@@ -185,7 +186,7 @@ struct Daemon {
                                                        maxQueuedSegments: config.connectionsPerFile, maxConcurrentFiles: config.maxConcurrentFiles,
                                                        checkpointBytes: max(1 << 20, config.sizes.segmentSize / 4),
                                                        limits: .init(maxSize: config.maxCacheSize, minFree: config.minFree),
-                                                       playbackProbe: config.playbackProbe),
+                                                       playbackProbe: config.playbackProbe, rateLimit: config.rateLimit),
                                        log: { log.info($0) })
         for b in backends { transfers.setBackend(b) }
 

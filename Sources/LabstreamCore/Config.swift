@@ -34,6 +34,8 @@ public struct LabstreamConfig: Sendable, Hashable {
     public var minFree: Int64 = 0
     /// Pinned files filled at once, and segment requests in flight per file.
     public var playbackProbe = true
+    /// Bytes per second for all transfers together; 0 is unlimited.
+    public var rateLimit: Int64 = 0
     /// Seconds between full catalog refreshes while mounted; 0 turns them off.
     public var refreshInterval: Double = 900
     public var maxConcurrentFiles = 3
@@ -120,6 +122,8 @@ public struct LabstreamConfig: Sendable, Hashable {
                 case "refresh_interval":
                     guard let v = Double(value), v >= 0 else { throw ParseError(line: lineNo, message: "refresh_interval must be a number of seconds (0: never)") }
                     config.refreshInterval = v
+                case "rate_limit":
+                    config.rateLimit = try size(value, line: lineNo)
                 case "playback_probe":
                     guard value == "yes" || value == "no" else { throw ParseError(line: lineNo, message: "playback_probe must be yes or no") }
                     config.playbackProbe = value == "yes"
@@ -188,6 +192,7 @@ public struct LabstreamConfig: Sendable, Hashable {
         if maxCacheSize != 0 { cache.append("max_size = \(maxCacheSize)") }
         if minFree != 0 { cache.append("min_free = \(minFree)") }
         if !playbackProbe { cache.append("playback_probe = no") }
+        if rateLimit != 0 { cache.append("rate_limit = \(rateLimit)") }
         if refreshInterval != 900 { cache.append("refresh_interval = \(refreshInterval)") }
         if maxConcurrentFiles != 3 { cache.append("max_concurrent_files = \(maxConcurrentFiles)") }
         if connectionsPerFile != 2 { cache.append("connections_per_file = \(connectionsPerFile)") }

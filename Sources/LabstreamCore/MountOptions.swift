@@ -17,6 +17,7 @@ public struct MountOptions: Sendable, Hashable {
     public var dataDir: String?
     public var segmentSize: Int64?
     public var cacheMax: Int64?
+    public var rateLimit: Int64?
 
     public init() {}
 
@@ -67,7 +68,8 @@ public struct MountOptions: Sendable, Hashable {
                         o.cacheMax = v
                     }
                 case "rate_limit":
-                    throw Invalid(message: "rate_limit is not supported yet; remove it from the options")
+                    guard let v = value.flatMap(LabstreamConfig.parseSize) else { throw Invalid(message: "rate_limit= needs bytes per second such as 10M (0: unlimited)") }
+                    o.rateLimit = v
                 case "rw":
                     throw Invalid(message: "the Labstream mount is read-only; remove 'rw'")
                 default:

@@ -30,10 +30,14 @@ public final class TransferEngine: Sendable {
         public var limits: EvictionPolicy.Limits = .init()
         /// Probe complete files with libmpv; without it they stay `unverified`.
         public var playbackProbe = true
+        /// Bytes per second for all transfers together; 0 is unlimited.
+        public var rateLimit: Int64 = 0
 
         public init(sizes: TransferSizes = .default, readTimeout: Double = 35, maxQueuedSegments: Int = 2,
                     maxConcurrentFiles: Int = 3, retry: RetryPolicy = RetryPolicy(), freeSpaceHeadroom: Int64 = 64 << 20,
-                    checkpointBytes: Int64 = 4 << 20, limits: EvictionPolicy.Limits = .init(), playbackProbe: Bool = true) {
+                    checkpointBytes: Int64 = 4 << 20, limits: EvictionPolicy.Limits = .init(), playbackProbe: Bool = true,
+                    rateLimit: Int64 = 0) {
+        self.rateLimit = rateLimit
         self.checkpointBytes = checkpointBytes
         self.playbackProbe = playbackProbe
         self.limits = limits
@@ -57,6 +61,14 @@ public final class TransferEngine: Sendable {
     let filler = Worker(name: "background-fill")
     let validation = Worker(name: "validation")
     let health = ServerHealth()
+    /// Transfers on the wire, to share the rate limit between them.
+    let activeFetches = Mutex(0)
+
+    /// This transfer's share of the global rate limit, fixed when it starts.
+    func rateShare() -> Int64 {
+        guard settings.rateLimit > 0 else { return 0 }
+        return max(settings.rateLimit / Int64(max(activeFetches.withLock { $0 }, 1)), 1024)
+    }
     /// Open handles per file, and when each file was last used (this session).
     let usage = Mutex<(open: [FileKey: Int], lastUse: [FileKey: Int64])>(([:], [:]))
 
@@ -753,8 +765,17 @@ final class FileTransfer: @unchecked Sendable {
         let checkpointBytes = engine.settings.checkpointBytes
         var checkpointStart = range.lower
         var received: Int64 = 0
+        engine.activeFetches.withLock { $0 += 1 }
+        defer { engine.activeFetches.withLock { $0 -= 1 } }
+        let rate = engine.rateShare()
+        let started = Date()
         do {
             let result = try backend.transport.fetchRange(request, expectation: expectation) { bytes, offset in
+                if rate > 0 {
+                    // Pace the body to this transfer's share of the rate limit.
+                    let due = Double(received) / Double(rate) - Date().timeIntervalSince(started)
+                    if due > 0 { usleep(useconds_t(min(due, 1) * 1_000_000)) }
+                }
                 writeGate.lock()
                 guard writableAttempt == attempt else {
                     writeGate.unlock()

@@ -169,6 +169,11 @@ import Testing
         #expect(throws: MountOptions.Invalid(message: "the Labstream mount is read-only; remove 'rw'")) { try MountOptions.parse(["rw"]) }
         #expect(throws: MountOptions.Invalid(message: "unknown mount option 'bogus'")) { try MountOptions.parse(["bogus"]) }
         #expect(throws: MountOptions.Invalid.self) { try MountOptions.parse(["uid=alice"]) }
+        let helper = try MountOptions.parse(["config=/etc/x,data=/var/x,segment_size=32M,cache_max=10G,rate_limit=5M,offline_view=local,dev,suid,relatime"])
+        #expect(helper.configDir == "/etc/x" && helper.dataDir == "/var/x" && helper.segmentSize == 32 << 20)
+        #expect(helper.cacheMax == 10 << 30 && helper.rateLimit == 5 << 20 && helper.offlineView == .local)
+        #expect(throws: MountOptions.Invalid.self) { try MountOptions.parse(["config=relative/path"]) }
+        #expect(throws: MountOptions.Invalid.self) { try MountOptions.parse(["segment_size=2G"]) }
     }
 
     @Test func validatorsPersist() {

@@ -24,10 +24,10 @@ final class EngineRig: @unchecked Sendable {
                                                   freeSpaceHeadroom: 0, checkpointBytes: 1 << 20, playbackProbe: false)
     var transfers: TransferEngine { fs.transfers }
 
-    let limits: EvictionPolicy.Limits
+    let tune: @Sendable (inout TransferEngine.Settings) -> Void
 
-    init(_ name: String, dataDir: String? = nil, limits: EvictionPolicy.Limits = .init()) throws {
-        self.limits = limits
+    init(_ name: String, dataDir: String? = nil, tune: @escaping @Sendable (inout TransferEngine.Settings) -> Void = { _ in }) throws {
+        self.tune = tune
         scratch = Scratch(name)
         media = scratch.sub("media")
         fixture = try JellyfinFixture(catalog: testCatalog(in: media), userName: "demo", password: "pw")
@@ -43,14 +43,14 @@ final class EngineRig: @unchecked Sendable {
         index = try OfflineIndex(path: layout.indexPath)
         try index.replaceCatalog(server: .init(name: "test", type: "jellyfin", url: fixture.baseURL, serverId: nil, lastSync: nil),
                                  libraries: libraries, tree: tree, now: 1)
-        fs = Self.makeEngine(index: index, layout: layout, files: tree, client: client, limits: limits)
+        fs = Self.makeEngine(index: index, layout: layout, files: tree, client: client, tune: tune)
         fixture.clearLog()
     }
 
     static func makeEngine(index: OfflineIndex, layout: DataLayout, files: [TreeFile], client: JellyfinClient,
-                           limits: EvictionPolicy.Limits = .init()) -> FilesystemEngine {
+                           tune: (inout TransferEngine.Settings) -> Void = { _ in }) -> FilesystemEngine {
         var settings = settings
-        settings.limits = limits
+        tune(&settings)
         let transfers = TransferEngine(index: index, layout: layout, settings: settings, log: { _ in })
         transfers.setBackend(client)
         let fs = FilesystemEngine(transfers: transfers, files: files, ownership: .init(uid: 0, gid: 0), sizes: sizes)
@@ -93,7 +93,7 @@ final class EngineRig: @unchecked Sendable {
     /// Simulates a daemon restart: a new index connection and engines over the same data dir.
     func restart() throws {
         index = try OfflineIndex(path: layout.indexPath)
-        fs = Self.makeEngine(index: index, layout: layout, files: try index.treeFiles(), client: client, limits: limits)
+        fs = Self.makeEngine(index: index, layout: layout, files: try index.treeFiles(), client: client, tune: tune)
     }
 
     func file(_ rel: String) throws -> (ino: UInt64, tree: TreeFile, source: String) {

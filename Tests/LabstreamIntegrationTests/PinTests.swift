@@ -88,6 +88,17 @@ import Testing
         #expect(throws: LabstreamError.self) { try rig.fs.setxattr(f.ino, name: "user.labstream.action", value: Array("explode".utf8)) }
     }
 
+    @Test func theRateLimitSlowsPinnedDownloads() throws {
+        // A lower bound only: a limit must make a download take at least bytes / rate.
+        let rig = try EngineRig("rate") { $0.rateLimit = Int64(MiB) }
+        let beta = "test/Movies/Beta (2002)/Beta (2002).mp4"           // 3 MiB at 1 MiB/s
+        let started = Date()
+        try rig.pin(beta)
+        #expect(try rig.settled(beta)?.status == .unverified)
+        #expect(Date().timeIntervalSince(started) >= 2.0)
+        #expect(try sha256(rig.partialPath(beta)) == sha256(expectedTree(rig.media)[beta]!))
+    }
+
     @Test func aValidatorChangeBetweenSegmentsStartsOverAndEndsCorrect() throws {
         let rig = try EngineRig("pin-validator")
         let id = try rig.file(alpha).tree.key.sourceId
@@ -262,7 +273,7 @@ import Testing
 
 @Suite struct EvictionTests {
     @Test func theCacheStaysUnderItsCapWithoutTouchingPinnedOrOpenFiles() throws {
-        let rig = try EngineRig("evict", limits: .init(maxSize: Int64(4 * MiB)))
+        let rig = try EngineRig("evict") { $0.limits = .init(maxSize: Int64(4 * MiB)) }
         let beta = "test/Movies/Beta (2002)/Beta (2002).mp4"            // 3 MiB
         let gamma = "test/Movies/Gamma/Gamma.mkv"                       // 0.7 MiB
         let pilot = "test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv"   // 2 MiB
