@@ -197,7 +197,13 @@ struct Daemon {
         var later: [(any MediaBackend, LabstreamConfig.Server)] = []
         for backend in backends {
             let server = config.server(named: backend.serverName)!
-            if known.contains(server.name) { later.append((backend, server)); continue }
+            if known.contains(server.name) {
+                // Know at once whether it answers, so the first listing already has the right view.
+                let state = backend.checkReachability()
+                if state != .online { transfers.markUnreachable(server.name, state) }
+                later.append((backend, server))
+                continue
+            }
             do { _ = try CatalogSync.run(backend, server: server, index: index, log: log) } catch {
                 log.warn("sync \(server.name) failed: \(describe(error)) The server's folder stays empty until it answers.")
                 transfers.markUnreachable(server.name, Self.reachability(after: error))
