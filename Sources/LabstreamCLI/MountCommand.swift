@@ -41,7 +41,13 @@ enum MountCommand {
         var st = stat()
         if stat(raw, &st) != 0 {
             if errno == ENOTCONN {
-                throw CLIError(ExitCode.tempFail, "\(raw) is a dead mount left by a previous daemon; clear it with: fusermount3 -u \(raw)")
+                // A crashed daemon's mount: clear it if it is ours, then carry on.
+                let absolute = raw.hasPrefix("/") ? raw : FileManager.default.currentDirectoryPath + "/" + raw
+                guard UnmountCommand.isLabstreamMount(absolute), FUSEMount.unmount(absolute), stat(raw, &st) == 0 else {
+                    throw CLIError(ExitCode.tempFail, "\(raw) is a dead mount left by a previous daemon; clear it with: fusermount3 -u \(raw)")
+                }
+                writeToStderr("labstream: cleared the dead mount a previous daemon left at \(raw)")
+                return try checkedMountpoint(raw)
             }
             throw CLIError(ExitCode.noInput, "the mountpoint \(raw) does not exist; create it with: mkdir -p \(raw)")
         }
