@@ -64,7 +64,6 @@ public struct DataLayout: Sendable {
     public var indexPath: String { root + "/index.sqlite" }
     public var lockPath: String { root + "/labstream.lock" }
     public var partialsDir: String { root + "/partials" }
-    public var mediaCacheDir: String { root + "/demo-media" }
     public var logPath: String { root + "/labstream.log" }
 
     /// The partial file for `key`, relative to the data dir. The name is a digest of the key
