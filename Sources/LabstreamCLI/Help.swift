@@ -12,7 +12,7 @@ enum Help {
       labstream server remove NAME
       labstream mount MOUNTPOINT [--foreground] [-o OPTIONS]
       labstream unmount MOUNTPOINT
-      labstream status [PATH…] [--json]
+      labstream status [PATH…] [--json] [--watch]
       labstream sync [NAME]
       labstream pin PATH… [--wait] [--json]
       labstream unpin PATH…
@@ -57,12 +57,14 @@ enum Help {
     """
 
     static let status = """
-    Usage: labstream status [PATH…] [--json]
+    Usage: labstream status [PATH…] [--json] [--watch]
 
     For each PATH inside a live mount (a file, or every file below a folder): its state, bytes
     present / total, and the reason when there is one. Without PATH: every file with local bytes,
     from the index. --json prints one array of objects with path, state, bytes_present, bytes_total
-    and reason.
+    and reason. --watch follows files with local bytes (the whole mount without PATH) with a
+    progress bar, rate and ETA per file, redrawn on a terminal, a line per change when piped,
+    one JSON object per line with --json; it runs until interrupted.
     """
 
     static let sync = """

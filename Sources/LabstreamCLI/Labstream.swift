@@ -1,3 +1,4 @@
+import Glibc
 import LabstreamBackends
 import LabstreamCore
 
@@ -22,7 +23,16 @@ public enum Labstream {
             return ExitCode.usage
         }
         rest.removeFirst()
-        if command == "mount" || command == "demo" { _ = Daemon.blockSignals() }
+        if command == "mount" || command == "demo" || command == "fixture" {
+            _ = Daemon.blockSignals()
+        } else {
+            // A starter may have had them blocked (libdispatch threads do): Ctrl-C and SIGTERM
+            // must still end a plain command such as `status --watch`.
+            var set = sigset_t()
+            sigemptyset(&set)
+            for s in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&set, s) }
+            pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        }
         return report {
             switch command {
             case "server": return try ServerCommands.run(rest)

@@ -6,7 +6,7 @@ import LabstreamFUSE
 import LabstreamStore
 
 enum StatusCommand {
-    static let spec = Arguments.Spec(valued: Context.globalValued, flags: Context.globalFlags.union(["--json"]))
+    static let spec = Arguments.Spec(valued: Context.globalValued, flags: Context.globalFlags.union(["--json", "--watch"]))
 
     struct Entry {
         var path: String
@@ -19,6 +19,7 @@ enum StatusCommand {
     static func run(_ argv: [String]) throws -> Int32 {
         let args = try Arguments.parse(argv, spec: spec)
         if args.flag("-h") || args.flag("--help") { printOut(Help.status); return ExitCode.ok }
+        if args.flag("--watch") { return try watch(args) }
         var entries: [Entry] = []
         if args.positionals.isEmpty {
             entries = try fromIndex(Context(args: args))
@@ -46,6 +47,46 @@ enum StatusCommand {
             }
         }
         return ExitCode.ok
+    }
+
+    /// `--watch`: a progress line per file that is moving (rate and ETA), redrawn in place on a
+    /// terminal, one line per change when piped, or one JSON object per line with --json.
+    /// Runs until interrupted.
+    static func watch(_ args: Arguments) throws -> Int32 {
+        let paths = args.positionals.isEmpty ? DaemonLock.holder(Context(args: args).layout).map { [$0.mountpoint] } ?? [] : args.positionals
+        guard !paths.isEmpty else { throw CLIError(ExitCode.unavailable, "no Labstream daemon is running for this data dir; give a PATH inside a mount") }
+        let tty = isatty(1) == 1 && !args.flag("--json")
+        var previous: [String: (bytes: Int64, at: Date)] = [:]
+        var shown: [String: String] = [:]
+        while true {
+            let now = Date()
+            let entries = try paths.flatMap { try fromMount($0) }.filter { $0.state != "not-local" }
+            var lines: [String] = []
+            for e in entries {
+                let rate = previous[e.path].map { p in Double(e.present - p.bytes) / max(now.timeIntervalSince(p.at), 0.001) } ?? 0
+                previous[e.path] = (e.present, now)
+                let eta = rate > 0 ? Int(Double(e.total - e.present) / rate) : nil
+                let line: String
+                if args.flag("--json") {
+                    line = "{\"path\":\(jsonQuote(e.path)),\"state\":\"\(e.state)\",\"bytes_present\":\(e.present),\"bytes_total\":\(e.total),\"rate\":\(Int(rate))\(eta.map { ",\"eta\":\($0)" } ?? "")}"
+                } else {
+                    let fraction = e.total > 0 ? Double(e.present) / Double(e.total) : 1
+                    let bar = String(repeating: "#", count: Int(fraction * 20)) + String(repeating: "-", count: 20 - Int(fraction * 20))
+                    line = "[\(bar)] \(Int(fraction * 100))% \(e.state) \(Int(rate / 1_000_000)) MB/s\(eta.map { " ETA \($0) s" } ?? "")  \(e.path)"
+                }
+                if tty || shown[e.path] != line.components(separatedBy: " MB/s")[0] {
+                    lines.append(line)
+                    shown[e.path] = line.components(separatedBy: " MB/s")[0]
+                }
+            }
+            if tty { PinCommand.writeOut("\u{1B}[H\u{1B}[2J" + lines.joined(separator: "\n") + "\n") } else { lines.forEach(printOut) }
+            usleep(500_000)   // a display refresh, not synchronisation
+        }
+    }
+
+    static func jsonQuote(_ s: String) -> String {
+        let data = (try? JSONSerialization.data(withJSONObject: [s], options: [.withoutEscapingSlashes])) ?? Data("[\"\"]".utf8)
+        return String(String(decoding: data, as: UTF8.self).dropFirst().dropLast())
     }
 
     /// Status of PATH (a file, or every file below a folder) read from the live mount's xattrs.

@@ -105,6 +105,26 @@ import Testing
         for rel in ["test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv", "test/Shows/Show (2020)/Season 01/Show (2020) - S01E02 - Second.mp4"] {
             #expect(try sha256(m.path(rel)) == sha256(expectedTree(m.mediaDir)[rel]!))
         }
+        // status --watch --json follows the season: read its first line, then stop it.
+        let watch = Process()
+        watch.executableURL = URL(fileURLWithPath: labstreamBinary)
+        watch.arguments = ["status", "--watch", "--json", season]
+        watch.environment = ProcessInfo.processInfo.environment.merging(m.env) { $1 }
+        let out = Pipe()
+        watch.standardOutput = out
+        try watch.run()
+        var line = Data()
+        while !line.contains(10) {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        watch.terminate()
+        watch.waitUntilExit()
+        let first = String(decoding: line.prefix { $0 != 10 }, as: UTF8.self)
+        let object = try JSONSerialization.jsonObject(with: Data(first.utf8)) as? [String: Any]
+        #expect(object?["state"] as? String == "unverified" && (object?["bytes_total"] as? Int ?? 0) > 0, "\(first)")
+        #expect((object?["path"] as? String ?? "").hasPrefix(season))
         // Season 02 was not pinned: nothing of it was fetched.
         let status = try m.cli(["status", "--json", m.path("test/Shows/Show (2020)/Season 02")])
         #expect(status.stdout.contains("\"state\" : \"not-local\""), "\(status.stdout)")
