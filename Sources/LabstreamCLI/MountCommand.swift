@@ -224,18 +224,42 @@ struct Daemon {
         defer { transfers.stop() }
         let mount: FUSEMount
         do { mount = try FUSEMount(engine: fs, mountpoint: mountpoint, options: options.fuseOptions) } catch { throw CLIError(error) }
+        fs.onInvalidate { parent, name in mount.invalidate(parent: parent, name: name) }
 
         let reload: @Sendable () -> Void = {
             do { fs.reload(files: try index.treeFiles()); log.info("catalog reloaded from the index") } catch {
                 log.warn("reloading the catalog failed: \(describe(error))")
             }
         }
+        let context = self.context
+        // SIGHUP: re-read the config and credentials (servers added or removed), sync servers
+        // that have no catalog yet, and reload the tree, all without unmounting.
+        let reconfigure: @Sendable () -> Void = {
+            do {
+                let fresh = try context.loadConfig()
+                let known = Set(try index.treeFiles().map(\.key.server))
+                for backend in try context.backends(fresh, log: log) {
+                    transfers.setBackend(backend)
+                    let server = fresh.server(named: backend.serverName)!
+                    if !known.contains(server.name) {
+                        do { _ = try CatalogSync.run(backend, server: server, index: index, log: log) } catch {
+                            log.warn("sync \(server.name) failed: \(describe(error))")
+                            transfers.markUnreachable(server.name, Self.reachability(after: error))
+                        }
+                    }
+                }
+                log.info("configuration reloaded: \(fresh.servers.map(\.name).joined(separator: ", "))")
+            } catch {
+                log.warn("reloading the configuration failed, keeping the old one: \(describe(error))")
+            }
+            reload()
+        }
         let signalThread = Thread {
             var set = signals
             while true {
                 var sig: Int32 = 0
                 guard sigwait(&set, &sig) == 0 else { continue }
-                if sig == SIGHUP { reload(); continue }
+                if sig == SIGHUP { reconfigure(); continue }
                 log.info("signal \(sig): unmounting \(mount.mountpoint)")
                 mount.requestUnmount()
                 return

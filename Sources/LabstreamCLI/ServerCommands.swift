@@ -50,7 +50,12 @@ enum ServerCommands {
         let secret = readStdin()
         guard !secret.isEmpty else { throw UsageError("nothing was read from standard input") }
         let described = try addJellyfin(context, name: name, url: url, user: user, secret: secret, isPassword: viaPassword)
-        printOut("Added \(name): \(described) at \(url)\(user.map { " as \($0)" } ?? ""). Next: labstream mount MOUNTPOINT")
+        if let holder = DaemonLock.holder(context.layout) {
+            kill(holder.pid, SIGHUP)   // the running daemon picks the server up without unmounting
+            printOut("Added \(name): \(described) at \(url)\(user.map { " as \($0)" } ?? ""). It appears under \(holder.mountpoint)/\(name) once its catalog is synced.")
+        } else {
+            printOut("Added \(name): \(described) at \(url)\(user.map { " as \($0)" } ?? ""). Next: labstream mount MOUNTPOINT")
+        }
         return ExitCode.ok
     }
 
@@ -125,6 +130,7 @@ enum ServerCommands {
             try context.credentials.remove(name)
             if FileManager.default.fileExists(atPath: context.layout.indexPath) { try context.openIndex().removeServer(name) }
         } catch let e as LabstreamError { throw CLIError(e) }
+        if let holder = DaemonLock.holder(context.layout) { kill(holder.pid, SIGHUP) }
         printOut("Removed \(name). Its downloaded bytes stay in \(context.layout.partialsDir) until you delete them.")
         return ExitCode.ok
     }

@@ -60,10 +60,29 @@ public final class FilesystemEngine: Sendable {
         transfers.setCatalog(files)
     }
 
-    /// Swaps in a new catalog, keeping inode numbers of unchanged paths.
+    /// Told about names that appeared or went in a directory, so the kernel forgets what it cached.
+    let invalidate = Mutex<(@Sendable (UInt64, String) -> Void)?>(nil)
+
+    public func onInvalidate(_ handler: @escaping @Sendable (UInt64, String) -> Void) { invalidate.withLock { $0 = handler } }
+
+    /// Swaps in a new catalog, keeping inode numbers of unchanged paths, and has the kernel
+    /// forget the names that changed.
     public func reload(files: [TreeFile]) {
-        table.withLock { $0 = InodeTable(files: files, previous: $0) }
+        let changed = table.withLock { t -> [(UInt64, String)] in
+            let old = t
+            t = InodeTable(files: files, previous: old)
+            var out: [(UInt64, String)] = []
+            for (ino, node) in old.nodes where node.isDirectory {
+                let before = Set(node.children.keys), after = Set(t.node(ino)?.children.keys ?? [:].keys)
+                out += before.symmetricDifference(after).map { (ino, $0) }
+            }
+            for (ino, node) in t.nodes where node.isDirectory && old.node(ino) == nil {
+                out += node.children.keys.map { (ino, $0) }
+            }
+            return out
+        }
         transfers.setCatalog(files)
+        if let handler = invalidate.withLock({ $0 }) { for (parent, name) in changed { handler(parent, name) } }
     }
 
     public var fileCount: Int { table.withLock { $0.files(under: InodeTable.rootIno).count } }

@@ -45,6 +45,11 @@ public final class FUSEMount: @unchecked Sendable {
         }
     }
 
+    /// Has the kernel drop its cached entry for `name` in `parent` (a catalog reload changed it).
+    public func invalidate(parent: UInt64, name: String) {
+        _ = fuse_lowlevel_notify_inval_entry(session, fuse_ino_t(parent), name, name.utf8.count)
+    }
+
     /// Runs the request loop on the calling thread until the filesystem is unmounted.
     public func run(maxThreads: UInt32 = 64) -> Int32 {
         let config = fuse_loop_cfg_create()

@@ -77,3 +77,32 @@ enum StatusCommandProbe {
         return n > 0 ? String(decoding: buffer[0..<n], as: UTF8.self) : nil
     }
 }
+
+@Suite(.serialized) struct ReconfigureTests {
+    /// Waits for a condition the daemon makes true on its own schedule; false after `timeout`.
+    func eventually(timeout: Double = 20, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !condition() {
+            if Date() > deadline { return false }
+            usleep(50_000)
+        }
+        return true
+    }
+
+    @Test func serversAddedOrRemovedWhileMountedAppearAndGo() throws {
+        let m = try MountedLabstream("reconfigure")
+        try m.mount()
+        let second = try JellyfinFixture(catalog: FixtureCatalog(movies: [.init(title: "Other", year: 1999, file: expectedTree(m.mediaDir)["test/Movies/Gamma/Gamma.mkv"]!, container: "mkv")], series: []),
+                                         userName: "demo", password: "pw2")
+        try second.start()
+        defer { second.stop() }
+        let add = try m.cli(["server", "add", "jellyfin", "second", "--url", second.baseURL, "--user", "demo", "--password-stdin"], stdin: "pw2")
+        #expect(add.code == 0 && add.stdout.contains("appears under"), "\(add.stderr)")
+        #expect(eventually { FileManager.default.fileExists(atPath: m.path("second/Movies/Other (1999)/Other (1999).mkv")) })
+        #expect(FileManager.default.fileExists(atPath: m.path("test/Movies")))   // the first one stays
+        let remove = try m.cli(["server", "remove", "second"])
+        #expect(remove.code == 0)
+        #expect(eventually { !FileManager.default.fileExists(atPath: m.path("second")) })
+        try m.unmount()
+    }
+}
