@@ -35,7 +35,7 @@ let package = Package(
         ]),
         .executableTarget(name: "labstream", dependencies: ["LabstreamCLI"]),
 
-        .testTarget(name: "LabstreamCoreTests", dependencies: ["LabstreamCore", "LabstreamBackends"]),
+        .testTarget(name: "LabstreamCoreTests", dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamFixture"]),
         .testTarget(name: "LabstreamIntegrationTests", dependencies: [
             "LabstreamCore", "LabstreamBackends", "LabstreamHTTP", "LabstreamStore",
             "LabstreamEngine", "LabstreamFS", "LabstreamFixture", "LabstreamCLI", "CLinux",

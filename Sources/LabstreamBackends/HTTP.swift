@@ -72,10 +72,11 @@ public protocol HTTPTransport: Sendable {
     /// A buffered request for API calls.
     func send(_ request: HTTPRequest) throws(TransportError) -> HTTPResponse
 
-    /// A ranged GET whose body goes to `sink(bytes, offsetInFile)` only if the response headers
-    /// pass `RangeResponsePolicy` for `expectation`; otherwise no byte reaches the sink.
+    /// A ranged GET whose body goes to `sink(bytes, offsetInFile, validator)` only if the
+    /// response headers pass `RangeResponsePolicy` for `expectation`; otherwise no byte reaches
+    /// the sink. `validator` is the one the accepted response carries (to pin with its bytes).
     func fetchRange(_ request: HTTPRequest, expectation: RangeExpectation,
-                    sink: (UnsafeRawBufferPointer, Int64) throws -> Void) throws(TransportError) -> RangeTransferResult
+                    sink: (UnsafeRawBufferPointer, Int64, Validator?) throws -> Void) throws(TransportError) -> RangeTransferResult
 }
 
 extension String {

@@ -197,7 +197,7 @@ enum UnmountCommand {
     }
 
     static func isLabstreamMount(_ path: String) -> Bool {
-        guard let data = FileManager.default.contents(atPath: "/proc/self/mountinfo") else { return false }
+        guard let data = readProcFile("/proc/self/mountinfo") else { return false }
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
             let fields = line.split(separator: " ").map(String.init)
             guard fields.count > 4, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { continue }
@@ -210,4 +210,20 @@ enum UnmountCommand {
 
 extension String {
     func leftPadded(_ width: Int) -> String { count >= width ? self : String(repeating: " ", count: width - count) + self }
+}
+
+/// Reads a /proc file to its end. Their size reads as 0, and Foundation's `contents(atPath:)`
+/// then stops after the first 4 KiB.
+func readProcFile(_ path: String) -> [UInt8]? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var out: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n < 0 && errno == EINTR { continue }
+        if n <= 0 { return out }
+        out += chunk[0..<n]
+    }
 }

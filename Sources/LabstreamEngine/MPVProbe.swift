@@ -25,6 +25,9 @@ public enum MPVProbe {
         command(mpv, ["loadfile", path])
         let deadline = Date().addingTimeInterval(timeout)
         var seekTarget: Double?
+        // One stray decoder complaint (seen on good files under load) proves nothing; a damaged
+        // stream produces a burst of them.
+        var decodeErrors: [String] = []
         while true {
             let remaining = deadline.timeIntervalSinceNow
             if remaining <= 0 { o.timedOut = true; return o }
@@ -56,12 +59,13 @@ public enum MPVProbe {
                 }
                 return o
             case MPV_EVENT_LOG_MESSAGE:
-                if o.loaded, o.decodeError == nil, let message = event.data?.assumingMemoryBound(to: mpv_event_log_message.self).pointee,
+                if o.loaded, let message = event.data?.assumingMemoryBound(to: mpv_event_log_message.self).pointee,
                    let text = message.text {
                     let prefix = message.prefix.map { String(cString: $0) } ?? ""
                     // Decoder errors only: demuxer trouble shows up as end-file errors or truncation.
                     if prefix.hasPrefix("ffmpeg/video") || prefix.hasPrefix("ffmpeg/audio") || prefix == "vd" || prefix == "ad" {
-                        o.decodeError = "\(prefix): \(String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines))"
+                        decodeErrors.append("\(prefix): \(String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines))")
+                        if decodeErrors.count >= 3 { o.decodeError = decodeErrors[0] }
                     }
                 }
             case MPV_EVENT_NONE:

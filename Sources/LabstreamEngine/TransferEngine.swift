@@ -770,7 +770,7 @@ final class FileTransfer: @unchecked Sendable {
         let rate = engine.rateShare()
         let started = Date()
         do {
-            let result = try backend.transport.fetchRange(request, expectation: expectation) { bytes, offset in
+            let result = try backend.transport.fetchRange(request, expectation: expectation) { bytes, offset, seen in
                 if rate > 0 {
                     // Pace the body to this transfer's share of the rate limit.
                     let due = Double(received) / Double(rate) - Date().timeIntervalSince(started)
@@ -797,7 +797,8 @@ final class FileTransfer: @unchecked Sendable {
                         throw error
                     }
                     let piece = ByteRange(checkpointStart, end)
-                    guard commit(piece, sha256: hasher.finish(), validator: nil, attempt: attempt, engine: engine) else {
+                    // The response's validator is pinned with its first committed bytes.
+                    guard commit(piece, sha256: hasher.finish(), validator: seen, attempt: attempt, engine: engine) else {
                         sinkError = .remoteChanged("a newer attempt replaced this one")
                         throw LabstreamError.remoteChanged("stale attempt")
                     }
@@ -859,6 +860,11 @@ final class FileTransfer: @unchecked Sendable {
         guard case .commit(let committed) = decision else {
             if case .discard(let why) = decision { engine.log("discarded bytes \(piece) of \(file.key): \(why)") }
             return attempt == row.attempt
+        }
+        if let pinned = row.validator, let validator, pinned != validator {
+            // Two responses of one attempt from different versions of the file: never mix them.
+            restart(why: "validator changed from \(pinned.headerValue) to \(validator.headerValue)", engine: engine)
+            return false
         }
         var next = row
         next.present.insert(committed)

@@ -42,7 +42,7 @@ public final class CurlTransport: HTTPTransport {
     }
 
     public func fetchRange(_ request: HTTPRequest, expectation: RangeExpectation,
-                           sink: (UnsafeRawBufferPointer, Int64) throws -> Void) throws(TransportError) -> RangeTransferResult {
+                           sink: (UnsafeRawBufferPointer, Int64, Validator?) throws -> Void) throws(TransportError) -> RangeTransferResult {
         try withoutActuallyEscaping(sink) { sink throws(TransportError) -> RangeTransferResult in
             let state = TransferState(mode: .range(expectation, sink))
             let status: Int
@@ -162,7 +162,7 @@ struct CurlHandle: @unchecked Sendable {
 final class TransferState {
     enum Mode {
         case buffer
-        case range(RangeExpectation, (UnsafeRawBufferPointer, Int64) throws -> Void)
+        case range(RangeExpectation, (UnsafeRawBufferPointer, Int64, Validator?) throws -> Void)
     }
 
     let mode: Mode
@@ -202,13 +202,13 @@ final class TransferState {
                                                     etag: headers["etag"], lastModified: headers["last-modified"],
                                                     contentEncoding: headers["content-encoding"], expected: expectation)
             }
-            guard case .accept = verdict else { return false }
+            guard case .accept(let validator, _)? = verdict else { return false }
             guard written + Int64(chunk.count) <= expectation.range.count else {
                 verdict = .reject("server sent more than the \(expectation.range.count) bytes asked for")
                 return false
             }
             do {
-                try sink(chunk, expectation.range.lower + written)
+                try sink(chunk, expectation.range.lower + written, validator)
             } catch {
                 sinkError = error
                 return false

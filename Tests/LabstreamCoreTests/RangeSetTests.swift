@@ -1,4 +1,5 @@
 import LabstreamCore
+import LabstreamFixture
 import Testing
 
 @Suite struct RangeSetTests {
@@ -51,7 +52,7 @@ import Testing
     }
 
     @Test func randomisedAgainstABitmapModel() {
-        var rng = SplitMix(seed: 42)
+        var rng = SeededRandom(seed: 42)
         for _ in 0..<200 {
             var set = RangeSet()
             var model = [Bool](repeating: false, count: 256)
@@ -72,18 +73,5 @@ import Testing
             }
             for (x, y) in zip(set.ranges, set.ranges.dropFirst()) { #expect(x.upper < y.lower) }
         }
-    }
-}
-
-/// Deterministic generator for property tests.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9e3779b97f4a7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58476d1ce4e5b9
-        z = (z ^ (z >> 27)) &* 0x94d049bb133111eb
-        return z ^ (z >> 31)
     }
 }

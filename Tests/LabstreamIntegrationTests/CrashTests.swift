@@ -27,7 +27,7 @@ import Testing
         var previous: [ByteRange] = []
         var committedBefore = RangeSet()
         let key = try #require(try OfflineIndex(path: m.dataDir + "/index.sqlite").treeFiles().first { $0.path.last == "Big (2024).mkv" }?.key)
-        var rng = SplitMixLite(seed: 2026)
+        var rng = SeededRandom(seed: 2026)
         for run in 0..<10 {
             // Kill as the k-th download request of this run arrives, with others mid-body.
             let k = 1 + Int(rng.next() % 2)
@@ -133,16 +133,5 @@ import Testing
         let outside = try m.cli(["pin", "/tmp"])
         #expect(outside.code == 66)
         try m.unmount()
-    }
-}
-
-struct SplitMixLite {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9e3779b97f4a7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58476d1ce4e5b9
-        return z ^ (z >> 31)
     }
 }

@@ -24,23 +24,8 @@ final class Scratch: @unchecked Sendable {
 
 /// Deterministic pseudo-random bytes, different per seed.
 func writeRandomFile(_ path: String, size: Int, seed: UInt64) {
-    var state = seed &+ 0x9e3779b97f4a7c15
-    var bytes = [UInt8](repeating: 0, count: size)
-    bytes.withUnsafeMutableBytes { raw in
-        var i = 0
-        while i < size {
-            state &+= 0x9e3779b97f4a7c15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xbf58476d1ce4e5b9
-            z = (z ^ (z >> 27)) &* 0x94d049bb133111eb
-            z ^= z >> 31
-            withUnsafeBytes(of: z) { w in
-                for j in 0..<min(8, size - i) { raw[i + j] = w[j] }
-            }
-            i += 8
-        }
-    }
-    _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
+    var rng = SeededRandom(seed: seed)
+    _ = FileManager.default.createFile(atPath: path, contents: Data(rng.bytes(size)))
 }
 
 let MiB = 1 << 20
