@@ -104,6 +104,10 @@ struct CLIError: Error {
     init(_ error: LabstreamError) {
         self.init(ExitCode.of(error), error.userMessage)
     }
+
+    static func noSuchServer(_ name: String) -> CLIError {
+        CLIError(ExitCode.noInput, "there is no server named '\(name)'; `labstream server list` shows the configured ones")
+    }
 }
 
 /// Log lines to stderr (foreground) or the data dir's log file. Never given a token.
@@ -128,8 +132,10 @@ final class Logger: Sendable {
     func debug(_ m: String) { if verbose { line("debug", m) } }
 }
 
-func printOut(_ text: String) {
-    let line = text.hasSuffix("\n") ? text : text + "\n"
+/// Writes to stdout unbuffered; a line ends in a newline unless `newline` is false (progress
+/// redrawn in place).
+func printOut(_ text: String, newline: Bool = true) {
+    let line = !newline || text.hasSuffix("\n") ? text : text + "\n"
     line.utf8CString.withUnsafeBufferPointer { p in _ = write(1, p.baseAddress, p.count - 1) }
 }
 

@@ -73,19 +73,15 @@ enum PinCommand {
                 line = "\(percent)%  \(present)/\(total) bytes  \(entries.count) files"
             }
             if line != last {
-                if tty { writeOut("\r\u{1B}[K" + line) } else { printOut(line) }
+                printOut(tty ? "\r\u{1B}[K" + line : line, newline: !tty)
                 last = line
             }
             if done {
-                if tty { writeOut("\n") }
+                if tty { printOut("") }
                 for f in failed { writeToStderr("labstream: \(f.path) failed: \(f.reason ?? "unknown reason")") }
                 return failed.isEmpty ? ExitCode.ok : ExitCode.ioErr
             }
             usleep(250_000)   // a progress display, not synchronisation: the daemon owns the state
         }
-    }
-
-    static func writeOut(_ s: String) {
-        s.utf8CString.withUnsafeBufferPointer { p in _ = write(1, p.baseAddress, p.count - 1) }
     }
 }

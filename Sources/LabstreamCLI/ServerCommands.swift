@@ -122,7 +122,7 @@ enum ServerCommands {
         let name = args.positionals[1]
         var config = try context.loadConfig()
         guard config.server(named: name) != nil else {
-            throw CLIError(ExitCode.noInput, "there is no server named '\(name)'; `labstream server list` shows the configured ones")
+            throw CLIError.noSuchServer(name)
         }
         config.servers.removeAll { $0.name == name }
         do {

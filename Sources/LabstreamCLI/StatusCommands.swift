@@ -79,7 +79,7 @@ enum StatusCommand {
                     shown[e.path] = line.components(separatedBy: " MB/s")[0]
                 }
             }
-            if tty { PinCommand.writeOut("\u{1B}[H\u{1B}[2J" + lines.joined(separator: "\n") + "\n") } else { lines.forEach(printOut) }
+            if tty { printOut("\u{1B}[H\u{1B}[2J" + lines.joined(separator: "\n")) } else { lines.forEach { printOut($0) } }
             usleep(500_000)   // a display refresh, not synchronisation
         }
     }
@@ -149,7 +149,7 @@ enum SyncCommand {
         var backends = try context.backends(config, log: log)
         if let name = args.positionals.first {
             guard config.server(named: name) != nil else {
-                throw CLIError(ExitCode.noInput, "there is no server named '\(name)'; `labstream server list` shows the configured ones")
+                throw CLIError.noSuchServer(name)
             }
             backends = backends.filter { $0.serverName == name }
             guard !backends.isEmpty else { throw CLIError(ExitCode.noPerm, "\(name) has no stored credentials; add it again with `labstream server add`") }

@@ -148,8 +148,7 @@ public final class TransferEngine: Sendable {
     func evictIfNeeded() {
         let limits = settings.limits
         guard limits.maxSize > 0 || limits.minFree > 0, let rows = try? index.downloads() else { return }
-        var s = statvfs()
-        let free = statvfs(layout.root, &s) == 0 ? Int64(s.f_bavail) * Int64(s.f_frsize) : Int64.max
+        let free = freeBytes() ?? Int64.max
         let (open, lastUse) = usage.withLock { ($0.open, $0.lastUse) }
         let candidates = rows.map { row in
             EvictionPolicy.Candidate(key: row.key, bytes: row.present.byteCount, lastUse: lastUse[row.key] ?? 0, pinned: row.pinned,
@@ -239,9 +238,15 @@ public final class TransferEngine: Sendable {
 
     /// Enough free space for `bytes` more plus headroom?
     func hasRoom(for bytes: Int64) -> Bool {
+        guard let free = freeBytes() else { return true }
+        return free >= bytes + settings.freeSpaceHeadroom
+    }
+
+    /// Free bytes on the data dir's filesystem, or nil when it cannot be measured.
+    func freeBytes() -> Int64? {
         var s = statvfs()
-        guard statvfs(layout.root, &s) == 0 else { return true }
-        return Int64(s.f_bavail) * Int64(s.f_frsize) >= bytes + settings.freeSpaceHeadroom
+        guard statvfs(layout.root, &s) == 0 else { return nil }
+        return Int64(s.f_bavail) * Int64(s.f_frsize)
     }
 }
 
@@ -383,7 +388,7 @@ final class ServerHealth: Sendable {
 /// present, one at a time.
 enum Validation {
     static func pass(_ engine: TransferEngine) {
-        let pending = ((try? engine.index.downloads()) ?? []).filter(\.awaitingValidation)
+        let pending = (try? engine.index.downloadsAwaitingValidation()) ?? []
         let catalog = engine.catalog.withLock { $0 }
         for row in pending {
             guard let file = catalog[row.key], let transfer = try? engine.transfer(for: file) else { continue }
@@ -410,7 +415,7 @@ enum BackgroundFill {
     static func pass(_ engine: TransferEngine) -> Date? {
         engine.evictIfNeeded()
         let rows: [DownloadRow]
-        do { rows = try engine.index.downloads().filter { $0.pinned && !$0.present.contains(ByteRange(0, $0.total)) } } catch {
+        do { rows = try engine.index.pinnedIncompleteDownloads().filter { !$0.present.contains(ByteRange(0, $0.total)) } } catch {
             engine.log("background fill: \(error.userMessage)")
             return Date().addingTimeInterval(30)
         }

@@ -217,9 +217,22 @@ public final class OfflineIndex: Sendable {
         }
     }
 
-    public func downloads() throws(LabstreamError) -> [DownloadRow] {
+    public func downloads() throws(LabstreamError) -> [DownloadRow] { try downloads(where: "1") }
+
+    /// Pinned rows that may still need bytes: what the background fill looks at on every pass,
+    /// without reading every row of the cache.
+    public func pinnedIncompleteDownloads() throws(LabstreamError) -> [DownloadRow] {
+        try downloads(where: "pinned = 1 AND status NOT IN ('complete', 'unverified')")
+    }
+
+    public func downloadsAwaitingValidation() throws(LabstreamError) -> [DownloadRow] {
+        try downloads(where: "awaiting_validation = 1")
+    }
+
+    func downloads(where condition: String) throws(LabstreamError) -> [DownloadRow] {
         try read("download state") {
-            try db.query("SELECT \(Self.downloadColumns) FROM downloads ORDER BY server, item_id, source_id").compactMap(Self.decodeDownload)
+            try db.query("SELECT \(Self.downloadColumns) FROM downloads WHERE \(condition) ORDER BY server, item_id, source_id")
+                .compactMap(Self.decodeDownload)
         }
     }
 
