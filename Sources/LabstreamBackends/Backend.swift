@@ -5,8 +5,8 @@ public protocol MediaBackend: Sendable {
     var serverName: String { get }
     /// The whole catalog of movie and TV libraries. Throws rather than returning a partial one.
     func fetchCatalog(progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]
-    /// A closed-range request for the original bytes of `key`.
-    func rangeRequest(for key: FileKey, range: ByteRange, validator: Validator?) -> HTTPRequest
+    /// A closed-range request for the original bytes of `file`.
+    func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest
     var transport: any HTTPTransport { get }
     /// A cheap check: does the server answer, and does it still accept the stored token?
     func checkReachability() -> Reachability

@@ -34,7 +34,11 @@ public struct JSONValue: @unchecked Sendable {
         return n.int64Value
     }
 
-    public var int: Int? { int64.flatMap { Int(exactly: $0) } }
+    public var int: Int? { int64.flatMap { Int(exactly: $0) } ?? string.flatMap { Int($0) } }
+
+    /// A string, or an integer written as one: Plex ids are strings in one spec version and
+    /// integers in another.
+    public var text: String? { string ?? int64.map { String($0) } }
 
     public var array: [JSONValue]? { (raw as? [Any]).map { $0.map(JSONValue.init(raw:)) } }
 

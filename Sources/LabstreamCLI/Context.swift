@@ -78,7 +78,11 @@ struct Context {
                 continue
             }
             let session = ServerSession(name: server.name, url: server.url, userId: entry.userId, token: entry.token)
-            out.append(JellyfinClient(session: session, identity: identity, transport: transport))
+            switch server.type {
+            case "plex": out.append(PlexClient(session: session, identity: identity, transport: transport))
+            case "emby": out.append(MediaBrowserClient(flavor: .emby, session: session, identity: identity, transport: transport))
+            default: out.append(MediaBrowserClient(flavor: .jellyfin, session: session, identity: identity, transport: transport))
+            }
         }
         return out
     }

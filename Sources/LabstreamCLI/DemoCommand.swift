@@ -21,10 +21,10 @@ enum DemoCommand {
 
         let catalog: FixtureCatalog
         do { catalog = try DemoMedia.ensure(in: base.dataDir + "/demo/media") { log.info($0) } } catch { throw CLIError(error) }
-        let fixture = try JellyfinFixture(catalog: catalog, userName: "demo", password: "demo")
+        let fixture = try ServerFixture(catalog: catalog, userName: "demo", password: "demo")
         let url = try fixture.start()
         defer { fixture.stop() }
-        let described = try ServerCommands.addJellyfin(demo, name: "demo", url: url, user: "demo", secret: "demo", isPassword: true)
+        let described = try ServerCommands.addMediaBrowser(.jellyfin, demo, name: "demo", url: url, user: "demo", secret: "demo", isPassword: true)
         log.info("demo server \(described) listening on \(url)")
 
         let shown = mountpointArg

@@ -20,7 +20,7 @@ enum FixtureCommand {
             let stem = name.split(separator: ".").dropLast().joined(separator: ".")
             return .init(title: stem.isEmpty ? name : stem, year: nil, file: dir + "/" + name, container: String(name.split(separator: ".").last ?? "bin"))
         }
-        let fixture = try JellyfinFixture(catalog: FixtureCatalog(movies: movies, series: []), userName: "demo", password: "demo")
+        let fixture = try ServerFixture(catalog: FixtureCatalog(movies: movies, series: []), userName: "demo", password: "demo")
         let links = dir + "/.by-id"
         try? FileManager.default.createDirectory(atPath: links, withIntermediateDirectories: true)
         for m in movies {

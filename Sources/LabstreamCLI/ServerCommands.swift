@@ -5,8 +5,10 @@ import LabstreamStore
 
 enum ServerCommands {
     static let spec = Arguments.Spec(
-        valued: Context.globalValued.union(["--url", "--user"]),
-        flags: Context.globalFlags.union(["--password-stdin", "--token-stdin", "--json"]))
+        valued: Context.globalValued.union(["--url", "--user", "--server", "--plex-tv-url"]),
+        flags: Context.globalFlags.union(["--password-stdin", "--token-stdin", "--pin", "--json"]))
+
+    static let plexTV = "https://plex.tv"
 
     static func run(_ argv: [String]) throws -> Int32 {
         let args = try Arguments.parse(argv, spec: spec)
@@ -38,10 +40,14 @@ enum ServerCommands {
             throw UsageError("unsupported server type '\(type)'; supported: \(LabstreamConfig.supportedTypes.sorted().joined(separator: ", "))")
         }
         if let problem = LabstreamConfig.validateServerName(name) { throw UsageError(problem) }
-        guard let url = args.value("--url") else { throw UsageError("server add needs --url URL") }
-        guard url.hasPrefix("http://") || url.hasPrefix("https://"), !url.contains("@") else {
-            throw UsageError("--url must be an http:// or https:// URL without credentials in it")
+        for option in ["--url", "--plex-tv-url"] {
+            guard let url = args.value(option) else { continue }
+            guard url.hasPrefix("http://") || url.hasPrefix("https://"), !url.contains("@") else {
+                throw UsageError("\(option) must be an http:// or https:// URL without credentials in it")
+            }
         }
+        if type == "plex" { return try addPlex(args, context, name: name) }
+        guard let url = args.value("--url") else { throw UsageError("server add needs --url URL") }
         let user = args.value("--user")
         let viaPassword = args.flag("--password-stdin"), viaToken = args.flag("--token-stdin")
         guard viaPassword != viaToken else { throw UsageError("give exactly one of --password-stdin or --token-stdin") }
@@ -49,42 +55,94 @@ enum ServerCommands {
 
         let secret = readStdin()
         guard !secret.isEmpty else { throw UsageError("nothing was read from standard input") }
-        let described = try addJellyfin(context, name: name, url: url, user: user, secret: secret, isPassword: viaPassword)
+        let described = try addMediaBrowser(MediaBrowserFlavor(rawValue: type)!, context, name: name, url: url, user: user, secret: secret, isPassword: viaPassword)
+        announceAdded(name, described: "\(described) at \(url)\(user.map { " as \($0)" } ?? "")", context)
+        return ExitCode.ok
+    }
+
+    static func announceAdded(_ name: String, described: String, _ context: Context) {
         if let holder = DaemonLock.holder(context.layout) {
             kill(holder.pid, SIGHUP)   // the running daemon picks the server up without unmounting
-            printOut("Added \(name): \(described) at \(url)\(user.map { " as \($0)" } ?? ""). It appears under \(holder.mountpoint)/\(name) once its catalog is synced.")
+            printOut("Added \(name): \(described). It appears under \(holder.mountpoint)/\(name) once its catalog is synced.")
         } else {
-            printOut("Added \(name): \(described) at \(url)\(user.map { " as \($0)" } ?? ""). Next: labstream mount MOUNTPOINT")
+            printOut("Added \(name): \(described). Next: labstream mount MOUNTPOINT")
         }
+    }
+
+    /// Plex: a user token from the PIN flow (or stdin), then the server's own token and a
+    /// connection that answers, found through plex.tv; `--url` with a server token skips
+    /// plex.tv entirely.
+    static func addPlex(_ args: Arguments, _ context: Context, name: String) throws -> Int32 {
+        let viaPin = args.flag("--pin"), viaToken = args.flag("--token-stdin")
+        guard viaPin != viaToken, !args.flag("--password-stdin") else {
+            throw UsageError("a Plex server is added with exactly one of --pin or --token-stdin")
+        }
+        let config = try context.loadConfig()
+        let transport = context.transport(config)
+        let identity = context.identity()
+        let plexTV = args.value("--plex-tv-url") ?? plexTV
+        let url = args.value("--url")
+        do {
+            let userToken: String
+            if viaPin {
+                userToken = try PlexClient.pinLogin(plexTV: plexTV, identity: identity, transport: transport, pollInterval: 1) { pin in
+                    printOut("To sign in, open https://plex.tv/link and enter the code \(pin.code). Waiting for approval…")
+                }
+            } else {
+                userToken = readStdin()
+                guard !userToken.isEmpty else { throw UsageError("nothing was read from standard input") }
+            }
+            let found: (url: String, token: String, machineId: String, name: String)
+            if let url, viaToken {
+                // A token for this server given directly: plex.tv is not needed.
+                let checked = try PlexClient.check(url: url, token: userToken, identity: identity, transport: transport)
+                found = (PlexRequests(baseURL: url, identity: identity).baseURL, userToken, checked.machineId, name)
+            } else {
+                found = try PlexClient.discover(plexTV: plexTV, userToken: userToken, serverName: args.value("--server"), url: url,
+                                                identity: identity, transport: transport)
+                _ = try PlexClient.check(url: found.url, token: found.token, identity: identity, transport: transport)
+            }
+            try makeDirectories(context.configDir)
+            try context.credentials.set(name, CredentialStore.Entry(token: found.token, userId: "", serverId: found.machineId))
+            try saveServer(LabstreamConfig.Server(name: name, type: "plex", url: found.url, user: nil), context)
+            announceAdded(name, described: "Plex server \(found.name) at \(found.url)", context)
+        } catch let e as LabstreamError { throw CLIError(e) }
         return ExitCode.ok
     }
 
     /// Logs in (or checks a token), stores the credentials 0600 and writes the config section.
     /// Returns a description of the server.
-    static func addJellyfin(_ context: Context, name: String, url: String, user: String?, secret: String,
-                            isPassword: Bool) throws -> String {
-        var config = try context.loadConfig()
+    static func addMediaBrowser(_ flavor: MediaBrowserFlavor, _ context: Context, name: String, url: String, user: String?, secret: String,
+                                isPassword: Bool) throws -> String {
+        let config = try context.loadConfig()
         let transport = context.transport(config)
         let identity = context.identity()
         let entry: CredentialStore.Entry
         let described: String
+        let base: String
         do {
             if isPassword {
-                let (info, login) = try JellyfinClient.login(url: url, user: user!, password: secret, identity: identity, transport: transport)
+                let (resolved, info, login) = try MediaBrowserClient.login(flavor: flavor, url: url, user: user!, password: secret, identity: identity, transport: transport)
                 entry = CredentialStore.Entry(token: login.token, userId: login.userId, serverId: info.serverId)
-                described = "\(info.serverName) (Jellyfin \(info.version))"
+                described = "\(info.serverName) (\(flavor.product) \(info.version))"
+                base = resolved
             } else {
-                let (info, userId) = try JellyfinClient.adoptToken(url: url, user: user, token: secret, identity: identity, transport: transport)
+                let (resolved, info, userId) = try MediaBrowserClient.adoptToken(flavor: flavor, url: url, user: user, token: secret, identity: identity, transport: transport)
                 entry = CredentialStore.Entry(token: secret, userId: userId, serverId: info.serverId)
-                described = "\(info.serverName) (Jellyfin \(info.version))"
+                described = "\(info.serverName) (\(flavor.product) \(info.version))"
+                base = resolved
             }
             try makeDirectories(context.configDir)
             try context.credentials.set(name, entry)
         } catch { throw CLIError(error) }
-        let server = LabstreamConfig.Server(name: name, type: "jellyfin", url: url, user: user)
-        if let i = config.servers.firstIndex(where: { $0.name == name }) { config.servers[i] = server } else { config.servers.append(server) }
-        do { try context.saveConfig(config) } catch { throw CLIError(error) }
+        try saveServer(LabstreamConfig.Server(name: name, type: flavor.rawValue, url: base, user: user), context)
         return described
+    }
+
+    static func saveServer(_ server: LabstreamConfig.Server, _ context: Context) throws {
+        var config = try context.loadConfig()
+        if let i = config.servers.firstIndex(where: { $0.name == server.name }) { config.servers[i] = server } else { config.servers.append(server) }
+        do { try context.saveConfig(config) } catch { throw CLIError(error) }
     }
 
     static func list(_ args: Arguments, _ context: Context) throws -> Int32 {

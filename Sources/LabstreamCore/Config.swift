@@ -43,7 +43,7 @@ public struct LabstreamConfig: Sendable, Hashable {
 
     public init() {}
 
-    public static let supportedTypes: Set<String> = ["jellyfin"]
+    public static let supportedTypes: Set<String> = ["jellyfin", "emby", "plex"]
 
     public func server(named name: String) -> Server? { servers.first { $0.name == name } }
 

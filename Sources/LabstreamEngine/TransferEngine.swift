@@ -760,7 +760,7 @@ final class FileTransfer: @unchecked Sendable {
 
     func fetch(_ range: ByteRange, attempt: AttemptID, generation: Int, validator: Validator?, background: Bool,
                backend: any MediaBackend, engine: TransferEngine) {
-        let request = backend.rangeRequest(for: file.key, range: range, validator: validator)
+        let request = backend.rangeRequest(for: file, range: range, validator: validator)
         let expectation = RangeExpectation(range: range, total: file.size, validator: validator)
         var hasher = SHA256Hasher()
         var sinkError: LabstreamError?

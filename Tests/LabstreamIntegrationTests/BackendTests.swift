@@ -9,21 +9,21 @@ import Testing
 @Suite struct BackendTests {
     let identity = ClientIdentity(device: "test", deviceId: "test-device")
 
-    func startFixture(_ scratch: Scratch, movies: Int = 0) throws -> JellyfinFixture {
+    func startFixture(_ scratch: Scratch, movies: Int = 0) throws -> ServerFixture {
         var catalog = testCatalog(in: scratch.sub("media"))
         for i in 0..<movies {
             let f = scratch.path + "/media/extra\(i).mkv"
             writeRandomFile(f, size: 1000 + i, seed: UInt64(100 + i))
             catalog.movies.append(.init(title: "Extra \(i)", year: 2000 + i, file: f, container: "mkv"))
         }
-        let fixture = try JellyfinFixture(catalog: catalog, userName: "demo", password: "pw")
+        let fixture = try ServerFixture(catalog: catalog, userName: "demo", password: "pw")
         try fixture.start()
         return fixture
     }
 
-    func client(_ fixture: JellyfinFixture, pageSize: Int = 200) throws -> JellyfinClient {
-        let (_, login) = try JellyfinClient.login(url: fixture.baseURL, user: "demo", password: "pw", identity: identity, transport: CurlTransport())
-        return JellyfinClient(session: ServerSession(name: "test", url: fixture.baseURL, userId: login.userId, token: login.token),
+    func client(_ fixture: ServerFixture, pageSize: Int = 200) throws -> MediaBrowserClient {
+        let (_, _, login) = try MediaBrowserClient.login(url: fixture.baseURL, user: "demo", password: "pw", identity: identity, transport: CurlTransport())
+        return MediaBrowserClient(session: ServerSession(name: "test", url: fixture.baseURL, userId: login.userId, token: login.token),
                               identity: identity, transport: CurlTransport(), pageSize: pageSize)
     }
 
@@ -52,7 +52,7 @@ import Testing
         let fixture = try startFixture(scratch)
         defer { fixture.stop() }
         #expect(throws: LabstreamError.authenticationFailed("wrong user name or password for 'demo'")) {
-            _ = try JellyfinClient.login(url: fixture.baseURL, user: "demo", password: "nope", identity: identity, transport: CurlTransport())
+            _ = try MediaBrowserClient.login(url: fixture.baseURL, user: "demo", password: "nope", identity: identity, transport: CurlTransport())
         }
     }
 
@@ -62,7 +62,7 @@ import Testing
         let url = fixture.baseURL
         fixture.stop()
         do {
-            _ = try JellyfinClient.login(url: url, user: "demo", password: "pw", identity: identity, transport: CurlTransport())
+            _ = try MediaBrowserClient.login(url: url, user: "demo", password: "pw", identity: identity, transport: CurlTransport())
             Issue.record("login to a stopped server succeeded")
         } catch {
             guard case .serverUnavailable = error else { Issue.record("expected serverUnavailable, got \(error)"); return }
@@ -73,7 +73,7 @@ import Testing
         let server = try HTTPServer { _ in HTTPServer.Response(status: 200, headers: [("Content-Type", "text/html")], body: .bytes(Array("<html>It works!</html>".utf8))) }
         defer { server.stop() }
         do {
-            _ = try JellyfinClient.login(url: server.baseURL, user: "a", password: "b", identity: identity, transport: CurlTransport())
+            _ = try MediaBrowserClient.login(url: server.baseURL, user: "a", password: "b", identity: identity, transport: CurlTransport())
             Issue.record("login to a plain web server succeeded")
         } catch {
             guard case .malformedResponse(let why) = error else { Issue.record("got \(error)"); return }
@@ -110,10 +110,10 @@ import Testing
         let scratch = Scratch("token")
         let fixture = try startFixture(scratch)
         defer { fixture.stop() }
-        let (_, userId) = try JellyfinClient.adoptToken(url: fixture.baseURL, user: nil, token: fixture.accessToken, identity: identity, transport: CurlTransport())
+        let (_, _, userId) = try MediaBrowserClient.adoptToken(url: fixture.baseURL, user: nil, token: fixture.accessToken, identity: identity, transport: CurlTransport())
         #expect(userId == fixture.userId)
         #expect(throws: LabstreamError.authenticationFailed("the token was not accepted")) {
-            _ = try JellyfinClient.adoptToken(url: fixture.baseURL, user: nil, token: "bogus", identity: identity, transport: CurlTransport())
+            _ = try MediaBrowserClient.adoptToken(url: fixture.baseURL, user: nil, token: "bogus", identity: identity, transport: CurlTransport())
         }
     }
 }

@@ -54,7 +54,7 @@ import Testing
 
     @Test func serverAddListRemoveKeepsTheTokenPrivate() throws {
         let e = Env(scratch: Scratch("cli-server"))
-        let fixture = try JellyfinFixture(catalog: testCatalog(in: e.scratch.sub("media")), userName: "demo", password: "pw")
+        let fixture = try ServerFixture(catalog: testCatalog(in: e.scratch.sub("media")), userName: "demo", password: "pw")
         try fixture.start()
         defer { fixture.stop() }
 

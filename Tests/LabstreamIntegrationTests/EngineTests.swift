@@ -11,10 +11,10 @@ import Testing
 /// The filesystem engine and transfers against the fixture over loopback, without a mount.
 final class EngineRig: @unchecked Sendable {
     let scratch: Scratch
-    let fixture: JellyfinFixture
+    let fixture: ServerFixture
     let media: String
     let tree: [TreeFile]
-    let client: JellyfinClient
+    let client: MediaBrowserClient
     let layout: DataLayout
     var index: OfflineIndex
     var fs: FilesystemEngine
@@ -30,12 +30,12 @@ final class EngineRig: @unchecked Sendable {
         self.tune = tune
         scratch = Scratch(name)
         media = scratch.sub("media")
-        fixture = try JellyfinFixture(catalog: testCatalog(in: media), userName: "demo", password: "pw")
+        fixture = try ServerFixture(catalog: testCatalog(in: media), userName: "demo", password: "pw")
         try fixture.start()
         let identity = ClientIdentity(device: "t", deviceId: "t")
         let transport = CurlTransport(options: .init(connectTimeout: 2, stallTimeout: 3))
-        let (_, login) = try JellyfinClient.login(url: fixture.baseURL, user: "demo", password: "pw", identity: identity, transport: transport)
-        client = JellyfinClient(session: ServerSession(name: "test", url: fixture.baseURL, userId: login.userId, token: login.token),
+        let (_, _, login) = try MediaBrowserClient.login(url: fixture.baseURL, user: "demo", password: "pw", identity: identity, transport: transport)
+        client = MediaBrowserClient(session: ServerSession(name: "test", url: fixture.baseURL, userId: login.userId, token: login.token),
                                 identity: identity, transport: transport)
         let libraries = try client.fetchCatalog { _ in }
         tree = TreeBuilder.build(server: "test", libraries: libraries)
@@ -47,7 +47,7 @@ final class EngineRig: @unchecked Sendable {
         fixture.clearLog()
     }
 
-    static func makeEngine(index: OfflineIndex, layout: DataLayout, files: [TreeFile], client: JellyfinClient,
+    static func makeEngine(index: OfflineIndex, layout: DataLayout, files: [TreeFile], client: MediaBrowserClient,
                            tune: (inout TransferEngine.Settings) -> Void = { _ in }) -> FilesystemEngine {
         var settings = settings
         tune(&settings)

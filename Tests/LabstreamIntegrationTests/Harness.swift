@@ -132,7 +132,9 @@ func waitForExit(pid: Int32, timeoutMs: Int32 = 20_000) -> Bool {
 /// A Labstream daemon mounted over a fixture server, driven only through the CLI.
 final class MountedLabstream: @unchecked Sendable {
     let scratch: Scratch
-    let fixture: JellyfinFixture
+    let fixture: ServerFixture
+    /// plex.tv, for a Plex fixture (the PIN flow and server discovery go through it).
+    let plexTV: PlexTVFixture?
     let mediaDir: String
     let configDir: String
     let dataDir: String
@@ -143,22 +145,38 @@ final class MountedLabstream: @unchecked Sendable {
 
     /// Test media is random bytes, which the playback probe rightly rejects: it is off unless
     /// a test asks for it.
-    init(_ name: String, catalog: ((String) -> FixtureCatalog)? = nil, cacheConfig: String? = nil, probe: Bool = false) throws {
+    init(_ name: String, kind: ServerFixture.Kind = .jellyfin, catalog: ((String) -> FixtureCatalog)? = nil,
+         cacheConfig: String? = nil, probe: Bool = false) throws {
         scratch = Scratch(name)
         mediaDir = scratch.sub("media")
         configDir = scratch.sub("config")
         dataDir = scratch.sub("data")
         mountpoint = scratch.sub("mnt")
-        fixture = try JellyfinFixture(catalog: (catalog ?? testCatalog)(mediaDir), userName: "demo", password: "secret-pass")
+        fixture = try ServerFixture(kind: kind, catalog: (catalog ?? testCatalog)(mediaDir), userName: "demo", password: "secret-pass")
         try fixture.start()
-        let add = try cli(["server", "add", "jellyfin", "test", "--url", fixture.baseURL, "--user", "demo", "--password-stdin"], stdin: "secret-pass\n")
-        try #require(add.code == 0, "server add failed: \(add.stderr)")
+        plexTV = kind == .plex ? PlexTVFixture(server: fixture) : nil
+        try plexTV?.start()
+        plexTV?.approve(onPoll: 2)
+        try addServer("test", fixture, plexTV: plexTV)
         let cache = [cacheConfig, probe ? nil : "playback_probe = no"].compactMap { $0 }.joined(separator: "\n")
         if !cache.isEmpty {
             let path = configDir + "/labstream.conf"
             let text = try String(contentsOfFile: path, encoding: .utf8) + "\n[cache]\n" + cache + "\n"
             try text.write(toFile: path, atomically: true, encoding: .utf8)
         }
+    }
+
+    /// `labstream server add` the way a user would for each kind: Jellyfin with a password,
+    /// Emby by its bare URL (Labstream finds `/emby`), Plex through the PIN flow.
+    func addServer(_ name: String, _ server: ServerFixture, plexTV: PlexTVFixture?) throws {
+        let add: ProcessResult
+        switch server.kind {
+        case .plex:
+            add = try cli(["server", "add", "plex", name, "--pin", "--plex-tv-url", plexTV!.baseURL])
+        case .jellyfin, .emby:
+            add = try cli(["server", "add", server.kind.rawValue, name, "--url", server.baseURL, "--user", "demo", "--password-stdin"], stdin: "secret-pass\n")
+        }
+        try #require(add.code == 0, "server add \(server.kind) failed: \(add.stderr)")
     }
 
     func cli(_ args: [String], stdin: String? = nil) throws -> ProcessResult {
@@ -191,6 +209,7 @@ final class MountedLabstream: @unchecked Sendable {
             _ = waitForExit(pid: daemonPid, timeoutMs: 5000)
         }
         fixture.stop()
+        plexTV?.stop()
     }
 }
 

@@ -92,7 +92,7 @@ enum StatusCommandProbe {
     @Test func serversAddedOrRemovedWhileMountedAppearAndGo() throws {
         let m = try MountedLabstream("reconfigure")
         try m.mount()
-        let second = try JellyfinFixture(catalog: FixtureCatalog(movies: [.init(title: "Other", year: 1999, file: expectedTree(m.mediaDir)["test/Movies/Gamma/Gamma.mkv"]!, container: "mkv")], series: []),
+        let second = try ServerFixture(catalog: FixtureCatalog(movies: [.init(title: "Other", year: 1999, file: expectedTree(m.mediaDir)["test/Movies/Gamma/Gamma.mkv"]!, container: "mkv")], series: []),
                                          userName: "demo", password: "pw2")
         try second.start()
         defer { second.stop() }

@@ -2,7 +2,7 @@ import LabstreamBackends
 import LabstreamCore
 import Testing
 
-@Suite struct JellyfinDecodeTests {
+@Suite struct MediaBrowserDecodeTests {
     func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 
     @Test func authorizationHeaderHasEveryField() {
@@ -14,7 +14,7 @@ import Testing
     }
 
     @Test func requestsFollowTheSpec() {
-        let r = JellyfinRequests(baseURL: "http://h:8096/", identity: ClientIdentity(device: "d", deviceId: "i"))
+        let r = MediaBrowserRequests(flavor: .jellyfin, baseURL: "http://h:8096/", identity: ClientIdentity(device: "d", deviceId: "i"))
         let items = r.items(userId: "u", parentId: "p", types: "Movie", startIndex: 200, limit: 100, token: "t")
         #expect(items.url.hasPrefix("http://h:8096/Items?"))
         for part in ["userId=u", "parentId=p", "recursive=true", "includeItemTypes=Movie", "startIndex=200", "limit=100", "fields=MediaSources%2CPath"] {
@@ -30,38 +30,38 @@ import Testing
     }
 
     @Test func publicInfoRejectsOtherServers() throws {
-        let info = try JellyfinDecode.publicInfo(bytes("{\"Id\":\"abc\",\"Version\":\"10.11.11\",\"ServerName\":\"x\",\"ProductName\":\"Jellyfin Server\"}"))
+        let info = try MediaBrowserDecode.publicInfo(bytes("{\"Id\":\"abc\",\"Version\":\"10.11.11\",\"ServerName\":\"x\",\"ProductName\":\"Jellyfin Server\"}"))
         #expect(info.serverId == "abc")
-        #expect(throws: LabstreamError.self) { try JellyfinDecode.publicInfo(self.bytes("<html>nginx</html>")) }
-        #expect(throws: LabstreamError.self) { try JellyfinDecode.publicInfo(self.bytes("{\"status\":\"ok\"}")) }
-        #expect(throws: LabstreamError.self) { try JellyfinDecode.publicInfo(self.bytes("{\"Id\":\"a\",\"Version\":\"4.8\",\"ProductName\":\"Emby Server\"}")) }
+        #expect(throws: LabstreamError.self) { try MediaBrowserDecode.publicInfo(self.bytes("<html>nginx</html>")) }
+        #expect(throws: LabstreamError.self) { try MediaBrowserDecode.publicInfo(self.bytes("{\"status\":\"ok\"}")) }
+        #expect(throws: LabstreamError.self) { try MediaBrowserDecode.publicInfo(self.bytes("{\"Id\":\"a\",\"Version\":\"4.8\",\"ProductName\":\"Emby Server\"}")) }
     }
 
     @Test func malformedAndTruncatedJSONAreClearErrors() {
         for body in ["{\"Items\": [", "{\"Items\": 5}", "", "null"] {
-            #expect(throws: LabstreamError.self) { try JellyfinDecode.page(self.bytes(body), "/Items") }
+            #expect(throws: LabstreamError.self) { try MediaBrowserDecode.page(self.bytes(body), "/Items") }
         }
     }
 
     @Test func camelCaseResponsesDecodeToo() throws {
-        let page = try JellyfinDecode.page(bytes("{\"items\":[{\"id\":\"m1\",\"type\":\"Movie\",\"name\":\"Heat\",\"productionYear\":1995,\"mediaSources\":[{\"id\":\"m1\",\"container\":\"mkv\",\"size\":123,\"protocol\":\"File\"}]}],\"totalRecordCount\":1}"), "/Items")
-        let item = try #require(JellyfinDecode.item(page.items[0]))
+        let page = try MediaBrowserDecode.page(bytes("{\"items\":[{\"id\":\"m1\",\"type\":\"Movie\",\"name\":\"Heat\",\"productionYear\":1995,\"mediaSources\":[{\"id\":\"m1\",\"container\":\"mkv\",\"size\":123,\"protocol\":\"File\"}]}],\"totalRecordCount\":1}"), "/Items")
+        let item = try #require(MediaBrowserDecode.item(page.items[0]))
         #expect(item.title == "Heat" && item.year == 1995 && item.sources.first?.size == 123)
     }
 
     @Test func itemsWithoutSourcesOrOfOtherTypes() {
-        let noSource = JellyfinDecode.item(JSONValue(raw: ["Id": "x", "Type": "Movie", "Name": "Empty"]))
+        let noSource = MediaBrowserDecode.item(JSONValue(raw: ["Id": "x", "Type": "Movie", "Name": "Empty"]))
         #expect(noSource?.sources.isEmpty == true)
-        #expect(JellyfinDecode.item(JSONValue(raw: ["Id": "x", "Type": "MusicAlbum"])) == nil)
-        #expect(JellyfinDecode.item(JSONValue(raw: ["Type": "Movie"])) == nil)
-        let remote = JellyfinDecode.item(JSONValue(raw: ["Id": "x", "Type": "Movie", "MediaSources": [["Id": "s", "Protocol": "Http"]]]))
+        #expect(MediaBrowserDecode.item(JSONValue(raw: ["Id": "x", "Type": "MusicAlbum"])) == nil)
+        #expect(MediaBrowserDecode.item(JSONValue(raw: ["Type": "Movie"])) == nil)
+        let remote = MediaBrowserDecode.item(JSONValue(raw: ["Id": "x", "Type": "Movie", "MediaSources": [["Id": "s", "Protocol": "Http"]]]))
         #expect(remote?.sources.isEmpty == true)
     }
 
     @Test func episodeSeasonComesFromSeasonsWhenMissing() {
         let j = JSONValue(raw: ["Id": "e", "Type": "Episode", "Name": "Pilot", "IndexNumber": 1, "SeasonId": "S2",
                                 "MediaSources": [["Id": "e", "Container": "mkv", "Size": 5]]])
-        let item = JellyfinDecode.item(j, series: ("s", "Show", 2020), seasons: ["S2": 2])
+        let item = MediaBrowserDecode.item(j, series: ("s", "Show", 2020), seasons: ["S2": 2])
         #expect(item?.seasonNumber == 2 && item?.seriesName == "Show" && item?.episodeNumber == 1)
     }
 }

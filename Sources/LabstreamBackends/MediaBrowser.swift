@@ -1,6 +1,6 @@
 import LabstreamCore
 
-/// Who Labstream says it is in the `Authorization: MediaBrowser …` header.
+/// Who Labstream says it is to a server: the MediaBrowser authorization header, Plex's `X-Plex-*` headers.
 public struct ClientIdentity: Sendable, Hashable {
     public var client: String
     public var device: String
@@ -14,12 +14,13 @@ public struct ClientIdentity: Sendable, Hashable {
         self.version = version
     }
 
-    /// `MediaBrowser Client="…", Device="…", DeviceId="…", Version="…"[, Token="…"]`.
-    public func authorization(token: String?) -> String {
+    /// `<scheme> [UserId="…", ]Client="…", Device="…", DeviceId="…", Version="…"[, Token="…"]`.
+    public func authorization(scheme: String = "MediaBrowser", userId: String? = nil, token: String?) -> String {
         func q(_ s: String) -> String { "\"" + s.filter { $0 != "\"" && $0 != "," && !$0.isNewline } + "\"" }
         var parts = ["Client=\(q(client))", "Device=\(q(device))", "DeviceId=\(q(deviceId))", "Version=\(q(version))"]
+        if let userId, !userId.isEmpty { parts.insert("UserId=\(q(userId))", at: 0) }
         if let token { parts.append("Token=\(q(token))") }
-        return "MediaBrowser " + parts.joined(separator: ", ")
+        return scheme + " " + parts.joined(separator: ", ")
     }
 }
 
@@ -27,28 +28,58 @@ public enum LabstreamVersion {
     public static let current = "0.1.0"
 }
 
-/// Request builders for the Jellyfin API (10.11 and 12.0; no legacy auth forms). Pure.
-public struct JellyfinRequests: Sendable {
+/// Jellyfin and Emby share the MediaBrowser API. These are the places where they differ; every
+/// difference is spelled out here rather than behind flags elsewhere.
+public enum MediaBrowserFlavor: String, Sendable, Hashable {
+    case jellyfin, emby
+
+    public var product: String { self == .jellyfin ? "Jellyfin" : "Emby" }
+
+    /// Item fields each server is asked for. Emby 4.8 has no `DateLastSaved` in BaseItemDto.
+    var itemFields: String {
+        self == .jellyfin ? "MediaSources,Path,Etag,DateCreated,DateLastSaved" : "MediaSources,Path,Etag,Chapters,DateCreated"
+    }
+}
+
+/// Request builders for the Jellyfin (10.11, 12.0) and Emby (4.8) APIs, each with the query
+/// parameter names its own OpenAPI document uses. Pure.
+public struct MediaBrowserRequests: Sendable {
+    public let flavor: MediaBrowserFlavor
     public let baseURL: String
     public let identity: ClientIdentity
+    /// Emby's authorization header names the user once it is known.
+    public var userId: String?
 
-    public static let itemFields = "MediaSources,Path,Etag,DateCreated,DateLastSaved"
-
-    public init(baseURL: String, identity: ClientIdentity) {
+    public init(flavor: MediaBrowserFlavor, baseURL: String, identity: ClientIdentity, userId: String? = nil) {
         var b = baseURL
         while b.hasSuffix("/") { b.removeLast() }
+        self.flavor = flavor
         self.baseURL = b
         self.identity = identity
+        self.userId = userId
     }
 
     func get(_ path: String, _ query: [(String, String)] = [], token: String?) -> HTTPRequest {
         let q = query.isEmpty ? "" : "?" + query.map { "\($0.0)=\($0.1.queryEscaped)" }.joined(separator: "&")
-        return HTTPRequest(method: "GET", url: baseURL + path + q, headers: headers(token: token))
+        return HTTPRequest(method: "GET", url: baseURL + path + q, headers: headers(token: token) + [HTTPRequest.Header("Accept", "application/json")])
     }
 
+    /// Jellyfin: `Authorization: MediaBrowser …, Token="…"`. Emby: `Authorization: Emby UserId=…, …`
+    /// (also sent as `X-Emby-Authorization`, the name its spec gives) and `X-Emby-Token`.
     func headers(token: String?) -> [HTTPRequest.Header] {
-        [HTTPRequest.Header("Authorization", identity.authorization(token: token)),
-         HTTPRequest.Header("Accept", "application/json")]
+        switch flavor {
+        case .jellyfin:
+            return [HTTPRequest.Header("Authorization", identity.authorization(scheme: "MediaBrowser", userId: nil, token: token))]
+        case .emby:
+            let value = identity.authorization(scheme: "Emby", userId: userId, token: token)
+            return [HTTPRequest.Header("Authorization", value), HTTPRequest.Header("X-Emby-Authorization", value)]
+                + (token.map { [HTTPRequest.Header("X-Emby-Token", $0)] } ?? [])
+        }
+    }
+
+    /// Query parameter names: camelCase in Jellyfin's spec, PascalCase in Emby's.
+    func name(_ camel: String) -> String {
+        flavor == .jellyfin ? camel : camel.prefix(1).uppercased() + camel.dropFirst()
     }
 
     public func publicInfo() -> HTTPRequest { get("/System/Info/Public", token: nil) }
@@ -56,40 +87,55 @@ public struct JellyfinRequests: Sendable {
     public func authenticate(user: String, password: String) -> HTTPRequest {
         var body = "{\"Username\":" + jsonString(user) + ",\"Pw\":" + jsonString(password) + "}"
         body.makeContiguousUTF8()
-        return HTTPRequest(method: "POST", url: baseURL + "/Users/AuthenticateByName",
-                           headers: headers(token: nil) + [HTTPRequest.Header("Content-Type", "application/json")],
-                           body: Array(body.utf8))
+        var r = get("/Users/AuthenticateByName", token: nil)
+        r.method = "POST"
+        r.headers.append(HTTPRequest.Header("Content-Type", "application/json"))
+        r.body = Array(body.utf8)
+        return r
     }
 
-    public func me(token: String) -> HTTPRequest { get("/Users/Me", token: token) }
+    /// The user a token acts for: Jellyfin has `/Users/Me`; Emby needs the id.
+    public func me(token: String) -> HTTPRequest {
+        switch flavor {
+        case .jellyfin: return get("/Users/Me", token: token)
+        case .emby: return get("/Users/\((userId ?? "").queryEscaped)", token: token)
+        }
+    }
 
-    public func users(token: String) -> HTTPRequest { get("/Users", token: token) }
+    public func users(token: String) -> HTTPRequest {
+        flavor == .jellyfin ? get("/Users", token: token) : get("/Users/Query", token: token)
+    }
 
     public func userViews(userId: String, token: String) -> HTTPRequest {
-        get("/UserViews", [("userId", userId)], token: token)
+        switch flavor {
+        case .jellyfin: return get("/UserViews", [("userId", userId)], token: token)
+        case .emby: return get("/Users/\(userId.queryEscaped)/Views", [("IncludeExternalContent", "false")], token: token)
+        }
     }
 
     public func items(userId: String, parentId: String, types: String, startIndex: Int, limit: Int, token: String) -> HTTPRequest {
-        get("/Items", [("userId", userId), ("parentId", parentId), ("recursive", "true"),
-                       ("includeItemTypes", types), ("fields", Self.itemFields), ("sortBy", "SortName"),
-                       ("startIndex", String(startIndex)), ("limit", String(limit))], token: token)
+        let common = [("parentId", parentId), ("recursive", "true"), ("includeItemTypes", types), ("fields", flavor.itemFields),
+                      ("sortBy", "SortName"), ("startIndex", String(startIndex)), ("limit", String(limit))]
+        switch flavor {
+        case .jellyfin: return get("/Items", [("userId", userId)] + common, token: token)
+        case .emby: return get("/Users/\(userId.queryEscaped)/Items", common.map { (name($0.0), $0.1) }, token: token)
+        }
     }
 
     public func seasons(seriesId: String, userId: String, token: String) -> HTTPRequest {
-        get("/Shows/\(seriesId.queryEscaped)/Seasons", [("userId", userId)], token: token)
+        get("/Shows/\(seriesId.queryEscaped)/Seasons", [(name("userId"), userId)], token: token)
     }
 
     public func episodes(seriesId: String, userId: String, startIndex: Int, limit: Int, token: String) -> HTTPRequest {
         get("/Shows/\(seriesId.queryEscaped)/Episodes",
-            [("userId", userId), ("fields", Self.itemFields), ("startIndex", String(startIndex)), ("limit", String(limit))],
+            [("userId", userId), ("fields", flavor.itemFields), ("startIndex", String(startIndex)), ("limit", String(limit))].map { (name($0.0), $0.1) },
             token: token)
     }
 
     /// The original file, one closed range of it. `If-Range` carries the pinned validator.
     public func download(sourceId: String, range: ByteRange, validator: Validator?, token: String) -> HTTPRequest {
         var r = HTTPRequest(method: "GET", url: baseURL + "/Items/\(sourceId.queryEscaped)/Download",
-                            headers: [HTTPRequest.Header("Authorization", identity.authorization(token: token)),
-                                      HTTPRequest.Header("Range", "bytes=\(range.lower)-\(range.lastByte)")])
+                            headers: headers(token: token) + [HTTPRequest.Header("Range", "bytes=\(range.lower)-\(range.lastByte)")])
         if let validator { r.headers.append(HTTPRequest.Header("If-Range", validator.headerValue)) }
         return r
     }
@@ -116,9 +162,9 @@ func jsonString(_ s: String) -> String {
     return out + "\""
 }
 
-/// Decoders for Jellyfin responses into backend-neutral values. Pure; every failure names what
+/// Decoders for Jellyfin and Emby responses into backend-neutral values. Pure; every failure names what
 /// was wrong.
-public enum JellyfinDecode {
+public enum MediaBrowserDecode {
     public struct PublicInfo: Sendable, Hashable {
         public var serverId: String
         public var serverName: String
@@ -148,13 +194,17 @@ public enum JellyfinDecode {
         }
     }
 
-    public static func publicInfo(_ body: [UInt8]) throws(LabstreamError) -> PublicInfo {
+    /// Checks the answer comes from the expected product. Jellyfin names itself in
+    /// `ProductName`; Emby 4.8's PublicSystemInfo has no such field.
+    public static func publicInfo(_ body: [UInt8], flavor: MediaBrowserFlavor = .jellyfin) throws(LabstreamError) -> PublicInfo {
         let j = try json(body, "/System/Info/Public")
         guard j.isObject, let id = j["Id"].string, !id.isEmpty, let version = j["Version"].string else {
-            throw .malformedResponse("/System/Info/Public has no Id and Version: this does not look like a Jellyfin server")
+            throw .malformedResponse("/System/Info/Public has no Id and Version: this does not look like a \(flavor.product) server")
         }
-        if let product = j["ProductName"].string, product.lowercased().contains("emby") {
-            throw .malformedResponse("this is an Emby server (\(product)), not Jellyfin")
+        let product = (j["ProductName"].string ?? "").lowercased()
+        let other: MediaBrowserFlavor = flavor == .jellyfin ? .emby : .jellyfin
+        if product.contains(other.rawValue) {
+            throw .malformedResponse("this is a \(other.product) server (\(j["ProductName"].string ?? "")), not \(flavor.product); add it as type \(other.rawValue)")
         }
         return PublicInfo(serverId: id, serverName: j["ServerName"].string ?? "", version: version)
     }
@@ -168,14 +218,15 @@ public enum JellyfinDecode {
     }
 
     public static func userId(_ body: [UInt8]) throws(LabstreamError) -> String {
-        let j = try json(body, "/Users/Me")
-        guard let id = j["Id"].string, !id.isEmpty else { throw .malformedResponse("/Users/Me has no Id") }
+        let j = try json(body, "the signed-in user")
+        guard let id = j["Id"].string, !id.isEmpty else { throw .malformedResponse("the signed-in user has no Id") }
         return id
     }
 
     public static func userId(named name: String, in body: [UInt8]) throws(LabstreamError) -> String {
-        let j = try json(body, "/Users")
-        guard let users = j.array else { throw .malformedResponse("/Users is not a list") }
+        let j = try json(body, "the user list")
+        // Jellyfin's `/Users` is a list; Emby's `/Users/Query` is a QueryResult.
+        guard let users = j.array ?? j["Items"].array else { throw .malformedResponse("the user list is not a list") }
         guard let match = users.first(where: { $0["Name"].string?.lowercased() == name.lowercased() }), let id = match["Id"].string else {
             throw .invalidArgument("the server has no user named '\(name)'")
         }
@@ -219,7 +270,7 @@ public enum JellyfinDecode {
             guard let sid = s["Id"].string, !sid.isEmpty else { return nil }
             if let proto = s["Protocol"].string, proto != "File" { return nil }
             return MediaSource(id: sid, name: s["Name"].string, container: s["Container"].string ?? j["Container"].string,
-                               path: s["Path"].string, size: s["Size"].int64, etag: s["ETag"].string ?? j["Etag"].string)
+                               path: s["Path"].string, size: s["Size"].int64, etag: s["ETag"].string)
         }
         let modified = (j["DateCreated"].string).flatMap(ISODate.epochSeconds)
             ?? (j["PremiereDate"].string).flatMap(ISODate.epochSeconds) ?? 0

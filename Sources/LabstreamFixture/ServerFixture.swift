@@ -101,10 +101,14 @@ public struct LoggedRequest: Sendable, Hashable {
     }
 }
 
-/// A Jellyfin server fixture built from the 10.11 OpenAPI document: the endpoints Labstream
-/// uses, PascalCase JSON, `fields` honoured, paging, and file downloads with `Range`,
-/// `If-Range`, `ETag` and `Last-Modified`. Faults can be injected per path prefix.
-public final class JellyfinFixture: Sendable {
+/// A media server fixture built from the published OpenAPI documents: Jellyfin 10.11, Emby 4.8
+/// (below its `/emby` base path, PascalCase query names) or Plex Media Server (JSON
+/// MediaContainers, part keys with changestamps). The endpoints Labstream uses, paging, and
+/// file downloads with `Range`, `If-Range`, `ETag` and `Last-Modified`. Faults can be
+/// injected per path prefix.
+public final class ServerFixture: Sendable {
+    public enum Kind: String, Sendable { case jellyfin, emby, plex }
+    public let kind: Kind
     public let serverId: String
     public let userId: String
     public let userName: String
@@ -137,8 +141,11 @@ public final class JellyfinFixture: Sendable {
     /// Immutable after init.
     nonisolated(unsafe) let itemsById: [String: [String: Any]]
     let filesById: [String: String]
+    /// Plex rating keys and part ids are numbers: each fixture id has one.
+    let idsByPlexNumber: [String: String]
 
-    public init(catalog: FixtureCatalog, userName: String = "demo", password: String = "demo", token: String? = nil) throws {
+    public init(kind: Kind = .jellyfin, catalog: FixtureCatalog, userName: String = "demo", password: String = "demo", token: String? = nil) throws {
+        self.kind = kind
         self.catalog = catalog
         self.userName = userName
         self.password = password
@@ -190,6 +197,9 @@ public final class JellyfinFixture: Sendable {
         }
         itemsById = items
         filesById = files
+        var numbers: [String: String] = [:]
+        for id in Set(items.keys).union(files.keys) { numbers[plexNumber(id)] = id }
+        idsByPlexNumber = numbers
     }
 
     /// Starts listening on 127.0.0.1 (a random free port).
@@ -216,7 +226,11 @@ public final class JellyfinFixture: Sendable {
 
     public var requestLog: [LoggedRequest] { state.withLock { $0.log } }
     public func clearLog() { state.withLock { $0.log.removeAll() } }
-    public var downloadRequests: [LoggedRequest] { requestLog.filter { $0.path.hasSuffix("/Download") } }
+    public var downloadRequests: [LoggedRequest] { requestLog.filter { isDownload($0.path) } }
+
+    func isDownload(_ path: String) -> Bool {
+        kind == .plex ? path.hasPrefix("/library/parts/") : path.hasSuffix("/Download")
+    }
 
     public func inject(_ fault: FixtureFault, pathPrefix: String, times: Int? = 1) {
         state.withLock { $0.faults.append((pathPrefix, fault, times)) }
@@ -245,9 +259,20 @@ public final class JellyfinFixture: Sendable {
 
     // MARK: - Routing
 
-    func handle(_ request: HTTPServer.Request) -> HTTPServer.Response {
-        let auth = parseAuthorization(request.headers["authorization"])
-        let authorized = auth["Token"] == token
+    func handle(_ original: HTTPServer.Request) -> HTTPServer.Response {
+        var request = original
+        if kind == .emby {
+            // Emby serves its API below /emby (its spec's base path).
+            guard request.path.lowercased().hasPrefix("/emby/") else { return .json("{\"title\":\"Not Found\"}", status: 404) }
+            request.path = String(request.path.dropFirst(5))
+        }
+        let auth = parseAuthorization(request.headers["authorization"] ?? request.headers["x-emby-authorization"])
+        let authorized: Bool
+        switch kind {
+        case .jellyfin: authorized = auth["Token"] == token
+        case .emby: authorized = (request.headers["x-emby-token"] ?? auth["Token"] ?? request.query["api_key"]) == token
+        case .plex: authorized = (request.headers["x-plex-token"] ?? request.query["X-Plex-Token"]) == token
+        }
         let logIndex = state.withLock { s -> Int in
             s.nextRequestId += 1
             s.log.append(LoggedRequest(method: request.method, path: request.path, query: request.query,
@@ -255,7 +280,7 @@ public final class JellyfinFixture: Sendable {
                                         authorized: authorized, id: s.nextRequestId))
             return s.nextRequestId
         }
-        if request.path.hasSuffix("/Download") {
+        if isDownload(request.path) {
             let n = downloadCount.withLock { $0 += 1; return $0 }
             if let hook = downloadHook.withLock({ $0 }) { hook(n) }
         }
@@ -271,20 +296,34 @@ public final class JellyfinFixture: Sendable {
         let parts = request.path.split(separator: "/").map(String.init)
         let m = request.method
         let response: HTTPServer.Response
-        if m == "GET" && parts == ["System", "Info", "Public"] {
-            response = json(["LocalAddress": baseURL, "ServerName": "Labstream Fixture", "Version": "10.11.11",
-                             "ProductName": "Jellyfin Server", "OperatingSystem": "", "Id": serverId, "StartupWizardCompleted": true])
+        if kind == .plex {
+            if let answer = plexRoute(request, parts: parts, authorized: authorized, fault: fault, logIndex: logIndex) { return answer }
+            response = .json("{\"errors\":[{\"code\":1001,\"message\":\"Not Found\"}]}", status: 404)
+        } else if m == "GET" && parts == ["System", "Info", "Public"] {
+            response = json(kind == .jellyfin
+                ? ["LocalAddress": baseURL, "ServerName": "Labstream Fixture", "Version": "10.11.11",
+                   "ProductName": "Jellyfin Server", "OperatingSystem": "", "Id": serverId, "StartupWizardCompleted": true]
+                : ["LocalAddress": baseURL, "LocalAddresses": [baseURL], "RemoteAddresses": [], "ServerName": "Labstream Emby Fixture",
+                   "Version": "4.8.11.0", "Id": serverId])
         } else if m == "POST" && parts == ["Users", "AuthenticateByName"] {
             response = authenticate(request, auth)
         } else if !authorized {
             response = .json("", status: 401)
-        } else if m == "GET" && parts == ["Users", "Me"] {
+        } else if kind == .jellyfin && m == "GET" && parts == ["Users", "Me"] {
             response = json(userDto())
-        } else if m == "GET" && parts == ["Users"] {
+        } else if kind == .emby && m == "GET" && parts == ["Users", userId] {
+            response = json(userDto())
+        } else if kind == .jellyfin && m == "GET" && parts == ["Users"] {
             response = json([userDto()])
-        } else if m == "GET" && parts == ["UserViews"] {
+        } else if kind == .emby && m == "GET" && parts == ["Users", "Query"] {
+            response = json(["Items": [userDto()], "TotalRecordCount": 1])
+        } else if kind == .jellyfin && m == "GET" && parts == ["UserViews"] && request.query["userId"] == userId {
             response = userViews(request)
-        } else if m == "GET" && parts == ["Items"] {
+        } else if kind == .emby && m == "GET" && parts == ["Users", userId, "Views"] {
+            response = userViews(request)
+        } else if kind == .jellyfin && m == "GET" && parts == ["Items"] && request.query["userId"] == userId {
+            response = items(request)
+        } else if kind == .emby && m == "GET" && parts == ["Users", userId, "Items"] {
             response = items(request)
         } else if m == "GET" && parts.count == 3 && parts[0] == "Shows" && parts[2] == "Seasons" {
             response = seasons(parts[1], request)
@@ -309,9 +348,10 @@ public final class JellyfinFixture: Sendable {
     }
 
     func parseAuthorization(_ header: String?) -> [String: String] {
-        guard let header, header.hasPrefix("MediaBrowser ") else { return [:] }
+        let scheme = kind == .emby ? "Emby " : "MediaBrowser "
+        guard let header, header.hasPrefix(scheme) else { return [:] }
         var out: [String: String] = [:]
-        for part in header.dropFirst("MediaBrowser ".count).split(separator: ",") {
+        for part in header.dropFirst(scheme.count).split(separator: ",") {
             let kv = part.split(separator: "=", maxSplits: 1)
             guard kv.count == 2 else { continue }
             var v = kv[1].trimmingCharacters(in: .whitespaces)
@@ -356,8 +396,14 @@ public final class JellyfinFixture: Sendable {
         return json(["Items": views, "TotalRecordCount": views.count, "StartIndex": 0])
     }
 
+    /// A query parameter by the name this server's spec gives it: camelCase for Jellyfin,
+    /// PascalCase for Emby. Drift in either direction goes unanswered, as on a strict server.
+    func query(_ request: HTTPServer.Request, _ camel: String) -> String? {
+        request.query[kind == .jellyfin ? camel : camel.prefix(1).uppercased() + camel.dropFirst()]
+    }
+
     func fields(_ request: HTTPServer.Request) -> Set<String> {
-        Set((request.query["fields"] ?? "").split(separator: ",").map(String.init))
+        Set((query(request, "fields") ?? "").split(separator: ",").map(String.init))
     }
 
     func dto(_ raw: [String: Any], fields: Set<String>) -> [String: Any] {
@@ -366,10 +412,13 @@ public final class JellyfinFixture: Sendable {
             let sources: [[String: Any]] = versions.map { v in
                 let file = v["File"] as! String
                 let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int64) ?? 0
-                return ["Protocol": "File", "Id": v["Id"]!, "Path": "/media/" + (file as NSString).lastPathComponent,
-                        "Type": "Default", "Container": v["Container"]!, "Size": size, "Name": v["Name"]!,
-                        "IsRemote": false, "ETag": etag(for: v["Id"] as! String, file: file), "SupportsDirectStream": true,
-                        "SupportsDirectPlay": true, "SupportsTranscoding": true]
+                var source: [String: Any] = [
+                    "Protocol": "File", "Id": v["Id"]!, "Path": "/media/" + (file as NSString).lastPathComponent,
+                    "Type": "Default", "Container": v["Container"]!, "Size": size, "Name": v["Name"]!,
+                    "IsRemote": false, "SupportsDirectStream": true, "SupportsDirectPlay": true, "SupportsTranscoding": true]
+                // Emby 4.8's MediaSourceInfo has no ETag.
+                if kind == .jellyfin { source["ETag"] = etag(for: v["Id"] as! String, file: file) }
+                return source
             }
             if fields.contains("MediaSources") { out["MediaSources"] = sources }
             if fields.contains("Path") { out["Path"] = sources.first?["Path"] }
@@ -380,17 +429,17 @@ public final class JellyfinFixture: Sendable {
     }
 
     func page(_ all: [[String: Any]], _ request: HTTPServer.Request) -> HTTPServer.Response {
-        let start = max(Int(request.query["startIndex"] ?? "0") ?? 0, 0)
-        let limit = Int(request.query["limit"] ?? "") ?? Int.max
+        let start = max(Int(query(request, "startIndex") ?? "0") ?? 0, 0)
+        let limit = Int(query(request, "limit") ?? "") ?? Int.max
         let f = fields(request)
         let slice = start < all.count ? Array(all[start..<min(all.count, start + min(limit, all.count))]) : []
         return json(["Items": slice.map { dto($0, fields: f) }, "TotalRecordCount": all.count, "StartIndex": start])
     }
 
     func items(_ request: HTTPServer.Request) -> HTTPServer.Response {
-        let types = Set((request.query["includeItemTypes"] ?? "").split(separator: ",").map(String.init))
-        let parent = request.query["parentId"]
-        let recursive = request.query["recursive"] == "true"
+        let types = Set((query(request, "includeItemTypes") ?? "").split(separator: ",").map(String.init))
+        let parent = query(request, "parentId")
+        let recursive = query(request, "recursive") == "true"
         let removed = state.withLock { $0.removed }
         let selected = itemsById.values.filter { item in
             if removed.contains(item["Id"] as! String) { return false }

@@ -1,0 +1,148 @@
+import LabstreamCore
+
+/// Talks to one Jellyfin or Emby server through an injected transport.
+public struct MediaBrowserClient: MediaBackend {
+    public let requests: MediaBrowserRequests
+    public let transport: any HTTPTransport
+    public let session: ServerSession
+    public var pageSize: Int
+
+    public var serverName: String { session.name }
+
+    public init(flavor: MediaBrowserFlavor = .jellyfin, session: ServerSession, identity: ClientIdentity,
+                transport: any HTTPTransport, pageSize: Int = 200) {
+        self.session = session
+        self.requests = MediaBrowserRequests(flavor: flavor, baseURL: session.url, identity: identity, userId: session.userId)
+        self.transport = transport
+        self.pageSize = max(pageSize, 1)
+    }
+
+    /// The base URL the API answers at, with its public info. Emby serves its API below `/emby`
+    /// (its spec's base path); users give the server URL with or without it.
+    public static func resolve(flavor: MediaBrowserFlavor, url: String, identity: ClientIdentity,
+                               transport: any HTTPTransport) throws(LabstreamError) -> (url: String, info: MediaBrowserDecode.PublicInfo) {
+        var base = url
+        while base.hasSuffix("/") { base.removeLast() }
+        let candidates = flavor == .emby && !base.lowercased().hasSuffix("/emby") ? [base + "/emby", base] : [base]
+        var failure: LabstreamError?
+        for candidate in candidates {
+            let requests = MediaBrowserRequests(flavor: flavor, baseURL: candidate, identity: identity)
+            let body: [UInt8]
+            do throws(LabstreamError) {
+                body = try expectOK(try call(transport, requests.publicInfo()), "/System/Info/Public", flavor)
+            } catch {
+                if case .serverUnavailable = error { throw error }   // nothing answers at all
+                failure = failure ?? error
+                continue
+            }
+            // An answer that names another product says more than a 404 elsewhere.
+            do throws(LabstreamError) { return (candidate, try MediaBrowserDecode.publicInfo(body, flavor: flavor)) } catch { failure = error }
+        }
+        throw failure!
+    }
+
+    /// Checks the URL answers as the expected product, then logs in. Nothing is stored here.
+    public static func login(flavor: MediaBrowserFlavor = .jellyfin, url: String, user: String, password: String, identity: ClientIdentity,
+                             transport: any HTTPTransport) throws(LabstreamError) -> (url: String, info: MediaBrowserDecode.PublicInfo, login: MediaBrowserDecode.Login) {
+        let (base, info) = try resolve(flavor: flavor, url: url, identity: identity, transport: transport)
+        let requests = MediaBrowserRequests(flavor: flavor, baseURL: base, identity: identity)
+        let response = try call(transport, requests.authenticate(user: user, password: password))
+        if response.status == 401 || response.status == 403 {
+            throw .authenticationFailed("wrong user name or password for '\(user)'")
+        }
+        return (base, info, try MediaBrowserDecode.login(expectOK(response, "/Users/AuthenticateByName", flavor)))
+    }
+
+    /// Validates an existing token or API key and finds the user id it acts for.
+    public static func adoptToken(flavor: MediaBrowserFlavor = .jellyfin, url: String, user: String?, token: String, identity: ClientIdentity,
+                                  transport: any HTTPTransport) throws(LabstreamError) -> (url: String, info: MediaBrowserDecode.PublicInfo, userId: String) {
+        let (base, info) = try resolve(flavor: flavor, url: url, identity: identity, transport: transport)
+        let requests = MediaBrowserRequests(flavor: flavor, baseURL: base, identity: identity)
+        if flavor == .jellyfin {
+            let me = try call(transport, requests.me(token: token))
+            if me.status == 200 { return (base, info, try MediaBrowserDecode.userId(me.body)) }
+            if me.status == 401 { throw .authenticationFailed("the token was not accepted") }
+        }
+        // An API key (and any Emby token: Emby has no "who am I") needs the user's name.
+        guard let user else {
+            throw .invalidArgument(flavor == .jellyfin
+                ? "this token is not a user session (an API key?); give --user NAME so Labstream knows whose libraries to mount"
+                : "Emby tokens do not say whose they are; give --user NAME so Labstream knows whose libraries to mount")
+        }
+        let users = try expectOK(try call(transport, requests.users(token: token)), "the user list", flavor)
+        return (base, info, try MediaBrowserDecode.userId(named: user, in: users))
+    }
+
+    public func fetchCatalog(progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog] {
+        let token = session.token
+        let views = try MediaBrowserDecode.views(get(requests.userViews(userId: session.userId, token: token), "/UserViews"))
+        var libraries: [LibraryCatalog] = []
+        for view in views {
+            switch view.collectionType {
+            case "movies":
+                let items = try pages("/Items") { start in
+                    requests.items(userId: session.userId, parentId: view.id, types: "Movie", startIndex: start, limit: pageSize, token: token)
+                }.compactMap { MediaBrowserDecode.item($0) }
+                libraries.append(LibraryCatalog(id: view.id, name: view.name, items: items))
+            case "tvshows":
+                let series = try pages("/Items") { start in
+                    requests.items(userId: session.userId, parentId: view.id, types: "Series", startIndex: start, limit: pageSize, token: token)
+                }
+                var episodes: [CatalogItem] = []
+                for (index, s) in series.enumerated() {
+                    guard let sid = s["Id"].string, !sid.isEmpty else { continue }
+                    let name = s["Name"].string ?? "Unknown Series"
+                    progress("\(view.name): \(name) (\(index + 1)/\(series.count))")
+                    let seasons = try MediaBrowserDecode.seasonNumbers(get(requests.seasons(seriesId: sid, userId: session.userId, token: token), "/Shows/{id}/Seasons"))
+                    let raw = try pages("/Shows/{id}/Episodes") { start in
+                        requests.episodes(seriesId: sid, userId: session.userId, startIndex: start, limit: pageSize, token: token)
+                    }
+                    episodes += raw.compactMap { MediaBrowserDecode.item($0, series: (sid, name, s["ProductionYear"].int), seasons: seasons) }
+                }
+                libraries.append(LibraryCatalog(id: view.id, name: view.name, items: episodes))
+            default:
+                continue // music, photos, … are not mounted yet
+            }
+            progress("\(view.name): \(libraries.last?.items.count ?? 0) items")
+        }
+        return libraries
+    }
+
+    public func checkReachability() -> Reachability {
+        let info = try? transport.send(requests.publicInfo())
+        guard info?.status == 200 else { return ReachabilityPolicy.state(probeStatus: info?.status, authStatus: nil) }
+        let me = try? transport.send(requests.me(token: session.token))
+        return ReachabilityPolicy.state(probeStatus: 200, authStatus: me?.status)
+    }
+
+    public func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest {
+        requests.download(sourceId: file.key.sourceId, range: range, validator: validator, token: session.token)
+    }
+
+    func get(_ request: HTTPRequest, _ what: String) throws(LabstreamError) -> [UInt8] {
+        try Self.expectOK(try Self.call(transport, request), what, requests.flavor)
+    }
+
+    /// Follows `startIndex`/`limit` until `TotalRecordCount` items arrived (or a short page).
+    func pages(_ what: String, _ request: (Int) -> HTTPRequest) throws(LabstreamError) -> [JSONValue] {
+        var all: [JSONValue] = []
+        while true {
+            let page = try MediaBrowserDecode.page(get(request(all.count), what), what)
+            all += page.items
+            if page.items.isEmpty || page.items.count < pageSize || all.count >= page.total { return all }
+        }
+    }
+
+    static func call(_ transport: any HTTPTransport, _ request: HTTPRequest) throws(LabstreamError) -> HTTPResponse {
+        do { return try transport.send(request) } catch { throw error.asLabstreamError }
+    }
+
+    static func expectOK(_ response: HTTPResponse, _ what: String, _ flavor: MediaBrowserFlavor) throws(LabstreamError) -> [UInt8] {
+        switch response.status {
+        case 200: return response.body
+        case 401, 403: throw .authenticationFailed("\(what) answered \(response.status)")
+        case 404: throw .malformedResponse("\(what) answered 404: is this a \(flavor.product) server, and is the URL its base URL?")
+        default: throw .serverUnavailable("\(what) answered HTTP \(response.status)")
+        }
+    }
+}

@@ -1,0 +1,243 @@
+import LabstreamCore
+
+/// Request builders for Plex Media Server (JSON answers) and plex.tv (`/api/v2`). Pure.
+/// Every request carries the `X-Plex-*` identity with a per-install client identifier; the
+/// token travels only in the `X-Plex-Token` header, never in a URL.
+public struct PlexRequests: Sendable {
+    public let baseURL: String
+    public let identity: ClientIdentity
+
+    public init(baseURL: String, identity: ClientIdentity) {
+        var b = baseURL
+        while b.hasSuffix("/") { b.removeLast() }
+        self.baseURL = b
+        self.identity = identity
+    }
+
+    func headers(token: String?) -> [HTTPRequest.Header] {
+        var h = [HTTPRequest.Header("Accept", "application/json"),
+                 HTTPRequest.Header("X-Plex-Client-Identifier", identity.deviceId),
+                 HTTPRequest.Header("X-Plex-Product", identity.client),
+                 HTTPRequest.Header("X-Plex-Version", identity.version),
+                 HTTPRequest.Header("X-Plex-Platform", "Linux"),
+                 HTTPRequest.Header("X-Plex-Device", identity.device),
+                 HTTPRequest.Header("X-Plex-Device-Name", identity.device)]
+        if let token { h.append(HTTPRequest.Header("X-Plex-Token", token)) }
+        return h
+    }
+
+    func get(_ path: String, _ query: [(String, String)] = [], token: String?) -> HTTPRequest {
+        let q = query.isEmpty ? "" : "?" + query.map { "\($0.0)=\($0.1.queryEscaped)" }.joined(separator: "&")
+        return HTTPRequest(method: "GET", url: baseURL + path + q, headers: headers(token: token))
+    }
+
+    // MARK: plex.tv
+
+    /// `POST /api/v2/pins`: a short code the user enters at plex.tv/link.
+    public func createPin() -> HTTPRequest {
+        var r = get("/api/v2/pins", [("strong", "false")], token: nil)
+        r.method = "POST"
+        return r
+    }
+
+    public func pin(id: Int) -> HTTPRequest { get("/api/v2/pins/\(id)", token: nil) }
+
+    public func resources(token: String) -> HTTPRequest {
+        get("/api/v2/resources", [("includeHttps", "1"), ("includeRelay", "1"), ("includeIPv6", "1")], token: token)
+    }
+
+    // MARK: Plex Media Server
+
+    public func identityRequest() -> HTTPRequest { get("/identity", token: nil) }
+
+    /// `/library/sections` (the older spec and every real server); `/library/sections/all` is
+    /// the newer spec's name for the same list.
+    public func sections(token: String, newerPath: Bool = false) -> HTTPRequest {
+        get(newerPath ? "/library/sections/all" : "/library/sections", token: token)
+    }
+
+    /// One page of a section: `type` 1 = movies, 2 = shows.
+    public func sectionItems(section: String, type: Int, start: Int, size: Int, token: String) -> HTTPRequest {
+        paged(get("/library/sections/\(section.queryEscaped)/all",
+                  [("type", String(type)), ("X-Plex-Container-Start", String(start)), ("X-Plex-Container-Size", String(size))], token: token),
+              start: start, size: size)
+    }
+
+    public func children(of ratingKey: String, start: Int, size: Int, token: String) -> HTTPRequest {
+        paged(get("/library/metadata/\(ratingKey.queryEscaped)/children",
+                  [("X-Plex-Container-Start", String(start)), ("X-Plex-Container-Size", String(size))], token: token),
+              start: start, size: size)
+    }
+
+    /// Paging goes in the query (the spec) and the headers (what Plex clients send).
+    func paged(_ request: HTTPRequest, start: Int, size: Int) -> HTTPRequest {
+        var r = request
+        r.headers += [HTTPRequest.Header("X-Plex-Container-Start", String(start)), HTTPRequest.Header("X-Plex-Container-Size", String(size))]
+        return r
+    }
+
+    /// The part's original bytes: its `key` (`/library/parts/{id}/{changestamp}/{file}`).
+    public func part(key: String, range: ByteRange, validator: Validator?, token: String) -> HTTPRequest {
+        let path = key.hasPrefix("/") ? key : "/" + key
+        var r = HTTPRequest(method: "GET", url: baseURL + path,
+                            headers: headers(token: token).filter { $0.name != "Accept" } + [HTTPRequest.Header("Range", "bytes=\(range.lower)-\(range.lastByte)")])
+        if let validator { r.headers.append(HTTPRequest.Header("If-Range", validator.headerValue)) }
+        return r
+    }
+}
+
+/// Decoders for Plex and plex.tv JSON into backend-neutral values. Pure; failures say what.
+public enum PlexDecode {
+    public struct Pin: Sendable, Hashable {
+        public var id: Int
+        public var code: String
+        public var authToken: String?
+        /// Seconds since the epoch, when the server said.
+        public var expiresAt: Int64?
+    }
+
+    public struct Connection: Sendable, Hashable {
+        public var uri: String
+        public var isLocal: Bool
+        public var isRelay: Bool
+        public var isHTTPS: Bool
+
+        public init(uri: String, isLocal: Bool, isRelay: Bool, isHTTPS: Bool) {
+            self.uri = uri
+            self.isLocal = isLocal
+            self.isRelay = isRelay
+            self.isHTTPS = isHTTPS
+        }
+    }
+
+    public struct Resource: Sendable, Hashable {
+        public var name: String
+        public var clientIdentifier: String
+        public var accessToken: String?
+        public var httpsRequired: Bool
+        public var owned: Bool
+        public var connections: [Connection]
+    }
+
+    public struct Section: Sendable, Hashable {
+        public var key: String
+        public var title: String
+        public var type: String
+    }
+
+    public struct Page: Sendable {
+        public var metadata: [JSONValue]
+        public var total: Int?
+    }
+
+    static func json(_ body: [UInt8], _ what: String) throws(LabstreamError) -> JSONValue {
+        do { return try JSONValue.parse(body) } catch {
+            throw .malformedResponse("\(what) is not valid JSON (\(body.count) bytes)")
+        }
+    }
+
+    public static func pin(_ body: [UInt8]) throws(LabstreamError) -> Pin {
+        let j = try json(body, "the plex.tv PIN")
+        guard let id = j["id"].int, let code = j["code"].string, !code.isEmpty else {
+            throw .malformedResponse("the plex.tv PIN answer has no id and code")
+        }
+        let token = j["authToken"].string.flatMap { $0.isEmpty ? nil : $0 }
+        return Pin(id: id, code: code, authToken: token, expiresAt: j["expiresAt"].string.flatMap(ISODate.epochSeconds))
+    }
+
+    /// The servers among plex.tv's resources (`provides` includes `server`).
+    public static func servers(_ body: [UInt8]) throws(LabstreamError) -> [Resource] {
+        let j = try json(body, "plex.tv /resources")
+        guard let list = j.array else { throw .malformedResponse("plex.tv /resources is not a list") }
+        return list.compactMap { r in
+            guard (r["provides"].string ?? "").split(separator: ",").contains("server"),
+                  let id = r["clientIdentifier"].string, !id.isEmpty else { return nil }
+            let connections: [Connection] = (r["connections"].array ?? []).compactMap { c in
+                guard let uri = c["uri"].string, uri.hasPrefix("http://") || uri.hasPrefix("https://") else { return nil }
+                let proto = c["protocol"].string ?? (uri.hasPrefix("https://") ? "https" : "http")
+                return Connection(uri: uri, isLocal: c["local"].bool ?? false, isRelay: c["relay"].bool ?? false, isHTTPS: proto == "https")
+            }
+            return Resource(name: r["name"].string ?? id, clientIdentifier: id, accessToken: r["accessToken"].string,
+                            httpsRequired: r["httpsRequired"].bool ?? false, owned: r["owned"].bool ?? false, connections: connections)
+        }
+    }
+
+    public static func machineIdentifier(_ body: [UInt8]) throws(LabstreamError) -> (id: String, version: String) {
+        let j = try json(body, "/identity")["MediaContainer"]
+        guard let id = j["machineIdentifier"].string, !id.isEmpty else {
+            throw .malformedResponse("/identity has no machineIdentifier: this does not look like a Plex Media Server")
+        }
+        return (id, j["version"].string ?? "")
+    }
+
+    public static func sections(_ body: [UInt8]) throws(LabstreamError) -> [Section] {
+        let j = try json(body, "/library/sections")["MediaContainer"]
+        guard j.isObject else { throw .malformedResponse("/library/sections has no MediaContainer") }
+        return (j["Directory"].array ?? []).compactMap { d in
+            guard let key = d["key"].text, !key.isEmpty, let type = d["type"].string else { return nil }
+            return Section(key: key, title: d["title"].string ?? key, type: type)
+        }
+    }
+
+    public static func page(_ body: [UInt8], _ what: String) throws(LabstreamError) -> Page {
+        let j = try json(body, what)["MediaContainer"]
+        guard j.isObject else { throw .malformedResponse("\(what) has no MediaContainer") }
+        let metadata = j["Metadata"]
+        guard metadata.isNull || metadata.array != nil else { throw .malformedResponse("\(what) has a Metadata that is not a list") }
+        return Page(metadata: metadata.array ?? [], total: j["totalSize"].int)
+    }
+
+    /// A movie or episode with its parts as media sources. Each part is a file: several
+    /// `Media` are versions (labelled by resolution), several `Part`s of one `Media` are the
+    /// pieces of a stacked file. The part `key` embeds the changestamp, so it is the source's
+    /// identity tag: a new key means new bytes.
+    public static func item(_ j: JSONValue, show: (id: String, title: String, year: Int?)? = nil) -> CatalogItem? {
+        guard let id = j["ratingKey"].text, !id.isEmpty, let type = j["type"].string else { return nil }
+        let kind: ItemKind
+        switch type {
+        case "movie": kind = .movie
+        case "episode": kind = .episode
+        default: return nil
+        }
+        let media = j["Media"].array ?? []
+        var sources: [MediaSource] = []
+        for (mediaIndex, m) in media.enumerated() {
+            let parts = m["Part"].array ?? []
+            for (partIndex, p) in parts.enumerated() {
+                guard let partId = p["id"].text, let key = p["key"].string, !key.isEmpty else { continue }
+                var label = media.count > 1 ? versionLabel(m, index: mediaIndex) : nil
+                if parts.count > 1 { label = [label, "Part \(partIndex + 1)"].compactMap { $0 }.joined(separator: " - ") }
+                sources.append(MediaSource(id: partId, name: label, container: p["container"].string ?? m["container"].string,
+                                           path: p["file"].string, size: p["size"].int64, etag: key))
+            }
+        }
+        let modified = Int64(j["updatedAt"].int ?? j["addedAt"].int ?? 0)
+        return CatalogItem(
+            id: id, kind: kind, title: j["title"].string ?? "", year: j["year"].int,
+            seriesId: kind == .episode ? (show?.id ?? j["grandparentRatingKey"].text) : nil,
+            seriesName: kind == .episode ? (show?.title ?? j["grandparentTitle"].string) : nil,
+            seriesYear: kind == .episode ? show?.year : nil,
+            seasonNumber: kind == .episode ? j["parentIndex"].int : nil,
+            episodeNumber: kind == .episode ? j["index"].int : nil,
+            modified: modified, sources: sources)
+    }
+
+    /// "1080p", "4K", "SD"… from `videoResolution`, else "Version N".
+    static func versionLabel(_ media: JSONValue, index: Int) -> String {
+        guard let r = media["videoResolution"].text?.lowercased(), !r.isEmpty else { return "Version \(index + 1)" }
+        if r == "4k" { return "4K" }
+        if r == "sd" { return "SD" }
+        return r.allSatisfy(\.isNumber) ? r + "p" : r
+    }
+}
+
+/// Which of a server's advertised connections to try, in order: local before remote, relay
+/// last; plain http dropped when the server requires https. Pure.
+public enum PlexConnectionPolicy {
+    public static func order(_ resource: PlexDecode.Resource) -> [PlexDecode.Connection] {
+        let usable = resource.connections.filter { !resource.httpsRequired || $0.isHTTPS }
+        func rank(_ c: PlexDecode.Connection) -> Int { c.isRelay ? 2 : (c.isLocal ? 0 : 1) }
+        return usable.enumerated().sorted { (rank($0.element), $0.element.isHTTPS ? 0 : 1, $0.offset) < (rank($1.element), $1.element.isHTTPS ? 0 : 1, $1.offset) }
+            .map(\.element)
+    }
+}

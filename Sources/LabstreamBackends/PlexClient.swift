@@ -1,0 +1,176 @@
+import Foundation
+import LabstreamCore
+
+/// Talks to one Plex Media Server with a server access token.
+public struct PlexClient: MediaBackend {
+    public let requests: PlexRequests
+    public let transport: any HTTPTransport
+    public let session: ServerSession
+    public var pageSize: Int
+
+    public var serverName: String { session.name }
+
+    public init(session: ServerSession, identity: ClientIdentity, transport: any HTTPTransport, pageSize: Int = 200) {
+        self.session = session
+        self.requests = PlexRequests(baseURL: session.url, identity: identity)
+        self.transport = transport
+        self.pageSize = max(pageSize, 1)
+    }
+
+    // MARK: Signing in
+
+    /// plex.tv's PIN flow: `announce` is told the code; `approved` polls until the user
+    /// enters it at plex.tv/link, the PIN expires, or `deadline` passes. Returns the user token.
+    public static func pinLogin(plexTV: String, identity: ClientIdentity, transport: any HTTPTransport, pollInterval: Double = 2,
+                                announce: (PlexDecode.Pin) -> Void) throws(LabstreamError) -> String {
+        let tv = PlexRequests(baseURL: plexTV, identity: identity)
+        let created = try call(transport, tv.createPin())
+        guard created.status == 201 || created.status == 200 else {
+            throw .serverUnavailable("plex.tv did not create a PIN (HTTP \(created.status))")
+        }
+        let pin = try PlexDecode.pin(created.body)
+        announce(pin)
+        let deadline = pin.expiresAt.map { Double($0) } ?? Date().timeIntervalSince1970 + 900
+        while true {
+            let polled = try call(transport, tv.pin(id: pin.id))
+            if polled.status == 404 { throw .authenticationFailed("the PIN \(pin.code) expired before it was approved; run the command again") }
+            guard polled.status == 200 else { throw .serverUnavailable("plex.tv answered HTTP \(polled.status) while checking the PIN") }
+            let state = try PlexDecode.pin(polled.body)
+            if let token = state.authToken { return token }
+            if Date().timeIntervalSince1970 >= Double(state.expiresAt ?? Int64(deadline)) {
+                throw .authenticationFailed("the PIN \(pin.code) expired before it was approved; run the command again")
+            }
+            Thread.sleep(forTimeInterval: pollInterval)
+        }
+    }
+
+    /// Finds the server to mount among the account's resources and a connection that answers.
+    /// `url`, when given, wins over the advertised connections. Returns the base URL, the
+    /// server's own access token and its machine identifier.
+    public static func discover(plexTV: String, userToken: String, serverName: String?, url: String?, identity: ClientIdentity,
+                                transport: any HTTPTransport) throws(LabstreamError) -> (url: String, token: String, machineId: String, name: String) {
+        let tv = PlexRequests(baseURL: plexTV, identity: identity)
+        let answer = try call(transport, tv.resources(token: userToken))
+        if answer.status == 401 { throw .authenticationFailed("plex.tv did not accept the token") }
+        guard answer.status == 200 else { throw .serverUnavailable("plex.tv /resources answered HTTP \(answer.status)") }
+        var servers = try PlexDecode.servers(answer.body)
+        if let serverName { servers = servers.filter { $0.name.lowercased() == serverName.lowercased() } }
+        if servers.isEmpty {
+            throw .invalidArgument(serverName.map { "this Plex account has no server named '\($0)'" } ?? "this Plex account has no Plex Media Server")
+        }
+        guard servers.count == 1 else {
+            throw .invalidArgument("this Plex account has several servers (\(servers.map(\.name).joined(separator: ", "))); choose one with --server NAME")
+        }
+        let chosen = servers[0]
+        let token = chosen.accessToken ?? userToken
+        let candidates = url.map { [$0] } ?? PlexConnectionPolicy.order(chosen).map(\.uri)
+        var tried: [String] = []
+        for base in candidates {
+            let requests = PlexRequests(baseURL: base, identity: identity)
+            guard let response = try? transport.send(requests.identityRequest()), response.status == 200,
+                  let identity = try? PlexDecode.machineIdentifier(response.body) else {
+                tried.append(base)
+                continue
+            }
+            return (requests.baseURL, token, identity.id, chosen.name)
+        }
+        throw .serverUnavailable("no connection of Plex server '\(chosen.name)' answered (tried \(tried.joined(separator: ", ")))")
+    }
+
+    /// Checks a server token against the server itself.
+    public static func check(url: String, token: String, identity: ClientIdentity, transport: any HTTPTransport) throws(LabstreamError) -> (machineId: String, version: String) {
+        let requests = PlexRequests(baseURL: url, identity: identity)
+        let info = try PlexDecode.machineIdentifier(expectOK(try call(transport, requests.identityRequest()), "/identity"))
+        let checked = (machineId: info.id, version: info.version)
+        _ = try expectOK(try call(transport, requests.sections(token: token)), "/library/sections", allow404: true)
+        return checked
+    }
+
+    // MARK: MediaBackend
+
+    public func fetchCatalog(progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog] {
+        var libraries: [LibraryCatalog] = []
+        for section in try sections() {
+            switch section.type {
+            case "movie":
+                let items = try pages("/library/sections/{id}/all") { start in
+                    requests.sectionItems(section: section.key, type: 1, start: start, size: pageSize, token: session.token)
+                }.compactMap { PlexDecode.item($0) }
+                libraries.append(LibraryCatalog(id: section.key, name: section.title, items: items))
+            case "show":
+                let shows = try pages("/library/sections/{id}/all") { start in
+                    requests.sectionItems(section: section.key, type: 2, start: start, size: pageSize, token: session.token)
+                }
+                var episodes: [CatalogItem] = []
+                for (index, show) in shows.enumerated() {
+                    guard let showKey = show["ratingKey"].text, !showKey.isEmpty else { continue }
+                    let title = show["title"].string ?? "Unknown Series"
+                    progress("\(section.title): \(title) (\(index + 1)/\(shows.count))")
+                    let seasons = try children(of: showKey)
+                    for season in seasons where season["type"].string == "season" {
+                        guard let seasonKey = season["ratingKey"].text else { continue }
+                        episodes += try children(of: seasonKey).compactMap { e in
+                            var item = PlexDecode.item(e, show: (showKey, title, show["year"].int))
+                            if item?.seasonNumber == nil { item?.seasonNumber = season["index"].int }
+                            return item
+                        }
+                    }
+                }
+                libraries.append(LibraryCatalog(id: section.key, name: section.title, items: episodes))
+            default:
+                continue   // music and photos are not mounted
+            }
+            progress("\(section.title): \(libraries.last?.items.count ?? 0) items")
+        }
+        return libraries
+    }
+
+    public func checkReachability() -> Reachability {
+        let info = try? transport.send(requests.identityRequest())
+        guard info?.status == 200 else { return ReachabilityPolicy.state(probeStatus: info?.status, authStatus: nil) }
+        let sections = try? transport.send(requests.sections(token: session.token))
+        return ReachabilityPolicy.state(probeStatus: 200, authStatus: sections?.status)
+    }
+
+    public func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest {
+        requests.part(key: file.etag ?? "/library/parts/\(file.key.sourceId)", range: range, validator: validator, token: session.token)
+    }
+
+    func sections() throws(LabstreamError) -> [PlexDecode.Section] {
+        let first = try Self.call(transport, requests.sections(token: session.token))
+        if first.status == 404 {
+            return try PlexDecode.sections(Self.expectOK(try Self.call(transport, requests.sections(token: session.token, newerPath: true)), "/library/sections/all"))
+        }
+        return try PlexDecode.sections(Self.expectOK(first, "/library/sections"))
+    }
+
+    func children(of key: String) throws(LabstreamError) -> [JSONValue] {
+        try pages("/library/metadata/{id}/children") { start in requests.children(of: key, start: start, size: pageSize, token: session.token) }
+    }
+
+    /// Follows `X-Plex-Container-Start/Size` until `totalSize` items arrived (or a short page).
+    func pages(_ what: String, _ request: (Int) -> HTTPRequest) throws(LabstreamError) -> [JSONValue] {
+        var all: [JSONValue] = []
+        while true {
+            let response = try Self.call(transport, request(all.count))
+            let page = try PlexDecode.page(Self.expectOK(response, what), what)
+            all += page.metadata
+            let total = page.total ?? response.header("X-Plex-Container-Total-Size").flatMap { Int($0) }
+            if page.metadata.isEmpty || page.metadata.count < pageSize || total.map({ all.count >= $0 }) ?? false { return all }
+        }
+    }
+
+    static func call(_ transport: any HTTPTransport, _ request: HTTPRequest) throws(LabstreamError) -> HTTPResponse {
+        do { return try transport.send(request) } catch { throw error.asLabstreamError }
+    }
+
+    static func expectOK(_ response: HTTPResponse, _ what: String, allow404: Bool = false) throws(LabstreamError) -> [UInt8] {
+        switch response.status {
+        case 200: return response.body
+        case 404 where allow404: return response.body
+        case 401, 403: throw .authenticationFailed("\(what) answered \(response.status)")
+        case 404: throw .malformedResponse("\(what) answered 404: is this a Plex Media Server, and is the URL its base URL?")
+        default: throw .serverUnavailable("\(what) answered HTTP \(response.status)")
+        }
+    }
+}

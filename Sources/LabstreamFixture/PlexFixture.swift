@@ -1,0 +1,228 @@
+import Foundation
+import LabstreamCore
+import Synchronization
+
+/// A stable decimal number for a fixture id (Plex rating keys and part ids are integers).
+func plexNumber(_ id: String) -> String { String(UInt64(id.prefix(12), radix: 16) ?? 0) }
+
+/// The Plex Media Server side of `ServerFixture`, from the Plex OpenAPI documents: `/identity`,
+/// `/library/sections` (and the newer `/library/sections/all`), paged section listings,
+/// `/library/metadata/{key}/children`, and parts at `/library/parts/{id}/{changestamp}/{file}`.
+extension ServerFixture {
+    var plexCodes: [String: Int] { ["movies": 1, "shows": 2] }
+
+    func plexRoute(_ request: HTTPServer.Request, parts: [String], authorized: Bool, fault: FixtureFault?, logIndex: Int) -> HTTPServer.Response? {
+        let m = request.method
+        if m == "GET" && parts == ["identity"] {
+            return plexJSON(["MediaContainer": ["size": 0, "claimed": true, "machineIdentifier": serverId, "version": "1.41.3.9314-a0bfb8370"]])
+        }
+        guard authorized else { return .json("{\"errors\":[{\"code\":1001,\"message\":\"User could not be authenticated\",\"status\":401}]}", status: 401) }
+        guard request.headers["x-plex-client-identifier"]?.isEmpty == false else {
+            return .json("{\"errors\":[{\"code\":1000,\"message\":\"X-Plex-Client-Identifier is required\",\"status\":400}]}", status: 400)
+        }
+        if (m == "GET" || m == "HEAD") && parts.count == 5 && parts[0] == "library" && parts[1] == "parts" {
+            guard let id = idsByPlexNumber[parts[2]], parts[3] == changestamp(id) else {
+                return .json("{\"errors\":[{\"code\":1002,\"message\":\"The part doesn't exist\"}]}", status: 404)
+            }
+            return download(id, request, fault, logIndex: logIndex)
+        }
+        guard m == "GET" else { return nil }
+        guard (request.headers["accept"] ?? "").contains("application/json") else {
+            return .json("{\"errors\":[{\"message\":\"this fixture answers application/json only\"}]}", status: 406)
+        }
+        if parts == ["library", "sections"] || parts == ["library", "sections", "all"] {
+            var sections: [[String: Any]] = []
+            if !catalog.movies.isEmpty { sections.append(section("1", catalog.movieLibrary, "movie")) }
+            if !catalog.series.isEmpty { sections.append(section("2", catalog.showLibrary, "show")) }
+            sections.append(section("3", "Music", "artist"))
+            return plexJSON(["MediaContainer": ["size": sections.count, "allowSync": false, "title1": "Plex Library", "Directory": sections]])
+        }
+        let removed = state.withLock { $0.removed }
+        if parts.count == 4 && parts[0] == "library" && parts[1] == "sections" && parts[3] == "all" {
+            let type = request.query["type"]
+            let selected: [[String: Any]]
+            switch (parts[2], type) {
+            case ("1", "1"?), ("1", nil): selected = itemsById.values.filter { $0["Type"] as? String == "Movie" }
+            case ("2", "2"?), ("2", nil): selected = itemsById.values.filter { $0["Type"] as? String == "Series" }
+            case ("1", _), ("2", _): selected = []
+            default: return .json("", status: 404)
+            }
+            return plexPage(selected.filter { !removed.contains($0["Id"] as! String) }.sorted { sortKey($0) < sortKey($1) }, request)
+        }
+        if parts.count == 4 && parts[0] == "library" && parts[1] == "metadata" && parts[3] == "children" {
+            guard let parent = idsByPlexNumber[parts[2]], let node = itemsById[parent] else { return .json("", status: 404) }
+            let childType = node["Type"] as? String == "Series" ? "Season" : "Episode"
+            let children = itemsById.values.filter {
+                $0["Type"] as? String == childType && $0["ParentId"] as? String == parent && !removed.contains($0["Id"] as! String)
+            }.sorted { (($0["IndexNumber"] as? Int) ?? 0) < (($1["IndexNumber"] as? Int) ?? 0) }
+            return plexPage(children, request)
+        }
+        return nil
+    }
+
+    func section(_ key: String, _ title: String, _ type: String) -> [String: Any] {
+        ["key": key, "title": title, "type": type, "agent": "tv.plex.agents.\(type)", "scanner": "Plex \(type.capitalized)",
+         "language": "en-US", "uuid": fixtureId("section:\(key)"), "allowSync": true, "content": true, "directory": true,
+         "filters": true, "hidden": false, "refreshing": false, "updatedAt": 1_700_000_000, "createdAt": 1_690_000_000,
+         "scannedAt": 1_700_000_000, "contentChangedAt": 1_700_000_000]
+    }
+
+    func changestamp(_ id: String) -> String { String(1_700_000_000 + state.withLock { $0.validatorGeneration[id] ?? 0 }) }
+
+    /// `X-Plex-Container-Start/Size` from the query (the spec) or the headers (what clients send).
+    func plexPage(_ all: [[String: Any]], _ request: HTTPServer.Request) -> HTTPServer.Response {
+        func value(_ name: String) -> Int? { Int(request.query[name] ?? request.headers[name.lowercased()] ?? "") }
+        let start = max(value("X-Plex-Container-Start") ?? 0, 0)
+        let size = max(value("X-Plex-Container-Size") ?? 50, 0)   // the spec's default page
+        let slice = start < all.count ? Array(all[start..<min(all.count, start + size)]) : []
+        var response = plexJSON(["MediaContainer": ["size": slice.count, "totalSize": all.count, "offset": start,
+                                                     "Metadata": slice.map(plexMetadata)] as [String: Any]])
+        response.headers += [("X-Plex-Container-Start", String(start)), ("X-Plex-Container-Total-Size", String(all.count))]
+        return response
+    }
+
+    func plexMetadata(_ raw: [String: Any]) -> [String: Any] {
+        let id = raw["Id"] as! String
+        let key = plexNumber(id)
+        var out: [String: Any] = ["ratingKey": key, "key": "/library/metadata/\(key)" + ((raw["IsFolder"] as? Bool) == true ? "/children" : ""),
+                                  "guid": "plex://\(raw["Type"] as! String)/\(id)", "title": raw["Name"] as? String ?? "",
+                                  "addedAt": 1_700_000_000, "updatedAt": 1_700_000_000]
+        switch raw["Type"] as? String {
+        case "Movie": out["type"] = "movie"
+        case "Series": out["type"] = "show"
+        case "Season": out["type"] = "season"
+        case "Episode": out["type"] = "episode"
+        default: break
+        }
+        if let year = raw["ProductionYear"] as? Int { out["year"] = year }
+        if let index = raw["IndexNumber"] as? Int { out["index"] = index }
+        if let season = raw["ParentIndexNumber"] as? Int { out["parentIndex"] = season }
+        if let parent = raw["ParentId"] as? String, raw["Type"] as? String != "Movie", raw["Type"] as? String != "Series" {
+            out["parentRatingKey"] = plexNumber(parent)
+        }
+        if let series = raw["SeriesId"] as? String, raw["Type"] as? String == "Episode" {
+            out["grandparentRatingKey"] = plexNumber(series)
+            out["grandparentTitle"] = raw["SeriesName"] as? String ?? ""
+            out["parentTitle"] = "Season \(raw["ParentIndexNumber"] as? Int ?? 0)"
+        }
+        if let versions = raw["_versions"] as? [[String: Any]] {
+            out["Media"] = versions.enumerated().map { index, v -> [String: Any] in
+                let vid = v["Id"] as! String
+                let file = v["File"] as! String
+                let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int64) ?? 0
+                let name = (file as NSString).lastPathComponent
+                let container = v["Container"] as? String ?? "mkv"
+                // Versions differ by resolution in a real library; the fixture labels them so.
+                let resolution = versions.count > 1 ? (index == 0 ? "1080" : "720") : "1080"
+                return ["id": Int(plexNumber(vid + ":media"))!, "container": container, "videoResolution": resolution,
+                        "Part": [["id": Int(plexNumber(vid))!, "key": "/library/parts/\(plexNumber(vid))/\(changestamp(vid))/\(name)",
+                                  "file": "/media/" + name, "size": size, "container": container]]]
+            }
+        }
+        return out
+    }
+
+    func plexJSON(_ object: Any) -> HTTPServer.Response { json(object) }
+}
+
+/// plex.tv's `/api/v2` for tests (from the v0.0.3 spec): PINs the test approves or lets
+/// expire, and `/resources` listing the fixture server with a dead relay and remote address
+/// ahead of the working local one.
+public final class PlexTVFixture: Sendable {
+    public let userToken: String
+    let server: ServerFixture
+    let state = Mutex<State>(State())
+    private let http = Mutex<HTTPServer?>(nil)
+
+    struct State {
+        var pins: [Int: (code: String, approved: Bool, expired: Bool, client: String)] = [:]
+        var approveOnPoll: Int? = nil
+        var polls = 0
+        var log: [String] = []
+    }
+
+    public init(server: ServerFixture, userToken: String = "plex-user-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)) {
+        self.server = server
+        self.userToken = userToken
+    }
+
+    @discardableResult
+    public func start() throws -> String {
+        let s = try HTTPServer { [self] request in handle(request) }
+        http.withLock { $0 = s }
+        return s.baseURL
+    }
+
+    public func stop() { http.withLock { $0?.stop(); $0 = nil } }
+
+    public var baseURL: String { http.withLock { $0?.baseURL ?? "" } }
+
+    /// Approve every PIN when it is polled for the `n`-th time (nil: never).
+    public func approve(onPoll n: Int?) { state.withLock { $0.approveOnPoll = n } }
+    /// Every PIN expires: polls answer 404, as plex.tv does for a stale PIN.
+    public func expireAll() { state.withLock { s in for k in s.pins.keys { s.pins[k]?.expired = true } } }
+    public var requestLog: [String] { state.withLock { $0.log } }
+
+    func handle(_ request: HTTPServer.Request) -> HTTPServer.Response {
+        state.withLock { $0.log.append("\(request.method) \(request.path)") }
+        let parts = request.path.split(separator: "/").map(String.init)
+        guard let client = request.headers["x-plex-client-identifier"], !client.isEmpty else {
+            return .json("{\"errors\":[{\"code\":1000,\"message\":\"X-Plex-Client-Identifier is missing\",\"status\":400}]}", status: 400)
+        }
+        if request.method == "POST" && parts == ["api", "v2", "pins"] {
+            let (id, code) = state.withLock { s -> (Int, String) in
+                let id = 1000 + s.pins.count
+                let code = String("ABCDEFGHJKLMNPQRSTUVWXYZ".shuffled().prefix(4))
+                s.pins[id] = (code, false, false, client)
+                return (id, code)
+            }
+            return pinAnswer(id, code: code, token: nil, status: 201)
+        }
+        if request.method == "GET" && parts.count == 4 && parts[0] == "api" && parts[2] == "pins", let id = Int(parts[3]) {
+            let answer = state.withLock { s -> (code: String, token: String?)? in
+                guard var pin = s.pins[id], !pin.expired, pin.client == client else { return nil }
+                s.polls += 1
+                if let n = s.approveOnPoll, s.polls >= n { pin.approved = true }
+                s.pins[id] = pin
+                return (pin.code, pin.approved ? userToken : nil)
+            }
+            guard let answer else { return .json("{\"errors\":[{\"code\":1020,\"message\":\"Code not found or expired\"}]}", status: 404) }
+            return pinAnswer(id, code: answer.code, token: answer.token, status: 200)
+        }
+        if request.method == "GET" && parts == ["api", "v2", "resources"] {
+            guard request.headers["x-plex-token"] == userToken else {
+                return .json("{\"errors\":[{\"code\":1001,\"message\":\"User could not be authenticated\",\"status\":401}]}", status: 401)
+            }
+            let local = server.baseURL
+            let port = Int(local.split(separator: ":").last ?? "0") ?? 0
+            func connection(_ uri: String, local: Bool, relay: Bool) -> [String: Any] {
+                ["protocol": uri.hasPrefix("https") ? "https" : "http", "address": "127.0.0.1", "port": port, "uri": uri,
+                 "local": local, "relay": relay, "IPv6": false]
+            }
+            let resource: [String: Any] = [
+                "name": "Fixture PMS", "product": "Plex Media Server", "productVersion": "1.41.3.9314", "platform": "Linux",
+                "platformVersion": "6.1", "device": "PC", "clientIdentifier": server.serverId, "createdAt": "2024-01-01T00:00:00Z",
+                "lastSeenAt": "2026-11-30T00:00:00Z", "provides": "server", "ownerId": NSNull(), "sourceTitle": NSNull(),
+                "publicAddress": "203.0.113.7", "accessToken": server.accessToken, "owned": true, "home": false, "synced": false,
+                "relay": true, "presence": true, "httpsRequired": false, "publicAddressMatches": true,
+                "dnsRebindingProtection": false, "natLoopbackSupported": false,
+                "connections": [connection("http://127.0.0.1:9/relay", local: false, relay: true),
+                                connection("http://127.0.0.1:1", local: false, relay: false),
+                                connection(local, local: true, relay: false)]]
+            let player: [String: Any] = ["name": "Phone", "product": "Plex for iOS", "provides": "player,pubsub-player",
+                                         "clientIdentifier": "phone-1", "connections": []]
+            return server.json([player, resource])
+        }
+        return .json("{\"errors\":[{\"code\":1002,\"message\":\"Not Found\"}]}", status: 404)
+    }
+
+    func pinAnswer(_ id: Int, code: String, token: String?, status: Int) -> HTTPServer.Response {
+        let expires = ISO8601DateFormatter().string(from: Date().addingTimeInterval(900))
+        let body: [String: Any] = ["id": id, "code": code, "product": "Labstream", "trusted": false, "qr": "https://plex.tv/api/v2/pins/qr/\(code)",
+                                   "clientIdentifier": "", "expiresIn": 900, "createdAt": ISO8601DateFormatter().string(from: Date()),
+                                   "expiresAt": expires, "authToken": token ?? NSNull(), "newRegistration": NSNull()]
+        var r = server.json(body)
+        r.status = status
+        return r
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import LabstreamBackends
+import LabstreamCore
+import LabstreamFixture
+import LabstreamHTTP
+import Testing
+
+/// Emby and Plex through real mounts, and all three kinds of server in one mount.
+@Suite(.serialized) struct BackendKindsTests {
+    func files(under root: String) -> Set<String> {
+        var out = Set<String>()
+        let walker = FileManager.default.enumerator(atPath: root)
+        while let rel = walker?.nextObject() as? String {
+            var dir: ObjCBool = false
+            if FileManager.default.fileExists(atPath: root + "/" + rel, isDirectory: &dir), !dir.boolValue { out.insert(rel) }
+        }
+        return out
+    }
+
+    @Test(arguments: [ServerFixture.Kind.emby, .plex])
+    func eachKindServesTheCatalogByteForByte(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("kind-\(kind)", kind: kind)
+        try m.mount()
+        let expected = expectedTree(m.mediaDir)
+        let listed = files(under: m.mountpoint)
+        #expect(listed == Set(expected.keys).union(["test/Movies/Twin (2010)/Twin (2010).mkv", "test/Movies/Twin (2010) (2)/Twin (2010) (2).mkv"]))
+        for (rel, source) in expected {
+            #expect(try sha256(m.path(rel)) == sha256(source), "\(kind): \(rel)")
+        }
+        let downloads = m.fixture.downloadRequests
+        #expect(!downloads.isEmpty && downloads.allSatisfy { $0.authorized && $0.range != nil })
+        if kind == .plex {
+            #expect(downloads.allSatisfy { $0.path.hasPrefix("/library/parts/") })
+            // plex.tv was asked for a PIN, polled, then for the account's resources.
+            let tv = m.plexTV!.requestLog
+            #expect(tv.first == "POST /api/v2/pins" && tv.contains("GET /api/v2/resources"))
+        }
+        // The config holds the URL the server answers at; no token anywhere but the credential store.
+        let config = try String(contentsOfFile: m.configDir + "/labstream.conf", encoding: .utf8)
+        #expect(!config.contains(m.fixture.accessToken))
+        if kind == .emby { #expect(config.contains(m.fixture.baseURL + "/emby")) }
+        let index = try Data(contentsOf: URL(fileURLWithPath: m.dataDir + "/index.sqlite"))
+        #expect(index.range(of: Data(m.fixture.accessToken.utf8)) == nil)
+        try m.unmount()
+    }
+
+    @Test func jellyfinEmbyAndPlexSideBySide() throws {
+        let m = try MountedLabstream("three")
+        let emby = try ServerFixture(kind: .emby, catalog: testCatalog(in: m.scratch.sub("emby-media")), userName: "demo", password: "secret-pass")
+        try emby.start()
+        let plex = try ServerFixture(kind: .plex, catalog: testCatalog(in: m.scratch.sub("plex-media")), userName: "demo", password: "secret-pass")
+        try plex.start()
+        let tv = PlexTVFixture(server: plex)
+        try tv.start()
+        tv.approve(onPoll: 1)
+        defer { emby.stop(); plex.stop(); tv.stop() }
+        try m.addServer("emby", emby, plexTV: nil)
+        try m.addServer("plex", plex, plexTV: tv)
+        try m.mount()
+        #expect(Set(try FileManager.default.contentsOfDirectory(atPath: m.mountpoint)) == ["test", "emby", "plex"])
+        let rel = "Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv"
+        for (server, media) in [("test", m.mediaDir), ("emby", m.scratch.sub("emby-media")), ("plex", m.scratch.sub("plex-media"))] {
+            #expect(try sha256(m.path(server + "/" + rel)) == sha256(media + "/s1e1.mkv"), "\(server)")
+        }
+        #expect(emby.downloadRequests.count > 0 && plex.downloadRequests.count > 0 && m.fixture.downloadRequests.count > 0)
+        let list = try m.cli(["server", "list"])
+        #expect(list.stdout.contains("emby\temby\t") && list.stdout.contains("plex\tplex\t"))
+        try m.unmount()
+    }
+
+    @Test func aPlexPinThatExpiresSaysSoAndStoresNothing() throws {
+        let scratch = Scratch("pin-expire")
+        let server = try ServerFixture(kind: .plex, catalog: FixtureCatalog(movies: [], series: []))
+        try server.start()
+        let tv = PlexTVFixture(server: server)
+        try tv.start()
+        defer { server.stop(); tv.stop() }
+        tv.approve(onPoll: nil)
+        let env = ["LABSTREAM_CONFIG_DIR": scratch.sub("config"), "LABSTREAM_DATA_DIR": scratch.sub("data")]
+        // Expire the PIN once it has been shown and polled once.
+        let expirer = Thread {
+            while !tv.requestLog.contains(where: { $0.hasPrefix("GET /api/v2/pins/") }) { usleep(10_000) }
+            tv.expireAll()
+        }
+        expirer.start()
+        let r = try runProcess(labstreamBinary, ["server", "add", "plex", "home", "--pin", "--plex-tv-url", tv.baseURL], environment: env)
+        #expect(r.code != 0)
+        #expect(r.stdout.contains("plex.tv/link") && r.stdout.contains("enter the code"))
+        #expect(r.stderr.contains("expired before it was approved"), "stderr: \(r.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: scratch.path + "/config/credentials"))
+    }
+
+    @Test func embyLoginFindsTheBasePathAndRejectsJellyfin() throws {
+        let scratch = Scratch("emby-base")
+        let emby = try ServerFixture(kind: .emby, catalog: testCatalog(in: scratch.sub("m")), userName: "demo", password: "pw")
+        try emby.start()
+        let jellyfin = try ServerFixture(kind: .jellyfin, catalog: FixtureCatalog(movies: [], series: []), userName: "demo", password: "pw")
+        try jellyfin.start()
+        defer { emby.stop(); jellyfin.stop() }
+        let identity = ClientIdentity(device: "t", deviceId: "t")
+        for given in [emby.baseURL, emby.baseURL + "/emby", emby.baseURL + "/emby/"] {
+            let (url, info, login) = try MediaBrowserClient.login(flavor: .emby, url: given, user: "demo", password: "pw", identity: identity, transport: CurlTransport())
+            #expect(url == emby.baseURL + "/emby" && info.serverId == emby.serverId && login.userId == emby.userId)
+        }
+        let e = #expect(throws: LabstreamError.self) {
+            _ = try MediaBrowserClient.login(flavor: .emby, url: jellyfin.baseURL, user: "demo", password: "pw", identity: identity, transport: CurlTransport())
+        }
+        #expect(e?.userMessage.contains("Jellyfin") == true, "\(String(describing: e))")
+        // An Emby token names no user: adopting one needs --user.
+        let (_, _, userId) = try MediaBrowserClient.adoptToken(flavor: .emby, url: emby.baseURL, user: "demo", token: emby.accessToken, identity: identity, transport: CurlTransport())
+        #expect(userId == emby.userId)
+        #expect(throws: LabstreamError.self) {
+            _ = try MediaBrowserClient.adoptToken(flavor: .emby, url: emby.baseURL, user: nil, token: emby.accessToken, identity: identity, transport: CurlTransport())
+        }
+    }
+}
