@@ -29,6 +29,28 @@ import Testing
         #expect(String(decoding: login.body!, as: UTF8.self) == "{\"Username\":\"al\\\"ice\",\"Pw\":\"p\\\\w\"}")
     }
 
+    @Test func embyRequestsUseEmbysPathsNamesAndHeaders() {
+        let r = MediaBrowserRequests(flavor: .emby, baseURL: "http://h:8096/emby", identity: ClientIdentity(device: "d", deviceId: "i"), userId: "u1")
+        let items = r.items(userId: "u1", parentId: "p", types: "Movie", startIndex: 200, limit: 100, token: "t")
+        #expect(items.url.hasPrefix("http://h:8096/emby/Users/u1/Items?"))
+        for part in ["ParentId=p", "Recursive=true", "IncludeItemTypes=Movie", "StartIndex=200", "Limit=100", "Fields=MediaSources%2CPath%2CEtag%2CChapters"] {
+            #expect(items.url.contains(part), "missing \(part) in \(items.url)")
+        }
+        #expect(items.headers.contains(.init("X-Emby-Token", "t")))
+        let auth = items.headers.first { $0.name == "Authorization" }?.value ?? ""
+        #expect(auth.hasPrefix("Emby UserId=\"u1\", Client=\"Labstream\"") && auth.hasSuffix("Token=\"t\""))
+        #expect(items.headers.contains(.init("X-Emby-Authorization", auth)))
+        #expect(r.userViews(userId: "u1", token: "t").url == "http://h:8096/emby/Users/u1/Views?IncludeExternalContent=false")
+        #expect(r.episodes(seriesId: "s", userId: "u1", startIndex: 0, limit: 5, token: "t").url.contains("UserId=u1"))
+        #expect(r.me(token: "t").url == "http://h:8096/emby/Users/u1")
+        #expect(r.download(sourceId: "x", range: ByteRange(0, 1), validator: nil, token: "t").url == "http://h:8096/emby/Items/x/Download")
+        // Emby's PublicSystemInfo has no ProductName; Jellyfin's names it.
+        #expect(throws: LabstreamError.self) {
+            try MediaBrowserDecode.publicInfo(Array("{\"Id\":\"a\",\"Version\":\"10.11\",\"ProductName\":\"Jellyfin Server\"}".utf8), flavor: .emby)
+        }
+        #expect((try? MediaBrowserDecode.publicInfo(Array("{\"Id\":\"a\",\"Version\":\"4.8.11.0\"}".utf8), flavor: .emby))?.version == "4.8.11.0")
+    }
+
     @Test func publicInfoRejectsOtherServers() throws {
         let info = try MediaBrowserDecode.publicInfo(bytes("{\"Id\":\"abc\",\"Version\":\"10.11.11\",\"ServerName\":\"x\",\"ProductName\":\"Jellyfin Server\"}"))
         #expect(info.serverId == "abc")

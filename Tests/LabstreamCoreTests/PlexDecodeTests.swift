@@ -1,0 +1,71 @@
+import LabstreamBackends
+import LabstreamCore
+import Testing
+
+@Suite struct PlexDecodeTests {
+    func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
+
+    @Test func versionsAndStackedPartsBecomeLabelledSources() throws {
+        let page = try PlexDecode.page(bytes("""
+        {"MediaContainer":{"size":1,"totalSize":7,"offset":0,"Metadata":[{"ratingKey":"42","type":"movie","title":"Heat","year":1995,"updatedAt":1700000000,
+          "Media":[{"id":1,"videoResolution":"1080","container":"mkv","Part":[{"id":101,"key":"/library/parts/101/1699/heat.mkv","size":1000,"file":"/m/heat.mkv"}]},
+                   {"id":2,"videoResolution":"4k","container":"mp4","Part":[{"id":102,"key":"/library/parts/102/1699/a.mp4","size":10},{"id":103,"key":"/library/parts/103/1699/b.mp4","size":20}]}]}]}}
+        """), "/library/sections/1/all")
+        #expect(page.total == 7)
+        let item = try #require(PlexDecode.item(page.metadata[0]))
+        #expect(item.kind == .movie && item.title == "Heat" && item.year == 1995 && item.modified == 1_700_000_000)
+        #expect(item.sources.map(\.id) == ["101", "102", "103"])
+        #expect(item.sources.map(\.name) == ["1080p", "4K - Part 1", "4K - Part 2"])
+        #expect(item.sources.map(\.etag) == ["/library/parts/101/1699/heat.mkv", "/library/parts/102/1699/a.mp4", "/library/parts/103/1699/b.mp4"])
+        #expect(item.sources[1].container == "mp4" && item.sources[0].size == 1000)
+    }
+
+    @Test func episodesTakeTheirShowAndNumericIdsDecodeToo() throws {
+        let e = JSONValue(raw: ["ratingKey": 77, "type": "episode", "title": "Pilot", "index": 1, "parentIndex": 2, "grandparentTitle": "Show",
+                                "grandparentRatingKey": "9", "Media": [["Part": [["id": 5, "key": "/library/parts/5/1/p.mkv", "size": 3]]]]])
+        let item = try #require(PlexDecode.item(e, show: ("9", "Show", 2020)))
+        #expect(item.id == "77" && item.kind == .episode && item.seriesName == "Show" && item.seriesYear == 2020)
+        #expect(item.seasonNumber == 2 && item.episodeNumber == 1 && item.sources.map(\.name) == [nil])
+        #expect(PlexDecode.item(JSONValue(raw: ["ratingKey": "1", "type": "track"])) == nil)
+    }
+
+    @Test func malformedContainersAreClearErrors() {
+        for body in ["{\"MediaContainer\":{\"Metadata\":5}}", "{\"errors\":[]}", "<MediaContainer/>", ""] {
+            #expect(throws: LabstreamError.self) { try PlexDecode.page(self.bytes(body), "/library/sections/1/all") }
+        }
+        #expect(throws: LabstreamError.self) { try PlexDecode.machineIdentifier(self.bytes("{\"MediaContainer\":{}}")) }
+    }
+
+    @Test func pinsAndServersFromPlexTV() throws {
+        let pin = try PlexDecode.pin(bytes("{\"id\":1001,\"code\":\"WXYZ\",\"authToken\":null,\"expiresAt\":\"2026-12-01T10:00:00Z\"}"))
+        #expect(pin.id == 1001 && pin.code == "WXYZ" && pin.authToken == nil && pin.expiresAt != nil)
+        let servers = try PlexDecode.servers(bytes("""
+        [{"name":"Phone","provides":"player","clientIdentifier":"p","connections":[]},
+         {"name":"NAS","provides":"server,player","clientIdentifier":"m1","accessToken":"srv","httpsRequired":true,"owned":true,
+          "connections":[{"protocol":"http","uri":"http://10.0.0.2:32400","local":true,"relay":false},
+                         {"protocol":"https","uri":"https://relay.plex.direct:8443","local":false,"relay":true},
+                         {"protocol":"https","uri":"https://1-2-3-4.x.plex.direct:32400","local":false,"relay":false},
+                         {"protocol":"https","uri":"https://10-0-0-2.x.plex.direct:32400","local":true,"relay":false}]}]
+        """))
+        #expect(servers.map(\.name) == ["NAS"] && servers[0].accessToken == "srv")
+        // https required: the plain local address is dropped; local, then remote, relay last.
+        #expect(PlexConnectionPolicy.order(servers[0]).map(\.uri) == [
+            "https://10-0-0-2.x.plex.direct:32400", "https://1-2-3-4.x.plex.direct:32400", "https://relay.plex.direct:8443"])
+        var relaxed = servers[0]
+        relaxed.httpsRequired = false
+        #expect(PlexConnectionPolicy.order(relaxed).map(\.uri).first == "https://10-0-0-2.x.plex.direct:32400")
+        #expect(PlexConnectionPolicy.order(relaxed).count == 4 && PlexConnectionPolicy.order(relaxed).last?.isRelay == true)
+    }
+
+    @Test func requestsCarryIdentityAndTheTokenOnlyInAHeader() {
+        let r = PlexRequests(baseURL: "http://pms:32400/", identity: ClientIdentity(device: "nas", deviceId: "cid-1"))
+        let page = r.sectionItems(section: "3", type: 1, start: 100, size: 50, token: "sekret")
+        #expect(page.url == "http://pms:32400/library/sections/3/all?type=1&X-Plex-Container-Start=100&X-Plex-Container-Size=50")
+        #expect(page.headers.contains(.init("X-Plex-Token", "sekret")) && page.headers.contains(.init("X-Plex-Client-Identifier", "cid-1")))
+        #expect(page.headers.contains(.init("Accept", "application/json")))
+        let part = r.part(key: "/library/parts/5/1699/f.mkv", range: ByteRange(10, 20), validator: nil, token: "sekret")
+        #expect(part.url == "http://pms:32400/library/parts/5/1699/f.mkv" && !part.url.contains("sekret"))
+        #expect(part.headers.contains(.init("Range", "bytes=10-19")))
+        #expect(r.createPin().method == "POST" && r.createPin().url.hasSuffix("/api/v2/pins?strong=false"))
+    }
+}
