@@ -66,6 +66,16 @@ public struct LibraryCatalog: Sendable, Hashable {
     }
 }
 
+extension DownloadRow {
+    /// Whether these bytes belong to another version than the catalog's `file`: a different
+    /// size, or a different source tag when both are known.
+    public func isStale(for file: TreeFile) -> Bool {
+        if total != file.size { return true }
+        guard let mine = sourceTag, let theirs = file.etag else { return false }
+        return mine != theirs
+    }
+}
+
 /// Identifies one downloadable file: a media source of an item on a server.
 public struct FileKey: Sendable, Hashable, Codable, CustomStringConvertible {
     public var server: String
@@ -126,11 +136,14 @@ public struct DownloadRow: Sendable, Hashable {
     public var awaitingValidation: Bool
     /// Pinned files are downloaded completely in the background and never evicted.
     public var pinned: Bool
+    /// The catalog's tag for the version these bytes belong to (media source ETag, Plex part key).
+    public var sourceTag: String?
 
     public init(key: FileKey, status: DownloadStatus, attempt: AttemptID, validator: Validator?, total: Int64,
                 present: RangeSet, partialPath: String, reason: String? = nil, awaitingValidation: Bool = false,
-                pinned: Bool = false) {
+                pinned: Bool = false, sourceTag: String? = nil) {
         self.pinned = pinned
+        self.sourceTag = sourceTag
         self.key = key
         self.status = status
         self.attempt = attempt

@@ -194,7 +194,16 @@ public final class TransferEngine: Sendable {
     }
 
     func transfer(for file: TreeFile) throws(LabstreamError) -> FileTransfer {
-        if let existing = files.withLock({ $0[file.key] }) { return existing }
+        let current = files.withLock { map -> FileTransfer? in
+            guard let existing = map[file.key] else { return nil }
+            // A new catalog version of the file: an idle transfer of the old one reopens.
+            if (existing.file.size != file.size || existing.file.etag != file.etag) && existing.isIdle {
+                map.removeValue(forKey: file.key)
+                return nil
+            }
+            return existing
+        }
+        if let current { return current }
         // Open outside the map lock: it touches the disk and the index.
         let created = try FileTransfer.open(file: file, index: index, layout: layout)
         return files.withLock { map in
@@ -477,13 +486,14 @@ final class FileTransfer: @unchecked Sendable {
     static func open(file: TreeFile, index: OfflineIndex, layout: DataLayout) throws(LabstreamError) -> FileTransfer {
         var row = try index.download(file.key) ?? DownloadRow(
             key: file.key, status: .partial, attempt: AttemptID(1), validator: nil, total: file.size,
-            present: RangeSet(), partialPath: layout.partialRelativePath(for: file.key))
-        if row.total != file.size {
-            // The catalog says the file changed size: the old bytes belong to another version.
+            present: RangeSet(), partialPath: layout.partialRelativePath(for: file.key), sourceTag: file.etag)
+        if row.isStale(for: file) {
+            // The catalog says the file changed: the old bytes belong to another version.
             row = DownloadRow(key: file.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
                               total: file.size, present: RangeSet(), partialPath: row.partialPath,
-                              reason: "file changed on the server; fetching it again", pinned: row.pinned)
+                              reason: "file changed on the server; fetching it again", pinned: row.pinned, sourceTag: file.etag)
         }
+        row.sourceTag = row.sourceTag ?? file.etag
         try makeDirectories(layout.partialsDir)
         let partial = try PartialFile(path: layout.absolute(row.partialPath), size: file.size)
         return FileTransfer(file: file, partial: partial, row: row, index: index)
@@ -538,7 +548,8 @@ final class FileTransfer: @unchecked Sendable {
             writableAttempt = row.attempt.next
             writeGate.unlock()
             row = DownloadRow(key: row.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
-                              total: row.total, present: RangeSet(), partialPath: row.partialPath, reason: nil, pinned: row.pinned)
+                              total: row.total, present: RangeSet(), partialPath: row.partialPath, reason: nil, pinned: row.pinned,
+                              sourceTag: row.sourceTag)
             verified = RangeSet()
             try partial.discardAll()
         case .resume, .retry:
@@ -555,7 +566,7 @@ final class FileTransfer: @unchecked Sendable {
             writableAttempt = row.attempt.next
             writeGate.unlock()
             row = DownloadRow(key: row.key, status: .partial, attempt: row.attempt.next, validator: nil, total: row.total,
-                              present: RangeSet(), partialPath: row.partialPath, reason: reason, pinned: false)
+                              present: RangeSet(), partialPath: row.partialPath, reason: reason, pinned: false, sourceTag: row.sourceTag)
             verified = RangeSet()
             // The row forgets the bytes first; only then are they freed.
             try index.saveDownload(row, now: engine.now())
@@ -952,7 +963,7 @@ final class FileTransfer: @unchecked Sendable {
         consecutiveFailures += 1
         row = DownloadRow(key: row.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
                           total: row.total, present: RangeSet(), partialPath: row.partialPath,
-                          reason: "file changed on the server (\(why))", pinned: row.pinned)
+                          reason: "file changed on the server (\(why))", pinned: row.pinned, sourceTag: file.etag)
         verified = RangeSet()
         if consecutiveFailures >= engine.settings.retry.maxAttempts {
             row.status = row.pinned ? .failed : .partial

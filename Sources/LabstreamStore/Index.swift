@@ -4,7 +4,7 @@ import LabstreamCore
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
 /// read fails closed.
 public final class OfflineIndex: Sendable {
-    public static let schemaVersion: Int64 = 3
+    public static let schemaVersion: Int64 = 4
     public let db: SQLiteDatabase
 
     public struct ServerRow: Sendable, Hashable {
@@ -53,6 +53,10 @@ public final class OfflineIndex: Sendable {
                 if version == 2 {
                     try Self.migrateV2toV3(c)
                     version = 3
+                }
+                if version == 3 {
+                    try Self.migrateV3toV4(c)
+                    version = 4
                 }
                 return version
             }
@@ -104,6 +108,16 @@ public final class OfflineIndex: Sendable {
         try c.exec("""
         ALTER TABLE media_sources ADD COLUMN orphaned INTEGER NOT NULL DEFAULT 0;
         UPDATE meta SET value = '3' WHERE key = 'schema_version';
+        """)
+    }
+
+    /// v4: each download remembers the source tag (ETag of the media source, Plex part key) of
+    /// the version its bytes belong to, so a new version on the server is noticed even at the
+    /// same size. Older rows have none and adopt the current tag.
+    static func migrateV3toV4(_ c: Connection) throws {
+        try c.exec("""
+        ALTER TABLE downloads ADD COLUMN source_tag TEXT;
+        UPDATE meta SET value = '4' WHERE key = 'schema_version';
         """)
     }
 
@@ -257,10 +271,7 @@ public final class OfflineIndex: Sendable {
             return try db.transaction { c in
                 let current = try c.query("SELECT attempt FROM downloads WHERE server=? AND item_id=? AND source_id=?", k).first?[0].int
                 if let current, current > row.attempt.rawValue { return false }
-                try c.run("INSERT OR REPLACE INTO downloads VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", k + [
-                    .text(row.status.rawValue), .int(row.attempt.rawValue), row.validator.map { .text($0.description) } ?? .null,
-                    .int(row.total), .text(row.present.serialized), .text(row.partialPath), row.reason.map(SQLValue.text) ?? .null,
-                    .int(row.awaitingValidation ? 1 : 0), .int(now), .int(row.pinned ? 1 : 0)])
+                try Self.insert(row, into: c, now: now)
                 try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=? AND attempt<?", k + [.int(row.attempt.rawValue)])
                 if let segment {
                     try c.run("INSERT OR REPLACE INTO segments VALUES(?,?,?,?,?,?,?)", k + [
@@ -308,7 +319,7 @@ public final class OfflineIndex: Sendable {
                     let existing = try c.query("SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
                                                [.text(f.key.server), .text(f.key.itemId), .text(f.key.sourceId)]).first.flatMap(Self.decodeDownload)
                     var row = existing ?? DownloadRow(key: f.key, status: .partial, attempt: AttemptID(1), validator: nil, total: f.size,
-                                                      present: RangeSet(), partialPath: layout.partialRelativePath(for: f.key))
+                                                      present: RangeSet(), partialPath: layout.partialRelativePath(for: f.key), sourceTag: f.etag)
                     row.pinned = pinned
                     let whole = row.present.contains(ByteRange(0, row.total))
                     if pinned && !whole && [.partial, .paused, .failed].contains(row.status) {
@@ -318,11 +329,7 @@ public final class OfflineIndex: Sendable {
                         row.status = .partial
                         row.reason = nil
                     }
-                    try c.run("INSERT OR REPLACE INTO downloads VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", [
-                        .text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .text(row.status.rawValue),
-                        .int(row.attempt.rawValue), row.validator.map { .text($0.description) } ?? .null, .int(row.total),
-                        .text(row.present.serialized), .text(row.partialPath), row.reason.map(SQLValue.text) ?? .null,
-                        .int(row.awaitingValidation ? 1 : 0), .int(now), .int(row.pinned ? 1 : 0)])
+                    try Self.insert(row, into: c, now: now)
                     out.append(row)
                 }
                 return out
@@ -344,7 +351,17 @@ public final class OfflineIndex: Sendable {
         }
     }
 
-    static let downloadColumns = "server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason, awaiting_validation, pinned"
+    static let downloadColumns = "server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason, awaiting_validation, pinned, source_tag"
+
+    static func insert(_ row: DownloadRow, into c: Connection, now: Int64) throws {
+        try c.run("""
+            INSERT OR REPLACE INTO downloads(server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason,
+                awaiting_validation, updated, pinned, source_tag) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+            """, [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .text(row.status.rawValue),
+                  .int(row.attempt.rawValue), row.validator.map { .text($0.description) } ?? .null, .int(row.total),
+                  .text(row.present.serialized), .text(row.partialPath), row.reason.map(SQLValue.text) ?? .null,
+                  .int(row.awaitingValidation ? 1 : 0), .int(now), .int(row.pinned ? 1 : 0), row.sourceTag.map(SQLValue.text) ?? .null])
+    }
 
     static func decodeDownload(_ r: [SQLValue]) -> DownloadRow? {
         guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let status = r[3].text.flatMap(DownloadStatus.init(rawValue:)),
@@ -353,7 +370,7 @@ public final class OfflineIndex: Sendable {
         return DownloadRow(key: FileKey(server: s, itemId: i, sourceId: id), status: status, attempt: AttemptID(attempt),
                            validator: r[5].text.flatMap(Validator.init(persisted:)), total: total, present: ranges,
                            partialPath: partial, reason: r[9].text, awaitingValidation: (r[10].int ?? 0) != 0,
-                           pinned: (r[11].int ?? 0) != 0)
+                           pinned: (r[11].int ?? 0) != 0, sourceTag: r[12].text)
     }
 
     func read<T>(_ what: String, _ body: () throws -> T) throws(LabstreamError) -> T {

@@ -68,6 +68,32 @@ import Testing
         try m.unmount()
     }
 
+    /// A Plex part key embeds the file's changestamp: a new key is a new file, even at the
+    /// same size, and the bytes kept for the old one are not served as the new one's.
+    @Test func aChangedPlexPartKeyInvalidatesThePartial() throws {
+        let m = try MountedLabstream("plex-key", kind: .plex)
+        try m.mount()
+        let rel = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+        let source = expectedTree(m.mediaDir)[rel]!
+        #expect(try pread(path: m.path(rel), offset: 0, length: MiB) == pread(path: source, offset: 0, length: MiB))
+        let first = try #require(m.fixture.downloadRequests.first { $0.requestedRange?.lower == 0 })
+        // The same range again is served from the partial: no new request.
+        let before = m.fixture.downloadRequests.count
+        _ = try pread(path: m.path(rel), offset: 0, length: MiB)
+        #expect(m.fixture.downloadRequests.count == before)
+        try m.unmount()
+
+        m.fixture.touch(itemId: try #require(m.fixture.itemId(forFile: source)))
+        m.fixture.clearLog()
+        let sync = try m.cli(["sync", "test"])
+        #expect(sync.code == 0, "\(sync.stderr)")
+        try m.mount()
+        #expect(try pread(path: m.path(rel), offset: 0, length: MiB) == pread(path: source, offset: 0, length: MiB))
+        let again = m.fixture.downloadRequests.filter { $0.requestedRange?.lower == 0 }
+        #expect(!again.isEmpty && again.allSatisfy { $0.path != first.path && $0.path.hasPrefix("/library/parts/") }, "\(again.map(\.path)) vs \(first.path)")
+        try m.unmount()
+    }
+
     @Test func aPlexPinThatExpiresSaysSoAndStoresNothing() throws {
         let scratch = Scratch("pin-expire")
         let server = try ServerFixture(kind: .plex, catalog: FixtureCatalog(movies: [], series: []))

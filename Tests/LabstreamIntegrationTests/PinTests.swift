@@ -211,13 +211,42 @@ import Testing
             row.pinned = true
             try v3.saveDownload(row, committing: .init(range: ByteRange(0, 50), sha256: "ab"), now: 1)
             // Turn it back into a version 2 index.
-            try v3.db.exec("ALTER TABLE media_sources DROP COLUMN orphaned; UPDATE meta SET value='2' WHERE key='schema_version';")
+            try v3.db.exec("""
+                ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE media_sources DROP COLUMN orphaned;
+                UPDATE meta SET value='2' WHERE key='schema_version';
+                """)
         }
         let index = try OfflineIndex(path: path)
         let row = try #require(try index.download(FileKey(server: "s", itemId: "i", sourceId: "m")))
         #expect(row.present == RangeSet([ByteRange(0, 50)]) && row.pinned)      // v2 ranges have digests: kept
         #expect(try index.segments(row.key, attempt: row.attempt).count == 1)
         #expect(try index.treeFiles().count == 1)
+    }
+
+    @Test func aVersion3IndexIsUpgradedAndItsRowsAdoptTheCurrentSourceTag() throws {
+        let scratch = Scratch("migrate3")
+        let layout = DataLayout(root: scratch.path)
+        let file = TreeFile(path: ["s", "M", "A", "A.mkv"], key: FileKey(server: "s", itemId: "i", sourceId: "m"), size: 100, modified: 0, etag: "v1")
+        do {
+            let v4 = try OfflineIndex(path: layout.indexPath)
+            let row = DownloadRow(key: file.key, status: .partial, attempt: AttemptID(1), validator: nil, total: 100,
+                                  present: RangeSet([ByteRange(0, 50)]), partialPath: "partials/a.part", sourceTag: "v1")
+            try v4.saveDownload(row, committing: .init(range: ByteRange(0, 50), sha256: "ab"), now: 1)
+            try v4.db.exec("ALTER TABLE downloads DROP COLUMN source_tag; UPDATE meta SET value='3' WHERE key='schema_version';")
+        }
+        let index = try OfflineIndex(path: layout.indexPath)
+        let row = try #require(try index.download(file.key))
+        #expect(row.present == RangeSet([ByteRange(0, 50)]) && row.sourceTag == nil)   // kept: nothing says it changed
+        #expect(!row.isStale(for: file))
+        var tagged = row
+        tagged.sourceTag = "v1"
+        #expect(!tagged.isStale(for: file))
+        var newer = file
+        newer.etag = "v2"
+        #expect(tagged.isStale(for: newer))
+        newer.etag = nil
+        newer.size = 101
+        #expect(tagged.isStale(for: newer))
     }
 
     @Test func removingAServerPausesItsDownloadsAndKeepsThem() throws {
@@ -261,8 +290,8 @@ import Testing
         // A damaged row (absolute partial path) keeps its file: nothing is guessed.
         let damagedFile = rig.layout.partialsDir + "/damaged.part"
         writeRandomFile(damagedFile, size: 100, seed: 2)
-        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','y','partial',1,NULL,100,'0-100','/etc/passwd',NULL,0,0,0)")
-        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','z','partial',1,NULL,100,'0-100','partials/damaged.part',NULL,0,0,0)")
+        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','y','partial',1,NULL,100,'0-100','/etc/passwd',NULL,0,0,0,NULL)")
+        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','z','partial',1,NULL,100,'0-100','partials/damaged.part',NULL,0,0,0,NULL)")
         try rig.index.db.run("UPDATE downloads SET ranges='garbage' WHERE item_id='x' AND source_id='z'")
 
         let report = try Reconcile.run(index: rig.index, layout: rig.layout, now: 1) { _ in }
