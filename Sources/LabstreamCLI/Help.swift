@@ -6,8 +6,10 @@ enum Help {
     labstream \(LabstreamVersion.current) — mount your home media servers' libraries as a read-only filesystem.
 
     Usage:
-      labstream server add jellyfin NAME --url URL --user USER --password-stdin
-      labstream server add jellyfin NAME --url URL [--user USER] --token-stdin
+      labstream server add jellyfin|emby NAME --url URL --user USER --password-stdin
+      labstream server add jellyfin|emby NAME --url URL [--user USER] --token-stdin
+      labstream server add plex NAME --pin [--server NAME] [--url URL]
+      labstream server add plex NAME --token-stdin [--server NAME] [--url URL]
       labstream server list [--json]
       labstream server remove NAME
       labstream mount MOUNTPOINT [--foreground] [-o OPTIONS]
@@ -33,14 +35,26 @@ enum Help {
 
     static let server = """
     Usage:
-      labstream server add jellyfin NAME --url URL --user USER --password-stdin
-      labstream server add jellyfin NAME --url URL [--user USER] --token-stdin
+      labstream server add jellyfin|emby NAME --url URL --user USER --password-stdin
+      labstream server add jellyfin|emby NAME --url URL [--user USER] --token-stdin
+      labstream server add plex NAME --pin [--server NAME] [--url URL] [--plex-tv-url URL]
+      labstream server add plex NAME --token-stdin [--server NAME] [--url URL] [--plex-tv-url URL]
       labstream server list [--json]
       labstream server remove NAME
 
-    add logs in with the password read from standard input (it is never stored) and keeps only the
-    access token, in the 0600 credentials file. --token-stdin adopts an existing token or API key
-    (an API key needs --user to pick whose libraries to mount). Adding an existing NAME replaces it.
+    Jellyfin and Emby: add logs in with the password read from standard input (it is never stored)
+    and keeps only the access token, in the 0600 credentials file. --token-stdin adopts an existing
+    token or API key (an API key, and any Emby token, needs --user to pick whose libraries to
+    mount). An Emby URL may be given with or without its /emby base path.
+
+    Plex: --pin prints a code to enter at https://plex.tv/link and waits until it is approved or
+    expires. --token-stdin reads a plex.tv account token instead, or, with --url, a token for that
+    server itself (plex.tv is then not asked). The server is found among the account's resources
+    (--server NAME when there are several) and reached through the first connection that answers:
+    local before remote, https when the server requires it, relay last. Only the server's own
+    access token is stored. --plex-tv-url points at another plex.tv (tests).
+
+    Adding an existing NAME replaces it.
     """
 
     static let mount = """
