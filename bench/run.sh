@@ -1,31 +1,45 @@
 #!/usr/bin/env bash
-# make bench: Labstream against curl on the same nginx-served file, same run, same machine.
-# First figure (issue 3): pinned download of a 1 GiB file vs `curl -o /dev/null`, medians of
-# RUNS runs after a warm-up, alternating contenders. Writes bench/results.json.
+# make bench: Labstream side by side with curl, the raw disk and `rclone mount --vfs-cache-mode
+# full`, all reading identical bytes from one nginx on loopback (the Jellyfin fixture's API sits
+# behind nginx; /Items/{id}/Download and rclone's /media/ are answered by nginx itself).
+# Cases B1–B9 of issue 7; each timed case runs RUNS times after a warm-up, contenders
+# alternating, caches dropped between cold runs. Prints a table and writes bench/results.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}
-SIZE_MB=${SIZE_MB:-1024}
-BIN=.build/release/labstream
-command -v nginx >/dev/null || { echo "installing nginx-light"; apt-get install -y -qq nginx-light >/dev/null; }
+SIZE_MB=${SIZE_MB:-1024}     # B1–B3, B6, B8
+SMALL_MB=${SMALL_MB:-256}    # each of the 8 files of B9
+MANY=${MANY:-10000}          # items in the B5 library
+BIN=$PWD/.build/release/labstream
+need() { command -v "$1" >/dev/null || { echo "installing $2"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null; }; }
+need nginx nginx-light; need rclone rclone; need curl curl; need bc bc; need mpv mpv; need ffprobe ffmpeg; need fusermount3 fuse3
+
 W=$(mktemp -d /tmp/labstream-bench.XXXXXX)
+LS_MNT=$W/mnt RC_MNT=$W/rc
 cleanup() {
-    [ -f "$W/mnt.pid" ] && $BIN unmount "$W/mnt" >/dev/null 2>&1 || true
+    $BIN unmount "$LS_MNT" >/dev/null 2>&1 || true
+    LABSTREAM_CONFIG_DIR=$W/many-config LABSTREAM_DATA_DIR=$W/many-data $BIN unmount "$W/many-mnt" >/dev/null 2>&1 || true
+    fusermount3 -uz "$RC_MNT" 2>/dev/null || fusermount -uz "$RC_MNT" 2>/dev/null || true
+    pkill -f "rclone mount :http: $RC_MNT" 2>/dev/null || true
     [ -f "$W/nginx.pid" ] && kill "$(cat "$W/nginx.pid")" 2>/dev/null || true
-    [ -n "${FIXTURE_PID:-}" ] && kill "$FIXTURE_PID" 2>/dev/null || true
+    for p in ${FIXTURE_PID:-} ${MANY_PID:-}; do kill "$p" 2>/dev/null || true; done
     rm -rf "$W"
 }
 trap cleanup EXIT
-mkdir -p "$W/media" "$W/mnt"
+mkdir -p "$W/media" "$LS_MNT" "$RC_MNT" "$W/many" "$W/many-mnt"
 chmod 755 "$W" "$W/media"   # nginx workers run as www-data
+
+echo "generating media in $W"
 dd if=/dev/urandom of="$W/media/bench.mkv" bs=1M count="$SIZE_MB" status=none
-chmod 644 "$W/media/bench.mkv"
+for i in 1 2 3 4 5 6 7 8; do dd if=/dev/urandom of="$W/media/s$i.mkv" bs=1M count="$SMALL_MB" status=none; done
+ffmpeg -v error -f lavfi -i testsrc2=size=1920x1080:rate=30 -t 60 -c:v libx264 -preset ultrafast -pix_fmt yuv420p "$W/media/clip.mkv"
+chmod 644 "$W"/media/*
+for i in $(seq 1 "$MANY"); do : > "$W/many/m$i.mkv"; done
 
 $BIN fixture "$W/media" > "$W/fixture.url" &
 FIXTURE_PID=$!
 for _ in $(seq 1 100); do [ -s "$W/fixture.url" ] && break; sleep 0.1; done
 FIXTURE=$(head -n1 "$W/fixture.url")
-ID=$(ls "$W/media/.by-id" | head -n1)
 PORT=$(( 20000 + RANDOM % 20000 ))
 cat > "$W/nginx.conf" <<CONF
 worker_processes 2;
@@ -34,11 +48,13 @@ pid $W/nginx.pid;
 error_log $W/nginx-error.log;
 events { worker_connections 256; }
 http {
-    access_log $W/access.log;
+    log_format bench '\$uri "\$http_range" \$status \$body_bytes_sent';
+    access_log $W/access.log bench;
     sendfile on;
     server {
         listen 127.0.0.1:$PORT;
         location ~ ^/Items/(?<id>[0-9a-f]+)/Download\$ { alias $W/media/.by-id/\$id; }
+        location /media/ { alias $W/media/; autoindex on; }
         location / { proxy_pass $FIXTURE; }
     }
 }
@@ -48,50 +64,201 @@ URL="http://127.0.0.1:$PORT"
 
 export LABSTREAM_CONFIG_DIR="$W/config" LABSTREAM_DATA_DIR="$W/data"
 echo demo | $BIN server add jellyfin bench --url "$URL" --user demo --password-stdin >/dev/null
-# The bench file is random bytes, which the playback probe would rightly reject.
+# The generated files are random bytes, which the playback probe would rightly reject.
 printf '\n[cache]\nplayback_probe = no\n' >> "$W/config/labstream.conf"
-BYTES=$(stat -c %s "$W/media/bench.mkv")
+$BIN sync >/dev/null
+id_of() { basename "$(find "$W/media/.by-id" -lname "*/$1")"; }
+lsfile() { echo "$LS_MNT/bench/Movies/$1/$1.mkv"; }
+size_of() { stat -c %s "$W/media/$1.mkv"; }
 
-curl_once() { curl -s -o /dev/null -w '%{time_total}' "$URL/Items/$ID/Download"; }
-labstream_once() {
-    rm -rf "$W/data/partials" "$W/data/index.sqlite"*
-    $BIN mount "$W/mnt" >/dev/null
-    touch "$W/mnt.pid"
-    local file
-    file=$(find "$W/mnt" -type f | head -n1)
-    local start end
-    start=$(date +%s.%N)
-    $BIN pin --wait "$file" >/dev/null
-    end=$(date +%s.%N)
-    $BIN unmount "$W/mnt" >/dev/null
-    rm -f "$W/mnt.pid"
-    echo "$end - $start" | bc -l
+now() { date +%s.%N; }
+elapsed() { echo "$(now) - $1" | bc -l; }
+drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
+daemon_pid() { head -n1 "$W/data/labstream.lock"; }
+ls_mount() { $BIN mount "$LS_MNT" >/dev/null; }
+ls_unmount() { $BIN unmount "$LS_MNT" >/dev/null 2>&1 || true; }
+ls_cold() { ls_unmount; rm -rf "$W/data/partials"; drop_caches; ls_mount; }   # the index keeps the catalog
+rc_mount() {
+    rclone mount ":http:" "$RC_MNT" --http-url "$URL/media/" --vfs-cache-mode full --cache-dir "$W/rc-cache" \
+        --read-only --daemon >/dev/null 2>&1
+    for _ in $(seq 1 200); do mountpoint -q "$RC_MNT" && ls "$RC_MNT" >/dev/null 2>&1 && return; sleep 0.05; done
+    echo "rclone did not mount" >&2; exit 1
 }
+rc_unmount() { fusermount3 -u "$RC_MNT" 2>/dev/null || fusermount -u "$RC_MNT" 2>/dev/null || true; pkill -f "rclone mount :http: $RC_MNT" 2>/dev/null || true
+    for _ in $(seq 1 100); do mountpoint -q "$RC_MNT" || return 0; sleep 0.05; done; }
+rc_cold() { rc_unmount; rm -rf "$W/rc-cache"; drop_caches; rc_mount; }
+rc_pid() { pgrep -f "rclone mount :http: $RC_MNT" | head -n1; }
+log_mark() { wc -l < "$W/access.log"; }
+log_since() { tail -n +"$(( $1 + 1 ))" "$W/access.log"; }
 
-# The ceiling for any durable download on this disk: write and fdatasync the same bytes.
-disk_once() { local s e; s=$(date +%s.%N); dd if=/dev/zero of="$W/ddtest" bs=1M count="$SIZE_MB" conv=fdatasync status=none; e=$(date +%s.%N); rm -f "$W/ddtest"; echo "$e - $s" | bc -l; }
-
-curl_once >/dev/null; labstream_once >/dev/null   # warm-up
-declare -a C L D
-for i in $(seq 1 "$RUNS"); do
-    C+=("$(curl_once)")
-    L+=("$(labstream_once)")
-    D+=("$(disk_once)")
-done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-mbps() { echo "$BYTES / $1 / 1000000" | bc -l; }
-CM=$(median "${C[@]}"); LM=$(median "${L[@]}"); DM=$(median "${D[@]}")
-CMB=$(mbps "$CM"); LMB=$(mbps "$LM"); DMB=$(mbps "$DM")
-RATIO=$(echo "$LMB / $CMB" | bc -l)
-DRATIO=$(echo "$LMB / $DMB" | bc -l)
-printf '\n%-44s %10s %10s %10s\n' "case (${SIZE_MB} MiB, $RUNS runs, median)" "seconds" "MB/s" "ratio"
-printf '%-44s %10.3f %10.0f %10s\n' "curl -o /dev/null (reference)" "$CM" "$CMB" "1.00"
-printf '%-44s %10.3f %10.0f %10.2f\n' "B8 labstream pin --wait (target >= 0.9x)" "$LM" "$LMB" "$RATIO"
-printf '%-44s %10.3f %10.0f %10s\n' "disk ceiling: dd conv=fdatasync" "$DM" "$DMB" "-"
-printf '%-44s %10s %10s %10.2f\n' "labstream / disk ceiling" "" "" "$DRATIO"
-cat > bench/results.json <<JSON
-{"B8_pinned_download": {"bytes": $BYTES, "runs": $RUNS, "curl_seconds": [$(IFS=,; echo "${C[*]}")], "labstream_seconds": [$(IFS=,; echo "${L[*]}")],
-  "curl_median_mbps": $(printf '%.1f' "$CMB"), "labstream_median_mbps": $(printf '%.1f' "$LMB"), "ratio": $(printf '%.3f' "$RATIO"), "target": 0.9,
-  "disk_fdatasync_mbps": $(printf '%.1f' "$DMB"), "ratio_to_disk": $(printf '%.3f' "$DRATIO")}}
-JSON
+minimum() { printf '%s\n' "$@" | sort -g | head -n1; }
+maximum() { printf '%s\n' "$@" | sort -g | tail -n1; }
+JSON=()
+ROWS=()
+# record ID CASE UNIT VALUES… — one table row (median, min, max); the median is left in MED.
+record() {
+    local id=$1 what=$2 unit=$3; shift 3
+    local med min max
+    med=$(median "$@"); min=$(minimum "$@"); max=$(maximum "$@")
+    ROWS+=("$(printf '%-4s %-52s %10.3f %10.3f %10.3f %-5s' "$id" "$what" "$med" "$min" "$max" "$unit")")
+    JSON+=("\"$id $what\": {\"unit\": \"$unit\", \"median\": $med, \"min\": $min, \"max\": $max, \"runs\": [$(IFS=,; echo "$*")]}")
+    MED=$med
+}
+note() { ROWS+=("     $1"); JSON+=("\"note $((${#JSON[@]}))\": \"$1\""); }
+mbps() { echo "$1 / $2 / 1000000" | bc -l; }
+ratio() { printf '%.2f' "$(echo "$1 / $2" | bc -l)"; }
+
+BYTES=$(size_of bench)
+BENCH_ID=$(id_of bench.mkv)
+ls_mount; rc_mount
+
+echo "B1 cold sequential read, $SIZE_MB MiB"
+curl -s -o /dev/null "$URL/Items/$BENCH_ID/Download"   # warm-up
+C=(); L=(); R=()
+for i in $(seq 0 "$RUNS"); do
+    drop_caches; s=$(now); curl -s -o /dev/null "$URL/Items/$BENCH_ID/Download"; c=$(mbps "$BYTES" "$(elapsed "$s")")
+    ls_cold; s=$(now); dd if="$(lsfile bench)" of=/dev/null bs=1M status=none; l=$(mbps "$BYTES" "$(elapsed "$s")")
+    rc_cold; s=$(now); dd if="$RC_MNT/bench.mkv" of=/dev/null bs=1M status=none; r=$(mbps "$BYTES" "$(elapsed "$s")")
+    [ "$i" = 0 ] && continue   # warm-up round
+    C+=("$c"); L+=("$l"); R+=("$r")
+done
+record B1 "curl (reference)" MB/s "${C[@]}"; CM=$MED; record B1 "labstream dd bs=1M" MB/s "${L[@]}"; LM=$MED; record B1 "rclone vfs full dd bs=1M" MB/s "${R[@]}"; RM=$MED
+note "B1 labstream/curl $(ratio "$LM" "$CM") (target >= 0.9), rclone/curl $(ratio "$RM" "$CM"), labstream/rclone $(ratio "$LM" "$RM")"
+
+echo "B2 warm read of a fully cached file"
+# Both mounts hold the whole file from the last B1 run.
+LS_CACHE=$(find "$W/data/partials" -type f -size +$((SIZE_MB / 2))M | head -n1)
+RC_CACHE=$(find "$W/rc-cache" -type f -name bench.mkv | head -n1)
+RAW=(); L1=(); L2=(); R1=(); R2=(); RAW2=()
+for i in $(seq 1 "$RUNS"); do
+    drop_caches; s=$(now); dd if="$LS_CACHE" of=/dev/null bs=1M status=none; RAW+=("$(mbps "$BYTES" "$(elapsed "$s")")")
+    s=$(now); dd if="$LS_CACHE" of=/dev/null bs=1M status=none; RAW2+=("$(mbps "$BYTES" "$(elapsed "$s")")")
+    drop_caches; s=$(now); dd if="$(lsfile bench)" of=/dev/null bs=1M status=none; L1+=("$(mbps "$BYTES" "$(elapsed "$s")")")
+    s=$(now); dd if="$(lsfile bench)" of=/dev/null bs=1M status=none; L2+=("$(mbps "$BYTES" "$(elapsed "$s")")")
+    drop_caches; s=$(now); dd if="$RC_MNT/bench.mkv" of=/dev/null bs=1M status=none; R1+=("$(mbps "$BYTES" "$(elapsed "$s")")")
+    s=$(now); dd if="$RC_MNT/bench.mkv" of=/dev/null bs=1M status=none; R2+=("$(mbps "$BYTES" "$(elapsed "$s")")")
+done
+record B2 "raw dd of the cache file, cold page cache" MB/s "${RAW[@]}"; RAWM=$MED
+record B2 "raw dd of the cache file, second read" MB/s "${RAW2[@]}"; RAW2M=$MED
+record B2 "labstream first read" MB/s "${L1[@]}"; L1M=$MED; record B2 "labstream second read" MB/s "${L2[@]}"; L2M=$MED
+record B2 "rclone first read" MB/s "${R1[@]}"; R1M=$MED; record B2 "rclone second read" MB/s "${R2[@]}"; R2M=$MED
+note "B2 labstream/raw first $(ratio "$L1M" "$RAWM") (target >= 0.35), second $(ratio "$L2M" "$RAW2M") (target >= 0.8); rclone/raw $(ratio "$R1M" "$RAWM"), $(ratio "$R2M" "$RAW2M")"
+
+echo "B3 cold tail seek: 64 KiB at EOF-1 MiB"
+SKIP=$(( (BYTES - 1048576) / 65536 ))
+L=(); R=(); LREQ=(); LBYTES=(); RBYTES=()
+for i in $(seq 1 "$RUNS"); do
+    ls_cold; m=$(log_mark); s=$(now); dd if="$(lsfile bench)" of=/dev/null bs=64k count=1 skip="$SKIP" status=none; L+=("$(echo "$(elapsed "$s") * 1000" | bc -l)")
+    LREQ+=("$(log_since "$m" | grep -c "/Items/$BENCH_ID/Download" || true)")
+    LBYTES+=("$(log_since "$m" | awk -v id="$BENCH_ID" '$1 ~ id {b += $NF} END {print b / 1048576}')")
+    rc_cold; m=$(log_mark); s=$(now); dd if="$RC_MNT/bench.mkv" of=/dev/null bs=64k count=1 skip="$SKIP" status=none; R+=("$(echo "$(elapsed "$s") * 1000" | bc -l)")
+    RBYTES+=("$(log_since "$m" | awk '$1 ~ /bench.mkv/ {b += $NF} END {print b / 1048576}')")
+done
+record B3 "labstream latency" ms "${L[@]}"; LM=$MED; record B3 "rclone latency" ms "${R[@]}"; RM=$MED
+record B3 "labstream requests" count "${LREQ[@]}"
+record B3 "labstream MiB fetched" MiB "${LBYTES[@]}" 
+record B3 "rclone MiB fetched" MiB "${RBYTES[@]}"
+note "B3 labstream/rclone latency $(ratio "$LM" "$RM") (target <= 1, one request, <= 1 MiB)"
+
+echo "B4 mpv and ffprobe on an uncached 60 s 1080p file"
+MPV=(mpv --no-config --really-quiet --vo=null --ao=null --untimed --cache=no)
+LOC=(); L=(); R=(); FLOC=(); FL=(); FR=()
+for i in $(seq 0 "$RUNS"); do
+    drop_caches; s=$(now); "${MPV[@]}" "$W/media/clip.mkv"; a=$(elapsed "$s")
+    ls_cold; s=$(now); "${MPV[@]}" "$(lsfile clip)"; b=$(elapsed "$s")
+    rc_cold; s=$(now); "${MPV[@]}" "$RC_MNT/clip.mkv"; c=$(elapsed "$s")
+    drop_caches; s=$(now); ffprobe -v error "$W/media/clip.mkv"; d=$(elapsed "$s")
+    ls_cold; s=$(now); ffprobe -v error "$(lsfile clip)"; e=$(elapsed "$s")
+    rc_cold; s=$(now); ffprobe -v error "$RC_MNT/clip.mkv"; f=$(elapsed "$s")
+    [ "$i" = 0 ] && continue
+    LOC+=("$a"); L+=("$b"); R+=("$c"); FLOC+=("$d"); FL+=("$e"); FR+=("$f")
+done
+record B4 "mpv local file" s "${LOC[@]}"; A=$MED; record B4 "mpv labstream" s "${L[@]}"; B=$MED; record B4 "mpv rclone" s "${R[@]}"; Cc=$MED
+record B4 "ffprobe local file" s "${FLOC[@]}"; D=$MED; record B4 "ffprobe labstream" s "${FL[@]}"; E=$MED; record B4 "ffprobe rclone" s "${FR[@]}"; F=$MED
+note "B4 mpv labstream/local $(ratio "$B" "$A") (target <= 1.05), rclone/local $(ratio "$Cc" "$A"); ffprobe labstream/local $(ratio "$E" "$D") (target <= 1.2), rclone/local $(ratio "$F" "$D")"
+
+echo "B6 bytes fetched again after kill -9 during a pinned download"
+SEG=$(( 16 * 1048576 ))
+REFETCH=()
+for i in $(seq 1 "$RUNS"); do
+    ls_cold; m=$(log_mark)
+    $BIN pin "$(lsfile bench)" >/dev/null
+    while :; do
+        have=$(getfattr --only-values -n user.labstream.bytes "$(lsfile bench)" 2>/dev/null | cut -d/ -f1)
+        [ "${have:-0}" -gt $(( BYTES / 2 )) ] && break
+        sleep 0.02
+    done
+    pid=$(daemon_pid); kill -9 "$pid"; while kill -0 "$pid" 2>/dev/null; do sleep 0.02; done
+    fusermount3 -uz "$LS_MNT" 2>/dev/null || true
+    ls_mount; $BIN pin --wait "$(lsfile bench)" >/dev/null; $BIN unpin "$(lsfile bench)" >/dev/null
+    sent=$(log_since "$m" | awk -v id="$BENCH_ID" '$1 ~ id {b += $NF} END {printf "%d", b}')
+    REFETCH+=("$(echo "($sent - $BYTES) / 1048576" | bc -l)")
+done
+record B6 "MiB fetched twice (segment = 16 MiB)" MiB "${REFETCH[@]}"; RF=$MED
+note "B6 refetched $(ratio "$RF" 16) segments per file (target <= 1)"
+
+echo "B9 and B7: concurrent cold readers of different files"
+for n in 4 8; do
+    TOTAL=$(( n * SMALL_MB * 1048576 ))
+    C=(); L=(); R=(); LRSS=(); RRSS=()
+    for i in $(seq 1 "$RUNS"); do
+        drop_caches; s=$(now)
+        for k in $(seq 1 "$n"); do curl -s -o /dev/null "$URL/Items/$(id_of "s$k.mkv")/Download" & done; wait
+        C+=("$(mbps "$TOTAL" "$(elapsed "$s")")")
+        ls_cold; s=$(now)
+        for k in $(seq 1 "$n"); do dd if="$(lsfile "s$k")" of=/dev/null bs=1M status=none & done; wait
+        L+=("$(mbps "$TOTAL" "$(elapsed "$s")")"); LRSS+=("$(awk '/VmHWM/ {print $2 / 1024}' "/proc/$(daemon_pid)/status")")
+        rc_cold; s=$(now)
+        for k in $(seq 1 "$n"); do dd if="$RC_MNT/s$k.mkv" of=/dev/null bs=1M status=none & done; wait
+        R+=("$(mbps "$TOTAL" "$(elapsed "$s")")"); RRSS+=("$(awk '/VmHWM/ {print $2 / 1024}' "/proc/$(rc_pid)/status")")
+    done
+    record B9 "$n curls in parallel, aggregate" MB/s "${C[@]}"; CM=$MED; record B9 "labstream $n readers, aggregate" MB/s "${L[@]}"; LM=$MED
+    record B9 "rclone $n readers, aggregate" MB/s "${R[@]}"; RM=$MED
+    note "B9 $n readers labstream/curls $(ratio "$LM" "$CM") (target >= 0.8), rclone/curls $(ratio "$RM" "$CM")"
+    record B7 "labstream daemon peak RSS, $n cold streams" MiB "${LRSS[@]}"; LR=$MED; record B7 "rclone peak RSS, $n cold streams" MiB "${RRSS[@]}"; RR=$MED
+    [ "$n" = 4 ] && note "B7 labstream/rclone peak RSS $(ratio "$LR" "$RR") (target <= 100 MiB)"
+done
+rc_unmount
+
+echo "B8 pinned download of a $SIZE_MB MiB file"
+C=(); L=(); D=()
+for i in $(seq 0 "$RUNS"); do
+    drop_caches; s=$(now); curl -s -o /dev/null "$URL/Items/$BENCH_ID/Download"; c=$(mbps "$BYTES" "$(elapsed "$s")")
+    ls_cold; s=$(now); $BIN pin --wait "$(lsfile bench)" >/dev/null; l=$(mbps "$BYTES" "$(elapsed "$s")"); $BIN unpin "$(lsfile bench)" >/dev/null
+    s=$(now); dd if=/dev/zero of="$W/ddtest" bs=1M count="$SIZE_MB" conv=fdatasync status=none; d=$(mbps "$BYTES" "$(elapsed "$s")"); rm -f "$W/ddtest"
+    [ "$i" = 0 ] && continue
+    C+=("$c"); L+=("$l"); D+=("$d")
+done
+record B8 "curl -o /dev/null (reference)" MB/s "${C[@]}"; CM=$MED; record B8 "labstream pin --wait" MB/s "${L[@]}"; LM=$MED
+record B8 "disk ceiling: dd conv=fdatasync" MB/s "${D[@]}"; DM=$MED
+note "B8 labstream/curl $(ratio "$LM" "$CM") (target >= 0.9), labstream/disk ceiling $(ratio "$LM" "$DM")"
+ls_unmount
+
+echo "B5 find over a $MANY-item library, online and offline"
+export LABSTREAM_CONFIG_DIR="$W/many-config" LABSTREAM_DATA_DIR="$W/many-data"
+$BIN fixture "$W/many" > "$W/many.url" &
+MANY_PID=$!
+for _ in $(seq 1 100); do [ -s "$W/many.url" ] && break; sleep 0.1; done
+echo demo | $BIN server add jellyfin many --url "$(head -n1 "$W/many.url")" --user demo --password-stdin >/dev/null
+$BIN sync >/dev/null
+ON=(); OFF=()
+for i in $(seq 1 "$RUNS"); do
+    $BIN mount "$W/many-mnt" >/dev/null; drop_caches
+    s=$(now); n=$(find "$W/many-mnt" | wc -l); ON+=("$(elapsed "$s")")
+    $BIN unmount "$W/many-mnt" >/dev/null
+done
+kill "$MANY_PID"; wait "$MANY_PID" 2>/dev/null || true; MANY_PID=
+for i in $(seq 1 "$RUNS"); do
+    $BIN mount "$W/many-mnt" >/dev/null; drop_caches
+    s=$(now); n=$(find "$W/many-mnt" | wc -l); OFF+=("$(elapsed "$s")")
+    $BIN unmount "$W/many-mnt" >/dev/null
+done
+record B5 "find, server online ($n entries)" s "${ON[@]}"
+record B5 "find, server offline" s "${OFF[@]}"
+note "B5 target <= 0.3 s each"
+
+printf '\n%-4s %-52s %10s %10s %10s %-5s\n' id "case ($RUNS runs)" median min max unit
+printf '%s\n' "${ROWS[@]}"
+{ echo "{"; (IFS=$'\n'; echo "${JSON[*]}" | sed '$!s/$/,/'); echo "}"; } > bench/results.json
 echo "wrote bench/results.json"
