@@ -39,7 +39,7 @@ let package = Package(
         .testTarget(name: "LabstreamIntegrationTests", dependencies: [
             "LabstreamCore", "LabstreamBackends", "LabstreamHTTP", "LabstreamStore",
             "LabstreamEngine", "LabstreamFS", "LabstreamFixture", "LabstreamCLI", "CLinux",
-        ]),
+        ], exclude: ["Specs"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -393,7 +393,7 @@ public final class ServerFixture: Sendable {
         }
         views.append(["Name": "Music", "ServerId": serverId, "Id": fixtureId("library:music"), "Type": "CollectionFolder",
                       "CollectionType": "music", "IsFolder": true])
-        return json(["Items": views, "TotalRecordCount": views.count, "StartIndex": 0])
+        return json(kind == .jellyfin ? ["Items": views, "TotalRecordCount": views.count, "StartIndex": 0] : ["Items": views, "TotalRecordCount": views.count])
     }
 
     /// A query parameter by the name this server's spec gives it: camelCase for Jellyfin,
@@ -433,7 +433,9 @@ public final class ServerFixture: Sendable {
         let limit = Int(query(request, "limit") ?? "") ?? Int.max
         let f = fields(request)
         let slice = start < all.count ? Array(all[start..<min(all.count, start + min(limit, all.count))]) : []
-        return json(["Items": slice.map { dto($0, fields: f) }, "TotalRecordCount": all.count, "StartIndex": start])
+        var result: [String: Any] = ["Items": slice.map { dto($0, fields: f) }, "TotalRecordCount": all.count]
+        if kind == .jellyfin { result["StartIndex"] = start }   // Emby's QueryResult has no StartIndex
+        return json(result)
     }
 
     func items(_ request: HTTPServer.Request) -> HTTPServer.Response {

@@ -1,0 +1,136 @@
+import Foundation
+import LabstreamBackends
+import LabstreamFixture
+import LabstreamHTTP
+import Testing
+
+/// The fixtures answer what the published OpenAPI documents describe: every property of every
+/// JSON answer Labstream reads is declared by the spec's schema for that route, with its type.
+/// A fixture that drifted from the real API would make every other test prove nothing.
+@Suite struct SpecConformanceTests {
+    /// Extracts of ../shared/specs made by scripts/extract-spec-schemas.py (routes used, and the
+    /// schemas they reference, unmodified).
+    static let specs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Specs").path
+
+    struct Spec {
+        let root: [String: Any]
+
+        init(_ file: String) throws {
+            root = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: SpecConformanceTests.specs + "/" + file))) as! [String: Any]
+        }
+
+        func resolve(_ schema: [String: Any]) -> [String: Any] {
+            guard let ref = schema["$ref"] as? String else { return schema }
+            var node: Any = root
+            for part in ref.dropFirst(2).split(separator: "/") { node = (node as! [String: Any])[String(part)]! }
+            return resolve(node as! [String: Any])
+        }
+
+        /// The 200 answer's JSON schema for `method path` (path as the spec spells it).
+        func responseSchema(_ method: String, _ path: String) -> [String: Any]? {
+            guard let paths = root["paths"] as? [String: Any], let item = paths[path] as? [String: Any],
+                  let op = item[method] as? [String: Any], let responses = op["responses"] as? [String: Any],
+                  let ok = responses["200"] as? [String: Any], let content = ok["content"] as? [String: Any],
+                  let json = content["application/json"] as? [String: Any], let schema = json["schema"] as? [String: Any] else { return nil }
+            return schema
+        }
+
+        /// Problems with `value` against `schema`, as "path: what" lines.
+        func check(_ value: Any, _ schema: [String: Any], at path: String, depth: Int = 0) -> [String] {
+            let s = resolve(schema)
+            if depth > 12 || value is NSNull { return [] }
+            if let all = s["allOf"] as? [[String: Any]] {
+                // One part (how these specs wrap an enum or a nullable reference): that part.
+                if all.count == 1 { return check(value, all[0], at: path, depth: depth + 1) }
+                // Merge the parts' properties: an object must fit their union.
+                var merged: [String: Any] = [:]
+                for part in all { merged.merge(resolve(part)["properties"] as? [String: Any] ?? [:]) { a, _ in a } }
+                return check(value, ["type": "object", "properties": merged], at: path, depth: depth + 1)
+            }
+            if let variants = (s["oneOf"] ?? s["anyOf"]) as? [[String: Any]] {
+                return variants.contains { check(value, $0, at: path, depth: depth + 1).isEmpty } ? [] : ["\(path): fits none of the variants"]
+            }
+            let type = s["type"] as? String ?? (s["properties"] != nil ? "object" : nil)
+            switch (type, value) {
+            case ("object", let object as [String: Any]):
+                let properties = s["properties"] as? [String: Any] ?? [:]
+                if properties.isEmpty { return [] }   // a free-form object
+                return object.flatMap { key, v -> [String] in
+                    guard let p = properties[key] as? [String: Any] else { return ["\(path).\(key): not in the schema"] }
+                    return check(v, p, at: path + "." + key, depth: depth + 1)
+                }
+            case ("array", let array as [Any]):
+                let items = s["items"] as? [String: Any] ?? [:]
+                return array.enumerated().flatMap { check($1, items, at: "\(path)[\($0)]", depth: depth + 1) }
+            case ("string", let text as String):
+                if let allowed = s["enum"] as? [String], !allowed.contains(text) { return ["\(path): '\(text)' is not one of the spec's values"] }
+                return []
+            case ("boolean", let n as NSNumber) where String(cString: n.objCType) == "c": return []
+            case ("integer", let n as NSNumber) where String(cString: n.objCType) != "c" && n.doubleValue.rounded() == n.doubleValue: return []
+            case ("number", let n as NSNumber) where String(cString: n.objCType) != "c": return []
+            case (nil, _): return []
+            default: return ["\(path): \(type!) expected, got \(Swift.type(of: value))"]
+            }
+        }
+    }
+
+    func get(_ url: String, _ headers: [HTTPRequest.Header], method: String = "GET", body: [UInt8]? = nil) throws -> Any {
+        let r = try CurlTransport().send(HTTPRequest(method: method, url: url, headers: headers, body: body))
+        try #require(r.status == 200, "\(url) answered \(r.status)")
+        return try JSONSerialization.jsonObject(with: Data(r.body))
+    }
+
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby])
+    func mediaBrowserFixturesAnswerAsTheirSpecSays(kind: ServerFixture.Kind) throws {
+        let scratch = Scratch("spec-\(kind)")
+        let fixture = try ServerFixture(kind: kind, catalog: testCatalog(in: scratch.sub("m")), userName: "demo", password: "pw")
+        try fixture.start()
+        defer { fixture.stop() }
+        let spec = try Spec(kind == .jellyfin ? "jellyfin-openapi.json" : "emby-openapi.json")
+        let flavor: MediaBrowserFlavor = kind == .jellyfin ? .jellyfin : .emby
+        let base = kind == .jellyfin ? fixture.baseURL : fixture.baseURL + "/emby"
+        var requests = MediaBrowserRequests(flavor: flavor, baseURL: base, identity: ClientIdentity(device: "t", deviceId: "t"))
+        let token = fixture.accessToken, user = fixture.userId
+        requests.userId = user
+        let login = requests.authenticate(user: "demo", password: "pw")
+        // Which spec route each request is, and how Labstream asks it.
+        var calls: [(String, String, HTTPRequest)] = [
+            ("get", "/System/Info/Public", requests.publicInfo()),
+            ("post", "/Users/AuthenticateByName", login),
+        ]
+        let views = requests.userViews(userId: user, token: token)
+        let movies = requests.items(userId: user, parentId: fixtureId("library:movies"), types: "Movie", startIndex: 0, limit: 50, token: token)
+        let series = fixtureId("series:Show:2020")
+        let seasons = requests.seasons(seriesId: series, userId: user, token: token)
+        let episodes = requests.episodes(seriesId: series, userId: user, startIndex: 0, limit: 50, token: token)
+        if kind == .jellyfin {
+            calls += [("get", "/UserViews", views), ("get", "/Items", movies), ("get", "/Shows/{seriesId}/Seasons", seasons),
+                      ("get", "/Shows/{seriesId}/Episodes", episodes), ("get", "/Users/Me", requests.me(token: token))]
+        } else {
+            // Emby's spec gives /Shows/{Id}/Episodes no schema; its items are checked as /Items's.
+            calls += [("get", "/Users/{UserId}/Views", views), ("get", "/Users/{UserId}/Items", movies), ("get", "/Shows/{Id}/Seasons", seasons),
+                      ("get", "/Users/{UserId}/Items", episodes), ("get", "/Users/{Id}", requests.me(token: token)),
+                      ("get", "/Users/Query", requests.users(token: token))]
+        }
+        var checked = 0
+        for (method, route, request) in calls {
+            let schema = try #require(spec.responseSchema(method, route), "\(kind) spec has no JSON answer for \(method) \(route)")
+            let answer = try get(request.url, request.headers, method: request.method, body: request.body)
+            let problems = spec.check(answer, schema, at: route)
+            #expect(problems.isEmpty, "\(kind) \(route): \(problems.prefix(5))")
+            checked += 1
+        }
+        #expect(checked == calls.count)
+    }
+
+    @Test func theCheckerCatchesDrift() throws {
+        let spec = try Spec("jellyfin-openapi.json")
+        let schema = try #require(spec.responseSchema("get", "/System/Info/Public"))
+        #expect(spec.check(["Id": "a", "Version": "10.11.11"], schema, at: "$").isEmpty)
+        #expect(spec.check(["Id": 5], schema, at: "$") == ["$.Id: string expected, got __NSCFNumber"] || !spec.check(["Id": 5], schema, at: "$").isEmpty)
+        #expect(spec.check(["ServerIdentifier": "a"], schema, at: "$") == ["$.ServerIdentifier: not in the schema"])
+        let items = try #require(spec.responseSchema("get", "/Items"))
+        #expect(spec.check(["Items": [["Id": "x", "Type": "Movie"]], "TotalRecordCount": 1], items, at: "$").isEmpty)
+        #expect(spec.check(["Items": [["Id": "x", "Type": "Film"]]], items, at: "$") == ["$.Items[0].Type: 'Film' is not one of the spec's values"])
+    }
+}

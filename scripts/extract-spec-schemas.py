@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Copies the parts of the published OpenAPI documents that the fixture conformance test needs
+(the routes below, and every schema they reference) from ../shared/specs into
+Tests/LabstreamIntegrationTests/Specs, so the test does not depend on files outside the repo.
+Run it again when a spec is updated; the source file's SHA-256 is recorded."""
+import hashlib, json, os, sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SPECS = os.path.join(ROOT, "..", "shared", "specs")
+OUT = os.path.join(ROOT, "Tests", "LabstreamIntegrationTests", "Specs")
+ROUTES = {
+    "jellyfin-openapi.json": ["/System/Info/Public", "/Users/AuthenticateByName", "/UserViews", "/Items",
+                              "/Shows/{seriesId}/Seasons", "/Shows/{seriesId}/Episodes", "/Users/Me", "/Users"],
+    "emby-openapi.json": ["/System/Info/Public", "/Users/AuthenticateByName", "/Users/{UserId}/Views", "/Users/{UserId}/Items",
+                          "/Shows/{Id}/Seasons", "/Shows/{Id}/Episodes", "/Users/{Id}", "/Users/Query"],
+}
+
+def refs(node, out):
+    if isinstance(node, dict):
+        r = node.get("$ref")
+        if isinstance(r, str) and r.startswith("#/components/schemas/"):
+            out.add(r.split("/")[-1])
+        for v in node.values():
+            refs(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            refs(v, out)
+
+for name, routes in ROUTES.items():
+    raw = open(os.path.join(SPECS, name), "rb").read()
+    spec = json.loads(raw)
+    paths = {p: {m: {"responses": {"200": op["responses"].get("200", {})}} for m, op in spec["paths"][p].items()
+                 if m in ("get", "post")} for p in routes}
+    schemas = spec["components"]["schemas"]
+    wanted, queue = set(), set()
+    refs(paths, queue)
+    while queue:
+        s = queue.pop()
+        if s in wanted:
+            continue
+        wanted.add(s)
+        refs(schemas[s], queue)
+    out = {"x-source": {"file": name, "sha256": hashlib.sha256(raw).hexdigest(), "version": spec["info"]["version"]},
+           "paths": paths, "components": {"schemas": {s: schemas[s] for s in sorted(wanted)}}}
+    with open(os.path.join(OUT, name), "w") as f:
+        json.dump(out, f, indent=0, sort_keys=True)
+    print(name, len(wanted), "schemas,", os.path.getsize(os.path.join(OUT, name)), "bytes")
