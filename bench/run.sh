@@ -204,13 +204,13 @@ for n in 4 8; do
     C=(); L=(); R=(); LRSS=(); RRSS=()
     for i in $(seq 1 "$RUNS"); do
         drop_caches; s=$(now)
-        for k in $(seq 1 "$n"); do curl -s -o /dev/null "$URL/Items/$(id_of "s$k.mkv")/Download" & done; wait
+        P=(); for k in $(seq 1 "$n"); do curl -s -o /dev/null "$URL/Items/$(id_of "s$k.mkv")/Download" & P+=($!); done; wait "${P[@]}"
         C+=("$(mbps "$TOTAL" "$(elapsed "$s")")")
         ls_cold; s=$(now)
-        for k in $(seq 1 "$n"); do dd if="$(lsfile "s$k")" of=/dev/null bs=1M status=none & done; wait
+        P=(); for k in $(seq 1 "$n"); do dd if="$(lsfile "s$k")" of=/dev/null bs=1M status=none & P+=($!); done; wait "${P[@]}"
         L+=("$(mbps "$TOTAL" "$(elapsed "$s")")"); LRSS+=("$(awk '/VmHWM/ {print $2 / 1024}' "/proc/$(daemon_pid)/status")")
         rc_cold; s=$(now)
-        for k in $(seq 1 "$n"); do dd if="$RC_MNT/s$k.mkv" of=/dev/null bs=1M status=none & done; wait
+        P=(); for k in $(seq 1 "$n"); do dd if="$RC_MNT/s$k.mkv" of=/dev/null bs=1M status=none & P+=($!); done; wait "${P[@]}"
         R+=("$(mbps "$TOTAL" "$(elapsed "$s")")"); RRSS+=("$(awk '/VmHWM/ {print $2 / 1024}' "/proc/$(rc_pid)/status")")
     done
     record B9 "$n curls in parallel, aggregate" MB/s "${C[@]}"; CM=$MED; record B9 "labstream $n readers, aggregate" MB/s "${L[@]}"; LM=$MED
