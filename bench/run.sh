@@ -10,6 +10,8 @@ RUNS=${RUNS:-5}
 SIZE_MB=${SIZE_MB:-1024}     # B1–B3, B6, B8
 SMALL_MB=${SMALL_MB:-256}    # each of the 8 files of B9
 MANY=${MANY:-10000}          # items in the B5 library
+CASES=${CASES:-B1 B2 B3 B4 B5 B6 B7 B8 B9}   # e.g. CASES=B8 make bench
+want() { [[ " $CASES " == *" $1 "* ]]; }
 BIN=$PWD/.build/release/labstream
 need() { command -v "$1" >/dev/null || { echo "installing $2"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null; }; }
 need nginx nginx-light; need rclone rclone; need curl curl; need bc bc; need mpv mpv; need ffprobe ffmpeg; need fusermount3 fuse3
@@ -113,6 +115,7 @@ BYTES=$(size_of bench)
 BENCH_ID=$(id_of bench.mkv)
 ls_mount; rc_mount
 
+if want B1; then
 echo "B1 cold sequential read, $SIZE_MB MiB"
 curl -s -o /dev/null "$URL/Items/$BENCH_ID/Download"   # warm-up
 C=(); L=(); R=()
@@ -125,9 +128,11 @@ for i in $(seq 0 "$RUNS"); do
 done
 record B1 "curl (reference)" MB/s "${C[@]}"; CM=$MED; record B1 "labstream dd bs=1M" MB/s "${L[@]}"; LM=$MED; record B1 "rclone vfs full dd bs=1M" MB/s "${R[@]}"; RM=$MED
 note "B1 labstream/curl $(ratio "$LM" "$CM") (target >= 0.9), rclone/curl $(ratio "$RM" "$CM"), labstream/rclone $(ratio "$LM" "$RM")"
+fi
 
+if want B2; then
 echo "B2 warm read of a fully cached file"
-# Both mounts hold the whole file from the last B1 run.
+dd if="$(lsfile bench)" of=/dev/null bs=1M status=none; dd if="$RC_MNT/bench.mkv" of=/dev/null bs=1M status=none   # both hold the whole file
 LS_CACHE=$(find "$W/data/partials" -type f -size +$((SIZE_MB / 2))M | head -n1)
 RC_CACHE=$(find "$W/rc-cache" -type f -name bench.mkv | head -n1)
 RAW=(); L1=(); L2=(); R1=(); R2=(); RAW2=()
@@ -144,7 +149,9 @@ record B2 "raw dd of the cache file, second read" MB/s "${RAW2[@]}"; RAW2M=$MED
 record B2 "labstream first read" MB/s "${L1[@]}"; L1M=$MED; record B2 "labstream second read" MB/s "${L2[@]}"; L2M=$MED
 record B2 "rclone first read" MB/s "${R1[@]}"; R1M=$MED; record B2 "rclone second read" MB/s "${R2[@]}"; R2M=$MED
 note "B2 labstream/raw first $(ratio "$L1M" "$RAWM") (target >= 0.35), second $(ratio "$L2M" "$RAW2M") (target >= 0.8); rclone/raw $(ratio "$R1M" "$RAWM"), $(ratio "$R2M" "$RAW2M")"
+fi
 
+if want B3; then
 echo "B3 cold tail seek: 64 KiB at EOF-1 MiB"
 SKIP=$(( (BYTES - 1048576) / 65536 ))
 L=(); R=(); LREQ=(); LBYTES=(); RBYTES=()
@@ -160,7 +167,9 @@ record B3 "labstream requests" count "${LREQ[@]}"
 record B3 "labstream MiB fetched" MiB "${LBYTES[@]}" 
 record B3 "rclone MiB fetched" MiB "${RBYTES[@]}"
 note "B3 labstream/rclone latency $(ratio "$LM" "$RM") (target <= 1, one request, <= 1 MiB)"
+fi
 
+if want B4; then
 echo "B4 mpv and ffprobe on an uncached 60 s 1080p file"
 MPV=(mpv --no-config --really-quiet --vo=null --ao=null --untimed --cache=no)
 LOC=(); L=(); R=(); FLOC=(); FL=(); FR=()
@@ -177,7 +186,9 @@ done
 record B4 "mpv local file" s "${LOC[@]}"; A=$MED; record B4 "mpv labstream" s "${L[@]}"; B=$MED; record B4 "mpv rclone" s "${R[@]}"; Cc=$MED
 record B4 "ffprobe local file" s "${FLOC[@]}"; D=$MED; record B4 "ffprobe labstream" s "${FL[@]}"; E=$MED; record B4 "ffprobe rclone" s "${FR[@]}"; F=$MED
 note "B4 mpv labstream/local $(ratio "$B" "$A") (target <= 1.05), rclone/local $(ratio "$Cc" "$A"); ffprobe labstream/local $(ratio "$E" "$D") (target <= 1.2), rclone/local $(ratio "$F" "$D")"
+fi
 
+if want B6; then
 echo "B6 bytes fetched again after kill -9 during a pinned download"
 SEG=$(( 16 * 1048576 ))
 REFETCH=()
@@ -197,7 +208,9 @@ for i in $(seq 1 "$RUNS"); do
 done
 record B6 "MiB fetched twice (segment = 16 MiB)" MiB "${REFETCH[@]}"; RF=$MED
 note "B6 refetched $(ratio "$RF" 16) segments per file (target <= 1)"
+fi
 
+if want B9 || want B7; then
 echo "B9 and B7: concurrent cold readers of different files"
 for n in 4 8; do
     TOTAL=$(( n * SMALL_MB * 1048576 ))
@@ -220,21 +233,29 @@ for n in 4 8; do
     [ "$n" = 4 ] && note "B7 labstream/rclone peak RSS $(ratio "$LR" "$RR") (target <= 100 MiB)"
 done
 rc_unmount
+fi
 
+if want B8; then
 echo "B8 pinned download of a $SIZE_MB MiB file"
-C=(); L=(); D=()
+C=(); L=(); D=(); FD=()
 for i in $(seq 0 "$RUNS"); do
     drop_caches; s=$(now); curl -s -o /dev/null "$URL/Items/$BENCH_ID/Download"; c=$(mbps "$BYTES" "$(elapsed "$s")")
     ls_cold; s=$(now); $BIN pin --wait "$(lsfile bench)" >/dev/null; l=$(mbps "$BYTES" "$(elapsed "$s")"); $BIN unpin "$(lsfile bench)" >/dev/null
     s=$(now); dd if=/dev/zero of="$W/ddtest" bs=1M count="$SIZE_MB" conv=fdatasync status=none; d=$(mbps "$BYTES" "$(elapsed "$s")"); rm -f "$W/ddtest"
+    # A plain durable download: curl to a file, then fdatasync it (what "keep a copy" costs).
+    drop_caches; s=$(now); curl -s -o "$W/curl.out" "$URL/Items/$BENCH_ID/Download"; dd if=/dev/null of="$W/curl.out" conv=fdatasync,notrunc status=none
+    f=$(mbps "$BYTES" "$(elapsed "$s")"); rm -f "$W/curl.out"
     [ "$i" = 0 ] && continue
-    C+=("$c"); L+=("$l"); D+=("$d")
+    C+=("$c"); L+=("$l"); D+=("$d"); FD+=("$f")
 done
 record B8 "curl -o /dev/null (reference)" MB/s "${C[@]}"; CM=$MED; record B8 "labstream pin --wait" MB/s "${L[@]}"; LM=$MED
 record B8 "disk ceiling: dd conv=fdatasync" MB/s "${D[@]}"; DM=$MED
-note "B8 labstream/curl $(ratio "$LM" "$CM") (target >= 0.9), labstream/disk ceiling $(ratio "$LM" "$DM")"
+record B8 "curl -o FILE, then fdatasync" MB/s "${FD[@]}"; FM=$MED
+note "B8 labstream/curl $(ratio "$LM" "$CM") (target >= 0.9), labstream/(curl to a synced file) $(ratio "$LM" "$FM"), labstream/disk ceiling $(ratio "$LM" "$DM")"
 ls_unmount
+fi
 
+if want B5; then
 echo "B5 find over a $MANY-item library, online and offline"
 export LABSTREAM_CONFIG_DIR="$W/many-config" LABSTREAM_DATA_DIR="$W/many-data"
 $BIN fixture "$W/many" > "$W/many.url" &
@@ -257,6 +278,7 @@ done
 record B5 "find, server online ($n entries)" s "${ON[@]}"
 record B5 "find, server offline" s "${OFF[@]}"
 note "B5 target <= 0.3 s each"
+fi
 
 printf '\n%-4s %-52s %10s %10s %10s %-5s\n' id "case ($RUNS runs)" median min max unit
 printf '%s\n' "${ROWS[@]}"
