@@ -10,6 +10,18 @@ public protocol MediaBackend: Sendable {
     var transport: any HTTPTransport { get }
     /// A cheap check: does the server answer, and does it still accept the stored token?
     func checkReachability() -> Reachability
+
+    var kind: BackendKind { get }
+    /// A forward-only server stream of `file` on a live-forward route, tagged `playSession`;
+    /// nil when this backend has no live streams.
+    func liveStreamRequest(for file: TreeFile, route: Route, playSession: String) -> HTTPRequest?
+    /// Stops the server-side encoding behind `playSession` (nil: nothing to stop).
+    func stopEncodingRequest(playSession: String) -> HTTPRequest?
+}
+
+extension MediaBackend {
+    public func liveStreamRequest(for file: TreeFile, route: Route, playSession: String) -> HTTPRequest? { nil }
+    public func stopEncodingRequest(playSession: String) -> HTTPRequest? { nil }
 }
 
 /// The session values a backend needs; the token comes from the credential store only.

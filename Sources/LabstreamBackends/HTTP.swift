@@ -77,6 +77,10 @@ public protocol HTTPTransport: Sendable {
     /// the sink. `validator` is the one the accepted response carries (to pin with its bytes).
     func fetchRange(_ request: HTTPRequest, expectation: RangeExpectation,
                     sink: (UnsafeRawBufferPointer, Int64, Validator?) throws -> Void) throws(TransportError) -> RangeTransferResult
+
+    /// A forward-only GET (a live transcode): the body goes to `sink(bytes, offset)` only when
+    /// the answer is a `200` in the identity encoding. Returns the status and the bytes written.
+    func fetchStream(_ request: HTTPRequest, sink: (UnsafeRawBufferPointer, Int64) throws -> Void) throws(TransportError) -> (status: Int, written: Int64)
 }
 
 extension String {

@@ -132,6 +132,26 @@ public struct MediaBrowserRequests: Sendable {
             token: token)
     }
 
+    /// A live server stream in Matroska: H.264/AAC at `videoBitRate`, or the original streams
+    /// copied (`remux`). Forward-only; `playSessionId` names the encoding to stop afterwards.
+    public func stream(itemId: String, sourceId: String, remux: Bool, videoBitRate: Int?, playSession: String, token: String) -> HTTPRequest {
+        var query = [("static", "false"), ("mediaSourceId", sourceId), ("deviceId", identity.deviceId), ("playSessionId", playSession)]
+        if remux {
+            query += [("videoCodec", "copy"), ("audioCodec", "copy")]
+        } else {
+            query += [("videoCodec", "h264"), ("audioCodec", "aac"), ("audioBitRate", "192000"), ("maxAudioChannels", "2")]
+            if let videoBitRate { query.append(("videoBitRate", String(max(videoBitRate - 192_000, 100_000)))) }
+        }
+        return get("/Videos/\(itemId.queryEscaped)/stream.\(DerivedCopy.container)", query.map { (name($0.0), $0.1) }, token: token)
+    }
+
+    /// `DELETE /Videos/ActiveEncodings`: ends the server's transcode for this play session.
+    public func stopEncoding(playSession: String, token: String) -> HTTPRequest {
+        var r = get("/Videos/ActiveEncodings", [("deviceId", identity.deviceId), ("playSessionId", playSession)].map { (name($0.0), $0.1) }, token: token)
+        r.method = "DELETE"
+        return r
+    }
+
     /// The original file, one closed range of it. `If-Range` carries the pinned validator.
     public func download(sourceId: String, range: ByteRange, validator: Validator?, token: String) -> HTTPRequest {
         var r = HTTPRequest(method: "GET", url: baseURL + "/Items/\(sourceId.queryEscaped)/Download",
@@ -270,7 +290,8 @@ public enum MediaBrowserDecode {
             guard let sid = s["Id"].string, !sid.isEmpty else { return nil }
             if let proto = s["Protocol"].string, proto != "File" { return nil }
             return MediaSource(id: sid, name: s["Name"].string, container: s["Container"].string ?? j["Container"].string,
-                               path: s["Path"].string, size: s["Size"].int64, etag: s["ETag"].string)
+                               path: s["Path"].string, size: s["Size"].int64, etag: s["ETag"].string,
+                               bitrate: s["Bitrate"].int)
         }
         let modified = (j["DateCreated"].string).flatMap(ISODate.epochSeconds)
             ?? (j["PremiereDate"].string).flatMap(ISODate.epochSeconds) ?? 0

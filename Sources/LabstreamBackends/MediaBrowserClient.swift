@@ -8,6 +8,7 @@ public struct MediaBrowserClient: MediaBackend {
     public var pageSize: Int
 
     public var serverName: String { session.name }
+    public var kind: BackendKind { requests.flavor == .jellyfin ? .jellyfin : .emby }
 
     public init(flavor: MediaBrowserFlavor = .jellyfin, session: ServerSession, identity: ClientIdentity,
                 transport: any HTTPTransport, pageSize: Int = 200) {
@@ -117,6 +118,16 @@ public struct MediaBrowserClient: MediaBackend {
 
     public func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest {
         requests.download(sourceId: file.key.sourceId, range: range, validator: validator, token: session.token)
+    }
+
+    public func liveStreamRequest(for file: TreeFile, route: Route, playSession: String) -> HTTPRequest? {
+        guard case .liveForward(let remux, let bitsPerSecond) = route else { return nil }
+        return requests.stream(itemId: file.key.itemId, sourceId: file.key.sourceId, remux: remux, videoBitRate: bitsPerSecond,
+                               playSession: playSession, token: session.token)
+    }
+
+    public func stopEncodingRequest(playSession: String) -> HTTPRequest? {
+        requests.stopEncoding(playSession: playSession, token: session.token)
     }
 
     func get(_ request: HTTPRequest, _ what: String) throws(LabstreamError) -> [UInt8] {

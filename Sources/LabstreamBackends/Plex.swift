@@ -208,7 +208,8 @@ public enum PlexDecode {
                 var label = media.count > 1 ? versionLabel(m, index: mediaIndex) : nil
                 if parts.count > 1 { label = [label, "Part \(partIndex + 1)"].compactMap { $0 }.joined(separator: " - ") }
                 sources.append(MediaSource(id: partId, name: label, container: p["container"].string ?? m["container"].string,
-                                           path: p["file"].string, size: p["size"].int64, etag: key))
+                                           path: p["file"].string, size: p["size"].int64, etag: key,
+                                           bitrate: m["bitrate"].int.map { $0 * 1000 }))   // Plex reports kbit/s
             }
         }
         let modified = Int64(j["updatedAt"].int ?? j["addedAt"].int ?? 0)

@@ -9,6 +9,7 @@ public struct PlexClient: MediaBackend {
     public var pageSize: Int
 
     public var serverName: String { session.name }
+    public var kind: BackendKind { .plex }
 
     public init(session: ServerSession, identity: ClientIdentity, transport: any HTTPTransport, pageSize: Int = 200) {
         self.session = session

@@ -187,13 +187,13 @@ struct Daemon {
             throw CLIError(error)
         }
         let backends = try context.backends(config, log: log)
-        let transfers = TransferEngine(index: index, layout: context.layout,
-                                       settings: .init(sizes: config.sizes, readTimeout: config.fetchTimeout + config.connectTimeout,
-                                                       maxQueuedSegments: config.connectionsPerFile, maxConcurrentFiles: config.maxConcurrentFiles,
-                                                       checkpointBytes: max(1 << 20, config.sizes.segmentSize / 4),
-                                                       limits: .init(maxSize: config.maxCacheSize, minFree: config.minFree),
-                                                       playbackProbe: config.playbackProbe, rateLimit: config.rateLimit),
-                                       log: { log.info($0) })
+        var settings = TransferEngine.Settings(sizes: config.sizes, readTimeout: config.fetchTimeout + config.connectTimeout,
+                                               maxQueuedSegments: config.connectionsPerFile, maxConcurrentFiles: config.maxConcurrentFiles,
+                                               checkpointBytes: max(1 << 20, config.sizes.segmentSize / 4),
+                                               limits: .init(maxSize: config.maxCacheSize, minFree: config.minFree),
+                                               playbackProbe: config.playbackProbe, rateLimit: config.rateLimit)
+        settings.qualities = Dictionary(config.servers.map { ($0.name, $0.quality) }, uniquingKeysWith: { a, _ in a })
+        let transfers = TransferEngine(index: index, layout: context.layout, settings: settings, log: { log.info($0) })
         for b in backends { transfers.setBackend(b) }
 
         // A server with no catalog yet is synced before mounting; the others mount from the
@@ -231,6 +231,7 @@ struct Daemon {
                 log.warn("reloading the catalog failed: \(describe(error))")
             }
         }
+        transfers.onTreeChange(reload)   // a finished copy at another quality joins the tree
         let context = self.context
         // SIGHUP: re-read the config and credentials (servers added or removed), sync servers
         // that have no catalog yet, and reload the tree, all without unmounting.

@@ -6,15 +6,47 @@ import LabstreamFS
 /// `labstream pin|unpin|pause|resume|retry|cancel PATH…`: sets `user.labstream.pin` or
 /// `user.labstream.action` on paths inside a live mount; the daemon acts on every file below.
 enum PinCommand {
-    static let spec = Arguments.Spec(valued: Context.globalValued, flags: Context.globalFlags.union(["--wait", "--json"]))
+    static let spec = Arguments.Spec(valued: Context.globalValued.union(["--quality"]), flags: Context.globalFlags.union(["--wait", "--json"]))
 
     static func run(_ argv: [String], pin: Bool) throws -> Int32 {
         let args = try Arguments.parse(argv, spec: spec)
         if args.flag("-h") || args.flag("--help") { printOut(Help.pin); return ExitCode.ok }
         guard !args.positionals.isEmpty else { throw UsageError("usage: labstream \(pin ? "pin" : "unpin") PATH…") }
-        try set("pin", to: pin ? "1" : "0", on: args.positionals, saying: pin ? "Pinned" : "Unpinned", quiet: args.flag("--json"))
+        let quality = try args.value("--quality").map { text throws(UsageError) -> Quality in
+            guard pin else { throw UsageError("--quality goes with pin, not unpin") }
+            guard let q = Quality(text) else { throw UsageError("--quality takes original, 20mbps, 10mbps, 5mbps, 2mbps or 1mbps") }
+            return q
+        }
+        try set("pin", to: pin ? quality?.description ?? "1" : "0", on: args.positionals, saying: pin ? "Pinned" : "Unpinned", quiet: args.flag("--json"))
         guard pin && args.flag("--wait") else { return ExitCode.ok }
+        if let quality, quality != .original { return try waitForCopies(args.positionals, quality: quality, json: args.flag("--json")) }
         return try wait(args.positionals, json: args.flag("--json"))
+    }
+
+    /// Follows copies at `quality` (each file's `user.labstream.copies`) until every one is
+    /// complete or unverified (0), or one fails (74). A file whose original already meets the
+    /// quality is pinned as itself and followed as such.
+    static func waitForCopies(_ paths: [String], quality: Quality, json: Bool) throws -> Int32 {
+        var last = ""
+        while true {
+            let entries = try paths.flatMap { try StatusCommand.fromMount($0) }
+            var states: [(path: String, state: String)] = []
+            for e in entries {
+                let copies = StatusCommand.xattr(e.path, "copies") ?? ""
+                let mine = copies.split(separator: ";").first { $0.hasPrefix(quality.description + "=") }
+                states.append((e.path, mine.map { String($0.split(separator: "=").last ?? "") } ?? e.state))
+            }
+            let done = states.filter { $0.state == "complete" || $0.state == "unverified" }.count
+            let failed = states.filter { $0.state == "failed" }
+            let line = json ? "{\"quality\":\"\(quality)\",\"files\":\(states.count),\"done\":\(done),\"failed\":\(failed.count)}"
+                            : "\(quality): \(done)/\(states.count) copies ready"
+            if line != last { printOut(line); last = line }
+            if done + failed.count == states.count {
+                for f in failed { writeToStderr("labstream: the \(quality) copy of \(f.path) failed; see labstream status") }
+                return failed.isEmpty ? ExitCode.ok : ExitCode.ioErr
+            }
+            usleep(250_000)   // a progress display, not synchronisation: the daemon owns the state
+        }
     }
 
     /// `labstream pause|resume|retry|cancel PATH…` and `pause-all` / `resume-all`.

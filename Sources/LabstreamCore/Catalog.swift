@@ -12,8 +12,12 @@ public struct MediaSource: Sendable, Hashable, Codable {
     public var path: String?
     public var size: Int64?
     public var etag: String?
+    /// Bits per second, when the server reports it (route choice under a quality cap).
+    public var bitrate: Int?
 
-    public init(id: String, name: String? = nil, container: String? = nil, path: String? = nil, size: Int64? = nil, etag: String? = nil) {
+    public init(id: String, name: String? = nil, container: String? = nil, path: String? = nil, size: Int64? = nil, etag: String? = nil,
+                bitrate: Int? = nil) {
+        self.bitrate = bitrate
         self.id = id
         self.name = name
         self.container = container
@@ -101,9 +105,12 @@ public struct TreeFile: Sendable, Hashable {
     public var etag: String?
     /// Gone from the server; kept because it is stored locally.
     public var orphaned: Bool
+    /// Bits per second, when the server reports it.
+    public var bitrate: Int?
 
-    public init(path: [String], key: FileKey, size: Int64, modified: Int64, etag: String?, orphaned: Bool = false) {
+    public init(path: [String], key: FileKey, size: Int64, modified: Int64, etag: String?, orphaned: Bool = false, bitrate: Int? = nil) {
         self.orphaned = orphaned
+        self.bitrate = bitrate
         self.path = path
         self.key = key
         self.size = size

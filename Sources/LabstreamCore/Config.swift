@@ -13,6 +13,8 @@ public struct LabstreamConfig: Sendable, Hashable {
         public var type: String
         public var url: String
         public var user: String?
+        /// What `labstream pin` fetches from this server unless told otherwise.
+        public var quality: Quality = .original
 
         public init(name: String, type: String, url: String, user: String?) {
             self.name = name
@@ -98,6 +100,11 @@ public struct LabstreamConfig: Sendable, Hashable {
                     config.servers[i].type = value
                 case "url": config.servers[i].url = value
                 case "user": config.servers[i].user = value.isEmpty ? nil : value
+                case "quality":
+                    guard let q = Quality(value) else {
+                        throw ParseError(line: lineNo, message: "quality must be original, 20mbps, 10mbps, 5mbps, 2mbps or 1mbps")
+                    }
+                    config.servers[i].quality = q
                 case "token", "password", "access_token", "api_key":
                     throw ParseError(line: lineNo, message: "secrets do not belong in labstream.conf; remove '\(key)' and use `labstream server add … --token-stdin`")
                 default: throw ParseError(line: lineNo, message: "unknown server key '\(key)'")
@@ -181,6 +188,7 @@ public struct LabstreamConfig: Sendable, Hashable {
         for s in servers {
             out += "\n[server \"\(s.name)\"]\ntype = \(s.type)\nurl = \(s.url)\n"
             if let u = s.user { out += "user = \(u)\n" }
+            if s.quality != .original { out += "quality = \(s.quality)\n" }
         }
         let d = TransferSizes.default
         var cache: [String] = []

@@ -32,6 +32,8 @@ public final class TransferEngine: Sendable {
         public var playbackProbe = true
         /// Bytes per second for all transfers together; 0 is unlimited.
         public var rateLimit: Int64 = 0
+        /// The quality a pin fetches, per server (absent: the original).
+        public var qualities: [String: Quality] = [:]
 
         public init(sizes: TransferSizes = .default, readTimeout: Double = 35, maxQueuedSegments: Int = 2,
                     maxConcurrentFiles: Int = 3, retry: RetryPolicy = RetryPolicy(), freeSpaceHeadroom: Int64 = 64 << 20,
@@ -72,12 +74,25 @@ public final class TransferEngine: Sendable {
     /// Open handles per file, and when each file was last used (this session).
     let usage = Mutex<(open: [FileKey: Int], lastUse: [FileKey: Int64])>(([:], [:]))
 
-    public init(index: OfflineIndex, layout: DataLayout, settings: Settings, log: @escaping @Sendable (String) -> Void) {
+    /// Server cleanup to do (encodings to stop), beside the index.
+    let journal: CleanupJournal
+    let live = LiveForward()
+    let treeListener = Mutex<(@Sendable () -> Void)?>(nil)
+
+    public init(index: OfflineIndex, layout: DataLayout, settings: Settings, journal: CleanupJournal? = nil,
+                log: @escaping @Sendable (String) -> Void) {
         self.index = index
         self.layout = layout
         self.settings = settings
         self.log = log
+        self.journal = journal ?? CleanupJournal.open(path: layout.cleanupJournalPath, warn: log)
     }
+
+    /// Called when files appear in the tree without a catalog sync (a finished copy at another
+    /// quality): the daemon reloads its tree.
+    public func onTreeChange(_ listener: @escaping @Sendable () -> Void) { treeListener.withLock { $0 = listener } }
+
+    func treeChanged() { treeListener.withLock { $0 }?() }
 
     public func setBackend(_ backend: any MediaBackend) {
         backends.withLock { $0[backend.serverName] = backend }
@@ -123,15 +138,36 @@ public final class TransferEngine: Sendable {
         return try transfer.readPresent(demand, attempt: attempt)
     }
 
-    /// Pins (downloads completely, never evicts) or unpins files, all in one transaction.
-    public func setPinned(_ pinned: Bool, files targets: [TreeFile]) throws(LabstreamError) {
-        let rows = try index.setPinned(pinned, files: targets, layout: layout, now: now())
+    /// Pins (downloads completely, never evicts) or unpins files, all in one transaction. A pin
+    /// at `quality` (else the server's configured quality) that the original does not meet
+    /// queues a copy at that quality instead; unpinning a file unpins its copies too.
+    public func setPinned(_ pinned: Bool, files targets: [TreeFile], quality: Quality? = nil) throws(LabstreamError) {
+        var rowsFor: [TreeFile] = []
+        for file in targets {
+            if !pinned {
+                rowsFor.append(file)
+                rowsFor += try index.derivedCopies(of: file.key).map { TreeFile(path: [], key: $0.key, size: 0, modified: file.modified, etag: nil) }
+                continue
+            }
+            let wanted = quality ?? settings.qualities[file.key.server] ?? .original
+            if wanted != .original, DerivedCopy.parse(file.key) == nil, let backend = backend(for: file.key.server),
+               RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: wanted, sourceBitrate: file.bitrate)) != .staticOriginal {
+                rowsFor.append(TreeFile(path: [], key: DerivedCopy.key(of: file.key, quality: wanted), size: 0, modified: file.modified, etag: nil))
+            } else {
+                rowsFor.append(file)
+            }
+        }
+        let rows = try index.setPinned(pinned, files: rowsFor, layout: layout, now: now())
         for row in rows {
             if let live = files.withLock({ $0[row.key] }) { live.adopt(pinned: row.pinned, status: row.status) }
         }
+        if !pinned { live.cancel(Set(rows.map(\.key))) }
         log("\(pinned ? "pinned" : "unpinned") \(rows.count) files")
         filler.wake()
     }
+
+    /// The rows of `key`'s copies at other qualities.
+    public func copies(of key: FileKey) -> [DownloadRow] { (try? index.derivedCopies(of: key)) ?? [] }
 
     public func noteOpened(_ key: FileKey) { usage.withLock { $0.open[key, default: 0] += 1; $0.lastUse[key] = now() } }
 
@@ -423,18 +459,27 @@ enum BackgroundFill {
     /// wake-up (a retry's backoff).
     static func pass(_ engine: TransferEngine) -> Date? {
         engine.evictIfNeeded()
-        let rows: [DownloadRow]
-        do { rows = try engine.index.pinnedIncompleteDownloads().filter { !$0.present.contains(ByteRange(0, $0.total)) } } catch {
+        engine.live.replayJournal(engine)
+        let pinned: [DownloadRow]
+        do { pinned = try engine.index.pinnedIncompleteDownloads() } catch {
             engine.log("background fill: \(error.userMessage)")
             return Date().addingTimeInterval(30)
         }
+        // Copies at another quality have no size until they are complete.
+        let copies = pinned.filter { DerivedCopy.parse($0.key) != nil }
+        let rows = pinned.filter { DerivedCopy.parse($0.key) == nil && !$0.present.contains(ByteRange(0, $0.total)) }
         let catalog = engine.catalog.withLock { $0 }
         var active = 0
         var soonest: Date?
-        for row in rows where active < engine.settings.maxConcurrentFiles {
-            guard let file = catalog[row.key] else { continue }
-            guard let transfer = try? engine.transfer(for: file) else { continue }
-            switch transfer.fill(engine: engine) {
+        for row in copies + rows where active < engine.settings.maxConcurrentFiles {
+            let state: FileTransfer.FillState
+            if DerivedCopy.parse(row.key) != nil {
+                state = engine.live.consider(row, engine: engine)
+            } else {
+                guard let file = catalog[row.key], let transfer = try? engine.transfer(for: file) else { continue }
+                state = transfer.fill(engine: engine)
+            }
+            switch state {
             case .filling: active += 1
             case .waitUntil(let date):
                 active += 1

@@ -209,6 +209,11 @@ public final class FilesystemEngine: Sendable {
             out.append((Self.xattrPrefix + "item_id", f.key.itemId))
             if f.orphaned { reason = "orphaned: removed on the server; the local copy is kept until you remove it" }
             if let reason { out.append((Self.xattrPrefix + "reason", reason)) }
+            // Copies at other qualities: `10mbps=downloading;2mbps=complete`.
+            let copies = transfers.copies(of: f.key).compactMap { row in
+                DerivedCopy.parse(row.key).map { "\($0.quality)=\(row.status.rawValue)" }
+            }
+            if !copies.isEmpty { out.append((Self.xattrPrefix + "copies", copies.joined(separator: ";"))) }
         } else if let server = files.first?.key.server, files.allSatisfy({ $0.key.server == server }) {
             out.append((Self.xattrPrefix + "server", server))
             out.append((Self.xattrPrefix + "reachability", transfers.reachability(of: server).rawValue))
@@ -227,7 +232,8 @@ public final class FilesystemEngine: Sendable {
         return value
     }
 
-    /// `user.labstream.pin` = `1` pins the file or every file below the folder, `0` unpins;
+    /// `user.labstream.pin` = `1` pins the file or every file below the folder, `0` unpins, a
+    /// quality (`10mbps`, `original`…) pins at that quality;
     /// `user.labstream.action` = `pause|resume|retry|cancel` acts on their downloads.
     /// Any other write is refused with no side effect.
     public func setxattr(_ ino: UInt64, name: String, value: [UInt8]) throws(LabstreamError) {
@@ -244,7 +250,11 @@ public final class FilesystemEngine: Sendable {
         switch text {
         case "1": try transfers.setPinned(true, files: files)
         case "0": try transfers.setPinned(false, files: files)
-        default: throw .invalidArgument("user.labstream.pin takes 1 (pin) or 0 (unpin)")
+        default:
+            guard let quality = Quality(text) else {
+                throw .invalidArgument("user.labstream.pin takes 1 (pin), 0 (unpin) or a quality: original, 20mbps, 10mbps, 5mbps, 2mbps, 1mbps")
+            }
+            try transfers.setPinned(true, files: files, quality: quality)
         }
     }
 

@@ -130,6 +130,9 @@ public final class ServerFixture: Sendable {
         var validatorGeneration: [String: Int] = [:]
         var removed: Set<String> = []
         var nextRequestId = 0
+        /// Play sessions whose encoding a client stopped (`DELETE /Videos/ActiveEncodings`).
+        var stoppedSessions: [String] = []
+        var transcodes = 0
     }
 
     struct Node {
@@ -329,6 +332,14 @@ public final class ServerFixture: Sendable {
             response = seasons(parts[1], request)
         } else if m == "GET" && parts.count == 3 && parts[0] == "Shows" && parts[2] == "Episodes" {
             response = episodes(parts[1], request)
+        } else if m == "GET" && parts.count == 3 && parts[0] == "Videos" && parts[2].hasPrefix("stream.") {
+            return stream(parts[1], container: String(parts[2].dropFirst("stream.".count)), request, fault, logIndex: logIndex)
+        } else if m == "DELETE" && parts == ["Videos", "ActiveEncodings"] {
+            guard let session = query(request, "playSessionId"), query(request, "deviceId") != nil else {
+                return .json("{\"title\":\"Bad Request\",\"detail\":\"deviceId and playSessionId are required\"}", status: 400)
+            }
+            state.withLock { $0.stoppedSessions.append(session) }
+            return HTTPServer.Response(status: 204)
         } else if (m == "GET" || m == "HEAD") && parts.count == 3 && parts[0] == "Items" && parts[2] == "Download" {
             return download(parts[1], request, fault, logIndex: logIndex)
         } else {
@@ -528,6 +539,44 @@ public final class ServerFixture: Sendable {
         }
         return HTTPServer.Response(status: 200, headers: headers,
                                    body: .file(path: file, offset: 0, length: size, dropAfter: dropAfter, stallSeconds: stall, sent: report))
+    }
+
+    /// Play sessions whose encodings clients stopped, in order.
+    public var stoppedSessions: [String] { state.withLock { $0.stoppedSessions } }
+    public var streamRequests: [LoggedRequest] { requestLog.filter { $0.path.contains("/stream.") } }
+
+    /// A live transcode as the server makes it: ffmpeg's real output at the asked bitrate,
+    /// forward-only (no `Accept-Ranges`, `Range` ignored). The media must be real.
+    func stream(_ id: String, container: String, _ request: HTTPServer.Request, _ fault: FixtureFault?, logIndex: Int) -> HTTPServer.Response {
+        let sourceId = query(request, "mediaSourceId") ?? id
+        guard let file = filesById[sourceId] ?? filesById[id], query(request, "playSessionId") != nil else {
+            return .json("{\"title\":\"Not Found\"}", status: 404)
+        }
+        let bitrate = Int(query(request, "videoBitRate") ?? "") ?? 2_000_000
+        let copy = query(request, "videoCodec") == "copy"
+        let n = state.withLock { $0.transcodes += 1; return $0.transcodes }
+        let out = NSTemporaryDirectory() + "labstream-fixture-\(getpid())-\(n).\(container)"
+        let ffmpeg = Process()
+        ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        ffmpeg.arguments = ["-v", "error", "-nostdin", "-y", "-i", file]
+            + (copy ? ["-c", "copy"] : ["-c:v", "libx264", "-preset", "ultrafast", "-b:v", String(bitrate), "-c:a", "aac", "-b:a", "128k"])
+            + ["-f", container == "mkv" ? "matroska" : container, out]
+        ffmpeg.standardInput = FileHandle.nullDevice
+        ffmpeg.standardOutput = FileHandle.nullDevice
+        ffmpeg.standardError = FileHandle.nullDevice
+        guard (try? ffmpeg.run()) != nil else { return .json("{\"title\":\"ffmpeg is missing\"}", status: 500) }
+        ffmpeg.waitUntilExit()
+        guard ffmpeg.terminationStatus == 0, let size = (try? FileManager.default.attributesOfItem(atPath: out)[.size] as? Int64) else {
+            return .json("{\"title\":\"transcode failed\"}", status: 500)
+        }
+        let report: @Sendable (Int64) -> Void = { [self] sent in
+            state.withLock { s in if let i = s.log.lastIndex(where: { $0.id == logIndex }) { s.log[i].bytesSent = sent } }
+            if sent >= size { unlink(out) }
+        }
+        let dropAfter: Int64? = { if case .dropAfter(let n)? = fault { return n }; return nil }()
+        let stall: Double? = { if case .stall(let s)? = fault { return s }; return nil }()
+        return HTTPServer.Response(status: 200, headers: [("Content-Type", "video/x-matroska")],
+                                   body: .file(path: out, offset: 0, length: size, dropAfter: dropAfter, stallSeconds: stall, sent: report))
     }
 
     func json(_ object: Any) -> HTTPServer.Response {

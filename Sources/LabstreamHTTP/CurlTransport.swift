@@ -62,6 +62,20 @@ public final class CurlTransport: HTTPTransport {
         }
     }
 
+    public func fetchStream(_ request: HTTPRequest, sink: (UnsafeRawBufferPointer, Int64) throws -> Void) throws(TransportError) -> (status: Int, written: Int64) {
+        try withoutActuallyEscaping(sink) { sink throws(TransportError) -> (status: Int, written: Int64) in
+            let state = TransferState(mode: .stream(sink))
+            do throws(TransportError) {
+                let status = try perform(request, state: state, wholeTimeout: 0)
+                return (status, state.written)
+            } catch {
+                if state.refused { return (state.status, 0) }   // not a 200: nothing was written
+                if let sinkError = state.sinkError { throw .aborted("writing the copy failed: \(sinkError)") }
+                throw error
+            }
+        }
+    }
+
     func judge(_ state: TransferState, expectation: RangeExpectation, status: Int) -> RangeResponsePolicy.Verdict {
         RangeResponsePolicy.judge(status: status, contentRange: state.headers["content-range"],
                                   etag: state.headers["etag"], lastModified: state.headers["last-modified"],
@@ -163,6 +177,7 @@ final class TransferState {
     enum Mode {
         case buffer
         case range(RangeExpectation, (UnsafeRawBufferPointer, Int64, Validator?) throws -> Void)
+        case stream((UnsafeRawBufferPointer, Int64) throws -> Void)
     }
 
     let mode: Mode
@@ -173,6 +188,8 @@ final class TransferState {
     var verdict: RangeResponsePolicy.Verdict?
     var written: Int64 = 0
     var sinkError: (any Error)?
+    /// A stream answered with something other than a 200 in the identity encoding.
+    var refused = false
 
     init(mode: Mode) { self.mode = mode }
 
@@ -195,6 +212,17 @@ final class TransferState {
         switch mode {
         case .buffer:
             body.append(contentsOf: chunk)
+            return true
+        case .stream(let sink):
+            if written == 0 && (status != 200 || (headers["content-encoding"].map { $0 != "identity" } ?? false)) {
+                refused = true
+                return false
+            }
+            do { try sink(chunk, written) } catch {
+                sinkError = error
+                return false
+            }
+            written += Int64(chunk.count)
             return true
         case .range(let expectation, let sink):
             if verdict == nil {

@@ -113,10 +113,12 @@ public final class OfflineIndex: Sendable {
 
     /// v4: each download remembers the source tag (ETag of the media source, Plex part key) of
     /// the version its bytes belong to, so a new version on the server is noticed even at the
-    /// same size. Older rows have none and adopt the current tag.
+    /// same size. Older rows have none and adopt the current tag. Media sources keep their
+    /// bitrate (route choice under a quality cap; unknown until the next sync).
     static func migrateV3toV4(_ c: Connection) throws {
         try c.exec("""
         ALTER TABLE downloads ADD COLUMN source_tag TEXT;
+        ALTER TABLE media_sources ADD COLUMN bitrate INTEGER;
         UPDATE meta SET value = '4' WHERE key = 'schema_version';
         """)
     }
@@ -173,10 +175,14 @@ public final class OfflineIndex: Sendable {
                         for source in item.sources {
                             let key = FileKey(server: server.name, itemId: item.id, sourceId: source.id)
                             guard let path = pathOf[key] else { continue }
-                            try c.run("INSERT OR REPLACE INTO media_sources VALUES(?,?,?,?,?,?,?,?,?,0)", [
+                            try c.run("""
+                                INSERT OR REPLACE INTO media_sources(server, item_id, id, name, container, size, etag, tree_path, modified, orphaned, bitrate)
+                                VALUES(?,?,?,?,?,?,?,?,?,0,?)
+                                """, [
                                 .text(server.name), .text(item.id), .text(source.id), source.name.map(SQLValue.text) ?? .null,
                                 source.container.map(SQLValue.text) ?? .null, .int(max(source.size ?? 0, 0)),
-                                source.etag.map(SQLValue.text) ?? .null, .text(path), .int(item.modified)])
+                                source.etag.map(SQLValue.text) ?? .null, .text(path), .int(item.modified),
+                                source.bitrate.map { .int(Int64($0)) } ?? .null])
                         }
                     }
                 }
@@ -197,14 +203,27 @@ public final class OfflineIndex: Sendable {
     public func treeFiles(server: String? = nil) throws(LabstreamError) -> [TreeFile] {
         try read("the catalog") {
             let rows = try db.query("""
-                SELECT server, item_id, id, size, modified, etag, tree_path, orphaned FROM media_sources
+                SELECT server, item_id, id, size, modified, etag, tree_path, orphaned, bitrate FROM media_sources
                 \(server == nil ? "" : "WHERE server=?") ORDER BY tree_path
                 """, server.map { [.text($0)] } ?? [])
-            return rows.compactMap { r -> TreeFile? in
+            let sources = rows.compactMap { r -> TreeFile? in
                 guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let p = r[6].text else { return nil }
                 return TreeFile(path: p.split(separator: "/").map(String.init), key: FileKey(server: s, itemId: i, sourceId: id),
-                                size: r[3].int ?? 0, modified: r[4].int ?? 0, etag: r[5].text, orphaned: (r[7].int ?? 0) != 0)
+                                size: r[3].int ?? 0, modified: r[4].int ?? 0, etag: r[5].text, orphaned: (r[7].int ?? 0) != 0,
+                                bitrate: r[8].int.flatMap { Int(exactly: $0) })
             }
+            // Finished copies at another quality appear beside their original.
+            let byKey = Dictionary(sources.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
+            let finished = try db.query("""
+                SELECT server, item_id, source_id, total FROM downloads WHERE source_id LIKE '%@%' AND status IN ('complete', 'unverified')
+                \(server == nil ? "" : "AND server=?")
+                """, server.map { [.text($0)] } ?? [])
+            let copies = finished.compactMap { r -> TreeFile? in
+                guard let s = r[0].text, let i = r[1].text, let id = r[2].text,
+                      let (base, quality) = DerivedCopy.parse(FileKey(server: s, itemId: i, sourceId: id)), let original = byKey[base] else { return nil }
+                return DerivedCopy.treeFile(of: original, quality: quality, size: r[3].int ?? 0)
+            }
+            return sources + copies
         }
     }
 
@@ -237,6 +256,17 @@ public final class OfflineIndex: Sendable {
     /// without reading every row of the cache.
     public func pinnedIncompleteDownloads() throws(LabstreamError) -> [DownloadRow] {
         try downloads(where: "pinned = 1 AND status NOT IN ('complete', 'unverified')")
+    }
+
+    /// The rows of `base`'s copies at other qualities.
+    public func derivedCopies(of base: FileKey) throws(LabstreamError) -> [DownloadRow] {
+        try read("download state") {
+            try db.query("SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id LIKE ? ESCAPE '\\'",
+                         [.text(base.server), .text(base.itemId),
+                          .text(base.sourceId.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%")
+                                .replacingOccurrences(of: "_", with: "\\_") + "@%")])
+                .compactMap(Self.decodeDownload).filter { DerivedCopy.parse($0.key)?.base == base }
+        }
     }
 
     public func downloadsAwaitingValidation() throws(LabstreamError) -> [DownloadRow] {
@@ -321,7 +351,9 @@ public final class OfflineIndex: Sendable {
                     var row = existing ?? DownloadRow(key: f.key, status: .partial, attempt: AttemptID(1), validator: nil, total: f.size,
                                                       present: RangeSet(), partialPath: layout.partialRelativePath(for: f.key), sourceTag: f.etag)
                     row.pinned = pinned
-                    let whole = row.present.contains(ByteRange(0, row.total))
+                    // A copy at another quality has no size until it is complete.
+                    let whole = DerivedCopy.parse(f.key) == nil ? row.present.contains(ByteRange(0, row.total))
+                                                                 : [.complete, .unverified].contains(row.status)
                     if pinned && !whole && [.partial, .paused, .failed].contains(row.status) {
                         row.status = .queued
                         row.reason = nil

@@ -212,7 +212,8 @@ import Testing
             try v3.saveDownload(row, committing: .init(range: ByteRange(0, 50), sha256: "ab"), now: 1)
             // Turn it back into a version 2 index.
             try v3.db.exec("""
-                ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE media_sources DROP COLUMN orphaned;
+                ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE media_sources DROP COLUMN bitrate;
+                ALTER TABLE media_sources DROP COLUMN orphaned;
                 UPDATE meta SET value='2' WHERE key='schema_version';
                 """)
         }
@@ -232,7 +233,10 @@ import Testing
             let row = DownloadRow(key: file.key, status: .partial, attempt: AttemptID(1), validator: nil, total: 100,
                                   present: RangeSet([ByteRange(0, 50)]), partialPath: "partials/a.part", sourceTag: "v1")
             try v4.saveDownload(row, committing: .init(range: ByteRange(0, 50), sha256: "ab"), now: 1)
-            try v4.db.exec("ALTER TABLE downloads DROP COLUMN source_tag; UPDATE meta SET value='3' WHERE key='schema_version';")
+            try v4.db.exec("""
+                ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE media_sources DROP COLUMN bitrate;
+                UPDATE meta SET value='3' WHERE key='schema_version';
+                """)
         }
         let index = try OfflineIndex(path: layout.indexPath)
         let row = try #require(try index.download(file.key))

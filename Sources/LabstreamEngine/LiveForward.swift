@@ -1,0 +1,185 @@
+import Foundation
+import LabstreamBackends
+import LabstreamCore
+import LabstreamStore
+import Synchronization
+
+/// Copies on a live-forward route (a server transcode or remux): one forward-only transfer into
+/// a fresh file. There is no byte-offset resume: an interruption makes the row retryable and the
+/// next try starts from byte 0 under a new attempt. The server's encoding is stopped when the
+/// transfer ends, fails or is cancelled; the intent to stop it is journaled first, so a crash
+/// cannot lose it (`replayJournal`).
+final class LiveForward: Sendable {
+    struct Run {
+        var session: String
+        var cancelled = false
+    }
+
+    /// Copies on the wire, by row.
+    let runs = Mutex<[FileKey: Run]>([:])
+    /// When a failed copy may try again, and how many tries failed in a row.
+    let backoff = Mutex<[FileKey: (failures: Int, retryAt: Date)]>([:])
+
+    /// Considers one pinned derived row for the background fill.
+    func consider(_ row: DownloadRow, engine: TransferEngine) -> FileTransfer.FillState {
+        guard let (baseKey, quality) = DerivedCopy.parse(row.key) else { return .idle }
+        if runs.withLock({ $0[row.key] != nil }) { return .filling }
+        guard [.queued, .downloading].contains(row.status), let backend = engine.backend(for: row.key.server),
+              engine.reachability(of: row.key.server) == .online,
+              let base = engine.catalog.withLock({ $0[baseKey] }) else { return .idle }
+        if let wait = backoff.withLock({ $0[row.key]?.retryAt }), wait > Date() { return .waitUntil(wait) }
+        let route = RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: quality, sourceBitrate: base.bitrate))
+        guard case .liveForward = route, let _ = backend.liveStreamRequest(for: base, route: route, playSession: "probe") else {
+            var failed = row
+            failed.status = .failed
+            failed.reason = "\(Self.describe(route)) is not supported yet: pin the original, or a quality this server can stream"
+            _ = try? engine.index.saveDownload(failed, now: engine.now())
+            engine.noteChange()
+            return .idle
+        }
+        let session = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        runs.withLock { $0[row.key] = Run(session: session) }
+        let thread = Thread { [self] in
+            run(row, base: base, route: route, session: session, backend: backend, engine: engine)
+            runs.withLock { _ = $0.removeValue(forKey: row.key) }
+            engine.noteChange()
+            engine.filler.wake()
+        }
+        thread.name = "live-forward"
+        thread.start()
+        return .filling
+    }
+
+    static func describe(_ route: Route) -> String {
+        switch route {
+        case .embyConvert(let bps): return "an Emby Convert job at \(bps / 1_000_000) Mbit/s"
+        case .plexOptimize(let bps): return "a Plex optimized version at \(bps / 1_000_000) Mbit/s"
+        default: return "this route"
+        }
+    }
+
+    /// Stops copies of `keys` (unpinned or cancelled); their rows were already changed.
+    func cancel(_ keys: Set<FileKey>) {
+        runs.withLock { for key in keys { $0[key]?.cancelled = true } }
+    }
+
+    func run(_ queued: DownloadRow, base: TreeFile, route: Route, session: String, backend: any MediaBackend, engine: TransferEngine) {
+        let intent = CleanupJournal.Intent(kind: .stopEncoding, server: queued.key.server, session: session, created: engine.now())
+        var row = DownloadRow(key: queued.key, status: .downloading, attempt: queued.attempt.next, validator: nil, total: 0,
+                              present: RangeSet(), partialPath: queued.partialPath, reason: nil, pinned: queued.pinned)
+        let path = engine.layout.absolute(row.partialPath)
+        let started = Date()
+        var outcome: Result<Int64, LabstreamError>
+        // The body's SHA-256 is committed with it, as for any segment: a later read re-checks it.
+        let hasher = SHA256Hasher()
+        do throws(LabstreamError) {
+            try engine.journal.add(intent)
+            guard try engine.index.saveDownload(row, now: engine.now()) else { return }   // a newer attempt owns the row
+            engine.noteChange()
+            try makeDirectories(engine.layout.partialsDir)
+            let partial = try PartialFile(path: path, size: 0)   // every try starts from byte 0
+            let request = backend.liveStreamRequest(for: base, route: route, playSession: session)!
+            engine.log("live copy of \(base.path.joined(separator: "/")) at \(DerivedCopy.parse(row.key)!.quality): started")
+            var sinkError: LabstreamError?
+            let result: (status: Int, written: Int64)
+            do {
+                result = try backend.transport.fetchStream(request) { bytes, offset in
+                    if runs.withLock({ $0[row.key]?.cancelled ?? true }) {
+                        sinkError = .fetchFailed("cancelled")
+                        throw LabstreamError.fetchFailed("cancelled")
+                    }
+                    do throws(LabstreamError) { try partial.write(bytes, at: offset) } catch {
+                        sinkError = error
+                        throw error
+                    }
+                    hasher.update(bytes)
+                }
+            } catch {
+                throw sinkError ?? error.asLabstreamError
+            }
+            guard result.status == 200 else {
+                throw result.status == 401 || result.status == 403
+                    ? LabstreamError.authenticationFailed("the live stream answered HTTP \(result.status)")
+                    : LabstreamError.serverUnavailable("the live stream answered HTTP \(result.status)")
+            }
+            guard result.written > 0 else { throw LabstreamError.fetchFailed("the live stream ended before any byte") }
+            try partial.sync()
+            outcome = .success(result.written)
+        } catch {
+            outcome = .failure(error)
+        }
+        stopEncoding(intent, backend: backend, engine: engine)
+
+        switch outcome {
+        case .success(let size):
+            backoff.withLock { _ = $0.removeValue(forKey: row.key) }
+            row.total = size
+            row.present = RangeSet([ByteRange(0, size)])
+            let verdict: ProbeOutcome = engine.settings.playbackProbe ? ProbeVerdict.judge(MPVProbe.observe(path: path)) : .unverified("probe off")
+            switch verdict {
+            case .complete: row.status = .complete
+            case .unverified(let why): row.status = .unverified; row.reason = why
+            case .failed(let why):
+                row.status = .failed
+                row.reason = "the copy does not play: \(why)"
+                try? engine.setAside(path)
+            }
+            engine.log("live copy of \(base.path.joined(separator: "/")): \(size) bytes in \(Int(Date().timeIntervalSince(started) * 1000)) ms, \(row.status.rawValue)")
+            _ = try? engine.index.saveDownload(row, committing: .init(range: ByteRange(0, size), sha256: hasher.finish()), now: engine.now())
+            engine.treeChanged()
+        case .failure(let error):
+            let cancelled = runs.withLock { $0[row.key]?.cancelled ?? false }
+            if cancelled {
+                engine.log("live copy of \(base.path.joined(separator: "/")) cancelled")
+                unlink(path)
+                return
+            }
+            let failures = backoff.withLock { ($0[row.key]?.failures ?? 0) + 1 }
+            let kind: RetryPolicy.Failure
+            switch error {
+            case .authenticationFailed, .noSpace: kind = .localFile   // not worth a retry by itself
+            default: kind = .transientTransport
+            }
+            let decision = engine.settings.retry.decide(kind, failures: failures, now: Date().timeIntervalSince1970, random: Double.random(in: 0...1))
+            row.present = RangeSet()
+            switch decision {
+            case .retry(let after):
+                backoff.withLock { $0[row.key] = (failures, Date().addingTimeInterval(after)) }
+                row.status = .queued
+                row.reason = "the live stream stopped (\(error.userMessage)); it starts again from the beginning"
+            case .giveUp:
+                backoff.withLock { _ = $0.removeValue(forKey: row.key) }
+                row.status = .failed
+                row.reason = "the live stream failed: \(error.userMessage)"
+            }
+            engine.log("live copy of \(base.path.joined(separator: "/")): \(row.reason!)")
+            _ = try? engine.index.saveDownload(row, now: engine.now())
+        }
+    }
+
+    /// Asks the server to stop the encoding; the journal forgets the intent once it did (or
+    /// the server no longer knows the session).
+    func stopEncoding(_ intent: CleanupJournal.Intent, backend: any MediaBackend, engine: TransferEngine) {
+        guard let request = backend.stopEncodingRequest(playSession: intent.session) else {
+            try? engine.journal.remove(intent)
+            return
+        }
+        let status = (try? backend.transport.send(request))?.status ?? 0
+        if (200..<300).contains(status) || status == 404 {
+            do { try engine.journal.remove(intent) } catch { engine.log("cleanup journal: \(error.userMessage)") }
+        } else {
+            engine.log("stopping the encoding of session \(intent.session) on \(intent.server) failed (HTTP \(status)); it stays in the cleanup journal")
+        }
+    }
+
+    /// Cleans up what an earlier run left behind (a crash mid-stream, a server that was down),
+    /// for servers that answer. Intents of copies on the wire now are theirs to clean up.
+    func replayJournal(_ engine: TransferEngine) {
+        let live = Set(runs.withLock { $0.values.map(\.session) })
+        for intent in engine.journal.pending where !live.contains(intent.session) {
+            guard let backend = engine.backend(for: intent.server), engine.reachability(of: intent.server) == .online else { continue }
+            engine.log("cleanup journal: stopping encoding session \(intent.session) on \(intent.server)")
+            stopEncoding(intent, backend: backend, engine: engine)
+        }
+    }
+}

@@ -1,0 +1,122 @@
+import CLinux
+import Foundation
+import LabstreamCore
+import LabstreamFixture
+import LabstreamStore
+import Testing
+
+/// Copies at a capped quality come from the server's live transcode: forward-only, restarted
+/// from byte 0 after an interruption, the server's encoding always stopped, the intent to stop
+/// it journaled beside the index so a crash cannot lose it.
+@Suite(.serialized) struct LiveForwardTests {
+    static func clipCatalog(_ dir: String) -> FixtureCatalog {
+        let clip = dir + "/clip.mkv"
+        try? DemoMedia.generate(path: clip, seconds: 6, size: "640x360")
+        return FixtureCatalog(movies: [.init(title: "Clip", year: 2020, file: clip, container: "mkv")], series: [])
+    }
+
+    static let original = "test/Movies/Clip (2020)/Clip (2020).mkv"
+    static let copy = "test/Movies/Clip (2020)/Clip (2020) - 2mbps.mkv"
+
+    func eventually(timeout: Double = 30, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !condition() {
+            if Date() > deadline { return false }
+            usleep(20_000)
+        }
+        return true
+    }
+
+    func journal(_ m: MountedLabstream) throws -> [CleanupJournal.Intent] {
+        try CleanupJournal(path: m.dataDir + "/cleanup-journal.json").pending
+    }
+
+    @Test(arguments: [ServerFixture.Kind.jellyfin])
+    func aLiveCopyCutMidwayRestartsFromZeroAndStopsEveryEncoding(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("live-\(kind)", kind: kind, catalog: Self.clipCatalog, probe: true)
+        // Each spec's own query names: camelCase for Jellyfin, PascalCase for Emby.
+        func name(_ camel: String) -> String { kind == .jellyfin ? camel : camel.prefix(1).uppercased() + camel.dropFirst() }
+        try m.mount()
+        #expect(!FileManager.default.fileExists(atPath: m.path(Self.copy)))
+        m.fixture.inject(.dropAfter(40_000), pathPrefix: "/Videos/", times: 1)
+        let pin = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
+        #expect(pin.code == 0, "\(pin.stdout) \(pin.stderr)")
+
+        let streams = m.fixture.streamRequests
+        try #require(streams.count == 2, "\(streams.map(\.path))")
+        // Forward-only: no Range, a new play session each time, the first cut short.
+        #expect(streams.allSatisfy { $0.range == nil && $0.authorized && $0.query[name("videoBitRate")] != nil })
+        let sessions = streams.compactMap { $0.query[name("playSessionId")] }
+        #expect(Set(sessions).count == 2)
+        #expect(streams[0].bytesSent < streams[1].bytesSent)
+        // Both encodings were stopped, and nothing is left to clean up.
+        #expect(Set(m.fixture.stoppedSessions) == Set(sessions))
+        #expect(try journal(m).isEmpty)
+
+        // The finished copy sits beside the original, whole, proven playable.
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: m.path(Self.copy))[.size] as? Int64)
+        #expect(size == streams[1].bytesSent)
+        #expect(StatusCommandXattr.get(m.path(Self.copy), "state") == "complete")
+        #expect(StatusCommandXattr.get(m.path(Self.original), "copies") == "2mbps=complete")
+        #expect(StatusCommandXattr.get(m.path(Self.original), "state") == "not-local")   // the original was not fetched
+        let probe = try runProcess("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=format_name", "-of", "csv=p=0", m.path(Self.copy)])
+        #expect(probe.code == 0 && probe.stdout.contains("matroska"), "\(probe.stderr)")
+        #expect(m.fixture.downloadRequests.isEmpty)
+
+        // Unpinning the original unpins its copy; the copy stays readable.
+        #expect(try m.cli(["unpin", m.path(Self.original)]).code == 0)
+        #expect(StatusCommandXattr.get(m.path(Self.copy), "pinned") == "0")
+        try m.unmount()
+    }
+
+    /// Emby transcodes go through Convert jobs (the seed's route table), which Labstream does not
+    /// run yet: the pin fails at once with a reason that says so, and nothing is fetched.
+    @Test func anEmbyTranscodeSaysItNeedsConvert() throws {
+        let m = try MountedLabstream("live-emby", kind: .emby, catalog: Self.clipCatalog)
+        try m.mount()
+        let pin = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
+        #expect(pin.code == 74)
+        #expect(StatusCommandXattr.get(m.path(Self.original), "copies") == "2mbps=failed")
+        #expect(pin.stderr.contains("the 2mbps copy of") && pin.stderr.contains("failed"), "\(pin.stderr)")
+        let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
+        let key = try #require(try index.treeFiles().first { $0.path.last == "Clip (2020).mkv" }?.key)
+        let reason = try index.derivedCopies(of: key).first?.reason ?? ""
+        #expect(reason.contains("Emby Convert job at 2 Mbit/s") && reason.contains("not supported yet"), "\(reason)")
+        #expect(m.fixture.streamRequests.isEmpty && m.fixture.downloadRequests.isEmpty)
+        try m.unmount()
+    }
+
+    @Test func aJournaledCleanupIsReplayedAfterACrash() throws {
+        let m = try MountedLabstream("live-crash", catalog: Self.clipCatalog)
+        try m.mount()
+        m.fixture.inject(.stall(60), pathPrefix: "/Videos/", times: 1)
+        #expect(try m.cli(["pin", "--quality", "2mbps", m.path(Self.original)]).code == 0)
+        // The stream is on the wire (stalled) and its cleanup is journaled: crash now.
+        #expect(eventually { !m.fixture.streamRequests.isEmpty && ((try? journal(m).count) ?? 0) == 1 })
+        let session = try #require(try journal(m).first?.session)
+        #expect(m.fixture.streamRequests.first?.query["playSessionId"] == session)
+        let text = try String(contentsOfFile: m.dataDir + "/cleanup-journal.json", encoding: .utf8)
+        #expect(!text.contains(m.fixture.accessToken) && !text.contains(m.fixture.baseURL))   // credential-free
+        kill(m.daemonPid, SIGKILL)
+        #expect(waitForExit(pid: m.daemonPid))
+        #expect(!m.fixture.stoppedSessions.contains(session))
+
+        m.fixture.clearFaults()
+        try m.mount()   // replays the journal, then fetches the copy again from byte 0
+        let wait = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
+        #expect(wait.code == 0, "\(wait.stderr)")
+        #expect(m.fixture.stoppedSessions.contains(session))
+        #expect(try journal(m).isEmpty)
+        #expect(FileManager.default.fileExists(atPath: m.path(Self.copy)))
+        try m.unmount()
+    }
+}
+
+/// Reads a `user.labstream.*` attribute.
+enum StatusCommandXattr {
+    static func get(_ path: String, _ name: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let n = getxattr(path, "user.labstream." + name, &buffer, buffer.count)
+        return n < 0 ? nil : String(decoding: buffer[0..<n], as: UTF8.self)
+    }
+}
