@@ -17,11 +17,33 @@ public protocol MediaBackend: Sendable {
     func liveStreamRequest(for file: TreeFile, route: Route, playSession: String) -> HTTPRequest?
     /// Stops the server-side encoding behind `playSession` (nil: nothing to stop).
     func stopEncodingRequest(playSession: String) -> HTTPRequest?
+
+    /// Starts a server-side preparation of `file` (an Emby Convert job); returns the job's id.
+    func startPreparation(of file: TreeFile, route: Route) throws(LabstreamError) -> String
+    /// Where the job stands; `ready` names the prepared file (its tag for `rangeRequest`) and size.
+    func preparation(job: String) throws(LabstreamError) -> Preparation
+    /// Tells the server the prepared file arrived (it may then clean up).
+    func finishPreparation(job: String, tag: String) throws(LabstreamError)
+    /// Cancels a job (cleanup of a failed or abandoned copy).
+    func cancelPreparationRequest(job: String) -> HTTPRequest?
+}
+
+/// A server-side preparation job's state.
+public enum Preparation: Sendable, Hashable {
+    case running(String)
+    case ready(tag: String, size: Int64)
+    case failed(String)
 }
 
 extension MediaBackend {
     public func liveStreamRequest(for file: TreeFile, route: Route, playSession: String) -> HTTPRequest? { nil }
     public func stopEncodingRequest(playSession: String) -> HTTPRequest? { nil }
+    public func startPreparation(of file: TreeFile, route: Route) throws(LabstreamError) -> String {
+        throw .invalidArgument("\(kind.rawValue) has no server-side preparation Labstream can run")
+    }
+    public func preparation(job: String) throws(LabstreamError) -> Preparation { .failed("no such job") }
+    public func finishPreparation(job: String, tag: String) throws(LabstreamError) {}
+    public func cancelPreparationRequest(job: String) -> HTTPRequest? { nil }
 }
 
 /// The session values a backend needs; the token comes from the credential store only.

@@ -152,6 +152,41 @@ public struct MediaBrowserRequests: Sendable {
         return r
     }
 
+    // MARK: Emby Sync (Convert) jobs
+
+    func post(_ path: String, json body: String, token: String) -> HTTPRequest {
+        var r = get(path, token: token)
+        r.method = "POST"
+        r.headers.append(HTTPRequest.Header("Content-Type", "application/json"))
+        r.body = Array(body.utf8)
+        return r
+    }
+
+    /// `POST /Sync/Jobs`: convert `itemId` for this device at `bitrate` into Matroska.
+    public func createSyncJob(itemId: String, userId: String, bitrate: Int, name: String, token: String) -> HTTPRequest {
+        post("/Sync/Jobs", json: "{\"TargetId\":" + jsonString(identity.deviceId) + ",\"ItemIds\":[" + jsonString(itemId) + "],\"UserId\":"
+             + jsonString(userId) + ",\"Bitrate\":\(bitrate),\"Container\":\"mkv\",\"VideoCodec\":\"h264\",\"AudioCodec\":\"aac\",\"Name\":"
+             + jsonString(name) + "}", token: token)
+    }
+
+    public func readySyncItems(token: String) -> HTTPRequest { get("/Sync/Items/Ready", [("TargetId", identity.deviceId)], token: token) }
+    public func syncJob(_ id: String, token: String) -> HTTPRequest { get("/Sync/Jobs/\(id.queryEscaped)", token: token) }
+
+    public func syncJobItemFile(_ id: String, range: ByteRange, validator: Validator?, token: String) -> HTTPRequest {
+        var r = HTTPRequest(method: "GET", url: baseURL + "/Sync/JobItems/\(id.queryEscaped)/File",
+                            headers: headers(token: token) + [HTTPRequest.Header("Range", "bytes=\(range.lower)-\(range.lastByte)")])
+        if let validator { r.headers.append(HTTPRequest.Header("If-Range", validator.headerValue)) }
+        return r
+    }
+
+    public func syncJobItemTransferred(_ id: String, token: String) -> HTTPRequest { post("/Sync/JobItems/\(id.queryEscaped)/Transferred", json: "", token: token) }
+
+    public func deleteSyncJob(_ id: String, token: String) -> HTTPRequest {
+        var r = get("/Sync/Jobs/\(id.queryEscaped)", token: token)
+        r.method = "DELETE"
+        return r
+    }
+
     /// The original file, one closed range of it. `If-Range` carries the pinned validator.
     public func download(sourceId: String, range: ByteRange, validator: Validator?, token: String) -> HTTPRequest {
         var r = HTTPRequest(method: "GET", url: baseURL + "/Items/\(sourceId.queryEscaped)/Download",

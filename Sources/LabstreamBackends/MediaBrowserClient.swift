@@ -116,8 +116,57 @@ public struct MediaBrowserClient: MediaBackend {
         return ReachabilityPolicy.state(probeStatus: 200, authStatus: me?.status)
     }
 
+    /// A prepared copy's tag: `syncjobitem:<id>` (the file behind `/Sync/JobItems/{id}/File`).
+    static let syncItemTag = "syncjobitem:"
+
+    public func startPreparation(of file: TreeFile, route: Route) throws(LabstreamError) -> String {
+        guard requests.flavor == .emby, case .embyConvert(let bps) = route else {
+            throw .invalidArgument("\(requests.flavor.product) has no Convert jobs")
+        }
+        let body = try get(requests.createSyncJob(itemId: file.key.sourceId, userId: session.userId, bitrate: bps,
+                                                  name: "Labstream: " + (file.path.last ?? file.key.itemId), token: session.token), "/Sync/Jobs")
+        let j = try MediaBrowserDecode.json(body, "/Sync/Jobs")
+        guard let id = j["Job"]["Id"].text else { throw .malformedResponse("/Sync/Jobs answered no Job.Id") }
+        return id
+    }
+
+    public func preparation(job: String) throws(LabstreamError) -> Preparation {
+        let ready = try MediaBrowserDecode.json(get(requests.readySyncItems(token: session.token), "/Sync/Items/Ready"), "/Sync/Items/Ready")
+        guard let items = ready.array else { throw .malformedResponse("/Sync/Items/Ready is not a list") }
+        if let mine = items.first(where: { $0["SyncJobId"].text == job }), let item = mine["SyncJobItemId"].text {
+            // Its size: a one-byte ranged GET answers `Content-Range: bytes 0-0/<size>`.
+            let probe = try Self.call(transport, requests.syncJobItemFile(item, range: ByteRange(0, 1), validator: nil, token: session.token))
+            guard probe.status == 206, let total = probe.header("Content-Range")?.split(separator: "/").last.flatMap({ Int64($0) }) else {
+                throw .malformedResponse("/Sync/JobItems/\(item)/File did not say its size (HTTP \(probe.status))")
+            }
+            return .ready(tag: Self.syncItemTag + item, size: total)
+        }
+        let answer = try Self.call(transport, requests.syncJob(job, token: session.token))
+        if answer.status == 404 { return .failed("Emby no longer knows Convert job \(job) (deleted or expired)") }
+        let state = try MediaBrowserDecode.json(Self.expectOK(answer, "/Sync/Jobs/{Id}", requests.flavor), "/Sync/Jobs/{Id}")
+        let status = state["Status"].string ?? "Queued"
+        if ["Failed", "CompletedWithError"].contains(status) { return .failed("Emby's Convert job \(job) ended \(status)") }
+        let progress = state["Progress"].int64.map { " \($0)%" } ?? ""
+        return .running("Emby is converting (job \(job): \(status)\(progress))")
+    }
+
+    public func finishPreparation(job: String, tag: String) throws(LabstreamError) {
+        guard tag.hasPrefix(Self.syncItemTag) else { return }
+        let answer = try Self.call(transport, requests.syncJobItemTransferred(String(tag.dropFirst(Self.syncItemTag.count)), token: session.token))
+        guard (200..<300).contains(answer.status) || answer.status == 404 else {
+            throw .serverUnavailable("/Sync/JobItems/{Id}/Transferred answered HTTP \(answer.status)")
+        }
+    }
+
+    public func cancelPreparationRequest(job: String) -> HTTPRequest? {
+        requests.flavor == .emby ? requests.deleteSyncJob(job, token: session.token) : nil
+    }
+
     public func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest {
-        requests.download(sourceId: file.key.sourceId, range: range, validator: validator, token: session.token)
+        if let tag = file.etag, tag.hasPrefix(Self.syncItemTag) {
+            return requests.syncJobItemFile(String(tag.dropFirst(Self.syncItemTag.count)), range: range, validator: validator, token: session.token)
+        }
+        return requests.download(sourceId: file.key.sourceId, range: range, validator: validator, token: session.token)
     }
 
     public func liveStreamRequest(for file: TreeFile, route: Route, playSession: String) -> HTTPRequest? {

@@ -145,10 +145,13 @@ public struct DownloadRow: Sendable, Hashable {
     public var pinned: Bool
     /// The catalog's tag for the version these bytes belong to (media source ETag, Plex part key).
     public var sourceTag: String?
+    /// The server-side job preparing this copy (Emby Convert), while it matters.
+    public var job: String?
 
     public init(key: FileKey, status: DownloadStatus, attempt: AttemptID, validator: Validator?, total: Int64,
                 present: RangeSet, partialPath: String, reason: String? = nil, awaitingValidation: Bool = false,
-                pinned: Bool = false, sourceTag: String? = nil) {
+                pinned: Bool = false, sourceTag: String? = nil, job: String? = nil) {
+        self.job = job
         self.pinned = pinned
         self.sourceTag = sourceTag
         self.key = key

@@ -24,11 +24,12 @@ final class LiveForward: Sendable {
     func consider(_ row: DownloadRow, engine: TransferEngine) -> FileTransfer.FillState {
         guard let (baseKey, quality) = DerivedCopy.parse(row.key) else { return .idle }
         if runs.withLock({ $0[row.key] != nil }) { return .filling }
-        guard [.queued, .downloading].contains(row.status), let backend = engine.backend(for: row.key.server),
+        guard [.queued, .downloading, .preparing].contains(row.status), let backend = engine.backend(for: row.key.server),
               engine.reachability(of: row.key.server) == .online,
               let base = engine.catalog.withLock({ $0[baseKey] }) else { return .idle }
         if let wait = backoff.withLock({ $0[row.key]?.retryAt }), wait > Date() { return .waitUntil(wait) }
         let route = RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: quality, sourceBitrate: base.bitrate))
+        if case .embyConvert = route { return engine.prepared.consider(row, base: base, route: route, backend: backend, engine: engine) }
         guard case .liveForward = route, let _ = backend.liveStreamRequest(for: base, route: route, playSession: "probe") else {
             var failed = row
             failed.status = .failed
@@ -176,10 +177,21 @@ final class LiveForward: Sendable {
     /// for servers that answer. Intents of copies on the wire now are theirs to clean up.
     func replayJournal(_ engine: TransferEngine) {
         let live = Set(runs.withLock { $0.values.map(\.session) })
-        for intent in engine.journal.pending where !live.contains(intent.session) {
+        let pending = engine.journal.pending
+        guard !pending.isEmpty else { return }
+        let jobsInUse = Set(((try? engine.index.downloads()) ?? []).filter { $0.status != .failed }.compactMap(\.job))
+        for intent in pending where !live.contains(intent.session) {
             guard let backend = engine.backend(for: intent.server), engine.reachability(of: intent.server) == .online else { continue }
-            engine.log("cleanup journal: stopping encoding session \(intent.session) on \(intent.server)")
-            stopEncoding(intent, backend: backend, engine: engine)
+            switch intent.kind {
+            case .stopEncoding:
+                engine.log("cleanup journal: stopping encoding session \(intent.session) on \(intent.server)")
+                stopEncoding(intent, backend: backend, engine: engine)
+            case .cancelJob where !jobsInUse.contains(intent.session):
+                engine.log("cleanup journal: cancelling job \(intent.session) on \(intent.server)")
+                PreparedCopies.cancel(intent, backend: backend, engine: engine)
+            case .cancelJob:
+                continue
+            }
         }
     }
 }

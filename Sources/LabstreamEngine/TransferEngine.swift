@@ -77,6 +77,7 @@ public final class TransferEngine: Sendable {
     /// Server cleanup to do (encodings to stop), beside the index.
     let journal: CleanupJournal
     let live = LiveForward()
+    let prepared = PreparedCopies()
     let treeListener = Mutex<(@Sendable () -> Void)?>(nil)
 
     public init(index: OfflineIndex, layout: DataLayout, settings: Settings, journal: CleanupJournal? = nil,
@@ -168,6 +169,15 @@ public final class TransferEngine: Sendable {
 
     /// The rows of `key`'s copies at other qualities.
     public func copies(of key: FileKey) -> [DownloadRow] { (try? index.derivedCopies(of: key)) ?? [] }
+
+    /// The tree entry a copy at another quality has (or will have), from its original in the
+    /// catalog and its row.
+    func derivedTreeFile(_ row: DownloadRow) -> TreeFile? {
+        guard let (base, quality) = DerivedCopy.parse(row.key), let original = catalog.withLock({ $0[base] }) else { return nil }
+        var file = DerivedCopy.treeFile(of: original, quality: quality, size: row.total)
+        file.etag = row.sourceTag
+        return file
+    }
 
     public func noteOpened(_ key: FileKey) { usage.withLock { $0.open[key, default: 0] += 1; $0.lastUse[key] = now() } }
 
@@ -436,7 +446,7 @@ enum Validation {
         let pending = (try? engine.index.downloadsAwaitingValidation()) ?? []
         let catalog = engine.catalog.withLock { $0 }
         for row in pending {
-            guard let file = catalog[row.key], let transfer = try? engine.transfer(for: file) else { continue }
+            guard let file = catalog[row.key] ?? engine.derivedTreeFile(row), let transfer = try? engine.transfer(for: file) else { continue }
             let path = engine.layout.absolute(row.partialPath)
             var st = stat()
             let outcome: ProbeOutcome
@@ -460,6 +470,7 @@ enum BackgroundFill {
     static func pass(_ engine: TransferEngine) -> Date? {
         engine.evictIfNeeded()
         engine.live.replayJournal(engine)
+        engine.prepared.finish(engine)
         let pinned: [DownloadRow]
         do { pinned = try engine.index.pinnedIncompleteDownloads() } catch {
             engine.log("background fill: \(error.userMessage)")
@@ -536,7 +547,7 @@ final class FileTransfer: @unchecked Sendable {
             // The catalog says the file changed: the old bytes belong to another version.
             row = DownloadRow(key: file.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
                               total: file.size, present: RangeSet(), partialPath: row.partialPath,
-                              reason: "file changed on the server; fetching it again", pinned: row.pinned, sourceTag: file.etag)
+                              reason: "file changed on the server; fetching it again", pinned: row.pinned, sourceTag: file.etag, job: row.job)
         }
         row.sourceTag = row.sourceTag ?? file.etag
         try makeDirectories(layout.partialsDir)
@@ -594,7 +605,7 @@ final class FileTransfer: @unchecked Sendable {
             writeGate.unlock()
             row = DownloadRow(key: row.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
                               total: row.total, present: RangeSet(), partialPath: row.partialPath, reason: nil, pinned: row.pinned,
-                              sourceTag: row.sourceTag)
+                              sourceTag: row.sourceTag, job: row.job)
             verified = RangeSet()
             try partial.discardAll()
         case .resume, .retry:
@@ -611,7 +622,7 @@ final class FileTransfer: @unchecked Sendable {
             writableAttempt = row.attempt.next
             writeGate.unlock()
             row = DownloadRow(key: row.key, status: .partial, attempt: row.attempt.next, validator: nil, total: row.total,
-                              present: RangeSet(), partialPath: row.partialPath, reason: reason, pinned: false, sourceTag: row.sourceTag)
+                              present: RangeSet(), partialPath: row.partialPath, reason: reason, pinned: false, sourceTag: row.sourceTag, job: row.job)
             verified = RangeSet()
             // The row forgets the bytes first; only then are they freed.
             try index.saveDownload(row, now: engine.now())
@@ -948,7 +959,10 @@ final class FileTransfer: @unchecked Sendable {
             verified.insert(committed)
             consecutiveFailures = 0
             engine.noteChange()
-            if next.awaitingValidation { engine.validation.wake() }
+            if next.awaitingValidation {
+                engine.validation.wake()
+                if DerivedCopy.parse(row.key) != nil { engine.filler.wake() }   // its server job can be closed
+            }
         } catch {
             // The bytes are on disk but not recorded: they will be fetched again, never trusted.
             sequence += 1
@@ -1008,7 +1022,7 @@ final class FileTransfer: @unchecked Sendable {
         consecutiveFailures += 1
         row = DownloadRow(key: row.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
                           total: row.total, present: RangeSet(), partialPath: row.partialPath,
-                          reason: "file changed on the server (\(why))", pinned: row.pinned, sourceTag: file.etag)
+                          reason: "file changed on the server (\(why))", pinned: row.pinned, sourceTag: file.etag, job: row.job)
         verified = RangeSet()
         if consecutiveFailures >= engine.settings.retry.maxAttempts {
             row.status = row.pinned ? .failed : .partial

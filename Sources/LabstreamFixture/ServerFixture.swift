@@ -130,6 +130,9 @@ public final class ServerFixture: Sendable {
         var validatorGeneration: [String: Int] = [:]
         var removed: Set<String> = []
         var nextRequestId = 0
+        /// Emby Sync (Convert) jobs by id.
+        var syncJobs: [Int: SyncJob] = [:]
+        var failSyncJobs = false
         /// Play sessions whose encoding a client stopped (`DELETE /Videos/ActiveEncodings`).
         var stoppedSessions: [String] = []
         var transcodes = 0
@@ -334,6 +337,8 @@ public final class ServerFixture: Sendable {
             response = episodes(parts[1], request)
         } else if m == "GET" && parts.count == 3 && parts[0] == "Videos" && parts[2].hasPrefix("stream.") {
             return stream(parts[1], container: String(parts[2].dropFirst("stream.".count)), request, fault, logIndex: logIndex)
+        } else if kind == .emby, let answer = syncRoute(request, parts: parts, fault: fault, logIndex: logIndex) {
+            return answer
         } else if m == "DELETE" && parts == ["Videos", "ActiveEncodings"] {
             guard let session = query(request, "playSessionId"), query(request, "deviceId") != nil else {
                 return .json("{\"title\":\"Bad Request\",\"detail\":\"deviceId and playSessionId are required\"}", status: 400)
@@ -512,8 +517,16 @@ public final class ServerFixture: Sendable {
                 if let i = s.log.lastIndex(where: { $0.id == requestId }) { s.log[i].bytesSent = sent }
             }
         }
-        guard !state.withLock({ $0.removed.contains(id) }), let file = filesById[id], let attrs = try? FileManager.default.attributesOfItem(atPath: file),
-              let size = attrs[.size] as? Int64 else {
+        guard !state.withLock({ $0.removed.contains(id) }), let file = filesById[id] else {
+            return .json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
+        }
+        return serveFile(file, tagId: id, request, fault, report: report)
+    }
+
+    /// A file with `Range`, `If-Range`, `ETag` and `Last-Modified` (tagged by `tagId`).
+    func serveFile(_ file: String, tagId id: String, _ request: HTTPServer.Request, _ fault: FixtureFault?,
+                   report: @escaping @Sendable (Int64) -> Void) -> HTTPServer.Response {
+        guard let attrs = try? FileManager.default.attributesOfItem(atPath: file), let size = attrs[.size] as? Int64 else {
             return .json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
         }
         let tag = etag(for: id, file: file)

@@ -8,10 +8,14 @@ import Synchronization
 /// lose the only record. Credential-free: a server name and ids, never a token or URL.
 public final class CleanupJournal: Sendable {
     public struct Intent: Sendable, Hashable, Codable {
-        public enum Kind: String, Sendable, Codable { case stopEncoding = "stop-encoding" }
+        public enum Kind: String, Sendable, Codable {
+            case stopEncoding = "stop-encoding"
+            /// Cancel a server-side job (Emby Convert) unless a row still uses it.
+            case cancelJob = "cancel-job"
+        }
         public var kind: Kind
         public var server: String
-        /// The play session (Jellyfin/Emby) whose encoding is stopped.
+        /// The play session whose encoding is stopped, or the job to cancel.
         public var session: String
         public var created: Int64
 

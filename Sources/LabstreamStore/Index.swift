@@ -114,10 +114,13 @@ public final class OfflineIndex: Sendable {
     /// v4: each download remembers the source tag (ETag of the media source, Plex part key) of
     /// the version its bytes belong to, so a new version on the server is noticed even at the
     /// same size. Older rows have none and adopt the current tag. Media sources keep their
-    /// bitrate (route choice under a quality cap; unknown until the next sync).
+    /// bitrate (route choice under a quality cap; unknown until the next sync). A row copied
+    /// through a server-side job (Emby Convert) keeps the job's id, so polling resumes after a
+    /// restart.
     static func migrateV3toV4(_ c: Connection) throws {
         try c.exec("""
         ALTER TABLE downloads ADD COLUMN source_tag TEXT;
+        ALTER TABLE downloads ADD COLUMN job TEXT;
         ALTER TABLE media_sources ADD COLUMN bitrate INTEGER;
         UPDATE meta SET value = '4' WHERE key = 'schema_version';
         """)
@@ -215,13 +218,15 @@ public final class OfflineIndex: Sendable {
             // Finished copies at another quality appear beside their original.
             let byKey = Dictionary(sources.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
             let finished = try db.query("""
-                SELECT server, item_id, source_id, total FROM downloads WHERE source_id LIKE '%@%' AND status IN ('complete', 'unverified')
+                SELECT server, item_id, source_id, total, source_tag FROM downloads WHERE source_id LIKE '%@%' AND status IN ('complete', 'unverified')
                 \(server == nil ? "" : "AND server=?")
                 """, server.map { [.text($0)] } ?? [])
             let copies = finished.compactMap { r -> TreeFile? in
                 guard let s = r[0].text, let i = r[1].text, let id = r[2].text,
                       let (base, quality) = DerivedCopy.parse(FileKey(server: s, itemId: i, sourceId: id)), let original = byKey[base] else { return nil }
-                return DerivedCopy.treeFile(of: original, quality: quality, size: r[3].int ?? 0)
+                var copy = DerivedCopy.treeFile(of: original, quality: quality, size: r[3].int ?? 0)
+                copy.etag = r[4].text
+                return copy
             }
             return sources + copies
         }
@@ -256,6 +261,11 @@ public final class OfflineIndex: Sendable {
     /// without reading every row of the cache.
     public func pinnedIncompleteDownloads() throws(LabstreamError) -> [DownloadRow] {
         try downloads(where: "pinned = 1 AND status NOT IN ('complete', 'unverified')")
+    }
+
+    /// Copies made through a server-side job whose bytes are all here: the job can be closed.
+    public func finishedServerJobs() throws(LabstreamError) -> [DownloadRow] {
+        try downloads(where: "job IS NOT NULL AND status IN ('complete', 'unverified')")
     }
 
     /// The rows of `base`'s copies at other qualities.
@@ -383,16 +393,17 @@ public final class OfflineIndex: Sendable {
         }
     }
 
-    static let downloadColumns = "server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason, awaiting_validation, pinned, source_tag"
+    static let downloadColumns = "server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason, awaiting_validation, pinned, source_tag, job"
 
     static func insert(_ row: DownloadRow, into c: Connection, now: Int64) throws {
         try c.run("""
             INSERT OR REPLACE INTO downloads(server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason,
-                awaiting_validation, updated, pinned, source_tag) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+                awaiting_validation, updated, pinned, source_tag, job) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
             """, [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .text(row.status.rawValue),
                   .int(row.attempt.rawValue), row.validator.map { .text($0.description) } ?? .null, .int(row.total),
                   .text(row.present.serialized), .text(row.partialPath), row.reason.map(SQLValue.text) ?? .null,
-                  .int(row.awaitingValidation ? 1 : 0), .int(now), .int(row.pinned ? 1 : 0), row.sourceTag.map(SQLValue.text) ?? .null])
+                  .int(row.awaitingValidation ? 1 : 0), .int(now), .int(row.pinned ? 1 : 0), row.sourceTag.map(SQLValue.text) ?? .null,
+                  row.job.map(SQLValue.text) ?? .null])
     }
 
     static func decodeDownload(_ r: [SQLValue]) -> DownloadRow? {
@@ -402,7 +413,7 @@ public final class OfflineIndex: Sendable {
         return DownloadRow(key: FileKey(server: s, itemId: i, sourceId: id), status: status, attempt: AttemptID(attempt),
                            validator: r[5].text.flatMap(Validator.init(persisted:)), total: total, present: ranges,
                            partialPath: partial, reason: r[9].text, awaitingValidation: (r[10].int ?? 0) != 0,
-                           pinned: (r[11].int ?? 0) != 0, sourceTag: r[12].text)
+                           pinned: (r[11].int ?? 0) != 0, sourceTag: r[12].text, job: r[13].text)
     }
 
     func read<T>(_ what: String, _ body: () throws -> T) throws(LabstreamError) -> T {

@@ -69,20 +69,45 @@ import Testing
         try m.unmount()
     }
 
-    /// Emby transcodes go through Convert jobs (the seed's route table), which Labstream does not
-    /// run yet: the pin fails at once with a reason that says so, and nothing is fetched.
-    @Test func anEmbyTranscodeSaysItNeedsConvert() throws {
-        let m = try MountedLabstream("live-emby", kind: .emby, catalog: Self.clipCatalog)
+    /// Emby transcodes go through Convert (Sync) jobs: the row waits `preparing` with the job
+    /// id in the index, polling resumes after a restart (no second job), and the converted file
+    /// is then fetched like an original, in ranges, and the job closed.
+    @Test func anEmbyConvertJobSurvivesARestart() throws {
+        let m = try MountedLabstream("convert", kind: .emby, catalog: Self.clipCatalog)
         try m.mount()
+        #expect(try m.cli(["pin", "--quality", "2mbps", m.path(Self.original)]).code == 0)
+        #expect(eventually { StatusCommandXattr.get(m.path(Self.original), "copies") == "2mbps=preparing" })
+        #expect(m.fixture.syncJobCount == 1)
+        try m.unmount()
+
+        try m.mount()   // polling resumes with the persisted job
+        let wait = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
+        #expect(wait.code == 0, "\(wait.stderr)")
+        #expect(m.fixture.syncJobCount == 1)
+        let files = m.fixture.syncFileRequests
+        #expect(!files.isEmpty && files.allSatisfy { $0.range != nil && $0.authorized })
+        #expect(eventually { m.fixture.transferredSyncJobs == [100] })
+        #expect(eventually { FileManager.default.fileExists(atPath: m.path(Self.copy)) })
+        #expect(eventually { ((try? journal(m).count) ?? 1) == 0 })
+        let probe = try runProcess("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=format_name", "-of", "csv=p=0", m.path(Self.copy)])
+        #expect(probe.code == 0 && probe.stdout.contains("matroska"), "\(probe.stderr)")
+        #expect(m.fixture.streamRequests.isEmpty && m.fixture.downloadRequests.isEmpty)
+        try m.unmount()
+    }
+
+    @Test func aFailedConvertJobFailsTheCopyWithItsReason() throws {
+        let m = try MountedLabstream("convert-fail", kind: .emby, catalog: Self.clipCatalog)
+        try m.mount()
+        m.fixture.failSyncJobs()
         let pin = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
         #expect(pin.code == 74)
         #expect(StatusCommandXattr.get(m.path(Self.original), "copies") == "2mbps=failed")
-        #expect(pin.stderr.contains("the 2mbps copy of") && pin.stderr.contains("failed"), "\(pin.stderr)")
         let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
         let key = try #require(try index.treeFiles().first { $0.path.last == "Clip (2020).mkv" }?.key)
         let reason = try index.derivedCopies(of: key).first?.reason ?? ""
-        #expect(reason.contains("Emby Convert job at 2 Mbit/s") && reason.contains("not supported yet"), "\(reason)")
-        #expect(m.fixture.streamRequests.isEmpty && m.fixture.downloadRequests.isEmpty)
+        #expect(reason.contains("Convert job 100 ended Failed"), "\(reason)")
+        #expect(m.fixture.cancelledSyncJobs == [100])   // the failed job is cleaned up on the server
+        #expect(try journal(m).isEmpty)
         try m.unmount()
     }
 

@@ -212,7 +212,7 @@ import Testing
             try v3.saveDownload(row, committing: .init(range: ByteRange(0, 50), sha256: "ab"), now: 1)
             // Turn it back into a version 2 index.
             try v3.db.exec("""
-                ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE media_sources DROP COLUMN bitrate;
+                ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate;
                 ALTER TABLE media_sources DROP COLUMN orphaned;
                 UPDATE meta SET value='2' WHERE key='schema_version';
                 """)
@@ -234,7 +234,7 @@ import Testing
                                   present: RangeSet([ByteRange(0, 50)]), partialPath: "partials/a.part", sourceTag: "v1")
             try v4.saveDownload(row, committing: .init(range: ByteRange(0, 50), sha256: "ab"), now: 1)
             try v4.db.exec("""
-                ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE media_sources DROP COLUMN bitrate;
+                ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate;
                 UPDATE meta SET value='3' WHERE key='schema_version';
                 """)
         }
@@ -294,8 +294,8 @@ import Testing
         // A damaged row (absolute partial path) keeps its file: nothing is guessed.
         let damagedFile = rig.layout.partialsDir + "/damaged.part"
         writeRandomFile(damagedFile, size: 100, seed: 2)
-        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','y','partial',1,NULL,100,'0-100','/etc/passwd',NULL,0,0,0,NULL)")
-        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','z','partial',1,NULL,100,'0-100','partials/damaged.part',NULL,0,0,0,NULL)")
+        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','y','partial',1,NULL,100,'0-100','/etc/passwd',NULL,0,0,0,NULL,NULL)")
+        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','z','partial',1,NULL,100,'0-100','partials/damaged.part',NULL,0,0,0,NULL,NULL)")
         try rig.index.db.run("UPDATE downloads SET ranges='garbage' WHERE item_id='x' AND source_id='z'")
 
         let report = try Reconcile.run(index: rig.index, layout: rig.layout, now: 1) { _ in }

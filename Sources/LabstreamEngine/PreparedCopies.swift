@@ -1,0 +1,97 @@
+import Foundation
+import LabstreamBackends
+import LabstreamCore
+import LabstreamStore
+import Synchronization
+
+/// Copies the server prepares first (Emby Convert): the row waits `preparing` while the job
+/// runs, its job id persisted so that polling resumes after a restart; once the server has the
+/// file it is an ordinary static transfer (closed ranges, durable checkpoints) of that file.
+/// The job is journaled for cancellation until its file has arrived and the server was told.
+final class PreparedCopies: Sendable {
+    static let pollInterval = 1.0
+    let nextPoll = Mutex<[FileKey: Date]>([:])
+
+    func consider(_ queued: DownloadRow, base: TreeFile, route: Route, backend: any MediaBackend, engine: TransferEngine) -> FileTransfer.FillState {
+        var row = queued
+        do throws(LabstreamError) {
+            guard let job = row.job else {
+                let id = try backend.startPreparation(of: base, route: route)
+                try engine.journal.add(.init(kind: .cancelJob, server: row.key.server, session: id, created: engine.now()))
+                row.job = id
+                row.status = .preparing
+                row.reason = "the server is preparing the copy (job \(id))"
+                _ = try engine.index.saveDownload(row, now: engine.now())
+                engine.log("\(base.path.joined(separator: "/")): server job \(id) started for \(LiveForward.describe(route))")
+                engine.noteChange()
+                return schedule(row.key)
+            }
+            if row.status == .preparing {
+                if let due = nextPoll.withLock({ $0[row.key] }), due > Date() { return .waitUntil(due) }
+                switch try backend.preparation(job: job) {
+                case .running(let what):
+                    if row.reason != what {
+                        row.reason = what
+                        _ = try engine.index.saveDownload(row, now: engine.now())
+                        engine.noteChange()
+                    }
+                    return schedule(row.key)
+                case .ready(let tag, let size):
+                    row = DownloadRow(key: row.key, status: .queued, attempt: row.attempt.next, validator: nil, total: size, present: RangeSet(),
+                                      partialPath: row.partialPath, reason: nil, pinned: row.pinned, sourceTag: tag, job: job)
+                    _ = try engine.index.saveDownload(row, now: engine.now())
+                    engine.log("\(base.path.joined(separator: "/")): server job \(job) is ready (\(size) bytes)")
+                case .failed(let why):
+                    row.status = .failed
+                    row.reason = why
+                    _ = try engine.index.saveDownload(row, now: engine.now())
+                    engine.log("\(base.path.joined(separator: "/")): \(why)")
+                    Self.cancel(.init(kind: .cancelJob, server: row.key.server, session: job, created: 0), backend: backend, engine: engine)
+                    engine.noteChange()
+                    return .idle
+                }
+            }
+            // The prepared file: a static transfer like any original.
+            guard row.total > 0, row.sourceTag != nil, let file = engine.derivedTreeFile(row) else { return .idle }
+            return try engine.transfer(for: file).fill(engine: engine)
+        } catch {
+            engine.log("\(base.path.joined(separator: "/")): preparing the copy failed: \(error.userMessage)")
+            return schedule(row.key)
+        }
+    }
+
+    func schedule(_ key: FileKey) -> FileTransfer.FillState {
+        let due = Date().addingTimeInterval(Self.pollInterval)
+        nextPoll.withLock { $0[key] = due }
+        return .waitUntil(due)
+    }
+
+    /// Closes jobs whose files have arrived: the server is told, the journal forgets them.
+    func finish(_ engine: TransferEngine) {
+        for var row in (try? engine.index.finishedServerJobs()) ?? [] {
+            guard let job = row.job, let tag = row.sourceTag, let backend = engine.backend(for: row.key.server),
+                  engine.reachability(of: row.key.server) == .online else { continue }
+            do throws(LabstreamError) {
+                try backend.finishPreparation(job: job, tag: tag)
+                for intent in engine.journal.pending where intent.kind == .cancelJob && intent.session == job { try engine.journal.remove(intent) }
+                row.job = nil
+                _ = try engine.index.saveDownload(row, now: engine.now())
+                engine.log("server job \(job) closed: its file arrived")
+                engine.treeChanged()
+            } catch {
+                engine.log("closing server job \(job) failed: \(error.userMessage); trying again later")
+            }
+        }
+    }
+
+    static func cancel(_ intent: CleanupJournal.Intent, backend: any MediaBackend, engine: TransferEngine) {
+        let status = backend.cancelPreparationRequest(job: intent.session).flatMap { try? backend.transport.send($0) }?.status ?? 204
+        if (200..<300).contains(status) || status == 404 {
+            for pending in engine.journal.pending where pending.kind == .cancelJob && pending.session == intent.session {
+                try? engine.journal.remove(pending)
+            }
+        } else {
+            engine.log("cancelling job \(intent.session) on \(intent.server) failed (HTTP \(status)); it stays in the cleanup journal")
+        }
+    }
+}

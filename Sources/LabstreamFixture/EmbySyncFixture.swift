@@ -1,0 +1,138 @@
+import Foundation
+import LabstreamCore
+
+/// One Emby Sync (Convert) job of the fixture.
+struct SyncJob: Sendable {
+    var itemId: String
+    var targetId: String
+    var bitrate: Int
+    var polls = 0
+    var output: String?
+    var transferred = false
+    var cancelled = false
+    var failed = false
+}
+
+/// Emby's Sync API as its 4.8 spec describes it: `POST /Sync/Jobs`, `/Sync/Items/Ready`,
+/// `/Sync/Jobs/{Id}`, `/Sync/JobItems/{Id}/File` (a static file with `Range`),
+/// `…/Transferred`, and `DELETE /Sync/Jobs/{Id}`. A job converts with ffmpeg once it has been
+/// polled `readyAfterPolls` times.
+extension ServerFixture {
+    static let readyAfterPolls = 2
+
+    /// Jobs created so far, and their state, for tests.
+    public var syncJobCount: Int { state.withLock { $0.syncJobs.count } }
+    public var transferredSyncJobs: [Int] { state.withLock { $0.syncJobs.filter { $0.value.transferred }.map(\.key).sorted() } }
+    public var cancelledSyncJobs: [Int] { state.withLock { $0.syncJobs.filter { $0.value.cancelled }.map(\.key).sorted() } }
+    public var syncFileRequests: [LoggedRequest] { requestLog.filter { $0.path.hasPrefix("/Sync/JobItems/") && $0.path.hasSuffix("/File") } }
+    /// Every job fails from now on (as a conversion error would).
+    public func failSyncJobs() { state.withLock { $0.failSyncJobs = true } }
+
+    func syncRoute(_ request: HTTPServer.Request, parts: [String], fault: FixtureFault?, logIndex: Int) -> HTTPServer.Response? {
+        guard parts.first == "Sync" else { return nil }
+        let m = request.method
+        if m == "POST" && parts == ["Sync", "Jobs"] {
+            guard let body = try? JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any],
+                  let target = body["TargetId"] as? String, let items = body["ItemIds"] as? [String], let item = items.first,
+                  filesById[item] != nil else {
+                return .json("{\"title\":\"Bad Request\"}", status: 400)
+            }
+            let bitrate = body["Bitrate"] as? Int ?? 2_000_000
+            let id = state.withLock { s -> Int in
+                let id = 100 + s.syncJobs.count
+                s.syncJobs[id] = SyncJob(itemId: item, targetId: target, bitrate: bitrate)
+                return id
+            }
+            return json(["Job": syncJobDto(id), "JobItems": [syncJobItemDto(id)]])
+        }
+        if m == "GET" && parts == ["Sync", "Items", "Ready"] {
+            guard let target = request.query["TargetId"] else { return .json("{\"title\":\"TargetId is required\"}", status: 400) }
+            let failing = state.withLock { $0.failSyncJobs }
+            let due = state.withLock { s -> [Int] in
+                var out: [Int] = []
+                for (id, var job) in s.syncJobs where job.targetId == target && !job.cancelled && !job.transferred {
+                    job.polls += 1
+                    if failing { job.failed = true }
+                    s.syncJobs[id] = job
+                    if !job.failed && job.polls >= Self.readyAfterPolls { out.append(id) }
+                }
+                return out.sorted()
+            }
+            var ready: [[String: Any]] = []
+            for id in due {
+                guard let output = convert(id) else { continue }
+                let job = state.withLock { $0.syncJobs[id]! }
+                ready.append(["ServerId": serverId, "SyncJobId": id, "SyncJobName": "Labstream", "SyncJobDateCreated": "2026-12-01T00:00:00.0000000Z",
+                              "SyncJobItemId": id * 10, "OriginalFileName": (output as NSString).lastPathComponent, "UserId": userId,
+                              "Item": dto(itemsById[job.itemId] ?? ["Id": job.itemId, "Type": "Movie"], fields: []), "AdditionalFiles": [] as [Any]])
+            }
+            return json(ready)
+        }
+        if parts.count == 3 && parts[1] == "Jobs", let id = Int(parts[2]) {
+            guard state.withLock({ $0.syncJobs[id].map { !$0.cancelled } ?? false }) else { return .json("{\"title\":\"Not Found\"}", status: 404) }
+            if m == "DELETE" {
+                state.withLock { $0.syncJobs[id]?.cancelled = true }
+                return HTTPServer.Response(status: 204)
+            }
+            if m == "GET" { return json(syncJobDto(id)) }
+        }
+        if parts.count == 4 && parts[1] == "JobItems", let itemId = Int(parts[2]), itemId % 10 == 0 {
+            let id = itemId / 10
+            guard let job = state.withLock({ $0.syncJobs[id] }), !job.cancelled, let output = job.output else {
+                return .json("{\"title\":\"Not Found\"}", status: 404)
+            }
+            if (m == "GET" || m == "HEAD") && parts[3] == "File" {
+                let report: @Sendable (Int64) -> Void = { [self] sent in
+                    state.withLock { s in if let i = s.log.lastIndex(where: { $0.id == logIndex }) { s.log[i].bytesSent = sent } }
+                }
+                return serveFile(output, tagId: "sync:\(id)", request, fault, report: report)
+            }
+            if m == "POST" && parts[3] == "Transferred" {
+                state.withLock { $0.syncJobs[id]?.transferred = true }
+                return HTTPServer.Response(status: 204)
+            }
+        }
+        return nil
+    }
+
+    func syncStatus(_ job: SyncJob) -> String {
+        if job.failed { return "Failed" }
+        if job.transferred { return "Completed" }
+        if job.output != nil { return "ReadyToTransfer" }
+        return job.polls > 0 ? "Converting" : "Queued"
+    }
+
+    func syncJobDto(_ id: Int) -> [String: Any] {
+        let job = state.withLock { $0.syncJobs[id]! }
+        return ["Id": id, "TargetId": job.targetId, "TargetName": "Labstream", "Quality": "custom", "Bitrate": job.bitrate,
+                "Container": "mkv", "VideoCodec": "h264", "AudioCodec": "aac", "Name": "Labstream", "Status": syncStatus(job),
+                "Progress": job.output == nil ? 50.0 : 100.0, "ItemCount": 1, "RequestedItemIds": [] as [Any], "DateCreated": "2026-12-01T00:00:00.0000000Z"]
+    }
+
+    func syncJobItemDto(_ id: Int) -> [String: Any] {
+        let job = state.withLock { $0.syncJobs[id]! }
+        return ["Id": id * 10, "JobId": id, "ItemName": itemsById[job.itemId]?["Name"] as? String ?? "", "MediaSourceId": job.itemId,
+                "TargetId": job.targetId, "Status": job.output == nil ? "Queued" : "ReadyToTransfer", "Progress": 0.0,
+                "DateCreated": "2026-12-01T00:00:00.0000000Z"]
+    }
+
+    /// The job's output, made once with ffmpeg at the job's bitrate.
+    func convert(_ id: Int) -> String? {
+        guard let job = state.withLock({ $0.syncJobs[id] }) else { return nil }
+        if let done = job.output { return done }
+        guard let file = filesById[job.itemId] else { return nil }
+        let out = NSTemporaryDirectory() + "labstream-sync-\(getpid())-\(id).mkv"
+        let ffmpeg = Process()
+        ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
+        ffmpeg.arguments = ["-v", "error", "-nostdin", "-y", "-i", file, "-c:v", "libx264", "-preset", "ultrafast", "-b:v", String(job.bitrate),
+                            "-c:a", "aac", "-b:a", "128k", "-f", "matroska", out]
+        ffmpeg.standardInput = FileHandle.nullDevice
+        ffmpeg.standardOutput = FileHandle.nullDevice
+        ffmpeg.standardError = FileHandle.nullDevice
+        guard (try? ffmpeg.run()) != nil else { return nil }
+        ffmpeg.waitUntilExit()
+        guard ffmpeg.terminationStatus == 0 else { return nil }
+        state.withLock { $0.syncJobs[id]?.output = out }
+        return out
+    }
+}
