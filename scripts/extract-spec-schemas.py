@@ -12,7 +12,8 @@ ROUTES = {
     "jellyfin-openapi.json": ["/System/Info/Public", "/Users/AuthenticateByName", "/UserViews", "/Items",
                               "/Shows/{seriesId}/Seasons", "/Shows/{seriesId}/Episodes", "/Users/Me", "/Users"],
     "emby-openapi.json": ["/System/Info/Public", "/Users/AuthenticateByName", "/Users/{UserId}/Views", "/Users/{UserId}/Items",
-                          "/Shows/{Id}/Seasons", "/Shows/{Id}/Episodes", "/Users/{Id}", "/Users/Query"],
+                          "/Shows/{Id}/Seasons", "/Shows/{Id}/Episodes", "/Users/{Id}", "/Users/Query",
+                          "/Sync/Jobs", "/Sync/Items/Ready", "/Sync/Jobs/{Id}"],
 }
 
 def refs(node, out):

@@ -18,7 +18,7 @@ struct SyncJob: Sendable {
 /// `…/Transferred`, and `DELETE /Sync/Jobs/{Id}`. A job converts with ffmpeg once it has been
 /// polled `readyAfterPolls` times.
 extension ServerFixture {
-    static let readyAfterPolls = 2
+    public static let readyAfterPolls = 2
 
     /// Jobs created so far, and their state, for tests.
     public var syncJobCount: Int { state.withLock { $0.syncJobs.count } }

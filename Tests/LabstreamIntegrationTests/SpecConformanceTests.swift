@@ -83,7 +83,13 @@ import Testing
     @Test(arguments: [ServerFixture.Kind.jellyfin, .emby])
     func mediaBrowserFixturesAnswerAsTheirSpecSays(kind: ServerFixture.Kind) throws {
         let scratch = Scratch("spec-\(kind)")
-        let fixture = try ServerFixture(kind: kind, catalog: testCatalog(in: scratch.sub("m")), userName: "demo", password: "pw")
+        var catalog = testCatalog(in: scratch.sub("m"))
+        if kind == .emby {
+            // Convert jobs need real media.
+            try DemoMedia.generate(path: scratch.path + "/m/clip.mkv", seconds: 2, size: "320x240")
+            catalog.movies.append(.init(title: "Clip", year: 2020, file: scratch.path + "/m/clip.mkv", container: "mkv"))
+        }
+        let fixture = try ServerFixture(kind: kind, catalog: catalog, userName: "demo", password: "pw")
         try fixture.start()
         defer { fixture.stop() }
         let spec = try Spec(kind == .jellyfin ? "jellyfin-openapi.json" : "emby-openapi.json")
@@ -112,6 +118,13 @@ import Testing
                       ("get", "/Users/{UserId}/Items", episodes), ("get", "/Users/{Id}", requests.me(token: token)),
                       ("get", "/Users/Query", requests.users(token: token))]
         }
+        if kind == .emby {
+            // Convert jobs: creation, the ready list (polled until the job is ready), the job.
+            let clip = try #require(fixture.itemId(forFile: scratch.path + "/m/clip.mkv"))
+            calls += [("post", "/Sync/Jobs", requests.createSyncJob(itemId: clip, userId: user, bitrate: 1_000_000, name: "t", token: token))]
+            calls += Array(repeating: ("get", "/Sync/Items/Ready", requests.readySyncItems(token: token)), count: ServerFixture.readyAfterPolls)
+            calls += [("get", "/Sync/Jobs/{Id}", requests.syncJob("100", token: token))]
+        }
         var checked = 0
         for (method, route, request) in calls {
             let schema = try #require(spec.responseSchema(method, route), "\(kind) spec has no JSON answer for \(method) \(route)")
@@ -121,6 +134,11 @@ import Testing
             checked += 1
         }
         #expect(checked == calls.count)
+        if kind == .emby {
+            // The ready list that was checked held the converted item, not just an empty list.
+            let ready = try get(requests.readySyncItems(token: token).url, requests.readySyncItems(token: token).headers) as? [Any]
+            #expect(fixture.syncJobCount == 1 && ready?.isEmpty == false)
+        }
     }
 
     @Test func theCheckerCatchesDrift() throws {
