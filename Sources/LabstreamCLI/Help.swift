@@ -16,7 +16,7 @@ enum Help {
       labstream unmount MOUNTPOINT
       labstream status [PATH…] [--json] [--watch]
       labstream sync [NAME]
-      labstream pin PATH… [--wait] [--json]
+      labstream pin PATH… [--quality Q] [--wait] [--json]
       labstream unpin PATH…
       labstream pause|resume|retry|cancel|verify PATH…
       labstream pause-all | resume-all
@@ -90,7 +90,7 @@ enum Help {
 
     static let pin = """
     Usage:
-      labstream pin PATH… [--wait] [--json]
+      labstream pin PATH… [--quality Q] [--wait] [--json]
       labstream unpin PATH…
 
     Pins a file, season, series or library folder inside a live mount: its files download
@@ -98,6 +98,12 @@ enum Help {
     --wait follows the download until every file is present (exit 0) or one fails (exit 74);
     --json prints progress as one JSON object per line. unpin stops background filling and
     keeps the bytes already present. The same works with: setfattr -n user.labstream.pin -v 1 PATH
+
+    --quality original|20mbps|10mbps|5mbps|2mbps|1mbps (default: the server's `quality`) keeps
+    a server-made copy at that bitrate when the original exceeds it: a Jellyfin live transcode
+    (restarted from the beginning if interrupted) or an Emby Convert job (preparing, then fetched
+    in ranges). It appears beside the original as "Title (Year) - 10mbps.mkv" once complete;
+    user.labstream.copies on the original shows its state.
     """
 
     static let queue = """
