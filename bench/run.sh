@@ -25,7 +25,7 @@ cleanup() {
     pkill -f "rclone mount :http: $RC_MNT" 2>/dev/null || true
     [ -f "$W/nginx.pid" ] && kill "$(cat "$W/nginx.pid")" 2>/dev/null || true
     for p in ${FIXTURE_PID:-} ${MANY_PID:-}; do kill "$p" 2>/dev/null || true; done
-    rm -rf "$W"
+    [ -n "${BENCH_KEEP:-}" ] && echo "kept $W" || rm -rf "$W"
 }
 trap cleanup EXIT
 mkdir -p "$W/media" "$LS_MNT" "$RC_MNT" "$W/many" "$W/many-mnt"

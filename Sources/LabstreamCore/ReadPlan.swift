@@ -39,21 +39,37 @@ public enum ReadPlanner {
         return pieces(of: ByteRange(lower, upper), present: present, inFlight: inFlight, segmentSize: sizes.segmentSize)
     }
 
+    /// What to fetch ahead of a sequential reader in `window`: its gaps, except a piece at the
+    /// window's end that is still smaller than `minimumPiece` (and not the file's end). The
+    /// window slides forward by one kernel read at a time; topping it up by each slide would
+    /// turn a stream into thousands of 128 KiB requests. Waiting until the gap is worth a
+    /// request keeps requests large while the runway never drops below `window - minimumPiece`.
+    public static func readAhead(window: ByteRange, total: Int64, present: RangeSet, inFlight: RangeSet,
+                                 segmentSize: Int64, minimumPiece: Int64) -> [ByteRange] {
+        var out = pieces(of: window, present: present, inFlight: inFlight, segmentSize: segmentSize)
+        if let tail = out.last, tail.upper == window.upper, window.upper < total, tail.count < minimumPiece {
+            out.removeLast()
+        }
+        return out
+    }
+
+    static func split(_ gap: ByteRange, segmentSize: Int64) -> [ByteRange] {
+        var out: [ByteRange] = []
+        let step = max(segmentSize, 1)
+        var start = gap.lower
+        while start < gap.upper {
+            let end = min(start + step, gap.upper)
+            out.append(ByteRange(start, end))
+            start = end
+        }
+        return out
+    }
+
     /// `window` minus present and in-flight bytes, split into segment-sized requests.
     public static func pieces(of window: ByteRange, present: RangeSet, inFlight: RangeSet, segmentSize: Int64) -> [ByteRange] {
         var busy = present
         busy.formUnion(inFlight)
-        var out: [ByteRange] = []
-        let step = max(segmentSize, 1)
-        for gap in busy.missing(in: window) {
-            var start = gap.lower
-            while start < gap.upper {
-                let end = min(start + step, gap.upper)
-                out.append(ByteRange(start, end))
-                start = end
-            }
-        }
-        return out
+        return busy.missing(in: window).flatMap { split($0, segmentSize: segmentSize) }
     }
 }
 

@@ -748,7 +748,9 @@ final class FileTransfer: @unchecked Sendable {
     func prefetch(_ range: ByteRange, engine: TransferEngine) {
         condition.lock()
         defer { condition.unlock() }
-        startFetches(ReadPlanner.pieces(of: range, present: row.present, inFlight: inFlight, segmentSize: engine.settings.sizes.segmentSize),
+        let sizes = engine.settings.sizes
+        startFetches(ReadPlanner.readAhead(window: range, total: row.total, present: row.present, inFlight: inFlight,
+                                           segmentSize: sizes.segmentSize, minimumPiece: max(sizes.readChunk, range.count / 2)),
                      background: false, engine: engine)
     }
 

@@ -54,3 +54,51 @@ import Testing
         #expect(end == nil)                                                             // nothing past EOF
     }
 }
+
+@Suite struct ReadAheadToppingTests {
+    /// A sequential reader in 128 KiB kernel reads over 1 GiB: the read-ahead stays ahead of it
+    /// in a few large requests, never one per kernel read.
+    @Test func aStreamBecomesFewLargeRequests() {
+        let sizes = TransferSizes.default
+        let total: Int64 = 1 << 30
+        var policy = ReadAheadPolicy(sizes: sizes)
+        var requested = RangeSet()
+        var requests: [ByteRange] = []
+        var offset: Int64 = 0
+        while offset < total {
+            let read = ByteRange(offset, min(offset + (128 << 10), total))
+            // Demand first (what is not already asked for), as the engine does.
+            for piece in ReadPlanner.plan(demand: read, total: total, present: RangeSet(), inFlight: requested, sizes: sizes) {
+                requests.append(piece)
+                requested.insert(piece)
+            }
+            if let window = policy.observe(read: read, total: total) {
+                for piece in ReadPlanner.readAhead(window: window, total: total, present: RangeSet(), inFlight: requested,
+                                                   segmentSize: sizes.segmentSize, minimumPiece: max(sizes.readChunk, window.count / 2)) {
+                    requests.append(piece)
+                    requested.insert(piece)
+                }
+            }
+            // The reader never waits on a gap it did not ask for.
+            #expect(requested.contains(read))
+            offset = read.upper
+        }
+        #expect(requested.contains(ByteRange(0, total)))
+        #expect(requests.count < 100, "\(requests.count) requests")
+        let small = requests.dropLast().filter { $0.count < sizes.readChunk }
+        #expect(small.isEmpty, "\(small.prefix(5)) of \(requests.count): \(requests.prefix(12))")
+    }
+
+    @Test func aSmallTailGapWaitsButTheFileEndDoesNot() {
+        let window = ByteRange(10 << 20, 20 << 20)
+        let inFlight = RangeSet([ByteRange(0, (20 << 20) - (128 << 10))])
+        #expect(ReadPlanner.readAhead(window: window, total: 1 << 30, present: RangeSet(), inFlight: inFlight,
+                                      segmentSize: 16 << 20, minimumPiece: 5 << 20).isEmpty)
+        #expect(ReadPlanner.readAhead(window: window, total: 20 << 20, present: RangeSet(), inFlight: inFlight,
+                                      segmentSize: 16 << 20, minimumPiece: 5 << 20) == [ByteRange((20 << 20) - (128 << 10), 20 << 20)])
+        // A hole inside the window is fetched whatever its size.
+        let holed = RangeSet([ByteRange(0, 12 << 20), ByteRange((12 << 20) + 4096, 20 << 20)])
+        #expect(ReadPlanner.readAhead(window: window, total: 1 << 30, present: RangeSet(), inFlight: holed,
+                                      segmentSize: 16 << 20, minimumPiece: 5 << 20) == [ByteRange(12 << 20, (12 << 20) + 4096)])
+    }
+}
