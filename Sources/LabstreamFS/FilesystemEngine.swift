@@ -45,10 +45,13 @@ public final class FilesystemEngine: Sendable {
 
     let table = Mutex(InodeTable())
     let handles = Mutex<(next: UInt64, open: [UInt64: OpenFile])>((1, [:]))
+    /// Listings taken at opendir: a directory is read in many chunks, and each chunk must come
+    /// from the same listing (and not cost a fresh sort of thousands of names).
+    let listings = Mutex<(next: UInt64, open: [UInt64: [DirectoryEntry]])>((1, [:]))
     public let transfers: TransferEngine
     let ownership: Ownership
     let sizes: TransferSizes
-    let offlineView: MountOptions.OfflineView
+    public let offlineView: MountOptions.OfflineView
 
     public init(transfers: TransferEngine, files: [TreeFile], ownership: Ownership, sizes: TransferSizes,
                 offlineView: MountOptions.OfflineView = .all) {
@@ -124,6 +127,21 @@ public final class FilesystemEngine: Sendable {
         guard let node = table.withLock({ $0.node(ino) }) else { throw .notFound("inode \(ino)") }
         return attributes(node)
     }
+
+    /// Takes the listing of `ino` for one pass of readdir calls; returns its handle.
+    public func openDirectory(_ ino: UInt64) throws(LabstreamError) -> UInt64 {
+        let entries = try readdir(ino)
+        return listings.withLock { l in
+            let id = l.next
+            l.next += 1
+            l.open[id] = entries
+            return id
+        }
+    }
+
+    public func listing(_ handle: UInt64) -> [DirectoryEntry]? { listings.withLock { $0.open[handle] } }
+
+    public func releaseDirectory(_ handle: UInt64) { listings.withLock { _ = $0.open.removeValue(forKey: handle) } }
 
     public func readdir(_ ino: UInt64) throws(LabstreamError) -> [DirectoryEntry] {
         let result = table.withLock { t -> Result<[DirectoryEntry], LabstreamError> in

@@ -48,6 +48,8 @@ public final class FUSEMount: @unchecked Sendable {
     /// Has the kernel drop its cached entry for `name` in `parent` (a catalog reload changed it).
     public func invalidate(parent: UInt64, name: String) {
         _ = fuse_lowlevel_notify_inval_entry(session, fuse_ino_t(parent), name, name.utf8.count)
+        // The directory's cached listing (cache_readdir) goes with it.
+        _ = fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(parent), 0, 0)
     }
 
     /// Runs the request loop on the calling thread until the filesystem is unmounted.
@@ -111,14 +113,23 @@ public final class FUSEMount: @unchecked Sendable {
             } catch { replyError(req, error) }
         }
         ops.opendir = { req, ino, fi in
+            guard let fi else { fuse_reply_err(req, EINVAL); return }
             do {
-                _ = try fs(req).readdir(UInt64(ino))
-                fuse_reply_open(req, fi)
+                let engine = fs(req)
+                fi.pointee.fh = try engine.openDirectory(UInt64(ino))
+                // Listings change only when the catalog does (and the kernel is then told), so it
+                // may cache them — unless what is shown depends on which servers answer.
+                if engine.offlineView == .all {
+                    fi.pointee.cache_readdir = 1
+                    fi.pointee.keep_cache = 1
+                }
+                if fuse_reply_open(req, fi) != 0 { engine.releaseDirectory(fi.pointee.fh) }
             } catch { replyError(req, error) }
         }
-        ops.readdir = { req, ino, size, off, _ in
+        ops.readdir = { req, ino, size, off, fi in
             do {
-                let entries = try fs(req).readdir(UInt64(ino))
+                let engine = fs(req)
+                let entries = try fi.flatMap { engine.listing($0.pointee.fh) } ?? engine.readdir(UInt64(ino))
                 var buffer = [CChar](repeating: 0, count: size)
                 var used = 0
                 var index = Int(off)
@@ -137,7 +148,45 @@ public final class FUSEMount: @unchecked Sendable {
                 fuse_reply_buf(req, buffer, used)
             } catch { replyError(req, error) }
         }
-        ops.releasedir = { req, _, _ in fuse_reply_err(req, 0) }
+        // readdirplus answers each name with its attributes, sparing the kernel a lookup per entry
+        // (`find` and `ls -l` over a large library).
+        ops.readdirplus = { req, ino, size, off, fi in
+            do {
+                let engine = fs(req)
+                let entries = try fi.flatMap { engine.listing($0.pointee.fh) } ?? engine.readdir(UInt64(ino))
+                var buffer = [CChar](repeating: 0, count: size)
+                var used = 0
+                var index = Int(off)
+                while index < entries.count {
+                    let entry = entries[index]
+                    var e = fuse_entry_param()
+                    if entry.name == "." || entry.name == ".." {
+                        e.attr.st_ino = UInt(entry.ino)   // no lookup count for these
+                        e.attr.st_mode = entry.isDirectory ? 0o040000 : 0o100000
+                    } else if let attributes = try? engine.getattr(entry.ino) {
+                        e.ino = fuse_ino_t(attributes.ino)
+                        e.generation = 1
+                        e.attr = makeStat(attributes)
+                        e.attr_timeout = cacheSeconds
+                        e.entry_timeout = cacheSeconds
+                    } else {
+                        index += 1   // gone since the listing was taken
+                        continue
+                    }
+                    let needed = buffer.withUnsafeMutableBufferPointer { b in
+                        fuse_add_direntry_plus(req, b.baseAddress! + used, size - used, entry.name, &e, off_t(index + 1))
+                    }
+                    if used + needed > size { break }
+                    used += needed
+                    index += 1
+                }
+                fuse_reply_buf(req, buffer, used)
+            } catch { replyError(req, error) }
+        }
+        ops.releasedir = { req, _, fi in
+            if let fi { fs(req).releaseDirectory(fi.pointee.fh) }
+            fuse_reply_err(req, 0)
+        }
         ops.open = { req, ino, fi in
             guard let fi else { fuse_reply_err(req, EINVAL); return }
             let flags = fi.pointee.flags & O_ACCMODE

@@ -245,6 +245,21 @@ final class EngineRig: @unchecked Sendable {
         #expect(rig.fixture.downloadRequests.count == fetched)
     }
 
+    /// A directory is read in chunks from one listing taken at opendir: a reload in between
+    /// (a catalog refresh) cannot shift offsets under a reader, and the listing is freed after.
+    @Test func aDirectoryIsListedFromOneSnapshot() throws {
+        let rig = try EngineRig("listing")
+        let movies = try #require(rig.fs.resolve(["test", "Movies"]))
+        let handle = try rig.fs.openDirectory(movies)
+        let before = try #require(rig.fs.listing(handle)).map(\.name)
+        #expect(before.contains("Alpha (2001)") && before.first == ".")
+        rig.fs.reload(files: try rig.index.treeFiles().filter { !$0.path.joined(separator: "/").contains("Alpha") })
+        #expect(try rig.fs.readdir(movies).map(\.name).contains("Alpha (2001)") == false)
+        #expect(rig.fs.listing(handle)?.map(\.name) == before)
+        rig.fs.releaseDirectory(handle)
+        #expect(rig.fs.listing(handle) == nil)
+    }
+
     @Test func xattrsDescribeFilesAndFolders() throws {
         let rig = try EngineRig("xattr")
         let f = try rig.file(alpha)
