@@ -114,26 +114,49 @@ struct CLIError: Error {
     }
 }
 
-/// Log lines to stderr (foreground) or the data dir's log file. Never given a token.
+/// Log lines to stderr (the foreground, or the data dir's log file when daemonised, then also
+/// to syslog/the journal), one per event, at or above the chosen level. Every line passes
+/// `LogRedaction` first: callers never pass a token, and a server that echoes one is masked.
 final class Logger: Sendable {
     let fd: Int32
-    let verbose: Bool
+    let level: LogLevel
+    let toSyslog: Bool
+    var verbose: Bool { level >= .debug }
 
-    init(fd: Int32 = 2, verbose: Bool = false) {
+    /// openlog keeps the pointer: it must outlive every call.
+    nonisolated(unsafe) static let ident = strdup("labstream")
+
+    init(fd: Int32 = 2, level: LogLevel = .info, syslog: Bool = false) {
         self.fd = fd
-        self.verbose = verbose
+        self.level = level
+        self.toSyslog = syslog
+        if syslog { openlog(Self.ident, LOG_PID, LOG_DAEMON) }
     }
 
-    func line(_ level: String, _ message: String) {
+    /// `-v`/`--verbose` is `debug`; `--log-level LEVEL` otherwise; `info` by default.
+    static func level(_ args: Arguments) throws -> LogLevel {
+        if args.flag("-v") || args.flag("--verbose") { return .debug }
+        guard let text = args.value("--log-level") else { return .info }
+        guard let level = LogLevel(text) else { throw UsageError("--log-level takes error, warning, info or debug") }
+        return level
+    }
+
+    func line(_ level: LogLevel, _ message: String) {
+        guard level <= self.level else { return }
+        let clean = LogRedaction.redact(message)
         let stamp = ISO8601DateFormatter().string(from: Date())
-        let text = "\(stamp) labstream[\(getpid())] \(level): \(message)\n"
+        let text = "\(stamp) labstream[\(getpid())] \(level.name): \(clean)\n"
         text.utf8CString.withUnsafeBufferPointer { p in _ = write(fd, p.baseAddress, p.count - 1) }
+        if toSyslog {
+            let priority: Int32 = [LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG][level.rawValue]
+            withVaList([clean]) { vsyslog(priority, "%s", $0) }
+        }
     }
 
-    func info(_ m: String) { line("info", m) }
-    func warn(_ m: String) { line("warning", m) }
-    func error(_ m: String) { line("error", m) }
-    func debug(_ m: String) { if verbose { line("debug", m) } }
+    func info(_ m: String) { line(.info, m) }
+    func warn(_ m: String) { line(.warning, m) }
+    func error(_ m: String) { line(.error, m) }
+    func debug(_ m: String) { line(.debug, m) }
 }
 
 /// Writes to stdout unbuffered; a line ends in a newline unless `newline` is false (progress

@@ -17,7 +17,7 @@ enum DemoCommand {
         let base = Context(args: args)
         // The demo never touches the user's own servers: it has a profile of its own.
         let demo = Context(configDir: base.dataDir + "/demo/config", dataDir: base.dataDir + "/demo/data")
-        let log = Logger(verbose: args.flag("-v") || args.flag("--verbose"))
+        let log = Logger(level: try Logger.level(args))
 
         let catalog: FixtureCatalog
         do { catalog = try DemoMedia.ensure(in: base.dataDir + "/demo/media") { log.info($0) } } catch { throw CLIError(error) }
@@ -29,7 +29,7 @@ enum DemoCommand {
 
         let shown = mountpointArg
         let env = "LABSTREAM_CONFIG_DIR=\(demo.configDir) LABSTREAM_DATA_DIR=\(demo.dataDir)"
-        return Daemon(context: demo, mountpoint: mountpoint, options: MountOptions(), verbose: log.verbose, report: { line in
+        return Daemon(context: demo, mountpoint: mountpoint, options: MountOptions(), logLevel: log.level, report: { line in
             guard line == "ready" else { return }
             printOut("""
 

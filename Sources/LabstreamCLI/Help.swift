@@ -25,7 +25,9 @@ enum Help {
     Global options (anywhere on the line):
       --config-dir DIR   configuration (default $LABSTREAM_CONFIG_DIR, $XDG_CONFIG_HOME/labstream, /etc/labstream for root)
       --data-dir DIR     index, partial files, log (default $LABSTREAM_DATA_DIR, $XDG_DATA_HOME/labstream, /var/lib/labstream for root)
-      -v, --verbose      more log output
+      --log-level LEVEL  error, warning, info (default) or debug; -v, --verbose is debug.
+                         The daemon logs to DATA_DIR/labstream.log and syslog (the journal);
+                         in the foreground, to stderr. Secrets in a line are masked.
       -h, --help         this text; `labstream COMMAND --help` for one command
 
     Exit status follows sysexits(3): 64 bad usage, 66 no such input, 69 server unavailable,

@@ -19,6 +19,7 @@ enum MountCommand {
         let options: MountOptions
         do { options = try MountOptions.parse(args.all("-o")) } catch { throw UsageError(error.message) }
         let mountpoint = try checkedMountpoint(args.positionals[0])
+        let logLevel = try Logger.level(args)   // refused here, before any daemon starts
         var context = Context(args: args)
         if options.configDir != nil || options.dataDir != nil {
             context = Context(configDir: options.configDir ?? context.configDir, dataDir: options.dataDir ?? context.dataDir)
@@ -26,8 +27,9 @@ enum MountCommand {
         if args.flag("--foreground") || args.flag("-f") {
             let readyFD = args.value("--ready-fd").flatMap { Int32($0) }
             if let readyFD { closeInheritedDescriptors(keeping: readyFD) }
+            // A daemonised child (it has a ready pipe) also logs to syslog/the journal.
             return Daemon(context: context, mountpoint: mountpoint, options: options,
-                          verbose: args.flag("-v") || args.flag("--verbose") || args.value("--log-level") == "debug",
+                          logLevel: logLevel, syslog: readyFD != nil,
                           report: { line in
                               guard let fd = readyFD else { return }
                               _ = Array((line + "\n").utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
@@ -137,7 +139,8 @@ struct Daemon {
     let context: Context
     let mountpoint: String
     let options: MountOptions
-    let verbose: Bool
+    let logLevel: LogLevel
+    var syslog = false
     /// Told "ready" once the mount answers, or "error CODE MESSAGE" if start-up fails.
     let report: @Sendable (String) -> Void
 
@@ -153,7 +156,7 @@ struct Daemon {
 
     func run() -> Int32 {
         let set = Self.blockSignals()
-        let log = Logger(verbose: verbose)
+        let log = Logger(level: logLevel, syslog: syslog)
         do {
             return try serve(log: log, signals: set)
         } catch let e as CLIError {

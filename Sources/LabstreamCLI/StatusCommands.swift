@@ -145,7 +145,7 @@ enum SyncCommand {
         guard args.positionals.count <= 1 else { throw UsageError("usage: labstream sync [NAME]") }
         let context = Context(args: args)
         let config = try context.loadConfig()
-        let log = Logger(verbose: args.flag("-v") || args.flag("--verbose"))
+        let log = Logger(level: try Logger.level(args))
         var backends = try context.backends(config, log: log)
         if let name = args.positionals.first {
             guard config.server(named: name) != nil else {

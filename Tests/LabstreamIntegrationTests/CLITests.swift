@@ -31,6 +31,23 @@ import Testing
         }
     }
 
+    @Test func theLogLevelFiltersTheDaemonsLog() throws {
+        let m = try MountedLabstream("log-level")
+        let bad = try m.cli(["mount", m.mountpoint, "--log-level", "loud"])
+        #expect(bad.code == 64 && bad.stderr.contains("--log-level takes error, warning, info or debug"))
+        let r = try m.cli(["mount", m.mountpoint, "--log-level", "warning"])
+        try #require(r.code == 0, "\(r.stderr)")
+        let pid = Int32(try String(contentsOfFile: m.dataDir + "/labstream.lock", encoding: .utf8).split(separator: "\n").first ?? "") ?? 0
+        _ = try pread(path: m.path("test/Movies/Gamma/Gamma.mkv"), offset: 0, length: 4096)
+        let quiet = try m.cli(["unmount", m.mountpoint])
+        #expect(quiet.code == 0 && waitForExit(pid: pid))
+        #expect(!m.log.contains(" info: ") && !m.log.contains(" debug: "), "\(m.log)")
+        try m.mount()   // the default level: info lines appear
+        try m.unmount()
+        #expect(m.log.contains(" info: mounted "))
+        #expect(!m.log.contains(m.fixture.accessToken))
+    }
+
     @Test func helpAndUsageErrors() throws {
         let e = Env(scratch: Scratch("cli-help"))
         let help = try e.run(["--help"])
