@@ -224,7 +224,11 @@ struct Daemon {
         let fs = FilesystemEngine(transfers: transfers, files: files, ownership: ownership, sizes: config.sizes,
                                   offlineView: options.offlineView)
         transfers.startBackgroundFill()
-        defer { transfers.stop() }
+        defer {
+            transfers.stop()
+            // Leave everything in index.sqlite itself, not in its write-ahead log.
+            if let error = index.checkpoint() { log.warn("checkpointing the index: \(error)") }
+        }
         let mount: FUSEMount
         do { mount = try FUSEMount(engine: fs, mountpoint: mountpoint, options: options.fuseOptions) } catch { throw CLIError(error) }
         fs.onInvalidate { parent, name in mount.invalidate(parent: parent, name: name) }

@@ -32,6 +32,15 @@ public final class OfflineIndex: Sendable {
         } catch {
             throw .storage("cannot open the index \(path): \(error). Move it aside to start a fresh index.")
         }
+        // SQLite opens a truncated or partly overwritten file happily and fails later, page by
+        // page. Check the structure once, before anything is trusted.
+        let verdict: [String]
+        do { verdict = try db.query("PRAGMA quick_check").compactMap { $0.first?.text } } catch {
+            throw .storage("the index \(path) is unreadable (\(error)); Labstream will not guess. Move it aside to rebuild it from the servers.")
+        }
+        guard verdict == ["ok"] else {
+            throw .storage("the index \(path) is damaged (\(verdict.prefix(3).joined(separator: "; "))); Labstream will not guess. Move it aside to rebuild it from the servers.")
+        }
         try migrate()
     }
 
@@ -69,6 +78,13 @@ public final class OfflineIndex: Sendable {
         } catch {
             throw .storage("the index \(db.path) is unreadable (\(error)); Labstream will not guess. Move it aside to rebuild it from the servers.")
         }
+    }
+
+    /// Moves the write-ahead log into the database file (a clean shutdown). Returns what went
+    /// wrong, if anything; the log is still valid then.
+    public func checkpoint() -> String? {
+        do { _ = try db.query("PRAGMA wal_checkpoint(TRUNCATE)") } catch { return "\(error)" }
+        return nil
     }
 
     static func createV1(_ c: Connection) throws {
