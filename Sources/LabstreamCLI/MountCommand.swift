@@ -18,7 +18,7 @@ enum MountCommand {
         guard args.positionals.count == 1 else { throw UsageError("usage: labstream mount MOUNTPOINT [--foreground] [-o OPTIONS]") }
         let options: MountOptions
         do { options = try MountOptions.parse(args.all("-o")) } catch { throw UsageError(error.message) }
-        let mountpoint = try checkedMountpoint(args.positionals[0])
+        let mountpoint = try checkedMountpoint(args.positionals[0], allowOther: options.allowOther)
         let logLevel = try Logger.level(args)   // refused here, before any daemon starts
         var context = Context(args: args)
         if options.configDir != nil || options.dataDir != nil {
@@ -39,7 +39,7 @@ enum MountCommand {
         return try daemonize(argv, context: context, mountpoint: mountpoint)
     }
 
-    static func checkedMountpoint(_ raw: String) throws -> String {
+    static func checkedMountpoint(_ raw: String, allowOther: Bool = false) throws -> String {
         var st = stat()
         if stat(raw, &st) != 0 {
             if errno == ENOTCONN {
@@ -49,14 +49,30 @@ enum MountCommand {
                     throw CLIError(ExitCode.tempFail, "\(raw) is a dead mount left by a previous daemon; clear it with: fusermount3 -u \(raw)")
                 }
                 writeToStderr("labstream: cleared the dead mount a previous daemon left at \(raw)")
-                return try checkedMountpoint(raw)
+                return try checkedMountpoint(raw, allowOther: allowOther)
             }
             throw CLIError(ExitCode.noInput, "the mountpoint \(raw) does not exist; create it with: mkdir -p \(raw)")
         }
-        guard st.st_mode & S_IFMT == S_IFDIR else { throw CLIError(ExitCode.usage, "the mountpoint \(raw) is not a directory") }
-        guard let real = realpath(raw, nil) else { return raw }
-        defer { free(real) }
-        return String(cString: real)
+        let isDirectory = st.st_mode & S_IFMT == S_IFDIR
+        let path = isDirectory ? realpath(raw, nil).map { p in defer { free(p) }; return String(cString: p) } ?? raw : raw
+        let device: MountPreflight.DeviceAccess = access("/dev/fuse", F_OK) != 0 ? .missing
+            : (access("/dev/fuse", R_OK | W_OK) != 0 ? .denied : .usable)
+        let facts = MountPreflight.Facts(
+            mountpoint: raw, isDirectory: isDirectory,
+            entries: isDirectory ? ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []) : [],
+            mountedType: UnmountCommand.mountedType(at: path), device: device, allowOther: allowOther, euid: geteuid(),
+            fuseConf: FileManager.default.contents(atPath: "/etc/fuse.conf").map { String(decoding: $0, as: UTF8.self) })
+        if let (problem, message) = MountPreflight.check(facts) {
+            let code: Int32
+            switch problem {
+            case .notADirectory, .notEmpty, .alreadyMounted: code = ExitCode.usage
+            case .noDevice: code = ExitCode.unavailable
+            case .deviceDenied: code = ExitCode.noPerm
+            case .allowOtherNotPermitted: code = ExitCode.config
+            }
+            throw CLIError(code, message)
+        }
+        return path
     }
 
     /// Starts `labstream mount … --foreground` in a new session and returns once it reports the

@@ -196,15 +196,19 @@ enum UnmountCommand {
         return ExitCode.ok
     }
 
-    static func isLabstreamMount(_ path: String) -> Bool {
-        guard let data = readProcFile("/proc/self/mountinfo") else { return false }
+    static func isLabstreamMount(_ path: String) -> Bool { mountedType(at: path) == "fuse.labstream" }
+
+    /// The type of the filesystem mounted at `path` (the last one, if stacked), from mountinfo.
+    static func mountedType(at path: String) -> String? {
+        guard let data = readProcFile("/proc/self/mountinfo") else { return nil }
+        var found: String?
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") {
             let fields = line.split(separator: " ").map(String.init)
             guard fields.count > 4, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { continue }
             let mountpoint = fields[4].replacingOccurrences(of: "\\040", with: " ")
-            if mountpoint == path && fields[dash + 1] == "fuse.labstream" { return true }
+            if mountpoint == path { found = fields[dash + 1] }
         }
-        return false
+        return found
     }
 }
 

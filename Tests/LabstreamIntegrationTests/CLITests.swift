@@ -48,6 +48,26 @@ import Testing
         #expect(!m.log.contains(m.fixture.accessToken))
     }
 
+    @Test func badMountpointsAreRefusedWithWhatToDo() throws {
+        let m = try MountedLabstream("bad-mountpoints")
+        let full = m.scratch.sub("full")
+        FileManager.default.createFile(atPath: full + "/keep.txt", contents: Data("mine".utf8))
+        let r1 = try m.cli(["mount", full])
+        #expect(r1.code == 64 && r1.stderr == "labstream: the mountpoint \(full) is not empty (1 entry); mounting would hide them: give an empty directory\n", "\(r1.stderr)")
+        #expect(FileManager.default.contents(atPath: full + "/keep.txt") == Data("mine".utf8))
+        let file = full + "/keep.txt"
+        let r2 = try m.cli(["mount", file])
+        #expect(r2.code == 64 && r2.stderr == "labstream: the mountpoint \(file) is not a directory; give an empty directory\n", "\(r2.stderr)")
+        let missing = m.scratch.path + "/nope"
+        let r3 = try m.cli(["mount", missing])
+        #expect(r3.code == 66 && r3.stderr == "labstream: the mountpoint \(missing) does not exist; create it with: mkdir -p \(missing)\n", "\(r3.stderr)")
+        try m.mount()
+        let r4 = try m.cli(["mount", m.mountpoint])
+        #expect(r4.code != 0 && r4.stderr.contains("\(m.mountpoint) is already a Labstream mount; unmount it first with: labstream unmount \(m.mountpoint)")
+                || r4.stderr.contains("in use"), "\(r4.stderr)")
+        try m.unmount()
+    }
+
     @Test func helpAndUsageErrors() throws {
         let e = Env(scratch: Scratch("cli-help"))
         let help = try e.run(["--help"])
