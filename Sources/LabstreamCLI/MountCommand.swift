@@ -55,6 +55,14 @@ enum MountCommand {
         }
         let isDirectory = st.st_mode & S_IFMT == S_IFDIR
         let path = isDirectory ? realpath(raw, nil).map { p in defer { free(p) }; return String(cString: p) } ?? raw : raw
+        // A Labstream mount whose daemon is gone may still stat from the kernel's caches.
+        if UnmountCommand.isLabstreamMount(path) && StatusCommand.xattr(path, "state") == nil {
+            guard FUSEMount.unmount(path) else {
+                throw CLIError(ExitCode.tempFail, "\(raw) is a dead mount left by a previous daemon; clear it with: fusermount3 -u \(raw)")
+            }
+            writeToStderr("labstream: cleared the dead mount a previous daemon left at \(raw)")
+            return try checkedMountpoint(raw, allowOther: allowOther)
+        }
         let device: MountPreflight.DeviceAccess = access("/dev/fuse", F_OK) != 0 ? .missing
             : (access("/dev/fuse", R_OK | W_OK) != 0 ? .denied : .usable)
         let facts = MountPreflight.Facts(
