@@ -12,9 +12,12 @@ enum CatalogSync {
     }
 
     static func run(_ backend: any MediaBackend, server: LabstreamConfig.Server, index: OfflineIndex,
-                    log: Logger) throws(LabstreamError) -> Outcome {
+                    log: Logger, progress: ((String) -> Void)? = nil) throws(LabstreamError) -> Outcome {
         let started = Date()
-        let libraries = try backend.fetchCatalog { log.debug("sync \(server.name): \($0)") }
+        let libraries = try backend.fetchCatalog { step in
+            log.debug("sync \(server.name): \(step)")
+            progress?("\(server.name): \(step)")
+        }
         let tree = TreeBuilder.build(server: server.name, libraries: libraries)
         let skipped = libraries.reduce(0) { $0 + $1.items.filter { $0.sources.isEmpty }.count }
         if skipped > 0 { log.info("sync \(server.name): \(skipped) items have no media file and are not shown") }

@@ -159,8 +159,12 @@ enum SyncCommand {
         var failed: CLIError?
         for backend in backends {
             do {
-                let outcome = try CatalogSync.run(backend, server: config.server(named: backend.serverName)!, index: index, log: log)
-                printOut("\(outcome.server): \(outcome.files) files")
+                // Progress of a long sync: redrawn in place on a terminal, a line per step when piped.
+                let tty = isatty(1) == 1
+                let outcome = try CatalogSync.run(backend, server: config.server(named: backend.serverName)!, index: index, log: log) { step in
+                    printOut(tty ? "\r\u{1B}[K" + step : step, newline: !tty)
+                }
+                printOut((tty ? "\r\u{1B}[K" : "") + "\(outcome.server): \(outcome.files) files")
             } catch {
                 failed = CLIError(error)
                 writeToStderr("labstream: sync \(backend.serverName) failed: \(error.userMessage) The previous catalog is kept.")
