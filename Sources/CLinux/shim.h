@@ -14,4 +14,14 @@ static const int CLinux_POSIX_SPAWN_SETSID = 0x80;
 #include <sys/syscall.h>
 /* Waits for any process to exit (not only children) without polling: a pidfd is readable once it has. */
 static inline int CLinux_pidfd_open(int pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+
+#include <sys/socket.h>
+/* The uid of a Unix socket's peer (SO_PEERCRED's struct ucred needs _GNU_SOURCE; its layout
+   and the option's value are fixed ABI). -1 when unknown. */
+static inline long CLinux_peer_uid(int fd) {
+    struct { int pid; unsigned int uid; unsigned int gid; } cred;
+    socklen_t length = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, 17 /* SO_PEERCRED */, &cred, &length) != 0) return -1;
+    return (long)cred.uid;
+}
 #endif

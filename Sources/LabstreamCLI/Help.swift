@@ -107,6 +107,10 @@ enum Help {
     (restarted from the beginning if interrupted) or an Emby Convert job (preparing, then fetched
     in ranges). It appears beside the original as "Title (Year) - 10mbps.mkv" once complete;
     user.labstream.copies on the original shows its state.
+
+    These commands reach the daemon through DATA_DIR/control.sock (0600). With no daemon running,
+    pin and unpin take catalog paths (SERVER/LIBRARY/…, as `labstream status` prints them) and
+    change the index directly; the downloads start at the next mount.
     """
 
     static let queue = """

@@ -248,7 +248,14 @@ struct Daemon {
         let fs = FilesystemEngine(transfers: transfers, files: files, ownership: ownership, sizes: config.sizes,
                                   offlineView: options.offlineView)
         transfers.startBackgroundFill()
+        let control: ControlChannel.Server?
+        do { control = try ControlChannel.Server(layout: context.layout, fs: fs, log: log) } catch {
+            control = nil
+            log.warn("no control socket (\(describe(error))); commands fall back to the mount's attributes")
+        }
+        control?.start()
         defer {
+            control?.stop()
             transfers.stop()
             // Leave everything in index.sqlite itself, not in its write-ahead log.
             if let error = index.checkpoint() { log.warn("checkpointing the index: \(error)") }

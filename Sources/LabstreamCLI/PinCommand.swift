@@ -17,7 +17,12 @@ enum PinCommand {
             guard let q = Quality(text) else { throw UsageError("--quality takes original, 20mbps, 10mbps, 5mbps, 2mbps or 1mbps") }
             return q
         }
-        try set("pin", to: pin ? quality?.description ?? "1" : "0", on: args.positionals, saying: pin ? "Pinned" : "Unpinned", quiet: args.flag("--json"))
+        let value = pin ? quality?.description ?? "1" : "0"
+        let context = Context(args: args)
+        if DaemonLock.holder(context.layout) == nil, args.positionals.allSatisfy({ StatusCommand.xattr($0, "state") == nil }) {
+            return try pinInIndex(context, args.positionals, pinned: pin, quality: quality)
+        }
+        try set("pin", to: value, on: args.positionals, saying: pin ? "Pinned" : "Unpinned", quiet: args.flag("--json"), context: context)
         guard pin && args.flag("--wait") else { return ExitCode.ok }
         if let quality, quality != .original { return try waitForCopies(args.positionals, quality: quality, json: args.flag("--json")) }
         return try wait(args.positionals, json: args.flag("--json"))
@@ -62,12 +67,20 @@ enum PinCommand {
             paths = [holder.mountpoint]
         }
         guard !paths.isEmpty else { throw UsageError("usage: labstream \(action.rawValue) PATH…") }
-        try set("action", to: action.rawValue, on: paths, saying: ["pause": "Paused", "resume": "Resumed", "retry": "Retrying", "cancel": "Cancelled", "verify": "Verifying"][action.rawValue]!, quiet: false)
+        try set("action", to: action.rawValue, on: paths, saying: ["pause": "Paused", "resume": "Resumed", "retry": "Retrying", "cancel": "Cancelled", "verify": "Verifying"][action.rawValue]!, quiet: false, context: Context(args: args))
         return ExitCode.ok
     }
 
-    static func set(_ attribute: String, to text: String, on paths: [String], saying verb: String, quiet: Bool) throws {
+    /// Sets `user.labstream.ATTRIBUTE` on every path: through the daemon's control socket when
+    /// the path is inside the mount of this data dir's daemon, else through the mount itself.
+    static func set(_ attribute: String, to text: String, on paths: [String], saying verb: String, quiet: Bool, context: Context) throws {
+        let holder = DaemonLock.holder(context.layout)
         for path in paths {
+            if let holder, let relative = ControlChannel.relative(path, to: holder.mountpoint),
+               try ControlChannel.send(context.layout, ["op": "set", "name": attribute, "value": text, "paths": [relative]]) != nil {
+                if !quiet { printOut("\(verb) \(path)") }
+                continue
+            }
             // Only a Labstream mount answers user.labstream.state: never set attributes elsewhere.
             guard StatusCommand.xattr(path, "state") != nil else {
                 throw CLIError(ExitCode.noInput, "\(path) is not inside a live Labstream mount (or does not exist)")
@@ -82,6 +95,29 @@ enum PinCommand {
             }
             if !quiet { printOut("\(verb) \(path)") }
         }
+    }
+
+    /// With no daemon running, pins act on the index directly (safe: the next mount picks them
+    /// up) and say so. Paths are catalog paths (`SERVER/LIBRARY/…`), as `labstream status` shows.
+    static func pinInIndex(_ context: Context, _ paths: [String], pinned: Bool, quality: Quality?) throws -> Int32 {
+        guard quality == nil || quality == .original else {
+            throw CLIError(ExitCode.unavailable, "no Labstream daemon is running: a pin at \(quality!) needs it (the server decides the route); mount first")
+        }
+        let index = try context.openIndex()
+        let tree: [TreeFile]
+        do { tree = try index.treeFiles() } catch { throw CLIError(error) }
+        var targets: [TreeFile] = []
+        for path in paths {
+            let clean = path.split(separator: "/").joined(separator: "/")
+            let matches = tree.filter { let p = $0.path.joined(separator: "/"); return p == clean || p.hasPrefix(clean + "/") }
+            guard !matches.isEmpty else {
+                throw CLIError(ExitCode.noInput, "no Labstream daemon is running and '\(path)' is not a catalog path (SERVER/LIBRARY/…, as `labstream status` shows)")
+            }
+            targets += matches
+        }
+        do { _ = try index.setPinned(pinned, files: targets, layout: context.layout, now: Int64(Date().timeIntervalSince1970)) } catch { throw CLIError(error) }
+        printOut("No daemon is running: \(pinned ? "pinned" : "unpinned") \(targets.count) files in the index\(pinned ? "; they download when Labstream next mounts" : "").")
+        return ExitCode.ok
     }
 
     /// Follows the pinned files until every one is complete or unverified (0), or one fails (74).

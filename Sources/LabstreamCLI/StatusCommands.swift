@@ -24,7 +24,7 @@ enum StatusCommand {
         if args.positionals.isEmpty {
             entries = try fromIndex(Context(args: args))
         } else {
-            for path in args.positionals { entries += try fromMount(path) }
+            for path in args.positionals { entries += try fromMount(path, context: Context(args: args)) }
         }
         if args.flag("--json") {
             let rows: [[String: Any]] = entries.map { e in
@@ -60,7 +60,8 @@ enum StatusCommand {
         var shown: [String: String] = [:]
         while true {
             let now = Date()
-            let entries = try paths.flatMap { try fromMount($0) }.filter { $0.state != "not-local" }
+            let context = Context(args: args)
+            let entries = try paths.flatMap { try fromMount($0, context: context) }.filter { $0.state != "not-local" }
             var lines: [String] = []
             for e in entries {
                 let rate = previous[e.path].map { p in Double(e.present - p.bytes) / max(now.timeIntervalSince(p.at), 0.001) } ?? 0
@@ -89,8 +90,22 @@ enum StatusCommand {
         return String(String(decoding: data, as: UTF8.self).dropFirst().dropLast())
     }
 
-    /// Status of PATH (a file, or every file below a folder) read from the live mount's xattrs.
-    static func fromMount(_ path: String) throws -> [Entry] {
+    /// Status of PATH (a file, or every file below a folder): from this data dir's daemon over
+    /// its control socket when PATH is in its mount, else from the live mount's xattrs.
+    static func fromMount(_ path: String, context: Context? = nil) throws -> [Entry] {
+        if let context, let holder = DaemonLock.holder(context.layout), let relative = ControlChannel.relative(path, to: holder.mountpoint),
+           let answer = try ControlChannel.send(context.layout, ["op": "status", "paths": [relative]]),
+           let rows = answer["entries"] as? [[String: Any]] {
+            return rows.map { r in
+                Entry(path: holder.mountpoint + "/" + (r["path"] as? String ?? ""), state: r["state"] as? String ?? "not-local",
+                      present: (r["bytes_present"] as? NSNumber)?.int64Value ?? 0, total: (r["bytes_total"] as? NSNumber)?.int64Value ?? 0,
+                      reason: r["reason"] as? String)
+            }
+        }
+        return try fromXattrs(path)
+    }
+
+    static func fromXattrs(_ path: String) throws -> [Entry] {
         guard let state = xattr(path, "state") else {
             throw CLIError(ExitCode.noInput, "\(path) is not inside a live Labstream mount (or does not exist)")
         }

@@ -288,6 +288,26 @@ public final class FilesystemEngine: Sendable {
         return .partial
     }
 
+    public static let rootInode = InodeTable.rootIno
+
+    /// Every file below `ino` (itself, if a file), with its path under `name` and its inode.
+    public func files(below ino: UInt64, named name: String) -> [(String, UInt64)] {
+        table.withLock { t -> [(String, UInt64)] in
+            guard let node = t.node(ino) else { return [] }
+            if node.file != nil { return [(name, ino)] }
+            var out: [(String, UInt64)] = []
+            var stack: [(String, UInt64)] = [(name, ino)]
+            while let (path, current) = stack.popLast() {
+                guard let n = t.node(current) else { continue }
+                for (child, childIno) in n.children {
+                    let childPath = path.isEmpty ? child : path + "/" + child
+                    if t.node(childIno)?.file != nil { out.append((childPath, childIno)) } else { stack.append((childPath, childIno)) }
+                }
+            }
+            return out.sorted { $0.0 < $1.0 }
+        }
+    }
+
     /// The inode of a path below the root, for `labstream status` on paths.
     public func resolve(_ components: [String]) -> UInt64? { table.withLock { $0.resolve(components)?.ino } }
 }

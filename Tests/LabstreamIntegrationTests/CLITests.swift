@@ -151,3 +151,49 @@ import Testing
         #expect(badName.code == 64)
     }
 }
+
+/// CLI commands reach the daemon over its private control socket, and act on the index
+/// directly when no daemon runs.
+@Suite(.serialized) struct ControlChannelTests {
+    @Test func theControlSocketIsPrivateAndCarriesPinsAndStatus() throws {
+        let m = try MountedLabstream("control")
+        try m.mount()
+        let socketPath = m.dataDir + "/control.sock"
+        var st = stat()
+        #expect(lstat(socketPath, &st) == 0)
+        #expect(st.st_mode & S_IFMT == S_IFSOCK && st.st_mode & 0o777 == 0o600 && st.st_uid == geteuid())
+        let rel = "test/Movies/Gamma/Gamma.mkv"
+        let pin = try m.cli(["pin", "--wait", m.path(rel)])
+        #expect(pin.code == 0, "\(pin.stderr)")
+        #expect(m.log.contains("control: pin=1 on 1 paths"))   // it went over the socket, not through setfattr
+        let status = try m.cli(["status", "--json", m.path("test/Movies")])
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]])
+        let gamma = try #require(rows.first { ($0["path"] as? String) == m.path(rel) })
+        #expect(gamma["state"] as? String == "unverified" && (gamma["bytes_present"] as? Int) == 700 * 1024)
+        #expect(rows.count == 6)
+        let outside = try m.cli(["pin", m.scratch.path])
+        #expect(outside.code == 66, "\(outside.stderr)")
+        try m.unmount()
+        #expect(lstat(socketPath, &st) != 0)   // removed at shutdown
+    }
+
+    @Test func withNoDaemonAPinGoesToTheIndexAndSaysSo() throws {
+        let m = try MountedLabstream("control-offline")
+        try m.mount()
+        try m.unmount()
+        let rel = "test/Movies/Gamma/Gamma.mkv"
+        let pin = try m.cli(["pin", rel])
+        #expect(pin.code == 0 && pin.stdout == "No daemon is running: pinned 1 files in the index; they download when Labstream next mounts.\n", "\(pin.stdout) \(pin.stderr)")
+        let unknown = try m.cli(["pin", "test/Movies/Nope"])
+        #expect(unknown.code == 66 && unknown.stderr.contains("is not a catalog path"), "\(unknown.stderr)")
+        let quality = try m.cli(["pin", "--quality", "2mbps", rel])
+        #expect(quality.code == 69 && quality.stderr.contains("needs it"), "\(quality.stderr)")
+        m.fixture.clearLog()
+        try m.mount()   // the pin is picked up by itself: nothing else asks for the file
+        let deadline = Date().addingTimeInterval(30)
+        while StatusCommandXattr.get(m.path(rel), "state") != "unverified" && Date() < deadline { usleep(50_000) }
+        #expect(StatusCommandXattr.get(m.path(rel), "state") == "unverified")
+        #expect(!m.fixture.downloadRequests.isEmpty)
+        try m.unmount()
+    }
+}

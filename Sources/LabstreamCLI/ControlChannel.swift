@@ -1,0 +1,198 @@
+import CLinux
+import Foundation
+import LabstreamCore
+import LabstreamFS
+import LabstreamStore
+
+/// The daemon's control socket, `DATA_DIR/control.sock` (0600; connections from other users are
+/// refused). One JSON request per connection, one JSON answer:
+///
+///     {"op": "status", "paths": ["home/Movies"]}            → {"entries": [{path, state, …}]}
+///     {"op": "set", "name": "pin", "value": "1", "paths": […]} → {"files": N}
+///
+/// Paths are relative to the mount root. Errors answer {"error": "…", "code": N}.
+enum ControlChannel {
+    static func path(_ layout: DataLayout) -> String { layout.root + "/control.sock" }
+
+    // MARK: Daemon side
+
+    final class Server: @unchecked Sendable {
+        let fd: Int32
+        let socketPath: String
+        let fs: FilesystemEngine
+        let log: Logger
+
+        init(layout: DataLayout, fs: FilesystemEngine, log: Logger) throws {
+            socketPath = ControlChannel.path(layout)
+            unlink(socketPath)   // a previous daemon's (the lock says none runs now)
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { throw CLIError(ExitCode.osErr, "control socket: \(String(cString: strerror(errno)))") }
+            var address = ControlChannel.address(socketPath)
+            let old = umask(0o177)   // born 0600: no window in which others could connect
+            let bound = withUnsafePointer(to: &address) { p in
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            umask(old)
+            guard bound == 0, chmod(socketPath, 0o600) == 0, listen(fd, 16) == 0 else {
+                let why = String(cString: strerror(errno))
+                close(fd)
+                throw CLIError(ExitCode.osErr, "control socket \(socketPath): \(why)")
+            }
+            self.fd = fd
+            self.fs = fs
+            self.log = log
+        }
+
+        func start() {
+            let thread = Thread { [self] in
+                while true {
+                    let client = accept(fd, nil, nil)
+                    if client < 0 {
+                        if errno == EINTR { continue }
+                        return   // closed at shutdown
+                    }
+                    _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+                    serve(client)
+                    close(client)
+                }
+            }
+            thread.name = "control"
+            thread.start()
+        }
+
+        func stop() {
+            shutdown(fd, Int32(SHUT_RDWR))
+            close(fd)
+            unlink(socketPath)
+        }
+
+        func serve(_ client: Int32) {
+            let uid = CLinux_peer_uid(client)
+            guard uid >= 0 else { return }
+            guard uid == Int(geteuid()) || uid == 0 else {
+                log.warn("control: refused a connection from uid \(uid)")
+                ControlChannel.write(client, ["error": "refused: this daemon belongs to uid \(geteuid())", "code": Int(ExitCode.noPerm)])
+                return
+            }
+            guard let line = ControlChannel.readLine(client),
+                  let request = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any],
+                  let op = request["op"] as? String else {
+                ControlChannel.write(client, ["error": "malformed request", "code": Int(ExitCode.usage)])
+                return
+            }
+            let paths = request["paths"] as? [String] ?? []
+            ControlChannel.write(client, answer(op, paths: paths, request: request))
+        }
+
+        func answer(_ op: String, paths: [String], request: [String: Any]) -> [String: Any] {
+            var inodes: [(String, UInt64)] = []
+            for path in paths {
+                let components = path.split(separator: "/").map(String.init)
+                guard let ino = components.isEmpty ? FilesystemEngine.rootInode : fs.resolve(components) else {
+                    return ["error": "\(path) is not in the mounted catalog", "code": Int(ExitCode.noInput)]
+                }
+                inodes.append((path, ino))
+            }
+            switch op {
+            case "status":
+                var entries: [[String: Any]] = []
+                for (path, ino) in inodes {
+                    for (file, fileIno) in fs.files(below: ino, named: path) {
+                        let attributes = Dictionary((try? fs.xattrs(fileIno)) ?? [], uniquingKeysWith: { a, _ in a })
+                        let bytes = (attributes[FilesystemEngine.xattrPrefix + "bytes"] ?? "0/0").split(separator: "/").map { Int64($0) ?? 0 }
+                        var entry: [String: Any] = ["path": file, "state": attributes[FilesystemEngine.xattrPrefix + "state"] ?? "not-local",
+                                                    "bytes_present": bytes.first ?? 0, "bytes_total": bytes.count > 1 ? bytes[1] : 0]
+                        if let reason = attributes[FilesystemEngine.xattrPrefix + "reason"] { entry["reason"] = reason }
+                        if let copies = attributes[FilesystemEngine.xattrPrefix + "copies"] { entry["copies"] = copies }
+                        entries.append(entry)
+                    }
+                }
+                return ["entries": entries]
+            case "set":
+                guard let name = request["name"] as? String, let value = request["value"] as? String else {
+                    return ["error": "set needs name and value", "code": Int(ExitCode.usage)]
+                }
+                do {
+                    for (_, ino) in inodes { try fs.setxattr(ino, name: FilesystemEngine.xattrPrefix + name, value: Array(value.utf8)) }
+                } catch {
+                    return ["error": error.userMessage, "code": Int(ExitCode.of(error))]
+                }
+                log.info("control: \(name)=\(value) on \(paths.count) paths")
+                return ["files": inodes.count]
+            default:
+                return ["error": "unknown request '\(op)'", "code": Int(ExitCode.usage)]
+            }
+        }
+    }
+
+    // MARK: CLI side
+
+    /// Sends `request` to the daemon of `layout`; nil when none listens there.
+    static func send(_ layout: DataLayout, _ request: [String: Any]) throws -> [String: Any]? {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var address = address(path(layout))
+        let connected = withUnsafePointer(to: &address) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else {
+            if errno == EACCES { throw CLIError(ExitCode.noPerm, "the Labstream daemon's control socket \(path(layout)) belongs to another user") }
+            return nil
+        }
+        write(fd, request)
+        guard let line = readLine(fd), let answer = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] else {
+            throw CLIError(ExitCode.software, "the daemon did not answer on \(path(layout)); see its log")
+        }
+        if let error = answer["error"] as? String { throw CLIError(Int32(answer["code"] as? Int ?? Int(ExitCode.software)), error) }
+        return answer
+    }
+
+    /// `path` relative to the mount root at `mountpoint`, or nil when it is not below it.
+    static func relative(_ path: String, to mountpoint: String) -> String? {
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        let clean = URL(fileURLWithPath: absolute).standardized.path
+        if clean == mountpoint { return "" }
+        guard clean.hasPrefix(mountpoint + "/") else { return nil }
+        return String(clean.dropFirst(mountpoint.count + 1))
+    }
+
+    static func address(_ path: String) -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            let bytes = Array(path.utf8.prefix(raw.count - 1))
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return address
+    }
+
+    static func write(_ fd: Int32, _ object: [String: Any]) {
+        guard var data = try? JSONSerialization.data(withJSONObject: object, options: [.withoutEscapingSlashes]) else { return }
+        data.append(10)
+        data.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { return }
+                offset += n
+            }
+        }
+    }
+
+    static func readLine(_ fd: Int32, limit: Int = 16 << 20) -> String? {
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while out.count < limit {
+            let n = read(fd, &chunk, chunk.count)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            out += chunk[0..<n]
+            if out.last == 10 { break }
+        }
+        guard !out.isEmpty else { return nil }
+        return String(decoding: out.last == 10 ? out.dropLast() : out[...], as: UTF8.self)
+    }
+}
