@@ -3,12 +3,14 @@ import Foundation
 import LabstreamCore
 import LabstreamFS
 import LabstreamStore
+import Synchronization
 
 /// The daemon's control socket, `DATA_DIR/control.sock` (0600; connections from other users are
 /// refused). One JSON request per connection, one JSON answer:
 ///
 ///     {"op": "status", "paths": ["home/Movies"]}            → {"entries": [{path, state, …}]}
 ///     {"op": "set", "name": "pin", "value": "1", "paths": […]} → {"files": N}
+///     {"op": "sync", "server": "home"?}  → {"progress": "…"} lines, then {"results": […]}
 ///
 /// Paths are relative to the mount root. Errors answer {"error": "…", "code": N}.
 enum ControlChannel {
@@ -21,6 +23,11 @@ enum ControlChannel {
         let socketPath: String
         let fs: FilesystemEngine
         let log: Logger
+        typealias SyncHandler = @Sendable (_ server: String?, _ progress: @escaping (String) -> Void) -> [[String: Any]]
+        let syncHandler = Mutex<SyncHandler?>(nil)
+
+        /// What `sync` runs: the daemon's own catalog sync and reload.
+        func onSync(_ handler: @escaping SyncHandler) { syncHandler.withLock { $0 = handler } }
 
         init(layout: DataLayout, fs: FilesystemEngine, log: Logger) throws {
             socketPath = ControlChannel.path(layout)
@@ -81,6 +88,11 @@ enum ControlChannel {
                 return
             }
             let paths = request["paths"] as? [String] ?? []
+            if op == "sync", let sync = syncHandler.withLock({ $0 }) {
+                let results = sync(request["server"] as? String) { step in ControlChannel.write(client, ["progress": step]) }
+                ControlChannel.write(client, ["results": results])
+                return
+            }
             ControlChannel.write(client, answer(op, paths: paths, request: request))
         }
 
@@ -127,8 +139,9 @@ enum ControlChannel {
 
     // MARK: CLI side
 
-    /// Sends `request` to the daemon of `layout`; nil when none listens there.
-    static func send(_ layout: DataLayout, _ request: [String: Any]) throws -> [String: Any]? {
+    /// Sends `request` to the daemon of `layout`; nil when none listens there. Progress lines
+    /// before the answer go to `progress`.
+    static func send(_ layout: DataLayout, _ request: [String: Any], progress: (String) -> Void = { _ in }) throws -> [String: Any]? {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
@@ -141,8 +154,15 @@ enum ControlChannel {
             return nil
         }
         write(fd, request)
-        guard let line = readLine(fd), let answer = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] else {
-            throw CLIError(ExitCode.software, "the daemon did not answer on \(path(layout)); see its log")
+        var reader = LineReader(fd: fd)
+        var answer: [String: Any] = [:]
+        while true {
+            guard let line = reader.next(), let object = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] else {
+                throw CLIError(ExitCode.software, "the daemon did not answer on \(path(layout)); see its log")
+            }
+            if let step = object["progress"] as? String { progress(step); continue }
+            answer = object
+            break
         }
         if let error = answer["error"] as? String { throw CLIError(Int32(answer["code"] as? Int ?? Int(ExitCode.software)), error) }
         return answer
@@ -179,6 +199,27 @@ enum ControlChannel {
                 if n <= 0 { return }
                 offset += n
             }
+        }
+    }
+
+    /// Newline-separated lines from a socket, keeping what was read past each one.
+    struct LineReader {
+        let fd: Int32
+        var pending: [UInt8] = []
+
+        mutating func next(limit: Int = 16 << 20) -> String? {
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            while !pending.contains(10) && pending.count < limit {
+                let n = read(fd, &chunk, chunk.count)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                pending += chunk[0..<n]
+            }
+            guard !pending.isEmpty else { return nil }
+            let end = pending.firstIndex(of: 10) ?? pending.count
+            let line = String(decoding: pending[..<end], as: UTF8.self)
+            pending.removeFirst(min(end + 1, pending.count))
+            return line
         }
     }
 

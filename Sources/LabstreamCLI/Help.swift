@@ -87,7 +87,8 @@ enum Help {
     Usage: labstream sync [NAME]
 
     Refreshes the catalog of every server (or NAME) now. A failed sync keeps the previous catalog.
-    A running daemon picks up the new catalog at once. Progress (library, series n/m) is redrawn
+    With a daemon running, the daemon syncs (over its control socket) and its tree shows the new
+    catalog when the command returns. Progress (library, series n/m) is redrawn
     on a terminal and printed a line per step when piped; the last line is "NAME: N files".
     """
 

@@ -309,6 +309,21 @@ struct Daemon {
         let pending = later
         let refreshEvery = config.refreshInterval
         let everyone = backends.map { ($0, config.server(named: $0.serverName)!) }
+        // `labstream sync` while mounted: the daemon syncs and reloads its own tree.
+        control?.onSync { name, progress in
+            var results: [[String: Any]] = []
+            for (backend, server) in everyone where name == nil || server.name == name {
+                do {
+                    let outcome = try CatalogSync.run(backend, server: server, index: index, log: log, progress: progress)
+                    results.append(["server": outcome.server, "files": outcome.files])
+                } catch {
+                    transfers.markUnreachable(server.name, Self.reachability(after: error))
+                    results.append(["server": server.name, "error": describe(error), "code": Int((error as? LabstreamError).map(ExitCode.of) ?? ExitCode.software)])
+                }
+            }
+            reload()
+            return results
+        }
         let ready = Thread { [self] in
             // stat() of the root is answered only once the loop runs: then the mount is live.
             var st = stat()

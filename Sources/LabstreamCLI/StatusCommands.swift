@@ -170,22 +170,36 @@ enum SyncCommand {
             guard !backends.isEmpty else { throw CLIError(ExitCode.noPerm, "\(name) has no stored credentials; add it again with `labstream server add`") }
         }
         guard !backends.isEmpty else { throw CLIError(ExitCode.config, "no servers to sync; add one with `labstream server add`") }
+        let tty = isatty(1) == 1
+        let show: (String) -> Void = { step in printOut(tty ? "\r\u{1B}[K" + step : step, newline: !tty) }
+        // A running daemon syncs itself (and reloads its tree at once).
+        if DaemonLock.holder(context.layout) != nil,
+           let answer = try ControlChannel.send(context.layout, ["op": "sync", "server": args.positionals.first ?? NSNull()], progress: show),
+           let results = answer["results"] as? [[String: Any]] {
+            var code = ExitCode.ok
+            for r in results {
+                let server = r["server"] as? String ?? "?"
+                if let error = r["error"] as? String {
+                    writeToStderr("labstream: sync \(server) failed: \(error) The previous catalog is kept.")
+                    code = Int32(r["code"] as? Int ?? Int(ExitCode.software))
+                } else {
+                    printOut((tty ? "\r\u{1B}[K" : "") + "\(server): \(r["files"] as? Int ?? 0) files")
+                }
+            }
+            return code
+        }
         let index = try context.openIndex()
         var failed: CLIError?
         for backend in backends {
             do {
                 // Progress of a long sync: redrawn in place on a terminal, a line per step when piped.
-                let tty = isatty(1) == 1
-                let outcome = try CatalogSync.run(backend, server: config.server(named: backend.serverName)!, index: index, log: log) { step in
-                    printOut(tty ? "\r\u{1B}[K" + step : step, newline: !tty)
-                }
+                let outcome = try CatalogSync.run(backend, server: config.server(named: backend.serverName)!, index: index, log: log, progress: show)
                 printOut((tty ? "\r\u{1B}[K" : "") + "\(outcome.server): \(outcome.files) files")
             } catch {
                 failed = CLIError(error)
                 writeToStderr("labstream: sync \(backend.serverName) failed: \(error.userMessage) The previous catalog is kept.")
             }
         }
-        if let holder = DaemonLock.holder(context.layout) { kill(holder.pid, SIGHUP) }
         return failed?.code ?? ExitCode.ok
     }
 }

@@ -177,6 +177,20 @@ import Testing
         #expect(lstat(socketPath, &st) != 0)   // removed at shutdown
     }
 
+    @Test func syncWhileMountedRunsInTheDaemonAndTheTreeFollowsAtOnce() throws {
+        let m = try MountedLabstream("control-sync")
+        try m.mount()
+        let twin = "test/Movies/Gamma/Gamma.mkv"
+        #expect(FileManager.default.fileExists(atPath: m.path(twin)))
+        m.fixture.remove(itemId: try #require(m.fixture.itemId(forFile: m.mediaDir + "/gamma.mkv")))
+        let sync = try m.cli(["sync"])
+        #expect(sync.code == 0 && sync.stdout.hasSuffix("test: 9 files\n") && sync.stdout.contains("test: Shows: Show (1/1)\n"), "\(sync.stdout) \(sync.stderr)")
+        // The daemon synced and reloaded before answering: the file is gone now, not eventually.
+        #expect(!FileManager.default.fileExists(atPath: m.path(twin)))
+        #expect(m.log.contains("info: sync test: 9 files"))
+        try m.unmount()
+    }
+
     @Test func withNoDaemonAPinGoesToTheIndexAndSaysSo() throws {
         let m = try MountedLabstream("control-offline")
         try m.mount()
