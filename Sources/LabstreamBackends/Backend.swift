@@ -12,6 +12,10 @@ public protocol MediaBackend: Sendable {
     func checkReachability() -> Reachability
 
     var kind: BackendKind { get }
+    /// Items changed since `since` (seconds since the epoch), per library, or nil when this
+    /// backend cannot tell (then a full fetch is needed). `known` is the stored catalog (series
+    /// years and the like that a changed episode does not carry).
+    func fetchChanges(since: Int64, known: [LibraryCatalog], progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]?
     /// A forward-only server stream of `file` on a live-forward route, tagged `playSession`;
     /// nil when this backend has no live streams.
     func liveStreamRequest(for file: TreeFile, route: Route, playSession: String) -> HTTPRequest?
@@ -36,6 +40,7 @@ public enum Preparation: Sendable, Hashable {
 }
 
 extension MediaBackend {
+    public func fetchChanges(since: Int64, known: [LibraryCatalog], progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]? { nil }
     public func liveStreamRequest(for file: TreeFile, route: Route, playSession: String) -> HTTPRequest? { nil }
     public func stopEncodingRequest(playSession: String) -> HTTPRequest? { nil }
     public func startPreparation(of file: TreeFile, route: Route) throws(LabstreamError) -> String {

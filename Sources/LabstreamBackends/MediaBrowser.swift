@@ -113,9 +113,12 @@ public struct MediaBrowserRequests: Sendable {
         }
     }
 
-    public func items(userId: String, parentId: String, types: String, startIndex: Int, limit: Int, token: String) -> HTTPRequest {
-        let common = [("parentId", parentId), ("recursive", "true"), ("includeItemTypes", types), ("fields", flavor.itemFields),
+    /// Items of `types` below `parentId`; with `savedSince` (ISO 8601) only those saved since.
+    public func items(userId: String, parentId: String, types: String, startIndex: Int, limit: Int, token: String,
+                      savedSince: String? = nil) -> HTTPRequest {
+        var common = [("parentId", parentId), ("recursive", "true"), ("includeItemTypes", types), ("fields", flavor.itemFields),
                       ("sortBy", "SortName"), ("startIndex", String(startIndex)), ("limit", String(limit))]
+        if let savedSince { common.append(("minDateLastSaved", savedSince)) }
         switch flavor {
         case .jellyfin: return get("/Items", [("userId", userId)] + common, token: token)
         case .emby: return get("/Users/\(userId.queryEscaped)/Items", common.map { (name($0.0), $0.1) }, token: token)

@@ -109,6 +109,41 @@ public struct MediaBrowserClient: MediaBackend {
         return libraries
     }
 
+    /// `minDateLastSaved` over each movie and TV library. A changed episode of a series the
+    /// stored catalog does not know (a new series) needs the full walk: nil.
+    public func fetchChanges(since: Int64, known: [LibraryCatalog], progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]? {
+        let token = session.token
+        let stamp = ISODate.string(epochSeconds: since)
+        let series = Dictionary(known.flatMap(\.items).compactMap { i in i.seriesId.map { ($0, i.seriesYear) } }, uniquingKeysWith: { a, _ in a })
+        var out: [LibraryCatalog] = []
+        for view in try MediaBrowserDecode.views(get(requests.userViews(userId: session.userId, token: token), "/UserViews")) {
+            let types: String
+            switch view.collectionType {
+            case "movies": types = "Movie"
+            case "tvshows": types = "Episode"
+            default: continue
+            }
+            let raw = try pages("/Items") { start in
+                requests.items(userId: session.userId, parentId: view.id, types: types, startIndex: start, limit: pageSize, token: token, savedSince: stamp)
+            }
+            var items: [CatalogItem] = []
+            for j in raw {
+                guard let item = MediaBrowserDecode.item(j) else { continue }
+                if item.kind == .episode {
+                    guard let sid = item.seriesId, let year = series[sid], item.seasonNumber != nil else { return nil }
+                    var episode = item
+                    episode.seriesYear = year
+                    items.append(episode)
+                } else {
+                    items.append(item)
+                }
+            }
+            progress("\(view.name): \(items.count) changed")
+            out.append(LibraryCatalog(id: view.id, name: view.name, items: items))
+        }
+        return out
+    }
+
     public func checkReachability() -> Reachability {
         let info = try? transport.send(requests.publicInfo())
         guard info?.status == 200 else { return ReachabilityPolicy.state(probeStatus: info?.status, authStatus: nil) }

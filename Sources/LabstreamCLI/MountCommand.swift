@@ -339,12 +339,15 @@ struct Daemon {
                 }
                 reload()
             }
-            // Periodic full refresh: notices removals (kept as orphans when stored locally).
+            // Periodic refresh: what changed since the last sync, and every fourth time everything
+            // (removals show only in a full listing).
             guard refreshEvery > 0 else { return }
+            var round = 0
             while true {
                 Thread.sleep(forTimeInterval: refreshEvery)   // a schedule, not synchronisation
+                round += 1
                 for (backend, server) in everyone where transfers.reachability(of: server.name) == .online {
-                    do { _ = try CatalogSync.run(backend, server: server, index: index, log: log) } catch {
+                    do { _ = try CatalogSync.run(backend, server: server, index: index, log: log, incremental: round % 4 != 0) } catch {
                         log.warn("refresh of \(server.name) failed: \(describe(error)) Keeping the catalog in the index.")
                         transfers.markUnreachable(server.name, Self.reachability(after: error))
                     }

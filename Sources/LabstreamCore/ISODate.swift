@@ -41,4 +41,22 @@ public enum ISODate {
         let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
         return era * 146097 + doe - 719468
     }
+
+    /// `2026-12-01T03:04:05.000Z` for seconds since the epoch (UTC).
+    public static func string(epochSeconds t: Int64) -> String {
+        let days = Int(t >= 0 ? t / 86400 : (t - 86399) / 86400)
+        let secs = Int(t - Int64(days) * 86400)
+        // Howard Hinnant's civil-from-days.
+        let z = days + 719468
+        let era = (z >= 0 ? z : z - 146096) / 146097
+        let doe = z - era * 146097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
+        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return "\(y)-\(two(m))-\(two(d))T\(two(secs / 3600)):\(two(secs / 60 % 60)):\(two(secs % 60)).000Z"
+    }
 }

@@ -128,6 +128,8 @@ public final class ServerFixture: Sendable {
         var faults: [(prefix: String, fault: FixtureFault, remaining: Int?)] = []
         /// Bumped to simulate a file that changed on the server.
         var validatorGeneration: [String: Int] = [:]
+        /// When an item was last saved, for those touched since the fixture started.
+        var lastSaved: [String: String] = [:]
         var removed: Set<String> = []
         var nextRequestId = 0
         /// Emby Sync (Convert) jobs by id.
@@ -248,7 +250,19 @@ public final class ServerFixture: Sendable {
     /// Removes an item from the server's listings (its download answers 404).
     public func remove(itemId: String) { state.withLock { _ = $0.removed.insert(itemId) } }
 
-    public func touch(itemId: String) { state.withLock { $0.validatorGeneration[itemId, default: 0] += 1 } }
+    /// Makes the file behind `itemId` look changed (new ETag, Last-Modified, part key) and its
+    /// item saved now (`DateLastSaved`).
+    public func touch(itemId: String) {
+        let now = ISODate.string(epochSeconds: Int64(Date().timeIntervalSince1970))
+        state.withLock {
+            $0.validatorGeneration[itemId, default: 0] += 1
+            $0.lastSaved[itemId] = now
+        }
+    }
+
+    static let defaultLastSaved = "2024-05-01T10:00:00.0000000Z"
+
+    func lastSaved(_ id: String) -> String { state.withLock { $0.lastSaved[id] } ?? Self.defaultLastSaved }
 
     public func itemId(forFile file: String) -> String? { filesById.first { $0.value == file }?.key }
 
@@ -441,6 +455,7 @@ public final class ServerFixture: Sendable {
             if versions.count > 1 { out["MediaSourceCount"] = versions.count }
         }
         if fields.contains("Etag") { out["Etag"] = fixtureId("etag:\(raw["Id"]!)") }
+        if fields.contains("DateLastSaved") { out["DateLastSaved"] = lastSaved(raw["Id"] as! String) }
         return out
     }
 
@@ -459,8 +474,10 @@ public final class ServerFixture: Sendable {
         let parent = query(request, "parentId")
         let recursive = query(request, "recursive") == "true"
         let removed = state.withLock { $0.removed }
+        let savedSince = query(request, "minDateLastSaved").flatMap(ISODate.epochSeconds)
         let selected = itemsById.values.filter { item in
             if removed.contains(item["Id"] as! String) { return false }
+            if let savedSince, (ISODate.epochSeconds(lastSaved(item["Id"] as! String)) ?? 0) < savedSince { return false }
             if !types.isEmpty && !types.contains(item["Type"] as! String) { return false }
             guard let parent else { return true }
             if item["ParentId"] as? String == parent { return true }

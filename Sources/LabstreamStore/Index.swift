@@ -211,6 +211,39 @@ public final class OfflineIndex: Sendable {
         }
     }
 
+    /// A server's catalog as stored (orphans left out: they are kept by `replaceCatalog` anyway),
+    /// for merging an incremental refresh into.
+    public func catalog(server: String) throws(LabstreamError) -> [LibraryCatalog] {
+        try read("the catalog") {
+            let libraries = try db.query("SELECT id, name FROM libraries WHERE server=? ORDER BY id", [.text(server)])
+            let items = try db.query("""
+                SELECT id, library, kind, title, year, series_id, series_name, series_year, season, episode, modified
+                FROM items WHERE server=? ORDER BY id
+                """, [.text(server)])
+            let sources = try db.query("""
+                SELECT item_id, id, name, container, size, etag, bitrate FROM media_sources WHERE server=? AND orphaned=0 ORDER BY item_id, rowid
+                """, [.text(server)])
+            var sourcesOf: [String: [MediaSource]] = [:]
+            for r in sources {
+                guard let item = r[0].text, let id = r[1].text else { continue }
+                sourcesOf[item, default: []].append(MediaSource(id: id, name: r[2].text, container: r[3].text, size: r[4].int, etag: r[5].text,
+                                                               bitrate: r[6].int.flatMap { Int(exactly: $0) }))
+            }
+            var itemsOf: [String: [CatalogItem]] = [:]
+            for r in items {
+                guard let id = r[0].text, let library = r[1].text, let kind = r[2].text.flatMap(ItemKind.init(rawValue:)) else { continue }
+                itemsOf[library, default: []].append(CatalogItem(
+                    id: id, kind: kind, title: r[3].text ?? "", year: r[4].int.map { Int($0) }, seriesId: r[5].text, seriesName: r[6].text,
+                    seriesYear: r[7].int.map { Int($0) }, seasonNumber: r[8].int.map { Int($0) }, episodeNumber: r[9].int.map { Int($0) },
+                    modified: r[10].int ?? 0, sources: sourcesOf[id] ?? []))
+            }
+            return libraries.compactMap { r in
+                guard let id = r[0].text else { return nil }
+                return LibraryCatalog(id: id, name: r[1].text ?? id, items: itemsOf[id] ?? [])
+            }
+        }
+    }
+
     public func servers() throws(LabstreamError) -> [ServerRow] {
         try read("servers") {
             try db.query("SELECT name, type, url, server_id, last_sync FROM servers ORDER BY name").map {

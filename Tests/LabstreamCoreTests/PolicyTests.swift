@@ -183,3 +183,25 @@ import Testing
         #expect(Validator(persisted: "junk") == nil)
     }
 }
+
+@Suite struct ISODateFormatTests {
+    @Test func formatsAndParsesBack() {
+        for t: Int64 in [0, 86399, 951_782_400, 1_700_000_000, 1_764_558_245, 4_102_444_800] {
+            #expect(ISODate.epochSeconds(ISODate.string(epochSeconds: t)) == t)
+        }
+        #expect(ISODate.string(epochSeconds: 1_700_000_000) == "2023-11-14T22:13:20.000Z")
+        #expect(ISODate.string(epochSeconds: 951_782_400) == "2000-02-29T00:00:00.000Z")
+    }
+
+    @Test func mergingChangesKeepsTheRest() {
+        let a = CatalogItem(id: "a", kind: .movie, title: "A", sources: [MediaSource(id: "a", size: 1)])
+        let b = CatalogItem(id: "b", kind: .movie, title: "B", sources: [MediaSource(id: "b", size: 1)])
+        var b2 = b
+        b2.title = "B2"
+        let c = CatalogItem(id: "c", kind: .movie, title: "C", sources: [MediaSource(id: "c", size: 1)])
+        let merged = LibraryCatalog.merge([LibraryCatalog(id: "L", name: "Movies", items: [a, b]), LibraryCatalog(id: "S", name: "Shows", items: [])],
+                                          [LibraryCatalog(id: "L", name: "Films", items: [b2, c])])
+        #expect(merged.map(\.name) == ["Films", "Shows"])
+        #expect(merged[0].items.map(\.title) == ["A", "B2", "C"])
+    }
+}

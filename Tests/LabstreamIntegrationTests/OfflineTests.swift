@@ -2,6 +2,7 @@ import CLinux
 import Foundation
 import LabstreamCore
 import LabstreamFixture
+import LabstreamStore
 import Testing
 
 /// The mount with its server down: at start, mid-session, and coming back.
@@ -103,6 +104,42 @@ enum StatusCommandProbe {
         let remove = try m.cli(["server", "remove", "second"])
         #expect(remove.code == 0)
         #expect(eventually { !FileManager.default.fileExists(atPath: m.path("second")) })
+        try m.unmount()
+    }
+}
+
+/// The daemon's periodic refresh asks only for what changed (`minDateLastSaved`) and, every
+/// fourth round, for everything (removals).
+@Suite(.serialized) struct IncrementalRefreshTests {
+    func eventually(timeout: Double = 30, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !condition() {
+            if Date() > deadline { return false }
+            usleep(50_000)
+        }
+        return true
+    }
+
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby])
+    func changesArriveIncrementallyAndRemovalsWithTheFullRound(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("incremental-\(kind)", kind: kind, cacheConfig: "refresh_interval = 1")
+        try m.mount()
+        let alphaPath = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+        let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
+        func etag(_ path: String) -> String? { (try? index.treeFiles())?.first { $0.path.joined(separator: "/") == path }?.etag }
+        let before = etag(alphaPath)
+        let since = kind == .jellyfin ? "minDateLastSaved" : "MinDateLastSaved"
+        m.fixture.clearLog()
+        m.fixture.touch(itemId: try #require(m.fixture.itemId(forFile: m.mediaDir + "/alpha.mkv")))
+        if kind == .jellyfin {
+            #expect(eventually { etag(alphaPath) != before })   // Jellyfin's media source ETag follows the file
+        }
+        #expect(eventually { m.log.contains("items changed since the last sync") })
+        let incremental = m.fixture.requestLog.filter { $0.query[since] != nil }
+        #expect(!incremental.isEmpty && incremental.allSatisfy { ISODate.epochSeconds($0.query[since]!) != nil })
+
+        m.fixture.remove(itemId: try #require(m.fixture.itemId(forFile: m.mediaDir + "/gamma.mkv")))
+        #expect(eventually { !FileManager.default.fileExists(atPath: m.path("test/Movies/Gamma/Gamma.mkv")) })
         try m.unmount()
     }
 }
