@@ -455,7 +455,6 @@ public final class ServerFixture: Sendable {
             if versions.count > 1 { out["MediaSourceCount"] = versions.count }
         }
         if fields.contains("Etag") { out["Etag"] = fixtureId("etag:\(raw["Id"]!)") }
-        if fields.contains("DateLastSaved") { out["DateLastSaved"] = lastSaved(raw["Id"] as! String) }
         return out
     }
 
