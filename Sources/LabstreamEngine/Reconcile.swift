@@ -11,14 +11,14 @@ public enum Reconcile {
     }
 
     /// Removes partial files no row owns; rows whose file vanished go back to not-local (a new
-    /// attempt); malformed rows are reported and left alone with their files.
+    /// attempt); malformed rows are quarantined (kept verbatim, their files too), never guessed.
     public static func run(index: OfflineIndex, layout: DataLayout, now: Int64, log: (String) -> Void) throws(LabstreamError) -> Report {
         var report = Report()
-        let owned = try index.partialPathsInUse()
-        report.malformed = try index.malformedDownloads()
+        report.malformed = try index.quarantineMalformedDownloads(now: now)
         for m in report.malformed {
-            log("the index row for \(m) is damaged; it is left untouched (its file too). Move the index aside to rebuild it.")
+            log("the index row for \(m) is damaged; it was moved to the index's quarantine table as it was, and its file kept. The file will be fetched again when read.")
         }
+        let owned = try index.partialPathsInUse()
         let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.partialsDir)) ?? []
         for name in names.sorted() where name.hasSuffix(".part") && !owned.contains("partials/" + name) {
             if unlink(layout.partialsDir + "/" + name) == 0 {

@@ -132,12 +132,15 @@ public final class OfflineIndex: Sendable {
     /// same size. Older rows have none and adopt the current tag. Media sources keep their
     /// bitrate (route choice under a quality cap; unknown until the next sync). A row copied
     /// through a server-side job (Emby Convert) keeps the job's id, so polling resumes after a
-    /// restart.
+    /// restart. Rows that cannot be decoded move to `quarantine`, verbatim, instead of being
+    /// guessed at or dropped.
     static func migrateV3toV4(_ c: Connection) throws {
         try c.exec("""
         ALTER TABLE downloads ADD COLUMN source_tag TEXT;
         ALTER TABLE downloads ADD COLUMN job TEXT;
         ALTER TABLE media_sources ADD COLUMN bitrate INTEGER;
+        CREATE TABLE quarantine(id INTEGER PRIMARY KEY, source TEXT NOT NULL, row TEXT NOT NULL, partial TEXT,
+            reason TEXT NOT NULL, at INTEGER NOT NULL);
         UPDATE meta SET value = '4' WHERE key = 'schema_version';
         """)
     }
@@ -429,8 +432,46 @@ public final class OfflineIndex: Sendable {
     }
 
     /// Every partial path any row names, decodable or not (a damaged row still owns its file).
+    /// Partial files some row points at, quarantined rows included (their bytes are kept).
     public func partialPathsInUse() throws(LabstreamError) -> Set<String> {
-        try read("download rows") { Set(try db.query("SELECT partial FROM downloads").compactMap { $0[0].text }) }
+        try read("download rows") {
+            Set(try db.query("SELECT partial FROM downloads UNION SELECT partial FROM quarantine WHERE partial IS NOT NULL").compactMap { $0[0].text })
+        }
+    }
+
+    /// Moves download rows that cannot be decoded into `quarantine` (their columns as text, and
+    /// why), in one transaction; their files stay. Returns a description of each.
+    public func quarantineMalformedDownloads(now: Int64) throws(LabstreamError) -> [String] {
+        do {
+            return try db.transaction { c in
+                var out: [String] = []
+                for r in try c.query("SELECT rowid, \(Self.downloadColumns) FROM downloads") {
+                    let columns = Array(r.dropFirst())
+                    guard Self.decodeDownload(columns) == nil, let rowid = r[0].int else { continue }
+                    let names = Self.downloadColumns.split(separator: ",").map { $0.trimming(" ") }
+                    let verbatim = zip(names, columns).map { "\($0)=\($1.text ?? $1.int.map { String($0) } ?? "NULL")" }.joined(separator: "; ")
+                    let partial = columns[8].text.flatMap { DataLayout.isValidPartialPath($0) ? $0 : nil }
+                    let name = "\(columns[0].text ?? "?")/\(columns[1].text ?? "?")/\(columns[2].text ?? "?")"
+                    try c.run("INSERT INTO quarantine(source, row, partial, reason, at) VALUES('downloads', ?, ?, ?, ?)",
+                              [.text(verbatim), partial.map(SQLValue.text) ?? .null, .text(Self.whyMalformed(columns)), .int(now)])
+                    try c.run("DELETE FROM downloads WHERE rowid=?", [.int(rowid)])
+                    out.append(name)
+                }
+                return out
+            }
+        } catch { throw .storage("quarantining damaged rows failed: \(error)") }
+    }
+
+    /// The quarantined rows: what each was and why it was set aside.
+    public func quarantined() throws(LabstreamError) -> [(row: String, reason: String)] {
+        try read("the quarantine") { try db.query("SELECT row, reason FROM quarantine ORDER BY id").map { ($0[0].text ?? "", $0[1].text ?? "") } }
+    }
+
+    static func whyMalformed(_ r: [SQLValue]) -> String {
+        if r[3].text.flatMap(DownloadStatus.init(rawValue:)) == nil { return "unknown status" }
+        if r[7].text.flatMap(RangeSet.init(serialized:)) == nil { return "unreadable range map" }
+        if !(r[8].text.map(DataLayout.isValidPartialPath) ?? false) { return "partial path outside the data directory" }
+        return "missing or invalid column"
     }
 
     /// Rows that cannot be decoded: left untouched, reported, never guessed.

@@ -212,7 +212,7 @@ import Testing
             try v3.saveDownload(row, committing: .init(range: ByteRange(0, 50), sha256: "ab"), now: 1)
             // Turn it back into a version 2 index.
             try v3.db.exec("""
-                ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate;
+                ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate; DROP TABLE quarantine;
                 ALTER TABLE media_sources DROP COLUMN orphaned;
                 UPDATE meta SET value='2' WHERE key='schema_version';
                 """)
@@ -234,7 +234,7 @@ import Testing
                                   present: RangeSet([ByteRange(0, 50)]), partialPath: "partials/a.part", sourceTag: "v1")
             try v4.saveDownload(row, committing: .init(range: ByteRange(0, 50), sha256: "ab"), now: 1)
             try v4.db.exec("""
-                ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate;
+                ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate; DROP TABLE quarantine;
                 UPDATE meta SET value='3' WHERE key='schema_version';
                 """)
         }
@@ -282,7 +282,7 @@ import Testing
 }
 
 @Suite struct ReconcileTests {
-    @Test func orphansGoVanishedFilesResetDamagedRowsStay() throws {
+    @Test func orphansGoVanishedFilesResetDamagedRowsAreQuarantined() throws {
         let rig = try EngineRig("reconcile")
         let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv", beta = "test/Movies/Beta (2002)/Beta (2002).mp4"
         _ = try rig.read(alpha, offset: 0, length: 10)
@@ -303,6 +303,13 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: orphan))
         #expect(FileManager.default.fileExists(atPath: damagedFile) && FileManager.default.fileExists(atPath: "/etc/passwd"))
         #expect(Set(report.malformed) == ["test/x/y", "test/x/z"])
+        // Quarantined as they were, with why; gone from the live rows; their files kept.
+        let quarantined = try rig.index.quarantined()
+        #expect(quarantined.map(\.reason).sorted() == ["partial path outside the data directory", "unreadable range map"])
+        #expect(quarantined.contains { $0.row.contains("partial=/etc/passwd") } && quarantined.contains { $0.row.contains("ranges=garbage") })
+        #expect(try rig.index.malformedDownloads().isEmpty)
+        let again = try Reconcile.run(index: rig.index, layout: rig.layout, now: 2) { _ in }
+        #expect(again.malformed.isEmpty && again.orphansRemoved.isEmpty && FileManager.default.fileExists(atPath: damagedFile))
         let betaKey = try rig.file(beta).tree.key
         #expect(report.vanished == [betaKey])
         let reset = try #require(try rig.index.download(betaKey))
