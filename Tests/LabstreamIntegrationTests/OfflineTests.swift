@@ -50,6 +50,36 @@ import Testing
         try m.unmount()
     }
 
+    /// A complete, probed file stays playable with the server gone: it hashes like its source,
+    /// a re-probe through the mount still proves it, and mpv itself plays it from the mount.
+    @Test func completeFilesProbeAsPlayableOffline() throws {
+        let m = try MountedLabstream("offline-probe", catalog: { dir in
+            let clip = dir + "/clip.mkv"
+            try? DemoMedia.generate(path: clip, seconds: 4, size: "320x240")
+            return FixtureCatalog(movies: [.init(title: "Clip", year: 2020, file: clip, container: "mkv")], series: [])
+        }, probe: true)
+        try m.mount()
+        let clip = "test/Movies/Clip (2020)/Clip (2020).mkv"
+        let pin = try m.cli(["pin", "--wait", m.path(clip)])
+        #expect(pin.code == 0, "\(pin.stderr)")
+        #expect(StatusCommandXattr.get(m.path(clip), "state") == "complete")
+        m.fixture.stop()
+        try m.unmount()
+        try m.mount()   // restarted with the server down
+        #expect(StatusCommandProbe.reachability(m.path("test")) == "offline")
+        #expect(try sha256(m.path(clip)) == sha256(m.mediaDir + "/clip.mkv"))
+        let verify = try m.cli(["verify", m.path(clip)])
+        #expect(verify.code == 0)
+        let deadline = Date().addingTimeInterval(30)
+        let probed = { m.log.components(separatedBy: "probe of test/Movies/Clip (2020)/Clip (2020).mkv: complete").count - 1 }
+        while probed() < 2 && Date() < deadline { usleep(50_000) }   // the first probe, then verify's
+        #expect(probed() >= 2, "\(m.log)")
+        #expect(StatusCommandXattr.get(m.path(clip), "state") == "complete")
+        let mpv = try runProcess("/usr/bin/mpv", ["--no-config", "--really-quiet", "--vo=null", "--ao=null", "--untimed", "--frames=30", m.path(clip)])
+        #expect(mpv.code == 0, "\(mpv.stderr)")
+        try m.unmount()
+    }
+
     @Test func offlineViewLocalShowsOnlyWhatIsStored() throws {
         let m = try MountedLabstream("offline-local")
         try m.mount()
