@@ -201,7 +201,7 @@ public struct MediaBrowserClient: MediaBackend {
         if let tag = file.etag, tag.hasPrefix(Self.syncItemTag) {
             return requests.syncJobItemFile(String(tag.dropFirst(Self.syncItemTag.count)), range: range, validator: validator, token: session.token)
         }
-        return requests.download(sourceId: file.key.sourceId, range: range, validator: validator, token: session.token)
+        return requests.download(sourceId: file.key.remoteSourceId, range: range, validator: validator, token: session.token)
     }
 
     public func liveStreamRequest(for file: TreeFile, route: Route, playSession: String) -> HTTPRequest? {

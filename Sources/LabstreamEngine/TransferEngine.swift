@@ -129,6 +129,10 @@ public final class TransferEngine: Sendable {
     /// Reads `range` of `file`, fetching whatever is missing first. `readAhead`, when given,
     /// is fetched in the background without delaying this read.
     public func read(_ file: TreeFile, range: ByteRange, readAhead: ByteRange? = nil) throws(LabstreamError) -> [UInt8] {
+        // A handle opened on a version that has since been replaced reads nothing of the new one.
+        if let current = catalog.withLock({ $0[file.key] }), current.size != file.size || current.etag != file.etag {
+            throw .remoteChanged("\(file.path.joined(separator: "/")) was replaced by a new version; open it again")
+        }
         let stamp = now()
         usage.withLock { $0.lastUse[file.key] = stamp }
         let demand = range.clamped(to: ByteRange(0, file.size))
@@ -169,6 +173,15 @@ public final class TransferEngine: Sendable {
 
     /// The rows of `key`'s copies at other qualities.
     public func copies(of key: FileKey) -> [DownloadRow] { (try? index.derivedCopies(of: key)) ?? [] }
+
+    /// The tree entry of any row: a catalog file, a copy at another quality, a next version.
+    func treeFile(for row: DownloadRow) -> TreeFile? {
+        if let file = catalog.withLock({ $0[row.key] }) { return file }
+        if let base = NextVersion.base(of: row.key), let shown = catalog.withLock({ $0[base] }) {
+            return TreeFile(path: shown.path, key: row.key, size: row.total, modified: shown.modified, etag: row.sourceTag, bitrate: shown.bitrate)
+        }
+        return derivedTreeFile(row)
+    }
 
     /// The tree entry a copy at another quality has (or will have), from its original in the
     /// catalog and its row.
@@ -446,7 +459,7 @@ enum Validation {
         let pending = (try? engine.index.downloadsAwaitingValidation()) ?? []
         let catalog = engine.catalog.withLock { $0 }
         for row in pending {
-            guard let file = catalog[row.key] ?? engine.derivedTreeFile(row), let transfer = try? engine.transfer(for: file) else { continue }
+            guard let file = catalog[row.key] ?? engine.treeFile(for: row), let transfer = try? engine.transfer(for: file) else { continue }
             let path = engine.layout.absolute(row.partialPath)
             var st = stat()
             let outcome: ProbeOutcome
@@ -471,6 +484,7 @@ enum BackgroundFill {
         engine.evictIfNeeded()
         engine.live.replayJournal(engine)
         engine.prepared.finish(engine)
+        let versionsDue = NextVersions.pass(engine)
         let pinned: [DownloadRow]
         do { pinned = try engine.index.pinnedIncompleteDownloads() } catch {
             engine.log("background fill: \(error.userMessage)")
@@ -498,7 +512,7 @@ enum BackgroundFill {
             case .idle: continue
             }
         }
-        return soonest
+        return [soonest, versionsDue].compactMap { $0 }.min()
     }
 }
 

@@ -82,6 +82,11 @@ public final class FilesystemEngine: Sendable {
             for (ino, node) in t.nodes where node.isDirectory && old.node(ino) == nil {
                 out += node.children.keys.map { (ino, $0) }
             }
+            // The same file at a new version: its cached pages and size go ("" names the inode).
+            for (ino, node) in t.nodes {
+                guard let now = node.file, let before = old.node(ino)?.file, now.size != before.size || now.etag != before.etag else { continue }
+                out.append((ino, ""))
+            }
             return out
         }
         transfers.setCatalog(files)

@@ -46,8 +46,10 @@ public final class FUSEMount: @unchecked Sendable {
     }
 
     /// Has the kernel drop its cached entry for `name` in `parent` (a catalog reload changed it).
+    /// With an empty `name`, `parent` is itself the inode whose cached data and attributes go
+    /// (a file replaced by a new version).
     public func invalidate(parent: UInt64, name: String) {
-        _ = fuse_lowlevel_notify_inval_entry(session, fuse_ino_t(parent), name, name.utf8.count)
+        if !name.isEmpty { _ = fuse_lowlevel_notify_inval_entry(session, fuse_ino_t(parent), name, name.utf8.count) }
         // The directory's cached listing (cache_readdir) goes with it.
         _ = fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(parent), 0, 0)
     }

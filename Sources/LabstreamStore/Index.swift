@@ -261,11 +261,21 @@ public final class OfflineIndex: Sendable {
                 SELECT server, item_id, id, size, modified, etag, tree_path, orphaned, bitrate FROM media_sources
                 \(server == nil ? "" : "WHERE server=?") ORDER BY tree_path
                 """, server.map { [.text($0)] } ?? [])
-            let sources = rows.compactMap { r -> TreeFile? in
+            let listed = rows.compactMap { r -> TreeFile? in
                 guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let p = r[6].text else { return nil }
                 return TreeFile(path: p.split(separator: "/").map(String.init), key: FileKey(server: s, itemId: i, sourceId: id),
                                 size: r[3].int ?? 0, modified: r[4].int ?? 0, etag: r[5].text, orphaned: (r[7].int ?? 0) != 0,
                                 bitrate: r[8].int.flatMap { Int(exactly: $0) })
+            }
+            // A complete copy of an older version is what is shown until its next version replaces it.
+            let kept = Dictionary(try downloads(where: "status IN ('complete', 'unverified')" + (server == nil ? "" : " AND server='\(server!.replacingOccurrences(of: "'", with: "''"))'"))
+                .map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
+            let sources = listed.map { file -> TreeFile in
+                guard let row = kept[file.key], row.isStale(for: file) else { return file }
+                var shown = file
+                shown.size = row.total
+                shown.etag = row.sourceTag
+                return shown
             }
             // Finished copies at another quality appear beside their original.
             let byKey = Dictionary(sources.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
@@ -313,6 +323,53 @@ public final class OfflineIndex: Sendable {
     /// without reading every row of the cache.
     public func pinnedIncompleteDownloads() throws(LabstreamError) -> [DownloadRow] {
         try downloads(where: "pinned = 1 AND status NOT IN ('complete', 'unverified')")
+    }
+
+    /// Files whose complete copy is of an older version than the catalog's: the file as shown
+    /// (the old copy) and as the server has it now.
+    public func staleVersions() throws(LabstreamError) -> [(shown: TreeFile, current: TreeFile)] {
+        let current = try read("the catalog") {
+            try db.query("SELECT server, item_id, id, size, modified, etag, tree_path, bitrate FROM media_sources WHERE orphaned=0").compactMap { r -> TreeFile? in
+                guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let p = r[6].text else { return nil }
+                return TreeFile(path: p.split(separator: "/").map(String.init), key: FileKey(server: s, itemId: i, sourceId: id),
+                                size: r[3].int ?? 0, modified: r[4].int ?? 0, etag: r[5].text, bitrate: r[7].int.flatMap { Int(exactly: $0) })
+            }
+        }
+        let byKey = Dictionary(current.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
+        return try downloads(where: "status IN ('complete', 'unverified')").compactMap { row in
+            guard let now = byKey[row.key], row.isStale(for: now) else { return nil }
+            var shown = now
+            shown.size = row.total
+            shown.etag = row.sourceTag
+            return (shown, now)
+        }
+    }
+
+    /// Makes the complete next version of `base` its row, in one transaction: the row, its
+    /// segment digests and its partial file become `base`'s. Returns the old partial's path
+    /// (relative to the data dir), which nothing references any more.
+    public func swapVersion(_ base: FileKey, next: FileKey, now: Int64) throws(LabstreamError) -> String? {
+        do {
+            return try db.transaction { c in
+                guard let nextRow = try c.query("SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
+                                                [.text(next.server), .text(next.itemId), .text(next.sourceId)]).first.flatMap(Self.decodeDownload) else { return nil }
+                let old = try c.query("SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
+                                      [.text(base.server), .text(base.itemId), .text(base.sourceId)]).first.flatMap(Self.decodeDownload)
+                var swapped = nextRow
+                swapped.key = base
+                swapped.attempt = AttemptID(max(old?.attempt.rawValue ?? 0, nextRow.attempt.rawValue) + 1)
+                swapped.pinned = old?.pinned ?? nextRow.pinned   // the user's pin, not the fetch's
+                let k: [SQLValue] = [.text(base.server), .text(base.itemId), .text(base.sourceId)]
+                try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=?", k)
+                try c.run("UPDATE segments SET source_id=?, attempt=? WHERE server=? AND item_id=? AND source_id=? AND attempt=?",
+                          [.text(base.sourceId), .int(swapped.attempt.rawValue), .text(next.server), .text(next.itemId), .text(next.sourceId),
+                           .int(nextRow.attempt.rawValue)])
+                try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=?", [.text(next.server), .text(next.itemId), .text(next.sourceId)])
+                try c.run("DELETE FROM downloads WHERE server=? AND item_id=? AND source_id=?", [.text(next.server), .text(next.itemId), .text(next.sourceId)])
+                try Self.insert(swapped, into: c, now: now)
+                return old.map(\.partialPath).flatMap { $0 == swapped.partialPath ? nil : $0 }
+            }
+        } catch { throw .storage("swapping in the new version of \(base) failed: \(error)") }
     }
 
     /// Copies made through a server-side job whose bytes are all here: the job can be closed.

@@ -173,3 +173,45 @@ enum StatusCommandProbe {
         try m.unmount()
     }
 }
+
+/// A file whose media changed on the server keeps its complete old copy readable until the new
+/// version is complete, then swaps in one step.
+@Suite(.serialized) struct VersionSwapTests {
+    @Test func theOldCopyServesUntilTheNewOneIsCompleteThenSwaps() throws {
+        let m = try MountedLabstream("swap")
+        try m.mount()
+        let rel = "test/Movies/Beta (2002)/Beta (2002).mp4"
+        let source = m.mediaDir + "/beta.mp4"
+        #expect(try m.cli(["pin", "--wait", m.path(rel)]).code == 0)
+        let oldHash = try sha256(source)
+        let oldSize = 3 * MiB
+        #expect(try sha256(m.path(rel)) == oldHash)
+
+        // The server's file changes: new bytes, new size, new ETag — but slowly, so that the
+        // old copy is read while the new one is still arriving.
+        writeRandomFile(source, size: 3 * MiB + 5000, seed: 4242)
+        let newHash = try sha256(source)
+        m.fixture.touch(itemId: try #require(m.fixture.itemId(forFile: source)))
+        m.fixture.inject(.stall(1), pathPrefix: "/Items/", times: 1)
+        m.fixture.clearLog()
+        #expect(try m.cli(["sync"]).code == 0)
+        let attrs = try FileManager.default.attributesOfItem(atPath: m.path(rel))
+        #expect((attrs[.size] as? Int) == oldSize)
+        #expect(try sha256(m.path(rel)) == oldHash)   // still the complete old copy
+
+        let deadline = Date().addingTimeInterval(30)
+        while ((try? FileManager.default.attributesOfItem(atPath: m.path(rel))[.size] as? Int) ?? 0) != 3 * MiB + 5000 && Date() < deadline {
+            usleep(50_000)
+        }
+        #expect(try sha256(m.path(rel)) == newHash)
+        #expect(m.log.contains("the new version replaced the old copy"))
+        #expect(!m.fixture.downloadRequests.isEmpty && m.fixture.downloadRequests.allSatisfy { $0.path.contains(try! #require(m.fixture.itemId(forFile: source))) })
+        #expect(StatusCommandXattr.get(m.path(rel), "pinned") == "1")
+        // One partial file for Beta again: the old one is gone.
+        let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
+        let partials = try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/partials")
+        #expect(Set(try index.downloads().map { ($0.partialPath as NSString).lastPathComponent }).isSuperset(of: Set(partials)))
+        #expect(try index.downloads().allSatisfy { NextVersion.base(of: $0.key) == nil })
+        try m.unmount()
+    }
+}
