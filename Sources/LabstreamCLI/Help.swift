@@ -99,8 +99,9 @@ enum Help {
 
     Pins a file, season, series or library folder inside a live mount: its files download
     completely in the background and are never evicted. A folder is pinned in one transaction.
-    --wait follows the download until every file is present (exit 0) or one fails (exit 74);
-    --json prints progress as one JSON object per line. unpin stops background filling and
+    --wait follows the download until every file is present (exit 0) or one fails (exit 74):
+    on a terminal a bar with rate and ETA per file, redrawn; piped, a line per change; --json,
+    one JSON object per line. unpin stops background filling and
     keeps the bytes already present. The same works with: setfattr -n user.labstream.pin -v 1 PATH
 
     --quality original|20mbps|10mbps|5mbps|2mbps|1mbps (default: the server's `quality`) keeps

@@ -124,6 +124,7 @@ enum PinCommand {
     static func wait(_ paths: [String], json: Bool) throws -> Int32 {
         let tty = isatty(1) == 1 && !json
         var last = ""
+        var samples: [String: (bytes: Int64, at: Date)] = [:]
         while true {
             let entries = try paths.flatMap { try StatusCommand.fromMount($0) }
             let present = entries.reduce(0) { $0 + $1.present }, total = entries.reduce(0) { $0 + $1.total }
@@ -140,12 +141,16 @@ enum PinCommand {
                 let percent = total > 0 ? Int(present * 100 / total) : 100
                 line = "\(percent)%  \(present)/\(total) bytes  \(entries.count) files"
             }
-            if line != last {
-                printOut(tty ? "\r\u{1B}[K" + line : line, newline: !tty)
+            if tty {
+                // On a terminal: a bar with rate and ETA per file, the total last, redrawn in place.
+                let now = Date()
+                let bars = entries.map { StatusCommand.progressLine($0, previous: &samples, now: now, json: false) }
+                printOut("\u{1B}[H\u{1B}[2J" + (bars + [line]).joined(separator: "\n"))
+            } else if line != last {
+                printOut(line)
                 last = line
             }
             if done {
-                if tty { printOut("") }
                 for f in failed { writeToStderr("labstream: \(f.path) failed: \(f.reason ?? "unknown reason")") }
                 return failed.isEmpty ? ExitCode.ok : ExitCode.ioErr
             }

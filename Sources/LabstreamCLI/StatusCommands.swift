@@ -64,17 +64,7 @@ enum StatusCommand {
             let entries = try paths.flatMap { try fromMount($0, context: context) }.filter { $0.state != "not-local" }
             var lines: [String] = []
             for e in entries {
-                let rate = previous[e.path].map { p in Double(e.present - p.bytes) / max(now.timeIntervalSince(p.at), 0.001) } ?? 0
-                previous[e.path] = (e.present, now)
-                let eta = rate > 0 ? Int(Double(e.total - e.present) / rate) : nil
-                let line: String
-                if args.flag("--json") {
-                    line = "{\"path\":\(jsonQuote(e.path)),\"state\":\"\(e.state)\",\"bytes_present\":\(e.present),\"bytes_total\":\(e.total),\"rate\":\(Int(rate))\(eta.map { ",\"eta\":\($0)" } ?? "")}"
-                } else {
-                    let fraction = e.total > 0 ? Double(e.present) / Double(e.total) : 1
-                    let bar = String(repeating: "#", count: Int(fraction * 20)) + String(repeating: "-", count: 20 - Int(fraction * 20))
-                    line = "[\(bar)] \(Int(fraction * 100))% \(e.state) \(Int(rate / 1_000_000)) MB/s\(eta.map { " ETA \($0) s" } ?? "")  \(e.path)"
-                }
+                let line = progressLine(e, previous: &previous, now: now, json: args.flag("--json"))
                 if tty || shown[e.path] != line.components(separatedBy: " MB/s")[0] {
                     lines.append(line)
                     shown[e.path] = line.components(separatedBy: " MB/s")[0]
@@ -83,6 +73,20 @@ enum StatusCommand {
             if tty { printOut("\u{1B}[H\u{1B}[2J" + lines.joined(separator: "\n")) } else { lines.forEach { printOut($0) } }
             usleep(500_000)   // a display refresh, not synchronisation
         }
+    }
+
+    /// One file's progress: a bar, percent, state, rate and ETA (or a JSON object); `previous`
+    /// remembers the last sample per path for the rate.
+    static func progressLine(_ e: Entry, previous: inout [String: (bytes: Int64, at: Date)], now: Date, json: Bool) -> String {
+        let rate = previous[e.path].map { p in Double(e.present - p.bytes) / max(now.timeIntervalSince(p.at), 0.001) } ?? 0
+        previous[e.path] = (e.present, now)
+        let eta = rate > 0 ? Int(Double(e.total - e.present) / rate) : nil
+        if json {
+            return "{\"path\":\(jsonQuote(e.path)),\"state\":\"\(e.state)\",\"bytes_present\":\(e.present),\"bytes_total\":\(e.total),\"rate\":\(Int(rate))\(eta.map { ",\"eta\":\($0)" } ?? "")}"
+        }
+        let fraction = e.total > 0 ? Double(e.present) / Double(e.total) : 1
+        let bar = String(repeating: "#", count: Int(fraction * 20)) + String(repeating: "-", count: 20 - Int(fraction * 20))
+        return "[\(bar)] \(Int(fraction * 100))% \(e.state) \(Int(rate / 1_000_000)) MB/s\(eta.map { " ETA \($0) s" } ?? "")  \(e.path)"
     }
 
     static func jsonQuote(_ s: String) -> String {

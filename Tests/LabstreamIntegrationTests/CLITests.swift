@@ -191,6 +191,20 @@ import Testing
         try m.unmount()
     }
 
+    /// On a terminal (script(1) gives it one), pin --wait draws a bar with rate and ETA per file.
+    @Test func pinWaitDrawsPerFileBarsOnATerminal() throws {
+        let m = try MountedLabstream("pin-tty")
+        try m.mount()
+        let season = m.path("test/Shows/Show (2020)/Season 01")
+        let command = ([labstreamBinary, "pin", "--wait", season]).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+        let r = try runProcess("/usr/bin/script", ["-qec", command, "/dev/null"], environment: m.env)
+        #expect(r.code == 0, "\(r.stdout)")
+        #expect(r.stdout.contains("[####################] 100%") && r.stdout.contains("MB/s"), "\(r.stdout)")
+        #expect(r.stdout.contains("Show (2020) - S01E01 - Pilot.mkv") && r.stdout.contains("Show (2020) - S01E02 - Second.mp4"))
+        #expect(r.stdout.contains("\u{1B}[H"))   // redrawn in place
+        try m.unmount()
+    }
+
     @Test func withNoDaemonAPinGoesToTheIndexAndSaysSo() throws {
         let m = try MountedLabstream("control-offline")
         try m.mount()
