@@ -245,6 +245,15 @@ public final class TransferEngine: Sendable {
 
     /// Pause, resume, retry or cancel downloads. Cancel forgets every local byte of the files.
     public func control(_ action: QueueAction, files targets: [TreeFile]) throws(LabstreamError) {
+        if action == .retry || action == .resume {
+            // The user says try again: ask a server that failed whether it answers now, before
+            // the files are dispatched (a blocking check; this is a FUSE or control thread).
+            for server in Set(targets.map(\.key.server)) where reachability(of: server) != .online {
+                guard let backend = backend(for: server) else { continue }
+                let state = backend.checkReachability()
+                if health.mark(server, state) { log("server \(server) is \(state.rawValue)") }
+            }
+        }
         for file in targets {
             try transfer(for: file).apply(action, engine: self)
         }
@@ -539,6 +548,8 @@ final class FileTransfer: @unchecked Sendable {
     var retryAt: Date?
     var userDispatch = false
     var offlineLogged = false
+    /// A 401 made us check the sign-in once already (for this transfer).
+    var authRechecked = false
     /// Bumped by a user's resume or retry: failures of fetches started before it do not count.
     var generation = 0
 
@@ -629,6 +640,7 @@ final class FileTransfer: @unchecked Sendable {
             consecutiveFailures = 0
             retryAt = nil
             generation += 1
+            authRechecked = false
             // A user's retry dispatches even when the free-space check would park it.
             userDispatch = action == .retry
         case .cancel:
@@ -909,8 +921,9 @@ final class FileTransfer: @unchecked Sendable {
                 outcome = .failure(FetchFailure(error: .remoteChanged(why), kind: .validation))
             case .restart(let why):
                 outcome = .failure(FetchFailure(error: .remoteChanged(why), kind: .validation))
+            case .reject(_) where result.status == 401:
+                outcome = .failure(afterUnauthorized(backend: backend, engine: engine))
             case .reject(let why):
-                if result.status == 401 { engine.markUnreachable(file.key.server, .authFailed) }
                 let retried = RetryPolicy.retriedStatuses.contains(result.status)
                 outcome = .failure(FetchFailure(
                     error: retried ? .serverUnavailable("HTTP \(result.status)") : .fetchFailed(why),
@@ -927,6 +940,23 @@ final class FileTransfer: @unchecked Sendable {
         }
         let remainder = ByteRange(checkpointStart, range.upper)
         finish(range, remainder: remainder, attempt: attempt, generation: generation, background: background, outcome: outcome, engine: engine)
+    }
+
+    /// A 401 for bytes: the stored sign-in is checked again once (a server may drop a session and
+    /// still accept the token); if it holds, the fetch is retried, else the file fails with what
+    /// to do and the server is marked auth-failed.
+    func afterUnauthorized(backend: any MediaBackend, engine: TransferEngine) -> FetchFailure {
+        let first = condition.withLock { () -> Bool in
+            defer { authRechecked = true }
+            return !authRechecked
+        }
+        if first && backend.checkReachability() == .online {
+            engine.log("\(file.path.joined(separator: "/")): HTTP 401, but the stored sign-in still holds; trying again")
+            return FetchFailure(error: .serverUnavailable("HTTP 401"), kind: .transientTransport)
+        }
+        engine.markUnreachable(file.key.server, .authFailed)
+        return FetchFailure(error: .authenticationFailed("\(file.key.server) no longer accepts the stored sign-in (HTTP 401); add the server again with `labstream server add`"),
+                            kind: .validation)
     }
 
     /// Commits `piece` (durable already) if the assembly policy accepts it: range map and digest

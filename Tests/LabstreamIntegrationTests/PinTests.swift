@@ -30,7 +30,7 @@ import Testing
     }
 
     @Test(arguments: [
-        FixtureFault.dropAfter(300_000), .status(503), .status(500), .statusRetryAfter(429, "1"), .stall(4), .ignoreRange,
+        FixtureFault.dropAfter(300_000), .status(503), .status(500), .statusRetryAfter(429, "2"), .stall(4), .ignoreRange,
     ])
     func aTransientFaultIsRetriedAndTheFileEndsCorrect(fault: FixtureFault) throws {
         let rig = try EngineRig("pin-fault")
@@ -41,7 +41,31 @@ import Testing
         #expect(try sha256(rig.partialPath(alpha)) == sha256(expectedTree(rig.media)[alpha]!))
     }
 
-    @Test(arguments: [FixtureFault.wrongContentRange, .status(404), .status(503)])
+    /// A 401 for bytes: the stored sign-in is checked once; it holds, so the fetch goes on.
+    @Test func aSingle401IsRetriedOnceTheSignInIsChecked() throws {
+        let rig = try EngineRig("pin-401")
+        rig.fixture.inject(.status(401), pathPrefix: "/Items/", times: 1)
+        try rig.pin(alpha)
+        #expect(try rig.settled(alpha)?.status == .unverified)
+        #expect(try sha256(rig.partialPath(alpha)) == sha256(expectedTree(rig.media)[alpha]!))
+        #expect(rig.fixture.requestLog.contains { $0.path == "/Users/Me" })   // the check
+    }
+
+    @Test func fiveServiceUnavailablesThenSuccessEndRightOrFailedWithAReason() throws {
+        let rig = try EngineRig("pin-503x5")
+        rig.fixture.inject(.status(503), pathPrefix: "/Items/", times: 5)
+        try rig.pin(alpha)
+        var row = try #require(try rig.settled(alpha))
+        if row.status == .failed {
+            #expect(row.reason?.contains("503") == true, "\(row.reason ?? "")")
+            try rig.fs.setxattr(try rig.file(alpha).ino, name: "user.labstream.action", value: Array("retry".utf8))
+            row = try #require(try rig.settled(alpha))
+        }
+        #expect(row.status == .unverified)
+        #expect(try sha256(rig.partialPath(alpha)) == sha256(expectedTree(rig.media)[alpha]!))
+    }
+
+    @Test(arguments: [FixtureFault.wrongContentRange, .status(404), .status(503), .status(401)])
     func aPersistentFaultEndsFailedWithAReasonAndKeepsGoodBytes(fault: FixtureFault) throws {
         let rig = try EngineRig("pin-fail")
         _ = try rig.read(alpha, offset: 0, length: 4096)           // 1 MiB good bytes first
@@ -49,6 +73,7 @@ import Testing
         try rig.pin(alpha)
         let row = try #require(try rig.settled(alpha))
         #expect(row.status == .failed && !(row.reason ?? "").isEmpty, "\(row.status) \(row.reason ?? "")")
+        if fault == .status(401) { #expect(row.reason?.contains("no longer accepts the stored sign-in") == true, "\(row.reason ?? "")") }
         #expect(row.present.contains(ByteRange(0, Int64(MiB))))
         // Whatever is recorded as present matches the source byte for byte.
         for r in row.present.ranges {
