@@ -85,10 +85,16 @@ public enum RangeResponsePolicy {
         /// The server answered a ranged request with the whole file (200): nothing is written and
         /// the transfer starts over as a new attempt.
         case restart(String)
+        /// A 200 with the whole file to a request from byte 0, carrying the pinned (or a first)
+        /// validator: its first `expectation.range.count` bytes are the range asked for; write
+        /// those, then stop reading.
+        case acceptPrefix(validator: Validator)
 
         public var isAccept: Bool {
-            if case .accept = self { return true }
-            return false
+            switch self {
+            case .accept, .acceptPrefix: return true
+            default: return false
+            }
         }
     }
 
@@ -114,6 +120,11 @@ public enum RangeResponsePolicy {
             }
             return .accept(validator: expected.validator ?? seen, total: cr.total ?? expected.total)
         case 200:
+            // The whole file from byte 0 with the validator we hold (or a first one): the range
+            // asked for is its beginning. A differing validator was caught above.
+            if expected.range.lower == 0, let seen, expected.validator == nil || expected.validator == seen {
+                return .acceptPrefix(validator: seen)
+            }
             // With If-Range, a 200 means the validator no longer matches: the file changed.
             if expected.validator != nil { return .remoteChanged("server answered 200 to an If-Range request") }
             return .restart("server ignored the Range header (200)")

@@ -921,6 +921,10 @@ final class FileTransfer: @unchecked Sendable {
                 outcome = .failure(FetchFailure(error: .remoteChanged(why), kind: .validation))
             case .restart(let why):
                 outcome = .failure(FetchFailure(error: .remoteChanged(why), kind: .validation))
+            case .acceptPrefix:
+                // The transport reports a finished prefix as `accept`; one cut short is a drop.
+                outcome = .failure(FetchFailure(error: .fetchFailed("the connection ended after \(result.bytesWritten) of \(range.count) bytes"),
+                                                kind: .transientTransport))
             case .reject(_) where result.status == 401:
                 outcome = .failure(afterUnauthorized(backend: backend, engine: engine))
             case .reject(let why):

@@ -49,6 +49,10 @@ public final class CurlTransport: HTTPTransport {
             do throws(TransportError) {
                 status = try perform(request, state: state, wholeTimeout: 0)
             } catch {
+                // The beginning of a whole-file answer was all we asked for: stopping there is success.
+                if case .acceptPrefix(let validator)? = state.verdict, state.written == expectation.range.count {
+                    return RangeTransferResult(verdict: .accept(validator: validator, total: expectation.total), bytesWritten: state.written, status: state.status)
+                }
                 // A transfer aborted because its headers failed the policy is not a transport
                 // failure: report the verdict, with nothing written.
                 if let verdict = state.verdict, !verdict.isAccept {
@@ -57,7 +61,8 @@ public final class CurlTransport: HTTPTransport {
                 if let sinkError = state.sinkError { throw .aborted("writing the partial failed: \(sinkError)") }
                 throw error
             }
-            let verdict = state.verdict ?? judge(state, expectation: expectation, status: status)
+            var verdict = state.verdict ?? judge(state, expectation: expectation, status: status)
+            if case .acceptPrefix(let validator) = verdict { verdict = .accept(validator: validator, total: expectation.total) }
             return RangeTransferResult(verdict: verdict, bytesWritten: state.written, status: status, retryAfter: state.headers["retry-after"])
         }
     }
@@ -230,7 +235,23 @@ final class TransferState {
                                                     etag: headers["etag"], lastModified: headers["last-modified"],
                                                     contentEncoding: headers["content-encoding"], expected: expectation)
             }
-            guard case .accept(let validator, _)? = verdict else { return false }
+            let validator: Validator?
+            switch verdict {
+            case .accept(let v, _)?: validator = v
+            case .acceptPrefix(let v)?:
+                // Only the range asked for; the rest of the file is not read.
+                validator = v
+                let wanted = Int(expectation.range.count - written)
+                if chunk.count >= wanted {
+                    do { try sink(UnsafeRawBufferPointer(rebasing: chunk[..<wanted]), expectation.range.lower + written, validator) } catch {
+                        sinkError = error
+                        return false
+                    }
+                    written += Int64(wanted)
+                    return false   // stop: everything asked for is here
+                }
+            default: return false
+            }
             guard written + Int64(chunk.count) <= expectation.range.count else {
                 verdict = .reject("server sent more than the \(expectation.range.count) bytes asked for")
                 return false

@@ -113,6 +113,27 @@ import Testing
         }
     }
 
+    /// From byte 0, a whole-file 200 with the validator held (or a first one) is the range's
+    /// beginning; without a validator, or from elsewhere, it is never used.
+    @Test func aWholeFile200FromByteZeroWithAMatchingValidatorIsItsPrefix() {
+        var fromZero = RangeExpectation(range: ByteRange(0, 100), total: 1000, validator: nil)
+        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "\"abc\"", lastModified: nil, expected: fromZero)
+                == .acceptPrefix(validator: .etag("\"abc\"")))
+        fromZero.validator = .etag("\"abc\"")
+        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "\"abc\"", lastModified: nil, expected: fromZero)
+                == .acceptPrefix(validator: .etag("\"abc\"")))
+        if case .remoteChanged = RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "\"new\"", lastModified: nil, expected: fromZero) {} else {
+            Issue.record("a different validator means the file changed")
+        }
+        fromZero.validator = nil
+        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: nil, expected: fromZero)
+                == .restart("server ignored the Range header (200)"))
+        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "W/\"weak\"", lastModified: nil, expected: fromZero)
+                == .restart("server ignored the Range header (200)"))   // weak validators prove nothing
+        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "\"abc\"", lastModified: nil, expected: expected)
+                == .restart("server ignored the Range header (200)"))   // not from byte 0
+    }
+
     @Test func changedValidatorOrTotalMeansTheFileChanged() {
         var pinned = expected
         pinned.validator = .etag("\"abc\"")

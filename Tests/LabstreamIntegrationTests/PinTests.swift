@@ -41,6 +41,19 @@ import Testing
         #expect(try sha256(rig.partialPath(alpha)) == sha256(expectedTree(rig.media)[alpha]!))
     }
 
+    /// A server that ignores Range answers the first segment with the whole file: its beginning
+    /// is that segment (same validator), so nothing restarts; later segments are asked again.
+    @Test func aWholeFileAnswerFromByteZeroIsUsedNotRestarted() throws {
+        let rig = try EngineRig("pin-200") { $0.maxQueuedSegments = 1 }   // the first request is the one from byte 0
+        rig.fixture.inject(.ignoreRange, pathPrefix: "/Items/", times: 1)
+        try rig.pin(alpha)
+        let row = try #require(try rig.settled(alpha))
+        #expect(row.status == .unverified && row.attempt == AttemptID(1), "\(row.status) attempt \(row.attempt)")
+        #expect(try sha256(rig.partialPath(alpha)) == sha256(expectedTree(rig.media)[alpha]!))
+        let fromZero = rig.fixture.downloadRequests.filter { $0.requestedRange?.lower == 0 }
+        #expect(fromZero.count == 1)   // the 200 was used, not asked for again
+    }
+
     /// A 401 for bytes: the stored sign-in is checked once; it holds, so the fetch goes on.
     @Test func aSingle401IsRetriedOnceTheSignInIsChecked() throws {
         let rig = try EngineRig("pin-401")
