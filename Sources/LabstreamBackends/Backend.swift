@@ -66,6 +66,13 @@ public struct ServerSession: Sendable {
     }
 }
 
+extension HTTPTransport {
+    /// `send`, with a transport failure said as a Labstream error (server unavailable, timed out…).
+    public func call(_ request: HTTPRequest) throws(LabstreamError) -> HTTPResponse {
+        do { return try send(request) } catch { throw error.asLabstreamError }
+    }
+}
+
 extension TransportError {
     public var asLabstreamError: LabstreamError {
         switch self {

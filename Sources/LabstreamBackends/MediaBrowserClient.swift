@@ -30,7 +30,7 @@ public struct MediaBrowserClient: MediaBackend {
             let requests = MediaBrowserRequests(flavor: flavor, baseURL: candidate, identity: identity)
             let body: [UInt8]
             do throws(LabstreamError) {
-                body = try expectOK(try call(transport, requests.publicInfo()), "/System/Info/Public", flavor)
+                body = try expectOK(try transport.call(requests.publicInfo()), "/System/Info/Public", flavor)
             } catch {
                 if case .serverUnavailable = error { throw error }   // nothing answers at all
                 failure = failure ?? error
@@ -47,7 +47,7 @@ public struct MediaBrowserClient: MediaBackend {
                              transport: any HTTPTransport) throws(LabstreamError) -> (url: String, info: MediaBrowserDecode.PublicInfo, login: MediaBrowserDecode.Login) {
         let (base, info) = try resolve(flavor: flavor, url: url, identity: identity, transport: transport)
         let requests = MediaBrowserRequests(flavor: flavor, baseURL: base, identity: identity)
-        let response = try call(transport, requests.authenticate(user: user, password: password))
+        let response = try transport.call(requests.authenticate(user: user, password: password))
         if response.status == 401 || response.status == 403 {
             throw .authenticationFailed("wrong user name or password for '\(user)'")
         }
@@ -60,7 +60,7 @@ public struct MediaBrowserClient: MediaBackend {
         let (base, info) = try resolve(flavor: flavor, url: url, identity: identity, transport: transport)
         let requests = MediaBrowserRequests(flavor: flavor, baseURL: base, identity: identity)
         if flavor == .jellyfin {
-            let me = try call(transport, requests.me(token: token))
+            let me = try transport.call(requests.me(token: token))
             if me.status == 200 { return (base, info, try MediaBrowserDecode.userId(me.body)) }
             if me.status == 401 { throw .authenticationFailed("the token was not accepted") }
         }
@@ -70,7 +70,7 @@ public struct MediaBrowserClient: MediaBackend {
                 ? "this token is not a user session (an API key?); give --user NAME so Labstream knows whose libraries to mount"
                 : "Emby tokens do not say whose they are; give --user NAME so Labstream knows whose libraries to mount")
         }
-        let users = try expectOK(try call(transport, requests.users(token: token)), "the user list", flavor)
+        let users = try expectOK(try transport.call(requests.users(token: token)), "the user list", flavor)
         return (base, info, try MediaBrowserDecode.userId(named: user, in: users))
     }
 
@@ -170,13 +170,13 @@ public struct MediaBrowserClient: MediaBackend {
         guard let items = ready.array else { throw .malformedResponse("/Sync/Items/Ready is not a list") }
         if let mine = items.first(where: { $0["SyncJobId"].text == job }), let item = mine["SyncJobItemId"].text {
             // Its size: a one-byte ranged GET answers `Content-Range: bytes 0-0/<size>`.
-            let probe = try Self.call(transport, requests.syncJobItemFile(item, range: ByteRange(0, 1), validator: nil, token: session.token))
+            let probe = try transport.call(requests.syncJobItemFile(item, range: ByteRange(0, 1), validator: nil, token: session.token))
             guard probe.status == 206, let total = probe.header("Content-Range")?.split(separator: "/").last.flatMap({ Int64($0) }) else {
                 throw .malformedResponse("/Sync/JobItems/\(item)/File did not say its size (HTTP \(probe.status))")
             }
             return .ready(tag: Self.syncItemTag + item, size: total)
         }
-        let answer = try Self.call(transport, requests.syncJob(job, token: session.token))
+        let answer = try transport.call(requests.syncJob(job, token: session.token))
         if answer.status == 404 { return .failed("Emby no longer knows Convert job \(job) (deleted or expired)") }
         let state = try MediaBrowserDecode.json(Self.expectOK(answer, "/Sync/Jobs/{Id}", requests.flavor), "/Sync/Jobs/{Id}")
         let status = state["Status"].string ?? "Queued"
@@ -187,7 +187,7 @@ public struct MediaBrowserClient: MediaBackend {
 
     public func finishPreparation(job: String, tag: String) throws(LabstreamError) {
         guard tag.hasPrefix(Self.syncItemTag) else { return }
-        let answer = try Self.call(transport, requests.syncJobItemTransferred(String(tag.dropFirst(Self.syncItemTag.count)), token: session.token))
+        let answer = try transport.call(requests.syncJobItemTransferred(String(tag.dropFirst(Self.syncItemTag.count)), token: session.token))
         guard (200..<300).contains(answer.status) || answer.status == 404 else {
             throw .serverUnavailable("/Sync/JobItems/{Id}/Transferred answered HTTP \(answer.status)")
         }
@@ -215,7 +215,7 @@ public struct MediaBrowserClient: MediaBackend {
     }
 
     func get(_ request: HTTPRequest, _ what: String) throws(LabstreamError) -> [UInt8] {
-        try Self.expectOK(try Self.call(transport, request), what, requests.flavor)
+        try Self.expectOK(try transport.call(request), what, requests.flavor)
     }
 
     /// Follows `startIndex`/`limit` until `TotalRecordCount` items arrived (or a short page).
@@ -226,10 +226,6 @@ public struct MediaBrowserClient: MediaBackend {
             all += page.items
             if page.items.isEmpty || page.items.count < pageSize || all.count >= page.total { return all }
         }
-    }
-
-    static func call(_ transport: any HTTPTransport, _ request: HTTPRequest) throws(LabstreamError) -> HTTPResponse {
-        do { return try transport.send(request) } catch { throw error.asLabstreamError }
     }
 
     static func expectOK(_ response: HTTPResponse, _ what: String, _ flavor: MediaBrowserFlavor) throws(LabstreamError) -> [UInt8] {

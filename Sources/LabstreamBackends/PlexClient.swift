@@ -25,7 +25,7 @@ public struct PlexClient: MediaBackend {
     public static func pinLogin(plexTV: String, identity: ClientIdentity, transport: any HTTPTransport, pollInterval: Double = 2,
                                 announce: (PlexDecode.Pin) -> Void) throws(LabstreamError) -> String {
         let tv = PlexRequests(baseURL: plexTV, identity: identity)
-        let created = try call(transport, tv.createPin())
+        let created = try transport.call(tv.createPin())
         guard created.status == 201 || created.status == 200 else {
             throw .serverUnavailable("plex.tv did not create a PIN (HTTP \(created.status))")
         }
@@ -33,7 +33,7 @@ public struct PlexClient: MediaBackend {
         announce(pin)
         let deadline = pin.expiresAt.map { Double($0) } ?? Date().timeIntervalSince1970 + 900
         while true {
-            let polled = try call(transport, tv.pin(id: pin.id))
+            let polled = try transport.call(tv.pin(id: pin.id))
             if polled.status == 404 { throw .authenticationFailed("the PIN \(pin.code) expired before it was approved; run the command again") }
             guard polled.status == 200 else { throw .serverUnavailable("plex.tv answered HTTP \(polled.status) while checking the PIN") }
             let state = try PlexDecode.pin(polled.body)
@@ -51,7 +51,7 @@ public struct PlexClient: MediaBackend {
     public static func discover(plexTV: String, userToken: String, serverName: String?, url: String?, identity: ClientIdentity,
                                 transport: any HTTPTransport) throws(LabstreamError) -> (url: String, token: String, machineId: String, name: String) {
         let tv = PlexRequests(baseURL: plexTV, identity: identity)
-        let answer = try call(transport, tv.resources(token: userToken))
+        let answer = try transport.call(tv.resources(token: userToken))
         if answer.status == 401 { throw .authenticationFailed("plex.tv did not accept the token") }
         guard answer.status == 200 else { throw .serverUnavailable("plex.tv /resources answered HTTP \(answer.status)") }
         var servers = try PlexDecode.servers(answer.body)
@@ -81,9 +81,9 @@ public struct PlexClient: MediaBackend {
     /// Checks a server token against the server itself.
     public static func check(url: String, token: String, identity: ClientIdentity, transport: any HTTPTransport) throws(LabstreamError) -> (machineId: String, version: String) {
         let requests = PlexRequests(baseURL: url, identity: identity)
-        let info = try PlexDecode.machineIdentifier(expectOK(try call(transport, requests.identityRequest()), "/identity"))
+        let info = try PlexDecode.machineIdentifier(expectOK(try transport.call(requests.identityRequest()), "/identity"))
         let checked = (machineId: info.id, version: info.version)
-        _ = try expectOK(try call(transport, requests.sections(token: token)), "/library/sections", allow404: true)
+        _ = try expectOK(try transport.call(requests.sections(token: token)), "/library/sections", allow404: true)
         return checked
     }
 
@@ -138,9 +138,9 @@ public struct PlexClient: MediaBackend {
     }
 
     func sections() throws(LabstreamError) -> [PlexDecode.Section] {
-        let first = try Self.call(transport, requests.sections(token: session.token))
+        let first = try transport.call(requests.sections(token: session.token))
         if first.status == 404 {
-            return try PlexDecode.sections(Self.expectOK(try Self.call(transport, requests.sections(token: session.token, newerPath: true)), "/library/sections/all"))
+            return try PlexDecode.sections(Self.expectOK(try transport.call(requests.sections(token: session.token, newerPath: true)), "/library/sections/all"))
         }
         return try PlexDecode.sections(Self.expectOK(first, "/library/sections"))
     }
@@ -153,16 +153,12 @@ public struct PlexClient: MediaBackend {
     func pages(_ what: String, _ request: (Int) -> HTTPRequest) throws(LabstreamError) -> [JSONValue] {
         var all: [JSONValue] = []
         while true {
-            let response = try Self.call(transport, request(all.count))
+            let response = try transport.call(request(all.count))
             let page = try PlexDecode.page(Self.expectOK(response, what), what)
             all += page.metadata
             let total = page.total ?? response.header("X-Plex-Container-Total-Size").flatMap { Int($0) }
             if page.metadata.isEmpty || page.metadata.count < pageSize || total.map({ all.count >= $0 }) ?? false { return all }
         }
-    }
-
-    static func call(_ transport: any HTTPTransport, _ request: HTTPRequest) throws(LabstreamError) -> HTTPResponse {
-        do { return try transport.send(request) } catch { throw error.asLabstreamError }
     }
 
     static func expectOK(_ response: HTTPResponse, _ what: String, allow404: Bool = false) throws(LabstreamError) -> [UInt8] {

@@ -129,61 +129,32 @@ public final class FUSEMount: @unchecked Sendable {
             } catch { replyError(req, error) }
         }
         ops.readdir = { req, ino, size, off, fi in
-            do {
-                let engine = fs(req)
-                let entries = try fi.flatMap { engine.listing($0.pointee.fh) } ?? engine.readdir(UInt64(ino))
-                var buffer = [CChar](repeating: 0, count: size)
-                var used = 0
-                var index = Int(off)
-                while index < entries.count {
-                    let e = entries[index]
-                    var st = Glibc.stat()
-                    st.st_ino = UInt(e.ino)
-                    st.st_mode = e.isDirectory ? 0o040000 : 0o100000
-                    let needed = buffer.withUnsafeMutableBufferPointer { b in
-                        fuse_add_direntry(req, b.baseAddress! + used, size - used, e.name, &st, off_t(index + 1))
-                    }
-                    if used + needed > size { break }
-                    used += needed
-                    index += 1
-                }
-                fuse_reply_buf(req, buffer, used)
-            } catch { replyError(req, error) }
+            replyDirectory(req, ino, size, off, fi) { engine, entry, buffer, room, next in
+                var st = Glibc.stat()
+                st.st_ino = UInt(entry.ino)
+                st.st_mode = entry.isDirectory ? 0o040000 : 0o100000
+                return fuse_add_direntry(req, buffer, room, entry.name, &st, next)
+            }
         }
         // readdirplus answers each name with its attributes, sparing the kernel a lookup per entry
         // (`find` and `ls -l` over a large library).
         ops.readdirplus = { req, ino, size, off, fi in
-            do {
-                let engine = fs(req)
-                let entries = try fi.flatMap { engine.listing($0.pointee.fh) } ?? engine.readdir(UInt64(ino))
-                var buffer = [CChar](repeating: 0, count: size)
-                var used = 0
-                var index = Int(off)
-                while index < entries.count {
-                    let entry = entries[index]
-                    var e = fuse_entry_param()
-                    if entry.name == "." || entry.name == ".." {
-                        e.attr.st_ino = UInt(entry.ino)   // no lookup count for these
-                        e.attr.st_mode = entry.isDirectory ? 0o040000 : 0o100000
-                    } else if let attributes = try? engine.getattr(entry.ino) {
-                        e.ino = fuse_ino_t(attributes.ino)
-                        e.generation = 1
-                        e.attr = makeStat(attributes)
-                        e.attr_timeout = cacheSeconds
-                        e.entry_timeout = cacheSeconds
-                    } else {
-                        index += 1   // gone since the listing was taken
-                        continue
-                    }
-                    let needed = buffer.withUnsafeMutableBufferPointer { b in
-                        fuse_add_direntry_plus(req, b.baseAddress! + used, size - used, entry.name, &e, off_t(index + 1))
-                    }
-                    if used + needed > size { break }
-                    used += needed
-                    index += 1
+            replyDirectory(req, ino, size, off, fi) { engine, entry, buffer, room, next in
+                var e = fuse_entry_param()
+                if entry.name == "." || entry.name == ".." {
+                    e.attr.st_ino = UInt(entry.ino)   // no lookup count for these
+                    e.attr.st_mode = entry.isDirectory ? 0o040000 : 0o100000
+                } else if let attributes = try? engine.getattr(entry.ino) {
+                    e.ino = fuse_ino_t(attributes.ino)
+                    e.generation = 1
+                    e.attr = makeStat(attributes)
+                    e.attr_timeout = cacheSeconds
+                    e.entry_timeout = cacheSeconds
+                } else {
+                    return nil   // gone since the listing was taken
                 }
-                fuse_reply_buf(req, buffer, used)
-            } catch { replyError(req, error) }
+                return fuse_add_direntry_plus(req, buffer, room, entry.name, &e, next)
+            }
         }
         ops.releasedir = { req, _, fi in
             if let fi { fs(req).releaseDirectory(fi.pointee.fh) }
@@ -282,6 +253,27 @@ private func makeStat(_ a: FilesystemEngine.Attributes) -> stat {
     st.st_ctim = st.st_mtim
     st.st_atim = st.st_mtim
     return st
+}
+
+/// Fills one readdir(plus) reply from the handle's listing, from offset `off`, as many entries
+/// as fit. `add` encodes one entry (nil skips it) and returns the bytes it needs.
+private func replyDirectory(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ off: off_t, _ fi: UnsafeMutablePointer<fuse_file_info>?,
+                            _ add: (FilesystemEngine, FilesystemEngine.DirectoryEntry, UnsafeMutablePointer<CChar>, Int, off_t) -> Int?) {
+    do {
+        let engine = fs(req)
+        let entries = try fi.flatMap { engine.listing($0.pointee.fh) } ?? engine.readdir(UInt64(ino))
+        var buffer = [CChar](repeating: 0, count: size)
+        var used = 0
+        var index = Int(off)
+        while index < entries.count {
+            let needed = buffer.withUnsafeMutableBufferPointer { b in add(engine, entries[index], b.baseAddress! + used, size - used, off_t(index + 1)) }
+            guard let needed else { index += 1; continue }
+            if used + needed > size { break }
+            used += needed
+            index += 1
+        }
+        fuse_reply_buf(req, buffer, used)
+    } catch { replyError(req, error) }
 }
 
 private func replyEntry(_ req: fuse_req_t?, _ a: FilesystemEngine.Attributes) {

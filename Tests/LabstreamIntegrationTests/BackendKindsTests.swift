@@ -7,22 +7,12 @@ import Testing
 
 /// Emby and Plex through real mounts, and all three kinds of server in one mount.
 @Suite(.serialized) struct BackendKindsTests {
-    func files(under root: String) -> Set<String> {
-        var out = Set<String>()
-        let walker = FileManager.default.enumerator(atPath: root)
-        while let rel = walker?.nextObject() as? String {
-            var dir: ObjCBool = false
-            if FileManager.default.fileExists(atPath: root + "/" + rel, isDirectory: &dir), !dir.boolValue { out.insert(rel) }
-        }
-        return out
-    }
-
     @Test(arguments: [ServerFixture.Kind.emby, .plex])
     func eachKindServesTheCatalogByteForByte(kind: ServerFixture.Kind) throws {
         let m = try MountedLabstream("kind-\(kind)", kind: kind)
         try m.mount()
         let expected = expectedTree(m.mediaDir)
-        let listed = files(under: m.mountpoint)
+        let listed = Set(filesBelow(m.mountpoint))
         #expect(listed == Set(expected.keys).union(["test/Movies/Twin (2010)/Twin (2010).mkv", "test/Movies/Twin (2010) (2)/Twin (2010) (2).mkv"]))
         for (rel, source) in expected {
             #expect(try sha256(m.path(rel)) == sha256(source), "\(kind): \(rel)")

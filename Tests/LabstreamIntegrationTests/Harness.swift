@@ -120,6 +120,28 @@ final class LockedBox<T>: @unchecked Sendable {
     func update(_ body: (inout T) -> Void) { lock.lock(); body(&value); lock.unlock() }
 }
 
+/// Relative paths of the regular files below `root`.
+func filesBelow(_ root: String) -> [String] {
+    var out: [String] = []
+    let walker = FileManager.default.enumerator(atPath: root)
+    while let rel = walker?.nextObject() as? String {
+        var dir: ObjCBool = false
+        if FileManager.default.fileExists(atPath: root + "/" + rel, isDirectory: &dir), !dir.boolValue { out.append(rel) }
+    }
+    return out.sorted()
+}
+
+/// Waits for a condition another process brings about (a daemon, a fixture) — with a deadline,
+/// checking every 20 ms; false if it never held.
+func eventually(timeout: Double = 30, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while !condition() {
+        if Date() > deadline { return false }
+        usleep(20_000)
+    }
+    return true
+}
+
 /// Blocks until process `pid` has exited (any process, via a pidfd). Returns false on timeout.
 func waitForExit(pid: Int32, timeoutMs: Int32 = 20_000) -> Bool {
     let fd = CLinux_pidfd_open(pid)

@@ -18,15 +18,6 @@ import Testing
     static let original = "test/Movies/Clip (2020)/Clip (2020).mkv"
     static let copy = "test/Movies/Clip (2020)/Clip (2020) - 2mbps.mkv"
 
-    func eventually(timeout: Double = 30, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !condition() {
-            if Date() > deadline { return false }
-            usleep(20_000)
-        }
-        return true
-    }
-
     func journal(_ m: MountedLabstream) throws -> [CleanupJournal.Intent] {
         try CleanupJournal(path: m.dataDir + "/cleanup-journal.json").pending
     }

@@ -5,23 +5,13 @@ import Testing
 
 /// Real FUSE mounts of the `labstream` daemon process over the fixture on loopback.
 @Suite(.serialized) struct MountTests {
-    func listTree(_ root: String) -> Set<String> {
-        var out = Set<String>()
-        let walker = FileManager.default.enumerator(atPath: root)
-        while let rel = walker?.nextObject() as? String {
-            var dir: ObjCBool = false
-            if FileManager.default.fileExists(atPath: root + "/" + rel, isDirectory: &dir), !dir.boolValue { out.insert(rel) }
-        }
-        return out
-    }
-
     @Test func theMountServesTheCatalogByteForByte() throws {
         let m = try MountedLabstream("mount")
         try m.mount()
         let expected = expectedTree(m.mediaDir)
 
         // ls -R shows exactly the catalog, with sizes before any byte is fetched.
-        #expect(listTree(m.mountpoint) == Set(expected.keys).union(["test/Movies/Twin (2010)/Twin (2010).mkv", "test/Movies/Twin (2010) (2)/Twin (2010) (2).mkv"]))
+        #expect(Set(filesBelow(m.mountpoint)) == Set(expected.keys).union(["test/Movies/Twin (2010)/Twin (2010).mkv", "test/Movies/Twin (2010) (2)/Twin (2010) (2).mkv"]))
         let ls = try runProcess("/bin/ls", ["-lR", m.mountpoint])
         #expect(ls.code == 0 && ls.stdout.contains("12582949"))
         #expect(m.fixture.downloadRequests.isEmpty)
@@ -85,7 +75,7 @@ import Testing
         #expect(second.code == 75 && second.stderr.contains(m.mountpoint), "\(second.code) \(second.stderr)")
 
         try m.unmount()
-        #expect(listTree(m.mountpoint).isEmpty)
+        #expect(Set(filesBelow(m.mountpoint)).isEmpty)
         // No token anywhere but the credential store.
         for file in ["labstream.log", "index.sqlite", "index.sqlite-wal", "labstream.lock"] {
             let data = FileManager.default.contents(atPath: m.dataDir + "/" + file) ?? Data()

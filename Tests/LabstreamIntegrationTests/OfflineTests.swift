@@ -111,15 +111,6 @@ enum StatusCommandProbe {
 
 @Suite(.serialized) struct ReconfigureTests {
     /// Waits for a condition the daemon makes true on its own schedule; false after `timeout`.
-    func eventually(timeout: Double = 20, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !condition() {
-            if Date() > deadline { return false }
-            usleep(50_000)
-        }
-        return true
-    }
-
     @Test func serversAddedOrRemovedWhileMountedAppearAndGo() throws {
         let m = try MountedLabstream("reconfigure")
         try m.mount()
@@ -141,15 +132,6 @@ enum StatusCommandProbe {
 /// The daemon's periodic refresh asks only for what changed (`minDateLastSaved`) and, every
 /// fourth round, for everything (removals).
 @Suite(.serialized) struct IncrementalRefreshTests {
-    func eventually(timeout: Double = 30, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !condition() {
-            if Date() > deadline { return false }
-            usleep(50_000)
-        }
-        return true
-    }
-
     @Test(arguments: [ServerFixture.Kind.jellyfin, .emby])
     func changesArriveIncrementallyAndRemovalsWithTheFullRound(kind: ServerFixture.Kind) throws {
         let m = try MountedLabstream("incremental-\(kind)", kind: kind, cacheConfig: "refresh_interval = 1")

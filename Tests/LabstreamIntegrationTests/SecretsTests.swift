@@ -6,16 +6,6 @@ import Testing
 /// A whole session with a known token, then every byte under the data and config dirs (bar the
 /// credentials file) and every log line is searched for it.
 @Suite(.serialized) struct SecretsTests {
-    func files(under root: String) -> [String] {
-        var out: [String] = []
-        let walker = FileManager.default.enumerator(atPath: root)
-        while let rel = walker?.nextObject() as? String {
-            var dir: ObjCBool = false
-            if FileManager.default.fileExists(atPath: root + "/" + rel, isDirectory: &dir), !dir.boolValue { out.append(root + "/" + rel) }
-        }
-        return out
-    }
-
     @Test(arguments: [ServerFixture.Kind.jellyfin, .emby, .plex])
     func noTokenOrPasswordLeavesTheCredentialStore(kind: ServerFixture.Kind) throws {
         let m = try MountedLabstream("secrets-\(kind)", kind: kind)
@@ -34,7 +24,7 @@ import Testing
         let credentialText = try String(contentsOfFile: credentials, encoding: .utf8)
         #expect(credentialText.contains(m.fixture.accessToken))   // it is kept, here and only here
         var scanned = 0
-        for file in files(under: m.dataDir) + files(under: m.configDir) where file != credentials {
+        for file in (filesBelow(m.dataDir).map { m.dataDir + "/" + $0 } + filesBelow(m.configDir).map { m.configDir + "/" + $0 }) where file != credentials {
             let data = try Data(contentsOf: URL(fileURLWithPath: file))
             for secret in secrets {
                 #expect(data.range(of: Data(secret.utf8)) == nil, "\(secret.prefix(4))… found in \(file)")
