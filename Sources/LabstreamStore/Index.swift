@@ -267,8 +267,9 @@ public final class OfflineIndex: Sendable {
                                 size: r[3].int ?? 0, modified: r[4].int ?? 0, etag: r[5].text, orphaned: (r[7].int ?? 0) != 0,
                                 bitrate: r[8].int.flatMap { Int(exactly: $0) })
             }
-            // A complete copy of an older version is what is shown until its next version replaces it.
-            let kept = Dictionary(try downloads(where: "status IN ('complete', 'unverified')" + (server == nil ? "" : " AND server='\(server!.replacingOccurrences(of: "'", with: "''"))'"))
+            // A pinned complete copy of an older version is what is shown until its next version
+            // replaces it (an unpinned one is simply fetched again when read).
+            let kept = Dictionary(try downloads(where: "pinned = 1 AND status IN ('complete', 'unverified')" + (server == nil ? "" : " AND server='\(server!.replacingOccurrences(of: "'", with: "''"))'"))
                 .map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
             let sources = listed.map { file -> TreeFile in
                 guard let row = kept[file.key], row.isStale(for: file) else { return file }
@@ -325,8 +326,8 @@ public final class OfflineIndex: Sendable {
         try downloads(where: "pinned = 1 AND status NOT IN ('complete', 'unverified')")
     }
 
-    /// Files whose complete copy is of an older version than the catalog's: the file as shown
-    /// (the old copy) and as the server has it now.
+    /// Pinned files whose complete copy is of an older version than the catalog's: the file as
+    /// shown (the old copy) and as the server has it now.
     public func staleVersions() throws(LabstreamError) -> [(shown: TreeFile, current: TreeFile)] {
         let current = try read("the catalog") {
             try db.query("SELECT server, item_id, id, size, modified, etag, tree_path, bitrate FROM media_sources WHERE orphaned=0").compactMap { r -> TreeFile? in
@@ -336,7 +337,7 @@ public final class OfflineIndex: Sendable {
             }
         }
         let byKey = Dictionary(current.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
-        return try downloads(where: "status IN ('complete', 'unverified')").compactMap { row in
+        return try downloads(where: "pinned = 1 AND status IN ('complete', 'unverified')").compactMap { row in
             guard let now = byKey[row.key], row.isStale(for: now) else { return nil }
             var shown = now
             shown.size = row.total
