@@ -32,8 +32,9 @@ enum CatalogSync {
                 log.info("sync \(server.name): \(changes.reduce(0) { $0 + $1.items.count }) items changed since the last sync")
             }
         }
-        let libraries: [LibraryCatalog]
+        var libraries: [LibraryCatalog]
         if let merged { libraries = merged } else { libraries = try backend.fetchCatalog(progress: report) }
+        libraries = learnUnknownSizes(libraries, backend: backend, server: server.name, log: log)
         let tree = TreeBuilder.build(server: server.name, libraries: libraries)
         let skipped = libraries.reduce(0) { $0 + $1.items.filter { $0.sources.isEmpty }.count }
         if skipped > 0 { log.info("sync \(server.name): \(skipped) items have no media file and are not shown") }
@@ -42,5 +43,32 @@ enum CatalogSync {
             libraries: libraries, tree: tree, now: Int64(Date().timeIntervalSince1970))
         log.info("sync \(server.name): \(tree.count) files in \(libraries.count) libraries (\(Int(Date().timeIntervalSince(started) * 1000)) ms)")
         return Outcome(server: server.name, files: tree.count)
+    }
+
+    /// Sources the server lists without a size (not yet probed on its side) would show as empty
+    /// files: a one-byte ranged request asks the server for the total (`Content-Range:
+    /// bytes 0-0/TOTAL`), so they can be read and pinned like any other. At most `limit` per sync.
+    static func learnUnknownSizes(_ libraries: [LibraryCatalog], backend: any MediaBackend, server: String, log: Logger,
+                                  limit: Int = 200) -> [LibraryCatalog] {
+        var out = libraries
+        var asked = 0, learned = 0
+        for l in out.indices {
+            for i in out[l].items.indices {
+                for s in out[l].items[i].sources.indices where out[l].items[i].sources[s].size == nil && asked < limit {
+                    asked += 1
+                    let source = out[l].items[i].sources[s]
+                    let probe = TreeFile(path: [], key: FileKey(server: server, itemId: out[l].items[i].id, sourceId: source.id),
+                                         size: 0, modified: 0, etag: source.etag)
+                    let answer = try? backend.transport.call(backend.rangeRequest(for: probe, range: ByteRange(0, 1), validator: nil))
+                    guard answer?.status == 206, let header = answer?.header("Content-Range"), let total = ContentRange(header: header)?.total else {
+                        continue
+                    }
+                    out[l].items[i].sources[s].size = total
+                    learned += 1
+                }
+            }
+        }
+        if asked > 0 { log.info("sync \(server): \(asked) files had no size in the catalog; the server gave \(learned) of them") }
+        return out
     }
 }

@@ -130,6 +130,8 @@ public final class ServerFixture: Sendable {
         var validatorGeneration: [String: Int] = [:]
         /// When an item was last saved, for those touched since the fixture started.
         var lastSaved: [String: String] = [:]
+        /// Sources listed without a Size (as a server that has not probed them yet does).
+        var sizeless: Set<String> = []
         var removed: Set<String> = []
         var nextRequestId = 0
         /// Emby Sync (Convert) jobs by id.
@@ -252,6 +254,9 @@ public final class ServerFixture: Sendable {
 
     /// Makes the file behind `itemId` look changed (new ETag, Last-Modified, part key) and its
     /// item saved now (`DateLastSaved`).
+    /// Lists `sourceId` without its Size from now on.
+    public func hideSize(of sourceId: String) { state.withLock { _ = $0.sizeless.insert(sourceId) } }
+
     public func touch(itemId: String) {
         let now = ISODate.string(epochSeconds: Int64(Date().timeIntervalSince1970))
         state.withLock {
@@ -448,6 +453,7 @@ public final class ServerFixture: Sendable {
                     "IsRemote": false, "SupportsDirectStream": true, "SupportsDirectPlay": true, "SupportsTranscoding": true]
                 // Emby 4.8's MediaSourceInfo has no ETag.
                 if kind == .jellyfin { source["ETag"] = etag(for: v["Id"] as! String, file: file) }
+                if state.withLock({ $0.sizeless.contains(v["Id"] as! String) }) { source.removeValue(forKey: "Size") }
                 return source
             }
             if fields.contains("MediaSources") { out["MediaSources"] = sources }

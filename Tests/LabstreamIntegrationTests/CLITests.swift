@@ -205,6 +205,22 @@ import Testing
         try m.unmount()
     }
 
+    /// A source listed without a size gets it from the server (a one-byte ranged request) and
+    /// reads like any other, instead of showing as an empty file.
+    @Test func aSourceWithoutASizeLearnsItFromTheServer() throws {
+        let m = try MountedLabstream("sizeless")
+        let gamma = try #require(m.fixture.itemId(forFile: m.mediaDir + "/gamma.mkv"))
+        m.fixture.hideSize(of: gamma)
+        let sync = try m.cli(["sync"])
+        #expect(sync.code == 0, "\(sync.stderr)")
+        #expect(m.fixture.downloadRequests.contains { $0.path.contains(gamma) && $0.range == "bytes=0-0" })
+        try m.mount()
+        let rel = "test/Movies/Gamma/Gamma.mkv"
+        #expect((try FileManager.default.attributesOfItem(atPath: m.path(rel))[.size] as? Int) == 700 * 1024)
+        #expect(try sha256(m.path(rel)) == sha256(m.mediaDir + "/gamma.mkv"))
+        try m.unmount()
+    }
+
     @Test func withNoDaemonAPinGoesToTheIndexAndSaysSo() throws {
         let m = try MountedLabstream("control-offline")
         try m.mount()
