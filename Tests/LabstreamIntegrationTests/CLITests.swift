@@ -177,6 +177,22 @@ import Testing
         #expect(lstat(socketPath, &st) != 0)   // removed at shutdown
     }
 
+    /// Another user who could reach the socket (its directory and mode opened up on purpose)
+    /// is still refused by the daemon's peer check.
+    @Test func theDaemonRefusesAnotherUsersRequests() throws {
+        guard geteuid() == 0 else { return }   // needs setpriv to another uid; CI runs as root
+        let m = try MountedLabstream("control-uid")
+        try m.mount()
+        defer { _ = try? m.unmount() }
+        for path in [m.scratch.path, m.dataDir, m.dataDir + "/labstream.lock", m.dataDir + "/control.sock", m.configDir] {
+            chmod(path, path.hasSuffix(".lock") ? 0o644 : (path.hasSuffix(".sock") ? 0o666 : 0o755))
+        }
+        let r = try runProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", labstreamBinary,
+                                                    "status", "--json", m.path("test/Movies")], environment: m.env)
+        #expect(r.code == 77 && r.stderr.contains("refused: this daemon belongs to uid 0"), "\(r.code) \(r.stderr)")
+        #expect(m.log.contains("control: refused a connection from uid 65534"))
+    }
+
     @Test func syncWhileMountedRunsInTheDaemonAndTheTreeFollowsAtOnce() throws {
         let m = try MountedLabstream("control-sync")
         try m.mount()
