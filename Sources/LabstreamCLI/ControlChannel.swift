@@ -194,7 +194,9 @@ enum ControlChannel {
         data.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
-                let n = Glibc.write(fd, raw.baseAddress! + offset, raw.count - offset)
+                // MSG_NOSIGNAL: a peer that went away is an error here, never SIGPIPE (which would
+                // kill the daemon when a client is interrupted, or a client the daemon refused).
+                let n = Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
                 if n < 0 && errno == EINTR { continue }
                 if n <= 0 { return }
                 offset += n

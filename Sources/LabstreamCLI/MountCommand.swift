@@ -179,6 +179,9 @@ struct Daemon {
     }
 
     func run() -> Int32 {
+        // A peer gone away (the starter interrupted before "ready", a CLI client that quit) is
+        // an error on that write, not the end of the daemon.
+        signal(SIGPIPE, SIG_IGN)
         let set = Self.blockSignals()
         let log = Logger(level: logLevel, syslog: syslog)
         do {
