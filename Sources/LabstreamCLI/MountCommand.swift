@@ -315,7 +315,14 @@ struct Daemon {
         // `labstream sync` while mounted: the daemon syncs and reloads its own tree.
         control?.onSync { name, progress in
             var results: [[String: Any]] = []
-            for (backend, server) in everyone where name == nil || server.name == name {
+            // The servers configured now (SIGHUP may have added some since the mount).
+            let servers = ((try? context.loadConfig())?.servers ?? everyone.map(\.1)).filter { name == nil || $0.name == name }
+            for server in servers {
+                guard let backend = transfers.backend(for: server.name) else {
+                    results.append(["server": server.name, "error": "\(server.name) has no stored credentials; add it again with `labstream server add`",
+                                    "code": Int(ExitCode.noPerm)])
+                    continue
+                }
                 do {
                     let outcome = try CatalogSync.run(backend, server: server, index: index, log: log, progress: progress)
                     results.append(["server": outcome.server, "files": outcome.files])

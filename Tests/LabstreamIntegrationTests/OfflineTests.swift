@@ -122,6 +122,8 @@ enum StatusCommandProbe {
         #expect(add.code == 0 && add.stdout.contains("appears under"), "\(add.stderr)")
         #expect(eventually { FileManager.default.fileExists(atPath: m.path("second/Movies/Other (1999)/Other (1999).mkv")) })
         #expect(FileManager.default.fileExists(atPath: m.path("test/Movies")))   // the first one stays
+        let sync = try m.cli(["sync", "second"])   // the daemon syncs a server added while mounted
+        #expect(sync.code == 0 && sync.stdout.hasSuffix("second: 1 files\n"), "\(sync.stdout) \(sync.stderr)")
         let remove = try m.cli(["server", "remove", "second"])
         #expect(remove.code == 0)
         #expect(eventually { !FileManager.default.fileExists(atPath: m.path("second")) })
