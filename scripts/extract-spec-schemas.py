@@ -4,6 +4,10 @@
 Tests/LabstreamIntegrationTests/Specs, so the test does not depend on files outside the repo.
 Run it again when a spec is updated; the source file's SHA-256 is recorded."""
 import hashlib, json, os, sys
+try:
+    import yaml   # only for the Plex documents (YAML); python3-yaml
+except ImportError:
+    yaml = None
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPECS = os.path.join(ROOT, "..", "shared", "specs")
@@ -14,6 +18,7 @@ ROUTES = {
     "emby-openapi.json": ["/System/Info/Public", "/Users/AuthenticateByName", "/Users/{UserId}/Views", "/Users/{UserId}/Items",
                           "/Shows/{Id}/Seasons", "/Shows/{Id}/Episodes", "/Users/{Id}", "/Users/Query",
                           "/Sync/Jobs", "/Sync/Items/Ready", "/Sync/Jobs/{Id}"],
+    "plex-api-spec.yaml": ["/identity", "/library/sections/all", "/library/sections/{sectionId}/all", "/library/metadata/{ids}"],
 }
 
 def refs(node, out):
@@ -29,7 +34,14 @@ def refs(node, out):
 
 for name, routes in ROUTES.items():
     raw = open(os.path.join(SPECS, name), "rb").read()
-    spec = json.loads(raw)
+    if name.endswith(".yaml"):
+        if yaml is None:
+            print(name, "skipped: python3-yaml is not installed")
+            continue
+        spec = yaml.safe_load(raw)
+        name = name[:-len(".yaml")] + ".json"
+    else:
+        spec = json.loads(raw)
     paths = {p: {m: {"responses": {"200": op["responses"].get("200", {})}} for m, op in spec["paths"][p].items()
                  if m in ("get", "post")} for p in routes}
     schemas = spec["components"]["schemas"]

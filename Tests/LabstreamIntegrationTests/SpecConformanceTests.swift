@@ -141,6 +141,41 @@ import Testing
         }
     }
 
+    /// The Plex fixture against the Plex Media Server spec (1.1.1). It has no `/children` route
+    /// (the older spec has); children answer the same MediaContainerWithMetadata as
+    /// `/library/metadata/{ids}` and are checked against that.
+    @Test func thePlexFixtureAnswersAsItsSpecSays() throws {
+        let scratch = Scratch("spec-plex")
+        let fixture = try ServerFixture(kind: .plex, catalog: testCatalog(in: scratch.sub("m")))
+        try fixture.start()
+        defer { fixture.stop() }
+        let spec = try Spec("plex-api-spec.json")
+        let requests = PlexRequests(baseURL: fixture.baseURL, identity: ClientIdentity(device: "t", deviceId: "t"))
+        let token = fixture.accessToken
+        let shows = requests.sectionItems(section: "2", type: 2, start: 0, size: 50, token: token)
+        let showList = try get(shows.url, shows.headers) as? [String: Any]
+        let show = try #require(((showList?["MediaContainer"] as? [String: Any])?["Metadata"] as? [[String: Any]])?.first?["ratingKey"] as? String)
+        let seasons = requests.children(of: show, start: 0, size: 50, token: token)
+        let seasonList = try get(seasons.url, seasons.headers) as? [String: Any]
+        let season = try #require(((seasonList?["MediaContainer"] as? [String: Any])?["Metadata"] as? [[String: Any]])?.first?["ratingKey"] as? String)
+        let calls: [(String, HTTPRequest)] = [
+            ("/identity", requests.identityRequest()),
+            ("/library/sections/all", requests.sections(token: token, newerPath: true)),
+            ("/library/sections/{sectionId}/all", requests.sectionItems(section: "1", type: 1, start: 0, size: 50, token: token)),
+            ("/library/sections/{sectionId}/all", shows),
+            ("/library/metadata/{ids}", seasons),
+            ("/library/metadata/{ids}", requests.children(of: season, start: 0, size: 50, token: token)),
+        ]
+        for (route, request) in calls {
+            let schema = try #require(spec.responseSchema("get", route), "no JSON answer for \(route)")
+            let problems = spec.check(try get(request.url, request.headers), schema, at: route)
+            #expect(problems.isEmpty, "\(route): \(problems.prefix(5))")
+        }
+        // The Plex schemas are really consulted: a drifted answer is caught.
+        let metadata = try #require(spec.responseSchema("get", "/library/metadata/{ids}"))
+        #expect(!spec.check(["MediaContainer": ["Metadata": [["ratingKey": 5, "frobnicated": true]]]], metadata, at: "$").isEmpty)
+    }
+
     @Test func theCheckerCatchesDrift() throws {
         let spec = try Spec("jellyfin-openapi.json")
         let schema = try #require(spec.responseSchema("get", "/System/Info/Public"))
