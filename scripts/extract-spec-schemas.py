@@ -19,6 +19,7 @@ ROUTES = {
                           "/Shows/{Id}/Seasons", "/Shows/{Id}/Episodes", "/Users/{Id}", "/Users/Query",
                           "/Sync/Jobs", "/Sync/Items/Ready", "/Sync/Jobs/{Id}"],
     "plex-api-spec.yaml": ["/identity", "/library/sections/all", "/library/sections/{sectionId}/all", "/library/metadata/{ids}"],
+    "plex-api-spec-v0.0.3-dereferenced.yaml": ["/pins", "/pins/{pinID}", "/resources"],
 }
 
 def refs(node, out):
@@ -42,9 +43,10 @@ for name, routes in ROUTES.items():
         name = name[:-len(".yaml")] + ".json"
     else:
         spec = json.loads(raw)
-    paths = {p: {m: {"responses": {"200": op["responses"].get("200", {})}} for m, op in spec["paths"][p].items()
+    # The success answer: 200, or 201 for a creation (plex.tv's POST /pins); stored as "200".
+    paths = {p: {m: {"responses": {"200": op["responses"].get("200", op["responses"].get("201", {}))}} for m, op in spec["paths"][p].items()
                  if m in ("get", "post")} for p in routes}
-    schemas = spec["components"]["schemas"]
+    schemas = spec.get("components", {}).get("schemas", {})   # a dereferenced document has none
     wanted, queue = set(), set()
     refs(paths, queue)
     while queue:
