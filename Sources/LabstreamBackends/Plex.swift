@@ -63,6 +63,10 @@ public struct PlexRequests: Sendable {
               start: start, size: size)
     }
 
+    public func metadata(_ ratingKey: String, token: String) -> HTTPRequest {
+        get("/library/metadata/\(ratingKey.queryEscaped)", token: token)
+    }
+
     public func children(of ratingKey: String, start: Int, size: Int, token: String) -> HTTPRequest {
         paged(get("/library/metadata/\(ratingKey.queryEscaped)/children",
                   [("X-Plex-Container-Start", String(start)), ("X-Plex-Container-Size", String(size))], token: token),

@@ -103,7 +103,19 @@ public struct PlexClient: MediaBackend {
                     requests.sectionItems(section: section.key, type: 2, start: start, size: pageSize, token: session.token)
                 }
                 var episodes: [CatalogItem] = []
-                for (index, show) in shows.enumerated() {
+                // A server that ignores `type` lists episodes here already: take them as they are,
+                // with their show's year from its own metadata (an episode does not carry it).
+                var years: [String: Int?] = [:]
+                for e in shows where e["type"].string == "episode" {
+                    guard var item = PlexDecode.item(e), let showKey = item.seriesId else { continue }
+                    if years[showKey] == nil {
+                        let show = try PlexDecode.page(get(requests.metadata(showKey, token: session.token), "/library/metadata/{id}"), "/library/metadata/{id}")
+                        years[showKey] = show.metadata.first?["year"].int
+                    }
+                    item.seriesYear = years[showKey] ?? nil
+                    episodes.append(item)
+                }
+                for (index, show) in shows.enumerated() where show["type"].string ?? "show" == "show" {
                     guard let showKey = show["ratingKey"].text, !showKey.isEmpty else { continue }
                     let title = show["title"].string ?? "Unknown Series"
                     progress("\(section.title): \(title) (\(index + 1)/\(shows.count))")
@@ -135,6 +147,10 @@ public struct PlexClient: MediaBackend {
 
     public func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest {
         requests.part(key: file.etag ?? "/library/parts/\(file.key.sourceId)", range: range, validator: validator, token: session.token)
+    }
+
+    func get(_ request: HTTPRequest, _ what: String) throws(LabstreamError) -> [UInt8] {
+        try Self.expectOK(try transport.call(request), what)
     }
 
     func sections() throws(LabstreamError) -> [PlexDecode.Section] {

@@ -43,11 +43,16 @@ extension ServerFixture {
             let selected: [[String: Any]]
             switch (parts[2], type) {
             case ("1", "1"?), ("1", nil): selected = itemsById.values.filter { $0["Type"] as? String == "Movie" }
+            case ("2", _) where state.withLock({ $0.flatShowSections }): selected = itemsById.values.filter { $0["Type"] as? String == "Episode" }
             case ("2", "2"?), ("2", nil): selected = itemsById.values.filter { $0["Type"] as? String == "Series" }
             case ("1", _), ("2", _): selected = []
             default: return .json("", status: 404)
             }
             return plexPage(selected.filter { !removed.contains($0["Id"] as! String) }.sorted { sortKey($0) < sortKey($1) }, request)
+        }
+        if parts.count == 3 && parts[0] == "library" && parts[1] == "metadata" {
+            guard let id = idsByPlexNumber[parts[2]], let node = itemsById[id], !removed.contains(id) else { return .json("", status: 404) }
+            return plexPage([node], request)
         }
         if parts.count == 4 && parts[0] == "library" && parts[1] == "metadata" && parts[3] == "children" {
             guard let parent = idsByPlexNumber[parts[2]], let node = itemsById[parent] else { return .json("", status: 404) }
@@ -59,6 +64,9 @@ extension ServerFixture {
         }
         return nil
     }
+
+    /// From now on show sections list episodes whatever `type` asks (a server that ignores it).
+    public func listEpisodesInShowSections() { state.withLock { $0.flatShowSections = true } }
 
     func section(_ key: String, _ title: String, _ type: String) -> [String: Any] {
         ["key": key, "title": title, "type": type, "agent": "tv.plex.agents.\(type)", "scanner": "Plex \(type.capitalized)",

@@ -132,6 +132,8 @@ public final class ServerFixture: Sendable {
         var lastSaved: [String: String] = [:]
         /// Sources listed without a Size (as a server that has not probed them yet does).
         var sizeless: Set<String> = []
+        /// Plex: show sections list their episodes, as a server that ignores `type` would.
+        var flatShowSections = false
         var removed: Set<String> = []
         var nextRequestId = 0
         /// Emby Sync (Convert) jobs by id.

@@ -34,6 +34,17 @@ import Testing
         try m.unmount()
     }
 
+    /// A Plex server that ignores `type` and lists episodes in a show section: the tree is the same.
+    @Test func aPlexServerListingEpisodesDirectlyGivesTheSameTree() throws {
+        let m = try MountedLabstream("plex-flat", kind: .plex)
+        m.fixture.listEpisodesInShowSections()
+        #expect(try m.cli(["sync"]).code == 0)
+        try m.mount()
+        let shows = Set(filesBelow(m.mountpoint).filter { $0.hasPrefix("test/Shows/") })
+        #expect(shows == Set(expectedTree(m.mediaDir).keys.filter { $0.hasPrefix("test/Shows/") }))
+        try m.unmount()
+    }
+
     @Test func jellyfinEmbyAndPlexSideBySide() throws {
         let m = try MountedLabstream("three")
         let emby = try ServerFixture(kind: .emby, catalog: testCatalog(in: m.scratch.sub("emby-media")), userName: "demo", password: "secret-pass")
