@@ -90,7 +90,8 @@ public struct MediaBrowserClient: MediaBackend {
                     requests.items(userId: session.userId, parentId: view.id, types: "Series", startIndex: start, limit: pageSize, token: token)
                 }
                 var episodes: [CatalogItem] = []
-                for (index, s) in series.enumerated() {
+                // A server that ignores includeItemTypes answers seasons and episodes too: series only.
+                for (index, s) in series.enumerated() where (s["Type"].string ?? "Series") == "Series" {
                     guard let sid = s["Id"].string, !sid.isEmpty else { continue }
                     let name = s["Name"].string ?? "Unknown Series"
                     progress("\(view.name): \(name) (\(index + 1)/\(series.count))")

@@ -134,6 +134,8 @@ public final class ServerFixture: Sendable {
         var sizeless: Set<String> = []
         /// Plex: show sections list their episodes, as a server that ignores `type` would.
         var flatShowSections = false
+        /// Jellyfin/Emby: `/Items` ignores includeItemTypes (everything below the parent).
+        var ignoreItemTypes = false
         var removed: Set<String> = []
         var nextRequestId = 0
         /// Emby Sync (Convert) jobs by id.
@@ -256,6 +258,9 @@ public final class ServerFixture: Sendable {
 
     /// Makes the file behind `itemId` look changed (new ETag, Last-Modified, part key) and its
     /// item saved now (`DateLastSaved`).
+    /// From now on `/Items` answers every item below the parent, whatever includeItemTypes asks.
+    public func ignoreIncludeItemTypes() { state.withLock { $0.ignoreItemTypes = true } }
+
     /// Lists `sourceId` without its Size from now on.
     public func hideSize(of sourceId: String) { state.withLock { _ = $0.sizeless.insert(sourceId) } }
 
@@ -477,7 +482,7 @@ public final class ServerFixture: Sendable {
     }
 
     func items(_ request: HTTPServer.Request) -> HTTPServer.Response {
-        let types = Set((query(request, "includeItemTypes") ?? "").split(separator: ",").map(String.init))
+        let types = state.withLock { $0.ignoreItemTypes } ? [] : Set((query(request, "includeItemTypes") ?? "").split(separator: ",").map(String.init))
         let parent = query(request, "parentId")
         let recursive = query(request, "recursive") == "true"
         let removed = state.withLock { $0.removed }

@@ -45,6 +45,19 @@ import Testing
         try m.unmount()
     }
 
+    /// A Jellyfin or Emby server that ignores includeItemTypes: seasons and episodes in the
+    /// series listing are skipped, the tree is the same.
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby])
+    func aServerIgnoringItemTypesGivesTheSameTree(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("types-\(kind)", kind: kind)
+        m.fixture.ignoreIncludeItemTypes()
+        let sync = try m.cli(["sync"])
+        #expect(sync.code == 0, "\(sync.stderr)")
+        try m.mount()
+        #expect(Set(filesBelow(m.mountpoint)) == Set(expectedTree(m.mediaDir).keys).union(["test/Movies/Twin (2010)/Twin (2010).mkv", "test/Movies/Twin (2010) (2)/Twin (2010) (2).mkv"]))
+        try m.unmount()
+    }
+
     @Test func jellyfinEmbyAndPlexSideBySide() throws {
         let m = try MountedLabstream("three")
         let emby = try ServerFixture(kind: .emby, catalog: testCatalog(in: m.scratch.sub("emby-media")), userName: "demo", password: "secret-pass")
