@@ -66,6 +66,28 @@ public struct ServerSession: Sendable {
     }
 }
 
+/// Collects paged listings. A server that ignores the page offset answers the same page again:
+/// entries already seen are not added twice, and a page that brings nothing new ends the walk
+/// instead of looping.
+struct PageCollector {
+    var all: [JSONValue] = []
+    var seen = Set<String>()
+    let key: (JSONValue) -> String?
+
+    /// Adds the new entries of `page`; false when there were none.
+    mutating func add(_ page: [JSONValue]) -> Bool {
+        var added = false
+        for entry in page {
+            if let k = key(entry) {
+                guard seen.insert(k).inserted else { continue }
+            }
+            all.append(entry)
+            added = true
+        }
+        return added
+    }
+}
+
 extension HTTPTransport {
     /// `send`, with a transport failure said as a Labstream error (server unavailable, timed out…).
     public func call(_ request: HTTPRequest) throws(LabstreamError) -> HTTPResponse {

@@ -221,11 +221,11 @@ public struct MediaBrowserClient: MediaBackend {
 
     /// Follows `startIndex`/`limit` until `TotalRecordCount` items arrived (or a short page).
     func pages(_ what: String, _ request: (Int) -> HTTPRequest) throws(LabstreamError) -> [JSONValue] {
-        var all: [JSONValue] = []
+        var pages = PageCollector { $0["Id"].string }
         while true {
-            let page = try MediaBrowserDecode.page(get(request(all.count), what), what)
-            all += page.items
-            if page.items.isEmpty || page.items.count < pageSize || all.count >= page.total { return all }
+            let page = try MediaBrowserDecode.page(get(request(pages.all.count), what), what)
+            let progressed = pages.add(page.items)
+            if !progressed || page.items.count < pageSize || pages.all.count >= page.total { return pages.all }
         }
     }
 

@@ -167,13 +167,13 @@ public struct PlexClient: MediaBackend {
 
     /// Follows `X-Plex-Container-Start/Size` until `totalSize` items arrived (or a short page).
     func pages(_ what: String, _ request: (Int) -> HTTPRequest) throws(LabstreamError) -> [JSONValue] {
-        var all: [JSONValue] = []
+        var pages = PageCollector { $0["ratingKey"].text }
         while true {
-            let response = try transport.call(request(all.count))
+            let response = try transport.call(request(pages.all.count))
             let page = try PlexDecode.page(Self.expectOK(response, what), what)
-            all += page.metadata
+            let progressed = pages.add(page.metadata)
             let total = page.total ?? response.header("X-Plex-Container-Total-Size").flatMap { Int($0) }
-            if page.metadata.isEmpty || page.metadata.count < pageSize || total.map({ all.count >= $0 }) ?? false { return all }
+            if !progressed || page.metadata.count < pageSize || total.map({ pages.all.count >= $0 }) ?? false { return pages.all }
         }
     }
 

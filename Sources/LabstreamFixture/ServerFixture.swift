@@ -136,6 +136,8 @@ public final class ServerFixture: Sendable {
         var flatShowSections = false
         /// Jellyfin/Emby: `/Items` ignores includeItemTypes (everything below the parent).
         var ignoreItemTypes = false
+        /// Every page starts at the first item, whatever offset was asked.
+        var ignorePaging = false
         var removed: Set<String> = []
         var nextRequestId = 0
         /// Emby Sync (Convert) jobs by id.
@@ -260,6 +262,9 @@ public final class ServerFixture: Sendable {
     /// item saved now (`DateLastSaved`).
     /// From now on `/Items` answers every item below the parent, whatever includeItemTypes asks.
     public func ignoreIncludeItemTypes() { state.withLock { $0.ignoreItemTypes = true } }
+
+    /// From now on every page is the first one (a server that ignores the offset).
+    public func ignorePageOffsets() { state.withLock { $0.ignorePaging = true } }
 
     /// Lists `sourceId` without its Size from now on.
     public func hideSize(of sourceId: String) { state.withLock { _ = $0.sizeless.insert(sourceId) } }
@@ -472,7 +477,7 @@ public final class ServerFixture: Sendable {
     }
 
     func page(_ all: [[String: Any]], _ request: HTTPServer.Request) -> HTTPServer.Response {
-        let start = max(Int(query(request, "startIndex") ?? "0") ?? 0, 0)
+        let start = state.withLock { $0.ignorePaging } ? 0 : max(Int(query(request, "startIndex") ?? "0") ?? 0, 0)
         let limit = Int(query(request, "limit") ?? "") ?? Int.max
         let f = fields(request)
         let slice = start < all.count ? Array(all[start..<min(all.count, start + min(limit, all.count))]) : []

@@ -27,6 +27,19 @@ import Testing
                               identity: identity, transport: CurlTransport(), pageSize: pageSize)
     }
 
+    /// A server that ignores the page offset answers the first page again: the walk stops when a
+    /// page brings nothing new, without duplicates (it does not loop).
+    @Test func aServerIgnoringPageOffsetsEndsTheWalk() throws {
+        let scratch = Scratch("paging-ignored")
+        let fixture = try startFixture(scratch, movies: 5)
+        defer { fixture.stop() }
+        fixture.ignorePageOffsets()
+        let catalog = try client(fixture, pageSize: 2).fetchCatalog { _ in }
+        let movies = try #require(catalog.first { $0.name == "Movies" })
+        #expect(movies.items.count == 2 && Set(movies.items.map(\.id)).count == 2)
+        #expect(fixture.requestLog.filter { $0.path == "/Items" && $0.query["includeItemTypes"] == "Movie" }.count == 2)
+    }
+
     @Test func catalogIsFetchedAcrossSeveralPages() throws {
         let scratch = Scratch("paging")
         let fixture = try startFixture(scratch, movies: 5)
