@@ -139,6 +139,15 @@ enum StatusCommand {
         return String(decoding: buffer[0..<n], as: UTF8.self)
     }
 
+    /// Where a row shows in the tree: its file, or its original's for a copy at another quality
+    /// or a new version still arriving.
+    static func catalogPath(_ key: FileKey, _ paths: [FileKey: String]) -> String {
+        if let path = paths[key] { return path }
+        if let copy = DerivedCopy.parse(key), let base: String = paths[copy.base] { return base + " [\(copy.quality) copy]" }
+        if let original = NextVersion.base(of: key), let base: String = paths[original] { return base + " [new version]" }
+        return "(no longer in the catalog) \(key)"
+    }
+
     /// Every file with local bytes, from the index (works with no daemon running).
     static func fromIndex(_ context: Context) throws -> [Entry] {
         guard FileManager.default.fileExists(atPath: context.layout.indexPath) else { return [] }
@@ -147,7 +156,7 @@ enum StatusCommand {
         do {
             let paths = Dictionary(try index.treeFiles().map { ($0.key, $0.path.joined(separator: "/")) }, uniquingKeysWith: { a, _ in a })
             return try index.downloads().map { row in
-                let rel = paths[row.key] ?? "(no longer in the catalog) \(row.key)"
+                let rel = catalogPath(row.key, paths)
                 return Entry(path: root.map { $0 + "/" + rel } ?? rel, state: DisplayState(status: row.status).rawValue,
                              present: min(row.present.byteCount, row.total), total: row.total, reason: row.reason)
             }

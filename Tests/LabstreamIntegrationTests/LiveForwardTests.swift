@@ -69,6 +69,8 @@ import Testing
         #expect(try m.cli(["pin", "--quality", "2mbps", m.path(Self.original)]).code == 0)
         #expect(eventually { StatusCommandXattr.get(m.path(Self.original), "copies") == "2mbps=preparing" })
         #expect(m.fixture.syncJobCount == 1)
+        let status = try m.cli(["status"])
+        #expect(status.stdout.contains("preparing") && status.stdout.contains("Clip (2020).mkv [2mbps copy]"), "\(status.stdout)")
         try m.unmount()
 
         try m.mount()   // polling resumes with the persisted job
