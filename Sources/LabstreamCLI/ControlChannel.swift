@@ -59,8 +59,13 @@ enum ControlChannel {
                         return   // closed at shutdown
                     }
                     _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-                    serve(client)
-                    close(client)
+                    // Each request on its own thread: a long sync does not hold up a status.
+                    let worker = Thread { [self] in
+                        serve(client)
+                        close(client)
+                    }
+                    worker.name = "control-request"
+                    worker.start()
                 }
             }
             thread.name = "control"
