@@ -222,7 +222,7 @@ struct Daemon {
                                                checkpointBytes: max(1 << 20, config.sizes.segmentSize / 4),
                                                limits: .init(maxSize: config.maxCacheSize, minFree: config.minFree),
                                                playbackProbe: config.playbackProbe, rateLimit: config.rateLimit)
-        settings.qualities = Dictionary(config.servers.map { ($0.name, $0.quality) }, uniquingKeysWith: { a, _ in a })
+        settings.qualities = config.qualities
         let transfers = TransferEngine(index: index, layout: context.layout, settings: settings, log: { log.info($0) })
         for b in backends { transfers.setBackend(b) }
 

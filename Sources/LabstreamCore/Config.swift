@@ -15,6 +15,8 @@ public struct LabstreamConfig: Sendable, Hashable {
         public var user: String?
         /// What `labstream pin` fetches from this server unless told otherwise.
         public var quality: Quality = .original
+        /// Per library (`quality.Movies = 10mbps`, the library's folder name), over `quality`.
+        public var libraryQualities: [String: Quality] = [:]
 
         public init(name: String, type: String, url: String, user: String?) {
             self.name = name
@@ -48,6 +50,16 @@ public struct LabstreamConfig: Sendable, Hashable {
     public static let supportedTypes: Set<String> = ["jellyfin", "emby", "plex"]
 
     public func server(named name: String) -> Server? { servers.first { $0.name == name } }
+
+    /// What a pin fetches by default, keyed `SERVER` and `SERVER/LIBRARY` (the library's folder).
+    public var qualities: [String: Quality] {
+        var out: [String: Quality] = [:]
+        for s in servers {
+            out[s.name] = s.quality
+            for (library, q) in s.libraryQualities { out[s.name + "/" + library] = q }
+        }
+        return out
+    }
 
     public struct ParseError: Error, Sendable, Equatable, CustomStringConvertible {
         public let line: Int
@@ -105,6 +117,11 @@ public struct LabstreamConfig: Sendable, Hashable {
                         throw ParseError(line: lineNo, message: "quality must be original, 20mbps, 10mbps, 5mbps, 2mbps or 1mbps")
                     }
                     config.servers[i].quality = q
+                case let k where k.hasPrefix("quality.") && k.count > "quality.".count:
+                    guard let q = Quality(value) else {
+                        throw ParseError(line: lineNo, message: "\(k) must be original, 20mbps, 10mbps, 5mbps, 2mbps or 1mbps")
+                    }
+                    config.servers[i].libraryQualities[String(k.dropFirst("quality.".count))] = q
                 case "token", "password", "access_token", "api_key":
                     throw ParseError(line: lineNo, message: "secrets do not belong in labstream.conf; remove '\(key)' and use `labstream server add … --token-stdin`")
                 default: throw ParseError(line: lineNo, message: "unknown server key '\(key)'")
@@ -189,6 +206,7 @@ public struct LabstreamConfig: Sendable, Hashable {
             out += "\n[server \"\(s.name)\"]\ntype = \(s.type)\nurl = \(s.url)\n"
             if let u = s.user { out += "user = \(u)\n" }
             if s.quality != .original { out += "quality = \(s.quality)\n" }
+            for (library, q) in s.libraryQualities.sorted(by: { $0.key < $1.key }) { out += "quality.\(library) = \(q)\n" }
         }
         let d = TransferSizes.default
         var cache: [String] = []

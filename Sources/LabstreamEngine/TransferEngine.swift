@@ -32,7 +32,7 @@ public final class TransferEngine: Sendable {
         public var playbackProbe = true
         /// Bytes per second for all transfers together; 0 is unlimited.
         public var rateLimit: Int64 = 0
-        /// The quality a pin fetches, per server (absent: the original).
+        /// The quality a pin fetches, per `SERVER` and `SERVER/LIBRARY` (absent: the original).
         public var qualities: [String: Quality] = [:]
 
         public init(sizes: TransferSizes = .default, readTimeout: Double = 35, maxQueuedSegments: Int = 2,
@@ -154,7 +154,8 @@ public final class TransferEngine: Sendable {
                 rowsFor += try index.derivedCopies(of: file.key).map { TreeFile(path: [], key: $0.key, size: 0, modified: file.modified, etag: nil) }
                 continue
             }
-            let wanted = quality ?? settings.qualities[file.key.server] ?? .original
+            let library = file.path.count > 1 ? settings.qualities[file.key.server + "/" + file.path[1]] : nil
+            let wanted = quality ?? library ?? settings.qualities[file.key.server] ?? .original
             if wanted != .original, DerivedCopy.parse(file.key) == nil, let backend = backend(for: file.key.server),
                RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: wanted, sourceBitrate: file.bitrate)) != .staticOriginal {
                 rowsFor.append(TreeFile(path: [], key: DerivedCopy.key(of: file.key, quality: wanted), size: 0, modified: file.modified, etag: nil))

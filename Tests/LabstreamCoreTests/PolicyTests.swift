@@ -3,6 +3,24 @@ import LabstreamCore
 import Testing
 
 @Suite struct ConfigTests {
+    @Test func qualitiesPerServerAndPerLibrary() throws {
+        let text = """
+        [server "home"]
+        type = plex
+        url = http://pms:32400
+        quality = 10mbps
+        quality.Kids Shows = 2mbps
+
+        [server "den"]
+        type = emby
+        url = http://den:8096/emby
+        """
+        let c = try LabstreamConfig.parse(text)
+        #expect(c.qualities == ["home": .capped(megabitsPerSecond: 10), "home/Kids Shows": .capped(megabitsPerSecond: 2), "den": .original])
+        #expect(try LabstreamConfig.parse(c.serialized()).qualities == c.qualities)   // written back as read
+        #expect(throws: LabstreamConfig.ParseError.self) { try LabstreamConfig.parse("[server \"x\"]\ntype = plex\nurl = http://p\nquality.Movies = 3mbps\n") }
+    }
+
     @Test func parsesServersAndCache() throws {
         let text = """
         # comment

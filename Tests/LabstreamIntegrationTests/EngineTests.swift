@@ -262,6 +262,20 @@ final class EngineRig: @unchecked Sendable {
         #expect(rig.fs.listing(handle) == nil)
     }
 
+    /// A library's quality wins over its server's: a movie pinned with setfattr -v 1 queues a
+    /// 2 Mbit/s copy, an episode of another library its original.
+    @Test func aLibrarysQualityDecidesWhatAPinFetches() throws {
+        let rig = try EngineRig("library-quality") { $0.qualities = ["test/Movies": .capped(megabitsPerSecond: 2)] }
+        rig.transfers.stop()   // only what the pin queues is looked at here
+        let movie = try rig.file(alpha), episode = try rig.file("test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv")
+        try rig.fs.setxattr(movie.ino, name: "user.labstream.pin", value: Array("1".utf8))
+        try rig.fs.setxattr(episode.ino, name: "user.labstream.pin", value: Array("1".utf8))
+        #expect(try rig.index.derivedCopies(of: movie.tree.key).map(\.key.sourceId) == [movie.tree.key.sourceId + "@2mbps"])
+        #expect(try rig.index.download(movie.tree.key)?.pinned != true)
+        #expect(try rig.index.derivedCopies(of: episode.tree.key).isEmpty)
+        #expect(try rig.index.download(episode.tree.key)?.pinned == true)
+    }
+
     @Test func xattrsDescribeFilesAndFolders() throws {
         let rig = try EngineRig("xattr")
         let f = try rig.file(alpha)
