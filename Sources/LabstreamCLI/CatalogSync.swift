@@ -71,4 +71,33 @@ enum CatalogSync {
         if asked > 0 { log.info("sync \(server): \(asked) files had no size in the catalog; the server gave \(learned) of them") }
         return out
     }
+
+    /// One server's sync as the line a user reads: `{server, files}` or `{server, error, code}`
+    /// (the same whether the CLI or the daemon ran it). Errors also go to `failed`.
+    static func report(_ backend: any MediaBackend, server: LabstreamConfig.Server, index: OfflineIndex, log: Logger,
+                       progress: ((String) -> Void)?, failed: (LabstreamError) -> Void = { _ in }) -> [String: Any] {
+        do {
+            let outcome = try run(backend, server: server, index: index, log: log, progress: progress)
+            return ["server": outcome.server, "files": outcome.files]
+        } catch {
+            failed(error)
+            return ["server": server.name, "error": error.userMessage, "code": Int(ExitCode.of(error))]
+        }
+    }
+
+    /// Prints sync results (after progress redrawn in place on a terminal); the exit status is
+    /// that of the last failure.
+    static func printResults(_ results: [[String: Any]], tty: Bool) -> Int32 {
+        var code = ExitCode.ok
+        for r in results {
+            let server = r["server"] as? String ?? "?"
+            if let error = r["error"] as? String {
+                writeToStderr("labstream: sync \(server) failed: \(error) The previous catalog is kept.")
+                code = Int32(r["code"] as? Int ?? Int(ExitCode.software))
+            } else {
+                printOut((tty ? "\r\u{1B}[K" : "") + "\(server): \(r["files"] as? Int ?? 0) files")
+            }
+        }
+        return code
+    }
 }

@@ -86,7 +86,8 @@ enum ControlChannel {
                 ControlChannel.write(client, ["error": "refused: this daemon belongs to uid \(geteuid())", "code": Int(ExitCode.noPerm)])
                 return
             }
-            guard let line = ControlChannel.readLine(client),
+            var reader = LineReader(fd: client)
+            guard let line = reader.next(),
                   let request = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any],
                   let op = request["op"] as? String else {
                 ControlChannel.write(client, ["error": "malformed request", "code": Int(ExitCode.usage)])
@@ -228,19 +229,5 @@ enum ControlChannel {
             pending.removeFirst(min(end + 1, pending.count))
             return line
         }
-    }
-
-    static func readLine(_ fd: Int32, limit: Int = 16 << 20) -> String? {
-        var out: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while out.count < limit {
-            let n = read(fd, &chunk, chunk.count)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            out += chunk[0..<n]
-            if out.last == 10 { break }
-        }
-        guard !out.isEmpty else { return nil }
-        return String(decoding: out.last == 10 ? out.dropLast() : out[...], as: UTF8.self)
     }
 }

@@ -323,13 +323,9 @@ struct Daemon {
                                     "code": Int(ExitCode.noPerm)])
                     continue
                 }
-                do {
-                    let outcome = try CatalogSync.run(backend, server: server, index: index, log: log, progress: progress)
-                    results.append(["server": outcome.server, "files": outcome.files])
-                } catch {
+                results.append(CatalogSync.report(backend, server: server, index: index, log: log, progress: progress) { error in
                     transfers.markUnreachable(server.name, Self.reachability(after: error))
-                    results.append(["server": server.name, "error": describe(error), "code": Int((error as? LabstreamError).map(ExitCode.of) ?? ExitCode.software)])
-                }
+                })
             }
             reload()
             return results

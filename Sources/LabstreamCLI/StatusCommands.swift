@@ -189,31 +189,14 @@ enum SyncCommand {
         if DaemonLock.holder(context.layout) != nil,
            let answer = try ControlChannel.send(context.layout, ["op": "sync", "server": args.positionals.first ?? NSNull()], progress: show),
            let results = answer["results"] as? [[String: Any]] {
-            var code = ExitCode.ok
-            for r in results {
-                let server = r["server"] as? String ?? "?"
-                if let error = r["error"] as? String {
-                    writeToStderr("labstream: sync \(server) failed: \(error) The previous catalog is kept.")
-                    code = Int32(r["code"] as? Int ?? Int(ExitCode.software))
-                } else {
-                    printOut((tty ? "\r\u{1B}[K" : "") + "\(server): \(r["files"] as? Int ?? 0) files")
-                }
-            }
-            return code
+            return CatalogSync.printResults(results, tty: tty)
         }
         let index = try context.openIndex()
-        var failed: CLIError?
-        for backend in backends {
-            do {
-                // Progress of a long sync: redrawn in place on a terminal, a line per step when piped.
-                let outcome = try CatalogSync.run(backend, server: config.server(named: backend.serverName)!, index: index, log: log, progress: show)
-                printOut((tty ? "\r\u{1B}[K" : "") + "\(outcome.server): \(outcome.files) files")
-            } catch {
-                failed = CLIError(error)
-                writeToStderr("labstream: sync \(backend.serverName) failed: \(error.userMessage) The previous catalog is kept.")
-            }
+        // Progress of a long sync: redrawn in place on a terminal, a line per step when piped.
+        let results = backends.map { backend in
+            CatalogSync.report(backend, server: config.server(named: backend.serverName)!, index: index, log: log, progress: show)
         }
-        return failed?.code ?? ExitCode.ok
+        return CatalogSync.printResults(results, tty: tty)
     }
 }
 

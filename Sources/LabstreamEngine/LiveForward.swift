@@ -30,7 +30,7 @@ final class LiveForward: Sendable {
         if let wait = backoff.withLock({ $0[row.key]?.retryAt }), wait > Date() { return .waitUntil(wait) }
         let route = RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: quality, sourceBitrate: base.bitrate))
         if case .embyConvert = route { return engine.prepared.consider(row, base: base, route: route, backend: backend, engine: engine) }
-        guard case .liveForward = route, let _ = backend.liveStreamRequest(for: base, route: route, playSession: "probe") else {
+        guard case .liveForward = route else {
             var failed = row
             failed.status = .failed
             failed.reason = "\(Self.describe(route)) is not supported yet: pin the original, or a quality this server can stream"
@@ -79,7 +79,9 @@ final class LiveForward: Sendable {
             engine.noteChange()
             try makeDirectories(engine.layout.partialsDir)
             let partial = try PartialFile(path: path, size: 0)   // every try starts from byte 0
-            let request = backend.liveStreamRequest(for: base, route: route, playSession: session)!
+            guard let request = backend.liveStreamRequest(for: base, route: route, playSession: session) else {
+                throw LabstreamError.invalidArgument("\(backend.kind.rawValue) has no live streams")
+            }
             engine.log("live copy of \(base.path.joined(separator: "/")) at \(DerivedCopy.parse(row.key)!.quality): started")
             var sinkError: LabstreamError?
             let result: (status: Int, written: Int64)

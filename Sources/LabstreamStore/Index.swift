@@ -256,28 +256,10 @@ public final class OfflineIndex: Sendable {
     }
 
     public func treeFiles(server: String? = nil) throws(LabstreamError) -> [TreeFile] {
-        try read("the catalog") {
-            let rows = try db.query("""
-                SELECT server, item_id, id, size, modified, etag, tree_path, orphaned, bitrate FROM media_sources
-                \(server == nil ? "" : "WHERE server=?") ORDER BY tree_path
-                """, server.map { [.text($0)] } ?? [])
-            let listed = rows.compactMap { r -> TreeFile? in
-                guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let p = r[6].text else { return nil }
-                return TreeFile(path: p.split(separator: "/").map(String.init), key: FileKey(server: s, itemId: i, sourceId: id),
-                                size: r[3].int ?? 0, modified: r[4].int ?? 0, etag: r[5].text, orphaned: (r[7].int ?? 0) != 0,
-                                bitrate: r[8].int.flatMap { Int(exactly: $0) })
-            }
-            // A pinned complete copy of an older version is what is shown until its next version
-            // replaces it (an unpinned one is simply fetched again when read).
-            let kept = Dictionary(try downloads(where: "pinned = 1 AND status IN ('complete', 'unverified')" + (server == nil ? "" : " AND server='\(server!.replacingOccurrences(of: "'", with: "''"))'"))
-                .map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
-            let sources = listed.map { file -> TreeFile in
-                guard let row = kept[file.key], row.isStale(for: file) else { return file }
-                var shown = file
-                shown.size = row.total
-                shown.etag = row.sourceTag
-                return shown
-            }
+        // A pinned complete copy of an older version is what is shown until its next version
+        // replaces it (an unpinned one is simply fetched again when read).
+        let sources = try listedSources(server: server).map { Self.shown($0.file, keeping: $0.kept) ?? $0.file }
+        return try read("the catalog") {
             // Finished copies at another quality appear beside their original.
             let byKey = Dictionary(sources.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
             let finished = try db.query("""
@@ -293,6 +275,35 @@ public final class OfflineIndex: Sendable {
             }
             return sources + copies
         }
+    }
+
+    /// The catalog's media sources as files, each with the pinned complete download row it has,
+    /// if any.
+    func listedSources(server: String?) throws(LabstreamError) -> [(file: TreeFile, kept: DownloadRow?)] {
+        let kept = Dictionary(try downloads(where: "pinned = 1 AND status IN ('complete', 'unverified')" + (server == nil ? "" : " AND server=?"),
+                                            server.map { [.text($0)] } ?? []).map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
+        return try read("the catalog") {
+            try db.query("""
+                SELECT server, item_id, id, size, modified, etag, tree_path, orphaned, bitrate FROM media_sources
+                \(server == nil ? "" : "WHERE server=?") ORDER BY tree_path
+                """, server.map { [.text($0)] } ?? []).compactMap { r -> (TreeFile, DownloadRow?)? in
+                guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let p = r[6].text else { return nil }
+                let file = TreeFile(path: p.split(separator: "/").map(String.init), key: FileKey(server: s, itemId: i, sourceId: id),
+                                    size: r[3].int ?? 0, modified: r[4].int ?? 0, etag: r[5].text, orphaned: (r[7].int ?? 0) != 0,
+                                    bitrate: r[8].int.flatMap { Int(exactly: $0) })
+                return (file, kept[file.key])
+            }
+        }
+    }
+
+    /// `file` as its kept row's older version (the old copy's size and tag), or nil when the row
+    /// is of the catalog's version (or there is none).
+    static func shown(_ file: TreeFile, keeping row: DownloadRow?) -> TreeFile? {
+        guard let row, row.isStale(for: file) else { return nil }
+        var shown = file
+        shown.size = row.total
+        shown.etag = row.sourceTag
+        return shown
     }
 
     /// Forgets a server's catalog. Its download rows and bytes stay; active ones are paused
@@ -329,20 +340,9 @@ public final class OfflineIndex: Sendable {
     /// Pinned files whose complete copy is of an older version than the catalog's: the file as
     /// shown (the old copy) and as the server has it now.
     public func staleVersions() throws(LabstreamError) -> [(shown: TreeFile, current: TreeFile)] {
-        let current = try read("the catalog") {
-            try db.query("SELECT server, item_id, id, size, modified, etag, tree_path, bitrate FROM media_sources WHERE orphaned=0").compactMap { r -> TreeFile? in
-                guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let p = r[6].text else { return nil }
-                return TreeFile(path: p.split(separator: "/").map(String.init), key: FileKey(server: s, itemId: i, sourceId: id),
-                                size: r[3].int ?? 0, modified: r[4].int ?? 0, etag: r[5].text, bitrate: r[7].int.flatMap { Int(exactly: $0) })
-            }
-        }
-        let byKey = Dictionary(current.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
-        return try downloads(where: "pinned = 1 AND status IN ('complete', 'unverified')").compactMap { row in
-            guard let now = byKey[row.key], row.isStale(for: now) else { return nil }
-            var shown = now
-            shown.size = row.total
-            shown.etag = row.sourceTag
-            return (shown, now)
+        try listedSources(server: nil).compactMap { entry in
+            guard !entry.file.orphaned, let shown = Self.shown(entry.file, keeping: entry.kept) else { return nil }
+            return (shown, entry.file)
         }
     }
 
@@ -393,9 +393,9 @@ public final class OfflineIndex: Sendable {
         try downloads(where: "awaiting_validation = 1")
     }
 
-    func downloads(where condition: String) throws(LabstreamError) -> [DownloadRow] {
+    func downloads(where condition: String, _ parameters: [SQLValue] = []) throws(LabstreamError) -> [DownloadRow] {
         try read("download state") {
-            try db.query("SELECT \(Self.downloadColumns) FROM downloads WHERE \(condition) ORDER BY server, item_id, source_id")
+            try db.query("SELECT \(Self.downloadColumns) FROM downloads WHERE \(condition) ORDER BY server, item_id, source_id", parameters)
                 .compactMap(Self.decodeDownload)
         }
     }
