@@ -110,6 +110,35 @@ import Testing
         try m.unmount()
     }
 
+    /// `--token-stdin`: an account token goes through plex.tv's resources (the server's own token
+    /// is stored); with `--url`, a server token is checked against the server and plex.tv is not asked.
+    @Test func plexTokensFromStandardInput() throws {
+        let scratch = Scratch("plex-token")
+        let server = try ServerFixture(kind: .plex, catalog: FixtureCatalog(movies: [], series: []))
+        try server.start()
+        let tv = PlexTVFixture(server: server)
+        try tv.start()
+        defer { server.stop(); tv.stop() }
+        let env = ["LABSTREAM_CONFIG_DIR": scratch.sub("config"), "LABSTREAM_DATA_DIR": scratch.sub("data")]
+        let account = try runProcess(labstreamBinary, ["server", "add", "plex", "home", "--token-stdin", "--plex-tv-url", tv.baseURL],
+                                     environment: env, stdin: tv.userToken)
+        #expect(account.code == 0, "\(account.stderr)")
+        #expect(tv.requestLog.contains("GET /api/v2/resources"))
+        var credentials = try String(contentsOfFile: scratch.path + "/config/credentials", encoding: .utf8)
+        #expect(credentials.contains(server.accessToken) && !credentials.contains(tv.userToken))
+
+        let before = tv.requestLog.count
+        let direct = try runProcess(labstreamBinary, ["server", "add", "plex", "den", "--token-stdin", "--url", server.baseURL, "--plex-tv-url", tv.baseURL],
+                                    environment: env, stdin: server.accessToken)
+        #expect(direct.code == 0, "\(direct.stderr)")
+        #expect(tv.requestLog.count == before)   // plex.tv was not asked
+        let refused = try runProcess(labstreamBinary, ["server", "add", "plex", "bad", "--token-stdin", "--url", server.baseURL],
+                                     environment: env, stdin: "not-a-token")
+        #expect(refused.code == 77, "\(refused.stderr)")
+        credentials = try String(contentsOfFile: scratch.path + "/config/credentials", encoding: .utf8)
+        #expect(!credentials.contains("not-a-token"))
+    }
+
     @Test func aPlexPinThatExpiresSaysSoAndStoresNothing() throws {
         let scratch = Scratch("pin-expire")
         let server = try ServerFixture(kind: .plex, catalog: FixtureCatalog(movies: [], series: []))

@@ -104,6 +104,20 @@ import Testing
         try m.unmount()
     }
 
+    /// A journal that cannot be read is moved aside with a warning, never trusted or emptied.
+    @Test func aDamagedJournalIsMovedAsideAndSaidSo() throws {
+        let scratch = Scratch("journal-damaged")
+        let path = scratch.path + "/cleanup-journal.json"
+        try Data("[{\"kind\": \"stop-enc".utf8).write(to: URL(fileURLWithPath: path))
+        let warnings = LockedBox<[String]>([])
+        let journal = CleanupJournal.open(path: path) { message in warnings.update { $0.append(message) } }
+        #expect(journal.pending.isEmpty)
+        #expect(warnings.get().count == 1 && warnings.get()[0].contains("moved to \(path).damaged"), "\(warnings.get())")
+        #expect(FileManager.default.contents(atPath: path + ".damaged") == Data("[{\"kind\": \"stop-enc".utf8))
+        try journal.add(.init(kind: .stopEncoding, server: "s", session: "x", created: 1))
+        #expect(try CleanupJournal(path: path).pending.map(\.session) == ["x"])
+    }
+
     @Test func aJournaledCleanupIsReplayedAfterACrash() throws {
         let m = try MountedLabstream("live-crash", catalog: Self.clipCatalog)
         try m.mount()
