@@ -18,7 +18,8 @@ ROUTES = {
     "emby-openapi.json": ["/System/Info/Public", "/Users/AuthenticateByName", "/Users/{UserId}/Views", "/Users/{UserId}/Items",
                           "/Shows/{Id}/Seasons", "/Shows/{Id}/Episodes", "/Users/{Id}", "/Users/Query",
                           "/Sync/Jobs", "/Sync/Items/Ready", "/Sync/Jobs/{Id}"],
-    "plex-api-spec.yaml": ["/identity", "/library/sections/all", "/library/sections/{sectionId}/all", "/library/metadata/{ids}"],
+    "plex-api-spec.yaml": ["/identity", "/library/sections/all", "/library/sections/{sectionId}/all", "/library/metadata/{ids}",
+                           "/downloadQueue", "/downloadQueue/{queueId}/add", "/downloadQueue/{queueId}/items/{itemId}"],
     "plex-api-spec-v0.0.3-dereferenced.yaml": ["/pins", "/pins/{pinID}", "/resources"],
 }
 

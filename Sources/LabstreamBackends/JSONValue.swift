@@ -40,6 +40,11 @@ public struct JSONValue: @unchecked Sendable {
     /// integers in another.
     public var text: String? { string ?? int64.map { String($0) } }
 
+    public var double: Double? {
+        guard let n = raw as? NSNumber, !isBoolean(n) else { return nil }
+        return n.doubleValue
+    }
+
     public var array: [JSONValue]? { (raw as? [Any]).map { $0.map(JSONValue.init(raw:)) } }
 
     public var bool: Bool? { raw as? Bool }

@@ -73,6 +73,42 @@ public struct PlexRequests: Sendable {
               start: start, size: size)
     }
 
+    // MARK: Download queue (a server-prepared copy at a capped quality)
+
+    /// `POST /downloadQueue`: this client's queue (created once, then the same one).
+    public func createDownloadQueue(token: String) -> HTTPRequest {
+        var r = get("/downloadQueue", token: token)
+        r.method = "POST"
+        return r
+    }
+
+    /// `POST /downloadQueue/{id}/add`: one part of one item, transcoded over http to at most
+    /// `kilobitsPerSecond` (the spec's bitrates are kbit/s).
+    public func addToDownloadQueue(_ queue: Int, key: String, mediaIndex: Int, partIndex: Int, kilobitsPerSecond: Int, token: String) -> HTTPRequest {
+        var r = get("/downloadQueue/\(queue)/add",
+                    [("keys", key), ("mediaIndex", String(mediaIndex)), ("partIndex", String(partIndex)), ("protocol", "http"),
+                     ("directPlay", "0"), ("directStream", "0"), ("directStreamAudio", "1"), ("location", "lan"),
+                     ("videoBitrate", String(kilobitsPerSecond)), ("peakBitrate", String(kilobitsPerSecond))], token: token)
+        r.method = "POST"
+        return r
+    }
+
+    public func downloadQueueItem(_ queue: Int, item: Int, token: String) -> HTTPRequest {
+        get("/downloadQueue/\(queue)/items/\(item)", token: token)
+    }
+
+    /// The prepared file, by range like a part.
+    public func downloadQueueMedia(_ queue: Int, item: Int, range: ByteRange, validator: Validator?, token: String) -> HTTPRequest {
+        part(key: "/downloadQueue/\(queue)/item/\(item)/media", range: range, validator: validator, token: token)
+    }
+
+    /// `DELETE /downloadQueue/{id}/items/{itemId}`: the server may drop the prepared file.
+    public func removeDownloadQueueItem(_ queue: Int, item: Int, token: String) -> HTTPRequest {
+        var r = get("/downloadQueue/\(queue)/items/\(item)", token: token)
+        r.method = "DELETE"
+        return r
+    }
+
     /// Paging goes in the query (the spec) and the headers (what Plex clients send).
     func paged(_ request: HTTPRequest, start: Int, size: Int) -> HTTPRequest {
         var r = request
@@ -225,6 +261,44 @@ public enum PlexDecode {
             seasonNumber: kind == .episode ? j["parentIndex"].int : nil,
             episodeNumber: kind == .episode ? j["index"].int : nil,
             modified: modified, sources: sources)
+    }
+
+    /// Where a part sits in its item: the `mediaIndex` and `partIndex` the download queue takes.
+    public static func partPosition(_ body: [UInt8], partId: String) throws(LabstreamError) -> (media: Int, part: Int) {
+        let item = try page(body, "/library/metadata/{id}").metadata.first ?? JSONValue(raw: nil)
+        for (m, media) in (item["Media"].array ?? []).enumerated() {
+            for (p, part) in (media["Part"].array ?? []).enumerated() where part["id"].text == partId { return (m, p) }
+        }
+        throw .malformedResponse("/library/metadata/{id} no longer lists part \(partId): sync the catalog and pin again")
+    }
+
+    public static func downloadQueueId(_ body: [UInt8]) throws(LabstreamError) -> Int {
+        guard let id = try json(body, "/downloadQueue")["MediaContainer"]["DownloadQueue"].array?.first?["id"].int else {
+            throw .malformedResponse("/downloadQueue answered no DownloadQueue id")
+        }
+        return id
+    }
+
+    public static func addedQueueItemId(_ body: [UInt8]) throws(LabstreamError) -> Int {
+        guard let id = try json(body, "/downloadQueue/{id}/add")["MediaContainer"]["AddedQueueItems"].array?.first?["id"].int else {
+            throw .malformedResponse("/downloadQueue/{id}/add answered no AddedQueueItems id")
+        }
+        return id
+    }
+
+    public struct QueueItem: Sendable, Hashable {
+        /// deciding, waiting, processing, available, error or expired.
+        public var status: String
+        public var error: String?
+        public var progress: Double?
+    }
+
+    public static func downloadQueueItem(_ body: [UInt8]) throws(LabstreamError) -> QueueItem {
+        let item = try json(body, "/downloadQueue/{id}/items/{itemId}")["MediaContainer"]["DownloadQueueItem"].array?.first ?? JSONValue(raw: nil)
+        guard let status = item["status"].string else {
+            throw .malformedResponse("/downloadQueue/{id}/items/{itemId} answered no DownloadQueueItem status")
+        }
+        return QueueItem(status: status, error: item["error"].string, progress: item["TranscodeSession"]["progress"].double)
     }
 
     /// "1080p", "4K", "SD"… from `videoResolution`, else "Version N".

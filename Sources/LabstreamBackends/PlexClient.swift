@@ -146,7 +146,69 @@ public struct PlexClient: MediaBackend {
     }
 
     public func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest {
-        requests.part(key: file.etag ?? "/library/parts/\(file.key.sourceId)", range: range, validator: validator, token: session.token)
+        if let tag = file.etag, tag.hasPrefix(Self.queuedMediaTag), let job = Self.queueJob(String(tag.dropFirst(Self.queuedMediaTag.count))) {
+            return requests.downloadQueueMedia(job.queue, item: job.item, range: range, validator: validator, token: session.token)
+        }
+        return requests.part(key: file.etag ?? "/library/parts/\(file.key.sourceId)", range: range, validator: validator, token: session.token)
+    }
+
+    // MARK: Server-prepared copies: the download queue
+
+    /// A prepared copy's tag: `downloadqueue:<queue>/<item>` (the file behind `…/item/{id}/media`).
+    static let queuedMediaTag = "downloadqueue:"
+
+    /// A job id is `<queue>/<item>`.
+    static func queueJob(_ job: String) -> (queue: Int, item: Int)? {
+        let parts = job.split(separator: "/")
+        guard parts.count == 2, let queue = Int(parts[0]), let item = Int(parts[1]) else { return nil }
+        return (queue, item)
+    }
+
+    public func startPreparation(of file: TreeFile, route: Route) throws(LabstreamError) -> String {
+        guard case .plexOptimize(let bitsPerSecond) = route else { throw .invalidArgument("Plex prepares only capped copies") }
+        let position = try PlexDecode.partPosition(get(requests.metadata(file.key.itemId, token: session.token), "/library/metadata/{id}"),
+                                                   partId: file.key.remoteSourceId)
+        let queue = try PlexDecode.downloadQueueId(get(requests.createDownloadQueue(token: session.token), "/downloadQueue"))
+        let added = try get(requests.addToDownloadQueue(queue, key: "/library/metadata/\(file.key.itemId)", mediaIndex: position.media,
+                                                        partIndex: position.part, kilobitsPerSecond: bitsPerSecond / 1000, token: session.token),
+                            "/downloadQueue/{id}/add")
+        return "\(queue)/\(try PlexDecode.addedQueueItemId(added))"
+    }
+
+    public func preparation(job: String) throws(LabstreamError) -> Preparation {
+        guard let (queue, item) = Self.queueJob(job) else { return .failed("'\(job)' is not a Plex download queue item") }
+        let answer = try transport.call(requests.downloadQueueItem(queue, item: item, token: session.token))
+        if answer.status == 404 { return .failed("Plex no longer knows download queue item \(job) (removed or expired)") }
+        let state = try PlexDecode.downloadQueueItem(Self.expectOK(answer, "/downloadQueue/{id}/items/{itemId}"))
+        switch state.status {
+        case "available":
+            // Its size: a one-byte ranged GET answers `Content-Range: bytes 0-0/<size>`.
+            let probe = try transport.call(requests.downloadQueueMedia(queue, item: item, range: ByteRange(0, 1), validator: nil, token: session.token))
+            guard probe.status == 206, let header = probe.header("Content-Range"), let total = ContentRange(header: header)?.total else {
+                return .failed("Plex's prepared file for item \(job) does not answer ranged requests (HTTP \(probe.status)); pin the original instead")
+            }
+            return .ready(tag: Self.queuedMediaTag + job, size: total)
+        case "error":
+            return .failed("Plex could not prepare item \(job): \(state.error ?? "the transcode failed")")
+        case "expired":
+            return .failed("Plex's prepared file for item \(job) expired before it was fetched; retry to prepare it again")
+        default:
+            let progress = state.progress.map { " \(Int($0))%" } ?? ""
+            return .running("Plex is preparing the copy (download queue item \(job): \(state.status)\(progress))")
+        }
+    }
+
+    /// The file arrived: the queue item goes, so the server can drop its transcode.
+    public func finishPreparation(job: String, tag: String) throws(LabstreamError) {
+        guard let request = cancelPreparationRequest(job: job) else { return }
+        let answer = try transport.call(request)
+        guard (200..<300).contains(answer.status) || answer.status == 404 else {
+            throw .serverUnavailable("DELETE /downloadQueue/{id}/items/{itemId} answered HTTP \(answer.status)")
+        }
+    }
+
+    public func cancelPreparationRequest(job: String) -> HTTPRequest? {
+        Self.queueJob(job).map { requests.removeDownloadQueueItem($0.queue, item: $0.item, token: session.token) }
     }
 
     func get(_ request: HTTPRequest, _ what: String) throws(LabstreamError) -> [UInt8] {

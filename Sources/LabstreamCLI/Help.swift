@@ -106,8 +106,8 @@ enum Help {
 
     --quality original|20mbps|10mbps|5mbps|2mbps|1mbps (default: the server's `quality`) keeps
     a server-made copy at that bitrate when the original exceeds it: a Jellyfin live transcode
-    (restarted from the beginning if interrupted) or an Emby Convert job (preparing, then fetched
-    in ranges). It appears beside the original as "Title (Year) - 10mbps.mkv" once complete;
+    (restarted from the beginning if interrupted), an Emby Convert job (preparing, then fetched
+    in ranges) or a Plex download-queue item (queued, then fetched in ranges). It appears beside the original as "Title (Year) - 10mbps.mkv" once complete;
     user.labstream.copies on the original shows its state.
 
     These commands reach the daemon through DATA_DIR/control.sock (0600). With no daemon running,

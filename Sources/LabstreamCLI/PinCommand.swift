@@ -39,7 +39,14 @@ enum PinCommand {
             for e in entries {
                 let copies = StatusCommand.xattr(e.path, "copies") ?? ""
                 let mine = copies.split(separator: ";").first { $0.hasPrefix(quality.description + "=") }
-                states.append((e.path, mine.map { String($0.split(separator: "=").last ?? "") } ?? e.state))
+                var state = mine.map { String($0.split(separator: "=").last ?? "") } ?? e.state
+                if state == "unverified" {
+                    // Its bytes are all there; the playback check may still be running.
+                    let copy = (e.path as NSString).deletingLastPathComponent + "/"
+                        + DerivedCopy.fileName(besides: (e.path as NSString).lastPathComponent, quality: quality)
+                    if StatusCommand.xattr(copy, "reason") == StatusReason.awaitingValidation { state = "validating" }
+                }
+                states.append((e.path, state))
             }
             let done = states.filter { $0.state == "complete" || $0.state == "unverified" }.count
             let failed = states.filter { $0.state == "failed" }

@@ -29,14 +29,10 @@ final class LiveForward: Sendable {
               let base = engine.catalog.withLock({ $0[baseKey] }) else { return .idle }
         if let wait = backoff.withLock({ $0[row.key]?.retryAt }), wait > Date() { return .waitUntil(wait) }
         let route = RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: quality, sourceBitrate: base.bitrate))
-        if case .embyConvert = route { return engine.prepared.consider(row, base: base, route: route, backend: backend, engine: engine) }
-        guard case .liveForward = route else {
-            var failed = row
-            failed.status = .failed
-            failed.reason = "\(Self.describe(route)) is not supported yet: pin the original, or a quality this server can stream"
-            _ = try? engine.index.saveDownload(failed, now: engine.now())
-            engine.noteChange()
-            return .idle
+        switch route {
+        case .embyConvert, .plexOptimize: return engine.prepared.consider(row, base: base, route: route, backend: backend, engine: engine)
+        case .liveForward: break
+        case .staticOriginal, .staticVersion, .staticPrepared: return .idle   // not a derived copy's route
         }
         let session = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         runs.withLock { $0[row.key] = Run(session: session) }
@@ -54,7 +50,7 @@ final class LiveForward: Sendable {
     static func describe(_ route: Route) -> String {
         switch route {
         case .embyConvert(let bps): return "an Emby Convert job at \(bps / 1_000_000) Mbit/s"
-        case .plexOptimize(let bps): return "a Plex optimized version at \(bps / 1_000_000) Mbit/s"
+        case .plexOptimize(let bps): return "a Plex download-queue transcode at \(bps / 1_000_000) Mbit/s"
         default: return "this route"
         }
     }

@@ -4,10 +4,11 @@ import LabstreamCore
 import LabstreamStore
 import Synchronization
 
-/// Copies the server prepares first (Emby Convert): the row waits `preparing` while the job
-/// runs, its job id persisted so that polling resumes after a restart; once the server has the
-/// file it is an ordinary static transfer (closed ranges, durable checkpoints) of that file.
-/// The job is journaled for cancellation until its file has arrived and the server was told.
+/// Copies the server prepares first (an Emby Convert job, a Plex download-queue item): the row
+/// waits (`preparing` for Emby, `queued` for Plex, as the route says) while the job runs, its
+/// job id persisted so that polling resumes after a restart; once the server has the file it is
+/// an ordinary static transfer (closed ranges, durable checkpoints) of that file. The job is
+/// journaled for cancellation until its file has arrived and the server was told.
 final class PreparedCopies: Sendable {
     static let pollInterval = 1.0
     let nextPoll = Mutex<[FileKey: Date]>([:])
@@ -19,14 +20,14 @@ final class PreparedCopies: Sendable {
                 let id = try backend.startPreparation(of: base, route: route)
                 try engine.journal.add(.init(kind: .cancelJob, server: row.key.server, session: id, created: engine.now()))
                 row.job = id
-                row.status = .preparing
+                row.status = route.waitingStatus
                 row.reason = "the server is preparing the copy (job \(id))"
                 _ = try engine.index.saveDownload(row, now: engine.now())
                 engine.log("\(base.path.joined(separator: "/")): server job \(id) started for \(LiveForward.describe(route))")
                 engine.noteChange()
                 return schedule(row.key)
             }
-            if row.status == .preparing {
+            if row.sourceTag == nil {   // no prepared file yet
                 if let due = nextPoll.withLock({ $0[row.key] }), due > Date() { return .waitUntil(due) }
                 switch try backend.preparation(job: job) {
                 case .running(let what):
@@ -42,8 +43,10 @@ final class PreparedCopies: Sendable {
                     _ = try engine.index.saveDownload(row, now: engine.now())
                     engine.log("\(base.path.joined(separator: "/")): server job \(job) is ready (\(size) bytes)")
                 case .failed(let why):
+                    // The job is over: pinning again starts a new one.
                     row.status = .failed
                     row.reason = why
+                    row.job = nil
                     _ = try engine.index.saveDownload(row, now: engine.now())
                     engine.log("\(base.path.joined(separator: "/")): \(why)")
                     Self.cancel(.init(kind: .cancelJob, server: row.key.server, session: job, created: 0), backend: backend, engine: engine)

@@ -1,7 +1,7 @@
 import Foundation
 import LabstreamCore
 
-/// One Emby Sync (Convert) job of the fixture.
+/// One server-side job of the fixture: an Emby Sync (Convert) job or a Plex download-queue item.
 struct SyncJob: Sendable {
     var itemId: String
     var targetId: String
@@ -11,6 +11,8 @@ struct SyncJob: Sendable {
     var transferred = false
     var cancelled = false
     var failed = false
+    /// Plex: the `keys` entry the item was added with.
+    var key: String? = nil
 }
 
 /// Emby's Sync API as its 4.8 spec describes it: `POST /Sync/Jobs`, `/Sync/Items/Ready`,
@@ -25,8 +27,8 @@ extension ServerFixture {
     public var transferredSyncJobs: [Int] { state.withLock { $0.syncJobs.filter { $0.value.transferred }.map(\.key).sorted() } }
     public var cancelledSyncJobs: [Int] { state.withLock { $0.syncJobs.filter { $0.value.cancelled }.map(\.key).sorted() } }
     public var syncFileRequests: [LoggedRequest] { requestLog.filter { $0.path.hasPrefix("/Sync/JobItems/") && $0.path.hasSuffix("/File") } }
-    /// Every job fails from now on (as a conversion error would).
-    public func failSyncJobs() { state.withLock { $0.failSyncJobs = true } }
+    /// Every job (Emby Convert, Plex download queue) fails from now on, as a transcode error would.
+    public func failSyncJobs(_ failing: Bool = true) { state.withLock { $0.failSyncJobs = failing } }
 
     func syncRoute(_ request: HTTPServer.Request, parts: [String], fault: FixtureFault?, logIndex: Int) -> HTTPServer.Response? {
         guard parts.first == "Sync" else { return nil }
@@ -120,8 +122,15 @@ extension ServerFixture {
     func convert(_ id: Int) -> String? {
         guard let job = state.withLock({ $0.syncJobs[id] }) else { return nil }
         if let done = job.output { return done }
+        guard let out = transcode(job, name: "sync-\(id)") else { return nil }
+        state.withLock { $0.syncJobs[id]?.output = out }
+        return out
+    }
+
+    /// A server-side transcode of `job`'s source at its bitrate, into a temporary Matroska file.
+    func transcode(_ job: SyncJob, name: String) -> String? {
         guard let file = filesById[job.itemId] else { return nil }
-        let out = NSTemporaryDirectory() + "labstream-sync-\(getpid())-\(id).mkv"
+        let out = NSTemporaryDirectory() + "labstream-\(name)-\(getpid()).mkv"
         let ffmpeg = Process()
         ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
         ffmpeg.arguments = ["-v", "error", "-nostdin", "-y", "-i", file, "-c:v", "libx264", "-preset", "ultrafast", "-b:v", String(job.bitrate),
@@ -131,8 +140,6 @@ extension ServerFixture {
         ffmpeg.standardError = FileHandle.nullDevice
         guard (try? ffmpeg.run()) != nil else { return nil }
         ffmpeg.waitUntilExit()
-        guard ffmpeg.terminationStatus == 0 else { return nil }
-        state.withLock { $0.syncJobs[id]?.output = out }
-        return out
+        return ffmpeg.terminationStatus == 0 ? out : nil
     }
 }

@@ -142,6 +142,9 @@ public final class ServerFixture: Sendable {
         var nextRequestId = 0
         /// Emby Sync (Convert) jobs by id.
         var syncJobs: [Int: SyncJob] = [:]
+        /// Plex download-queue items by id (all in queue 1).
+        var queueItems: [Int: SyncJob] = [:]
+        /// Every server-side job (Emby Convert, Plex download queue) fails.
         var failSyncJobs = false
         /// Play sessions whose encoding a client stopped (`DELETE /Videos/ActiveEncodings`).
         var stoppedSessions: [String] = []
@@ -334,6 +337,7 @@ public final class ServerFixture: Sendable {
         let m = request.method
         let response: HTTPServer.Response
         if kind == .plex {
+            if authorized, let answer = downloadQueueRoute(request, parts: parts, fault: fault, logIndex: logIndex) { return answer }
             if let answer = plexRoute(request, parts: parts, authorized: authorized, fault: fault, logIndex: logIndex) { return answer }
             response = .json("{\"errors\":[{\"code\":1001,\"message\":\"Not Found\"}]}", status: 404)
         } else if m == "GET" && parts == ["System", "Info", "Public"] {

@@ -29,6 +29,33 @@ import Testing
         #expect(PlexDecode.item(JSONValue(raw: ["ratingKey": "1", "type": "track"])) == nil)
     }
 
+    /// The download queue: which part to add, what the server says of the item, and the
+    /// request the copy sends (kbit/s, the token only in its header).
+    @Test func downloadQueueAnswersAndRequests() throws {
+        let metadata = bytes("""
+        {"MediaContainer":{"Metadata":[{"ratingKey":"42","type":"movie","Media":[{"Part":[{"id":101}]},{"Part":[{"id":102},{"id":103}]}]}]}}
+        """)
+        #expect(try PlexDecode.partPosition(metadata, partId: "103") == (media: 1, part: 1))
+        #expect(throws: LabstreamError.self) { try PlexDecode.partPosition(metadata, partId: "999") }
+        #expect(try PlexDecode.downloadQueueId(bytes(#"{"MediaContainer":{"DownloadQueue":[{"id":7,"status":"done"}]}}"#)) == 7)
+        #expect(try PlexDecode.addedQueueItemId(bytes(#"{"MediaContainer":{"AddedQueueItems":[{"id":31,"key":"/library/metadata/42"}]}}"#)) == 31)
+        #expect(throws: LabstreamError.self) { try PlexDecode.addedQueueItemId(bytes(#"{"MediaContainer":{}}"#)) }
+        let failed = try PlexDecode.downloadQueueItem(bytes(#"{"MediaContainer":{"DownloadQueueItem":[{"id":31,"status":"error","error":"no space"}]}}"#))
+        #expect(failed.status == "error" && failed.error == "no space")
+        let running = try PlexDecode.downloadQueueItem(bytes(#"{"MediaContainer":{"DownloadQueueItem":[{"status":"processing","TranscodeSession":{"progress":41.5}}]}}"#))
+        #expect(running.progress == 41.5)
+        #expect(throws: LabstreamError.self) { try PlexDecode.downloadQueueItem(bytes(#"{"MediaContainer":{"DownloadQueueItem":[]}}"#)) }
+
+        let requests = PlexRequests(baseURL: "http://pms:32400/", identity: ClientIdentity(device: "d", deviceId: "id-1"))
+        let add = requests.addToDownloadQueue(7, key: "/library/metadata/42", mediaIndex: 1, partIndex: 0, kilobitsPerSecond: 2000, token: "secret")
+        #expect(add.method == "POST" && add.url.hasPrefix("http://pms:32400/downloadQueue/7/add?keys=%2Flibrary%2Fmetadata%2F42&mediaIndex=1&partIndex=0"))
+        #expect(add.url.contains("videoBitrate=2000") && !add.url.contains("secret"))
+        #expect(add.headers.contains(HTTPRequest.Header("X-Plex-Token", "secret")))
+        let media = requests.downloadQueueMedia(7, item: 31, range: ByteRange(0, 10), validator: nil, token: "secret")
+        #expect(media.url == "http://pms:32400/downloadQueue/7/item/31/media" && media.headers.contains(HTTPRequest.Header("Range", "bytes=0-9")))
+        #expect(requests.removeDownloadQueueItem(7, item: 31, token: "secret").method == "DELETE")
+    }
+
     @Test func malformedContainersAreClearErrors() {
         for body in ["{\"MediaContainer\":{\"Metadata\":5}}", "{\"errors\":[]}", "<MediaContainer/>", ""] {
             #expect(throws: LabstreamError.self) { try PlexDecode.page(self.bytes(body), "/library/sections/1/all") }

@@ -88,8 +88,40 @@ import Testing
         try m.unmount()
     }
 
-    @Test func aFailedConvertJobFailsTheCopyWithItsReason() throws {
-        let m = try MountedLabstream("convert-fail", kind: .emby, catalog: Self.clipCatalog)
+    /// Plex transcodes go through its download queue: the row stays `queued` (the server's
+    /// state as its reason) with the queue item persisted, polling resumes after a restart (no
+    /// second item), the prepared file is fetched in ranges, and the item is then removed.
+    @Test func aPlexDownloadQueueItemSurvivesARestart() throws {
+        let m = try MountedLabstream("plex-queue", kind: .plex, catalog: Self.clipCatalog, probe: true)
+        try m.mount()
+        #expect(try m.cli(["pin", "--quality", "2mbps", m.path(Self.original)]).code == 0)
+        #expect(eventually { m.fixture.queueItemCount == 1 })
+        #expect(StatusCommandXattr.get(m.path(Self.original), "copies") == "2mbps=queued")
+        let add = try #require(m.fixture.queueAddRequests.first)
+        #expect(add.authorized && add.query["keys"]?.hasPrefix("/library/metadata/") == true)
+        #expect(add.query["mediaIndex"] == "0" && add.query["partIndex"] == "0" && add.query["protocol"] == "http")
+        #expect(add.query["videoBitrate"] == "2000")   // the spec's kbit/s
+        try m.unmount()
+
+        try m.mount()   // polling resumes with the persisted queue item
+        let wait = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
+        #expect(wait.code == 0, "\(wait.stderr)")
+        #expect(m.fixture.queueItemCount == 1)
+        let files = m.fixture.queueMediaRequests
+        #expect(!files.isEmpty && files.allSatisfy { $0.range != nil && $0.authorized })
+        #expect(eventually { m.fixture.removedQueueItems == [500] })
+        #expect(eventually { ((try? journal(m).count) ?? 1) == 0 })
+        #expect(FileManager.default.fileExists(atPath: m.path(Self.copy)))
+        #expect(StatusCommandXattr.get(m.path(Self.original), "copies") == "2mbps=complete", "\(StatusCommandXattr.get(m.path(Self.copy), "reason") ?? "")")
+        let probe = try runProcess("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=format_name", "-of", "csv=p=0", m.path(Self.copy)])
+        #expect(probe.code == 0 && probe.stdout.contains("matroska"), "\(probe.stderr)")
+        #expect(m.fixture.downloadRequests.isEmpty)   // the original part was never fetched
+        try m.unmount()
+    }
+
+    @Test(arguments: [ServerFixture.Kind.emby, .plex])
+    func aFailedServerJobFailsTheCopyWithItsReasonAndAPinStartsAnother(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("job-fail-\(kind)", kind: kind, catalog: Self.clipCatalog)
         try m.mount()
         m.fixture.failSyncJobs()
         let pin = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
@@ -98,9 +130,18 @@ import Testing
         let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
         let key = try #require(try index.treeFiles().first { $0.path.last == "Clip (2020).mkv" }?.key)
         let reason = try index.derivedCopies(of: key).first?.reason ?? ""
-        #expect(reason.contains("Convert job 100 ended Failed"), "\(reason)")
-        #expect(m.fixture.cancelledSyncJobs == [100])   // the failed job is cleaned up on the server
+        let expected = kind == .emby ? "Convert job 100 ended Failed" : "Plex could not prepare item 1/500: the transcoder exited with an error"
+        #expect(reason.contains(expected), "\(reason)")
+        // The failed job is cleaned up on the server.
+        #expect(kind == .emby ? m.fixture.cancelledSyncJobs == [100] : m.fixture.removedQueueItems == [500])
         #expect(try journal(m).isEmpty)
+
+        // Pinning again starts a new job, which this time succeeds.
+        m.fixture.failSyncJobs(false)
+        let again = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
+        #expect(again.code == 0, "\(again.stderr)")
+        #expect((kind == .emby ? m.fixture.syncJobCount : m.fixture.queueItemCount) == 2)
+        #expect(FileManager.default.fileExists(atPath: m.path(Self.copy)))
         try m.unmount()
     }
 

@@ -151,7 +151,11 @@ import Testing
     /// `/library/metadata/{ids}` and are checked against that.
     @Test func thePlexFixtureAnswersAsItsSpecSays() throws {
         let scratch = Scratch("spec-plex")
-        let fixture = try ServerFixture(kind: .plex, catalog: testCatalog(in: scratch.sub("m")))
+        var catalog = testCatalog(in: scratch.sub("m"))
+        // Download-queue transcodes need real media.
+        try DemoMedia.generate(path: scratch.path + "/m/clip.mkv", seconds: 2, size: "320x240")
+        catalog.movies.append(.init(title: "Clip", year: 2020, file: scratch.path + "/m/clip.mkv", container: "mkv"))
+        let fixture = try ServerFixture(kind: .plex, catalog: catalog)
         try fixture.start()
         defer { fixture.stop() }
         let spec = try Spec("plex-api-spec.json")
@@ -176,7 +180,31 @@ import Testing
             let problems = spec.check(try get(request.url, request.headers), schema, at: route)
             #expect(problems.isEmpty, "\(route): \(problems.prefix(5))")
         }
+        // The download queue, as the copy at a capped quality drives it: create, add, poll until available.
+        let movies = try get(calls[2].1.url, calls[2].1.headers) as? [String: Any]
+        let clip = try #require(((movies?["MediaContainer"] as? [String: Any])?["Metadata"] as? [[String: Any]])?.first { $0["title"] as? String == "Clip" })
+        let clipKey = try #require(clip["ratingKey"] as? String)
+        let create = requests.createDownloadQueue(token: token)
+        let queue = try get(create.url, create.headers, method: "POST")
+        #expect(spec.check(queue, try #require(spec.responseSchema("post", "/downloadQueue")), at: "/downloadQueue").isEmpty)
+        let queueId = try PlexDecode.downloadQueueId(try JSONSerialization.data(withJSONObject: queue).map { $0 })
+        let add = requests.addToDownloadQueue(queueId, key: "/library/metadata/\(clipKey)", mediaIndex: 0, partIndex: 0, kilobitsPerSecond: 1000, token: token)
+        let added = try get(add.url, add.headers, method: "POST")
+        #expect(spec.check(added, try #require(spec.responseSchema("post", "/downloadQueue/{queueId}/add")), at: "add").isEmpty)
+        let itemId = try PlexDecode.addedQueueItemId(try JSONSerialization.data(withJSONObject: added).map { $0 })
+        let itemSchema = try #require(spec.responseSchema("get", "/downloadQueue/{queueId}/items/{itemId}"))
+        var statuses: [String] = []
+        for _ in 0..<ServerFixture.readyAfterPolls {
+            let poll = requests.downloadQueueItem(queueId, item: itemId, token: token)
+            let answer = try get(poll.url, poll.headers)
+            let problems = spec.check(answer, itemSchema, at: "items/{itemId}")
+            #expect(problems.isEmpty, "\(problems.prefix(5))")
+            statuses.append(try PlexDecode.downloadQueueItem(try JSONSerialization.data(withJSONObject: answer).map { $0 }).status)
+        }
+        #expect(statuses.last == "available", "\(statuses)")
+
         // The Plex schemas are really consulted: a drifted answer is caught.
+        #expect(!spec.check(["MediaContainer": ["DownloadQueueItem": [["status": "ready"]]]], itemSchema, at: "$").isEmpty)
         let metadata = try #require(spec.responseSchema("get", "/library/metadata/{ids}"))
         #expect(!spec.check(["MediaContainer": ["Metadata": [["ratingKey": 5, "frobnicated": true]]]], metadata, at: "$").isEmpty)
     }
