@@ -82,12 +82,12 @@ public struct PlexRequests: Sendable {
         return r
     }
 
-    /// `POST /downloadQueue/{id}/add`: one part of one item, transcoded over http to at most
-    /// `kilobitsPerSecond` (the spec's bitrates are kbit/s).
+    /// `POST /downloadQueue/{id}/add`: one part of one item over http at most `kilobitsPerSecond`
+    /// (the spec's bitrates are kbit/s); streams that fit are copied, not transcoded.
     public func addToDownloadQueue(_ queue: Int, key: String, mediaIndex: Int, partIndex: Int, kilobitsPerSecond: Int, token: String) -> HTTPRequest {
         var r = get("/downloadQueue/\(queue)/add",
                     [("keys", key), ("mediaIndex", String(mediaIndex)), ("partIndex", String(partIndex)), ("protocol", "http"),
-                     ("directPlay", "0"), ("directStream", "0"), ("directStreamAudio", "1"), ("location", "lan"),
+                     ("directPlay", "0"), ("directStream", "1"), ("directStreamAudio", "1"), ("location", "lan"),
                      ("videoBitrate", String(kilobitsPerSecond)), ("peakBitrate", String(kilobitsPerSecond))], token: token)
         r.method = "POST"
         return r

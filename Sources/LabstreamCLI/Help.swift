@@ -104,10 +104,12 @@ enum Help {
     one JSON object per line. unpin stops background filling and
     keeps the bytes already present. The same works with: setfattr -n user.labstream.pin -v 1 PATH
 
-    --quality original|20mbps|10mbps|5mbps|2mbps|1mbps (default: the server's `quality`) keeps
-    a server-made copy at that bitrate when the original exceeds it: a Jellyfin live transcode
-    (restarted from the beginning if interrupted), an Emby Convert job (preparing, then fetched
-    in ranges) or a Plex download-queue item (queued, then fetched in ranges). It appears beside the original as "Title (Year) - 10mbps.mkv" once complete;
+    --quality original|remux|20mbps|10mbps|5mbps|2mbps|1mbps (default: the server's `quality`)
+    keeps a server-made copy at that bitrate when the original exceeds it, or (remux) the
+    original's streams in Matroska when it is in another container: a Jellyfin or Emby live
+    stream (restarted from the beginning if interrupted), an Emby Convert job for a capped copy
+    (preparing, then fetched in ranges) or a Plex download-queue item (queued, then fetched in
+    ranges). It appears beside the original as "Title (Year) - 10mbps.mkv" once complete;
     user.labstream.copies on the original shows its state.
 
     These commands reach the daemon through DATA_DIR/control.sock (0600). With no daemon running,

@@ -14,7 +14,7 @@ enum PinCommand {
         guard !args.positionals.isEmpty else { throw UsageError("usage: labstream \(pin ? "pin" : "unpin") PATH…") }
         let quality = try args.value("--quality").map { text throws(UsageError) -> Quality in
             guard pin else { throw UsageError("--quality goes with pin, not unpin") }
-            guard let q = Quality(text) else { throw UsageError("--quality takes original, 20mbps, 10mbps, 5mbps, 2mbps or 1mbps") }
+            guard let q = Quality(text) else { throw UsageError("--quality takes \(Quality.spellings)") }
             return q
         }
         let value = pin ? quality?.description ?? "1" : "0"

@@ -135,6 +135,12 @@ public struct TreeFile: Sendable, Hashable {
         self.modified = modified
         self.etag = etag
     }
+
+    /// The container, from the file name's extension (names are built from it).
+    public var container: String? {
+        guard let name = path.last, let dot = name.lastIndex(of: "."), name.index(after: dot) < name.endIndex else { return nil }
+        return name[name.index(after: dot)...].lowercased()
+    }
 }
 
 /// One attempt at downloading a file. Work started under an older attempt may not change the

@@ -114,12 +114,12 @@ public struct LabstreamConfig: Sendable, Hashable {
                 case "user": config.servers[i].user = value.isEmpty ? nil : value
                 case "quality":
                     guard let q = Quality(value) else {
-                        throw ParseError(line: lineNo, message: "quality must be original, 20mbps, 10mbps, 5mbps, 2mbps or 1mbps")
+                        throw ParseError(line: lineNo, message: "quality must be \(Quality.spellings)")
                     }
                     config.servers[i].quality = q
                 case let k where k.hasPrefix("quality.") && k.count > "quality.".count:
                     guard let q = Quality(value) else {
-                        throw ParseError(line: lineNo, message: "\(k) must be original, 20mbps, 10mbps, 5mbps, 2mbps or 1mbps")
+                        throw ParseError(line: lineNo, message: "\(k) must be \(Quality.spellings)")
                     }
                     config.servers[i].libraryQualities[String(k.dropFirst("quality.".count))] = q
                 case "token", "password", "access_token", "api_key":

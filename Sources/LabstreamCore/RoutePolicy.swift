@@ -4,17 +4,21 @@ public enum BackendKind: String, Sendable, Hashable, CaseIterable {
     case jellyfin, emby, plex
 }
 
-/// The quality a copy is fetched at: the original bytes, or a bitrate cap.
+/// The quality a copy is fetched at: the original bytes, the original's streams in Matroska
+/// (for containers that seek badly or that players refuse: AVI, MPEG-TS, WMV…), or a bitrate cap.
 public enum Quality: Sendable, Hashable, CustomStringConvertible {
     case original
+    case remux
     case capped(megabitsPerSecond: Int)
 
     public static let allowedCaps = [20, 10, 5, 2, 1]
+    public static let spellings = "original, remux, 20mbps, 10mbps, 5mbps, 2mbps or 1mbps"
 
-    /// `original`, `20mbps`, `10mbps`, `5mbps`, `2mbps` or `1mbps`.
+    /// `original`, `remux`, `20mbps`, `10mbps`, `5mbps`, `2mbps` or `1mbps`.
     public init?(_ text: String) {
         let t = text.lowercased()
         if t == "original" { self = .original; return }
+        if t == "remux" { self = .remux; return }
         guard t.hasSuffix("mbps"), let n = Int(t.dropLast(4)), Self.allowedCaps.contains(n) else { return nil }
         self = .capped(megabitsPerSecond: n)
     }
@@ -22,6 +26,7 @@ public enum Quality: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .original: return "original"
+        case .remux: return "remux"
         case .capped(let n): return "\(n)mbps"
         }
     }
@@ -38,21 +43,27 @@ public struct RouteRequest: Sendable, Hashable {
     public var quality: Quality
     /// The source's bitrate when the server reports it (bits per second).
     public var sourceBitrate: Int?
+    /// The original's container (its file extension), when known.
+    public var sourceContainer: String?
     /// The user named an existing version (a file of the tree), not a quality.
     public var explicitVersion: Bool
-    /// The original cannot be kept as is but its streams can (a container change only).
-    public var needsRemuxOnly: Bool
-    /// A server-side preparation (Plex optimizer, Emby Convert) for this quality has finished.
+    /// A server-side preparation (Plex download queue, Emby Convert) for this quality has finished.
     public var preparedOutputReady: Bool
 
-    public init(backend: BackendKind, quality: Quality = .original, sourceBitrate: Int? = nil, explicitVersion: Bool = false,
-                needsRemuxOnly: Bool = false, preparedOutputReady: Bool = false) {
+    public init(backend: BackendKind, quality: Quality = .original, sourceBitrate: Int? = nil, sourceContainer: String? = nil,
+                explicitVersion: Bool = false, preparedOutputReady: Bool = false) {
         self.backend = backend
         self.quality = quality
         self.sourceBitrate = sourceBitrate
+        self.sourceContainer = sourceContainer
         self.explicitVersion = explicitVersion
-        self.needsRemuxOnly = needsRemuxOnly
         self.preparedOutputReady = preparedOutputReady
+    }
+
+    /// A remux is asked for and the original is not Matroska already (an unknown container is
+    /// remuxed rather than guessed to be one).
+    public var needsRemuxOnly: Bool {
+        quality == .remux && sourceContainer?.lowercased() != DerivedCopy.container
     }
 }
 
@@ -66,7 +77,7 @@ public enum Route: Sendable, Hashable {
     /// A forward-only server stream (remux, or transcode at `bitsPerSecond`): no byte-offset
     /// resume; an interruption restarts it from byte 0 under a new attempt.
     case liveForward(remux: Bool, bitsPerSecond: Int?)
-    /// Plex optimizer: the row stays `queued` until the output is ready.
+    /// Plex download queue (its optimizer): the row stays `queued` until the output is ready.
     case plexOptimize(bitsPerSecond: Int)
     /// Emby Convert (a Sync job): the row is `preparing` until the output is ready.
     case embyConvert(bitsPerSecond: Int)

@@ -28,7 +28,8 @@ final class LiveForward: Sendable {
               engine.reachability(of: row.key.server) == .online,
               let base = engine.catalog.withLock({ $0[baseKey] }) else { return .idle }
         if let wait = backoff.withLock({ $0[row.key]?.retryAt }), wait > Date() { return .waitUntil(wait) }
-        let route = RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: quality, sourceBitrate: base.bitrate))
+        let route = RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: quality, sourceBitrate: base.bitrate,
+                                                        sourceContainer: base.container))
         switch route {
         case .embyConvert, .plexOptimize: return engine.prepared.consider(row, base: base, route: route, backend: backend, engine: engine)
         case .liveForward: break
@@ -50,7 +51,7 @@ final class LiveForward: Sendable {
     static func describe(_ route: Route) -> String {
         switch route {
         case .embyConvert(let bps): return "an Emby Convert job at \(bps / 1_000_000) Mbit/s"
-        case .plexOptimize(let bps): return "a Plex download-queue transcode at \(bps / 1_000_000) Mbit/s"
+        case .plexOptimize(let bps): return "a Plex download-queue copy at up to \(bps / 1_000_000) Mbit/s"
         default: return "this route"
         }
     }

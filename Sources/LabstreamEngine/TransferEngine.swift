@@ -157,7 +157,8 @@ public final class TransferEngine: Sendable {
             let library = file.path.count > 1 ? settings.qualities[file.key.server + "/" + file.path[1]] : nil
             let wanted = quality ?? library ?? settings.qualities[file.key.server] ?? .original
             if wanted != .original, DerivedCopy.parse(file.key) == nil, let backend = backend(for: file.key.server),
-               RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: wanted, sourceBitrate: file.bitrate)) != .staticOriginal {
+               RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: wanted, sourceBitrate: file.bitrate,
+                                                  sourceContainer: file.container)) != .staticOriginal {
                 rowsFor.append(TreeFile(path: [], key: DerivedCopy.key(of: file.key, quality: wanted), size: 0, modified: file.modified, etag: nil))
             } else {
                 rowsFor.append(file)

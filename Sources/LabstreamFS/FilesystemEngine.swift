@@ -275,7 +275,7 @@ public final class FilesystemEngine: Sendable {
         case "0": try transfers.setPinned(false, files: files)
         default:
             guard let quality = Quality(text) else {
-                throw .invalidArgument("user.labstream.pin takes 1 (pin), 0 (unpin) or a quality: original, 20mbps, 10mbps, 5mbps, 2mbps, 1mbps")
+                throw .invalidArgument("user.labstream.pin takes 1 (pin), 0 (unpin) or a quality: \(Quality.spellings)")
             }
             try transfers.setPinned(true, files: files, quality: quality)
         }

@@ -17,9 +17,14 @@ import Testing
         Row(request: .init(backend: .plex, quality: mbps10, sourceBitrate: 30_000_000, explicitVersion: true), route: .staticVersion),
         Row(request: .init(backend: .plex, quality: mbps10, sourceBitrate: 30_000_000, preparedOutputReady: true), route: .staticPrepared),
         Row(request: .init(backend: .plex, quality: mbps10, sourceBitrate: 30_000_000), route: .plexOptimize(bitsPerSecond: 10_000_000)),
+        // Plex has no live remux: a container change goes through the download queue at the original's bitrate.
+        Row(request: .init(backend: .plex, quality: .remux, sourceBitrate: 8_000_000, sourceContainer: "avi"), route: .plexOptimize(bitsPerSecond: 8_000_000)),
+        Row(request: .init(backend: .plex, quality: .remux, sourceContainer: "MKV"), route: .staticOriginal),
         // Jellyfin: original static; compatible remux and capped transcode are live-forward.
         Row(request: .init(backend: .jellyfin), route: .staticOriginal),
-        Row(request: .init(backend: .jellyfin, needsRemuxOnly: true), route: .liveForward(remux: true, bitsPerSecond: nil)),
+        Row(request: .init(backend: .jellyfin, quality: .remux, sourceContainer: "ts"), route: .liveForward(remux: true, bitsPerSecond: nil)),
+        Row(request: .init(backend: .jellyfin, quality: .remux), route: .liveForward(remux: true, bitsPerSecond: nil)),
+        Row(request: .init(backend: .jellyfin, quality: .remux, sourceContainer: "mkv"), route: .staticOriginal),
         Row(request: .init(backend: .jellyfin, quality: mbps10, sourceBitrate: 30_000_000), route: .liveForward(remux: false, bitsPerSecond: 10_000_000)),
         Row(request: .init(backend: .jellyfin, quality: mbps10, sourceBitrate: 30_000_000, preparedOutputReady: true),
             route: .liveForward(remux: false, bitsPerSecond: 10_000_000)),
@@ -29,7 +34,7 @@ import Testing
         Row(request: .init(backend: .emby), route: .staticOriginal),
         Row(request: .init(backend: .emby, quality: mbps10, explicitVersion: true), route: .staticVersion),
         Row(request: .init(backend: .emby, quality: mbps10, sourceBitrate: 30_000_000, preparedOutputReady: true), route: .staticPrepared),
-        Row(request: .init(backend: .emby, needsRemuxOnly: true), route: .liveForward(remux: true, bitsPerSecond: nil)),
+        Row(request: .init(backend: .emby, quality: .remux, sourceContainer: "wmv"), route: .liveForward(remux: true, bitsPerSecond: nil)),
         Row(request: .init(backend: .emby, quality: mbps10, sourceBitrate: 30_000_000), route: .embyConvert(bitsPerSecond: 10_000_000)),
     ]
 
@@ -48,7 +53,8 @@ import Testing
     }
 
     @Test func qualitiesParse() {
-        #expect(Quality("original") == .original && Quality("10MBPS") == .capped(megabitsPerSecond: 10))
+        #expect(Quality("original") == .original && Quality("10MBPS") == .capped(megabitsPerSecond: 10) && Quality("Remux") == .remux)
+        #expect(Quality.remux.description == "remux" && Quality.remux.bitsPerSecond == nil)
         #expect(Quality("3mbps") == nil && Quality("fast") == nil && Quality("") == nil)
         #expect(Quality.capped(megabitsPerSecond: 20).description == "20mbps")
     }

@@ -60,6 +60,35 @@ import Testing
         try m.unmount()
     }
 
+    /// A remux keeps the original's streams in Matroska: for an MPEG-TS recording, Jellyfin and
+    /// Emby both stream it live with the codecs copied (the seed's "compatible remux").
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby])
+    func aRemuxComesLiveWithItsStreamsCopied(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("remux-\(kind)", kind: kind, catalog: { dir in
+            let recording = dir + "/recording.ts"
+            try? DemoMedia.generate(path: recording, seconds: 4, size: "320x240")
+            return FixtureCatalog(movies: [.init(title: "Recording", year: 2021, file: recording, container: "ts")], series: [])
+        }, probe: true)
+        func name(_ camel: String) -> String { kind == .jellyfin ? camel : camel.prefix(1).uppercased() + camel.dropFirst() }
+        try m.mount()
+        let original = "test/Movies/Recording (2021)/Recording (2021).ts"
+        let copy = "test/Movies/Recording (2021)/Recording (2021) - remux.mkv"
+        let pin = try m.cli(["pin", "--quality", "remux", "--wait", m.path(original)])
+        #expect(pin.code == 0, "\(pin.stdout) \(pin.stderr)")
+        let streams = m.fixture.streamRequests
+        try #require(streams.count == 1, "\(streams.map(\.path))")
+        #expect(streams[0].path.hasSuffix("/stream.mkv") && streams[0].range == nil)
+        #expect(streams[0].query[name("videoCodec")] == "copy" && streams[0].query[name("audioCodec")] == "copy")
+        #expect(streams[0].query[name("videoBitRate")] == nil)
+        #expect(m.fixture.stoppedSessions == [streams[0].query[name("playSessionId")] ?? "?"])
+        #expect(StatusCommandXattr.get(m.path(copy), "state") == "complete")
+        #expect(StatusCommandXattr.get(m.path(original), "copies") == "remux=complete")
+        let probe = try runProcess("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "stream=codec_name", "-of", "csv=p=0", m.path(copy)])
+        #expect(probe.stdout.split(separator: "\n").sorted() == ["aac", "h264"], "\(probe.stdout) \(probe.stderr)")
+        #expect(m.fixture.downloadRequests.isEmpty && m.fixture.syncJobCount == 0)
+        try m.unmount()
+    }
+
     /// Emby transcodes go through Convert (Sync) jobs: the row waits `preparing` with the job
     /// id in the index, polling resumes after a restart (no second job), and the converted file
     /// is then fetched like an original, in ranges, and the job closed.
