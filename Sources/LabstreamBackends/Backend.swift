@@ -95,6 +95,23 @@ extension HTTPTransport {
     }
 }
 
+extension HTTPTransport {
+    /// The file's whole size as a one-byte ranged GET (`request`) tells it: `Content-Range:
+    /// bytes 0-0/SIZE` from a 206, or the `Content-Length` of a server that ignored the range
+    /// and answered the whole file (200), read no further than a few kilobytes. nil: not said.
+    public func sizeOf(_ request: HTTPRequest) throws(LabstreamError) -> (status: Int, size: Int64?) {
+        var probe = request
+        probe.bodyLimit = 16 * 1024
+        let answer = try call(probe)
+        switch answer.status {
+        case 206: return (206, answer.header("Content-Range").flatMap { ContentRange(header: $0) }?.total)
+        case 200 where (answer.header("Content-Encoding") ?? "identity") == "identity":
+            return (200, answer.header("Content-Length").flatMap { Int64($0) })
+        default: return (answer.status, nil)
+        }
+    }
+}
+
 extension TransportError {
     public var asLabstreamError: LabstreamError {
         switch self {

@@ -5,6 +5,9 @@ public struct HTTPRequest: Sendable, Hashable {
     public var url: String
     public var headers: [Header]
     public var body: [UInt8]?
+    /// A buffered answer is cut after this many body bytes (status and headers still arrive):
+    /// a probe must not pull a whole film into memory from a server that ignores `Range`.
+    public var bodyLimit: Int?
 
     public struct Header: Sendable, Hashable {
         public var name: String

@@ -170,10 +170,9 @@ public struct MediaBrowserClient: MediaBackend {
         let ready = try MediaBrowserDecode.json(get(requests.readySyncItems(token: session.token), "/Sync/Items/Ready"), "/Sync/Items/Ready")
         guard let items = ready.array else { throw .malformedResponse("/Sync/Items/Ready is not a list") }
         if let mine = items.first(where: { $0["SyncJobId"].text == job }), let item = mine["SyncJobItemId"].text {
-            // Its size: a one-byte ranged GET answers `Content-Range: bytes 0-0/<size>`.
-            let probe = try transport.call(requests.syncJobItemFile(item, range: ByteRange(0, 1), validator: nil, token: session.token))
-            guard probe.status == 206, let total = probe.header("Content-Range")?.split(separator: "/").last.flatMap({ Int64($0) }) else {
-                throw .malformedResponse("/Sync/JobItems/\(item)/File did not say its size (HTTP \(probe.status))")
+            let probe = try transport.sizeOf(requests.syncJobItemFile(item, range: ByteRange(0, 1), validator: nil, token: session.token))
+            guard probe.status == 206, let total = probe.size else {
+                throw .malformedResponse("/Sync/JobItems/\(item)/File did not answer a ranged request with its size (HTTP \(probe.status))")
             }
             return .ready(tag: Self.syncItemTag + item, size: total)
         }

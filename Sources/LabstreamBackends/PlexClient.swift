@@ -182,9 +182,8 @@ public struct PlexClient: MediaBackend {
         let state = try PlexDecode.downloadQueueItem(Self.expectOK(answer, "/downloadQueue/{id}/items/{itemId}"))
         switch state.status {
         case "available":
-            // Its size: a one-byte ranged GET answers `Content-Range: bytes 0-0/<size>`.
-            let probe = try transport.call(requests.downloadQueueMedia(queue, item: item, range: ByteRange(0, 1), validator: nil, token: session.token))
-            guard probe.status == 206, let header = probe.header("Content-Range"), let total = ContentRange(header: header)?.total else {
+            let probe = try transport.sizeOf(requests.downloadQueueMedia(queue, item: item, range: ByteRange(0, 1), validator: nil, token: session.token))
+            guard probe.status == 206, let total = probe.size else {
                 return .failed("Plex's prepared file for item \(job) does not answer ranged requests (HTTP \(probe.status)); pin the original instead")
             }
             return .ready(tag: Self.queuedMediaTag + job, size: total)

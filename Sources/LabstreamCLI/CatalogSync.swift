@@ -46,8 +46,8 @@ enum CatalogSync {
     }
 
     /// Sources the server lists without a size (not yet probed on its side) would show as empty
-    /// files: a one-byte ranged request asks the server for the total (`Content-Range:
-    /// bytes 0-0/TOTAL`), so they can be read and pinned like any other. At most `limit` per sync.
+    /// files: a one-byte ranged request asks the server for the total (`sizeOf`), so they can be
+    /// read and pinned like any other. At most `limit` per sync.
     static func learnUnknownSizes(_ libraries: [LibraryCatalog], backend: any MediaBackend, server: String, log: Logger,
                                   limit: Int = 200) -> [LibraryCatalog] {
         var out = libraries
@@ -59,8 +59,7 @@ enum CatalogSync {
                     let source = out[l].items[i].sources[s]
                     let probe = TreeFile(path: [], key: FileKey(server: server, itemId: out[l].items[i].id, sourceId: source.id),
                                          size: 0, modified: 0, etag: source.etag)
-                    let answer = try? backend.transport.call(backend.rangeRequest(for: probe, range: ByteRange(0, 1), validator: nil))
-                    guard answer?.status == 206, let header = answer?.header("Content-Range"), let total = ContentRange(header: header)?.total else {
+                    guard let total = (try? backend.transport.sizeOf(backend.rangeRequest(for: probe, range: ByteRange(0, 1), validator: nil)))?.size else {
                         continue
                     }
                     out[l].items[i].sources[s].size = total

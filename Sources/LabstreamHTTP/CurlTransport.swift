@@ -36,9 +36,15 @@ public final class CurlTransport: HTTPTransport {
     static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
     public func send(_ request: HTTPRequest) throws(TransportError) -> HTTPResponse {
-        let state = TransferState(mode: .buffer)
-        let status = try perform(request, state: state, wholeTimeout: options.requestTimeout)
-        return HTTPResponse(status: status, headers: state.headers, body: state.body)
+        let state = TransferState(mode: .buffer(limit: request.bodyLimit))
+        do throws(TransportError) {
+            let status = try perform(request, state: state, wholeTimeout: options.requestTimeout)
+            return HTTPResponse(status: status, headers: state.headers, body: state.body)
+        } catch {
+            // Cut at the body limit on purpose: the answer is what arrived.
+            if state.truncated { return HTTPResponse(status: state.status, headers: state.headers, body: state.body) }
+            throw error
+        }
     }
 
     public func fetchRange(_ request: HTTPRequest, expectation: RangeExpectation,
@@ -180,7 +186,7 @@ struct CurlHandle: @unchecked Sendable {
 /// running `curl_easy_perform` touches it.
 final class TransferState {
     enum Mode {
-        case buffer
+        case buffer(limit: Int?)
         case range(RangeExpectation, (UnsafeRawBufferPointer, Int64, Validator?) throws -> Void)
         case stream((UnsafeRawBufferPointer, Int64) throws -> Void)
     }
@@ -195,6 +201,8 @@ final class TransferState {
     var sinkError: (any Error)?
     /// A stream answered with something other than a 200 in the identity encoding.
     var refused = false
+    /// A buffered body stopped at its limit.
+    var truncated = false
 
     init(mode: Mode) { self.mode = mode }
 
@@ -215,7 +223,12 @@ final class TransferState {
     /// Returns false to make curl abort the transfer.
     func body(_ chunk: UnsafeRawBufferPointer) -> Bool {
         switch mode {
-        case .buffer:
+        case .buffer(let limit):
+            if let limit, body.count + chunk.count > limit {
+                body.append(contentsOf: chunk.prefix(limit - body.count))
+                truncated = true
+                return false
+            }
             body.append(contentsOf: chunk)
             return true
         case .stream(let sink):

@@ -40,6 +40,26 @@ import Testing
         #expect(fixture.requestLog.filter { $0.path == "/Items" && $0.query["includeItemTypes"] == "Movie" }.count == 2)
     }
 
+    /// A size probe to a server that ignores `Range` learns the size from the whole-file answer's
+    /// `Content-Length` and reads no more of its body than the limit.
+    @Test func aSizeProbeReadsOnlyTheBeginningOfAWholeFileAnswer() throws {
+        let scratch = Scratch("size-probe")
+        let fixture = try startFixture(scratch)
+        defer { fixture.stop() }
+        let backend = try client(fixture)
+        let alpha = try #require(try backend.fetchCatalog { _ in }.flatMap(\.items).first { $0.title == "Alpha" }?.sources.first)
+        let file = TreeFile(path: [], key: FileKey(server: "test", itemId: alpha.id, sourceId: alpha.id), size: 0, modified: 0, etag: nil)
+        let size = try #require(alpha.size)
+        #expect(try backend.transport.sizeOf(backend.rangeRequest(for: file, range: ByteRange(0, 1), validator: nil)) == (206, size))
+
+        fixture.inject(.ignoreRange, pathPrefix: "/Items/", times: 2)
+        #expect(try backend.transport.sizeOf(backend.rangeRequest(for: file, range: ByteRange(0, 1), validator: nil)) == (200, size))
+        var request = backend.rangeRequest(for: file, range: ByteRange(0, 1), validator: nil)
+        request.bodyLimit = 1000
+        let cut = try backend.transport.send(request)
+        #expect(cut.status == 200 && cut.body.count == 1000 && cut.header("Content-Length") == String(size))
+    }
+
     @Test func catalogIsFetchedAcrossSeveralPages() throws {
         let scratch = Scratch("paging")
         let fixture = try startFixture(scratch, movies: 5)

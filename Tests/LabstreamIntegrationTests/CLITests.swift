@@ -221,12 +221,15 @@ import Testing
         try m.unmount()
     }
 
-    /// A source listed without a size gets it from the server (a one-byte ranged request) and
-    /// reads like any other, instead of showing as an empty file.
-    @Test func aSourceWithoutASizeLearnsItFromTheServer() throws {
+    /// A source listed without a size gets it from the server (a one-byte ranged request, or
+    /// the length of a whole-file answer that ignored the range) and reads like any other,
+    /// instead of showing as an empty file.
+    @Test(arguments: [false, true])
+    func aSourceWithoutASizeLearnsItFromTheServer(rangeIgnored: Bool) throws {
         let m = try MountedLabstream("sizeless")
         let gamma = try #require(m.fixture.itemId(forFile: m.mediaDir + "/gamma.mkv"))
         m.fixture.hideSize(of: gamma)
+        if rangeIgnored { m.fixture.inject(.ignoreRange, pathPrefix: "/Items/\(gamma)/Download", times: 1) }
         let sync = try m.cli(["sync"])
         #expect(sync.code == 0, "\(sync.stderr)")
         #expect(m.fixture.downloadRequests.contains { $0.path.contains(gamma) && $0.range == "bytes=0-0" })
