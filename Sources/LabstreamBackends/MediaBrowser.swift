@@ -177,7 +177,7 @@ public struct MediaBrowserRequests: Sendable {
 
     public func syncJobItemFile(_ id: String, range: ByteRange, validator: Validator?, token: String) -> HTTPRequest {
         var r = HTTPRequest(method: "GET", url: baseURL + "/Sync/JobItems/\(id.queryEscaped)/File",
-                            headers: headers(token: token) + [HTTPRequest.Header("Range", "bytes=\(range.lower)-\(range.lastByte)")])
+                            headers: headers(token: token) + [HTTPRequest.Header("Range", range.httpRange)])
         if let validator { r.headers.append(HTTPRequest.Header("If-Range", validator.headerValue)) }
         return r
     }
@@ -193,7 +193,7 @@ public struct MediaBrowserRequests: Sendable {
     /// The original file, one closed range of it. `If-Range` carries the pinned validator.
     public func download(sourceId: String, range: ByteRange, validator: Validator?, token: String) -> HTTPRequest {
         var r = HTTPRequest(method: "GET", url: baseURL + "/Items/\(sourceId.queryEscaped)/Download",
-                            headers: headers(token: token) + [HTTPRequest.Header("Range", "bytes=\(range.lower)-\(range.lastByte)")])
+                            headers: headers(token: token) + [HTTPRequest.Header("Range", range.httpRange)])
         if let validator { r.headers.append(HTTPRequest.Header("If-Range", validator.headerValue)) }
         return r
     }

@@ -120,7 +120,7 @@ public struct PlexRequests: Sendable {
     public func part(key: String, range: ByteRange, validator: Validator?, token: String) -> HTTPRequest {
         let path = key.hasPrefix("/") ? key : "/" + key
         var r = HTTPRequest(method: "GET", url: baseURL + path,
-                            headers: headers(token: token).filter { $0.name != "Accept" } + [HTTPRequest.Header("Range", "bytes=\(range.lower)-\(range.lastByte)")])
+                            headers: headers(token: token).filter { $0.name != "Accept" } + [HTTPRequest.Header("Range", range.httpRange)])
         if let validator { r.headers.append(HTTPRequest.Header("If-Range", validator.headerValue)) }
         return r
     }

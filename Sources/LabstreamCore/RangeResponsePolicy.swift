@@ -115,7 +115,12 @@ public enum RangeResponsePolicy {
             if let total = expected.total, let t = cr.total, t != total {
                 return .remoteChanged("size changed from \(total) to \(t)")
             }
-            guard cr.first == expected.range.lower, cr.last == expected.range.lastByte else {
+            if expected.range.isOpenEnded {
+                // To the end of the file, whatever its size: only the start must match.
+                guard cr.first == expected.range.lower, cr.total.map({ cr.last < $0 }) ?? true else {
+                    return .reject("asked for bytes \(expected.range.lower)- to the end, got \(cr.first)-\(cr.last)")
+                }
+            } else if cr.first != expected.range.lower || cr.last != expected.range.lastByte {
                 return .reject("asked for bytes \(expected.range.lower)-\(expected.range.lastByte), got \(cr.first)-\(cr.last)")
             }
             return .accept(validator: expected.validator ?? seen, total: cr.total ?? expected.total)
@@ -124,6 +129,10 @@ public enum RangeResponsePolicy {
             // asked for is its beginning. A differing validator was caught above.
             if expected.range.lower == 0, let seen, expected.validator == nil || expected.validator == seen {
                 return .acceptPrefix(validator: seen)
+            }
+            // All of a file from its first byte, in one answer: nothing to mix it with.
+            if expected.range.lower == 0 && expected.range.isOpenEnded && expected.validator == nil {
+                return .accept(validator: nil, total: expected.total)
             }
             // With If-Range, a 200 means the validator no longer matches: the file changed.
             if expected.validator != nil { return .remoteChanged("server answered 200 to an If-Range request") }

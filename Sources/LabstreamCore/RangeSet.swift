@@ -11,6 +11,13 @@ public struct ByteRange: Hashable, Sendable, Comparable, CustomStringConvertible
 
     public init(offset: Int64, length: Int64) { self.init(offset, offset + length) }
 
+    /// From `lower` to the end of a file whose size is unknown (`Range: bytes=lower-`).
+    public static func openEnded(from lower: Int64) -> ByteRange { ByteRange(lower, .max) }
+    public var isOpenEnded: Bool { upper == .max }
+
+    /// The `Range` header's value for these bytes.
+    public var httpRange: String { isOpenEnded ? "bytes=\(lower)-" : "bytes=\(lower)-\(lastByte)" }
+
     public var count: Int64 { upper - lower }
     public var isEmpty: Bool { lower == upper }
     /// The last byte, as an HTTP `Range` closed interval end.

@@ -78,6 +78,7 @@ public final class TransferEngine: Sendable {
     let journal: CleanupJournal
     let live = LiveForward()
     let prepared = PreparedCopies()
+    let openEnded = OpenEndedFill()
     let treeListener = Mutex<(@Sendable () -> Void)?>(nil)
 
     public init(index: OfflineIndex, layout: DataLayout, settings: Settings, journal: CleanupJournal? = nil,
@@ -503,8 +504,11 @@ enum BackgroundFill {
         }
         // Copies at another quality have no size until they are complete.
         let copies = pinned.filter { DerivedCopy.parse($0.key) != nil }
-        let rows = pinned.filter { DerivedCopy.parse($0.key) == nil && !$0.present.contains(ByteRange(0, $0.total)) }
         let catalog = engine.catalog.withLock { $0 }
+        let rows = pinned.filter { row in
+            DerivedCopy.parse(row.key) == nil
+                && (!row.present.contains(ByteRange(0, row.total)) || catalog[row.key].map { OpenEndedFill.applies(row, $0) } ?? false)
+        }
         var active = 0
         var soonest: Date?
         for row in copies + rows where active < engine.settings.maxConcurrentFiles {
@@ -512,8 +516,13 @@ enum BackgroundFill {
             if DerivedCopy.parse(row.key) != nil {
                 state = engine.live.consider(row, engine: engine)
             } else {
-                guard let file = catalog[row.key], let transfer = try? engine.transfer(for: file) else { continue }
-                state = transfer.fill(engine: engine)
+                guard let file = catalog[row.key] else { continue }
+                if OpenEndedFill.applies(row, file) {
+                    state = engine.openEnded.consider(row, file: file, engine: engine)
+                } else {
+                    guard let transfer = try? engine.transfer(for: file) else { continue }
+                    state = transfer.fill(engine: engine)
+                }
             }
             switch state {
             case .filling: active += 1

@@ -132,6 +132,8 @@ public final class ServerFixture: Sendable {
         var lastSaved: [String: String] = [:]
         /// Sources listed without a Size (as a server that has not probed them yet does).
         var sizeless: Set<String> = []
+        /// Sources whose ranged answers say no total either (`Content-Range: bytes a-b/*`).
+        var totalless: Set<String> = []
         /// Plex: show sections list their episodes, as a server that ignores `type` would.
         var flatShowSections = false
         /// Jellyfin/Emby: `/Items` ignores includeItemTypes (everything below the parent).
@@ -271,6 +273,13 @@ public final class ServerFixture: Sendable {
 
     /// Lists `sourceId` without its Size from now on.
     public func hideSize(of sourceId: String) { state.withLock { _ = $0.sizeless.insert(sourceId) } }
+    /// Not listed with a size, and ranged answers do not say the total.
+    public func hideSizeAndTotal(of sourceId: String) {
+        state.withLock {
+            $0.sizeless.insert(sourceId)
+            $0.totalless.insert(sourceId)
+        }
+    }
 
     public func touch(itemId: String) {
         let now = ISODate.string(epochSeconds: Int64(Date().timeIntervalSince1970))
@@ -584,7 +593,8 @@ public final class ServerFixture: Sendable {
             let last = min(Int64(bounds[1]) ?? (size - 1), size - 1)
             guard last >= first else { return HTTPServer.Response(status: 416, headers: headers + [("Content-Range", "bytes */\(size)")]) }
             let shift: Int64 = fault == .wrongContentRange ? 1 : 0
-            headers.append(("Content-Range", "bytes \(first + shift)-\(last + shift)/\(size)"))
+            let total = state.withLock { $0.totalless.contains(id) } ? "*" : String(size)
+            headers.append(("Content-Range", "bytes \(first + shift)-\(last + shift)/\(total)"))
             return HTTPServer.Response(status: 206, headers: headers,
                                        body: .file(path: file, offset: first, length: last - first + 1, dropAfter: dropAfter, stallSeconds: stall, sent: report))
         }

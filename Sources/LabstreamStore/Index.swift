@@ -414,8 +414,10 @@ public final class OfflineIndex: Sendable {
     /// Writes `row` (and the digest of a newly committed segment, in the same transaction) only
     /// if the stored row still belongs to `row.attempt` or an older one: stale work cannot
     /// overwrite a newer attempt. Digests of older attempts go. Returns false when refused.
+    /// `learnedSize`: the row's total is the size of a source the catalog listed without one,
+    /// recorded there in the same transaction.
     @discardableResult
-    public func saveDownload(_ row: DownloadRow, committing segment: Segment? = nil, now: Int64) throws(LabstreamError) -> Bool {
+    public func saveDownload(_ row: DownloadRow, committing segment: Segment? = nil, learnedSize: Bool = false, now: Int64) throws(LabstreamError) -> Bool {
         let k: [SQLValue] = [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId)]
         do {
             return try db.transaction { c in
@@ -426,6 +428,9 @@ public final class OfflineIndex: Sendable {
                 if let segment {
                     try c.run("INSERT OR REPLACE INTO segments VALUES(?,?,?,?,?,?,?)", k + [
                         .int(row.attempt.rawValue), .int(segment.range.lower), .int(segment.range.upper), .text(segment.sha256)])
+                }
+                if learnedSize {
+                    try c.run("UPDATE media_sources SET size=? WHERE server=? AND item_id=? AND id=?", [.int(row.total)] + k)
                 }
                 return true
             }

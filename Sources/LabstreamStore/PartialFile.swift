@@ -15,7 +15,8 @@ public final class PartialFile: Sendable {
         guard fd >= 0 else { throw .storage("cannot open partial \(path): \(String(cString: strerror(errno)))") }
         var st = stat()
         fstat(fd, &st)
-        if Int64(st.st_size) != size && ftruncate(fd, off_t(size)) != 0 {
+        // Grown to `size`, never cut: bytes past it may belong to a fetch still writing them.
+        if Int64(st.st_size) < size && ftruncate(fd, off_t(size)) != 0 {
             close(fd)
             throw .storage("cannot size partial \(path): \(String(cString: strerror(errno)))")
         }

@@ -131,6 +131,25 @@ import Testing
         }
     }
 
+    /// To the end of a file of unknown size: any end is fine, only the start must match; a 200
+    /// from byte 0 is all of the file even without a validator (nothing to mix it with).
+    @Test func openEndedRequestsTakeTheRestOfTheFile() {
+        let tail = RangeExpectation(range: .openEnded(from: 100), total: nil, validator: nil)
+        #expect(ByteRange.openEnded(from: 100).httpRange == "bytes=100-" && ByteRange(0, 10).httpRange == "bytes=0-9")
+        #expect(RangeResponsePolicy.judge(status: 206, contentRange: "bytes 100-4999/*", etag: nil, lastModified: nil, expected: tail)
+                == .accept(validator: nil, total: nil))
+        #expect(RangeResponsePolicy.judge(status: 206, contentRange: "bytes 100-4999/5000", etag: nil, lastModified: nil, expected: tail)
+                == .accept(validator: nil, total: 5000))
+        #expect(!RangeResponsePolicy.judge(status: 206, contentRange: "bytes 0-4999/5000", etag: nil, lastModified: nil, expected: tail).isAccept)
+        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: nil, expected: tail)
+                == .restart("server ignored the Range header (200)"))
+        let whole = RangeExpectation(range: .openEnded(from: 0), total: nil, validator: nil)
+        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: nil, expected: whole) == .accept(validator: nil, total: nil))
+        // A closed range from 0 without a validator still may not take a 200 (later ranges could be another version).
+        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: nil,
+                                          expected: RangeExpectation(range: ByteRange(0, 100), total: nil, validator: nil)) == .restart("server ignored the Range header (200)"))
+    }
+
     /// From byte 0, a whole-file 200 with the validator held (or a first one) is the range's
     /// beginning; without a validator, or from elsewhere, it is never used.
     @Test func aWholeFile200FromByteZeroWithAMatchingValidatorIsItsPrefix() {

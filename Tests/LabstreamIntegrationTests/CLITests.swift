@@ -1,6 +1,7 @@
 import Foundation
 import LabstreamCLI
 import LabstreamFixture
+import LabstreamStore
 import Testing
 
 @Suite struct ArgumentsTests {
@@ -238,6 +239,33 @@ import Testing
         #expect((try FileManager.default.attributesOfItem(atPath: m.path(rel))[.size] as? Int) == 700 * 1024)
         #expect(try sha256(m.path(rel)) == sha256(m.mediaDir + "/gamma.mkv"))
         try m.unmount()
+    }
+
+    /// A file whose size nobody says (none in the listing, `Content-Range: …/*`) is fetched by
+    /// one open-ended request through the segment train; a dropped connection resumes from the
+    /// bytes already committed with `bytes=N-`; when the body ends its size is known, the tree
+    /// shows it and the bytes are the server's.
+    @Test func aFileOfUnknownSizeIsFetchedOpenEndedAndResumes() throws {
+        let m = try MountedLabstream("open-ended")
+        let alpha = try #require(m.fixture.itemId(forFile: m.mediaDir + "/alpha.mkv"))
+        m.fixture.hideSizeAndTotal(of: alpha)
+        try m.mount()
+        m.fixture.inject(.dropAfter(Int64(5 * MiB)), pathPrefix: "/Items/\(alpha)/Download", times: 1)
+        let rel = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+        #expect((try FileManager.default.attributesOfItem(atPath: m.path(rel))[.size] as? Int) == 0)   // not known yet
+        let pin = try m.cli(["pin", "--wait", m.path(rel)])
+        #expect(pin.code == 0, "\(pin.stdout) \(pin.stderr)")
+
+        let fetches = m.fixture.downloadRequests.filter { $0.path.contains(alpha) && $0.range != "bytes=0-0" }
+        try #require(fetches.count == 2, "\(fetches.map { "\($0.range ?? "-") \($0.bytesSent)" })")
+        #expect(fetches[0].range == "bytes=0-" && fetches[0].bytesSent == Int64(5 * MiB))
+        #expect(fetches[1].range == "bytes=\(5 * MiB)-", "\(fetches[1].range ?? "-")")   // resumed, nothing fetched twice
+        #expect(eventually { (try? FileManager.default.attributesOfItem(atPath: m.path(rel))[.size] as? Int) == 12 * MiB + 37 })
+        #expect(try sha256(m.path(rel)) == sha256(m.mediaDir + "/alpha.mkv"))
+        try m.unmount()
+        // The learned size is the catalog's now, across a restart.
+        let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
+        #expect(try index.treeFiles().first { $0.path.joined(separator: "/") == rel }?.size == Int64(12 * MiB + 37))
     }
 
     @Test func withNoDaemonAPinGoesToTheIndexAndSaysSo() throws {

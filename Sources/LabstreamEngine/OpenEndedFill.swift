@@ -1,0 +1,172 @@
+import Foundation
+import LabstreamBackends
+import LabstreamCore
+import LabstreamStore
+import Synchronization
+
+/// Pinned files whose size nobody has said (the listing had none, and a ranged request
+/// answered no total): the segment train plans one open-ended request, `Range: bytes=N-` from
+/// the end of the durable prefix, never two at once. The body is committed in checkpoints as it
+/// arrives, so an interruption resumes from the last one; when the body ends, its end is the
+/// size, which the catalog learns in the same transaction that completes the row.
+final class OpenEndedFill: Sendable {
+    /// Files on the wire.
+    let running = Mutex<Set<FileKey>>([])
+    /// When a failed fetch may try again, and how many failed in a row.
+    let backoff = Mutex<[FileKey: (failures: Int, retryAt: Date)]>([:])
+
+    /// A pinned row of a catalog file with no known size.
+    static func applies(_ row: DownloadRow, _ file: TreeFile) -> Bool {
+        row.total == 0 && file.size == 0 && DerivedCopy.parse(row.key) == nil
+    }
+
+    func consider(_ row: DownloadRow, file: TreeFile, engine: TransferEngine) -> FileTransfer.FillState {
+        if running.withLock({ $0.contains(row.key) }) { return .filling }
+        guard row.pinned, ![.failed, .paused].contains(row.status), let backend = engine.backend(for: row.key.server),
+              engine.reachability(of: row.key.server) == .online else { return .idle }
+        if let wait = backoff.withLock({ $0[row.key]?.retryAt }), wait > Date() { return .waitUntil(wait) }
+        let plan = SegmentTrainPlanner.plan(.init(durable: row.present, total: nil, fillInBackground: true,
+                                                  segmentSize: engine.settings.sizes.segmentSize))
+        guard case .openEnded(let from)? = plan.first else { return .idle }
+        running.withLock { _ = $0.insert(row.key) }
+        let thread = Thread { [self] in
+            run(row, file: file, from: from, backend: backend, engine: engine)
+            running.withLock { _ = $0.remove(row.key) }
+            engine.noteChange()
+            engine.filler.wake()
+        }
+        thread.name = "open-ended"
+        thread.start()
+        return .filling
+    }
+
+    func run(_ start: DownloadRow, file: TreeFile, from: Int64, backend: any MediaBackend, engine: TransferEngine) {
+        let name = file.path.joined(separator: "/")
+        var row = start
+        row.status = .downloading
+        row.reason = "size unknown: fetching to the end"
+        row.present = RangeSet(row.present.ranges.filter { $0.upper <= from })   // only the prefix is resumed
+        do { guard try engine.index.saveDownload(row, now: engine.now()) else { return } } catch {
+            engine.log("\(name): \(error.userMessage)")
+            return
+        }
+        engine.noteChange()
+        let range = ByteRange.openEnded(from: from)
+        let partial: PartialFile
+        do {
+            try makeDirectories(engine.layout.partialsDir)
+            partial = try PartialFile(path: engine.layout.absolute(row.partialPath), size: from)
+        } catch {
+            finish(row, name: name, failure: (error, .localFile), engine: engine)
+            return
+        }
+        var hasher = SHA256Hasher()
+        var checkpoint = from
+        var end = from
+        var sinkError: LabstreamError?
+        /// Makes `[checkpoint, end)` durable and commits it; false when the row moved on.
+        func commit(_ validator: Validator?) throws(LabstreamError) -> Bool {
+            guard end > checkpoint else { return true }
+            try partial.sync()
+            // An unpin keeps the bytes and stops the fetch; a new attempt owns the row.
+            guard let stored = try engine.index.download(row.key), stored.attempt == row.attempt else { return false }
+            row.pinned = stored.pinned
+            row.present.insert(ByteRange(checkpoint, end))
+            if row.validator == nil { row.validator = validator }
+            guard try engine.index.saveDownload(row, committing: .init(range: ByteRange(checkpoint, end), sha256: hasher.finish()), now: engine.now()) else {
+                return false
+            }
+            hasher = SHA256Hasher()
+            checkpoint = end
+            engine.noteChange()
+            return row.pinned
+        }
+        let result: RangeTransferResult
+        do {
+            result = try backend.transport.fetchRange(backend.rangeRequest(for: file, range: range, validator: row.validator),
+                                                      expectation: RangeExpectation(range: range, total: nil, validator: row.validator)) { bytes, offset, seen in
+                do throws(LabstreamError) {
+                    try partial.write(bytes, at: offset)
+                    hasher.update(bytes)
+                    end = offset + Int64(bytes.count)
+                    if end - checkpoint >= engine.settings.checkpointBytes, try !commit(seen) {
+                        throw LabstreamError.remoteChanged("the row moved on (unpinned, cancelled or a new attempt)")
+                    }
+                } catch {
+                    sinkError = error
+                    throw error
+                }
+            }
+        } catch {
+            let failure: LabstreamError = sinkError ?? error.asLabstreamError
+            // Bytes that arrived are the response's own, already judged: keep them.
+            if sinkError == nil { _ = try? commit(row.validator) }
+            finish(row, name: name, failure: (failure, sinkError == nil ? .transientTransport : .localFile), engine: engine)
+            return
+        }
+        switch result.verdict {
+        case .accept(let validator, let total):
+            do throws(LabstreamError) {
+                guard try commit(validator) else { return }
+                if let total, total != end {
+                    throw LabstreamError.fetchFailed("the body ended at byte \(end) of \(total)")
+                }
+            } catch {
+                finish(row, name: name, failure: (error, .transientTransport), engine: engine)
+                return
+            }
+            backoff.withLock { _ = $0.removeValue(forKey: row.key) }
+            row.total = end
+            row.status = row.status.after(.allBytesPresent) ?? .unverified
+            row.awaitingValidation = true
+            row.reason = engine.settings.playbackProbe ? StatusReason.awaitingValidation : StatusReason.probeOff
+            do { try engine.index.saveDownload(row, learnedSize: true, now: engine.now()) } catch {
+                engine.log("\(name): \(error.userMessage)")
+                return
+            }
+            engine.log("\(name): all \(end) bytes present; its size is now known")
+            engine.treeChanged()
+            engine.validation.wake()
+        case .remoteChanged(let why), .restart(let why):
+            // Another version of the file: its bytes must not meet the old prefix.
+            row = DownloadRow(key: row.key, status: .queued, attempt: row.attempt.next, validator: nil, total: 0, present: RangeSet(),
+                              partialPath: row.partialPath, reason: "file changed on the server (\(why)); fetching it again",
+                              pinned: row.pinned, sourceTag: row.sourceTag)
+            _ = try? engine.index.saveDownload(row, now: engine.now())
+            _ = try? partial.discardAll()
+            finish(row, name: name, failure: (.remoteChanged(why), .transientTransport), engine: engine)
+        case .acceptPrefix:
+            // The transport reports a whole answer as `accept`; a prefix here was cut short.
+            _ = try? commit(row.validator)
+            finish(row, name: name, failure: (.fetchFailed("the connection ended at byte \(end)"), .transientTransport), engine: engine)
+        case .reject(let why):
+            let kind: RetryPolicy.Failure = RetryPolicy.retriedStatuses.contains(result.status)
+                ? .status(result.status, retryAfter: result.retryAfter) : .validation
+            finish(row, name: name, failure: (.fetchFailed(why), kind), engine: engine)
+        }
+    }
+
+    /// A failed try: back off and let the fill come back, or fail the row with the reason.
+    func finish(_ failed: DownloadRow, name: String, failure: (error: LabstreamError, kind: RetryPolicy.Failure), engine: TransferEngine) {
+        let failures = backoff.withLock { ($0[failed.key]?.failures ?? 0) + 1 }
+        var row = failed
+        switch engine.settings.retry.decide(failure.kind, failures: failures, now: Date().timeIntervalSince1970, random: Double.random(in: 0...1)) {
+        case .retry(let after):
+            backoff.withLock { $0[row.key] = (failures, Date().addingTimeInterval(after)) }
+            row.status = .queued
+            row.reason = "\(failure.error.userMessage); resuming from byte \(row.present.contiguousLength(from: 0))"
+        case .giveUp:
+            backoff.withLock { _ = $0.removeValue(forKey: row.key) }
+            if case .noSpace = failure.error {
+                row.status = .paused
+                row.reason = "storage_full"
+            } else {
+                row.status = .failed
+                row.reason = failure.error.userMessage
+            }
+        }
+        engine.log("\(name): \(row.reason ?? "")")
+        _ = try? engine.index.saveDownload(row, now: engine.now())
+        engine.noteChange()
+    }
+}
