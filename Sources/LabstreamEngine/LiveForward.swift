@@ -17,8 +17,7 @@ final class LiveForward: Sendable {
 
     /// Copies on the wire, by row.
     let runs = Mutex<[FileKey: Run]>([:])
-    /// When a failed copy may try again, and how many tries failed in a row.
-    let backoff = Mutex<[FileKey: (failures: Int, retryAt: Date)]>([:])
+    let retries = StreamRetries()
 
     /// Considers one pinned derived row for the background fill.
     func consider(_ row: DownloadRow, engine: TransferEngine) -> FileTransfer.FillState {
@@ -27,7 +26,7 @@ final class LiveForward: Sendable {
         guard [.queued, .downloading, .preparing].contains(row.status), let backend = engine.backend(for: row.key.server),
               engine.reachability(of: row.key.server) == .online,
               let base = engine.catalog.withLock({ $0[baseKey] }) else { return .idle }
-        if let wait = backoff.withLock({ $0[row.key]?.retryAt }), wait > Date() { return .waitUntil(wait) }
+        if let wait = retries.wait(row.key) { return .waitUntil(wait) }
         let route = RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: quality, sourceBitrate: base.bitrate,
                                                         sourceContainer: base.container))
         switch route {
@@ -112,7 +111,7 @@ final class LiveForward: Sendable {
 
         switch outcome {
         case .success(let size):
-            backoff.withLock { _ = $0.removeValue(forKey: row.key) }
+            retries.succeeded(row.key)
             row.total = size
             row.present = RangeSet([ByteRange(0, size)])
             let verdict: ProbeOutcome = engine.settings.playbackProbe ? ProbeVerdict.judge(MPVProbe.observe(path: path)) : .unverified("probe off")
@@ -134,21 +133,17 @@ final class LiveForward: Sendable {
                 unlink(path)
                 return
             }
-            let failures = backoff.withLock { ($0[row.key]?.failures ?? 0) + 1 }
             let kind: RetryPolicy.Failure
             switch error {
             case .authenticationFailed, .noSpace: kind = .localFile   // not worth a retry by itself
             default: kind = .transientTransport
             }
-            let decision = engine.settings.retry.decide(kind, failures: failures, now: Date().timeIntervalSince1970, random: Double.random(in: 0...1))
             row.present = RangeSet()
-            switch decision {
-            case .retry(let after):
-                backoff.withLock { $0[row.key] = (failures, Date().addingTimeInterval(after)) }
+            switch retries.failed(row.key, kind, policy: engine.settings.retry) {
+            case .retry:
                 row.status = .queued
                 row.reason = "the live stream stopped (\(error.userMessage)); it starts again from the beginning"
             case .giveUp:
-                backoff.withLock { _ = $0.removeValue(forKey: row.key) }
                 row.status = .failed
                 row.reason = "the live stream failed: \(error.userMessage)"
             }

@@ -12,8 +12,7 @@ import Synchronization
 final class OpenEndedFill: Sendable {
     /// Files on the wire.
     let running = Mutex<Set<FileKey>>([])
-    /// When a failed fetch may try again, and how many failed in a row.
-    let backoff = Mutex<[FileKey: (failures: Int, retryAt: Date)]>([:])
+    let retries = StreamRetries()
 
     /// A pinned row of a catalog file with no known size.
     static func applies(_ row: DownloadRow, _ file: TreeFile) -> Bool {
@@ -24,7 +23,7 @@ final class OpenEndedFill: Sendable {
         if running.withLock({ $0.contains(row.key) }) { return .filling }
         guard row.pinned, ![.failed, .paused].contains(row.status), let backend = engine.backend(for: row.key.server),
               engine.reachability(of: row.key.server) == .online else { return .idle }
-        if let wait = backoff.withLock({ $0[row.key]?.retryAt }), wait > Date() { return .waitUntil(wait) }
+        if let wait = retries.wait(row.key) { return .waitUntil(wait) }
         let plan = SegmentTrainPlanner.plan(.init(durable: row.present, total: nil, fillInBackground: true,
                                                   segmentSize: engine.settings.sizes.segmentSize))
         guard case .openEnded(let from)? = plan.first else { return .idle }
@@ -115,7 +114,7 @@ final class OpenEndedFill: Sendable {
                 finish(row, name: name, failure: (error, .transientTransport), engine: engine)
                 return
             }
-            backoff.withLock { _ = $0.removeValue(forKey: row.key) }
+            retries.succeeded(row.key)
             row.total = end
             row.status = row.status.after(.allBytesPresent) ?? .unverified
             row.awaitingValidation = true
@@ -148,15 +147,12 @@ final class OpenEndedFill: Sendable {
 
     /// A failed try: back off and let the fill come back, or fail the row with the reason.
     func finish(_ failed: DownloadRow, name: String, failure: (error: LabstreamError, kind: RetryPolicy.Failure), engine: TransferEngine) {
-        let failures = backoff.withLock { ($0[failed.key]?.failures ?? 0) + 1 }
         var row = failed
-        switch engine.settings.retry.decide(failure.kind, failures: failures, now: Date().timeIntervalSince1970, random: Double.random(in: 0...1)) {
-        case .retry(let after):
-            backoff.withLock { $0[row.key] = (failures, Date().addingTimeInterval(after)) }
+        switch retries.failed(row.key, failure.kind, policy: engine.settings.retry) {
+        case .retry:
             row.status = .queued
             row.reason = "\(failure.error.userMessage); resuming from byte \(row.present.contiguousLength(from: 0))"
         case .giveUp:
-            backoff.withLock { _ = $0.removeValue(forKey: row.key) }
             if case .noSpace = failure.error {
                 row.status = .paused
                 row.reason = "storage_full"
