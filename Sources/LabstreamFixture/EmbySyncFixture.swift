@@ -29,6 +29,7 @@ extension ServerFixture {
     public var syncFileRequests: [LoggedRequest] { requestLog.filter { $0.path.hasPrefix("/Sync/JobItems/") && $0.path.hasSuffix("/File") } }
     /// Every job (Emby Convert, Plex download queue) fails from now on, as a transcode error would.
     public func failSyncJobs(_ failing: Bool = true) { state.withLock { $0.failSyncJobs = failing } }
+    public func expireSyncJobs() { state.withLock { $0.expireSyncJobs = true } }
 
     func syncRoute(_ request: HTTPServer.Request, parts: [String], fault: FixtureFault?, logIndex: Int) -> HTTPServer.Response? {
         guard parts.first == "Sync" else { return nil }
@@ -52,7 +53,7 @@ extension ServerFixture {
             let failing = state.withLock { $0.failSyncJobs }
             let due = state.withLock { s -> [Int] in
                 var out: [Int] = []
-                for (id, var job) in s.syncJobs where job.targetId == target && !job.cancelled && !job.transferred {
+                for (id, var job) in s.syncJobs where job.targetId == target && !job.cancelled && !job.transferred && !s.expireSyncJobs {
                     job.polls += 1
                     if failing { job.failed = true }
                     s.syncJobs[id] = job
@@ -71,6 +72,7 @@ extension ServerFixture {
             return json(ready)
         }
         if parts.count == 3 && parts[1] == "Jobs", let id = Int(parts[2]) {
+            if m == "GET" && state.withLock({ $0.expireSyncJobs }) { return .json("{\"title\":\"Not Found\"}", status: 404) }
             guard state.withLock({ $0.syncJobs[id].map { !$0.cancelled } ?? false }) else { return .json("{\"title\":\"Not Found\"}", status: 404) }
             if m == "DELETE" {
                 state.withLock { $0.syncJobs[id]?.cancelled = true }

@@ -87,7 +87,8 @@ extension ServerFixture {
 
     func queueItemDto(_ id: Int) -> [String: Any] {
         let job = state.withLock { $0.queueItems[id]! }
-        let status = job.failed ? "error" : job.output != nil ? "available" : job.polls > 1 ? "processing" : "deciding"
+        let expired = state.withLock { $0.expireSyncJobs }
+        let status = expired ? "expired" : job.failed ? "error" : job.output != nil ? "available" : job.polls > 1 ? "processing" : "deciding"
         var dto: [String: Any] = ["id": id, "queueId": Self.plexQueueId, "key": job.key ?? "", "status": status,
                                   "DecisionResult": ["availableBandwidth": job.bitrate / 1000, "generalDecisionCode": 1000,
                                                      "generalDecisionText": "Direct play not available; transcoding",

@@ -148,6 +148,8 @@ public final class ServerFixture: Sendable {
         var queueItems: [Int: SyncJob] = [:]
         /// Every server-side job (Emby Convert, Plex download queue) fails.
         var failSyncJobs = false
+        /// Every server-side job expires before it is ready (Emby forgets it, Plex says `expired`).
+        var expireSyncJobs = false
         /// Play sessions whose encoding a client stopped (`DELETE /Videos/ActiveEncodings`).
         var stoppedSessions: [String] = []
         var transcodes = 0

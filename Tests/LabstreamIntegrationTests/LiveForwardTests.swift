@@ -174,6 +174,22 @@ import Testing
         try m.unmount()
     }
 
+    @Test(arguments: [ServerFixture.Kind.emby, .plex])
+    func aServerJobThatExpiresFailsTheCopySayingSo(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("job-expired-\(kind)", kind: kind, catalog: Self.clipCatalog)
+        try m.mount()
+        m.fixture.expireSyncJobs()
+        let pin = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
+        #expect(pin.code == 74)
+        let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
+        let key = try #require(try index.treeFiles().first { $0.path.last == "Clip (2020).mkv" }?.key)
+        let copy = try #require(try index.derivedCopies(of: key).first)
+        let expected = kind == .emby ? "Emby no longer knows Convert job 100" : "Plex's prepared file for item 1/500 expired"
+        #expect(copy.status == .failed && (copy.reason ?? "").contains(expected), "\(copy.reason ?? "")")
+        #expect(copy.job == nil && !FileManager.default.fileExists(atPath: m.path(Self.copy)))
+        try m.unmount()
+    }
+
     /// A journal that cannot be read is moved aside with a warning, never trusted or emptied.
     @Test func aDamagedJournalIsMovedAsideAndSaidSo() throws {
         let scratch = Scratch("journal-damaged")
