@@ -131,7 +131,8 @@ public enum RangeResponsePolicy {
                 return .acceptPrefix(validator: seen)
             }
             // All of a file from its first byte, in one answer: nothing to mix it with.
-            if expected.range.lower == 0 && expected.range.isOpenEnded && expected.validator == nil {
+            let wholeFile = expected.range.isOpenEnded || expected.total == expected.range.upper
+            if expected.range.lower == 0 && wholeFile && expected.validator == nil {
                 return .accept(validator: nil, total: expected.total)
             }
             // With If-Range, a 200 means the validator no longer matches: the file changed.

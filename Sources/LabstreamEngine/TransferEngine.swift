@@ -550,6 +550,8 @@ final class FileTransfer: @unchecked Sendable {
     /// Durable ranges whose digests were checked since this daemon started.
     var verified = RangeSet()
     var inFlight = RangeSet()
+    /// Each request on the wire (adjacent ones coalesce in `inFlight`; the train counts requests).
+    var requestsInFlight: [ByteRange] = []
     /// Ranges fetched for the background fill (a subset of `inFlight`).
     var fillInFlight: [ByteRange] = []
     var failures: [(sequence: Int, range: ByteRange, error: LabstreamError)] = []
@@ -563,6 +565,9 @@ final class FileTransfer: @unchecked Sendable {
     var authRechecked = false
     /// Bumped by a user's resume or retry: failures of fetches started before it do not count.
     var generation = 0
+    /// The server answered a ranged request from past byte 0 with the whole file: from then on
+    /// one whole-file fetch from byte 0 serves every reader and the fill.
+    var ignoresRange = false
 
     // Guarded by `writeGate` (read under the condition too, written under both).
     var writableAttempt: AttemptID
@@ -809,7 +814,7 @@ final class FileTransfer: @unchecked Sendable {
             return .idle
         }
         let plan = SegmentTrainPlanner.plan(.init(
-            durable: row.present, total: row.total, inFlight: inFlight.ranges, fillInBackground: true,
+            durable: row.present, total: row.total, inFlight: requestsInFlight, fillInBackground: true,
             segmentSize: engine.settings.sizes.segmentSize, maxQueued: engine.settings.maxQueuedSegments))
         let ranges = plan.compactMap { request -> ByteRange? in if case .closed(let r) = request { return r }; return nil }
         if !ranges.isEmpty && row.status != .downloading { setStatus(.downloading, reason: nil, engine: engine) }
@@ -828,7 +833,13 @@ final class FileTransfer: @unchecked Sendable {
     }
 
     /// Call with `condition` held.
-    func startFetches(_ plan: [ByteRange], background: Bool, engine: TransferEngine) {
+    func startFetches(_ planned: [ByteRange], background: Bool, engine: TransferEngine) {
+        var plan = planned
+        if ignoresRange && !plan.isEmpty {
+            // One stream of the whole file; readers wait for it to pass their bytes.
+            guard inFlight.isEmpty else { return }
+            plan = [ByteRange(0, row.total)]
+        }
         guard !plan.isEmpty else { return }
         guard let backend = engine.backend(for: file.key.server) else {
             sequence += 1
@@ -839,6 +850,7 @@ final class FileTransfer: @unchecked Sendable {
             return
         }
         for r in plan { inFlight.insert(r) }
+        requestsInFlight += plan
         if background { fillInFlight += plan }
         let attempt = row.attempt
         let validator = row.validator
@@ -862,6 +874,9 @@ final class FileTransfer: @unchecked Sendable {
     struct FetchFailure: Error {
         var error: LabstreamError
         var kind: RetryPolicy.Failure
+        /// A 200 to a ranged request from past byte 0: not a failure of the bytes asked for,
+        /// a sign the server ignores `Range`.
+        var rangeIgnored = false
     }
 
     func fetch(_ range: ByteRange, attempt: AttemptID, generation: Int, validator: Validator?, background: Bool,
@@ -874,7 +889,9 @@ final class FileTransfer: @unchecked Sendable {
         // Long bodies are committed in checkpoints as they arrive, so a crash or a dropped
         // connection loses at most one checkpoint per transfer, not the whole segment.
         let checkpointBytes = engine.settings.checkpointBytes
-        var checkpointStart = range.lower
+        // A whole-file stream passes over the durable prefix again: those bytes are not written.
+        let prefix = condition.withLock { row.attempt == attempt ? row.present.contiguousLength(from: 0) : 0 }
+        var checkpointStart = range.lower == 0 && range.upper == file.size ? min(prefix, range.upper) : range.lower
         var received: Int64 = 0
         engine.activeFetches.withLock { $0 += 1 }
         defer { engine.activeFetches.withLock { $0 -= 1 } }
@@ -887,19 +904,21 @@ final class FileTransfer: @unchecked Sendable {
                     let due = Double(received) / Double(rate) - Date().timeIntervalSince(started)
                     if due > 0 { usleep(useconds_t(min(due, 1) * 1_000_000)) }
                 }
+                let skip = Int(min(max(checkpointStart - offset, 0), Int64(bytes.count)))
+                let kept = UnsafeRawBufferPointer(rebasing: bytes[skip...])
                 writeGate.lock()
                 guard writableAttempt == attempt else {
                     writeGate.unlock()
                     sinkError = .remoteChanged("a newer attempt replaced this one")
                     throw LabstreamError.remoteChanged("stale attempt")
                 }
-                do throws(LabstreamError) { try partial.write(bytes, at: offset) } catch {
+                do throws(LabstreamError) { if !kept.isEmpty { try partial.write(kept, at: offset + Int64(skip)) } } catch {
                     writeGate.unlock()
                     sinkError = error
                     throw error
                 }
                 writeGate.unlock()
-                hasher.update(bytes)
+                hasher.update(kept)
                 received += Int64(bytes.count)
                 let end = range.lower + received
                 if end - checkpointStart >= checkpointBytes && end < range.upper {
@@ -931,7 +950,7 @@ final class FileTransfer: @unchecked Sendable {
             case .remoteChanged(let why):
                 outcome = .failure(FetchFailure(error: .remoteChanged(why), kind: .validation))
             case .restart(let why):
-                outcome = .failure(FetchFailure(error: .remoteChanged(why), kind: .validation))
+                outcome = .failure(FetchFailure(error: .remoteChanged(why), kind: .validation, rangeIgnored: true))
             case .acceptPrefix:
                 // The transport reports a finished prefix as `accept`; one cut short is a drop.
                 outcome = .failure(FetchFailure(error: .fetchFailed("the connection ended after \(result.bytesWritten) of \(range.count) bytes"),
@@ -1044,9 +1063,17 @@ final class FileTransfer: @unchecked Sendable {
             engine.noteChange()
         }
         inFlight.remove(range)
+        if let i = requestsInFlight.firstIndex(of: range) { requestsInFlight.remove(at: i) }
         if let i = fillInFlight.firstIndex(of: range) { fillInFlight.remove(at: i) }
         sequence += 1
         switch outcome {
+        case .failure(let failure) where failure.rangeIgnored:
+            guard attempt == row.attempt, !ignoresRange else { return }
+            // Its body was not written. A new attempt fetches the whole file from byte 0, and
+            // the readers waiting now wait for that stream instead of failing.
+            engine.log("\(file.path.joined(separator: "/")): the server ignores Range; fetching the whole file from its start")
+            ignoresRange = true
+            restart(why: failure.error.userMessage, engine: engine, counted: false)
         case .success(let fetched):
             if fetched.received > 0 || !remainder.isEmpty {
                 commitLocked(remainder, sha256: fetched.sha256, validator: fetched.validator, attempt: attempt, engine: engine)
@@ -1076,14 +1103,14 @@ final class FileTransfer: @unchecked Sendable {
     /// The file changed on the server: its old bytes belong to another version. A new attempt
     /// starts from nothing; in-flight bodies of the old one can no longer write. Call with
     /// `condition` held.
-    func restart(why: String, engine: TransferEngine) {
+    func restart(why: String, engine: TransferEngine, counted: Bool = true) {
         writeGate.lock()
         writableAttempt = row.attempt.next
         writeGate.unlock()
-        consecutiveFailures += 1
+        if counted { consecutiveFailures += 1 }
         row = DownloadRow(key: row.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
                           total: row.total, present: RangeSet(), partialPath: row.partialPath,
-                          reason: "file changed on the server (\(why))", pinned: row.pinned, sourceTag: file.etag, job: row.job)
+                          reason: counted ? "file changed on the server (\(why))" : why, pinned: row.pinned, sourceTag: file.etag, job: row.job)
         verified = RangeSet()
         if consecutiveFailures >= engine.settings.retry.maxAttempts {
             row.status = row.pinned ? .failed : .partial

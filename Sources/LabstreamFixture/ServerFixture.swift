@@ -152,6 +152,9 @@ public final class ServerFixture: Sendable {
         var expireSyncJobs = false
         /// Play sessions whose encoding a client stopped (`DELETE /Videos/ActiveEncodings`).
         var stoppedSessions: [String] = []
+        /// File bodies being sent now, and the most at once, per file.
+        var bodiesSending: [String: Int] = [:]
+        var peakBodiesSending: [String: Int] = [:]
         var transcodes = 0
     }
 
@@ -572,11 +575,28 @@ public final class ServerFixture: Sendable {
         return serveFile(file, tagId: id, request, fault, report: report)
     }
 
+    /// The most bodies of one file that were being sent at once (a body counts until its last
+    /// byte went out; one cut short counts until the fixture stops).
+    public var peakConcurrentBodiesOfOneFile: Int { state.withLock { $0.peakBodiesSending.values.max() ?? 0 } }
+
     /// A file with `Range`, `If-Range`, `ETag` and `Last-Modified` (tagged by `tagId`).
     func serveFile(_ file: String, tagId id: String, _ request: HTTPServer.Request, _ fault: FixtureFault?,
-                   report: @escaping @Sendable (Int64) -> Void) -> HTTPServer.Response {
+                   report progress: @escaping @Sendable (Int64) -> Void) -> HTTPServer.Response {
         guard let attrs = try? FileManager.default.attributesOfItem(atPath: file), let size = attrs[.size] as? Int64 else {
             return .json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
+        }
+        // Set when a body is answered below; its last byte ends it.
+        let bodyLength = Mutex<Int64>(-1)
+        let report: @Sendable (Int64) -> Void = { [self] sent in
+            progress(sent)
+            if sent == bodyLength.withLock({ $0 }) { state.withLock { $0.bodiesSending[id, default: 1] -= 1 } }
+        }
+        func sending(_ length: Int64) {
+            bodyLength.withLock { $0 = length }
+            state.withLock { s in
+                s.bodiesSending[id, default: 0] += 1
+                s.peakBodiesSending[id] = max(s.peakBodiesSending[id] ?? 0, s.bodiesSending[id]!)
+            }
         }
         let tag = etag(for: id, file: file)
         let modified = lastModified(for: id)
@@ -597,9 +617,11 @@ public final class ServerFixture: Sendable {
             let shift: Int64 = fault == .wrongContentRange ? 1 : 0
             let total = state.withLock { $0.totalless.contains(id) } ? "*" : String(size)
             headers.append(("Content-Range", "bytes \(first + shift)-\(last + shift)/\(total)"))
+            sending(min(last - first + 1, dropAfter ?? .max))
             return HTTPServer.Response(status: 206, headers: headers,
                                        body: .file(path: file, offset: first, length: last - first + 1, dropAfter: dropAfter, stallSeconds: stall, sent: report))
         }
+        sending(min(size, dropAfter ?? .max))
         return HTTPServer.Response(status: 200, headers: headers,
                                    body: .file(path: file, offset: 0, length: size, dropAfter: dropAfter, stallSeconds: stall, sent: report))
     }

@@ -145,6 +145,9 @@ import Testing
                 == .restart("server ignored the Range header (200)"))
         let whole = RangeExpectation(range: .openEnded(from: 0), total: nil, validator: nil)
         #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: nil, expected: whole) == .accept(validator: nil, total: nil))
+        // Nor is a request for the whole file of known size.
+        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: nil,
+                                          expected: RangeExpectation(range: ByteRange(0, 1000), total: 1000, validator: nil)) == .accept(validator: nil, total: 1000))
         // A closed range from 0 without a validator still may not take a 200 (later ranges could be another version).
         #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: nil,
                                           expected: RangeExpectation(range: ByteRange(0, 100), total: nil, validator: nil)) == .restart("server ignored the Range header (200)"))

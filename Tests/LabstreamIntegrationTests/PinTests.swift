@@ -54,6 +54,32 @@ import Testing
         #expect(fromZero.count == 1)   // the 200 was used, not asked for again
     }
 
+    /// A server that never honours `Range`: the pinned file still fills, from one whole-file answer.
+    @Test func aPinFromAServerThatIgnoresRangeFillsFromOneWholeFileAnswer() throws {
+        let rig = try EngineRig("pin-no-range")
+        rig.fixture.inject(.ignoreRange, pathPrefix: "/Items/", times: nil)
+        try rig.pin(alpha)
+        let row = try #require(try rig.settled(alpha))
+        #expect(row.status == .unverified, "\(row.status) \(row.reason ?? "")")
+        #expect(try sha256(rig.partialPath(alpha)) == sha256(expectedTree(rig.media)[alpha]!))
+        let size = try rig.file(alpha).tree.size
+        #expect(rig.fixture.downloadRequests.filter { $0.requestedRange == ByteRange(0, size) }.count == 1)
+    }
+
+    /// The segment train holds at most a head and a look-ahead on the wire per file, even when
+    /// the two are adjacent (they must not count as one) and other files' segments keep waking
+    /// the fill.
+    @Test func aPinnedFileNeverHasMoreThanTwoSegmentsOnTheWire() throws {
+        let rig = try EngineRig("pin-train") { $0.sizes.segmentSize = 1 << 20 }
+        try rig.pin(alpha)
+        try rig.pin(show)
+        for rel in [alpha] + expectedTree(rig.media).keys.filter({ $0.hasPrefix(show) }) {
+            #expect(try rig.settled(rel)?.status == .unverified, "\(rel)")
+        }
+        #expect(rig.fixture.downloadRequests.count >= 12)
+        #expect(rig.fixture.peakConcurrentBodiesOfOneFile <= 2, "\(rig.fixture.peakConcurrentBodiesOfOneFile) bodies of one file at once")
+    }
+
     /// A 401 for bytes: the stored sign-in is checked once; it holds, so the fetch goes on.
     @Test func aSingle401IsRetriedOnceTheSignInIsChecked() throws {
         let rig = try EngineRig("pin-401")
