@@ -24,7 +24,7 @@ let package = Package(
         .target(name: "LabstreamCore"),
         .target(name: "LabstreamBackends", dependencies: ["LabstreamCore"]),
         .target(name: "LabstreamHTTP", dependencies: ["LabstreamCore", "LabstreamBackends", "CCurl"]),
-        .target(name: "LabstreamStore", dependencies: ["LabstreamCore", "CSQLite", "CCrypto"]),
+        .target(name: "LabstreamStore", dependencies: ["LabstreamCore", "CSQLite", "CCrypto", "CLinux"]),
         .target(name: "LabstreamEngine", dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamStore", "CMpv"]),
         .target(name: "LabstreamFS", dependencies: ["LabstreamCore", "LabstreamStore", "LabstreamEngine"]),
         .target(name: "LabstreamFUSE", dependencies: ["LabstreamCore", "LabstreamFS", "CFuse3"]),

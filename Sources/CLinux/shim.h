@@ -15,6 +15,12 @@ static const int CLinux_POSIX_SPAWN_SETSID = 0x80;
 /* Waits for any process to exit (not only children) without polling: a pidfd is readable once it has. */
 static inline int CLinux_pidfd_open(int pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 
+/* sync_file_range(SYNC_FILE_RANGE_WRITE): start writeback of a range without waiting for it
+   (glibc declares it only under _GNU_SOURCE). */
+static inline int CLinux_start_writeback(int fd, long long offset, long long length) {
+    return (int)syscall(SYS_sync_file_range, fd, offset, length, 2 /* SYNC_FILE_RANGE_WRITE */);
+}
+
 #include <sys/socket.h>
 /* The uid of a Unix socket's peer (SO_PEERCRED's struct ucred needs _GNU_SOURCE; its layout
    and the option's value are fixed ABI). -1 when unknown. */

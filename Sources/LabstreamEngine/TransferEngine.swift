@@ -893,6 +893,7 @@ final class FileTransfer: @unchecked Sendable {
         let prefix = condition.withLock { row.attempt == attempt ? row.present.contiguousLength(from: 0) : 0 }
         var checkpointStart = range.lower == 0 && range.upper == file.size ? min(prefix, range.upper) : range.lower
         var received: Int64 = 0
+        var writtenBack = checkpointStart
         engine.activeFetches.withLock { $0 += 1 }
         defer { engine.activeFetches.withLock { $0 -= 1 } }
         let rate = engine.rateShare()
@@ -921,6 +922,10 @@ final class FileTransfer: @unchecked Sendable {
                 hasher.update(kept)
                 received += Int64(bytes.count)
                 let end = range.lower + received
+                if end - writtenBack >= 1 << 20 && end > checkpointStart {
+                    partial.startWriteback(ByteRange(max(writtenBack, checkpointStart), end))
+                    writtenBack = end
+                }
                 if end - checkpointStart >= checkpointBytes && end < range.upper {
                     do throws(LabstreamError) { try partial.sync() } catch {
                         sinkError = error

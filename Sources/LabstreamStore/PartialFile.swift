@@ -1,3 +1,4 @@
+import CLinux
 import LabstreamCore
 #if canImport(Glibc)
 import Glibc
@@ -30,6 +31,12 @@ public final class PartialFile: Sendable {
             if error.code == ENOSPC || error.code == EDQUOT { throw .noSpace("writing \(path)") }
             throw .storage(error.description)
         }
+    }
+
+    /// Starts writing `range` back to the disk without waiting, so the checkpoint's
+    /// `fdatasync` finds little left to do and the receiving thread is not held up by it.
+    public func startWriteback(_ range: ByteRange) {
+        _ = CLinux_start_writeback(fd, range.lower, range.count)
     }
 
     /// Makes written bytes durable; the range map may only advance after this returns.
