@@ -894,6 +894,13 @@ final class FileTransfer: @unchecked Sendable {
         var checkpointStart = range.lower == 0 && range.upper == file.size ? min(prefix, range.upper) : range.lower
         var received: Int64 = 0
         var writtenBack = checkpointStart
+        let checkpoints = CheckpointCommitter { [self] c throws(LabstreamError) in
+            try partial.sync()
+            // The response's validator is pinned with its first committed bytes.
+            guard commit(c.piece, sha256: c.sha256, validator: c.validator, attempt: attempt, engine: engine) else {
+                throw .remoteChanged("a newer attempt replaced this one")
+            }
+        }
         engine.activeFetches.withLock { $0 += 1 }
         defer { engine.activeFetches.withLock { $0 -= 1 } }
         let rate = engine.rateShare()
@@ -927,15 +934,11 @@ final class FileTransfer: @unchecked Sendable {
                     writtenBack = end
                 }
                 if end - checkpointStart >= checkpointBytes && end < range.upper {
-                    do throws(LabstreamError) { try partial.sync() } catch {
+                    do throws(LabstreamError) {
+                        try checkpoints.submit(.init(piece: ByteRange(checkpointStart, end), sha256: hasher.finish(), validator: seen))
+                    } catch {
                         sinkError = error
                         throw error
-                    }
-                    let piece = ByteRange(checkpointStart, end)
-                    // The response's validator is pinned with its first committed bytes.
-                    guard commit(piece, sha256: hasher.finish(), validator: seen, attempt: attempt, engine: engine) else {
-                        sinkError = .remoteChanged("a newer attempt replaced this one")
-                        throw LabstreamError.remoteChanged("stale attempt")
                     }
                     hasher = SHA256Hasher()
                     checkpointStart = end
@@ -977,6 +980,8 @@ final class FileTransfer: @unchecked Sendable {
                 outcome = .failure(FetchFailure(error: transport, kind: .transientTransport))
             }
         }
+        // Every checkpoint is in before the body is finished, so nothing of it is planned again meanwhile.
+        if let failed = checkpoints.finish() { outcome = .failure(FetchFailure(error: failed, kind: .localFile)) }
         let remainder = ByteRange(checkpointStart, range.upper)
         finish(range, remainder: remainder, attempt: attempt, generation: generation, background: background, outcome: outcome, engine: engine)
     }
