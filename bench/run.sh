@@ -237,21 +237,23 @@ fi
 
 if want B8; then
 echo "B8 pinned download of a $SIZE_MB MiB file"
-C=(); L=(); D=(); FD=()
+C=(); L=(); D=(); FD=(); PR=()
 for i in $(seq 0 "$RUNS"); do
     drop_caches; s=$(now); curl -s -o /dev/null "$URL/Items/$BENCH_ID/Download"; c=$(mbps "$BYTES" "$(elapsed "$s")")
     ls_cold; s=$(now); $BIN pin --wait "$(lsfile bench)" >/dev/null; l=$(mbps "$BYTES" "$(elapsed "$s")"); $BIN unpin "$(lsfile bench)" >/dev/null
+    r=$(awk '/VmHWM/ {print $2 / 1024}' "/proc/$(daemon_pid)/status")   # the daemon is fresh: its peak is this pin's
     s=$(now); dd if=/dev/zero of="$W/ddtest" bs=1M count="$SIZE_MB" conv=fdatasync status=none; d=$(mbps "$BYTES" "$(elapsed "$s")"); rm -f "$W/ddtest"
     # A plain durable download: curl to a file, then fdatasync it (what "keep a copy" costs).
     drop_caches; s=$(now); curl -s -o "$W/curl.out" "$URL/Items/$BENCH_ID/Download"; dd if=/dev/null of="$W/curl.out" conv=fdatasync,notrunc status=none
     f=$(mbps "$BYTES" "$(elapsed "$s")"); rm -f "$W/curl.out"
     [ "$i" = 0 ] && continue
-    C+=("$c"); L+=("$l"); D+=("$d"); FD+=("$f")
+    C+=("$c"); L+=("$l"); D+=("$d"); FD+=("$f"); PR+=("$r")
 done
 record B8 "curl -o /dev/null (reference)" MB/s "${C[@]}"; CM=$MED; record B8 "labstream pin --wait" MB/s "${L[@]}"; LM=$MED
 record B8 "disk ceiling: dd conv=fdatasync" MB/s "${D[@]}"; DM=$MED
 record B8 "curl -o FILE, then fdatasync" MB/s "${FD[@]}"; FM=$MED
-note "B8 labstream/curl $(ratio "$LM" "$CM") (target >= 0.9), labstream/(curl to a synced file) $(ratio "$LM" "$FM"), labstream/disk ceiling $(ratio "$LM" "$DM")"
+record B8 "labstream daemon peak RSS during the pin" MiB "${PR[@]}"; PM=$MED
+note "B8 labstream/curl $(ratio "$LM" "$CM") (target >= 0.9), labstream/(curl to a synced file) $(ratio "$LM" "$FM"), labstream/disk ceiling $(ratio "$LM" "$DM"), peak RSS $PM MiB (target < 100 MB)"
 ls_unmount
 fi
 
