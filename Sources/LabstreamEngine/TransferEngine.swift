@@ -65,6 +65,9 @@ public final class TransferEngine: Sendable {
     let health = ServerHealth()
     /// Transfers on the wire, to share the rate limit between them.
     let activeFetches = Mutex(0)
+    /// Set by `stop`: bodies on the wire end at their next chunk, keeping what arrived.
+    let stopping = Mutex(false)
+    let fetchesEnded = NSCondition()
 
     /// This transfer's share of the global rate limit, fixed when it starts.
     func rateShare() -> Int64 {
@@ -115,10 +118,17 @@ public final class TransferEngine: Sendable {
         if settings.playbackProbe { validation.start { [self] _ in Validation.pass(self); return nil } }
     }
 
-    public func stop() {
+    /// Stops the background work; bodies on the wire end and commit what they received (a
+    /// stalled one is waited for at most `grace` seconds).
+    public func stop(grace: Double = 3) {
         filler.stop()
         health.stop()
         validation.stop()
+        stopping.withLock { $0 = true }
+        let deadline = Date().addingTimeInterval(grace)
+        fetchesEnded.lock()
+        while activeFetches.withLock({ $0 }) > 0 && fetchesEnded.wait(until: deadline) {}
+        fetchesEnded.unlock()
     }
 
     /// The current download row for `file`: live state if the file is open, else the index.
@@ -549,6 +559,10 @@ final class FileTransfer: @unchecked Sendable {
     var row: DownloadRow
     /// Durable ranges whose digests were checked since this daemon started.
     var verified = RangeSet()
+    /// Bytes of this attempt in the partial, from answers carrying the attempt's validator, that
+    /// may not be synced and committed yet: readers are served them at once (the commit follows;
+    /// a crash only means they are fetched again).
+    var written = RangeSet()
     var inFlight = RangeSet()
     /// Each request on the wire (adjacent ones coalesce in `inFlight`; the train counts requests).
     var requestsInFlight: [ByteRange] = []
@@ -648,6 +662,7 @@ final class FileTransfer: @unchecked Sendable {
                               total: row.total, present: RangeSet(), partialPath: row.partialPath, reason: nil, pinned: row.pinned,
                               sourceTag: row.sourceTag, job: row.job)
             verified = RangeSet()
+            written = RangeSet()
             try partial.discardAll()
         case .resume, .retry:
             guard !whole else { return }
@@ -666,6 +681,7 @@ final class FileTransfer: @unchecked Sendable {
             row = DownloadRow(key: row.key, status: .partial, attempt: row.attempt.next, validator: nil, total: row.total,
                               present: RangeSet(), partialPath: row.partialPath, reason: reason, pinned: false, sourceTag: row.sourceTag, job: row.job)
             verified = RangeSet()
+            written = RangeSet()
             // The row forgets the bytes first; only then are they freed.
             try index.saveDownload(row, now: engine.now())
             try partial.discardAll()
@@ -719,7 +735,12 @@ final class FileTransfer: @unchecked Sendable {
         defer { waiters -= 1 }
         while true {
             if !verified.contains(demand) { verifyCommitted(in: demand, engine: engine) }
-            if row.present.contains(demand) { return row.attempt }
+            if row.present.contains(demand) || written.contains(demand) { return row.attempt }
+            if !written.isEmpty {
+                var readable = row.present
+                readable.formUnion(written)
+                if readable.contains(demand) { return row.attempt }
+            }
             if let failure = failures.first(where: { $0.sequence > startSequence && $0.range.overlaps(demand) }) {
                 throw failure.error
             }
@@ -767,6 +788,7 @@ final class FileTransfer: @unchecked Sendable {
     func drop(_ range: ByteRange, why: String, engine: TransferEngine) {
         engine.log("\(file.path.joined(separator: "/")): bytes \(range) failed verification (\(why)); fetching them again")
         row.present.remove(range)
+        written.remove(range)
         row.awaitingValidation = false
         if row.status == .unverified || row.status == .complete { row.status = row.pinned ? .queued : .partial }
         row.reason = "damaged bytes found on disk were dropped and will be fetched again"
@@ -894,6 +916,11 @@ final class FileTransfer: @unchecked Sendable {
         var checkpointStart = range.lower == 0 && range.upper == file.size ? min(prefix, range.upper) : range.lower
         var received: Int64 = 0
         var writtenBack = checkpointStart
+        // Whether readers may have this answer's bytes before they are committed: only when it
+        // carries the attempt's validator (pinned here by the first answer), so no reader can
+        // be served two versions of the file.
+        var servable: Bool?
+        var answerValidator: Validator?
         let checkpoints = CheckpointCommitter { [self] c throws(LabstreamError) in
             try partial.sync()
             // The response's validator is pinned with its first committed bytes.
@@ -902,7 +929,10 @@ final class FileTransfer: @unchecked Sendable {
             }
         }
         engine.activeFetches.withLock { $0 += 1 }
-        defer { engine.activeFetches.withLock { $0 -= 1 } }
+        defer {
+            engine.activeFetches.withLock { $0 -= 1 }
+            engine.fetchesEnded.withLock { engine.fetchesEnded.broadcast() }
+        }
         let rate = engine.rateShare()
         let started = Date()
         do {
@@ -912,6 +942,11 @@ final class FileTransfer: @unchecked Sendable {
                     let due = Double(received) / Double(rate) - Date().timeIntervalSince(started)
                     if due > 0 { usleep(useconds_t(min(due, 1) * 1_000_000)) }
                 }
+                if engine.stopping.withLock({ $0 }) {
+                    sinkError = .fetchFailed("the daemon is stopping")
+                    throw LabstreamError.fetchFailed("stopping")
+                }
+                answerValidator = seen
                 let skip = Int(min(max(checkpointStart - offset, 0), Int64(bytes.count)))
                 let kept = UnsafeRawBufferPointer(rebasing: bytes[skip...])
                 writeGate.lock()
@@ -929,6 +964,21 @@ final class FileTransfer: @unchecked Sendable {
                 hasher.update(kept)
                 received += Int64(bytes.count)
                 let end = range.lower + received
+                condition.lock()
+                if servable == nil {
+                    guard row.attempt == attempt else {
+                        condition.unlock()
+                        sinkError = .remoteChanged("a newer attempt replaced this one")
+                        throw LabstreamError.remoteChanged("stale attempt")
+                    }
+                    if row.validator == nil { row.validator = seen }
+                    servable = row.validator == seen
+                }
+                if servable == true && !kept.isEmpty && row.attempt == attempt {
+                    written.insert(ByteRange(end - Int64(kept.count), end))
+                    if waiters > 0 { condition.broadcast() }
+                }
+                condition.unlock()
                 if end - writtenBack >= 1 << 20 && end > checkpointStart {
                     partial.startWriteback(ByteRange(max(writtenBack, checkpointStart), end))
                     writtenBack = end
@@ -982,6 +1032,15 @@ final class FileTransfer: @unchecked Sendable {
         }
         // Every checkpoint is in before the body is finished, so nothing of it is planned again meanwhile.
         if let failed = checkpoints.finish() { outcome = .failure(FetchFailure(error: failed, kind: .localFile)) }
+        if case .failure = outcome, range.lower + received > checkpointStart {
+            // Cut short (a drop, a stall, the daemon stopping): what arrived is the answer's own,
+            // already judged and possibly read, so it is kept. The attempt check refuses stale bytes.
+            let arrived = ByteRange(checkpointStart, range.lower + received)
+            if (try? partial.sync()) != nil,
+               commit(arrived, sha256: hasher.finish(), validator: answerValidator, attempt: attempt, engine: engine) {
+                checkpointStart = arrived.upper
+            }
+        }
         let remainder = ByteRange(checkpointStart, range.upper)
         finish(range, remainder: remainder, attempt: attempt, generation: generation, background: background, outcome: outcome, engine: engine)
     }
@@ -1047,6 +1106,7 @@ final class FileTransfer: @unchecked Sendable {
             try index.saveDownload(next, committing: .init(range: committed, sha256: sha256), now: engine.now())
             row = next
             verified.insert(committed)
+            written.remove(committed)   // durable now: kept in `present`
             consecutiveFailures = 0
             engine.noteChange()
             if next.awaitingValidation {
@@ -1122,6 +1182,7 @@ final class FileTransfer: @unchecked Sendable {
                           total: row.total, present: RangeSet(), partialPath: row.partialPath,
                           reason: counted ? "file changed on the server (\(why))" : why, pinned: row.pinned, sourceTag: file.etag, job: row.job)
         verified = RangeSet()
+        written = RangeSet()
         if consecutiveFailures >= engine.settings.retry.maxAttempts {
             row.status = row.pinned ? .failed : .partial
             row.reason = "the file keeps changing on the server (\(why)); run `labstream sync`"

@@ -20,8 +20,9 @@ public final class HTTPServer: Sendable {
     public enum Body: Sendable {
         case bytes([UInt8])
         /// `length` bytes of `file` from `offset`; `dropAfter` closes the connection early;
-        /// `sent` hears how many body bytes went out so far.
-        case file(path: String, offset: Int64, length: Int64, dropAfter: Int64?, stallSeconds: Double?,
+        /// `stall` pauses once `after` body bytes went out; `sent` hears how many body bytes
+        /// went out so far.
+        case file(path: String, offset: Int64, length: Int64, dropAfter: Int64?, stall: (after: Int64, seconds: Double)?,
                   sent: (@Sendable (Int64) -> Void)? = nil)
     }
 
@@ -190,13 +191,17 @@ public final class HTTPServer: Sendable {
             let file = open(path, O_RDONLY)
             guard file >= 0 else { return false }
             defer { close(file) }
-            if let stall { Thread.sleep(forTimeInterval: stall) }
             var sent: Int64 = 0
+            var stalled = false
             var chunk = [UInt8](repeating: 0, count: 256 * 1024)
             length = total
             if let dropAfter { length = min(total, dropAfter) }
             while sent < length {
-                let want = Int(min(Int64(chunk.count), length - sent))
+                if let stall, !stalled, sent >= stall.after {
+                    stalled = true
+                    Thread.sleep(forTimeInterval: stall.seconds)
+                }
+                let want = Int(min(Int64(chunk.count), length - sent, stall.map { $0.after > sent ? $0.after - sent : .max } ?? .max))
                 let n = chunk.withUnsafeMutableBytes { pread(file, $0.baseAddress, want, off_t(offset + sent)) }
                 guard n > 0 else { return false }
                 guard sendAll(fd, Array(chunk[0..<n])) else { return false }

@@ -68,6 +68,8 @@ public enum FixtureFault: Sendable, Hashable {
     case wrongContentRange
     case dropAfter(Int64)
     case stall(Double)
+    /// The body stalls for the seconds after its first bytes went out.
+    case stallAfter(Int64, Double)
     case malformedJSON
     case truncatedJSON
 }
@@ -603,7 +605,13 @@ public final class ServerFixture: Sendable {
         var headers: [(String, String)] = [("Content-Type", "video/x-matroska"), ("Accept-Ranges", "bytes"),
                                            ("ETag", tag), ("Last-Modified", modified)]
         let dropAfter: Int64? = { if case .dropAfter(let n)? = fault { return n }; return nil }()
-        let stall: Double? = { if case .stall(let s)? = fault { return s }; return nil }()
+        let stall: (after: Int64, seconds: Double)? = {
+            switch fault {
+            case .stall(let s)?: return (0, s)
+            case .stallAfter(let n, let s)?: return (n, s)
+            default: return nil
+            }
+        }()
         var honourRange = fault != .ignoreRange
         if let ifRange = request.headers["if-range"], ifRange != tag, ifRange != modified { honourRange = false }
         if honourRange, let spec = request.headers["range"], spec.hasPrefix("bytes=") {
@@ -619,11 +627,11 @@ public final class ServerFixture: Sendable {
             headers.append(("Content-Range", "bytes \(first + shift)-\(last + shift)/\(total)"))
             sending(min(last - first + 1, dropAfter ?? .max))
             return HTTPServer.Response(status: 206, headers: headers,
-                                       body: .file(path: file, offset: first, length: last - first + 1, dropAfter: dropAfter, stallSeconds: stall, sent: report))
+                                       body: .file(path: file, offset: first, length: last - first + 1, dropAfter: dropAfter, stall: stall, sent: report))
         }
         sending(min(size, dropAfter ?? .max))
         return HTTPServer.Response(status: 200, headers: headers,
-                                   body: .file(path: file, offset: 0, length: size, dropAfter: dropAfter, stallSeconds: stall, sent: report))
+                                   body: .file(path: file, offset: 0, length: size, dropAfter: dropAfter, stall: stall, sent: report))
     }
 
     /// Play sessions whose encodings clients stopped, in order.
@@ -659,9 +667,15 @@ public final class ServerFixture: Sendable {
             if sent >= size { unlink(out) }
         }
         let dropAfter: Int64? = { if case .dropAfter(let n)? = fault { return n }; return nil }()
-        let stall: Double? = { if case .stall(let s)? = fault { return s }; return nil }()
+        let stall: (after: Int64, seconds: Double)? = {
+            switch fault {
+            case .stall(let s)?: return (0, s)
+            case .stallAfter(let n, let s)?: return (n, s)
+            default: return nil
+            }
+        }()
         return HTTPServer.Response(status: 200, headers: [("Content-Type", "video/x-matroska")],
-                                   body: .file(path: out, offset: 0, length: size, dropAfter: dropAfter, stallSeconds: stall, sent: report))
+                                   body: .file(path: out, offset: 0, length: size, dropAfter: dropAfter, stall: stall, sent: report))
     }
 
     func json(_ object: Any) -> HTTPServer.Response {

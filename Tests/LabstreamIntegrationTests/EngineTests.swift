@@ -110,6 +110,15 @@ final class EngineRig: @unchecked Sendable {
         return try fs.read(handle: h, offset: Int64(offset), size: length)
     }
 
+    /// Reads, then waits until the fetches behind the read have finished and committed: a read
+    /// returns as soon as its bytes are in the partial, before they are durable.
+    func readAndSettle(_ rel: String, offset: Int, length: Int) throws -> [UInt8] {
+        let bytes = try read(rel, offset: offset, length: length)
+        let tree = try file(rel).tree
+        _ = try waitUntil { transfers.inFlight(tree).isEmpty }
+        return bytes
+    }
+
     func source(_ rel: String, offset: Int, length: Int) throws -> [UInt8] {
         try pread(path: expectedTree(media)[rel]!, offset: offset, length: length)
     }
@@ -149,10 +158,26 @@ final class EngineRig: @unchecked Sendable {
         let size = 12 * MiB + 37
         #expect(try rig.read(alpha, offset: size - 100, length: 4096) == rig.source(alpha, offset: size - 100, length: 100))
         #expect(try rig.read(alpha, offset: size + 10, length: 4096).isEmpty)
+        _ = try rig.readAndSettle(alpha, offset: 0, length: 1)   // the fetches behind these reads are committed
         let row = try #require(try rig.index.download(try rig.file(alpha).tree.key))
         #expect(row.present.contains(ByteRange(0, Int64(MiB))))
         #expect(row.validator != nil)
         #expect(rig.fixture.downloadRequests.allSatisfy { $0.ifRange == nil || $0.ifRange == row.validator?.headerValue })
+    }
+
+    /// A read is answered once its bytes are in the partial from an answer carrying the file's
+    /// validator, before they are synced and committed: a body that stalls after its first
+    /// 300 000 bytes still serves a read inside them; they are committed when the body ends.
+    @Test func aReadIsServedBeforeItsBytesAreCommitted() throws {
+        let rig = try EngineRig("early")
+        rig.fixture.inject(.stallAfter(300_000, 3), pathPrefix: "/Items/", times: 1)
+        #expect(try rig.read(alpha, offset: 1000, length: 4096) == rig.source(alpha, offset: 1000, length: 4096))
+        let key = try rig.file(alpha).tree.key
+        #expect(try rig.index.download(key)?.present.isEmpty ?? true)   // the body is still stalled
+        #expect(rig.fixture.downloadRequests.count == 1 && rig.fixture.downloadRequests.first?.bytesSent == 300_000)
+        _ = try rig.readAndSettle(alpha, offset: 1000, length: 4096)
+        #expect(try rig.index.download(key)?.present.contains(ByteRange(0, Int64(MiB))) == true)
+        #expect(rig.fixture.downloadRequests.count == 1)
     }
 
     @Test func concurrentReadersShareOneFetch() throws {
@@ -200,15 +225,19 @@ final class EngineRig: @unchecked Sendable {
 
     @Test func aDroppedConnectionFailsPromptlyAndKeepsTheGoodBytes() throws {
         let rig = try EngineRig("drop")
-        _ = try rig.read(alpha, offset: 0, length: 4096)
+        _ = try rig.readAndSettle(alpha, offset: 0, length: 4096)
         rig.fixture.inject(.dropAfter(100_000), pathPrefix: "/Items/", times: 1)
         let started = Date()
-        #expect(throws: LabstreamError.self) { _ = try rig.read(self.alpha, offset: 5 * MiB, length: 4096) }
+        // Bytes past the first 100 000 of the answer never arrive.
+        #expect(throws: LabstreamError.self) { _ = try rig.read(self.alpha, offset: 5 * MiB + 200_000, length: 4096) }
         #expect(Date().timeIntervalSince(started) < 8)
+        // The bytes that arrived before the drop are kept (committed), and they are the source's.
         let row = try #require(try rig.index.download(try rig.file(alpha).tree.key))
-        #expect(row.present == RangeSet([ByteRange(0, Int64(MiB))]))
+        let arrived = ByteRange(Int64(5 * MiB), Int64(5 * MiB + 100_000))
+        #expect(row.present == RangeSet([ByteRange(0, Int64(MiB)), arrived]))
+        #expect(try pread(path: rig.partialPath(alpha), offset: 5 * MiB, length: 100_000) == rig.source(alpha, offset: 5 * MiB, length: 100_000))
         // The fault is spent: the same read now works and matches.
-        #expect(try rig.read(alpha, offset: 5 * MiB, length: 4096) == rig.source(alpha, offset: 5 * MiB, length: 4096))
+        #expect(try rig.read(alpha, offset: 5 * MiB + 200_000, length: 4096) == rig.source(alpha, offset: 5 * MiB + 200_000, length: 4096))
     }
 
     @Test(arguments: [FixtureFault.wrongContentRange, .status(500), .status(401)])
@@ -246,7 +275,7 @@ final class EngineRig: @unchecked Sendable {
 
     @Test func aFileThatChangedOnTheServerIsStaleAndStartsOver() throws {
         let rig = try EngineRig("changed")
-        _ = try rig.read(alpha, offset: 0, length: 4096)
+        _ = try rig.readAndSettle(alpha, offset: 0, length: 4096)
         let f = try rig.file(alpha)
         let before = try #require(try rig.index.download(f.tree.key))
         rig.fixture.touch(itemId: f.tree.key.sourceId)
@@ -259,7 +288,7 @@ final class EngineRig: @unchecked Sendable {
 
     @Test func presentRangesSurviveARestart() throws {
         let rig = try EngineRig("restart")
-        _ = try rig.read(alpha, offset: 0, length: 3 * MiB)
+        _ = try rig.readAndSettle(alpha, offset: 0, length: 3 * MiB)
         let fetched = rig.fixture.downloadRequests.count
         try rig.restart()
         #expect(try rig.read(alpha, offset: 0, length: 3 * MiB) == rig.source(alpha, offset: 0, length: 3 * MiB))
@@ -299,7 +328,7 @@ final class EngineRig: @unchecked Sendable {
         let rig = try EngineRig("xattr")
         let f = try rig.file(alpha)
         #expect(try rig.fs.getxattr(f.ino, name: "user.labstream.state") == "not-local")
-        _ = try rig.read(alpha, offset: 0, length: 10)
+        _ = try rig.readAndSettle(alpha, offset: 0, length: 10)
         #expect(try rig.fs.getxattr(f.ino, name: "user.labstream.state") == "partial")
         #expect(try rig.fs.getxattr(f.ino, name: "user.labstream.bytes") == "\(MiB)/\(12 * MiB + 37)")
         #expect(try rig.fs.getxattr(f.ino, name: "user.labstream.item_id") == f.tree.key.itemId)
@@ -311,7 +340,7 @@ final class EngineRig: @unchecked Sendable {
         #expect(!all.contains(rig.fixture.accessToken) && !all.contains("http"))
         // A whole file read makes the row complete-pending-validation.
         let gamma = "test/Movies/Gamma/Gamma.mkv"
-        _ = try rig.read(gamma, offset: 0, length: 700 * 1024)
+        _ = try rig.readAndSettle(gamma, offset: 0, length: 700 * 1024)
         let g = try rig.file(gamma)
         #expect(try rig.fs.getxattr(g.ino, name: "user.labstream.state") == "unverified")
         #expect(try rig.index.download(g.tree.key)?.awaitingValidation == true)

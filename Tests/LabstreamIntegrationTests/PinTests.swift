@@ -107,7 +107,7 @@ import Testing
     @Test(arguments: [FixtureFault.wrongContentRange, .status(404), .status(503), .status(401)])
     func aPersistentFaultEndsFailedWithAReasonAndKeepsGoodBytes(fault: FixtureFault) throws {
         let rig = try EngineRig("pin-fail")
-        _ = try rig.read(alpha, offset: 0, length: 4096)           // 1 MiB good bytes first
+        _ = try rig.readAndSettle(alpha, offset: 0, length: 4096)   // 1 MiB good bytes first
         rig.fixture.inject(fault, pathPrefix: "/Items/", times: nil)
         try rig.pin(alpha)
         let row = try #require(try rig.settled(alpha))
