@@ -48,6 +48,9 @@ public final class FilesystemEngine: Sendable {
     /// Listings taken at opendir: a directory is read in many chunks, and each chunk must come
     /// from the same listing (and not cost a fresh sort of thousands of names).
     let listings = Mutex<(next: UInt64, open: [UInt64: [DirectoryEntry]])>((1, [:]))
+    /// Listings by directory, for reads without an open handle (when the kernel opens
+    /// directories itself); dropped whenever the catalog reloads.
+    let sharedListings = Mutex<[UInt64: [DirectoryEntry]]>([:])
     public let transfers: TransferEngine
     let ownership: Ownership
     let sizes: TransferSizes
@@ -90,6 +93,7 @@ public final class FilesystemEngine: Sendable {
             return out
         }
         transfers.setCatalog(files)
+        sharedListings.withLock { $0.removeAll() }
         if let handler = invalidate.withLock({ $0 }) { for (parent, name) in changed { handler(parent, name) } }
     }
 
@@ -147,6 +151,16 @@ public final class FilesystemEngine: Sendable {
     public func listing(_ handle: UInt64) -> [DirectoryEntry]? { listings.withLock { $0.open[handle] } }
 
     public func releaseDirectory(_ handle: UInt64) { listings.withLock { _ = $0.open.removeValue(forKey: handle) } }
+
+    /// The listing of directory `ino` for a read that has no handle: taken once and shared
+    /// until the catalog reloads (what is shown with `offline_view=local` depends on which
+    /// servers answer, so it is taken afresh each time).
+    public func listing(ofDirectory ino: UInt64) throws(LabstreamError) -> [DirectoryEntry] {
+        if let shared = sharedListings.withLock({ $0[ino] }) { return shared }
+        let entries = try readdir(ino)
+        if offlineView == .all { sharedListings.withLock { $0[ino] = entries } }
+        return entries
+    }
 
     public func readdir(_ ino: UInt64) throws(LabstreamError) -> [DirectoryEntry] {
         let result = table.withLock { t -> Result<[DirectoryEntry], LabstreamError> in

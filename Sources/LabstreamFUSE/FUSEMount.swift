@@ -2,6 +2,11 @@ import CFuse3
 import Foundation
 import LabstreamCore
 import LabstreamFS
+import Synchronization
+
+/// The kernel may handle opendir and releasedir itself (FUSE_CAP_NO_OPENDIR_SUPPORT): then a
+/// directory costs no round trip to open or close, and its listing stays in the kernel's cache.
+private let kernelOpensDirectories = Atomic<Bool>(false)
 
 /// The kernel adapter: the only module that imports libfuse. Each handler decodes a request,
 /// calls the filesystem engine, and replies exactly once (low-level API, multi-threaded loop).
@@ -94,6 +99,7 @@ public final class FUSEMount: @unchecked Sendable {
             // Let the kernel keep many reads in flight.
             conn.pointee.max_background = 64
             conn.pointee.congestion_threshold = 48
+            kernelOpensDirectories.store(conn.pointee.capable & UInt32(FUSE_CAP_NO_OPENDIR_SUPPORT) != 0, ordering: .relaxed)
         }
         ops.lookup = { req, parent, name in
             let n = String(cString: name!)
@@ -118,6 +124,13 @@ public final class FUSEMount: @unchecked Sendable {
             guard let fi else { fuse_reply_err(req, EINVAL); return }
             do {
                 let engine = fs(req)
+                // Listings change only when the catalog does (and the kernel is then told), so the
+                // kernel may open, list and cache directories on its own — unless what is shown
+                // depends on which servers answer.
+                if engine.offlineView == .all && kernelOpensDirectories.load(ordering: .relaxed) {
+                    fuse_reply_err(req, ENOSYS)
+                    return
+                }
                 fi.pointee.fh = try engine.openDirectory(UInt64(ino))
                 // Listings change only when the catalog does (and the kernel is then told), so it
                 // may cache them — unless what is shown depends on which servers answer.
@@ -261,7 +274,7 @@ private func replyDirectory(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, 
                             _ add: (FilesystemEngine, FilesystemEngine.DirectoryEntry, UnsafeMutablePointer<CChar>, Int, off_t) -> Int?) {
     do {
         let engine = fs(req)
-        let entries = try fi.flatMap { engine.listing($0.pointee.fh) } ?? engine.readdir(UInt64(ino))
+        let entries = try fi.flatMap { engine.listing($0.pointee.fh) } ?? engine.listing(ofDirectory: UInt64(ino))
         var buffer = [CChar](repeating: 0, count: size)
         var used = 0
         var index = Int(off)

@@ -174,7 +174,7 @@ final class EngineRig: @unchecked Sendable {
         #expect(try rig.read(alpha, offset: 1000, length: 4096) == rig.source(alpha, offset: 1000, length: 4096))
         let key = try rig.file(alpha).tree.key
         #expect(try rig.index.download(key)?.present.isEmpty ?? true)   // the body is still stalled
-        #expect(rig.fixture.downloadRequests.count == 1 && rig.fixture.downloadRequests.first?.bytesSent == 300_000)
+        #expect(rig.fixture.downloadRequests.count == 1 && (rig.fixture.downloadRequests.first?.bytesSent ?? 0) <= 300_000)
         _ = try rig.readAndSettle(alpha, offset: 1000, length: 4096)
         #expect(try rig.index.download(key)?.present.contains(ByteRange(0, Int64(MiB))) == true)
         #expect(rig.fixture.downloadRequests.count == 1)
@@ -303,8 +303,11 @@ final class EngineRig: @unchecked Sendable {
         let handle = try rig.fs.openDirectory(movies)
         let before = try #require(rig.fs.listing(handle)).map(\.name)
         #expect(before.contains("Alpha (2001)") && before.first == ".")
+        // Without a handle (the kernel opening directories itself) the listing is shared until a reload.
+        #expect(try rig.fs.listing(ofDirectory: movies).map(\.name) == before)
         rig.fs.reload(files: try rig.index.treeFiles().filter { !$0.path.joined(separator: "/").contains("Alpha") })
         #expect(try rig.fs.readdir(movies).map(\.name).contains("Alpha (2001)") == false)
+        #expect(try rig.fs.listing(ofDirectory: movies).map(\.name).contains("Alpha (2001)") == false)
         #expect(rig.fs.listing(handle)?.map(\.name) == before)
         rig.fs.releaseDirectory(handle)
         #expect(rig.fs.listing(handle) == nil)
