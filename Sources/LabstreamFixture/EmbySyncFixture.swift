@@ -30,6 +30,7 @@ extension ServerFixture {
     /// Every job (Emby Convert, Plex download queue) fails from now on, as a transcode error would.
     public func failSyncJobs(_ failing: Bool = true) { state.withLock { $0.failSyncJobs = failing } }
     public func expireSyncJobs() { state.withLock { $0.expireSyncJobs = true } }
+    public func holdSyncJobs() { state.withLock { $0.holdSyncJobs = true } }
 
     func syncRoute(_ request: HTTPServer.Request, parts: [String], fault: FixtureFault?, logIndex: Int) -> HTTPServer.Response? {
         guard parts.first == "Sync" else { return nil }
@@ -57,7 +58,7 @@ extension ServerFixture {
                     job.polls += 1
                     if failing { job.failed = true }
                     s.syncJobs[id] = job
-                    if !job.failed && job.polls >= Self.readyAfterPolls { out.append(id) }
+                    if !job.failed && !s.holdSyncJobs && job.polls >= Self.readyAfterPolls { out.append(id) }
                 }
                 return out.sorted()
             }

@@ -60,7 +60,8 @@ extension ServerFixture {
                 if s.failSyncJobs { s.queueItems[itemId]?.failed = true }
                 return s.failSyncJobs
             }
-            if !failing && job.polls + 1 >= Self.readyAfterPolls && job.output == nil, let out = transcode(job, name: "queue-\(itemId)") {
+            let held = state.withLock { $0.holdSyncJobs }
+            if !failing && !held && job.polls + 1 >= Self.readyAfterPolls && job.output == nil, let out = transcode(job, name: "queue-\(itemId)") {
                 state.withLock { $0.queueItems[itemId]?.output = out }
             }
             return json(["MediaContainer": ["size": 1, "DownloadQueueItem": [queueItemDto(itemId)]] as [String: Any]])

@@ -152,6 +152,8 @@ public final class ServerFixture: Sendable {
         var failSyncJobs = false
         /// Every server-side job expires before it is ready (Emby forgets it, Plex says `expired`).
         var expireSyncJobs = false
+        /// Server-side jobs keep running and are never ready.
+        var holdSyncJobs = false
         /// Play sessions whose encoding a client stopped (`DELETE /Videos/ActiveEncodings`).
         var stoppedSessions: [String] = []
         /// File bodies being sent now, and the most at once, per file.

@@ -482,9 +482,11 @@ public final class OfflineIndex: Sendable {
                     if pinned && !whole && [.partial, .paused, .failed].contains(row.status) {
                         row.status = .queued
                         row.reason = nil
-                    } else if !pinned && [.queued, .downloading, .paused, .failed].contains(row.status) && !whole {
+                    } else if !pinned && [.queued, .downloading, .paused, .failed, .preparing].contains(row.status) && !whole {
                         row.status = .partial
                         row.reason = nil
+                        // A server job for a copy no longer wanted: the cleanup journal cancels it.
+                        if DerivedCopy.parse(f.key) != nil { row.job = nil }
                     }
                     try Self.insert(row, into: c, now: now)
                     out.append(row)

@@ -190,6 +190,23 @@ import Testing
         try m.unmount()
     }
 
+    /// Unpinning a copy whose server job is still running cancels the job (through the cleanup
+    /// journal) and keeps no claim on it.
+    @Test(arguments: [ServerFixture.Kind.emby, .plex])
+    func unpinningACopyWhoseJobRunsCancelsTheJob(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("job-unpin-\(kind)", kind: kind, catalog: Self.clipCatalog)
+        try m.mount()
+        m.fixture.holdSyncJobs()
+        #expect(try m.cli(["pin", "--quality", "2mbps", m.path(Self.original)]).code == 0)
+        #expect(eventually { (kind == .emby ? m.fixture.syncJobCount : m.fixture.queueItemCount) == 1 })
+        #expect(eventually { ((try? journal(m).count) ?? 0) == 1 })
+        #expect(try m.cli(["unpin", m.path(Self.original)]).code == 0)
+        #expect(eventually { kind == .emby ? m.fixture.cancelledSyncJobs == [100] : m.fixture.removedQueueItems == [500] })
+        #expect(eventually { (try? journal(m).isEmpty) ?? false })
+        #expect(StatusCommandXattr.get(m.path(Self.original), "copies") == "2mbps=partial")
+        try m.unmount()
+    }
+
     /// A journal that cannot be read is moved aside with a warning, never trusted or emptied.
     @Test func aDamagedJournalIsMovedAsideAndSaidSo() throws {
         let scratch = Scratch("journal-damaged")
