@@ -99,6 +99,9 @@ public final class FUSEMount: @unchecked Sendable {
             // Let the kernel keep many reads in flight.
             conn.pointee.max_background = 64
             conn.pointee.congestion_threshold = 48
+            // readdirplus for every chunk of a listing, not only the first: a folder listed in a
+            // later chunk would otherwise cost a LOOKUP when `find` enters it.
+            conn.pointee.want &= ~UInt32(FUSE_CAP_READDIRPLUS_AUTO)
             kernelOpensDirectories.store(conn.pointee.capable & UInt32(FUSE_CAP_NO_OPENDIR_SUPPORT) != 0, ordering: .relaxed)
         }
         ops.lookup = { req, parent, name in
