@@ -22,6 +22,20 @@ import Testing
         try CleanupJournal(path: m.dataDir + "/cleanup-journal.json").pending
     }
 
+    /// The index row of the clip's copy at another quality.
+    func copyRow(_ m: MountedLabstream) throws -> DownloadRow {
+        let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
+        let key = try #require(try index.treeFiles().first { $0.path.last == "Clip (2020).mkv" }?.key)
+        return try #require(try index.derivedCopies(of: key).first)
+    }
+
+    /// The first server job (Emby Convert job 100, Plex queue item 500) was cancelled on the
+    /// server and nothing is left in the cleanup journal.
+    func firstJobCleanedUp(_ m: MountedLabstream, _ kind: ServerFixture.Kind) -> Bool {
+        eventually { kind == .emby ? m.fixture.cancelledSyncJobs == [100] : m.fixture.removedQueueItems == [500] }
+            && eventually { (try? journal(m).isEmpty) ?? false }
+    }
+
     @Test(arguments: [ServerFixture.Kind.jellyfin])
     func aLiveCopyCutMidwayRestartsFromZeroAndStopsEveryEncoding(kind: ServerFixture.Kind) throws {
         let m = try MountedLabstream("live-\(kind)", kind: kind, catalog: Self.clipCatalog, probe: true)
@@ -156,14 +170,10 @@ import Testing
         let pin = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
         #expect(pin.code == 74)
         #expect(StatusCommandXattr.get(m.path(Self.original), "copies") == "2mbps=failed")
-        let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
-        let key = try #require(try index.treeFiles().first { $0.path.last == "Clip (2020).mkv" }?.key)
-        let reason = try index.derivedCopies(of: key).first?.reason ?? ""
+        let reason = try copyRow(m).reason ?? ""
         let expected = kind == .emby ? "Convert job 100 ended Failed" : "Plex could not prepare item 1/500: the transcoder exited with an error"
         #expect(reason.contains(expected), "\(reason)")
-        // The failed job is cleaned up on the server.
-        #expect(eventually { kind == .emby ? m.fixture.cancelledSyncJobs == [100] : m.fixture.removedQueueItems == [500] })
-        #expect(eventually { (try? journal(m).isEmpty) ?? false })
+        #expect(firstJobCleanedUp(m, kind))
 
         // Pinning again starts a new job, which this time succeeds.
         m.fixture.failSyncJobs(false)
@@ -181,9 +191,7 @@ import Testing
         m.fixture.expireSyncJobs()
         let pin = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
         #expect(pin.code == 74)
-        let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
-        let key = try #require(try index.treeFiles().first { $0.path.last == "Clip (2020).mkv" }?.key)
-        let copy = try #require(try index.derivedCopies(of: key).first)
+        let copy = try copyRow(m)
         let expected = kind == .emby ? "Emby no longer knows Convert job 100" : "Plex's prepared file for item 1/500 expired"
         #expect(copy.status == .failed && (copy.reason ?? "").contains(expected), "\(copy.reason ?? "")")
         #expect(copy.job == nil && !FileManager.default.fileExists(atPath: m.path(Self.copy)))
@@ -201,8 +209,7 @@ import Testing
         #expect(eventually { (kind == .emby ? m.fixture.syncJobCount : m.fixture.queueItemCount) == 1 })
         #expect(eventually { ((try? journal(m).count) ?? 0) == 1 })
         #expect(try m.cli(["unpin", m.path(Self.original)]).code == 0)
-        #expect(eventually { kind == .emby ? m.fixture.cancelledSyncJobs == [100] : m.fixture.removedQueueItems == [500] })
-        #expect(eventually { (try? journal(m).isEmpty) ?? false })
+        #expect(firstJobCleanedUp(m, kind))
         #expect(StatusCommandXattr.get(m.path(Self.original), "copies") == "2mbps=partial")
         try m.unmount()
     }
