@@ -29,7 +29,7 @@ extension ServerFixture {
     public var syncFileRequests: [LoggedRequest] { requestLog.filter { $0.path.hasPrefix("/Sync/JobItems/") && $0.path.hasSuffix("/File") } }
     /// Every job (Emby Convert, Plex download queue) fails from now on, as a transcode error would.
     public func failSyncJobs(_ failing: Bool = true) { state.withLock { $0.failSyncJobs = failing } }
-    public func expireSyncJobs() { state.withLock { $0.expireSyncJobs = true } }
+    public func expireSyncJobs(_ expiring: Bool = true) { state.withLock { $0.expireSyncJobs = expiring } }
     public func holdSyncJobs() { state.withLock { $0.holdSyncJobs = true } }
 
     func syncRoute(_ request: HTTPServer.Request, parts: [String], fault: FixtureFault?, logIndex: Int) -> HTTPServer.Response? {

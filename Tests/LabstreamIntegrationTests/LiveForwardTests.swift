@@ -162,39 +162,34 @@ import Testing
         try m.unmount()
     }
 
-    @Test(arguments: [ServerFixture.Kind.emby, .plex])
-    func aFailedServerJobFailsTheCopyWithItsReasonAndAPinStartsAnother(kind: ServerFixture.Kind) throws {
-        let m = try MountedLabstream("job-fail-\(kind)", kind: kind, catalog: Self.clipCatalog)
+    /// A server job that fails, or expires before its file is fetched, fails the copy with the
+    /// server's reason, is cleaned up on the server, and a later pin starts a new job.
+    @Test(arguments: [(ServerFixture.Kind.emby, false), (.plex, false), (.emby, true), (.plex, true)])
+    func aServerJobThatFailsOrExpiresFailsTheCopyAndAPinStartsAnother(kind: ServerFixture.Kind, expires: Bool) throws {
+        let m = try MountedLabstream("job-\(expires ? "expired" : "failed")-\(kind)", kind: kind, catalog: Self.clipCatalog)
         try m.mount()
-        m.fixture.failSyncJobs()
+        if expires { m.fixture.expireSyncJobs() } else { m.fixture.failSyncJobs() }
         let pin = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
         #expect(pin.code == 74)
         #expect(StatusCommandXattr.get(m.path(Self.original), "copies") == "2mbps=failed")
-        let reason = try copyRow(m).reason ?? ""
-        let expected = kind == .emby ? "Convert job 100 ended Failed" : "Plex could not prepare item 1/500: the transcoder exited with an error"
-        #expect(reason.contains(expected), "\(reason)")
+        let copy = try copyRow(m)
+        let expected = switch (kind, expires) {
+        case (.emby, false): "Convert job 100 ended Failed"
+        case (.emby, true): "Emby no longer knows Convert job 100"
+        case (_, false): "Plex could not prepare item 1/500: the transcoder exited with an error"
+        case (_, true): "Plex's prepared file for item 1/500 expired"
+        }
+        #expect(copy.status == .failed && (copy.reason ?? "").contains(expected), "\(copy.reason ?? "")")
+        #expect(copy.job == nil && !FileManager.default.fileExists(atPath: m.path(Self.copy)))
         #expect(firstJobCleanedUp(m, kind))
 
         // Pinning again starts a new job, which this time succeeds.
         m.fixture.failSyncJobs(false)
+        m.fixture.expireSyncJobs(false)
         let again = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
         #expect(again.code == 0, "\(again.stderr)")
         #expect((kind == .emby ? m.fixture.syncJobCount : m.fixture.queueItemCount) == 2)
         #expect(FileManager.default.fileExists(atPath: m.path(Self.copy)))
-        try m.unmount()
-    }
-
-    @Test(arguments: [ServerFixture.Kind.emby, .plex])
-    func aServerJobThatExpiresFailsTheCopySayingSo(kind: ServerFixture.Kind) throws {
-        let m = try MountedLabstream("job-expired-\(kind)", kind: kind, catalog: Self.clipCatalog)
-        try m.mount()
-        m.fixture.expireSyncJobs()
-        let pin = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
-        #expect(pin.code == 74)
-        let copy = try copyRow(m)
-        let expected = kind == .emby ? "Emby no longer knows Convert job 100" : "Plex's prepared file for item 1/500 expired"
-        #expect(copy.status == .failed && (copy.reason ?? "").contains(expected), "\(copy.reason ?? "")")
-        #expect(copy.job == nil && !FileManager.default.fileExists(atPath: m.path(Self.copy)))
         try m.unmount()
     }
 
