@@ -111,7 +111,7 @@ public final class FUSEMount: @unchecked Sendable {
             } catch LabstreamError.notFound {
                 // A negative entry lets the kernel cache the miss.
                 var e = fuse_entry_param()
-                e.entry_timeout = cacheSeconds
+                e.entry_timeout = cacheSeconds(req)
                 fuse_reply_entry(req, &e)
             } catch {
                 replyError(req, error)
@@ -120,7 +120,7 @@ public final class FUSEMount: @unchecked Sendable {
         ops.getattr = { req, ino, _ in
             do {
                 var st = makeStat(try fs(req).getattr(UInt64(ino)))
-                fuse_reply_attr(req, &st, cacheSeconds)
+                fuse_reply_attr(req, &st, cacheSeconds(req))
             } catch { replyError(req, error) }
         }
         ops.opendir = { req, ino, fi in
@@ -164,8 +164,8 @@ public final class FUSEMount: @unchecked Sendable {
                     e.ino = fuse_ino_t(attributes.ino)
                     e.generation = 1
                     e.attr = makeStat(attributes)
-                    e.attr_timeout = cacheSeconds
-                    e.entry_timeout = cacheSeconds
+                    e.attr_timeout = cacheSeconds(req)
+                    e.entry_timeout = cacheSeconds(req)
                 } else {
                     return nil   // gone since the listing was taken
                 }
@@ -244,8 +244,11 @@ public final class FUSEMount: @unchecked Sendable {
 
 }
 
-/// Seconds the kernel may cache names and attributes.
-private let cacheSeconds: Double = 10
+/// Seconds the kernel may cache names and attributes. Every catalog change is told to the
+/// kernel (entries and inodes invalidated on reload), so with `offline_view=all` they may stay
+/// long; with `offline_view=local` what is shown also follows which servers answer, which the
+/// kernel is not told, so they go stale soon.
+private func cacheSeconds(_ req: fuse_req_t?) -> Double { fs(req).offlineView == .all ? 600 : 10 }
 
 private func fs(_ req: fuse_req_t?) -> FilesystemEngine {
     Unmanaged<FilesystemEngine>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
@@ -297,8 +300,8 @@ private func replyEntry(_ req: fuse_req_t?, _ a: FilesystemEngine.Attributes) {
     e.ino = fuse_ino_t(a.ino)
     e.generation = 1
     e.attr = makeStat(a)
-    e.attr_timeout = cacheSeconds
-    e.entry_timeout = cacheSeconds
+    e.attr_timeout = cacheSeconds(req)
+    e.entry_timeout = cacheSeconds(req)
     fuse_reply_entry(req, &e)
 }
 
