@@ -1,11 +1,26 @@
 import Foundation
 import LabstreamCore
 import LabstreamFixture
+import LabstreamStore
 
 /// `labstream demo [MOUNTPOINT]`: an embedded Jellyfin-compatible server with generated media on
 /// loopback, added as server "demo" in a separate demo profile, mounted in the foreground.
 enum DemoCommand {
     static let spec = Arguments.Spec(valued: Context.globalValued, flags: Context.globalFlags)
+
+    /// The demo's profile holds nothing that cannot be made again: an index it cannot use (one
+    /// from an older development build, a damaged one) is moved aside, not deleted, and the demo
+    /// starts a fresh one. A user's own index is never treated so.
+    static func setAsideUnusableIndex(_ path: String, log: Logger) {
+        guard FileManager.default.fileExists(atPath: path) else { return }
+        do { _ = try OfflineIndex(path: path) } catch {
+            let aside = path + ".unusable-\(Int(Date().timeIntervalSince1970))"
+            for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
+                rename(path + suffix, aside + suffix)
+            }
+            log.warn("the demo's index could not be used (\(error.userMessage)); it was moved to \(aside) and a fresh one is made")
+        }
+    }
 
     static func run(_ argv: [String]) throws -> Int32 {
         let args = try Arguments.parse(argv, spec: spec)
@@ -18,6 +33,7 @@ enum DemoCommand {
         // The demo never touches the user's own servers: it has a profile of its own.
         let demo = Context(configDir: base.dataDir + "/demo/config", dataDir: base.dataDir + "/demo/data")
         let log = Logger(level: try Logger.level(args))
+        setAsideUnusableIndex(demo.layout.indexPath, log: log)
 
         let catalog: FixtureCatalog
         do { catalog = try DemoMedia.ensure(in: base.dataDir + "/demo/media") { log.info($0) } } catch { throw CLIError(error) }

@@ -73,6 +73,16 @@ public final class OfflineIndex: Sendable {
             if version != Self.schemaVersion {
                 throw LabstreamError.storage("\(db.path) has index schema \(version), this Labstream understands \(Self.schemaVersion); upgrade Labstream or move the index aside")
             }
+            // A file that says the current version must have its shape too (a development
+            // build's index may not): refuse rather than fail later on a missing column.
+            for (table, columns) in Self.schemaColumns {
+                let present = Set(try db.query("SELECT name FROM pragma_table_info(?)", [.text(table)]).compactMap { $0[0].text })
+                let missing = columns.filter { !present.contains($0) }
+                guard missing.isEmpty else {
+                    let what = present.isEmpty ? "table \(table)" : "\(table).\(missing.joined(separator: ", "))"
+                    throw LabstreamError.storage("the index \(db.path) says schema \(version) but lacks \(what); Labstream will not guess. Move it aside to rebuild it from the servers.")
+                }
+            }
         } catch let e as LabstreamError {
             throw e
         } catch {
@@ -86,6 +96,19 @@ public final class OfflineIndex: Sendable {
         do { _ = try db.query("PRAGMA wal_checkpoint(TRUNCATE)") } catch { return "\(error)" }
         return nil
     }
+
+    /// The columns of every table at the current schema version.
+    static let schemaColumns: [(String, [String])] = [
+        ("meta", ["key", "value"]),
+        ("servers", ["name", "type", "url", "server_id", "last_sync"]),
+        ("libraries", ["server", "id", "name"]),
+        ("items", ["server", "id", "library", "kind", "title", "year", "series_id", "series_name", "series_year", "season", "episode", "modified"]),
+        ("media_sources", ["server", "item_id", "id", "name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate"]),
+        ("downloads", ["server", "item_id", "source_id", "status", "attempt", "validator", "total", "ranges", "partial", "reason",
+                       "awaiting_validation", "updated", "pinned", "source_tag", "job"]),
+        ("segments", ["server", "item_id", "source_id", "attempt", "lower", "upper", "sha256"]),
+        ("quarantine", ["id", "source", "row", "partial", "reason", "at"]),
+    ]
 
     static func createV1(_ c: Connection) throws {
         try c.exec("""

@@ -37,6 +37,22 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: m.path("test")))
     }
 
+    /// An index that claims the current schema but lacks part of it (a development build's) is
+    /// refused by name, saying what is missing, and left as it was.
+    @Test func anIndexMissingPartOfItsSchemaIsRefusedAndLeftAlone() throws {
+        let scratch = Scratch("index-shape")
+        let path = scratch.path + "/index.sqlite"
+        _ = try OfflineIndex(path: path)
+        try SQLiteDatabase(path: path).exec("DROP TABLE quarantine")
+        let before = try #require(bytes(path))
+        #expect {
+            _ = try OfflineIndex(path: path)
+        } throws: { error in
+            "\(error)".contains("says schema 4 but lacks table quarantine") && "\(error)".contains(path) && "\(error)".contains("Move it aside")
+        }
+        #expect(bytes(path) == before)
+    }
+
     @Test func theDataDirectoryCanBeMoved() throws {
         let m = try MountedLabstream("move-data")
         try m.mount()
