@@ -354,8 +354,8 @@ final class EngineRig: @unchecked Sendable {
     @Test func itemsRemovedOnTheServerStayWhileStoredLocally() throws {
         let rig = try EngineRig("orphans")
         let beta = "test/Movies/Beta (2002)/Beta (2002).mp4", gamma = "test/Movies/Gamma/Gamma.mkv", pilot = "test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv"
-        _ = try rig.read(beta, offset: 0, length: 3 * MiB)        // whole
-        _ = try rig.read(gamma, offset: 0, length: 10)            // partly
+        _ = try rig.readAndSettle(beta, offset: 0, length: 3 * MiB)        // whole
+        _ = try rig.readAndSettle(gamma, offset: 0, length: 10)            // partly
         for rel in [beta, gamma, pilot] { rig.fixture.remove(itemId: try rig.file(rel).tree.key.itemId) }
         let libraries = try rig.client.fetchCatalog { _ in }
         try rig.index.replaceCatalog(server: .init(name: "test", type: "jellyfin", url: rig.fixture.baseURL, serverId: nil, lastSync: nil),

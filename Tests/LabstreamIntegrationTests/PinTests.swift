@@ -349,8 +349,8 @@ import Testing
     @Test func orphansGoVanishedFilesResetDamagedRowsAreQuarantined() throws {
         let rig = try EngineRig("reconcile")
         let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv", beta = "test/Movies/Beta (2002)/Beta (2002).mp4"
-        _ = try rig.read(alpha, offset: 0, length: 10)
-        _ = try rig.read(beta, offset: 0, length: 10)
+        _ = try rig.readAndSettle(alpha, offset: 0, length: 10)
+        _ = try rig.readAndSettle(beta, offset: 0, length: 10)
         rig.transfers.stop()
         let orphan = rig.layout.partialsDir + "/0123456789abcdef0123456789abcdef.part"
         writeRandomFile(orphan, size: 100, seed: 1)
@@ -395,8 +395,8 @@ import Testing
         let gammaFile = try rig.file(gamma)
         let held = try rig.fs.open(gammaFile.ino, writeRequested: false)
         _ = try rig.fs.read(handle: held, offset: 0, size: 700 * 1024)
-        _ = try rig.read(beta, offset: 0, length: 3 * MiB)
-        _ = try rig.read(pilot, offset: 0, length: 2 * MiB)
+        _ = try rig.readAndSettle(beta, offset: 0, length: 3 * MiB)
+        _ = try rig.readAndSettle(pilot, offset: 0, length: 2 * MiB)
         let betaKey = try rig.file(beta).tree.key
         let underCap = try rig.waitUntil {
             let used = try rig.index.downloads().reduce(Int64(0)) { $0 + $1.present.byteCount }
