@@ -124,6 +124,9 @@ final class OpenEndedFill: Sendable {
                 return
             }
             engine.log("\(name): all \(end) bytes present; its size is now known")
+            // The engine's own catalog first: the completion check must not take the file for
+            // a changed version (size 0 against the row's) before the tree reloads.
+            engine.catalog.withLock { if $0[row.key] != nil { $0[row.key]!.size = end } }
             engine.treeChanged()
             engine.validation.wake()
         case .remoteChanged(let why), .restart(let why):
