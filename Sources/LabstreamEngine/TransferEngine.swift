@@ -66,7 +66,7 @@ public final class TransferEngine: Sendable {
     /// Transfers on the wire, to share the rate limit between them.
     let activeFetches = Mutex(0)
     /// Set by `stop`: bodies on the wire end at their next chunk, keeping what arrived.
-    let stopping = Mutex(false)
+    let stopping = Atomic<Bool>(false)
     let fetchesEnded = NSCondition()
 
     /// This transfer's share of the global rate limit, fixed when it starts.
@@ -124,7 +124,7 @@ public final class TransferEngine: Sendable {
         filler.stop()
         health.stop()
         validation.stop()
-        stopping.withLock { $0 = true }
+        stopping.store(true, ordering: .relaxed)
         let deadline = Date().addingTimeInterval(grace)
         fetchesEnded.lock()
         while activeFetches.withLock({ $0 }) > 0 && fetchesEnded.wait(until: deadline) {}
@@ -942,7 +942,7 @@ final class FileTransfer: @unchecked Sendable {
                     let due = Double(received) / Double(rate) - Date().timeIntervalSince(started)
                     if due > 0 { usleep(useconds_t(min(due, 1) * 1_000_000)) }
                 }
-                if engine.stopping.withLock({ $0 }) {
+                if engine.stopping.load(ordering: .relaxed) {
                     sinkError = .fetchFailed("the daemon is stopping")
                     throw LabstreamError.fetchFailed("stopping")
                 }
