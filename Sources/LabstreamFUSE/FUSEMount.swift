@@ -135,8 +135,7 @@ public final class FUSEMount: @unchecked Sendable {
                     return
                 }
                 fi.pointee.fh = try engine.openDirectory(UInt64(ino))
-                // Listings change only when the catalog does (and the kernel is then told), so it
-                // may cache them — unless what is shown depends on which servers answer.
+                // A kernel that opens no directories itself may still cache this listing.
                 if engine.offlineView == .all {
                     fi.pointee.cache_readdir = 1
                     fi.pointee.keep_cache = 1
