@@ -190,7 +190,7 @@ public struct PlexClient: MediaBackend {
         case "error":
             return .failed("Plex could not prepare item \(job): \(state.error ?? "the transcode failed")")
         case "expired":
-            return .failed("Plex's prepared file for item \(job) expired before it was fetched; retry to prepare it again")
+            return .failed("Plex's prepared file for item \(job) expired before it was fetched; pin it again to have it prepared anew")
         default:
             let progress = state.progress.map { " \(Int($0))%" } ?? ""
             return .running("Plex is preparing the copy (download queue item \(job): \(state.status)\(progress))")
