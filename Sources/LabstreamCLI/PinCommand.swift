@@ -35,20 +35,17 @@ enum PinCommand {
         var last = ""
         while true {
             let entries = try paths.flatMap { try StatusCommand.fromMount($0) }
-            var states: [(path: String, state: String)] = []
+            var states: [(path: String, state: String, reason: String?)] = []
             for e in entries {
                 let copies = StatusCommand.xattr(e.path, "copies") ?? ""
                 let mine = copies.split(separator: ";").first { $0.hasPrefix(quality.description + "=") }
-                var state = mine.map { String($0.split(separator: "=").last ?? "") } ?? e.state
-                if state == "unverified" {
-                    // Its bytes are all there; the playback check may still be running.
-                    let copy = (e.path as NSString).deletingLastPathComponent + "/"
-                        + DerivedCopy.fileName(besides: (e.path as NSString).lastPathComponent, quality: quality)
-                    if StatusCommand.xattr(copy, "reason") == StatusReason.awaitingValidation { state = "validating" }
-                }
-                states.append((e.path, state))
+                let state = mine.map { String($0.split(separator: "=").last ?? "") } ?? e.state
+                // A copy with all its bytes is in the tree beside the original, with its own reason.
+                let copy = (e.path as NSString).deletingLastPathComponent + "/"
+                    + DerivedCopy.fileName(besides: (e.path as NSString).lastPathComponent, quality: quality)
+                states.append((e.path, state, state == "unverified" ? StatusCommand.xattr(copy, "reason") : nil))
             }
-            let done = states.filter { $0.state == "complete" || $0.state == "unverified" }.count
+            let done = states.filter { finished(state: $0.state, reason: $0.reason) }.count
             let failed = states.filter { $0.state == "failed" }
             let line = json ? "{\"quality\":\"\(quality)\",\"files\":\(states.count),\"done\":\(done),\"failed\":\(failed.count)}"
                             : "\(quality): \(done)/\(states.count) copies ready"
@@ -127,6 +124,11 @@ enum PinCommand {
         return ExitCode.ok
     }
 
+    /// Done once every byte is present and the completion check has run (or is off).
+    static func finished(state: String, reason: String?) -> Bool {
+        state == "complete" || (state == "unverified" && reason != StatusReason.awaitingValidation)
+    }
+
     /// Follows the pinned files until every one is complete or unverified (0), or one fails (74).
     static func wait(_ paths: [String], json: Bool) throws -> Int32 {
         let tty = isatty(1) == 1 && !json
@@ -135,10 +137,7 @@ enum PinCommand {
         while true {
             let entries = try paths.flatMap { try StatusCommand.fromMount($0) }
             let present = entries.reduce(0) { $0 + $1.present }, total = entries.reduce(0) { $0 + $1.total }
-            // Done once every file is present and its completion check has run (or is off).
-            func finished(_ e: StatusCommand.Entry) -> Bool {
-                e.state == "complete" || (e.state == "unverified" && e.reason != StatusReason.awaitingValidation)
-            }
+            func finished(_ e: StatusCommand.Entry) -> Bool { Self.finished(state: e.state, reason: e.reason) }
             let done = entries.allSatisfy(finished) || (entries.allSatisfy { finished($0) || $0.state == "failed" } && !entries.isEmpty)
             let failed = entries.filter { $0.state == "failed" }
             let line: String
