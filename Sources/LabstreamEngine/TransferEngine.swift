@@ -563,9 +563,9 @@ final class FileTransfer: @unchecked Sendable {
     /// may not be synced and committed yet: readers are served them at once (the commit follows;
     /// a crash only means they are fetched again).
     var written = RangeSet()
-    var inFlight = RangeSet()
-    /// Each request on the wire (adjacent ones coalesce in `inFlight`; the train counts requests).
+    /// Each request on the wire (the train counts requests; adjacent ones coalesce in `inFlight`).
     var requestsInFlight: [ByteRange] = []
+    var inFlight: RangeSet { RangeSet(requestsInFlight) }
     /// Ranges fetched for the background fill (a subset of `inFlight`).
     var fillInFlight: [ByteRange] = []
     var failures: [(sequence: Int, range: ByteRange, error: LabstreamError)] = []
@@ -613,7 +613,7 @@ final class FileTransfer: @unchecked Sendable {
     var isIdle: Bool {
         condition.lock()
         defer { condition.unlock() }
-        return inFlight.isEmpty && waiters == 0
+        return requestsInFlight.isEmpty && waiters == 0
     }
 
     func snapshot() -> DownloadRow {
@@ -859,7 +859,7 @@ final class FileTransfer: @unchecked Sendable {
         var plan = planned
         if ignoresRange && !plan.isEmpty {
             // One stream of the whole file; readers wait for it to pass their bytes.
-            guard inFlight.isEmpty else { return }
+            guard requestsInFlight.isEmpty else { return }
             plan = [ByteRange(0, row.total)]
         }
         guard !plan.isEmpty else { return }
@@ -871,7 +871,6 @@ final class FileTransfer: @unchecked Sendable {
             condition.broadcast()
             return
         }
-        for r in plan { inFlight.insert(r) }
         requestsInFlight += plan
         if background { fillInFlight += plan }
         let attempt = row.attempt
@@ -1132,7 +1131,6 @@ final class FileTransfer: @unchecked Sendable {
             if background { engine.filler.wake() }
             engine.noteChange()
         }
-        inFlight.remove(range)
         if let i = requestsInFlight.firstIndex(of: range) { requestsInFlight.remove(at: i) }
         if let i = fillInFlight.firstIndex(of: range) { fillInFlight.remove(at: i) }
         sequence += 1
