@@ -2,7 +2,7 @@ import Foundation
 import LabstreamCore
 
 /// One server-side job of the fixture: an Emby Sync (Convert) job or a Plex download-queue item.
-struct SyncJob: Sendable {
+struct ServerJob: Sendable {
     var itemId: String
     var targetId: String
     var bitrate: Int
@@ -44,7 +44,7 @@ extension ServerFixture {
             let bitrate = body["Bitrate"] as? Int ?? 2_000_000
             let id = state.withLock { s -> Int in
                 let id = 100 + s.syncJobs.count
-                s.syncJobs[id] = SyncJob(itemId: item, targetId: target, bitrate: bitrate)
+                s.syncJobs[id] = ServerJob(itemId: item, targetId: target, bitrate: bitrate)
                 return id
             }
             return json(["Job": syncJobDto(id), "JobItems": [syncJobItemDto(id)]])
@@ -100,7 +100,7 @@ extension ServerFixture {
         return nil
     }
 
-    func syncStatus(_ job: SyncJob) -> String {
+    func syncStatus(_ job: ServerJob) -> String {
         if job.failed { return "Failed" }
         if job.transferred { return "Completed" }
         if job.output != nil { return "ReadyToTransfer" }
@@ -131,7 +131,7 @@ extension ServerFixture {
     }
 
     /// A server-side transcode of `job`'s source at its bitrate, into a temporary Matroska file.
-    func transcode(_ job: SyncJob, name: String) -> String? {
+    func transcode(_ job: ServerJob, name: String) -> String? {
         guard let file = filesById[job.itemId] else { return nil }
         let out = NSTemporaryDirectory() + "labstream-\(name)-\(getpid()).mkv"
         let ffmpeg = Process()

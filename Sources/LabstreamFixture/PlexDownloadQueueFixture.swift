@@ -43,7 +43,7 @@ extension ServerFixture {
             let kbps = Int(request.query["videoBitrate"] ?? "") ?? 2000
             let id = state.withLock { s -> Int in
                 let id = 500 + s.queueItems.count
-                s.queueItems[id] = SyncJob(itemId: source, targetId: client, bitrate: kbps * 1000, key: key)
+                s.queueItems[id] = ServerJob(itemId: source, targetId: client, bitrate: kbps * 1000, key: key)
                 return id
             }
             return json(["MediaContainer": ["size": 1, "AddedQueueItems": [["id": id, "key": key]]] as [String: Any]])

@@ -145,9 +145,9 @@ public final class ServerFixture: Sendable {
         var removed: Set<String> = []
         var nextRequestId = 0
         /// Emby Sync (Convert) jobs by id.
-        var syncJobs: [Int: SyncJob] = [:]
+        var syncJobs: [Int: ServerJob] = [:]
         /// Plex download-queue items by id (all in queue 1).
-        var queueItems: [Int: SyncJob] = [:]
+        var queueItems: [Int: ServerJob] = [:]
         /// Every server-side job (Emby Convert, Plex download queue) fails.
         var failSyncJobs = false
         /// Every server-side job expires before it is ready (Emby forgets it, Plex says `expired`).
