@@ -562,15 +562,6 @@ public final class OfflineIndex: Sendable {
         return "missing or invalid column"
     }
 
-    /// Rows that cannot be decoded: left untouched, reported, never guessed.
-    public func malformedDownloads() throws(LabstreamError) -> [String] {
-        try read("download rows") {
-            try db.query("SELECT \(Self.downloadColumns) FROM downloads").filter { Self.decodeDownload($0) == nil }.map { r in
-                "\(r[0].text ?? "?")/\(r[1].text ?? "?")/\(r[2].text ?? "?")"
-            }
-        }
-    }
-
     static let downloadColumns = "server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason, awaiting_validation, pinned, source_tag, job"
 
     static func insert(_ row: DownloadRow, into c: Connection, now: Int64) throws {
