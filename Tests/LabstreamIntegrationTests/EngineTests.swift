@@ -180,6 +180,20 @@ final class EngineRig: @unchecked Sendable {
         #expect(rig.fixture.downloadRequests.count == 1)
     }
 
+    /// Stopping ends a body on the wire at its next chunk and commits what had arrived, so bytes
+    /// a reader was already served survive a clean shutdown; the rest never arrived.
+    @Test func stoppingKeepsWhatArrived() throws {
+        let rig = try EngineRig("stop-keeps")
+        rig.fixture.inject(.stallAfter(300_000, 1), pathPrefix: "/Items/", times: 1)
+        #expect(try rig.read(alpha, offset: 1000, length: 4096) == rig.source(alpha, offset: 1000, length: 4096))
+        rig.transfers.stop()
+        // A prefix holding at least what the reader was served, and nothing past the stall.
+        let row = try #require(try rig.index.download(try rig.file(alpha).tree.key))
+        let kept = try #require(row.present.ranges.first)
+        #expect(row.present.ranges.count == 1 && kept.lower == 0 && kept.upper >= 5096 && kept.upper <= 300_000, "\(row.present)")
+        #expect(try pread(path: rig.partialPath(alpha), offset: 0, length: Int(kept.upper)) == rig.source(alpha, offset: 0, length: Int(kept.upper)))
+    }
+
     @Test func concurrentReadersShareOneFetch() throws {
         let rig = try EngineRig("shared")
         let results = LockedBox<[[UInt8]]>([])
