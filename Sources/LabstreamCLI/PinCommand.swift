@@ -35,17 +35,20 @@ enum PinCommand {
         var last = ""
         while true {
             let entries = try paths.flatMap { try StatusCommand.fromMount($0) }
-            var states: [(path: String, state: String, reason: String?)] = []
+            var states: [(path: String, state: String, done: Bool)] = []
             for e in entries {
                 let copies = StatusCommand.xattr(e.path, "copies") ?? ""
                 let mine = copies.split(separator: ";").first { $0.hasPrefix(quality.description + "=") }
                 let state = mine.map { String($0.split(separator: "=").last ?? "") } ?? e.state
-                // A copy with all its bytes is in the tree beside the original, with its own reason.
+                // A finished copy is in the tree beside the original, with its own reason; it is
+                // not done for the user until it can be opened there.
                 let copy = (e.path as NSString).deletingLastPathComponent + "/"
                     + DerivedCopy.fileName(besides: (e.path as NSString).lastPathComponent, quality: quality)
-                states.append((e.path, state, state == "unverified" ? StatusCommand.xattr(copy, "reason") : nil))
+                let done = (state == "complete" || state == "unverified") && FileManager.default.fileExists(atPath: copy)
+                    && finished(state: state, reason: StatusCommand.xattr(copy, "reason"))
+                states.append((e.path, state, done))
             }
-            let done = states.filter { finished(state: $0.state, reason: $0.reason) }.count
+            let done = states.filter(\.done).count
             let failed = states.filter { $0.state == "failed" }
             let line = json ? "{\"quality\":\"\(quality)\",\"files\":\(states.count),\"done\":\(done),\"failed\":\(failed.count)}"
                             : "\(quality): \(done)/\(states.count) copies ready"
