@@ -59,7 +59,7 @@ public final class TransferEngine: Sendable {
     let files = Mutex<[FileKey: FileTransfer]>([:])
     /// Every file in the catalog, for background fill of pinned rows.
     let catalog = Mutex<[FileKey: TreeFile]>([:])
-    let log: @Sendable (String) -> Void
+    public let log: @Sendable (String) -> Void
     let filler = Worker(name: "background-fill")
     let validation = Worker(name: "validation")
     let health = ServerHealth()
@@ -152,6 +152,14 @@ public final class TransferEngine: Sendable {
         let attempt = try transfer.waitUntilPresent(demand, engine: self)
         if let readAhead { transfer.prefetch(readAhead, engine: self) }
         return try transfer.readPresent(demand, attempt: attempt)
+    }
+
+    /// A read-only descriptor of `file`'s local copy if all of it is present and checked in this
+    /// run and it is the catalog's version (see `FileTransfer.checkedCopy`); else nil.
+    public func checkedLocalCopy(_ file: TreeFile) -> Int32? {
+        if let current = catalog.withLock({ $0[file.key] }), current.size != file.size || current.etag != file.etag { return nil }
+        guard file.size > 0, let transfer = try? transfer(for: file) else { return nil }
+        return transfer.checkedCopy()
     }
 
     /// Pins (downloads completely, never evicts) or unpins files, all in one transaction. A pin
@@ -598,7 +606,8 @@ final class FileTransfer: @unchecked Sendable {
         var row = try index.download(file.key) ?? DownloadRow(
             key: file.key, status: .partial, attempt: AttemptID(1), validator: nil, total: file.size,
             present: RangeSet(), partialPath: layout.partialRelativePath(for: file.key), sourceTag: file.etag)
-        if row.isStale(for: file) {
+        let stale = row.isStale(for: file)
+        if stale {
             // The catalog says the file changed: the old bytes belong to another version.
             row = DownloadRow(key: file.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
                               total: file.size, present: RangeSet(), partialPath: row.partialPath,
@@ -607,6 +616,8 @@ final class FileTransfer: @unchecked Sendable {
         row.sourceTag = row.sourceTag ?? file.etag
         try makeDirectories(layout.partialsDir)
         let partial = try PartialFile(path: layout.absolute(row.partialPath), size: file.size)
+        // A new attempt starts in a fresh file, never over the bytes of the version before.
+        if stale { try partial.discardAll() }
         return FileTransfer(file: file, partial: partial, row: row, index: index)
     }
 
@@ -721,6 +732,17 @@ final class FileTransfer: @unchecked Sendable {
         condition.unlock()
         if current != attempt { throw .remoteChanged("the file changed on the server while it was read") }
         return out
+    }
+
+    /// A new read-only descriptor of the partial when every byte is durable and was checked
+    /// against its digest by this daemon. It names the file, not the path: a new attempt or a
+    /// cancel starts a fresh file (`PartialFile.discardAll`), so what it reads stays this version.
+    func checkedCopy() -> Int32? {
+        condition.lock()
+        defer { condition.unlock() }
+        let whole = ByteRange(0, row.total)
+        guard row.total == file.size, row.present.contains(whole), verified.contains(whole) else { return nil }
+        return partial.openReadOnly()
     }
 
     /// Blocks until `demand` is durable and verified, fetching what is missing. Returns the
@@ -1181,6 +1203,8 @@ final class FileTransfer: @unchecked Sendable {
                           reason: counted ? "file changed on the server (\(why))" : why, pinned: row.pinned, sourceTag: file.etag, job: row.job)
         verified = RangeSet()
         written = RangeSet()
+        // The old version's bytes go; a descriptor still reading them directly keeps them whole.
+        if (try? partial.discardAll()) == nil { engine.log("\(file.path.last ?? ""): could not free the old version's bytes") }
         if consecutiveFailures >= engine.settings.retry.maxAttempts {
             row.status = row.pinned ? .failed : .partial
             row.reason = "the file keeps changing on the server (\(why)); run `labstream sync`"

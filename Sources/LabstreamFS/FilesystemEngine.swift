@@ -200,6 +200,14 @@ public final class FilesystemEngine: Sendable {
         return transfers.row(for: file).map { $0.present.contains(ByteRange(0, file.size)) } ?? (file.size == 0)
     }
 
+    /// A read-only descriptor of the handle's local copy when the kernel may read it without the
+    /// daemon: every byte is present and was checked against its digest by this daemon, and the
+    /// handle's version is the catalog's. The caller closes it.
+    public func checkedLocalCopy(handle: UInt64) -> Int32? {
+        guard let file = handles.withLock({ $0.open[handle]?.file }) else { return nil }
+        return transfers.checkedLocalCopy(file)
+    }
+
     public func read(handle: UInt64, offset: Int64, size: Int) throws(LabstreamError) -> [UInt8] {
         let planned = handles.withLock { h -> (TreeFile, ByteRange?)? in
             guard var open = h.open[handle] else { return nil }

@@ -15,8 +15,7 @@ public final class FUSEMount: @unchecked Sendable {
     let engine: FilesystemEngine
     public let mountpoint: String
     let session: OpaquePointer
-    let context: Unmanaged<FilesystemEngine>
-    /// Seconds the kernel may cache names and attributes.
+    let context: Unmanaged<MountContext>
 
     /// Mounts `engine` at `mountpoint`, read-only. `options` are extra `-o` options for libfuse
     /// (e.g. `allow_other`, `default_permissions`).
@@ -31,7 +30,7 @@ public final class FUSEMount: @unchecked Sendable {
         defer { cArgs.forEach { free($0) } }
         var ops = fuse_lowlevel_ops()
         Self.install(&ops)
-        let context = Unmanaged.passRetained(engine)
+        let context = Unmanaged.passRetained(MountContext(engine: engine))
         self.context = context
         let created: OpaquePointer? = cArgs.withUnsafeMutableBufferPointer { buf in
             var args = fuse_args(argc: Int32(buf.count), argv: buf.baseAddress, allocated: 0)
@@ -48,6 +47,22 @@ public final class FUSEMount: @unchecked Sendable {
             context.release()
             throw .permission("cannot mount at \(mountpoint): is it an existing empty directory, is /dev/fuse available, and is nothing else mounted there?")
         }
+        // Requests and replies pass through Passthrough's hooks, which add what libfuse 3.14
+        // cannot negotiate (see Passthrough).
+        var io = fuse_custom_io()
+        io.read = { fd, buffer, length, userdata in
+            let n = Glibc.read(fd, buffer, length)
+            if n > 0, let buffer, let userdata { Unmanaged<MountContext>.fromOpaque(userdata).takeUnretainedValue().passthrough.received(buffer, n) }
+            return n
+        }
+        io.writev = { fd, iov, count, userdata in
+            if let iov, let userdata { Unmanaged<MountContext>.fromOpaque(userdata).takeUnretainedValue().passthrough.replying(iov, Int(count)) }
+            return Glibc.writev(fd, iov, count)
+        }
+        if fuse_session_custom_io(session, &io, fuse_session_fd(session)) != 0 {
+            writeToStderr("labstream: libfuse refused the request hooks; complete files are read through the daemon")
+        }
+        context.takeUnretainedValue().passthrough.device.store(fuse_session_fd(session), ordering: .relaxed)
     }
 
     /// Has the kernel drop its cached entry for `name` in `parent` (a catalog reload changed it).
@@ -94,8 +109,9 @@ public final class FUSEMount: @unchecked Sendable {
     // MARK: - Handlers
 
     static func install(_ ops: inout fuse_lowlevel_ops) {
-        ops.`init` = { _, conn in
+        ops.`init` = { userdata, conn in
             guard let conn else { return }
+            if let userdata { Unmanaged<MountContext>.fromOpaque(userdata).takeUnretainedValue().passthrough.announce() }
             // Let the kernel keep many reads in flight.
             conn.pointee.max_background = 64
             conn.pointee.congestion_threshold = 48
@@ -184,7 +200,10 @@ public final class FUSEMount: @unchecked Sendable {
                 fi.pointee.fh = handle
                 // Complete files never change under an attempt: let the page cache keep them.
                 if engine.isFullyLocal(handle: handle) { fi.pointee.keep_cache = 1 }
-                if fuse_reply_open(req, fi) != 0 { engine.release(handle: handle) }
+                let delivered = mountContext(req).passthrough.replyOpen(ino: UInt64(ino), handle: handle, engine: engine) {
+                    fuse_reply_open(req, fi) == 0
+                }
+                if !delivered { engine.release(handle: handle) }
             } catch { replyError(req, error) }
         }
         ops.read = { req, _, size, off, fi in
@@ -195,7 +214,10 @@ public final class FUSEMount: @unchecked Sendable {
             } catch { replyError(req, error) }
         }
         ops.release = { req, _, fi in
-            if let fi { fs(req).release(handle: fi.pointee.fh) }
+            if let fi {
+                mountContext(req).passthrough.released(handle: fi.pointee.fh)
+                fs(req).release(handle: fi.pointee.fh)
+            }
             fuse_reply_err(req, 0)
         }
         ops.getxattr = { req, ino, name, size in
@@ -249,9 +271,21 @@ public final class FUSEMount: @unchecked Sendable {
 /// kernel is not told, so they go stale soon.
 private func cacheSeconds(_ req: fuse_req_t?) -> Double { fs(req).offlineView == .all ? 600 : 10 }
 
-private func fs(_ req: fuse_req_t?) -> FilesystemEngine {
-    Unmanaged<FilesystemEngine>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
+/// What every request handler reaches through libfuse's userdata.
+final class MountContext: Sendable {
+    let engine: FilesystemEngine
+    let passthrough: Passthrough
+    init(engine: FilesystemEngine) {
+        self.engine = engine
+        passthrough = Passthrough(log: engine.transfers.log)
+    }
 }
+
+private func mountContext(_ req: fuse_req_t?) -> MountContext {
+    Unmanaged<MountContext>.fromOpaque(fuse_req_userdata(req)!).takeUnretainedValue()
+}
+
+private func fs(_ req: fuse_req_t?) -> FilesystemEngine { mountContext(req).engine }
 
 private func replyError(_ req: fuse_req_t?, _ error: any Error) {
     fuse_reply_err(req, ErrnoMap.errno(for: error))

@@ -47,13 +47,30 @@ public final class PartialFile: Sendable {
         }
     }
 
-    /// Frees every byte (a cancelled download), keeping the file's size.
+    /// Frees every byte (a cancelled download, a new attempt), keeping the file's size. The bytes
+    /// are not cut out of this file but the name moves to a fresh one: a descriptor the kernel
+    /// reads directly (FUSE passthrough) keeps reading the old version whole, never a mix.
     public func discardAll() throws(LabstreamError) {
         var st = stat()
         fstat(fd, &st)
-        guard ftruncate(fd, 0) == 0, ftruncate(fd, st.st_size) == 0 else {
-            throw .storage("cannot clear \(path): \(String(cString: strerror(errno)))")
+        let fresh = path + ".fresh"
+        let next = open(fresh, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard next >= 0 else { throw .storage("cannot clear \(path): \(String(cString: strerror(errno)))") }
+        defer { close(next) }
+        guard ftruncate(next, st.st_size) == 0, rename(fresh, path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(fresh)
+            throw .storage("cannot clear \(path): \(reason)")
         }
+        // The same descriptor number now names the fresh file, for every holder of `fd`.
+        guard dup2(next, fd) >= 0 else { throw .storage("cannot clear \(path): \(String(cString: strerror(errno)))") }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+    }
+
+    /// A new read-only descriptor of this file (not of whatever the path names later).
+    public func openReadOnly() -> Int32? {
+        let copy = open("/proc/self/fd/\(fd)", O_RDONLY | O_CLOEXEC)
+        return copy >= 0 ? copy : nil
     }
 
     public func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(LabstreamError) -> Int {

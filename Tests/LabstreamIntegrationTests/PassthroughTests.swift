@@ -1,0 +1,96 @@
+import Foundation
+import LabstreamCore
+import Testing
+
+/// FUSE passthrough of complete files (Linux 6.9+): the kernel reads the local copy itself.
+@Suite(.serialized) struct PassthroughTests {
+    static let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+    static let beta = "test/Movies/Beta (2002)/Beta (2002).mp4"
+
+    /// What this machine's kernel and privileges allow, found independently of the daemon.
+    static var kernelPassesThrough: Bool {
+        var name = utsname()
+        uname(&name)
+        let release = withUnsafeBytes(of: &name.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let parts = release.split(whereSeparator: { !$0.isNumber }).prefix(2).compactMap { Int($0) }
+        guard parts.count == 2, (parts[0], parts[1]) >= (6, 9), geteuid() == 0 else { return false }
+        let config = (try? runProcess("/bin/zcat", ["/proc/config.gz"]))?.stdout ?? ""
+        return config.contains("CONFIG_FUSE_PASSTHROUGH=y")
+    }
+
+    /// Reads all of `fd` while the daemon is stopped; nil if the read needed the daemon.
+    static func readWithDaemonStopped(_ fd: Int32, size: Int, daemon: Int32) -> [UInt8]? {
+        let done = DispatchSemaphore(value: 0)
+        let result = LockedBox<[UInt8]>([])
+        kill(daemon, SIGSTOP)
+        Thread {
+            var buffer = [UInt8](repeating: 0, count: size)
+            let n = buffer.withUnsafeMutableBytes { b in (try? preadFully(fd, into: b, at: 0, context: "passthrough")) ?? 0 }
+            result.set(Array(buffer[0..<n]))
+            done.signal()
+        }.start()
+        let inTime = done.wait(timeout: .now() + 30) == .success
+        kill(daemon, SIGCONT)
+        if !inTime { done.wait() }
+        return inTime ? result.get() : nil
+    }
+
+    @Test func aCompleteFileIsReadByTheKernelAloneAndKeepsItsVersionWhenTheCopyGoes() throws {
+        let m = try MountedLabstream("passthrough")
+        try m.mount()
+        let source = try pread(path: m.mediaDir + "/alpha.mkv", offset: 0, length: 13 * MiB)
+        let pin = try m.cli(["pin", "--wait", m.path(Self.alpha)])
+        try #require(pin.code == 0, "\(pin.stderr)")
+        guard Self.kernelPassesThrough else {
+            #expect(m.log.contains("complete files are read through the daemon"), "\(m.log)")
+            #expect(try pread(path: m.path(Self.alpha), offset: 0, length: 13 * MiB) == source)
+            return
+        }
+        #expect(m.log.contains("read by the kernel directly"), "\(m.log)")
+
+        let fd = open(m.path(Self.alpha), O_RDONLY)
+        try #require(fd >= 0)
+        let requests = m.fixture.downloadRequests.count
+        let direct = Self.readWithDaemonStopped(fd, size: source.count, daemon: m.daemonPid)
+        #expect(direct == source, "a complete, checked file was not read by the kernel alone")
+        #expect(m.fixture.downloadRequests.count == requests)
+
+        // Cancelling frees the local copy, but an open passthrough handle still reads its version
+        // whole, never a file emptied under it.
+        let cancel = try m.cli(["cancel", m.path(Self.alpha)])
+        #expect(cancel.code == 0, "\(cancel.stderr)")
+        let bytes = try m.cli(["status", "--json", m.path(Self.alpha)])
+        #expect(bytes.stdout.contains("\"bytes_present\" : 0") || bytes.stdout.contains("\"bytes_present\":0"), "\(bytes.stdout)")
+        var again = [UInt8](repeating: 0, count: source.count)
+        let n = try again.withUnsafeMutableBytes { b in try preadFully(fd, into: b, at: 0, context: "after cancel") }
+        #expect(n == source.count && again == source)
+        close(fd)   // an open file keeps the mount, and so the daemon, alive
+
+        // Opened afresh, the file reads correctly again (fetched anew, or from the same copy while
+        // the kernel still holds it).
+        #expect(try sha256(m.path(Self.alpha)) == sha256(m.mediaDir + "/alpha.mkv"))
+        try m.unmount()
+    }
+
+    @Test func aFileOpenWhileItCompletesCanStillBeOpenedAgain() throws {
+        // The kernel refuses a passthrough open of an inode that another handle reads through the
+        // daemon (EIO): while the first handle lasts, new opens go through the daemon too.
+        let m = try MountedLabstream("passthrough-mixed")
+        try m.mount()
+        let source = try pread(path: m.mediaDir + "/beta.mp4", offset: 0, length: 4 * MiB)
+        let first = open(m.path(Self.beta), O_RDONLY)
+        try #require(first >= 0)
+        let pinned = try m.cli(["pin", "--wait", m.path(Self.beta)])
+        let second = open(m.path(Self.beta), O_RDONLY)
+        let openError = errno
+        for fd in [first, second] where fd >= 0 {
+            var bytes = [UInt8](repeating: 0, count: source.count)
+            let n = (try? bytes.withUnsafeMutableBytes { b in try preadFully(fd, into: b, at: 0, context: "beta") }) ?? -1
+            #expect(n == source.count && bytes == source)
+            close(fd)   // an open file keeps the mount, and so the daemon, alive
+        }
+        #expect(pinned.code == 0, "\(pinned.stderr)")
+        #expect(second >= 0, "open of a file completed under an open handle failed: \(String(cString: strerror(openError)))")
+        try m.unmount()
+    }
+}
