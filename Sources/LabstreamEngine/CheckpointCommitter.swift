@@ -8,7 +8,7 @@ import LabstreamCore
 final class CheckpointCommitter: @unchecked Sendable {
     struct Checkpoint {
         var piece: ByteRange
-        var sha256: String
+        var digest: String
         var validator: Validator?
     }
 

@@ -67,8 +67,8 @@ final class LiveForward: Sendable {
         let path = engine.layout.absolute(row.partialPath)
         let started = Date()
         var outcome: Result<Int64, LabstreamError>
-        // The body's SHA-256 is committed with it, as for any segment: a later read re-checks it.
-        let hasher = SHA256Hasher()
+        // The body's digest is committed with it, as for any segment: a later read re-checks it.
+        let hasher = SegmentDigest.hasher()
         do throws(LabstreamError) {
             try engine.journal.add(intent)
             guard try engine.index.saveDownload(row, now: engine.now()) else { return }   // a newer attempt owns the row
@@ -124,7 +124,7 @@ final class LiveForward: Sendable {
                 try? engine.setAside(path)
             }
             engine.log("live copy of \(base.path.joined(separator: "/")): \(size) bytes in \(Int(Date().timeIntervalSince(started) * 1000)) ms, \(row.status.rawValue)")
-            _ = try? engine.index.saveDownload(row, committing: .init(range: ByteRange(0, size), sha256: hasher.finish()), now: engine.now())
+            _ = try? engine.index.saveDownload(row, committing: .init(range: ByteRange(0, size), digest: hasher.finish()), now: engine.now())
             engine.treeChanged()
         case .failure(let error):
             let cancelled = runs.withLock { $0[row.key]?.cancelled ?? false }

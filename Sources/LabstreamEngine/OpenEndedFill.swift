@@ -59,7 +59,7 @@ final class OpenEndedFill: Sendable {
             finish(row, name: name, failure: (error, .localFile), engine: engine)
             return
         }
-        var hasher = SHA256Hasher()
+        var hasher = SegmentDigest.hasher()
         var checkpoint = from
         var end = from
         var sinkError: LabstreamError?
@@ -72,10 +72,10 @@ final class OpenEndedFill: Sendable {
             row.pinned = stored.pinned
             row.present.insert(ByteRange(checkpoint, end))
             if row.validator == nil { row.validator = validator }
-            guard try engine.index.saveDownload(row, committing: .init(range: ByteRange(checkpoint, end), sha256: hasher.finish()), now: engine.now()) else {
+            guard try engine.index.saveDownload(row, committing: .init(range: ByteRange(checkpoint, end), digest: hasher.finish()), now: engine.now()) else {
                 return false
             }
-            hasher = SHA256Hasher()
+            hasher = SegmentDigest.hasher()
             checkpoint = end
             engine.noteChange()
             return row.pinned

@@ -6,7 +6,7 @@ import Synchronization
 
 /// Fetches the byte ranges readers need, and whole pinned files in the background, into durable
 /// sparse partials. A body is committed only when the assembly policy accepts it: data first
-/// (`fdatasync`), then the range map and the segment's SHA-256 in one index transaction.
+/// (`fdatasync`), then the range map and the segment's digest in one index transaction.
 /// Blocking API for FUSE worker threads; transfers run on their own threads, never on Swift's
 /// cooperative pool.
 ///
@@ -785,7 +785,7 @@ final class FileTransfer: @unchecked Sendable {
         }
     }
 
-    /// Re-checks, against their stored SHA-256, the committed segments overlapping `range` that
+    /// Re-checks, against their stored digests, the committed segments overlapping `range` that
     /// this daemon has not checked yet; a mismatch drops the segment so it is fetched again.
     /// Call with `condition` held.
     func verifyCommitted(in range: ByteRange, engine: TransferEngine) {
@@ -794,10 +794,10 @@ final class FileTransfer: @unchecked Sendable {
         let digests = (try? index.segments(row.key, attempt: row.attempt)) ?? []
         for gap in unchecked {
             for segment in digests where segment.range.overlaps(gap) && !verified.contains(segment.range) {
-                if digest(of: segment.range) == segment.sha256 {
+                if digest(of: segment.range, like: segment.digest) == segment.digest {
                     verified.insert(segment.range)
                 } else {
-                    drop(segment.range, why: "SHA-256 mismatch", engine: engine)
+                    drop(segment.range, why: "digest mismatch", engine: engine)
                 }
             }
             // Durable bytes with no digest at all cannot be trusted either.
@@ -817,8 +817,8 @@ final class FileTransfer: @unchecked Sendable {
         try? index.dropSegment(row, range: range, now: engine.now())
     }
 
-    func digest(of range: ByteRange) -> String {
-        let hasher = SHA256Hasher()
+    func digest(of range: ByteRange, like stored: String) -> String {
+        let hasher = SegmentDigest.hasher(like: stored)
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var offset = range.lower
         while offset < range.upper {
@@ -910,7 +910,7 @@ final class FileTransfer: @unchecked Sendable {
     struct Fetched {
         var validator: Validator?
         var received: Int64
-        var sha256: String
+        var digest: String
     }
 
     /// A failed fetch: what the reader sees, and what kind of failure the retry policy judges.
@@ -926,7 +926,7 @@ final class FileTransfer: @unchecked Sendable {
                backend: any MediaBackend, engine: TransferEngine) {
         let request = backend.rangeRequest(for: file, range: range, validator: validator)
         let expectation = RangeExpectation(range: range, total: file.size, validator: validator)
-        var hasher = SHA256Hasher()
+        var hasher = SegmentDigest.hasher()
         var sinkError: LabstreamError?
         var outcome: Result<Fetched, FetchFailure>
         // Long bodies are committed in checkpoints as they arrive, so a crash or a dropped
@@ -945,7 +945,7 @@ final class FileTransfer: @unchecked Sendable {
         let checkpoints = CheckpointCommitter { [self] c throws(LabstreamError) in
             try partial.sync()
             // The response's validator is pinned with its first committed bytes.
-            guard commit(c.piece, sha256: c.sha256, validator: c.validator, attempt: attempt, engine: engine) else {
+            guard commit(c.piece, digest: c.digest, validator: c.validator, attempt: attempt, engine: engine) else {
                 throw .remoteChanged("a newer attempt replaced this one")
             }
         }
@@ -1006,12 +1006,12 @@ final class FileTransfer: @unchecked Sendable {
                 }
                 if end - checkpointStart >= checkpointBytes && end < range.upper {
                     do throws(LabstreamError) {
-                        try checkpoints.submit(.init(piece: ByteRange(checkpointStart, end), sha256: hasher.finish(), validator: seen))
+                        try checkpoints.submit(.init(piece: ByteRange(checkpointStart, end), digest: hasher.finish(), validator: seen))
                     } catch {
                         sinkError = error
                         throw error
                     }
-                    hasher = SHA256Hasher()
+                    hasher = SegmentDigest.hasher()
                     checkpointStart = end
                 }
             }
@@ -1019,7 +1019,7 @@ final class FileTransfer: @unchecked Sendable {
             case .accept(let seen, _) where result.bytesWritten == range.count:
                 do {
                     try partial.sync()
-                    outcome = .success(Fetched(validator: seen, received: range.upper - checkpointStart, sha256: hasher.finish()))
+                    outcome = .success(Fetched(validator: seen, received: range.upper - checkpointStart, digest: hasher.finish()))
                 } catch {
                     outcome = .failure(FetchFailure(error: error, kind: .localFile))
                 }
@@ -1058,7 +1058,7 @@ final class FileTransfer: @unchecked Sendable {
             // already judged and possibly read, so it is kept. The attempt check refuses stale bytes.
             let arrived = ByteRange(checkpointStart, range.lower + received)
             if (try? partial.sync()) != nil,
-               commit(arrived, sha256: hasher.finish(), validator: answerValidator, attempt: attempt, engine: engine) {
+               commit(arrived, digest: hasher.finish(), validator: answerValidator, attempt: attempt, engine: engine) {
                 checkpointStart = arrived.upper
             }
         }
@@ -1085,18 +1085,18 @@ final class FileTransfer: @unchecked Sendable {
 
     /// Commits `piece` (durable already) if the assembly policy accepts it: range map and digest
     /// in one index transaction. Returns false when the attempt is no longer current.
-    func commit(_ piece: ByteRange, sha256: String, validator: Validator?, attempt: AttemptID, engine: TransferEngine) -> Bool {
+    func commit(_ piece: ByteRange, digest: String, validator: Validator?, attempt: AttemptID, engine: TransferEngine) -> Bool {
         condition.lock()
         defer {
             condition.broadcast()
             condition.unlock()
         }
-        return commitLocked(piece, sha256: sha256, validator: validator, attempt: attempt, engine: engine)
+        return commitLocked(piece, digest: digest, validator: validator, attempt: attempt, engine: engine)
     }
 
     /// Call with `condition` held.
     @discardableResult
-    func commitLocked(_ piece: ByteRange, sha256: String, validator: Validator?, attempt: AttemptID, engine: TransferEngine) -> Bool {
+    func commitLocked(_ piece: ByteRange, digest: String, validator: Validator?, attempt: AttemptID, engine: TransferEngine) -> Bool {
         let decision = AssemblyPolicy.decide(.init(planned: piece, received: piece.count, attempt: attempt),
                                              durable: row.present, currentAttempt: row.attempt, total: row.total)
         guard case .commit(let committed) = decision else {
@@ -1124,7 +1124,7 @@ final class FileTransfer: @unchecked Sendable {
             next.status = next.status.after(.bytesCommitted) ?? next.status
         }
         do {
-            try index.saveDownload(next, committing: .init(range: committed, sha256: sha256), now: engine.now())
+            try index.saveDownload(next, committing: .init(range: committed, digest: digest), now: engine.now())
             row = next
             verified.insert(committed)
             written.remove(committed)   // durable now: kept in `present`
@@ -1166,7 +1166,7 @@ final class FileTransfer: @unchecked Sendable {
             restart(why: failure.error.userMessage, engine: engine, counted: false)
         case .success(let fetched):
             if fetched.received > 0 || !remainder.isEmpty {
-                commitLocked(remainder, sha256: fetched.sha256, validator: fetched.validator, attempt: attempt, engine: engine)
+                commitLocked(remainder, digest: fetched.digest, validator: fetched.validator, attempt: attempt, engine: engine)
             }
             if attempt == row.attempt && !row.present.contains(range) {
                 failures.append((sequence, range, .fetchFailed("the response could not be used")))

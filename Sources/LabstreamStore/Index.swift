@@ -4,7 +4,7 @@ import LabstreamCore
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
 /// read fails closed.
 public final class OfflineIndex: Sendable {
-    public static let schemaVersion: Int64 = 4
+    public static let schemaVersion: Int64 = 5
     public let db: SQLiteDatabase
 
     public struct ServerRow: Sendable, Hashable {
@@ -67,6 +67,10 @@ public final class OfflineIndex: Sendable {
                     try Self.migrateV3toV4(c)
                     version = 4
                 }
+                if version == 4 {
+                    try Self.migrateV4toV5(c)
+                    version = 5
+                }
                 return version
             }
             if version == -1 { throw LabstreamError.storage("\(db.path) is not a Labstream index (no schema version); move it aside") }
@@ -106,7 +110,7 @@ public final class OfflineIndex: Sendable {
         ("media_sources", ["server", "item_id", "id", "name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate"]),
         ("downloads", ["server", "item_id", "source_id", "status", "attempt", "validator", "total", "ranges", "partial", "reason",
                        "awaiting_validation", "updated", "pinned", "source_tag", "job"]),
-        ("segments", ["server", "item_id", "source_id", "attempt", "lower", "upper", "sha256"]),
+        ("segments", ["server", "item_id", "source_id", "attempt", "lower", "upper", "digest"]),
         ("quarantine", ["id", "source", "row", "partial", "reason", "at"]),
     ]
 
@@ -165,6 +169,15 @@ public final class OfflineIndex: Sendable {
         CREATE TABLE quarantine(id INTEGER PRIMARY KEY, source TEXT NOT NULL, row TEXT NOT NULL, partial TEXT,
             reason TEXT NOT NULL, at INTEGER NOT NULL);
         UPDATE meta SET value = '4' WHERE key = 'schema_version';
+        """)
+    }
+
+    /// v5: segment digests name their algorithm (`SegmentDigest`): new segments are XXH3-128;
+    /// the SHA-256 digests already stored stay valid and are checked as SHA-256.
+    static func migrateV4toV5(_ c: Connection) throws {
+        try c.exec("""
+        ALTER TABLE segments RENAME COLUMN sha256 TO digest;
+        UPDATE meta SET value = '5' WHERE key = 'schema_version';
         """)
     }
 
@@ -426,11 +439,12 @@ public final class OfflineIndex: Sendable {
     /// A committed segment: its bytes are durable and their digest is known.
     public struct Segment: Sendable, Hashable {
         public var range: ByteRange
-        public var sha256: String
+        /// As `SegmentDigest` writes it.
+        public var digest: String
 
-        public init(range: ByteRange, sha256: String) {
+        public init(range: ByteRange, digest: String) {
             self.range = range
-            self.sha256 = sha256
+            self.digest = digest
         }
     }
 
@@ -450,7 +464,7 @@ public final class OfflineIndex: Sendable {
                 try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=? AND attempt<?", k + [.int(row.attempt.rawValue)])
                 if let segment {
                     try c.run("INSERT OR REPLACE INTO segments VALUES(?,?,?,?,?,?,?)", k + [
-                        .int(row.attempt.rawValue), .int(segment.range.lower), .int(segment.range.upper), .text(segment.sha256)])
+                        .int(row.attempt.rawValue), .int(segment.range.lower), .int(segment.range.upper), .text(segment.digest)])
                 }
                 if learnedSize {
                     try c.run("UPDATE media_sources SET size=? WHERE server=? AND item_id=? AND id=?", [.int(row.total)] + k)
@@ -466,10 +480,10 @@ public final class OfflineIndex: Sendable {
     /// The digests of `key`'s committed segments under `attempt`.
     public func segments(_ key: FileKey, attempt: AttemptID) throws(LabstreamError) -> [Segment] {
         try read("segment digests") {
-            try db.query("SELECT lower, upper, sha256 FROM segments WHERE server=? AND item_id=? AND source_id=? AND attempt=? ORDER BY lower",
+            try db.query("SELECT lower, upper, digest FROM segments WHERE server=? AND item_id=? AND source_id=? AND attempt=? ORDER BY lower",
                          [.text(key.server), .text(key.itemId), .text(key.sourceId), .int(attempt.rawValue)]).compactMap { r in
                 guard let l = r[0].int, let u = r[1].int, l <= u, let d = r[2].text else { return nil }
-                return Segment(range: ByteRange(l, u), sha256: d)
+                return Segment(range: ByteRange(l, u), digest: d)
             }
         }
     }

@@ -48,7 +48,7 @@ import Testing
         #expect {
             _ = try OfflineIndex(path: path)
         } throws: { error in
-            "\(error)".contains("says schema 4 but lacks table quarantine") && "\(error)".contains(path) && "\(error)".contains("Move it aside")
+            "\(error)".contains("says schema \(OfflineIndex.schemaVersion) but lacks table quarantine") && "\(error)".contains(path) && "\(error)".contains("Move it aside")
         }
         #expect(bytes(path) == before)
     }

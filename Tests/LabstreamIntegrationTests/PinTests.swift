@@ -204,6 +204,39 @@ import Testing
         #expect(requested.byteCount <= Int64(2 * MiB) && requested.ranges.count == 1, "requested \(requested)")
     }
 
+    @Test func newSegmentsAreStoredWithXXH3AndSchema4SHA256DigestsStillCheckBytes() throws {
+        let rig = try EngineRig("pin-legacy-digest")
+        try rig.pin(alpha)
+        #expect(try rig.settled(alpha)?.status == .unverified)
+        let key = try rig.file(alpha).tree.key
+        let attempt = try #require(try rig.index.download(key)).attempt
+        let segments = try rig.index.segments(key, attempt: attempt)
+        #expect(!segments.isEmpty && segments.allSatisfy { $0.digest.hasPrefix("xxh3-128:") && $0.digest.count == 9 + 32 }, "\(segments)")
+        // Turn the index back into schema 4, whose digests were SHA-256 of each segment's bytes.
+        rig.transfers.stop()
+        let partial = try rig.partialPath(alpha)
+        try rig.index.db.exec("ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='4' WHERE key='schema_version'")
+        for segment in segments {
+            let sha = SHA256Hasher()
+            try pread(path: partial, offset: Int(segment.range.lower), length: Int(segment.range.count)).withUnsafeBytes { sha.update($0) }
+            try rig.index.db.run("UPDATE segments SET sha256=? WHERE lower=?", [.text(sha.finish()), .int(segment.range.lower)])
+        }
+        // Damage the second segment: its SHA-256 no longer matches; the first one's still does.
+        let fd = open(partial, O_WRONLY)
+        var junk = [UInt8](repeating: 0x55, count: 16)
+        _ = junk.withUnsafeMutableBytes { pwrite(fd, $0.baseAddress, 16, off_t(segments[1].range.lower + 3)) }
+        close(fd)
+        try rig.restart()
+        #expect(try rig.index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "5")
+        rig.fixture.clearLog()
+        let first = segments[0].range, second = segments[1].range
+        #expect(try rig.read(alpha, offset: Int(first.lower), length: 4096) == rig.source(alpha, offset: Int(first.lower), length: 4096))
+        #expect(rig.fixture.downloadRequests.isEmpty, "a segment whose SHA-256 matches was fetched again")
+        #expect(try rig.read(alpha, offset: Int(second.lower), length: 4096) == rig.source(alpha, offset: Int(second.lower), length: 4096))
+        let requested = RangeSet(rig.fixture.downloadRequests.compactMap(\.requestedRange))
+        #expect(requested.contains(ByteRange(second.lower + 3, second.lower + 19)), "requested \(requested)")
+    }
+
     @Test func aFullDiskParksDownloadsAndKeepsEveryCommittedByte() throws {
         guard geteuid() == 0 else { return }   // tmpfs needs root; the suite runs as root in CI
         let scratch = Scratch("pin-enospc")
@@ -273,11 +306,11 @@ import Testing
             var row = DownloadRow(key: file.key, status: .partial, attempt: AttemptID(1), validator: nil, total: 100,
                                   present: RangeSet([ByteRange(0, 50)]), partialPath: "partials/a.part")
             row.pinned = true
-            try v3.saveDownload(row, committing: .init(range: ByteRange(0, 50), sha256: "ab"), now: 1)
+            try v3.saveDownload(row, committing: .init(range: ByteRange(0, 50), digest: "ab"), now: 1)
             // Turn it back into a version 2 index.
             try v3.db.exec("""
                 ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate; DROP TABLE quarantine;
-                ALTER TABLE media_sources DROP COLUMN orphaned;
+                ALTER TABLE media_sources DROP COLUMN orphaned; ALTER TABLE segments RENAME COLUMN digest TO sha256;
                 UPDATE meta SET value='2' WHERE key='schema_version';
                 """)
         }
@@ -296,10 +329,10 @@ import Testing
             let v4 = try OfflineIndex(path: layout.indexPath)
             let row = DownloadRow(key: file.key, status: .partial, attempt: AttemptID(1), validator: nil, total: 100,
                                   present: RangeSet([ByteRange(0, 50)]), partialPath: "partials/a.part", sourceTag: "v1")
-            try v4.saveDownload(row, committing: .init(range: ByteRange(0, 50), sha256: "ab"), now: 1)
+            try v4.saveDownload(row, committing: .init(range: ByteRange(0, 50), digest: "ab"), now: 1)
             try v4.db.exec("""
                 ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate; DROP TABLE quarantine;
-                UPDATE meta SET value='3' WHERE key='schema_version';
+                ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='3' WHERE key='schema_version';
                 """)
         }
         let index = try OfflineIndex(path: layout.indexPath)
