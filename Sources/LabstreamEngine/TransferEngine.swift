@@ -578,7 +578,9 @@ final class FileTransfer: @unchecked Sendable {
     var fillInFlight: [ByteRange] = []
     var failures: [(sequence: Int, range: ByteRange, error: LabstreamError)] = []
     var sequence = 0
-    var waiters = 0
+    /// What each waiting reader needs (a body writes early for them, and wakes only them).
+    var waitingFor: [ByteRange] = []
+    var waiters: Int { waitingFor.count }
     var consecutiveFailures = 0
     var retryAt: Date?
     var userDispatch = false
@@ -753,8 +755,8 @@ final class FileTransfer: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         let startSequence = sequence
-        waiters += 1
-        defer { waiters -= 1 }
+        waitingFor.append(demand)
+        defer { waitingFor.remove(at: waitingFor.firstIndex(of: demand)!) }
         while true {
             if !verified.contains(demand) { verifyCommitted(in: demand, engine: engine) }
             if row.present.contains(demand) || written.contains(demand) { return row.attempt }
@@ -956,6 +958,55 @@ final class FileTransfer: @unchecked Sendable {
         }
         let rate = engine.rateShare()
         let started = Date()
+        // The body's pieces are gathered and written together (`BodyCoalescing`).
+        var gathered: [UInt8] = []
+        gathered.reserveCapacity(Int(BodyCoalescing.unit) + (64 << 10))
+        var gatheredAt: Int64 = 0
+        /// Where the bytes written (and hashed) so far end.
+        var writtenUpTo = checkpointStart
+        /// Writes what was gathered, then lets readers have it, starts its writeback and submits
+        /// a checkpoint when one is due.
+        func writeGathered(_ seen: Validator?) throws(LabstreamError) {
+            guard !gathered.isEmpty else { return }
+            let piece = ByteRange(offset: gatheredAt, length: Int64(gathered.count))
+            writeGate.lock()
+            guard writableAttempt == attempt else {
+                writeGate.unlock()
+                throw .remoteChanged("a newer attempt replaced this one")
+            }
+            let wrote = gathered.withUnsafeBytes { b in Result { () throws(LabstreamError) in try partial.write(b, at: piece.lower) } }
+            if case .failure(let error) = wrote {
+                writeGate.unlock()
+                throw error
+            }
+            writeGate.unlock()
+            gathered.withUnsafeBytes { hasher.update($0) }
+            gathered.removeAll(keepingCapacity: true)
+            writtenUpTo = piece.upper
+            condition.lock()
+            if servable == nil {
+                guard row.attempt == attempt else {
+                    condition.unlock()
+                    throw .remoteChanged("a newer attempt replaced this one")
+                }
+                if row.validator == nil { row.validator = seen }
+                servable = row.validator == seen
+            }
+            if servable == true && row.attempt == attempt {
+                written.insert(piece)
+                if waitingFor.contains(where: { $0.overlaps(piece) }) { condition.broadcast() }
+            }
+            condition.unlock()
+            if piece.upper - writtenBack >= 1 << 20 {
+                partial.startWriteback(ByteRange(max(writtenBack, checkpointStart), piece.upper))
+                writtenBack = piece.upper
+            }
+            if piece.upper - checkpointStart >= checkpointBytes && piece.upper < range.upper {
+                try checkpoints.submit(.init(piece: ByteRange(checkpointStart, piece.upper), digest: hasher.finish(), validator: seen))
+                hasher = SegmentDigest.hasher()
+                checkpointStart = piece.upper
+            }
+        }
         do {
             let result = try backend.transport.fetchRange(request, expectation: expectation) { bytes, offset, seen in
                 if rate > 0 {
@@ -964,58 +1015,36 @@ final class FileTransfer: @unchecked Sendable {
                     if due > 0 { usleep(useconds_t(min(due, 1) * 1_000_000)) }
                 }
                 if engine.stopping.load(ordering: .relaxed) {
+                    try? writeGathered(seen)   // what arrived before the stop is kept
                     sinkError = .fetchFailed("the daemon is stopping")
                     throw LabstreamError.fetchFailed("stopping")
                 }
                 answerValidator = seen
                 let skip = Int(min(max(checkpointStart - offset, 0), Int64(bytes.count)))
-                let kept = UnsafeRawBufferPointer(rebasing: bytes[skip...])
-                writeGate.lock()
-                guard writableAttempt == attempt else {
-                    writeGate.unlock()
-                    sinkError = .remoteChanged("a newer attempt replaced this one")
-                    throw LabstreamError.remoteChanged("stale attempt")
+                if skip < bytes.count {
+                    if gathered.isEmpty { gatheredAt = offset + Int64(skip) }
+                    gathered.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[skip...]))
                 }
-                do throws(LabstreamError) { if !kept.isEmpty { try partial.write(kept, at: offset + Int64(skip)) } } catch {
-                    writeGate.unlock()
-                    sinkError = error
-                    throw error
-                }
-                writeGate.unlock()
-                hasher.update(kept)
                 received += Int64(bytes.count)
-                let end = range.lower + received
-                condition.lock()
-                if servable == nil {
-                    guard row.attempt == attempt else {
-                        condition.unlock()
-                        sinkError = .remoteChanged("a newer attempt replaced this one")
-                        throw LabstreamError.remoteChanged("stale attempt")
-                    }
-                    if row.validator == nil { row.validator = seen }
-                    servable = row.validator == seen
+                let pending = ByteRange(offset: gatheredAt, length: Int64(gathered.count))
+                let checkpointDue = pending.upper - checkpointStart >= checkpointBytes && pending.upper < range.upper
+                let write = condition.withLock { () -> Bool in
+                    let waiting = waitingFor.filter { $0.overlaps(pending) }
+                    var readable = row.present
+                    if !waiting.isEmpty { readable.formUnion(written) }
+                    return BodyCoalescing.mustWrite(pending: pending, checkpointDue: checkpointDue, readable: readable, waiting: waiting)
                 }
-                if servable == true && !kept.isEmpty && row.attempt == attempt {
-                    written.insert(ByteRange(end - Int64(kept.count), end))
-                    if waiters > 0 { condition.broadcast() }
-                }
-                condition.unlock()
-                if end - writtenBack >= 1 << 20 && end > checkpointStart {
-                    partial.startWriteback(ByteRange(max(writtenBack, checkpointStart), end))
-                    writtenBack = end
-                }
-                if end - checkpointStart >= checkpointBytes && end < range.upper {
-                    do throws(LabstreamError) {
-                        try checkpoints.submit(.init(piece: ByteRange(checkpointStart, end), digest: hasher.finish(), validator: seen))
-                    } catch {
+                if write {
+                    do throws(LabstreamError) { try writeGathered(seen) } catch {
                         sinkError = error
                         throw error
                     }
-                    hasher = SegmentDigest.hasher()
-                    checkpointStart = end
                 }
             }
-            switch result.verdict {
+            do throws(LabstreamError) { try writeGathered(answerValidator) } catch { sinkError = error }
+            if let sinkError {
+                outcome = .failure(FetchFailure(error: sinkError, kind: .localFile))
+            } else { switch result.verdict {
             case .accept(let seen, _) where result.bytesWritten == range.count:
                 do {
                     try partial.sync()
@@ -1041,8 +1070,10 @@ final class FileTransfer: @unchecked Sendable {
                 outcome = .failure(FetchFailure(
                     error: retried ? .serverUnavailable("HTTP \(result.status)") : .fetchFailed(why),
                     kind: retried ? .status(result.status, retryAfter: result.retryAfter) : .validation))
-            }
+            } }
         } catch {
+            // A body cut short keeps what arrived (a stale attempt's bytes are refused here too).
+            if sinkError == nil { do throws(LabstreamError) { try writeGathered(answerValidator) } catch { sinkError = error } }
             if let sinkError {
                 outcome = .failure(FetchFailure(error: sinkError, kind: .localFile))
             } else {
@@ -1053,10 +1084,10 @@ final class FileTransfer: @unchecked Sendable {
         }
         // Every checkpoint is in before the body is finished, so nothing of it is planned again meanwhile.
         if let failed = checkpoints.finish() { outcome = .failure(FetchFailure(error: failed, kind: .localFile)) }
-        if case .failure = outcome, range.lower + received > checkpointStart {
+        if case .failure = outcome, writtenUpTo > checkpointStart {
             // Cut short (a drop, a stall, the daemon stopping): what arrived is the answer's own,
             // already judged and possibly read, so it is kept. The attempt check refuses stale bytes.
-            let arrived = ByteRange(checkpointStart, range.lower + received)
+            let arrived = ByteRange(checkpointStart, writtenUpTo)
             if (try? partial.sync()) != nil,
                commit(arrived, digest: hasher.finish(), validator: answerValidator, attempt: attempt, engine: engine) {
                 checkpointStart = arrived.upper
