@@ -36,8 +36,10 @@ bench: release
 	./bench/run.sh
 
 # labstream, mount.labstream (one binary, two names) and the /sbin helper link that mount(8)
-# looks for, the man pages, and the systemd unit templates.
+# looks for, the labstream-probe helper (it must sit beside labstream), the man pages, and the
+# systemd unit templates.
 INSTALL_BIN ?= .build/release/labstream
+INSTALL_PROBE ?= $(dir $(INSTALL_BIN))labstream-probe
 
 .build/release/labstream:
 	$(SWIFT) build -c release
@@ -45,6 +47,7 @@ INSTALL_BIN ?= .build/release/labstream
 install: $(INSTALL_BIN)
 	install -d $(BINDIR) $(MANDIR)/man1 $(MANDIR)/man5 $(MANDIR)/man8 $(UNITDIR) $(SBINDIR)
 	install -m 755 $(INSTALL_BIN) $(BINDIR)/labstream
+	install -m 755 $(INSTALL_PROBE) $(BINDIR)/labstream-probe
 	ln -sf labstream $(BINDIR)/mount.labstream
 	ln -sf $(PREFIX)/bin/labstream $(SBINDIR)/mount.labstream
 	install -m 644 man/labstream.1 $(MANDIR)/man1/labstream.1
@@ -54,7 +57,7 @@ install: $(INSTALL_BIN)
 	install -m 644 mountpoints/srv-media.mount mountpoints/srv-media.automount $(UNITDIR)/
 
 uninstall:
-	rm -f $(BINDIR)/labstream $(BINDIR)/mount.labstream $(SBINDIR)/mount.labstream
+	rm -f $(BINDIR)/labstream $(BINDIR)/labstream-probe $(BINDIR)/mount.labstream $(SBINDIR)/mount.labstream
 	rm -f $(MANDIR)/man1/labstream.1 $(MANDIR)/man5/labstream.conf.5 $(MANDIR)/man8/mount.labstream.8
 	rm -f $(UNITDIR)/labstream@.service $(UNITDIR)/srv-media.mount $(UNITDIR)/srv-media.automount
 

@@ -5,13 +5,15 @@ import PackageDescription
 //   LabstreamCore (pure values and policies)
 //   → LabstreamBackends (request builders + decoders, pure; transport injected)
 //   → LabstreamHTTP (libcurl) · LabstreamStore (SQLite, partial files, credentials)
-//   → LabstreamEngine (transfers) → LabstreamFS (filesystem engine, no FUSE)
+//   → LabstreamEngine (transfers; runs the labstream-probe helper, which alone links libmpv)
+//   → LabstreamFS (filesystem engine, no FUSE)
 //   → LabstreamFUSE (the only importer of libfuse) → LabstreamCLI → labstream
 let package = Package(
     name: "Labstream",
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "labstream", targets: ["labstream"]),
+        .executable(name: "labstream-probe", targets: ["labstream-probe"]),
     ],
     targets: [
         .systemLibrary(name: "CFuse3", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
@@ -26,7 +28,9 @@ let package = Package(
         .target(name: "LabstreamBackends", dependencies: ["LabstreamCore"]),
         .target(name: "LabstreamHTTP", dependencies: ["LabstreamCore", "LabstreamBackends", "CCurl"]),
         .target(name: "LabstreamStore", dependencies: ["LabstreamCore", "CSQLite", "CCrypto", "CXXHash", "CLinux"]),
-        .target(name: "LabstreamEngine", dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamStore", "CMpv"]),
+        .target(name: "LabstreamEngine", dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamStore"]),
+        // libmpv lives only in the probe helper, a process of its own (see labstream-probe).
+        .target(name: "LabstreamProbe", dependencies: ["LabstreamCore", "CMpv"]),
         .target(name: "LabstreamFS", dependencies: ["LabstreamCore", "LabstreamStore", "LabstreamEngine"]),
         .target(name: "LabstreamFUSE", dependencies: ["LabstreamCore", "LabstreamFS", "CFuse3"]),
         .target(name: "LabstreamFixture", dependencies: ["LabstreamCore"]),
@@ -35,6 +39,7 @@ let package = Package(
             "LabstreamEngine", "LabstreamFS", "LabstreamFUSE", "LabstreamFixture", "CLinux",
         ]),
         .executableTarget(name: "labstream", dependencies: ["LabstreamCLI"]),
+        .executableTarget(name: "labstream-probe", dependencies: ["LabstreamProbe"]),
 
         .testTarget(name: "LabstreamCoreTests", dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamFixture"]),
         .testTarget(name: "LabstreamIntegrationTests", dependencies: [

@@ -4,7 +4,7 @@
 /// from a reader who could be answered with them.
 public enum BodyCoalescing {
     /// Bytes gathered before a write when no reader waits for them.
-    public static let unit: Int64 = 1 << 20
+    public static let unit: Int64 = 256 << 10
 
     /// Whether the gathered bytes `pending` (received, not yet written) must be written now:
     /// a unit is full, a checkpoint is due, or a waiting reader's demand would be whole with

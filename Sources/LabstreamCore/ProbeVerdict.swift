@@ -1,6 +1,8 @@
 /// What a playback probe saw of a local file.
-public struct ProbeObservation: Sendable, Hashable {
+public struct ProbeObservation: Sendable, Hashable, Codable {
     public var mpvAvailable = true
+    /// Why no observation could be made (the probe helper is missing, or crashed on the file).
+    public var problem: String?
     public var timedOut = false
     public var loaded = false
     /// mpv's error text when the file ended in an error.
@@ -31,6 +33,7 @@ public enum ProbeOutcome: Sendable, Hashable {
 /// mpv events and properties → outcome. Pure.
 public enum ProbeVerdict {
     public static func judge(_ o: ProbeObservation) -> ProbeOutcome {
+        if let problem = o.problem { return .unverified(problem) }
         guard o.mpvAvailable else { return .unverified("libmpv unavailable") }
         if let error = o.endFileError { return .failed("mpv: \(error)") }
         guard o.loaded else { return o.timedOut ? .unverified("probe timed out before the file loaded") : .failed("mpv could not load the file") }

@@ -114,7 +114,7 @@ final class LiveForward: Sendable {
             retries.succeeded(row.key)
             row.total = size
             row.present = RangeSet([ByteRange(0, size)])
-            let verdict: ProbeOutcome = engine.settings.playbackProbe ? ProbeVerdict.judge(MPVProbe.observe(path: path)) : .unverified("probe off")
+            let verdict: ProbeOutcome = engine.settings.playbackProbe ? ProbeVerdict.judge(PlaybackProbe.observe(path: path)) : .unverified("probe off")
             switch verdict {
             case .complete: row.status = .complete
             case .unverified(let why): row.status = .unverified; row.reason = why

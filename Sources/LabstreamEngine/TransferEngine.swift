@@ -497,7 +497,7 @@ enum Validation {
                 outcome = .failed("size check: the local file is not \(row.total) bytes")
             } else {
                 let started = Date()
-                outcome = ProbeVerdict.judge(MPVProbe.observe(path: path))
+                outcome = ProbeVerdict.judge(PlaybackProbe.observe(path: path))
                 engine.log("probe of \(file.path.joined(separator: "/")): \(outcome) in \(Int(Date().timeIntervalSince(started) * 1000)) ms")
             }
             transfer.applyVerdict(outcome, attempt: row.attempt, engine: engine)
@@ -959,8 +959,7 @@ final class FileTransfer: @unchecked Sendable {
         let rate = engine.rateShare()
         let started = Date()
         // The body's pieces are gathered and written together (`BodyCoalescing`).
-        var gathered: [UInt8] = []
-        gathered.reserveCapacity(Int(BodyCoalescing.unit) + (64 << 10))
+        let gathered = GatherBuffer(capacity: Int(BodyCoalescing.unit) + (16 << 10))
         var gatheredAt: Int64 = 0
         /// Where the bytes written (and hashed) so far end.
         var writtenUpTo = checkpointStart
@@ -974,14 +973,13 @@ final class FileTransfer: @unchecked Sendable {
                 writeGate.unlock()
                 throw .remoteChanged("a newer attempt replaced this one")
             }
-            let wrote = gathered.withUnsafeBytes { b in Result { () throws(LabstreamError) in try partial.write(b, at: piece.lower) } }
-            if case .failure(let error) = wrote {
+            do throws(LabstreamError) { try partial.write(gathered.bytes, at: piece.lower) } catch {
                 writeGate.unlock()
                 throw error
             }
             writeGate.unlock()
-            gathered.withUnsafeBytes { hasher.update($0) }
-            gathered.removeAll(keepingCapacity: true)
+            hasher.update(gathered.bytes)
+            gathered.removeAll()
             writtenUpTo = piece.upper
             condition.lock()
             if servable == nil {
@@ -1022,8 +1020,14 @@ final class FileTransfer: @unchecked Sendable {
                 answerValidator = seen
                 let skip = Int(min(max(checkpointStart - offset, 0), Int64(bytes.count)))
                 if skip < bytes.count {
+                    if gathered.count + bytes.count - skip > gathered.capacity {
+                        do throws(LabstreamError) { try writeGathered(seen) } catch {
+                            sinkError = error
+                            throw error
+                        }
+                    }
                     if gathered.isEmpty { gatheredAt = offset + Int64(skip) }
-                    gathered.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[skip...]))
+                    gathered.append(UnsafeRawBufferPointer(rebasing: bytes[skip...]))
                 }
                 received += Int64(bytes.count)
                 let pending = ByteRange(offset: gatheredAt, length: Int64(gathered.count))
@@ -1254,4 +1258,35 @@ final class FileTransfer: @unchecked Sendable {
             setStatus(.failed, reason: failure.error.userMessage, engine: engine)
         }
     }
+}
+
+/// A body's gathered bytes, in memory of its own (mapped, not from malloc): a transfer thread's
+/// malloc arena would otherwise keep every freed buffer, and the daemon's memory would grow with
+/// the number of transfers it ever ran at once.
+final class GatherBuffer {
+    let base: UnsafeMutableRawPointer
+    let capacity: Int
+    private(set) var count = 0
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        let mapped = mmap(nil, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        precondition(mapped != MAP_FAILED, "cannot map \(capacity) bytes for a transfer: \(String(cString: strerror(errno)))")
+        base = mapped!
+    }
+
+    deinit { munmap(base, capacity) }
+
+    var isEmpty: Bool { count == 0 }
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+
+    /// Appends `more`; the caller writes the buffer out before it would overflow.
+    func append(_ more: UnsafeRawBufferPointer) {
+        precondition(count + more.count <= capacity, "gathered past the buffer")
+        guard let source = more.baseAddress else { return }
+        (base + count).copyMemory(from: source, byteCount: more.count)
+        count += more.count
+    }
+
+    func removeAll() { count = 0 }
 }

@@ -65,6 +65,8 @@ import Testing
         let install = try runProcess("/usr/bin/make", ["-C", root, "install", "DESTDIR=\(dest)", "PREFIX=/usr/local", "INSTALL_BIN=\(labstreamBinary)"])
         try #require(install.code == 0, "\(install.stderr)")
         let binary = dest + "/usr/local/bin/labstream"
+        // The playback probe runs in its helper, which must sit beside labstream.
+        #expect(FileManager.default.isExecutableFile(atPath: dest + "/usr/local/bin/labstream-probe"))
 
         let fstab = m.scratch.path + "/fstab"
         try "labstream \(m.mountpoint) labstream config=\(m.configDir),data=\(m.dataDir),_netdev,nofail 0 0\n".write(toFile: fstab, atomically: true, encoding: .utf8)

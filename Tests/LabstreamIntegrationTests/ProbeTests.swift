@@ -27,6 +27,9 @@ import Testing
         var none = ProbeObservation()
         none.mpvAvailable = false
         #expect(ProbeVerdict.judge(none) == .unverified("libmpv unavailable"))
+        var crashed = good
+        crashed.problem = "the playback probe crashed on this file (signal 11); it is kept, playback not proven"
+        #expect(ProbeVerdict.judge(crashed) == .unverified(crashed.problem!))
         var noDuration = good
         noDuration.duration = nil
         #expect(ProbeVerdict.judge(noDuration) == .unverified("no duration"))
@@ -50,7 +53,7 @@ import Testing
         return target
     }
 
-    func verdict(_ path: String) -> ProbeOutcome { ProbeVerdict.judge(MPVProbe.observe(path: path, timeout: 10)) }
+    func verdict(_ path: String) -> ProbeOutcome { ProbeVerdict.judge(PlaybackProbe.observe(path: path, timeout: 10)) }
 
     @Test func goodFilesAreComplete() {
         #expect(verdict(Self.media + "/good.mp4") == .complete)
@@ -74,6 +77,25 @@ import Testing
             let v = verdict(path)
             if case .failed = v {} else { Issue.record("\(path): \(v)") }
         }
+    }
+
+    /// The probe runs in a helper process: a helper that is missing, fails or crashes leaves the
+    /// file unverified with the reason, and the caller carries on.
+    @Test func aMissingFailingOrCrashingHelperLeavesTheFileUnverifiedSayingWhy() throws {
+        let scratch = Scratch("probe-helper")
+        let good = Self.media + "/good.mp4"
+        let missing = PlaybackProbe.observe(path: good, helper: scratch.path + "/nowhere")
+        #expect(missing.problem?.contains("missing") == true && missing.problem?.contains("reinstall") == true, "\(missing)")
+        let failing = PlaybackProbe.observe(path: good, helper: "/bin/false")
+        #expect(failing.problem?.contains("failed (exit 1)") == true, "\(failing)")
+        let crasher = scratch.path + "/crash.sh"
+        try "#!/bin/sh\nkill -SEGV $$\n".write(toFile: crasher, atomically: true, encoding: .utf8)
+        chmod(crasher, 0o755)
+        let crashed = PlaybackProbe.observe(path: good, helper: crasher)
+        #expect(crashed.problem?.contains("crashed on this file (signal 11)") == true, "\(crashed)")
+        if case .unverified = ProbeVerdict.judge(crashed) {} else { Issue.record("a crashed probe proves nothing either way") }
+        // The real helper beside the test binary answers.
+        #expect(PlaybackProbe.observe(path: good).problem == nil)
     }
 
     @Test func audioOnlyIsUnverified() throws {
