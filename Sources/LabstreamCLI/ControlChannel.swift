@@ -113,6 +113,12 @@ enum ControlChannel {
             }
             switch op {
             case "status":
+                // `after`: answer once a download row changed past that point (or `wait` seconds
+                // went by), so a follower needs no polling; `change` says where it now stands.
+                var change = fs.transfers.waitForChange(after: -1, timeout: 0)
+                if let after = (request["after"] as? NSNumber)?.intValue {
+                    change = fs.transfers.waitForChange(after: after, timeout: min((request["wait"] as? NSNumber)?.doubleValue ?? 1, 10))
+                }
                 var entries: [[String: Any]] = []
                 for (path, ino) in inodes {
                     for (file, fileIno) in fs.files(below: ino, named: path) {
@@ -125,7 +131,7 @@ enum ControlChannel {
                         entries.append(entry)
                     }
                 }
-                return ["entries": entries]
+                return ["entries": entries, "change": change]
             case "set":
                 guard let name = request["name"] as? String, let value = request["value"] as? String else {
                     return ["error": "set needs name and value", "code": Int(ExitCode.usage)]

@@ -219,7 +219,7 @@ struct Daemon {
         let backends = try context.backends(config, log: log)
         var settings = TransferEngine.Settings(sizes: config.sizes, readTimeout: config.fetchTimeout + config.connectTimeout,
                                                maxQueuedSegments: config.connectionsPerFile, maxConcurrentFiles: config.maxConcurrentFiles,
-                                               checkpointBytes: max(1 << 20, config.sizes.segmentSize / 4),
+                                               checkpointBytes: max(1 << 20, config.sizes.segmentSize / 8),
                                                limits: .init(maxSize: config.maxCacheSize, minFree: config.minFree),
                                                playbackProbe: config.playbackProbe, rateLimit: config.rateLimit)
         settings.qualities = config.qualities

@@ -25,7 +25,7 @@ enum PinCommand {
         try set("pin", to: value, on: args.positionals, saying: pin ? "Pinned" : "Unpinned", quiet: args.flag("--json"), context: context)
         guard pin && args.flag("--wait") else { return ExitCode.ok }
         if let quality, quality != .original { return try waitForCopies(args.positionals, quality: quality, json: args.flag("--json")) }
-        return try wait(args.positionals, json: args.flag("--json"))
+        return try wait(args.positionals, json: args.flag("--json"), context: context)
     }
 
     /// Follows copies at `quality` (each file's `user.labstream.copies`) until every one is
@@ -133,12 +133,15 @@ enum PinCommand {
     }
 
     /// Follows the pinned files until every one is complete or unverified (0), or one fails (74).
-    static func wait(_ paths: [String], json: Bool) throws -> Int32 {
+    static func wait(_ paths: [String], json: Bool, context: Context) throws -> Int32 {
         let tty = isatty(1) == 1 && !json
         var last = ""
         var samples: [String: (bytes: Int64, at: Date)] = [:]
+        var change: Int?
         while true {
-            let entries = try paths.flatMap { try StatusCommand.fromMount($0) }
+            // The daemon answers as soon as a row changes; without one, the mount's xattrs are read again.
+            let followed = try StatusCommand.follow(paths, after: change, context: context)
+            let entries = try followed?.entries ?? paths.flatMap { try StatusCommand.fromMount($0) }
             let present = entries.reduce(0) { $0 + $1.present }, total = entries.reduce(0) { $0 + $1.total }
             func finished(_ e: StatusCommand.Entry) -> Bool { Self.finished(state: e.state, reason: e.reason) }
             let done = entries.allSatisfy(finished) || (entries.allSatisfy { finished($0) || $0.state == "failed" } && !entries.isEmpty)
@@ -163,7 +166,9 @@ enum PinCommand {
                 for f in failed { writeToStderr("labstream: \(f.path) failed: \(f.reason ?? "unknown reason")") }
                 return failed.isEmpty ? ExitCode.ok : ExitCode.ioErr
             }
-            usleep(250_000)   // a progress display, not synchronisation: the daemon owns the state
+            if let followed { change = followed.change } else {
+                usleep(250_000)   // a progress display, not synchronisation: the daemon owns the state
+            }
         }
     }
 }

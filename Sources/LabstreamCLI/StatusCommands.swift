@@ -109,6 +109,25 @@ enum StatusCommand {
         return try fromXattrs(path)
     }
 
+    /// The status of `paths` for a follower: from the daemon, which answers once something
+    /// changed past `after` (or after a second), with where its change counter now stands; nil
+    /// when there is no daemon to ask (the caller then looks again on its own schedule).
+    static func follow(_ paths: [String], after: Int?, context: Context) throws -> (entries: [Entry], change: Int)? {
+        guard let holder = DaemonLock.holder(context.layout) else { return nil }
+        let relative = paths.compactMap { ControlChannel.relative($0, to: holder.mountpoint) }
+        guard relative.count == paths.count else { return nil }
+        var request: [String: Any] = ["op": "status", "paths": relative]
+        if let after { request["after"] = after; request["wait"] = 1 }
+        guard let answer = try ControlChannel.send(context.layout, request), let rows = answer["entries"] as? [[String: Any]],
+              let change = (answer["change"] as? NSNumber)?.intValue else { return nil }
+        let entries = rows.map { r in
+            Entry(path: holder.mountpoint + "/" + (r["path"] as? String ?? ""), state: r["state"] as? String ?? "not-local",
+                  present: (r["bytes_present"] as? NSNumber)?.int64Value ?? 0, total: (r["bytes_total"] as? NSNumber)?.int64Value ?? 0,
+                  reason: r["reason"] as? String)
+        }
+        return (entries, change)
+    }
+
     static func fromXattrs(_ path: String) throws -> [Entry] {
         guard let state = xattr(path, "state") else {
             throw CLIError(ExitCode.noInput, "\(path) is not inside a live Labstream mount (or does not exist)")
