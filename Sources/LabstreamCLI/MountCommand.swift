@@ -336,15 +336,19 @@ struct Daemon {
             _ = stat(mountpoint, &st)
             log.info("mounted \(files.count) files at \(mountpoint)")
             report("ready")
-            if !pending.isEmpty {
-                for (backend, server) in pending {
-                    do { _ = try CatalogSync.run(backend, server: server, index: index, log: log) } catch {
-                        log.warn("sync \(server.name) failed: \(describe(error)) Serving its last known catalog from the index.")
-                        transfers.markUnreachable(server.name, Self.reachability(after: error))
-                    }
+            // The tree reloads only when a sync brought something: rebuilding it for an unchanged
+            // catalog costs a folder walk (`find`) its shared listings just as it starts.
+            var synced = false
+            for (backend, server) in pending {
+                do {
+                    _ = try CatalogSync.run(backend, server: server, index: index, log: log)
+                    synced = true
+                } catch {
+                    log.warn("sync \(server.name) failed: \(describe(error)) Serving its last known catalog from the index.")
+                    transfers.markUnreachable(server.name, Self.reachability(after: error))
                 }
-                reload()
             }
+            if synced { reload() }
             // Periodic refresh: what changed since the last sync, and every fourth time everything
             // (removals show only in a full listing).
             guard refreshEvery > 0 else { return }
@@ -352,13 +356,17 @@ struct Daemon {
             while true {
                 Thread.sleep(forTimeInterval: refreshEvery)   // a schedule, not synchronisation
                 round += 1
+                var refreshed = false
                 for (backend, server) in everyone where transfers.reachability(of: server.name) == .online {
-                    do { _ = try CatalogSync.run(backend, server: server, index: index, log: log, incremental: round % 4 != 0) } catch {
+                    do {
+                        _ = try CatalogSync.run(backend, server: server, index: index, log: log, incremental: round % 4 != 0)
+                        refreshed = true
+                    } catch {
                         log.warn("refresh of \(server.name) failed: \(describe(error)) Keeping the catalog in the index.")
                         transfers.markUnreachable(server.name, Self.reachability(after: error))
                     }
                 }
-                reload()
+                if refreshed { reload() }
             }
         }
         ready.start()
