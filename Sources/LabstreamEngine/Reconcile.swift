@@ -20,7 +20,8 @@ public enum Reconcile {
         }
         let owned = try index.partialPathsInUse()
         let names = (try? FileManager.default.contentsOfDirectory(atPath: layout.partialsDir)) ?? []
-        for name in names.sorted() where name.hasSuffix(".part") && !owned.contains("partials/" + name) {
+        // A `.part.fresh` is a cleared partial that a crash caught before it took the name.
+        for name in names.sorted() where (name.hasSuffix(".part") && !owned.contains("partials/" + name)) || name.hasSuffix(".part.fresh") {
             if unlink(layout.partialsDir + "/" + name) == 0 {
                 report.orphansRemoved.append(name)
                 log("removed \(name): no index row owns it")

@@ -387,6 +387,9 @@ import Testing
         rig.transfers.stop()
         let orphan = rig.layout.partialsDir + "/0123456789abcdef0123456789abcdef.part"
         writeRandomFile(orphan, size: 100, seed: 1)
+        // A cleared partial a crash caught before it took its name.
+        let fresh = try rig.partialPath(alpha) + ".fresh"
+        writeRandomFile(fresh, size: 100, seed: 3)
         try FileManager.default.removeItem(atPath: try rig.partialPath(beta))
         // A damaged row (absolute partial path) keeps its file: nothing is guessed.
         let damagedFile = rig.layout.partialsDir + "/damaged.part"
@@ -396,8 +399,9 @@ import Testing
         try rig.index.db.run("UPDATE downloads SET ranges='garbage' WHERE item_id='x' AND source_id='z'")
 
         let report = try Reconcile.run(index: rig.index, layout: rig.layout, now: 1) { _ in }
-        #expect(report.orphansRemoved == ["0123456789abcdef0123456789abcdef.part"])
-        #expect(!FileManager.default.fileExists(atPath: orphan))
+        #expect(report.orphansRemoved == ["0123456789abcdef0123456789abcdef.part", (fresh as NSString).lastPathComponent].sorted())
+        #expect(!FileManager.default.fileExists(atPath: orphan) && !FileManager.default.fileExists(atPath: fresh))
+        #expect(FileManager.default.fileExists(atPath: try rig.partialPath(alpha)))
         #expect(FileManager.default.fileExists(atPath: damagedFile) && FileManager.default.fileExists(atPath: "/etc/passwd"))
         #expect(Set(report.malformed) == ["test/x/y", "test/x/z"])
         // Quarantined as they were, with why; gone from the live rows; their files kept.
