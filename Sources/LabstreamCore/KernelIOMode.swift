@@ -10,7 +10,8 @@
 public struct KernelIOModes: Sendable {
     public enum Mode: Sendable, Hashable {
         case cached
-        case passthrough(backing: Int32)
+        /// `version`: the version of the file the backing copy holds.
+        case passthrough(backing: Int32, version: String)
     }
 
     public enum Decision: Sendable, Hashable {
@@ -20,12 +21,16 @@ public struct KernelIOModes: Sendable {
         case reuse(backing: Int32)
         /// Register the local copy as a new backing file, then pass through to it.
         case register
+        /// The inode's open handles pass through to another version of the file: the kernel
+        /// allows neither a second backing file nor a read through the daemon, and the old
+        /// version would be served under the new one's size. The open must wait for them to close.
+        case busy
     }
 
     struct Inode: Sendable {
         var cached = 0
         var passthrough = 0
-        var backing: Int32?
+        var backing: (id: Int32, version: String)?
     }
 
     var inodes: [UInt64: Inode] = [:]
@@ -33,11 +38,13 @@ public struct KernelIOModes: Sendable {
 
     public init() {}
 
-    /// The mode for a new open of `ino`. `eligible`: the whole file is local and checked, so the
-    /// kernel may read it without the daemon.
-    public func decide(ino: UInt64, eligible: Bool) -> Decision {
+    /// The mode for a new open of `ino` at `version`. `eligible`: the whole file is local and
+    /// checked, so the kernel may read it without the daemon.
+    public func decide(ino: UInt64, version: String, eligible: Bool) -> Decision {
         let inode = inodes[ino] ?? Inode()
-        if inode.passthrough > 0, let backing = inode.backing { return .reuse(backing: backing) }
+        if inode.passthrough > 0, let backing = inode.backing {
+            return backing.version == version ? .reuse(backing: backing.id) : .busy
+        }
         if inode.cached > 0 || !eligible { return .cached }
         return .register
     }
@@ -48,9 +55,9 @@ public struct KernelIOModes: Sendable {
         var inode = inodes[ino] ?? Inode()
         switch mode {
         case .cached: inode.cached += 1
-        case .passthrough(let backing):
+        case .passthrough(let backing, let version):
             inode.passthrough += 1
-            inode.backing = backing
+            inode.backing = (backing, version)
         }
         inodes[ino] = inode
     }
@@ -65,7 +72,7 @@ public struct KernelIOModes: Sendable {
         case .passthrough:
             inode.passthrough -= 1
             if inode.passthrough == 0 {
-                unregister = inode.backing
+                unregister = inode.backing?.id
                 inode.backing = nil
             }
         }

@@ -208,6 +208,11 @@ public final class FilesystemEngine: Sendable {
         return transfers.checkedLocalCopy(file)
     }
 
+    /// The version of the file a handle was opened on (size and source tag).
+    public func version(handle: UInt64) -> String? {
+        handles.withLock { $0.open[handle] }.map { "\($0.file.size):\($0.file.etag ?? "")" }
+    }
+
     public func read(handle: UInt64, offset: Int64, size: Int) throws(LabstreamError) -> [UInt8] {
         let planned = handles.withLock { h -> (TreeFile, ByteRange?)? in
             guard var open = h.open[handle] else { return nil }

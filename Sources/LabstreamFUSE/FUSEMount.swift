@@ -200,9 +200,9 @@ public final class FUSEMount: @unchecked Sendable {
                 fi.pointee.fh = handle
                 // Complete files never change under an attempt: let the page cache keep them.
                 if engine.isFullyLocal(handle: handle) { fi.pointee.keep_cache = 1 }
-                let delivered = mountContext(req).passthrough.replyOpen(ino: UInt64(ino), handle: handle, engine: engine) {
-                    fuse_reply_open(req, fi) == 0
-                }
+                let delivered = mountContext(req).passthrough.replyOpen(ino: UInt64(ino), handle: handle, engine: engine,
+                                                                         send: { fuse_reply_open(req, fi) == 0 },
+                                                                         refuse: { fuse_reply_err(req, EBUSY) })
                 if !delivered { engine.release(handle: handle) }
             } catch { replyError(req, error) }
         }

@@ -98,21 +98,28 @@ final class Passthrough: Sendable {
 
     /// Replies to the open of `handle` on `ino` through `send` (true when the kernel took it),
     /// passing through to the local copy when the kernel's rules and the file allow it.
-    func replyOpen(ino: UInt64, handle: UInt64, engine: FilesystemEngine, send: () -> Bool) -> Bool {
+    /// `refuse` answers an open that must wait (`KernelIOModes.Decision.busy`).
+    func replyOpen(ino: UInt64, handle: UInt64, engine: FilesystemEngine, send: () -> Bool, refuse: () -> Void) -> Bool {
         guard enabled.load(ordering: .relaxed) else { return send() }
+        let version = engine.version(handle: handle) ?? ""
         return modes.withLock { modes in
             var mode = KernelIOModes.Mode.cached
             var registered: Int32?
-            switch modes.decide(ino: ino, eligible: true) {
+            // Eligibility is checked only when registering: it opens the local copy.
+            switch modes.decide(ino: ino, version: version, eligible: true) {
             case .cached: break
-            case .reuse(let backing): mode = .passthrough(backing: backing)
+            case .reuse(let backing): mode = .passthrough(backing: backing, version: version)
             case .register:
                 if let backing = register(engine.checkedLocalCopy(handle: handle)) {
-                    mode = .passthrough(backing: backing)
+                    mode = .passthrough(backing: backing, version: version)
                     registered = backing
                 }
+            case .busy:
+                log("an open of a file whose older version is still open (read directly by the kernel) waits for that one to close (EBUSY)")
+                refuse()
+                return false
             }
-            if case .passthrough(let backing) = mode { hooks.withLock { $0.backingFor[handle] = backing } }
+            if case .passthrough(let backing, _) = mode { hooks.withLock { $0.backingFor[handle] = backing } }
             let delivered = send()
             hooks.withLock { _ = $0.backingFor.removeValue(forKey: handle) }
             if delivered {
