@@ -323,6 +323,9 @@ public final class TransferEngine: Sendable {
     /// Blocks until the change counter passes `seen` or `timeout` elapses; returns the counter.
     public func waitForChange(after seen: Int, timeout: Double) -> Int { changes.wait(after: seen, timeout: timeout) }
 
+    /// The change counter now.
+    public var changeCount: Int { changes.current }
+
     /// Moves a rejected file to `inspect/` under the data dir (a copy stays for the user).
     func setAside(_ path: String) throws(LabstreamError) {
         let dir = layout.root + "/inspect"
@@ -351,6 +354,8 @@ public final class TransferEngine: Sendable {
 final class Changes: @unchecked Sendable {
     let condition = NSCondition()
     var count = 0   // guarded by `condition`
+
+    var current: Int { condition.withLock { count } }
 
     func bump() {
         condition.lock()
@@ -574,6 +579,13 @@ final class FileTransfer: @unchecked Sendable {
     /// Each request on the wire (the train counts requests; adjacent ones coalesce in `inFlight`).
     var requestsInFlight: [ByteRange] = []
     var inFlight: RangeSet { RangeSet(requestsInFlight) }
+    /// What a reader can be served now: committed bytes and those written ahead of their commit.
+    var readable: RangeSet {
+        guard !written.isEmpty else { return row.present }
+        var all = row.present
+        all.formUnion(written)
+        return all
+    }
     /// Ranges fetched for the background fill (a subset of `inFlight`).
     var fillInFlight: [ByteRange] = []
     var failures: [(sequence: Int, range: ByteRange, error: LabstreamError)] = []
@@ -759,12 +771,7 @@ final class FileTransfer: @unchecked Sendable {
         defer { waitingFor.remove(at: waitingFor.firstIndex(of: demand)!) }
         while true {
             if !verified.contains(demand) { verifyCommitted(in: demand, engine: engine) }
-            if row.present.contains(demand) || written.contains(demand) { return row.attempt }
-            if !written.isEmpty {
-                var readable = row.present
-                readable.formUnion(written)
-                if readable.contains(demand) { return row.attempt }
-            }
+            if readable.contains(demand) { return row.attempt }
             if let failure = failures.first(where: { $0.sequence > startSequence && $0.range.overlaps(demand) }) {
                 throw failure.error
             }
@@ -964,8 +971,14 @@ final class FileTransfer: @unchecked Sendable {
         /// Where the bytes written (and hashed) so far end.
         var writtenUpTo = checkpointStart
         /// Writes what was gathered, then lets readers have it, starts its writeback and submits
-        /// a checkpoint when one is due.
+        /// a checkpoint when one is due. A failure is the body's (`sinkError`).
         func writeGathered(_ seen: Validator?) throws(LabstreamError) {
+            do throws(LabstreamError) { try writeGatheredBytes(seen) } catch {
+                sinkError = error
+                throw error
+            }
+        }
+        func writeGatheredBytes(_ seen: Validator?) throws(LabstreamError) {
             guard !gathered.isEmpty else { return }
             let piece = ByteRange(offset: gatheredAt, length: Int64(gathered.count))
             writeGate.lock()
@@ -1005,6 +1018,36 @@ final class FileTransfer: @unchecked Sendable {
                 checkpointStart = piece.upper
             }
         }
+        /// What a whole answer that reached the end of the transport comes to.
+        func judged(_ result: RangeTransferResult) -> Result<Fetched, FetchFailure> {
+            switch result.verdict {
+            case .accept(let seen, _) where result.bytesWritten == range.count:
+                do {
+                    try partial.sync()
+                    return .success(Fetched(validator: seen, received: range.upper - checkpointStart, digest: hasher.finish()))
+                } catch {
+                    return .failure(FetchFailure(error: error, kind: .localFile))
+                }
+            case .accept:
+                return .failure(FetchFailure(error: .fetchFailed("the connection ended after \(result.bytesWritten) of \(range.count) bytes"),
+                                             kind: .transientTransport))
+            case .remoteChanged(let why):
+                return .failure(FetchFailure(error: .remoteChanged(why), kind: .validation))
+            case .restart(let why):
+                return .failure(FetchFailure(error: .remoteChanged(why), kind: .validation, rangeIgnored: true))
+            case .acceptPrefix:
+                // The transport reports a finished prefix as `accept`; one cut short is a drop.
+                return .failure(FetchFailure(error: .fetchFailed("the connection ended after \(result.bytesWritten) of \(range.count) bytes"),
+                                             kind: .transientTransport))
+            case .reject(_) where result.status == 401:
+                return .failure(afterUnauthorized(backend: backend, engine: engine))
+            case .reject(let why):
+                let retried = RetryPolicy.retriedStatuses.contains(result.status)
+                return .failure(FetchFailure(
+                    error: retried ? .serverUnavailable("HTTP \(result.status)") : .fetchFailed(why),
+                    kind: retried ? .status(result.status, retryAfter: result.retryAfter) : .validation))
+            }
+        }
         do {
             let result = try backend.transport.fetchRange(request, expectation: expectation) { bytes, offset, seen in
                 if rate > 0 {
@@ -1020,12 +1063,7 @@ final class FileTransfer: @unchecked Sendable {
                 answerValidator = seen
                 let skip = Int(min(max(checkpointStart - offset, 0), Int64(bytes.count)))
                 if skip < bytes.count {
-                    if gathered.count + bytes.count - skip > gathered.capacity {
-                        do throws(LabstreamError) { try writeGathered(seen) } catch {
-                            sinkError = error
-                            throw error
-                        }
-                    }
+                    if gathered.count + bytes.count - skip > gathered.capacity { try writeGathered(seen) }
                     if gathered.isEmpty { gatheredAt = offset + Int64(skip) }
                     gathered.append(UnsafeRawBufferPointer(rebasing: bytes[skip...]))
                 }
@@ -1034,50 +1072,16 @@ final class FileTransfer: @unchecked Sendable {
                 let checkpointDue = pending.upper - checkpointStart >= checkpointBytes && pending.upper < range.upper
                 let write = condition.withLock { () -> Bool in
                     let waiting = waitingFor.filter { $0.overlaps(pending) }
-                    var readable = row.present
-                    if !waiting.isEmpty { readable.formUnion(written) }
-                    return BodyCoalescing.mustWrite(pending: pending, checkpointDue: checkpointDue, readable: readable, waiting: waiting)
+                    return BodyCoalescing.mustWrite(pending: pending, checkpointDue: checkpointDue,
+                                                    readable: waiting.isEmpty ? row.present : readable, waiting: waiting)
                 }
-                if write {
-                    do throws(LabstreamError) { try writeGathered(seen) } catch {
-                        sinkError = error
-                        throw error
-                    }
-                }
+                if write { try writeGathered(seen) }
             }
-            do throws(LabstreamError) { try writeGathered(answerValidator) } catch { sinkError = error }
-            if let sinkError {
-                outcome = .failure(FetchFailure(error: sinkError, kind: .localFile))
-            } else { switch result.verdict {
-            case .accept(let seen, _) where result.bytesWritten == range.count:
-                do {
-                    try partial.sync()
-                    outcome = .success(Fetched(validator: seen, received: range.upper - checkpointStart, digest: hasher.finish()))
-                } catch {
-                    outcome = .failure(FetchFailure(error: error, kind: .localFile))
-                }
-            case .accept:
-                outcome = .failure(FetchFailure(error: .fetchFailed("the connection ended after \(result.bytesWritten) of \(range.count) bytes"),
-                                                kind: .transientTransport))
-            case .remoteChanged(let why):
-                outcome = .failure(FetchFailure(error: .remoteChanged(why), kind: .validation))
-            case .restart(let why):
-                outcome = .failure(FetchFailure(error: .remoteChanged(why), kind: .validation, rangeIgnored: true))
-            case .acceptPrefix:
-                // The transport reports a finished prefix as `accept`; one cut short is a drop.
-                outcome = .failure(FetchFailure(error: .fetchFailed("the connection ended after \(result.bytesWritten) of \(range.count) bytes"),
-                                                kind: .transientTransport))
-            case .reject(_) where result.status == 401:
-                outcome = .failure(afterUnauthorized(backend: backend, engine: engine))
-            case .reject(let why):
-                let retried = RetryPolicy.retriedStatuses.contains(result.status)
-                outcome = .failure(FetchFailure(
-                    error: retried ? .serverUnavailable("HTTP \(result.status)") : .fetchFailed(why),
-                    kind: retried ? .status(result.status, retryAfter: result.retryAfter) : .validation))
-            } }
+            try? writeGathered(answerValidator)
+            outcome = sinkError.map { .failure(FetchFailure(error: $0, kind: .localFile)) } ?? judged(result)
         } catch {
             // A body cut short keeps what arrived (a stale attempt's bytes are refused here too).
-            if sinkError == nil { do throws(LabstreamError) { try writeGathered(answerValidator) } catch { sinkError = error } }
+            if sinkError == nil { try? writeGathered(answerValidator) }
             if let sinkError {
                 outcome = .failure(FetchFailure(error: sinkError, kind: .localFile))
             } else {
