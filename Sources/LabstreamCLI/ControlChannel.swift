@@ -115,10 +115,9 @@ enum ControlChannel {
             case "status":
                 // `after`: answer once a download row changed past that point (or `wait` seconds
                 // went by), so a follower needs no polling; `change` says where it now stands.
-                var change = fs.transfers.waitForChange(after: -1, timeout: 0)
-                if let after = (request["after"] as? NSNumber)?.intValue {
-                    change = fs.transfers.waitForChange(after: after, timeout: min((request["wait"] as? NSNumber)?.doubleValue ?? 1, 10))
-                }
+                let change = (request["after"] as? NSNumber).map { after in
+                    fs.transfers.waitForChange(after: after.intValue, timeout: min((request["wait"] as? NSNumber)?.doubleValue ?? 1, 10))
+                } ?? fs.transfers.changeCount
                 var entries: [[String: Any]] = []
                 for (path, ino) in inodes {
                     for (file, fileIno) in fs.files(below: ino, named: path) {

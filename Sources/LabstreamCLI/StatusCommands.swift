@@ -100,11 +100,7 @@ enum StatusCommand {
         if let context, let holder = DaemonLock.holder(context.layout), let relative = ControlChannel.relative(path, to: holder.mountpoint),
            let answer = try ControlChannel.send(context.layout, ["op": "status", "paths": [relative]]),
            let rows = answer["entries"] as? [[String: Any]] {
-            return rows.map { r in
-                Entry(path: holder.mountpoint + "/" + (r["path"] as? String ?? ""), state: r["state"] as? String ?? "not-local",
-                      present: (r["bytes_present"] as? NSNumber)?.int64Value ?? 0, total: (r["bytes_total"] as? NSNumber)?.int64Value ?? 0,
-                      reason: r["reason"] as? String)
-            }
+            return entries(rows, below: holder.mountpoint)
         }
         return try fromXattrs(path)
     }
@@ -120,12 +116,16 @@ enum StatusCommand {
         if let after { request["after"] = after; request["wait"] = 1 }
         guard let answer = try ControlChannel.send(context.layout, request), let rows = answer["entries"] as? [[String: Any]],
               let change = (answer["change"] as? NSNumber)?.intValue else { return nil }
-        let entries = rows.map { r in
-            Entry(path: holder.mountpoint + "/" + (r["path"] as? String ?? ""), state: r["state"] as? String ?? "not-local",
+        return (entries(rows, below: holder.mountpoint), change)
+    }
+
+    /// The daemon's status rows, with paths under `mountpoint`.
+    static func entries(_ rows: [[String: Any]], below mountpoint: String) -> [Entry] {
+        rows.map { r in
+            Entry(path: mountpoint + "/" + (r["path"] as? String ?? ""), state: r["state"] as? String ?? "not-local",
                   present: (r["bytes_present"] as? NSNumber)?.int64Value ?? 0, total: (r["bytes_total"] as? NSNumber)?.int64Value ?? 0,
                   reason: r["reason"] as? String)
         }
-        return (entries, change)
     }
 
     static func fromXattrs(_ path: String) throws -> [Entry] {
