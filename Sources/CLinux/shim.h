@@ -21,6 +21,9 @@ static inline int CLinux_start_writeback(int fd, long long offset, long long len
     return (int)syscall(SYS_sync_file_range, fd, offset, length, 2 /* SYNC_FILE_RANGE_WRITE */);
 }
 
+/* dup3 with O_CLOEXEC (glibc declares dup3 only under _GNU_SOURCE). */
+static inline int CLinux_dup3_cloexec(int from, int to) { return (int)syscall(SYS_dup3, from, to, 02000000 /* O_CLOEXEC */); }
+
 #include <sys/socket.h>
 /* The uid of a Unix socket's peer (SO_PEERCRED's struct ucred needs _GNU_SOURCE; its layout
    and the option's value are fixed ABI). -1 when unknown. */

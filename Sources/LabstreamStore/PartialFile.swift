@@ -54,17 +54,21 @@ public final class PartialFile: Sendable {
         var st = stat()
         fstat(fd, &st)
         let fresh = path + ".fresh"
-        let next = open(fresh, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard next >= 0 else { throw .storage("cannot clear \(path): \(String(cString: strerror(errno)))") }
-        defer { close(next) }
-        guard ftruncate(next, st.st_size) == 0, rename(fresh, path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            unlink(fresh)
-            throw .storage("cannot clear \(path): \(reason)")
+        do {
+            let next = try syscall("open", fresh) { open(fresh, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
+            defer { close(next) }
+            do {
+                try syscall("ftruncate", fresh) { ftruncate(next, st.st_size) }
+                try syscall("rename", fresh) { rename(fresh, path) }
+            } catch {
+                unlink(fresh)
+                throw error
+            }
+            // The same descriptor number now names the fresh file, for every holder of `fd`.
+            try syscall("dup3", path) { CLinux_dup3_cloexec(next, fd) }
+        } catch {
+            throw .storage("cannot clear \(path): \(error)")
         }
-        // The same descriptor number now names the fresh file, for every holder of `fd`.
-        guard dup2(next, fd) >= 0 else { throw .storage("cannot clear \(path): \(String(cString: strerror(errno)))") }
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
     }
 
     /// A new read-only descriptor of this file (not of whatever the path names later).
