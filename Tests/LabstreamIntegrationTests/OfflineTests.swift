@@ -38,6 +38,10 @@ import Testing
         #expect(list.stdout.contains("\"reachability\" : \"offline\""), "\(list.stdout)")
         // One log line for the file, not one per read.
         #expect(m.log.components(separatedBy: "reads of bytes not stored locally fail").count - 1 == 1, "\(m.log)")
+        // The start-up sync failed and the tree, unchanged, was not rebuilt after it.
+        let sinceRestart = String(m.log[m.log.range(of: "mounted ", options: .backwards)!.lowerBound...])
+        #expect(sinceRestart.contains("Serving its last known catalog from the index"), "\(sinceRestart)")
+        #expect(!sinceRestart.contains("catalog reloaded"), "\(sinceRestart)")
 
         // Pin while offline: it waits, paused; the server comes back and it finishes by itself.
         let pin = try m.cli(["pin", m.path(alpha)])
