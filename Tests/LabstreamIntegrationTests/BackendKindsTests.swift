@@ -113,13 +113,9 @@ import Testing
     /// `--token-stdin`: an account token goes through plex.tv's resources (the server's own token
     /// is stored); with `--url`, a server token is checked against the server and plex.tv is not asked.
     @Test func plexTokensFromStandardInput() throws {
-        let scratch = Scratch("plex-token")
-        let server = try ServerFixture(kind: .plex, catalog: FixtureCatalog(movies: [], series: []))
-        try server.start()
-        let tv = PlexTVFixture(server: server)
-        try tv.start()
-        defer { server.stop(); tv.stop() }
-        let env = ["LABSTREAM_CONFIG_DIR": scratch.sub("config"), "LABSTREAM_DATA_DIR": scratch.sub("data")]
+        let rig = try EmptyPlex("plex-token")
+        defer { rig.stop() }
+        let (scratch, server, tv, env) = (rig.scratch, rig.server, rig.tv, rig.env)
         let account = try runProcess(labstreamBinary, ["server", "add", "plex", "home", "--token-stdin", "--plex-tv-url", tv.baseURL],
                                      environment: env, stdin: tv.userToken)
         #expect(account.code == 0, "\(account.stderr)")
@@ -140,14 +136,10 @@ import Testing
     }
 
     @Test func aPlexPinThatExpiresSaysSoAndStoresNothing() throws {
-        let scratch = Scratch("pin-expire")
-        let server = try ServerFixture(kind: .plex, catalog: FixtureCatalog(movies: [], series: []))
-        try server.start()
-        let tv = PlexTVFixture(server: server)
-        try tv.start()
-        defer { server.stop(); tv.stop() }
+        let rig = try EmptyPlex("pin-expire")
+        defer { rig.stop() }
+        let (scratch, tv, env) = (rig.scratch, rig.tv, rig.env)
         tv.approve(onPoll: nil)
-        let env = ["LABSTREAM_CONFIG_DIR": scratch.sub("config"), "LABSTREAM_DATA_DIR": scratch.sub("data")]
         // Expire the PIN once it has been shown and polled once.
         let expirer = Thread {
             while !tv.requestLog.contains(where: { $0.hasPrefix("GET /api/v2/pins/") }) { usleep(10_000) }
@@ -183,5 +175,26 @@ import Testing
         #expect(throws: LabstreamError.self) {
             _ = try MediaBrowserClient.adoptToken(flavor: .emby, url: emby.baseURL, user: nil, token: emby.accessToken, identity: identity, transport: CurlTransport())
         }
+    }
+}
+
+/// An empty Plex server and its plex.tv on loopback, with a profile of their own.
+final class EmptyPlex {
+    let scratch: Scratch
+    let server: ServerFixture
+    let tv: PlexTVFixture
+    var env: [String: String] { ["LABSTREAM_CONFIG_DIR": scratch.sub("config"), "LABSTREAM_DATA_DIR": scratch.sub("data")] }
+
+    init(_ name: String) throws {
+        scratch = Scratch(name)
+        server = try ServerFixture(kind: .plex, catalog: FixtureCatalog(movies: [], series: []))
+        try server.start()
+        tv = PlexTVFixture(server: server)
+        try tv.start()
+    }
+
+    func stop() {
+        server.stop()
+        tv.stop()
     }
 }
