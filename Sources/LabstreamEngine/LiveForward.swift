@@ -74,7 +74,7 @@ final class LiveForward: Sendable {
             guard try engine.index.saveDownload(row, now: engine.now()) else { return }   // a newer attempt owns the row
             engine.noteChange()
             try makeDirectories(engine.layout.partialsDir)
-            let partial = try PartialFile(path: path, size: 0)   // every try starts from byte 0
+            let partial = try PartialFile.fresh(path: path)   // every try starts from byte 0, in an empty file
             guard let request = backend.liveStreamRequest(for: base, route: route, playSession: session) else {
                 throw LabstreamError.invalidArgument("\(backend.kind.rawValue) has no live streams")
             }

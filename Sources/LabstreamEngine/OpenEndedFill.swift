@@ -54,7 +54,9 @@ final class OpenEndedFill: Sendable {
         let partial: PartialFile
         do {
             try makeDirectories(engine.layout.partialsDir)
-            partial = try PartialFile(path: engine.layout.absolute(row.partialPath), size: from)
+            // Nothing resumed: an empty file, so nothing of an earlier, longer version stays past the end.
+            let path = engine.layout.absolute(row.partialPath)
+            partial = try from == 0 ? PartialFile.fresh(path: path) : PartialFile(path: path, size: from)
         } catch {
             finish(row, name: name, failure: (error, .localFile), engine: engine)
             return

@@ -53,22 +53,44 @@ public final class PartialFile: Sendable {
     public func discardAll() throws(LabstreamError) {
         var st = stat()
         fstat(fd, &st)
-        let fresh = path + ".fresh"
         do {
-            let next = try syscall("open", fresh) { open(fresh, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
+            let next = try Self.moveName(path, toNewFileOf: Int64(st.st_size))
             defer { close(next) }
-            do {
-                try syscall("ftruncate", fresh) { ftruncate(next, st.st_size) }
-                try syscall("rename", fresh) { rename(fresh, path) }
-            } catch {
-                unlink(fresh)
-                throw error
-            }
             // The same descriptor number now names the fresh file, for every holder of `fd`.
             try syscall("dup3", path) { CLinux_dup3_cloexec(next, fd) }
         } catch {
             throw .storage("cannot clear \(path): \(error)")
         }
+    }
+
+    /// An empty file at `path`, for a try that writes from byte 0 to an end nobody knows yet:
+    /// nothing of an earlier, longer try stays past its end. Like `discardAll`, the name moves
+    /// to a new file, so a descriptor of the old one keeps reading it whole.
+    public static func fresh(path: String) throws(LabstreamError) -> PartialFile {
+        do { return PartialFile(path: path, fd: try moveName(path, toNewFileOf: 0)) } catch {
+            throw .storage("cannot start \(path) afresh: \(error)")
+        }
+    }
+
+    private init(path: String, fd: Int32) {
+        self.path = path
+        self.fd = fd
+    }
+
+    /// Creates a file of `size` (sparse) beside `path` and renames it over `path`; returns its
+    /// descriptor.
+    private static func moveName(_ path: String, toNewFileOf size: Int64) throws(SyscallError) -> Int32 {
+        let fresh = path + ".fresh"
+        let next = try syscall("open", fresh) { open(fresh, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
+        do {
+            try syscall("ftruncate", fresh) { ftruncate(next, off_t(size)) }
+            try syscall("rename", fresh) { rename(fresh, path) }
+        } catch {
+            unlink(fresh)
+            close(next)
+            throw error
+        }
+        return next
     }
 
     /// A new read-only descriptor of this file (not of whatever the path names later).

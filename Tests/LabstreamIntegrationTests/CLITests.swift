@@ -244,12 +244,17 @@ import Testing
     /// A file whose size nobody says (none in the listing, `Content-Range: …/*`) is fetched by
     /// one open-ended request through the segment train; a dropped connection resumes from the
     /// bytes already committed with `bytes=N-`; when the body ends its size is known, the tree
-    /// shows it and the bytes are the server's.
+    /// shows it and the bytes are the server's. A longer file left at its partial's path (an
+    /// earlier version's) is no part of it.
     @Test func aFileOfUnknownSizeIsFetchedOpenEndedAndResumes() throws {
         let m = try MountedLabstream("open-ended")
         let alpha = try #require(m.fixture.itemId(forFile: m.mediaDir + "/alpha.mkv"))
         m.fixture.hideSizeAndTotal(of: alpha)
         try m.mount()
+        let key = try #require(try OfflineIndex(path: m.dataDir + "/index.sqlite").treeFiles().first { $0.key.itemId == alpha }?.key)
+        let partial = m.dataDir + "/" + DataLayout(root: m.dataDir).partialRelativePath(for: key)
+        try FileManager.default.createDirectory(atPath: m.dataDir + "/partials", withIntermediateDirectories: true)
+        try Data(repeating: 0x5A, count: 16 * MiB).write(to: URL(fileURLWithPath: partial))
         m.fixture.inject(.dropAfter(Int64(5 * MiB)), pathPrefix: "/Items/\(alpha)/Download", times: 1)
         let rel = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
         #expect((try FileManager.default.attributesOfItem(atPath: m.path(rel))[.size] as? Int) == 0)   // not known yet
@@ -262,6 +267,7 @@ import Testing
         #expect(fetches[1].range == "bytes=\(5 * MiB)-", "\(fetches[1].range ?? "-")")   // resumed, nothing fetched twice
         #expect(eventually { (try? FileManager.default.attributesOfItem(atPath: m.path(rel))[.size] as? Int) == 12 * MiB + 37 })
         #expect(try sha256(m.path(rel)) == sha256(m.mediaDir + "/alpha.mkv"))
+        #expect(try FileManager.default.attributesOfItem(atPath: partial)[.size] as? Int == 12 * MiB + 37)
         try m.unmount()
         // The learned size is the catalog's now, across a restart.
         let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")

@@ -74,6 +74,30 @@ import Testing
         try m.unmount()
     }
 
+    /// A live copy is written from byte 0 into an empty file: bytes an earlier, longer try left
+    /// in the row's partial (here 4 MiB of 0x5A, more than the whole copy) are not part of it,
+    /// on disk, in what the probe checked, or in what a reader of the mount gets.
+    @Test func aLiveCopyKeepsNothingOfALongerEarlierTry() throws {
+        let m = try MountedLabstream("live-tail", kind: .jellyfin, catalog: Self.clipCatalog, probe: true)
+        try m.mount()
+        let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
+        let original = try #require(try index.treeFiles().first { $0.path.last == "Clip (2020).mkv" }?.key)
+        let partial = m.dataDir + "/" + DataLayout(root: m.dataDir).partialRelativePath(for: DerivedCopy.key(of: original, quality: .capped(megabitsPerSecond: 2)))
+        try FileManager.default.createDirectory(atPath: m.dataDir + "/partials", withIntermediateDirectories: true)
+        try Data(repeating: 0x5A, count: 4 << 20).write(to: URL(fileURLWithPath: partial))
+
+        let pin = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
+        #expect(pin.code == 0, "\(pin.stdout) \(pin.stderr)")
+        let sent = try #require(m.fixture.streamRequests.last?.bytesSent)
+        #expect(sent > 0 && sent < 4 << 20)
+        #expect(try FileManager.default.attributesOfItem(atPath: partial)[.size] as? Int64 == sent)
+        let read = try Data(contentsOf: URL(fileURLWithPath: m.path(Self.copy)))
+        #expect(Int64(read.count) == sent)
+        #expect(!read.suffix(64).allSatisfy { $0 == 0x5A })
+        #expect(StatusCommandXattr.get(m.path(Self.copy), "state") == "complete")
+        try m.unmount()
+    }
+
     /// A remux keeps the original's streams in Matroska: for an MPEG-TS recording, Jellyfin and
     /// Emby both stream it live with the codecs copied (the seed's "compatible remux").
     @Test(arguments: [ServerFixture.Kind.jellyfin, .emby])
