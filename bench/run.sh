@@ -118,16 +118,20 @@ ls_mount; rc_mount
 if want B1; then
 echo "B1 cold sequential read, $SIZE_MB MiB"
 curl -s -o /dev/null "$URL/Items/$BENCH_ID/Download"   # warm-up
-C=(); L=(); R=()
+C=(); L=(); R=(); K=()
 for i in $(seq 0 "$RUNS"); do
     drop_caches; s=$(now); curl -s -o /dev/null "$URL/Items/$BENCH_ID/Download"; c=$(mbps "$BYTES" "$(elapsed "$s")")
     ls_cold; s=$(now); dd if="$(lsfile bench)" of=/dev/null bs=1M status=none; l=$(mbps "$BYTES" "$(elapsed "$s")")
     rc_cold; s=$(now); dd if="$RC_MNT/bench.mkv" of=/dev/null bs=1M status=none; r=$(mbps "$BYTES" "$(elapsed "$s")")
+    # What any cache must do at least: receive the bytes and store them (no sync, nobody reading).
+    drop_caches; s=$(now); curl -s -o "$W/curl.out" "$URL/Items/$BENCH_ID/Download"; k=$(mbps "$BYTES" "$(elapsed "$s")"); rm -f "$W/curl.out"
     [ "$i" = 0 ] && continue   # warm-up round
-    C+=("$c"); L+=("$l"); R+=("$r")
+    C+=("$c"); L+=("$l"); R+=("$r"); K+=("$k")
 done
 record B1 "curl (reference)" MB/s "${C[@]}"; CM=$MED; record B1 "labstream dd bs=1M" MB/s "${L[@]}"; LM=$MED; record B1 "rclone vfs full dd bs=1M" MB/s "${R[@]}"; RM=$MED
+record B1 "curl -o FILE (stores the bytes, no sync)" MB/s "${K[@]}"; KM=$MED
 note "B1 labstream/curl $(ratio "$LM" "$CM") (target >= 0.9), rclone/curl $(ratio "$RM" "$CM"), labstream/rclone $(ratio "$LM" "$RM")"
+note "B1 curl-to-a-file/curl $(ratio "$KM" "$CM"), labstream/curl-to-a-file $(ratio "$LM" "$KM")"
 fi
 
 if want B2; then
@@ -214,11 +218,14 @@ if want B9 || want B7; then
 echo "B9 and B7: concurrent cold readers of different files"
 for n in 4 8; do
     TOTAL=$(( n * SMALL_MB * 1048576 ))
-    C=(); L=(); R=(); LRSS=(); RRSS=()
+    C=(); L=(); R=(); K=(); LRSS=(); RRSS=()
     for i in $(seq 1 "$RUNS"); do
         drop_caches; s=$(now)
         P=(); for k in $(seq 1 "$n"); do curl -s -o /dev/null "$URL/Items/$(id_of "s$k.mkv")/Download" & P+=($!); done; wait "${P[@]}"
         C+=("$(mbps "$TOTAL" "$(elapsed "$s")")")
+        drop_caches; s=$(now)
+        P=(); for k in $(seq 1 "$n"); do curl -s -o "$W/curl$k.out" "$URL/Items/$(id_of "s$k.mkv")/Download" & P+=($!); done; wait "${P[@]}"
+        K+=("$(mbps "$TOTAL" "$(elapsed "$s")")"); rm -f "$W"/curl*.out
         ls_cold; s=$(now)
         P=(); for k in $(seq 1 "$n"); do dd if="$(lsfile "s$k")" of=/dev/null bs=1M status=none & P+=($!); done; wait "${P[@]}"
         L+=("$(mbps "$TOTAL" "$(elapsed "$s")")"); LRSS+=("$(awk '/VmHWM/ {print $2 / 1024}' "/proc/$(daemon_pid)/status")")
@@ -228,7 +235,9 @@ for n in 4 8; do
     done
     record B9 "$n curls in parallel, aggregate" MB/s "${C[@]}"; CM=$MED; record B9 "labstream $n readers, aggregate" MB/s "${L[@]}"; LM=$MED
     record B9 "rclone $n readers, aggregate" MB/s "${R[@]}"; RM=$MED
+    record B9 "$n curls -o FILE in parallel (store, no sync)" MB/s "${K[@]}"; KM=$MED
     note "B9 $n readers labstream/curls $(ratio "$LM" "$CM") (target >= 0.8), rclone/curls $(ratio "$RM" "$CM")"
+    note "B9 $n curls-to-files/curls $(ratio "$KM" "$CM"), labstream/curls-to-files $(ratio "$LM" "$KM")"
     record B7 "labstream daemon peak RSS, $n cold streams" MiB "${LRSS[@]}"; LR=$MED; record B7 "rclone peak RSS, $n cold streams" MiB "${RRSS[@]}"; RR=$MED
     [ "$n" = 4 ] && note "B7 labstream/rclone peak RSS $(ratio "$LR" "$RR") (target <= 100 MiB)"
 done
