@@ -73,6 +73,46 @@ import Testing
         try m.unmount()
     }
 
+    @Test func aNewVersionOpensOnceTheOldVersionsDirectReaderHasClosed() throws {
+        // The kernel gives an inode one backing file: while a handle reads the old version
+        // directly, an open of the new version that swapped in must wait (EBUSY), and the old
+        // handle goes on reading its version whole.
+        let m = try MountedLabstream("passthrough-busy")
+        try m.mount()
+        let source = m.mediaDir + "/beta.mp4"
+        let old = try pread(path: source, offset: 0, length: 4 * MiB)
+        #expect(try m.cli(["pin", "--wait", m.path(Self.beta)]).code == 0)
+        let first = open(m.path(Self.beta), O_RDONLY)
+        try #require(first >= 0)
+
+        writeRandomFile(source, size: old.count + 5000, seed: 77)
+        let newHash = try sha256(source)
+        m.fixture.touch(itemId: try #require(m.fixture.itemId(forFile: source)))
+        #expect(try m.cli(["sync"]).code == 0)
+        #expect(eventually { m.log.contains("the new version replaced the old copy") }, "\(m.log)")
+        let second = open(m.path(Self.beta), O_RDONLY)
+        let openError = errno
+        if Self.kernelPassesThrough {
+            #expect(second < 0 && openError == EBUSY, "\(second) \(String(cString: strerror(openError)))")
+            var bytes = [UInt8](repeating: 0, count: old.count)
+            let n = try bytes.withUnsafeMutableBytes { b in try preadFully(first, into: b, at: 0, context: "old version") }
+            #expect(n == old.count && bytes == old)
+        } else {
+            #expect(second >= 0, "\(String(cString: strerror(openError)))")   // read through the daemon, nothing to wait for
+        }
+        if second >= 0 { close(second) }
+        close(first)   // an open file keeps the mount, and so the daemon, alive
+
+        // The close reaches the daemon after the kernel let go: the next opens succeed.
+        #expect(eventually {
+            let fd = open(m.path(Self.beta), O_RDONLY)
+            if fd >= 0 { close(fd) }
+            return fd >= 0
+        })
+        #expect(try sha256(m.path(Self.beta)) == newHash)
+        try m.unmount()
+    }
+
     @Test func aFileOpenWhileItCompletesCanStillBeOpenedAgain() throws {
         // The kernel refuses a passthrough open of an inode that another handle reads through the
         // daemon (EIO): while the first handle lasts, new opens go through the daemon too.
