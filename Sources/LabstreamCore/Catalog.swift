@@ -171,11 +171,16 @@ public struct DownloadRow: Sendable, Hashable {
     public var sourceTag: String?
     /// The server-side job preparing this copy (Emby Convert), while it matters.
     public var job: String?
+    /// The local copy's identity (`PartialFile.identity`) when this daemon last found every
+    /// byte present and matching its digest. A copy with the same identity after a restart was
+    /// not written since, and is trusted without reading it again.
+    public var checked: String?
 
     public init(key: FileKey, status: DownloadStatus, attempt: AttemptID, validator: Validator?, total: Int64,
                 present: RangeSet, partialPath: String, reason: String? = nil, awaitingValidation: Bool = false,
-                pinned: Bool = false, sourceTag: String? = nil, job: String? = nil) {
+                pinned: Bool = false, sourceTag: String? = nil, job: String? = nil, checked: String? = nil) {
         self.job = job
+        self.checked = checked
         self.pinned = pinned
         self.sourceTag = sourceTag
         self.key = key

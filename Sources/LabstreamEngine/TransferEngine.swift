@@ -614,6 +614,10 @@ final class FileTransfer: @unchecked Sendable {
         self.row = row
         self.writableAttempt = row.attempt
         self.index = index
+        // Checked whole by an earlier run and not written since: its digests would match again.
+        if let checked = row.checked, checkedWhole(row, RangeSet([ByteRange(0, row.total)])), partial.identity() == checked {
+            verified = RangeSet([ByteRange(0, row.total)])
+        }
     }
 
     static func open(file: TreeFile, index: OfflineIndex, layout: DataLayout) throws(LabstreamError) -> FileTransfer {
@@ -814,6 +818,17 @@ final class FileTransfer: @unchecked Sendable {
                 if !digests.contains(where: { $0.range.contains(orphan) }) { drop(orphan, why: "no digest", engine: engine) }
             }
         }
+        if row.checked == nil, checkedWhole(row, verified), let identity = partial.identity() {
+            var next = row
+            next.checked = identity
+            if (try? index.saveDownload(next, now: engine.now())) == true { row = next }
+        }
+    }
+
+    /// Every byte of the file present in `row` and matching its digest.
+    func checkedWhole(_ row: DownloadRow, _ checked: RangeSet) -> Bool {
+        let whole = ByteRange(0, row.total)
+        return row.total == file.size && row.present.contains(whole) && checked.contains(whole)
     }
 
     func drop(_ range: ByteRange, why: String, engine: TransferEngine) {
@@ -1162,6 +1177,10 @@ final class FileTransfer: @unchecked Sendable {
         } else {
             next.status = next.status.after(.bytesCommitted) ?? next.status
         }
+        // Every byte present and checked: an identity that lets the next run trust the copy.
+        var checkedNow = verified
+        checkedNow.insert(committed)
+        next.checked = checkedWhole(next, checkedNow) ? partial.identity() : nil
         do {
             try index.saveDownload(next, committing: .init(range: committed, digest: digest), now: engine.now())
             row = next

@@ -4,7 +4,7 @@ import LabstreamCore
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
 /// read fails closed.
 public final class OfflineIndex: Sendable {
-    public static let schemaVersion: Int64 = 5
+    public static let schemaVersion: Int64 = 6
     public let db: SQLiteDatabase
 
     public struct ServerRow: Sendable, Hashable {
@@ -71,6 +71,10 @@ public final class OfflineIndex: Sendable {
                     try Self.migrateV4toV5(c)
                     version = 5
                 }
+                if version == 5 {
+                    try Self.migrateV5toV6(c)
+                    version = 6
+                }
                 return version
             }
             if version == -1 { throw LabstreamError.storage("\(db.path) is not a Labstream index (no schema version); move it aside") }
@@ -109,7 +113,7 @@ public final class OfflineIndex: Sendable {
         ("items", ["server", "id", "library", "kind", "title", "year", "series_id", "series_name", "series_year", "season", "episode", "modified"]),
         ("media_sources", ["server", "item_id", "id", "name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate"]),
         ("downloads", ["server", "item_id", "source_id", "status", "attempt", "validator", "total", "ranges", "partial", "reason",
-                       "awaiting_validation", "updated", "pinned", "source_tag", "job"]),
+                       "awaiting_validation", "updated", "pinned", "source_tag", "job", "checked"]),
         ("segments", ["server", "item_id", "source_id", "attempt", "lower", "upper", "digest"]),
         ("quarantine", ["id", "source", "row", "partial", "reason", "at"]),
     ]
@@ -178,6 +182,15 @@ public final class OfflineIndex: Sendable {
         try c.exec("""
         ALTER TABLE segments RENAME COLUMN sha256 TO digest;
         UPDATE meta SET value = '5' WHERE key = 'schema_version';
+        """)
+    }
+
+    /// v6: a download remembers its local copy's identity when every byte was last checked
+    /// (`DownloadRow.checked`). Older rows have none: they are checked again as they are read.
+    static func migrateV5toV6(_ c: Connection) throws {
+        try c.exec("""
+        ALTER TABLE downloads ADD COLUMN checked TEXT;
+        UPDATE meta SET value = '6' WHERE key = 'schema_version';
         """)
     }
 
@@ -576,17 +589,17 @@ public final class OfflineIndex: Sendable {
         return "missing or invalid column"
     }
 
-    static let downloadColumns = "server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason, awaiting_validation, pinned, source_tag, job"
+    static let downloadColumns = "server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason, awaiting_validation, pinned, source_tag, job, checked"
 
     static func insert(_ row: DownloadRow, into c: Connection, now: Int64) throws {
         try c.run("""
             INSERT OR REPLACE INTO downloads(server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason,
-                awaiting_validation, updated, pinned, source_tag, job) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+                awaiting_validation, updated, pinned, source_tag, job, checked) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
             """, [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .text(row.status.rawValue),
                   .int(row.attempt.rawValue), row.validator.map { .text($0.description) } ?? .null, .int(row.total),
                   .text(row.present.serialized), .text(row.partialPath), row.reason.map(SQLValue.text) ?? .null,
                   .int(row.awaitingValidation ? 1 : 0), .int(now), .int(row.pinned ? 1 : 0), row.sourceTag.map(SQLValue.text) ?? .null,
-                  row.job.map(SQLValue.text) ?? .null])
+                  row.job.map(SQLValue.text) ?? .null, row.checked.map(SQLValue.text) ?? .null])
     }
 
     static func decodeDownload(_ r: [SQLValue]) -> DownloadRow? {
@@ -596,7 +609,7 @@ public final class OfflineIndex: Sendable {
         return DownloadRow(key: FileKey(server: s, itemId: i, sourceId: id), status: status, attempt: AttemptID(attempt),
                            validator: r[5].text.flatMap(Validator.init(persisted:)), total: total, present: ranges,
                            partialPath: partial, reason: r[9].text, awaitingValidation: (r[10].int ?? 0) != 0,
-                           pinned: (r[11].int ?? 0) != 0, sourceTag: r[12].text, job: r[13].text)
+                           pinned: (r[11].int ?? 0) != 0, sourceTag: r[12].text, job: r[13].text, checked: r[14].text)
     }
 
     func read<T>(_ what: String, _ body: () throws -> T) throws(LabstreamError) -> T {

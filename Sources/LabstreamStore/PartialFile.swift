@@ -93,6 +93,14 @@ public final class PartialFile: Sendable {
         return next
     }
 
+    /// Which file this is and its state: device, inode, size, and the times of its last write
+    /// and last change (ns). Any write, truncation or replacement of the file changes it.
+    public func identity() -> String? {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return nil }
+        return "\(st.st_dev):\(st.st_ino):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec):\(st.st_ctim.tv_sec).\(st.st_ctim.tv_nsec)"
+    }
+
     /// A new read-only descriptor of this file (not of whatever the path names later).
     public func openReadOnly() -> Int32? {
         let copy = open("/proc/self/fd/\(fd)", O_RDONLY | O_CLOEXEC)

@@ -215,7 +215,7 @@ import Testing
         // Turn the index back into schema 4, whose digests were SHA-256 of each segment's bytes.
         rig.transfers.stop()
         let partial = try rig.partialPath(alpha)
-        try rig.index.db.exec("ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='4' WHERE key='schema_version'")
+        try rig.index.db.exec("ALTER TABLE downloads DROP COLUMN checked; ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='4' WHERE key='schema_version'")
         for segment in segments {
             let sha = SHA256Hasher()
             try pread(path: partial, offset: Int(segment.range.lower), length: Int(segment.range.count)).withUnsafeBytes { sha.update($0) }
@@ -227,7 +227,7 @@ import Testing
         _ = junk.withUnsafeMutableBytes { pwrite(fd, $0.baseAddress, 16, off_t(segments[1].range.lower + 3)) }
         close(fd)
         try rig.restart()
-        #expect(try rig.index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "5")
+        #expect(try rig.index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "\(OfflineIndex.schemaVersion)")
         rig.fixture.clearLog()
         let first = segments[0].range, second = segments[1].range
         #expect(try rig.read(alpha, offset: Int(first.lower), length: 4096) == rig.source(alpha, offset: Int(first.lower), length: 4096))
@@ -309,6 +309,7 @@ import Testing
             try v3.saveDownload(row, committing: .init(range: ByteRange(0, 50), digest: "ab"), now: 1)
             // Turn it back into a version 2 index.
             try v3.db.exec("""
+                ALTER TABLE downloads DROP COLUMN checked;
                 ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate; DROP TABLE quarantine;
                 ALTER TABLE media_sources DROP COLUMN orphaned; ALTER TABLE segments RENAME COLUMN digest TO sha256;
                 UPDATE meta SET value='2' WHERE key='schema_version';
@@ -331,6 +332,7 @@ import Testing
                                   present: RangeSet([ByteRange(0, 50)]), partialPath: "partials/a.part", sourceTag: "v1")
             try v4.saveDownload(row, committing: .init(range: ByteRange(0, 50), digest: "ab"), now: 1)
             try v4.db.exec("""
+                ALTER TABLE downloads DROP COLUMN checked;
                 ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate; DROP TABLE quarantine;
                 ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='3' WHERE key='schema_version';
                 """)
@@ -394,8 +396,8 @@ import Testing
         // A damaged row (absolute partial path) keeps its file: nothing is guessed.
         let damagedFile = rig.layout.partialsDir + "/damaged.part"
         writeRandomFile(damagedFile, size: 100, seed: 2)
-        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','y','partial',1,NULL,100,'0-100','/etc/passwd',NULL,0,0,0,NULL,NULL)")
-        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','z','partial',1,NULL,100,'0-100','partials/damaged.part',NULL,0,0,0,NULL,NULL)")
+        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','y','partial',1,NULL,100,'0-100','/etc/passwd',NULL,0,0,0,NULL,NULL,NULL)")
+        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','z','partial',1,NULL,100,'0-100','partials/damaged.part',NULL,0,0,0,NULL,NULL,NULL)")
         try rig.index.db.run("UPDATE downloads SET ranges='garbage' WHERE item_id='x' AND source_id='z'")
 
         let report = try Reconcile.run(index: rig.index, layout: rig.layout, now: 1) { _ in }
