@@ -65,13 +65,17 @@ final class OpenEndedFill: Sendable {
         var checkpoint = from
         var end = from
         var sinkError: LabstreamError?
-        /// Makes `[checkpoint, end)` durable and commits it; false when the row moved on.
+        /// Makes `[checkpoint, end)` durable and commits it; false when the fill must stop.
         func commit(_ validator: Validator?) throws(LabstreamError) -> Bool {
             guard end > checkpoint else { return true }
             try partial.sync()
-            // An unpin keeps the bytes and stops the fetch; a new attempt owns the row.
+            // An unpin or a pause keeps the bytes and stops the fetch; a new attempt owns the row.
             guard let stored = try engine.index.download(row.key), stored.attempt == row.attempt else { return false }
             row.pinned = stored.pinned
+            if stored.status == .paused {
+                row.status = .paused
+                row.reason = stored.reason
+            }
             row.present.insert(ByteRange(checkpoint, end))
             if row.validator == nil { row.validator = validator }
             guard try engine.index.saveDownload(row, committing: .init(range: ByteRange(checkpoint, end), digest: hasher.finish()), now: engine.now()) else {
@@ -80,7 +84,7 @@ final class OpenEndedFill: Sendable {
             hasher = SegmentDigest.hasher()
             checkpoint = end
             engine.noteChange()
-            return row.pinned
+            return row.pinned && row.status != .paused
         }
         let result: RangeTransferResult
         do {
@@ -102,6 +106,10 @@ final class OpenEndedFill: Sendable {
             let failure: LabstreamError = sinkError ?? error.asLabstreamError
             // Bytes that arrived are the response's own, already judged: keep them.
             if sinkError == nil { _ = try? commit(row.validator) }
+            if row.status == .paused {
+                engine.log("\(name): paused by user at byte \(checkpoint)")
+                return
+            }
             finish(row, name: name, failure: (failure, sinkError == nil ? .transientTransport : .localFile), engine: engine)
             return
         }

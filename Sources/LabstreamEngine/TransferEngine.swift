@@ -528,13 +528,10 @@ enum BackgroundFill {
         // Copies at another quality have no size until they are complete.
         let copies = pinned.filter { DerivedCopy.parse($0.key) != nil }
         let catalog = engine.catalog.withLock { $0 }
-        let rows = pinned.filter { row in
-            DerivedCopy.parse(row.key) == nil
-                && (!row.present.contains(ByteRange(0, row.total)) || catalog[row.key].map { OpenEndedFill.applies(row, $0) } ?? false)
-        }
+        let originals = pinned.filter { DerivedCopy.parse($0.key) == nil }
         var active = 0
         var soonest: Date?
-        for row in copies + rows where active < engine.settings.maxConcurrentFiles {
+        for row in copies + originals where active < engine.settings.maxConcurrentFiles {
             let state: FileTransfer.FillState
             if DerivedCopy.parse(row.key) != nil {
                 state = engine.live.consider(row, engine: engine)
@@ -542,6 +539,8 @@ enum BackgroundFill {
                 guard let file = catalog[row.key] else { continue }
                 if OpenEndedFill.applies(row, file) {
                     state = engine.openEnded.consider(row, file: file, engine: engine)
+                } else if row.present.contains(ByteRange(0, row.total)) {
+                    continue
                 } else {
                     guard let transfer = try? engine.transfer(for: file) else { continue }
                     state = transfer.fill(engine: engine)
@@ -668,7 +667,10 @@ final class FileTransfer: @unchecked Sendable {
             condition.unlock()
             engine.noteChange()
         }
-        let whole = row.present.contains(ByteRange(0, row.total))
+        // A file of unknown size is filled by `OpenEndedFill`, which commits the row itself.
+        let openEnded = OpenEndedFill.applies(row, file)
+        if openEnded, let stored = try index.download(row.key), stored.attempt.rawValue >= row.attempt.rawValue { row = stored }
+        let whole = !openEnded && row.present.contains(ByteRange(0, row.total))
         switch action {
         case .pause:
             guard !whole, let next = row.status.after(.interrupted) else { return }

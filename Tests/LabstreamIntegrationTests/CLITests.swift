@@ -274,6 +274,38 @@ import Testing
         #expect(try index.treeFiles().first { $0.path.joined(separator: "/") == rel }?.size == Int64(12 * MiB + 37))
     }
 
+    /// A pause stops an open-ended fill at its next checkpoint, keeping what arrived (its size is
+    /// unknown, so "all bytes present" cannot be what stops it); a resume goes on from there.
+    @Test func aFileOfUnknownSizeCanBePausedAndResumed() throws {
+        let m = try MountedLabstream("open-ended-pause")
+        let alpha = try #require(m.fixture.itemId(forFile: m.mediaDir + "/alpha.mkv"))
+        m.fixture.hideSizeAndTotal(of: alpha)
+        try m.mount()
+        let rel = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+        let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
+        let key = try #require(try index.treeFiles().first { $0.key.itemId == alpha }?.key)
+        func committed() -> Int64 { (try? index.download(key))??.present.byteCount ?? 0 }
+        // The body stalls after 5 MiB, long enough to pause it mid-way.
+        m.fixture.inject(.stallAfter(Int64(5 * MiB), 3), pathPrefix: "/Items/\(alpha)/Download", times: 1)
+        #expect(try m.cli(["pin", m.path(rel)]).code == 0)
+        #expect(eventually { committed() >= Int64(2 * MiB) })
+        let pause = try m.cli(["pause", m.path(rel)])
+        #expect(pause.code == 0, "\(pause.stderr)")
+        #expect(eventually { m.log.contains("paused by user at byte") }, "\(m.log)")
+        let kept = committed()
+        #expect(kept > 0 && kept < Int64(12 * MiB + 37))
+        #expect(try index.download(key)?.status == .paused)
+
+        m.fixture.clearLog()
+        #expect(try m.cli(["resume", m.path(rel)]).code == 0)
+        let pin = try m.cli(["pin", "--wait", m.path(rel)])
+        #expect(pin.code == 0, "\(pin.stdout) \(pin.stderr)")
+        let fetches = m.fixture.downloadRequests.filter { $0.path.contains(alpha) && $0.range != "bytes=0-0" }
+        #expect(fetches.first?.range == "bytes=\(kept)-", "\(fetches.map { $0.range ?? "-" })")
+        #expect(try sha256(m.path(rel)) == sha256(m.mediaDir + "/alpha.mkv"))
+        try m.unmount()
+    }
+
     @Test func withNoDaemonAPinGoesToTheIndexAndSaysSo() throws {
         let m = try MountedLabstream("control-offline")
         try m.mount()
