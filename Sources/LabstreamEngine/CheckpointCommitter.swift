@@ -2,9 +2,11 @@ import Foundation
 import LabstreamCore
 
 /// Makes one body's checkpoints durable and commits them on a thread of its own, in order, so
-/// the body keeps arriving while the disk syncs. A failed checkpoint (the disk, or a newer
-/// attempt owning the row) drops the ones after it and stops the body at its next chunk.
-/// `condition` guards every `var`.
+/// the body keeps arriving while the disk syncs. When the disk is slower than the network the
+/// body waits: one checkpoint may wait while another is synced, never more, so a crash loses
+/// at most those two (unbounded, the queue grew to whole segments under load). A failed
+/// checkpoint (the disk, or a newer attempt owning the row) drops the ones after it and stops
+/// the body at its next chunk. `condition` guards every `var`.
 final class CheckpointCommitter: @unchecked Sendable {
     struct Checkpoint {
         var piece: ByteRange
@@ -44,13 +46,16 @@ final class CheckpointCommitter: @unchecked Sendable {
         while pending.isEmpty && !closed { condition.wait() }
         guard !pending.isEmpty else { return nil }
         busy = true
+        condition.broadcast()   // a body waiting to queue the next one may now
         return pending.removeFirst()
     }
 
-    /// Queues a checkpoint; throws the failure of an earlier one.
+    /// Queues a checkpoint, first waiting for the one already queued to be taken up; throws the
+    /// failure of an earlier one.
     func submit(_ checkpoint: Checkpoint) throws(LabstreamError) {
         condition.lock()
         defer { condition.unlock() }
+        while !pending.isEmpty && failure == nil { condition.wait() }
         if let failure { throw failure }
         pending.append(checkpoint)
         condition.broadcast()
