@@ -68,7 +68,7 @@ final class LiveForward: Sendable {
         let started = Date()
         var outcome: Result<Int64, LabstreamError>
         // The body's digest is committed with it, as for any segment: a later read re-checks it.
-        let hasher = SegmentDigest.hasher()
+        let body = GatheredBody(at: 0)
         do throws(LabstreamError) {
             try engine.journal.add(intent)
             guard try engine.index.saveDownload(row, now: engine.now()) else { return }   // a newer attempt owns the row
@@ -87,15 +87,15 @@ final class LiveForward: Sendable {
                         sinkError = .fetchFailed("cancelled")
                         throw LabstreamError.fetchFailed("cancelled")
                     }
-                    do throws(LabstreamError) { try partial.write(bytes, at: offset) } catch {
+                    do throws(LabstreamError) { try body.append(bytes, writingWith: partial.write) } catch {
                         sinkError = error
                         throw error
                     }
-                    hasher.update(bytes)
                 }
             } catch {
                 throw sinkError ?? error.asLabstreamError
             }
+            try body.flush(partial.write)
             guard result.status == 200 else {
                 throw result.status == 401 || result.status == 403
                     ? LabstreamError.authenticationFailed("the live stream answered HTTP \(result.status)")
@@ -124,7 +124,7 @@ final class LiveForward: Sendable {
                 try? engine.setAside(path)
             }
             engine.log("live copy of \(base.path.joined(separator: "/")): \(size) bytes in \(Int(Date().timeIntervalSince(started) * 1000)) ms, \(row.status.rawValue)")
-            _ = try? engine.index.saveDownload(row, committing: .init(range: ByteRange(0, size), digest: hasher.finish()), now: engine.now())
+            _ = try? engine.index.saveDownload(row, committing: .init(range: ByteRange(0, size), digest: body.takeDigest()), now: engine.now())
             engine.treeChanged()
         case .failure(let error):
             let cancelled = runs.withLock { $0[row.key]?.cancelled ?? false }

@@ -61,12 +61,14 @@ final class OpenEndedFill: Sendable {
             finish(row, name: name, failure: (error, .localFile), engine: engine)
             return
         }
-        var hasher = SegmentDigest.hasher()
+        let body = GatheredBody(at: from)
         var checkpoint = from
-        var end = from
         var sinkError: LabstreamError?
-        /// Makes `[checkpoint, end)` durable and commits it; false when the fill must stop.
+        /// Writes what was gathered, makes `[checkpoint, end)` durable and commits it; false when
+        /// the fill must stop.
         func commit(_ validator: Validator?) throws(LabstreamError) -> Bool {
+            try body.flush(partial.write)
+            let end = body.writtenUpTo
             guard end > checkpoint else { return true }
             try partial.sync()
             // An unpin or a pause keeps the bytes and stops the fetch; a new attempt owns the row.
@@ -78,10 +80,9 @@ final class OpenEndedFill: Sendable {
             }
             row.present.insert(ByteRange(checkpoint, end))
             if row.validator == nil { row.validator = validator }
-            guard try engine.index.saveDownload(row, committing: .init(range: ByteRange(checkpoint, end), digest: hasher.finish()), now: engine.now()) else {
+            guard try engine.index.saveDownload(row, committing: .init(range: ByteRange(checkpoint, end), digest: body.takeDigest()), now: engine.now()) else {
                 return false
             }
-            hasher = SegmentDigest.hasher()
             checkpoint = end
             engine.noteChange()
             return row.pinned && row.status != .paused
@@ -91,10 +92,8 @@ final class OpenEndedFill: Sendable {
             result = try backend.transport.fetchRange(backend.rangeRequest(for: file, range: range, validator: row.validator),
                                                       expectation: RangeExpectation(range: range, total: nil, validator: row.validator)) { bytes, offset, seen in
                 do throws(LabstreamError) {
-                    try partial.write(bytes, at: offset)
-                    hasher.update(bytes)
-                    end = offset + Int64(bytes.count)
-                    if end - checkpoint >= engine.settings.checkpointBytes, try !commit(seen) {
+                    try body.append(bytes, writingWith: partial.write)
+                    if body.pending.upper - checkpoint >= engine.settings.checkpointBytes, try !commit(seen) {
                         throw LabstreamError.remoteChanged("the row moved on (unpinned, cancelled or a new attempt)")
                     }
                 } catch {
@@ -117,15 +116,15 @@ final class OpenEndedFill: Sendable {
         case .accept(let validator, let total):
             do throws(LabstreamError) {
                 guard try commit(validator) else { return }
-                if let total, total != end {
-                    throw LabstreamError.fetchFailed("the body ended at byte \(end) of \(total)")
+                if let total, total != body.writtenUpTo {
+                    throw LabstreamError.fetchFailed("the body ended at byte \(body.writtenUpTo) of \(total)")
                 }
             } catch {
                 finish(row, name: name, failure: (error, .transientTransport), engine: engine)
                 return
             }
             retries.succeeded(row.key)
-            row.total = end
+            row.total = body.writtenUpTo
             row.status = row.status.after(.allBytesPresent) ?? .unverified
             row.awaitingValidation = true
             row.reason = engine.settings.playbackProbe ? StatusReason.awaitingValidation : StatusReason.probeOff
@@ -133,10 +132,10 @@ final class OpenEndedFill: Sendable {
                 engine.log("\(name): \(error.userMessage)")
                 return
             }
-            engine.log("\(name): all \(end) bytes present; its size is now known")
+            engine.log("\(name): all \(body.writtenUpTo) bytes present; its size is now known")
             // The engine's own catalog first: the completion check must not take the file for
             // a changed version (size 0 against the row's) before the tree reloads.
-            engine.catalog.withLock { if $0[row.key] != nil { $0[row.key]!.size = end } }
+            engine.catalog.withLock { if $0[row.key] != nil { $0[row.key]!.size = body.writtenUpTo } }
             engine.treeChanged()
             engine.validation.wake()
         case .remoteChanged(let why), .restart(let why):
@@ -150,7 +149,7 @@ final class OpenEndedFill: Sendable {
         case .acceptPrefix:
             // The transport reports a whole answer as `accept`; a prefix here was cut short.
             _ = try? commit(row.validator)
-            finish(row, name: name, failure: (.fetchFailed("the connection ended at byte \(end)"), .transientTransport), engine: engine)
+            finish(row, name: name, failure: (.fetchFailed("the connection ended at byte \(body.writtenUpTo)"), .transientTransport), engine: engine)
         case .reject(let why):
             let kind: RetryPolicy.Failure = RetryPolicy.retriedStatuses.contains(result.status)
                 ? .status(result.status, retryAfter: result.retryAfter) : .validation

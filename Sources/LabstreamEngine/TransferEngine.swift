@@ -952,7 +952,6 @@ final class FileTransfer: @unchecked Sendable {
                backend: any MediaBackend, engine: TransferEngine) {
         let request = backend.rangeRequest(for: file, range: range, validator: validator)
         let expectation = RangeExpectation(range: range, total: file.size, validator: validator)
-        var hasher = SegmentDigest.hasher()
         var sinkError: LabstreamError?
         var outcome: Result<Fetched, FetchFailure>
         // Long bodies are committed in checkpoints as they arrive, so a crash or a dropped
@@ -983,11 +982,15 @@ final class FileTransfer: @unchecked Sendable {
         }
         let rate = engine.rateShare()
         let started = Date()
-        // The body's pieces are gathered and written together (`BodyCoalescing`).
-        let gathered = GatherBuffer(capacity: Int(BodyCoalescing.unit) + (16 << 10))
-        var gatheredAt: Int64 = 0
-        /// Where the bytes written (and hashed) so far end.
-        var writtenUpTo = checkpointStart
+        // The body's pieces are gathered and written together, when `BodyCoalescing` says.
+        let body = GatheredBody(at: checkpointStart)
+        /// Writes gathered bytes unless a newer attempt owns the file.
+        func writeUnlessStale(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(LabstreamError) {
+            writeGate.lock()
+            defer { writeGate.unlock() }
+            guard writableAttempt == attempt else { throw .remoteChanged("a newer attempt replaced this one") }
+            try partial.write(bytes, at: offset)
+        }
         /// Writes what was gathered, then lets readers have it, starts its writeback and submits
         /// a checkpoint when one is due. A failure is the body's (`sinkError`).
         func writeGathered(_ seen: Validator?) throws(LabstreamError) {
@@ -997,21 +1000,7 @@ final class FileTransfer: @unchecked Sendable {
             }
         }
         func writeGatheredBytes(_ seen: Validator?) throws(LabstreamError) {
-            guard !gathered.isEmpty else { return }
-            let piece = ByteRange(offset: gatheredAt, length: Int64(gathered.count))
-            writeGate.lock()
-            guard writableAttempt == attempt else {
-                writeGate.unlock()
-                throw .remoteChanged("a newer attempt replaced this one")
-            }
-            do throws(LabstreamError) { try partial.write(gathered.bytes, at: piece.lower) } catch {
-                writeGate.unlock()
-                throw error
-            }
-            writeGate.unlock()
-            hasher.update(gathered.bytes)
-            gathered.removeAll()
-            writtenUpTo = piece.upper
+            guard let piece = try body.flush(writeUnlessStale) else { return }
             condition.lock()
             if servable == nil {
                 guard row.attempt == attempt else {
@@ -1031,8 +1020,7 @@ final class FileTransfer: @unchecked Sendable {
                 writtenBack = piece.upper
             }
             if piece.upper - checkpointStart >= checkpointBytes && piece.upper < range.upper {
-                try checkpoints.submit(.init(piece: ByteRange(checkpointStart, piece.upper), digest: hasher.finish(), validator: seen))
-                hasher = SegmentDigest.hasher()
+                try checkpoints.submit(.init(piece: ByteRange(checkpointStart, piece.upper), digest: body.takeDigest(), validator: seen))
                 checkpointStart = piece.upper
             }
         }
@@ -1042,7 +1030,7 @@ final class FileTransfer: @unchecked Sendable {
             case .accept(let seen, _) where result.bytesWritten == range.count:
                 do {
                     try partial.sync()
-                    return .success(Fetched(validator: seen, received: range.upper - checkpointStart, digest: hasher.finish()))
+                    return .success(Fetched(validator: seen, received: range.upper - checkpointStart, digest: body.takeDigest()))
                 } catch {
                     return .failure(FetchFailure(error: error, kind: .localFile))
                 }
@@ -1081,12 +1069,11 @@ final class FileTransfer: @unchecked Sendable {
                 answerValidator = seen
                 let skip = Int(min(max(checkpointStart - offset, 0), Int64(bytes.count)))
                 if skip < bytes.count {
-                    if gathered.count + bytes.count - skip > gathered.capacity { try writeGathered(seen) }
-                    if gathered.isEmpty { gatheredAt = offset + Int64(skip) }
-                    gathered.append(UnsafeRawBufferPointer(rebasing: bytes[skip...]))
+                    if !body.fits(bytes.count - skip) { try writeGathered(seen) }
+                    body.append(UnsafeRawBufferPointer(rebasing: bytes[skip...]))
                 }
                 received += Int64(bytes.count)
-                let pending = ByteRange(offset: gatheredAt, length: Int64(gathered.count))
+                let pending = body.pending
                 let checkpointDue = pending.upper - checkpointStart >= checkpointBytes && pending.upper < range.upper
                 let write = condition.withLock { () -> Bool in
                     let waiting = waitingFor.filter { $0.overlaps(pending) }
@@ -1110,12 +1097,12 @@ final class FileTransfer: @unchecked Sendable {
         }
         // Every checkpoint is in before the body is finished, so nothing of it is planned again meanwhile.
         if let failed = checkpoints.finish() { outcome = .failure(FetchFailure(error: failed, kind: .localFile)) }
-        if case .failure = outcome, writtenUpTo > checkpointStart {
+        if case .failure = outcome, body.writtenUpTo > checkpointStart {
             // Cut short (a drop, a stall, the daemon stopping): what arrived is the answer's own,
             // already judged and possibly read, so it is kept. The attempt check refuses stale bytes.
-            let arrived = ByteRange(checkpointStart, writtenUpTo)
+            let arrived = ByteRange(checkpointStart, body.writtenUpTo)
             if (try? partial.sync()) != nil,
-               commit(arrived, digest: hasher.finish(), validator: answerValidator, attempt: attempt, engine: engine) {
+               commit(arrived, digest: body.takeDigest(), validator: answerValidator, attempt: attempt, engine: engine) {
                 checkpointStart = arrived.upper
             }
         }
@@ -1284,35 +1271,4 @@ final class FileTransfer: @unchecked Sendable {
             setStatus(.failed, reason: failure.error.userMessage, engine: engine)
         }
     }
-}
-
-/// A body's gathered bytes, in memory of its own (mapped, not from malloc): a transfer thread's
-/// malloc arena would otherwise keep every freed buffer, and the daemon's memory would grow with
-/// the number of transfers it ever ran at once.
-final class GatherBuffer {
-    let base: UnsafeMutableRawPointer
-    let capacity: Int
-    private(set) var count = 0
-
-    init(capacity: Int) {
-        self.capacity = capacity
-        let mapped = mmap(nil, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-        precondition(mapped != MAP_FAILED, "cannot map \(capacity) bytes for a transfer: \(String(cString: strerror(errno)))")
-        base = mapped!
-    }
-
-    deinit { munmap(base, capacity) }
-
-    var isEmpty: Bool { count == 0 }
-    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
-
-    /// Appends `more`; the caller writes the buffer out before it would overflow.
-    func append(_ more: UnsafeRawBufferPointer) {
-        precondition(count + more.count <= capacity, "gathered past the buffer")
-        guard let source = more.baseAddress else { return }
-        (base + count).copyMemory(from: source, byteCount: more.count)
-        count += more.count
-    }
-
-    func removeAll() { count = 0 }
 }
