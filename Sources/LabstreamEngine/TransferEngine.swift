@@ -647,7 +647,18 @@ final class FileTransfer: @unchecked Sendable {
     func snapshot() -> DownloadRow {
         condition.lock()
         defer { condition.unlock() }
+        adoptOpenEndedProgress()
         return row
+    }
+
+    /// A file of unknown size is filled by `OpenEndedFill`, which commits its row to the index,
+    /// not to this object: take the index's row, unless it belongs to an older attempt. Returns
+    /// whether the row is such a file's. Call with `condition` held.
+    @discardableResult
+    func adoptOpenEndedProgress() -> Bool {
+        guard OpenEndedFill.applies(row, file) else { return false }
+        if let stored = try? index.download(row.key), stored.attempt.rawValue >= row.attempt.rawValue { row = stored }
+        return true
     }
 
     func adopt(pinned: Bool, status: DownloadStatus) {
@@ -667,9 +678,7 @@ final class FileTransfer: @unchecked Sendable {
             condition.unlock()
             engine.noteChange()
         }
-        // A file of unknown size is filled by `OpenEndedFill`, which commits the row itself.
-        let openEnded = OpenEndedFill.applies(row, file)
-        if openEnded, let stored = try index.download(row.key), stored.attempt.rawValue >= row.attempt.rawValue { row = stored }
+        let openEnded = adoptOpenEndedProgress()
         let whole = !openEnded && row.present.contains(ByteRange(0, row.total))
         switch action {
         case .pause:
