@@ -194,3 +194,22 @@ public struct DownloadRow: Sendable, Hashable {
         self.awaitingValidation = awaitingValidation
     }
 }
+
+extension DownloadRow {
+    /// Pins or unpins the row: a pinned file still missing bytes is queued for the background
+    /// fill; an unpinned one that was waiting for it goes back to `partial`. Files with every
+    /// byte (copies at another quality: once complete) keep their status.
+    public mutating func setPinned(_ pinned: Bool) {
+        self.pinned = pinned
+        let whole = DerivedCopy.parse(key) == nil ? present.contains(ByteRange(0, total)) : [.complete, .unverified].contains(status)
+        if pinned && !whole && [.partial, .paused, .failed].contains(status) {
+            status = .queued
+            reason = nil
+        } else if !pinned && [.queued, .downloading, .paused, .failed, .preparing].contains(status) && !whole {
+            status = .partial
+            reason = nil
+            // A server job for a copy no longer wanted: the cleanup journal cancels it.
+            if DerivedCopy.parse(key) != nil { job = nil }
+        }
+    }
+}

@@ -185,7 +185,7 @@ public final class TransferEngine: Sendable {
         }
         let rows = try index.setPinned(pinned, files: rowsFor, layout: layout, now: now())
         for row in rows {
-            if let live = files.withLock({ $0[row.key] }) { live.adopt(pinned: row.pinned, status: row.status) }
+            if let live = files.withLock({ $0[row.key] }) { live.setPinned(pinned, engine: self) }
         }
         if !pinned { live.cancel(Set(rows.map(\.key))) }
         log("\(pinned ? "pinned" : "unpinned") \(rows.count) files")
@@ -661,14 +661,18 @@ final class FileTransfer: @unchecked Sendable {
         return true
     }
 
-    func adopt(pinned: Bool, status: DownloadStatus) {
+    /// Pins or unpins this file's row as the index just did (`DownloadRow.setPinned`), but on the
+    /// row this object holds, which may be newer than the one the index had (a commit in
+    /// between), and writes it back: neither copy loses the other's change.
+    func setPinned(_ pinned: Bool, engine: TransferEngine) {
         condition.lock()
-        row.pinned = pinned
-        row.status = status
-        row.reason = nil
+        defer { condition.unlock() }
+        let openEnded = adoptOpenEndedProgress()
+        row.setPinned(pinned)
         consecutiveFailures = 0
         retryAt = nil
-        condition.unlock()
+        // An open-ended fill writes its own row; the index already has the pin.
+        if !openEnded { _ = try? index.saveDownload(row, now: engine.now()) }
     }
 
     func apply(_ action: QueueAction, engine: TransferEngine, reason: String? = nil) throws(LabstreamError) {

@@ -525,19 +525,7 @@ public final class OfflineIndex: Sendable {
                                                [.text(f.key.server), .text(f.key.itemId), .text(f.key.sourceId)]).first.flatMap(Self.decodeDownload)
                     var row = existing ?? DownloadRow(key: f.key, status: .partial, attempt: AttemptID(1), validator: nil, total: f.size,
                                                       present: RangeSet(), partialPath: layout.partialRelativePath(for: f.key), sourceTag: f.etag)
-                    row.pinned = pinned
-                    // A copy at another quality has no size until it is complete.
-                    let whole = DerivedCopy.parse(f.key) == nil ? row.present.contains(ByteRange(0, row.total))
-                                                                 : [.complete, .unverified].contains(row.status)
-                    if pinned && !whole && [.partial, .paused, .failed].contains(row.status) {
-                        row.status = .queued
-                        row.reason = nil
-                    } else if !pinned && [.queued, .downloading, .paused, .failed, .preparing].contains(row.status) && !whole {
-                        row.status = .partial
-                        row.reason = nil
-                        // A server job for a copy no longer wanted: the cleanup journal cancels it.
-                        if DerivedCopy.parse(f.key) != nil { row.job = nil }
-                    }
+                    row.setPinned(pinned)
                     try Self.insert(row, into: c, now: now)
                     out.append(row)
                 }

@@ -183,6 +183,26 @@ import Testing
         #expect(rig.fixture.downloadRequests.last?.ifRange == row.validator?.headerValue)
     }
 
+    /// A pin that meets a newer row than the index's (a commit landed between the pin's index
+    /// write and the transfer taking it): the transfer keeps its state, the index gets the pin
+    /// and the state; neither change is lost. (Before, the live row took the index's older
+    /// status, and `pin --wait` could wait forever on a file that was complete.)
+    @Test func aPinMeetingANewerLiveRowLosesNeitherChange() throws {
+        let rig = try EngineRig("pin-race")
+        let beta = "test/Movies/Beta (2002)/Beta (2002).mp4"
+        let tree = try rig.file(beta).tree
+        _ = try rig.readAndSettle(beta, offset: 0, length: Int(tree.size))
+        let whole = ByteRange(0, tree.size)
+        let live = try #require(rig.transfers.row(for: tree))
+        try #require(live.status == .unverified && !live.pinned && live.present.contains(whole))
+        try rig.index.db.run("UPDATE downloads SET status='partial', ranges='' WHERE item_id=?", [.text(tree.key.itemId)])
+        try rig.pin(beta)
+        let after = try #require(rig.transfers.row(for: tree))
+        #expect(after.status == .unverified && after.pinned && after.present.contains(whole), "\(after)")
+        let stored = try #require(try rig.index.download(tree.key))
+        #expect(stored.status == .unverified && stored.pinned && stored.present.contains(whole), "\(stored)")
+    }
+
     @Test func damagedBytesOnDiskAreDroppedAfterARestartAndFetchedAgain() throws {
         let rig = try EngineRig("pin-digest")
         try rig.pin(alpha)
