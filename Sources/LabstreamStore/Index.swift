@@ -55,25 +55,9 @@ public final class OfflineIndex: Sendable {
                 }
                 var version = Int64(try c.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text ?? "") ?? 0
                 // Forward migrations, each in this same transaction: a failure leaves the old schema.
-                if version == 1 {
-                    try Self.migrateV1toV2(c)
-                    version = 2
-                }
-                if version == 2 {
-                    try Self.migrateV2toV3(c)
-                    version = 3
-                }
-                if version == 3 {
-                    try Self.migrateV3toV4(c)
-                    version = 4
-                }
-                if version == 4 {
-                    try Self.migrateV4toV5(c)
-                    version = 5
-                }
-                if version == 5 {
-                    try Self.migrateV5toV6(c)
-                    version = 6
+                while version >= 1 && version < Self.schemaVersion {
+                    try Self.migrations[Int(version) - 1](c)
+                    version += 1
                 }
                 return version
             }
@@ -117,6 +101,9 @@ public final class OfflineIndex: Sendable {
         ("segments", ["server", "item_id", "source_id", "attempt", "lower", "upper", "digest"]),
         ("quarantine", ["id", "source", "row", "partial", "reason", "at"]),
     ]
+
+    /// `migrations[n - 1]` takes an index from schema n to n + 1.
+    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6]
 
     static func createV1(_ c: Connection) throws {
         try c.exec("""
