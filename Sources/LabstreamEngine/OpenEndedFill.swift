@@ -116,15 +116,16 @@ final class OpenEndedFill: Sendable {
         case .accept(let validator, let total):
             do throws(LabstreamError) {
                 guard try commit(validator) else { return }
-                if let total, total != body.writtenUpTo {
-                    throw LabstreamError.fetchFailed("the body ended at byte \(body.writtenUpTo) of \(total)")
+                if let total, total != checkpoint {
+                    throw LabstreamError.fetchFailed("the body ended at byte \(checkpoint) of \(total)")
                 }
             } catch {
                 finish(row, name: name, failure: (error, .transientTransport), engine: engine)
                 return
             }
+            let size = checkpoint   // everything that arrived is committed
             retries.succeeded(row.key)
-            row.total = body.writtenUpTo
+            row.total = size
             row.status = row.status.after(.allBytesPresent) ?? .unverified
             row.awaitingValidation = true
             row.reason = engine.settings.playbackProbe ? StatusReason.awaitingValidation : StatusReason.probeOff
@@ -132,10 +133,10 @@ final class OpenEndedFill: Sendable {
                 engine.log("\(name): \(error.userMessage)")
                 return
             }
-            engine.log("\(name): all \(body.writtenUpTo) bytes present; its size is now known")
+            engine.log("\(name): all \(size) bytes present; its size is now known")
             // The engine's own catalog first: the completion check must not take the file for
             // a changed version (size 0 against the row's) before the tree reloads.
-            engine.catalog.withLock { if $0[row.key] != nil { $0[row.key]!.size = body.writtenUpTo } }
+            engine.catalog.withLock { if $0[row.key] != nil { $0[row.key]!.size = size } }
             engine.treeChanged()
             engine.validation.wake()
         case .remoteChanged(let why), .restart(let why):

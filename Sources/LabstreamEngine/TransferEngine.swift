@@ -614,9 +614,8 @@ final class FileTransfer: @unchecked Sendable {
         self.writableAttempt = row.attempt
         self.index = index
         // Checked whole by an earlier run and not written since: its digests would match again.
-        if let checked = row.checked, checkedWhole(row, RangeSet([ByteRange(0, row.total)])), partial.identity() == checked {
-            verified = RangeSet([ByteRange(0, row.total)])
-        }
+        let whole = RangeSet([ByteRange(0, row.total)])
+        if let checked = row.checked, checkedWhole(row, whole), partial.identity() == checked { verified = whole }
     }
 
     static func open(file: TreeFile, index: OfflineIndex, layout: DataLayout) throws(LabstreamError) -> FileTransfer {
@@ -773,8 +772,7 @@ final class FileTransfer: @unchecked Sendable {
     func checkedCopy() -> Int32? {
         condition.lock()
         defer { condition.unlock() }
-        let whole = ByteRange(0, row.total)
-        guard row.total == file.size, row.present.contains(whole), verified.contains(whole) else { return nil }
+        guard checkedWhole(row, verified) else { return nil }
         return partial.openReadOnly()
     }
 
