@@ -15,10 +15,12 @@ want() { [[ " $CASES " == *" $1 "* ]]; }
 BIN=$PWD/.build/release/labstream
 need() { command -v "$1" >/dev/null || { echo "installing $2"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null; }; }
 need nginx nginx-light; need rclone rclone; need curl curl; need bc bc; need mpv mpv; need ffprobe ffmpeg; need fusermount3 fuse3
+CC=${CC:-$(command -v cc || echo "$(dirname "$(command -v swift || echo /opt/swift/usr/bin/swift)")/clang")}
 
 W=$(mktemp -d /tmp/labstream-bench.XXXXXX)
-LS_MNT=$W/mnt RC_MNT=$W/rc
+LS_MNT=$W/mnt RC_MNT=$W/rc FL_MNT=$W/floor-mnt
 cleanup() {
+    fusermount3 -uz "$FL_MNT" 2>/dev/null || true
     $BIN unmount "$LS_MNT" >/dev/null 2>&1 || true
     LABSTREAM_CONFIG_DIR=$W/many-config LABSTREAM_DATA_DIR=$W/many-data $BIN unmount "$W/many-mnt" >/dev/null 2>&1 || true
     fusermount3 -uz "$RC_MNT" 2>/dev/null || fusermount -uz "$RC_MNT" 2>/dev/null || true
@@ -28,7 +30,9 @@ cleanup() {
     [ -n "${BENCH_KEEP:-}" ] && echo "kept $W" || rm -rf "$W"
 }
 trap cleanup EXIT
-mkdir -p "$W/media" "$LS_MNT" "$RC_MNT" "$W/many" "$W/many-mnt"
+mkdir -p "$W/media" "$LS_MNT" "$RC_MNT" "$FL_MNT" "$W/many" "$W/many-mnt" "$W/floor-big" "$W/floor-small"
+# The FUSE floor (bench/floor.c): the least any FUSE daemon does for the same requests.
+"$CC" -O2 -o "$W/floor" bench/floor.c $(pkg-config --cflags --libs fuse3)
 chmod 755 "$W" "$W/media"   # nginx workers run as www-data
 
 echo "generating media in $W"
@@ -36,7 +40,10 @@ dd if=/dev/urandom of="$W/media/bench.mkv" bs=1M count="$SIZE_MB" status=none
 for i in 1 2 3 4 5 6 7 8; do dd if=/dev/urandom of="$W/media/s$i.mkv" bs=1M count="$SMALL_MB" status=none; done
 ffmpeg -v error -f lavfi -i testsrc2=size=1920x1080:rate=30 -t 60 -c:v libx264 -preset ultrafast -pix_fmt yuv420p "$W/media/clip.mkv"
 chmod 644 "$W"/media/*
+ln "$W/media/bench.mkv" "$W/floor-big/"; ln "$W"/media/s?.mkv "$W/floor-small/"
 for i in $(seq 1 "$MANY"); do : > "$W/many/m$i.mkv"; done
+# The same tree on the local disk, B5's reference.
+mkdir -p "$W/local-tree"; (cd "$W/local-tree" && seq 1 "$MANY" | sed 's/^/m/' | xargs mkdir && for i in $(seq 1 "$MANY"); do : > "m$i/m$i.mkv"; done)
 
 $BIN fixture "$W/media" > "$W/fixture.url" &
 FIXTURE_PID=$!
@@ -90,6 +97,21 @@ rc_unmount() { fusermount3 -u "$RC_MNT" 2>/dev/null || fusermount -u "$RC_MNT" 2
     for _ in $(seq 1 100); do mountpoint -q "$RC_MNT" || return 0; sleep 0.05; done; }
 rc_cold() { rc_unmount; rm -rf "$W/rc-cache"; drop_caches; rc_mount; }
 rc_pid() { pgrep -f "rclone mount :http: $RC_MNT" | head -n1; }
+# floor_mount ARGS…: the floor serving ARGS (`tree N` or `files DIR`) at FL_MNT, in the background.
+floor_mount() {
+    "$W/floor" "$@" "$FL_MNT" & FLOOR_PID=$!
+    for _ in $(seq 1 200); do mountpoint -q "$FL_MNT" && return; sleep 0.05; done
+    echo "the FUSE floor did not mount" >&2; exit 1
+}
+floor_unmount() { fusermount3 -u "$FL_MNT"; wait "$FLOOR_PID" || true; }
+# CPU time of the whole machine (every process and the kernel; not idle, iowait or steal).
+HZ=$(getconf CLK_TCK); NCPU=$(nproc)
+cpu_busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
+# cpu_per_gb BUSY_BEFORE BYTES: core-seconds spent per GB moved since BUSY_BEFORE was read.
+cpu_per_gb() { echo "($(cpu_busy) - $1) / $HZ / ($2 / 1000000000)" | bc -l; }
+# What any FUSE cache that stores what it serves can reach on this machine's cores: it must at
+# least receive and store each byte (curl -o FILE) and hand it through FUSE (the floor).
+cpu_bound() { echo "$NCPU * 1000 / ($1 + $2)" | bc -l; }
 log_mark() { wc -l < "$W/access.log"; }
 log_since() { tail -n +"$(( $1 + 1 ))" "$W/access.log"; }
 
@@ -118,20 +140,27 @@ ls_mount; rc_mount
 if want B1; then
 echo "B1 cold sequential read, $SIZE_MB MiB"
 curl -s -o /dev/null "$URL/Items/$BENCH_ID/Download"   # warm-up
-C=(); L=(); R=(); K=()
+C=(); L=(); R=(); K=(); F=(); LC=(); KC=(); FC=()
 for i in $(seq 0 "$RUNS"); do
     drop_caches; s=$(now); curl -s -o /dev/null "$URL/Items/$BENCH_ID/Download"; c=$(mbps "$BYTES" "$(elapsed "$s")")
-    ls_cold; s=$(now); dd if="$(lsfile bench)" of=/dev/null bs=1M status=none; l=$(mbps "$BYTES" "$(elapsed "$s")")
+    ls_cold; s=$(now); b=$(cpu_busy); dd if="$(lsfile bench)" of=/dev/null bs=1M status=none; l=$(mbps "$BYTES" "$(elapsed "$s")"); lc=$(cpu_per_gb "$b" "$BYTES")
     rc_cold; s=$(now); dd if="$RC_MNT/bench.mkv" of=/dev/null bs=1M status=none; r=$(mbps "$BYTES" "$(elapsed "$s")")
-    # What any cache must do at least: receive the bytes and store them (no sync, nobody reading).
-    drop_caches; s=$(now); curl -s -o "$W/curl.out" "$URL/Items/$BENCH_ID/Download"; k=$(mbps "$BYTES" "$(elapsed "$s")"); rm -f "$W/curl.out"
+    # What any cache must do at least: receive the bytes and store them (no sync, nobody reading)…
+    drop_caches; s=$(now); b=$(cpu_busy); curl -s -o "$W/curl.out" "$URL/Items/$BENCH_ID/Download"; k=$(mbps "$BYTES" "$(elapsed "$s")"); kc=$(cpu_per_gb "$b" "$BYTES"); rm -f "$W/curl.out"
+    # …and hand them to the reader through FUSE (the floor, serving the file from memory).
+    drop_caches; floor_mount files "$W/floor-big"; s=$(now); b=$(cpu_busy); dd if="$FL_MNT/bench.mkv" of=/dev/null bs=1M status=none
+    f=$(mbps "$BYTES" "$(elapsed "$s")"); fc=$(cpu_per_gb "$b" "$BYTES"); floor_unmount
     [ "$i" = 0 ] && continue   # warm-up round
-    C+=("$c"); L+=("$l"); R+=("$r"); K+=("$k")
+    C+=("$c"); L+=("$l"); R+=("$r"); K+=("$k"); F+=("$f"); LC+=("$lc"); KC+=("$kc"); FC+=("$fc")
 done
 record B1 "curl (reference)" MB/s "${C[@]}"; CM=$MED; record B1 "labstream dd bs=1M" MB/s "${L[@]}"; LM=$MED; record B1 "rclone vfs full dd bs=1M" MB/s "${R[@]}"; RM=$MED
 record B1 "curl -o FILE (stores the bytes, no sync)" MB/s "${K[@]}"; KM=$MED
+record B1 "FUSE floor: dd of the file served from memory" MB/s "${F[@]}"
+record B1 "CPU per GB: labstream" core-s "${LC[@]}"; record B1 "CPU per GB: curl -o FILE" core-s "${KC[@]}"; KCM=$MED
+record B1 "CPU per GB: FUSE floor" core-s "${FC[@]}"; FCM=$MED; BOUND=$(cpu_bound "$KCM" "$FCM")
 note "B1 labstream/curl $(ratio "$LM" "$CM") (target >= 0.9), rclone/curl $(ratio "$RM" "$CM"), labstream/rclone $(ratio "$LM" "$RM")"
 note "B1 curl-to-a-file/curl $(ratio "$KM" "$CM"), labstream/curl-to-a-file $(ratio "$LM" "$KM")"
+note "B1 store + FUSE floor on $NCPU cores: <= $(printf %.0f "$BOUND") MB/s = $(ratio "$BOUND" "$CM")x curl; labstream/bound $(ratio "$LM" "$BOUND")"
 fi
 
 if want B2; then
@@ -218,17 +247,22 @@ if want B9 || want B7; then
 echo "B9 and B7: concurrent cold readers of different files"
 for n in 4 8; do
     TOTAL=$(( n * SMALL_MB * 1048576 ))
-    C=(); L=(); R=(); K=(); LRSS=(); RRSS=()
+    C=(); L=(); R=(); K=(); F=(); LC=(); KC=(); FC=(); LRSS=(); RRSS=()
+    FILES=(); for k in $(seq 1 "$n"); do FILES+=("s$k.mkv"); done
     for i in $(seq 1 "$RUNS"); do
         drop_caches; s=$(now)
         P=(); for k in $(seq 1 "$n"); do curl -s -o /dev/null "$URL/Items/$(id_of "s$k.mkv")/Download" & P+=($!); done; wait "${P[@]}"
         C+=("$(mbps "$TOTAL" "$(elapsed "$s")")")
-        drop_caches; s=$(now)
+        drop_caches; s=$(now); b=$(cpu_busy)
         P=(); for k in $(seq 1 "$n"); do curl -s -o "$W/curl$k.out" "$URL/Items/$(id_of "s$k.mkv")/Download" & P+=($!); done; wait "${P[@]}"
-        K+=("$(mbps "$TOTAL" "$(elapsed "$s")")"); rm -f "$W"/curl*.out
-        ls_cold; s=$(now)
+        K+=("$(mbps "$TOTAL" "$(elapsed "$s")")"); KC+=("$(cpu_per_gb "$b" "$TOTAL")"); rm -f "$W"/curl*.out
+        drop_caches; mkdir -p "$W/floor-n"; rm -f "$W"/floor-n/*; for f in "${FILES[@]}"; do ln "$W/floor-small/$f" "$W/floor-n/"; done
+        floor_mount files "$W/floor-n"; s=$(now); b=$(cpu_busy)
+        P=(); for f in "${FILES[@]}"; do dd if="$FL_MNT/$f" of=/dev/null bs=1M status=none & P+=($!); done; wait "${P[@]}"
+        F+=("$(mbps "$TOTAL" "$(elapsed "$s")")"); FC+=("$(cpu_per_gb "$b" "$TOTAL")"); floor_unmount
+        ls_cold; s=$(now); b=$(cpu_busy)
         P=(); for k in $(seq 1 "$n"); do dd if="$(lsfile "s$k")" of=/dev/null bs=1M status=none & P+=($!); done; wait "${P[@]}"
-        L+=("$(mbps "$TOTAL" "$(elapsed "$s")")"); LRSS+=("$(awk '/VmHWM/ {print $2 / 1024}' "/proc/$(daemon_pid)/status")")
+        L+=("$(mbps "$TOTAL" "$(elapsed "$s")")"); LC+=("$(cpu_per_gb "$b" "$TOTAL")"); LRSS+=("$(awk '/VmHWM/ {print $2 / 1024}' "/proc/$(daemon_pid)/status")")
         rc_cold; s=$(now)
         P=(); for k in $(seq 1 "$n"); do dd if="$RC_MNT/s$k.mkv" of=/dev/null bs=1M status=none & P+=($!); done; wait "${P[@]}"
         R+=("$(mbps "$TOTAL" "$(elapsed "$s")")"); RRSS+=("$(awk '/VmHWM/ {print $2 / 1024}' "/proc/$(rc_pid)/status")")
@@ -236,8 +270,12 @@ for n in 4 8; do
     record B9 "$n curls in parallel, aggregate" MB/s "${C[@]}"; CM=$MED; record B9 "labstream $n readers, aggregate" MB/s "${L[@]}"; LM=$MED
     record B9 "rclone $n readers, aggregate" MB/s "${R[@]}"; RM=$MED
     record B9 "$n curls -o FILE in parallel (store, no sync)" MB/s "${K[@]}"; KM=$MED
+    record B9 "FUSE floor: $n readers of files served from memory" MB/s "${F[@]}"
+    record B9 "CPU per GB: labstream, $n readers" core-s "${LC[@]}"; record B9 "CPU per GB: $n curls -o FILE" core-s "${KC[@]}"; KCM=$MED
+    record B9 "CPU per GB: FUSE floor, $n readers" core-s "${FC[@]}"; FCM=$MED; BOUND=$(cpu_bound "$KCM" "$FCM")
     note "B9 $n readers labstream/curls $(ratio "$LM" "$CM") (target >= 0.8), rclone/curls $(ratio "$RM" "$CM")"
     note "B9 $n curls-to-files/curls $(ratio "$KM" "$CM"), labstream/curls-to-files $(ratio "$LM" "$KM")"
+    note "B9 $n store + FUSE floor on $NCPU cores: <= $(printf %.0f "$BOUND") MB/s = $(ratio "$BOUND" "$CM")x curls; labstream/bound $(ratio "$LM" "$BOUND")"
     record B7 "labstream daemon peak RSS, $n cold streams" MiB "${LRSS[@]}"; LR=$MED; record B7 "rclone peak RSS, $n cold streams" MiB "${RRSS[@]}"; RR=$MED
     [ "$n" = 4 ] && note "B7 labstream/rclone peak RSS $(ratio "$LR" "$RR") (target <= 100 MiB)"
 done
@@ -282,15 +320,23 @@ for i in $(seq 1 "$RUNS"); do
     $BIN unmount "$W/many-mnt" >/dev/null
 done
 kill "$MANY_PID"; wait "$MANY_PID" 2>/dev/null || true; MANY_PID=
+FLOOR=(); LOCAL=()
 for i in $(seq 1 "$RUNS"); do
     $BIN mount "$W/many-mnt" >/dev/null; drop_caches
     s=$(now); n=$(find "$W/many-mnt" | wc -l); OFF+=("$(elapsed "$s")")
     $BIN unmount "$W/many-mnt" >/dev/null
+    # The same tree from the FUSE floor: what the FUSE protocol and this kernel cost by themselves.
+    floor_mount tree "$MANY"; drop_caches
+    s=$(now); find "$FL_MNT" >/dev/null; FLOOR+=("$(elapsed "$s")")
+    floor_unmount
+    drop_caches; s=$(now); find "$W/local-tree" >/dev/null; LOCAL+=("$(elapsed "$s")")
 done
-record B5 "find, server online ($n entries)" s "${ON[@]}"
-record B5 "find, server offline" s "${OFF[@]}"
+record B5 "find, server online ($n entries)" s "${ON[@]}"; ONM=$MED
+record B5 "find, server offline" s "${OFF[@]}"; OFFM=$MED
 record B5 "find again, kernel caches warm" s "${WARM[@]}"
-note "B5 target <= 0.3 s each"
+record B5 "FUSE floor: find over $MANY folders of one file" s "${FLOOR[@]}"; FLM=$MED
+record B5 "local disk: the same tree, cold" s "${LOCAL[@]}"; LOM=$MED
+note "B5 target <= 0.3 s each; labstream/floor online $(ratio "$ONM" "$FLM"), offline $(ratio "$OFFM" "$FLM"); labstream/local disk online $(ratio "$ONM" "$LOM"), offline $(ratio "$OFFM" "$LOM")"
 fi
 
 printf '\n%-4s %-52s %10s %10s %10s %-5s\n' id "case ($RUNS runs)" median min max unit
