@@ -45,7 +45,7 @@ enum PinCommand {
                 let copy = (e.path as NSString).deletingLastPathComponent + "/"
                     + DerivedCopy.fileName(besides: (e.path as NSString).lastPathComponent, quality: quality)
                 let done = (state == "complete" || state == "unverified") && FileManager.default.fileExists(atPath: copy)
-                    && finished(state: state, reason: StatusCommand.xattr(copy, "reason"))
+                    && PinWait.finished(state: state, reason: StatusCommand.xattr(copy, "reason"))
                 states.append((e.path, state, done))
             }
             let done = states.filter(\.done).count
@@ -127,12 +127,8 @@ enum PinCommand {
         return ExitCode.ok
     }
 
-    /// Done once every byte is present and the completion check has run (or is off).
-    static func finished(state: String, reason: String?) -> Bool {
-        state == "complete" || (state == "unverified" && reason != StatusReason.awaitingValidation)
-    }
-
-    /// Follows the pinned files until every one is complete or unverified (0), or one fails (74).
+    /// Follows the pinned files until every one is complete or unverified (0), or one fails (74),
+    /// or nothing moves because some are paused until the user acts (75, saying what to do).
     static func wait(_ paths: [String], json: Bool, context: Context) throws -> Int32 {
         let tty = isatty(1) == 1 && !json
         var last = ""
@@ -143,9 +139,9 @@ enum PinCommand {
             let followed = try StatusCommand.follow(paths, after: change, context: context)
             let entries = try followed?.entries ?? paths.flatMap { try StatusCommand.fromMount($0) }
             let present = entries.reduce(0) { $0 + $1.present }, total = entries.reduce(0) { $0 + $1.total }
-            func finished(_ e: StatusCommand.Entry) -> Bool { Self.finished(state: e.state, reason: e.reason) }
-            let done = entries.allSatisfy(finished) || (entries.allSatisfy { finished($0) || $0.state == "failed" } && !entries.isEmpty)
-            let failed = entries.filter { $0.state == "failed" }
+            func finished(_ e: StatusCommand.Entry) -> Bool { PinWait.finished(state: e.state, reason: e.reason) }
+            let verdict = PinWait.verdict(entries.map { (state: $0.state, reason: $0.reason) })
+            let failed = entries.filter { $0.state == DisplayState.failed.rawValue }
             let line: String
             if json {
                 line = "{\"bytes_present\":\(present),\"bytes_total\":\(total),\"files\":\(entries.count),\"done\":\(entries.filter(finished).count),\"failed\":\(failed.count)}"
@@ -162,9 +158,17 @@ enum PinCommand {
                 printOut(line)
                 last = line
             }
-            if done {
+            switch verdict {
+            case .following: break
+            case .done: return ExitCode.ok
+            case .failed:
                 for f in failed { writeToStderr("labstream: \(f.path) failed: \(f.reason ?? "unknown reason")") }
-                return failed.isEmpty ? ExitCode.ok : ExitCode.ioErr
+                return ExitCode.ioErr
+            case .held:
+                for f in entries where PinWait.held(state: f.state, reason: f.reason) {
+                    writeToStderr("labstream: " + PinWait.heldMessage(path: f.path, reason: f.reason))
+                }
+                return ExitCode.tempFail
             }
             if let followed { change = followed.change } else {
                 usleep(250_000)   // a progress display, not synchronisation: the daemon owns the state

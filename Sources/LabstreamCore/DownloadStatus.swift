@@ -62,4 +62,10 @@ public enum StatusReason {
     public static let awaitingValidation = "all bytes present; awaiting validation"
     /// An `unverified` row on a daemon whose playback probe is off.
     public static let probeOff = "all bytes present; the playback probe is off"
+    /// A pinned file parked until its server answers again (the fill resumes it by itself).
+    public static let serverUnavailable = "server unavailable"
+    /// A file parked because the cache's disk cannot hold the rest of it.
+    public static let storageFull = "storage_full"
+    /// A file `labstream pause` stopped.
+    public static let pausedByUser = "paused by user"
 }

@@ -168,7 +168,7 @@ final class OpenEndedFill: Sendable {
         case .giveUp:
             if case .noSpace = failure.error {
                 row.status = .paused
-                row.reason = "storage_full"
+                row.reason = StatusReason.storageFull
             } else {
                 row.status = .failed
                 row.reason = failure.error.userMessage

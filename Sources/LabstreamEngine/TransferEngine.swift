@@ -687,7 +687,7 @@ final class FileTransfer: @unchecked Sendable {
         case .pause:
             guard !whole, let next = row.status.after(.interrupted) else { return }
             row.status = next
-            row.reason = "paused by user"
+            row.reason = StatusReason.pausedByUser
         case .verify:
             guard whole else { return }
             row.awaitingValidation = true
@@ -884,14 +884,14 @@ final class FileTransfer: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         guard row.pinned, !row.present.contains(ByteRange(0, row.total)) else { return .idle }
-        if row.status == .failed || (row.status == .paused && row.reason != "server unavailable") { return .idle }
+        if row.status == .failed || (row.status == .paused && row.reason != StatusReason.serverUnavailable) { return .idle }
         if let retryAt, retryAt > Date() { return .waitUntil(retryAt) }
         guard engine.backend(for: file.key.server) != nil, engine.reachability(of: file.key.server) == .online else {
-            setStatus(.paused, reason: "server unavailable", engine: engine)
+            setStatus(.paused, reason: StatusReason.serverUnavailable, engine: engine)
             return .idle
         }
         if fillInFlight.isEmpty && !userDispatch && !engine.hasRoom(for: row.total - row.present.byteCount) {
-            setStatus(.paused, reason: "storage_full", engine: engine)
+            setStatus(.paused, reason: StatusReason.storageFull, engine: engine)
             return .idle
         }
         let plan = SegmentTrainPlanner.plan(.init(
@@ -1198,7 +1198,7 @@ final class FileTransfer: @unchecked Sendable {
             sequence += 1
             failures.append((sequence, piece, error))
             engine.log("\(file.key): \(error.userMessage)")
-            if case .noSpace = error { setStatus(.paused, reason: "storage_full", engine: engine) }
+            if case .noSpace = error { setStatus(.paused, reason: StatusReason.storageFull, engine: engine) }
         }
         return true
     }
@@ -1242,7 +1242,7 @@ final class FileTransfer: @unchecked Sendable {
             case .remoteChanged(let why):
                 restart(why: why, engine: engine)
             case .noSpace:
-                setStatus(.paused, reason: "storage_full", engine: engine)
+                setStatus(.paused, reason: StatusReason.storageFull, engine: engine)
             default:
                 if background || row.pinned { scheduleRetry(after: failure, engine: engine) }
             }

@@ -306,6 +306,32 @@ import Testing
         try m.unmount()
     }
 
+    /// A file paused while `pin --wait` follows it will not move again until the user acts: the
+    /// wait ends (75) and says how to go on, instead of waiting forever.
+    @Test func pinWaitEndsWhenItsFileIsPausedAndSaysHowToGoOn() throws {
+        let m = try MountedLabstream("pin-wait-held")
+        let alpha = try #require(m.fixture.itemId(forFile: m.mediaDir + "/alpha.mkv"))
+        try m.mount()
+        let rel = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+        let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
+        let key = try #require(try index.treeFiles().first { $0.key.itemId == alpha }?.key)
+        m.fixture.inject(.stallAfter(Int64(3 * MiB), 8), pathPrefix: "/Items/\(alpha)/Download", times: 4)
+        // `timeout` bounds the old behaviour (waiting forever) so that it fails instead of hanging.
+        let wait = LockedBox<ProcessResult?>(nil)
+        let ended = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            wait.set(try? runProcess("/usr/bin/timeout", ["60", labstreamBinary, "pin", "--wait", m.path(rel)], environment: m.env))
+            ended.signal()
+        }
+        #expect(eventually { ((try? index.download(key))??.present.byteCount ?? 0) >= Int64(2 * MiB) })
+        #expect(try m.cli(["pause", m.path(rel)]).code == 0)
+        _ = ended.wait(timeout: .now() + 90)
+        let r = try #require(wait.get())
+        #expect(r.code == 75, "\(r.code) \(r.stdout) \(r.stderr)")
+        #expect(r.stderr.contains("is paused (paused by user)") && r.stderr.contains("labstream resume \(m.path(rel))"), "\(r.stderr)")
+        try m.unmount()
+    }
+
     @Test func withNoDaemonAPinGoesToTheIndexAndSaysSo() throws {
         let m = try MountedLabstream("control-offline")
         try m.mount()

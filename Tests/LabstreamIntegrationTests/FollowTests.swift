@@ -1,5 +1,6 @@
 import Foundation
 @testable import LabstreamCLI
+import LabstreamCore
 import Testing
 
 /// `pin --wait` follows the daemon's change counter instead of polling.
@@ -18,7 +19,7 @@ import Testing
         // A pin changes rows: the answer carries a later counter.
         var latest = first.change
         var entries = first.entries
-        for _ in 0..<60 where !(entries.first.map { PinCommand.finished(state: $0.state, reason: $0.reason) } ?? false) {
+        for _ in 0..<60 where !(entries.first.map { PinWait.finished(state: $0.state, reason: $0.reason) } ?? false) {
             let next = try #require(try StatusCommand.follow([file], after: latest, context: context))
             #expect(next.change >= latest)
             latest = next.change

@@ -1,0 +1,44 @@
+/// When `pin --wait` stops following its files, and how it ends.
+public enum PinWait {
+    public enum Verdict: Equatable, Sendable {
+        /// Some file is still on its way (queued, downloading, waiting for its server, checking).
+        case following
+        /// Every file is present and checked (complete or unverified).
+        case done
+        /// Every file is done or failed, at least one failed.
+        case failed
+        /// Nothing moves any more and no file failed, but some are paused for a reason only the
+        /// user can clear (a full disk, `labstream pause`): waiting would never end.
+        case held
+    }
+
+    /// Done once every byte is present and the completion check has run (or is off).
+    public static func finished(state: String, reason: String?) -> Bool {
+        state == DisplayState.complete.rawValue
+            || (state == DisplayState.unverified.rawValue && reason != StatusReason.awaitingValidation)
+    }
+
+    /// Paused, and the daemon will not resume it by itself (it does once a server answers again).
+    public static func held(state: String, reason: String?) -> Bool {
+        state == DisplayState.paused.rawValue && reason != StatusReason.serverUnavailable
+    }
+
+    public static func verdict(_ files: [(state: String, reason: String?)]) -> Verdict {
+        let failed = files.filter { $0.state == DisplayState.failed.rawValue }.count
+        let done = files.filter { Self.finished(state: $0.state, reason: $0.reason) }.count
+        let parked = files.filter { Self.held(state: $0.state, reason: $0.reason) }.count
+        if failed + done + parked < files.count { return .following }
+        if failed > 0 { return .failed }
+        return parked > 0 ? .held : .done
+    }
+
+    /// What to tell the user about a held file, and what to run next.
+    public static func heldMessage(path: String, reason: String?) -> String {
+        switch reason {
+        case StatusReason.storageFull?:
+            return "\(path) is paused: the cache's disk cannot hold the rest of it. Free space on it (or unpin other files, or lower min_free), then run `labstream resume \(path)`."
+        default:
+            return "\(path) is paused (\(reason ?? "no reason given")); `labstream resume \(path)` continues it."
+        }
+    }
+}
