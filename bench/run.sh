@@ -111,7 +111,8 @@ cpu_busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 # cpu_per_gb BUSY_BEFORE BYTES: core-seconds spent per GB moved since BUSY_BEFORE was read.
 cpu_per_gb() { echo "($(cpu_busy) - $1) / $HZ / ($2 / 1000000000)" | bc -l; }
 # What any FUSE cache that stores what it serves can reach on this machine's cores: it must at
-# least receive and store each byte (curl -o FILE) and hand it through FUSE (the floor).
+# least receive and store each byte (curl -o FILE) and hand it through FUSE (the floor). Each
+# part's cheapest run counts (this VM's noise only ever adds CPU), so the bound is generous.
 cpu_bound() { echo "$NCPU * 1000 / ($1 + $2)" | bc -l; }
 log_mark() { wc -l < "$W/access.log"; }
 log_since() { tail -n +"$(( $1 + 1 ))" "$W/access.log"; }
@@ -157,8 +158,8 @@ done
 record B1 "curl (reference)" MB/s "${C[@]}"; CM=$MED; record B1 "labstream dd bs=1M" MB/s "${L[@]}"; LM=$MED; record B1 "rclone vfs full dd bs=1M" MB/s "${R[@]}"; RM=$MED
 record B1 "curl -o FILE (stores the bytes, no sync)" MB/s "${K[@]}"; KM=$MED
 record B1 "FUSE floor: dd of the file served from memory" MB/s "${F[@]}"
-record B1 "CPU per GB: labstream" core-s "${LC[@]}"; record B1 "CPU per GB: curl -o FILE" core-s "${KC[@]}"; KCM=$MED
-record B1 "CPU per GB: FUSE floor" core-s "${FC[@]}"; FCM=$MED; BOUND=$(cpu_bound "$KCM" "$FCM")
+record B1 "CPU per GB: labstream" core-s "${LC[@]}"; record B1 "CPU per GB: curl -o FILE" core-s "${KC[@]}"
+record B1 "CPU per GB: FUSE floor" core-s "${FC[@]}"; BOUND=$(cpu_bound "$(minimum "${KC[@]}")" "$(minimum "${FC[@]}")")
 note "B1 labstream/curl $(ratio "$LM" "$CM") (target >= 0.9), rclone/curl $(ratio "$RM" "$CM"), labstream/rclone $(ratio "$LM" "$RM")"
 note "B1 curl-to-a-file/curl $(ratio "$KM" "$CM"), labstream/curl-to-a-file $(ratio "$LM" "$KM")"
 note "B1 store + FUSE floor on $NCPU cores: <= $(printf %.0f "$BOUND") MB/s = $(ratio "$BOUND" "$CM")x curl; labstream/bound $(ratio "$LM" "$BOUND")"
@@ -276,8 +277,8 @@ for n in 4 8; do
     record B9 "rclone $n readers, aggregate" MB/s "${R[@]}"; RM=$MED
     record B9 "$n curls -o FILE in parallel (store, no sync)" MB/s "${K[@]}"; KM=$MED
     record B9 "FUSE floor: $n readers of files served from memory" MB/s "${F[@]}"
-    record B9 "CPU per GB: labstream, $n readers" core-s "${LC[@]}"; record B9 "CPU per GB: $n curls -o FILE" core-s "${KC[@]}"; KCM=$MED
-    record B9 "CPU per GB: FUSE floor, $n readers" core-s "${FC[@]}"; FCM=$MED; BOUND=$(cpu_bound "$KCM" "$FCM")
+    record B9 "CPU per GB: labstream, $n readers" core-s "${LC[@]}"; record B9 "CPU per GB: $n curls -o FILE" core-s "${KC[@]}"
+    record B9 "CPU per GB: FUSE floor, $n readers" core-s "${FC[@]}"; BOUND=$(cpu_bound "$(minimum "${KC[@]}")" "$(minimum "${FC[@]}")")
     note "B9 $n readers labstream/curls $(ratio "$LM" "$CM") (target >= 0.8), rclone/curls $(ratio "$RM" "$CM")"
     note "B9 $n curls-to-files/curls $(ratio "$KM" "$CM"), labstream/curls-to-files $(ratio "$LM" "$KM")"
     note "B9 $n store + FUSE floor on $NCPU cores: <= $(printf %.0f "$BOUND") MB/s = $(ratio "$BOUND" "$CM")x curls; labstream/bound $(ratio "$LM" "$BOUND")"
