@@ -6,9 +6,10 @@
  * Two bodies on the wire (a head and a look-ahead), each taking the next 16 MiB segment as a
  * ranged GET on a kept-alive libcurl handle with a 512 KiB buffer, writing at its offset in FILE
  * (made SIZE bytes long, sparse) and starting writeback every 512 KiB. Every 2 MiB is a
- * checkpoint that a syncer thread makes durable with fdatasync; a body waits once one checkpoint
- * is queued behind the one being synced, so a kill loses at most two checkpoints per body. A
- * segment is done when its last checkpoint is synced. No digest, no index, no FUSE.
+ * checkpoint that a syncer thread makes durable with fdatasync; a body hands one over only once
+ * the one before it is synced, so a kill loses at most the checkpoint being synced and the one
+ * being filled. A segment is done when its last checkpoint is synced. No digest, no index, no
+ * FUSE.
  * A measuring tool, not part of Labstream.
  */
 #define _GNU_SOURCE
@@ -56,11 +57,11 @@ static void *syncer(void *arg)
     return NULL;
 }
 
-/* Queues a checkpoint, waiting first while one is already queued behind the one being synced. */
+/* Hands a checkpoint over, waiting first until the one before it is synced. */
 static void queue_checkpoint(struct body *b)
 {
     pthread_mutex_lock(&b->lock);
-    while (b->queued >= 1) pthread_cond_wait(&b->changed, &b->lock);
+    while (b->queued || b->syncing) pthread_cond_wait(&b->changed, &b->lock);
     b->queued++;
     pthread_cond_broadcast(&b->changed);
     pthread_mutex_unlock(&b->lock);

@@ -3,8 +3,10 @@ import LabstreamCore
 
 /// Makes one body's checkpoints durable and commits them on a thread of its own, in order, so
 /// the body keeps arriving while the disk syncs. When the disk is slower than the network the
-/// body waits: one checkpoint may wait while another is synced, never more, so a crash loses
-/// at most those two (unbounded, the queue grew to whole segments under load). A failed
+/// body waits: a checkpoint is handed over only once the one before it is committed, so a crash
+/// loses at most the checkpoint being synced and the one being filled (unbounded, the queue
+/// grew to whole segments under load; with one more allowed to wait, a kill refetched twice as
+/// much for 5 % more pin throughput, docs/PERFORMANCE.md). A failed
 /// checkpoint (the disk, or a newer attempt owning the row) drops the ones after it and stops
 /// the body at its next chunk. `condition` guards every `var`.
 final class CheckpointCommitter: @unchecked Sendable {
@@ -50,12 +52,12 @@ final class CheckpointCommitter: @unchecked Sendable {
         return pending.removeFirst()
     }
 
-    /// Queues a checkpoint, first waiting for the one already queued to be taken up; throws the
+    /// Hands a checkpoint over, first waiting until the one before it is committed; throws the
     /// failure of an earlier one.
     func submit(_ checkpoint: Checkpoint) throws(LabstreamError) {
         condition.lock()
         defer { condition.unlock() }
-        while !pending.isEmpty && failure == nil { condition.wait() }
+        while (!pending.isEmpty || busy) && failure == nil { condition.wait() }
         if let failure { throw failure }
         pending.append(checkpoint)
         condition.broadcast()

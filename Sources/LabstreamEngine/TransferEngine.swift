@@ -966,8 +966,8 @@ final class FileTransfer: @unchecked Sendable {
         var sinkError: LabstreamError?
         var outcome: Result<Fetched, FetchFailure>
         // Long bodies are committed in checkpoints as they arrive, so a crash or a dropped
-        // connection loses at most two checkpoints per transfer (`CheckpointCommitter`), not
-        // the whole segment.
+        // connection loses at most the checkpoint being synced and the one being filled
+        // (`CheckpointCommitter`), not the whole segment.
         let checkpointBytes = engine.settings.checkpointBytes
         // A whole-file stream passes over the durable prefix again: those bytes are not written.
         let prefix = condition.withLock { row.attempt == attempt ? row.present.contiguousLength(from: 0) : 0 }

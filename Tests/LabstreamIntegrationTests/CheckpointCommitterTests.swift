@@ -5,10 +5,10 @@ import LabstreamCore
 import Synchronization
 import Testing
 
-/// The committer bounds how far a body runs ahead of what is durable: one checkpoint may wait
-/// while another is synced, never more.
+/// The committer bounds how far a body runs ahead of what is durable: a checkpoint is handed
+/// over only once the one before it is committed.
 @Suite struct CheckpointCommitterTests {
-    @Test func aSubmitWaitsWhileACheckpointIsQueuedBehindTheOneBeingSynced() {
+    @Test func aSubmitWaitsUntilTheCheckpointBeforeItIsCommitted() {
         let syncing = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
         let committed = Mutex<[Int64]>([])
         let committer = CheckpointCommitter { c throws(LabstreamError) in
@@ -26,14 +26,16 @@ import Testing
             allSubmitted.signal()
         }.start()
         syncing.wait()   // the first is being made durable and stays so
-        // The second queues behind it; the third must not be taken while both are outstanding.
+        // The second must not be handed over while the first is outstanding.
         let ranAhead = allSubmitted.wait(timeout: .now() + 0.5) == .success
-        #expect(!ranAhead && submitted.withLock { $0 } == 2)
+        #expect(!ranAhead && submitted.withLock { $0 } == 1)
         release.signal()
-        syncing.wait()   // the second is being made durable: the third may queue now
-        if !ranAhead { allSubmitted.wait() }
+        syncing.wait()   // the second is being made durable: the third still waits
+        let ranAheadAgain = allSubmitted.wait(timeout: .now() + 0.5) == .success
+        #expect(!ranAheadAgain && submitted.withLock { $0 } == 2)
         release.signal()
-        syncing.wait()
+        syncing.wait()   // the third
+        if !ranAhead && !ranAheadAgain { allSubmitted.wait() }
         release.signal()
         #expect(committer.finish() == nil)
         #expect(committed.withLock { $0 } == [0, 1, 2])
