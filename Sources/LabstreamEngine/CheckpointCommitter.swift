@@ -3,10 +3,12 @@ import LabstreamCore
 
 /// Makes one body's checkpoints durable and commits them on a thread of its own, in order, so
 /// the body keeps arriving while the disk syncs. When the disk is slower than the network the
-/// body waits: a checkpoint is handed over only once the one before it is committed, so a crash
-/// loses at most the checkpoint being synced and the one being filled (unbounded, the queue
-/// grew to whole segments under load; with one more allowed to wait, a kill refetched twice as
-/// much for 5 % more pin throughput, docs/PERFORMANCE.md). A failed
+/// body waits, so a crash loses little (unbounded, the queue grew to whole segments under load):
+/// a background fill hands a checkpoint over only once the one before it is committed, losing
+/// at most the one being synced and the one being filled; a body a reader waits on may queue one
+/// more behind the sync, so that the reader is not held up by each `fdatasync` (measured in
+/// docs/PERFORMANCE.md: the strict bound halves what a kill refetches and costs a pin 5 %, a
+/// cold read 9 %). A failed
 /// checkpoint (the disk, or a newer attempt owning the row) drops the ones after it and stops
 /// the body at its next chunk. `condition` guards every `var`.
 final class CheckpointCommitter: @unchecked Sendable {
@@ -21,9 +23,12 @@ final class CheckpointCommitter: @unchecked Sendable {
     var busy = false
     var closed = false
     var failure: LabstreamError?
+    /// Whether a checkpoint may wait queued while the one before it is synced (a reader's body).
+    let queueBehindSync: Bool
 
     /// `commit` syncs the file and records the checkpoint; it throws to stop the body.
-    init(commit: @escaping @Sendable (Checkpoint) throws(LabstreamError) -> Void) {
+    init(queueBehindSync: Bool, commit: @escaping @Sendable (Checkpoint) throws(LabstreamError) -> Void) {
+        self.queueBehindSync = queueBehindSync
         let thread = Thread { [self] in
             while let next = take() {
                 do throws(LabstreamError) { try commit(next) } catch {
@@ -52,12 +57,12 @@ final class CheckpointCommitter: @unchecked Sendable {
         return pending.removeFirst()
     }
 
-    /// Hands a checkpoint over, first waiting until the one before it is committed; throws the
-    /// failure of an earlier one.
+    /// Hands a checkpoint over, first waiting until the one before it is committed (or, with
+    /// `queueBehindSync`, taken up); throws the failure of an earlier one.
     func submit(_ checkpoint: Checkpoint) throws(LabstreamError) {
         condition.lock()
         defer { condition.unlock() }
-        while (!pending.isEmpty || busy) && failure == nil { condition.wait() }
+        while (!pending.isEmpty || (busy && !queueBehindSync)) && failure == nil { condition.wait() }
         if let failure { throw failure }
         pending.append(checkpoint)
         condition.broadcast()

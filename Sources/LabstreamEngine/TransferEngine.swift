@@ -966,8 +966,7 @@ final class FileTransfer: @unchecked Sendable {
         var sinkError: LabstreamError?
         var outcome: Result<Fetched, FetchFailure>
         // Long bodies are committed in checkpoints as they arrive, so a crash or a dropped
-        // connection loses at most the checkpoint being synced and the one being filled
-        // (`CheckpointCommitter`), not the whole segment.
+        // connection loses a checkpoint or two (`CheckpointCommitter`), not the whole segment.
         let checkpointBytes = engine.settings.checkpointBytes
         // A whole-file stream passes over the durable prefix again: those bytes are not written.
         let prefix = condition.withLock { row.attempt == attempt ? row.present.contiguousLength(from: 0) : 0 }
@@ -979,7 +978,7 @@ final class FileTransfer: @unchecked Sendable {
         // be served two versions of the file.
         var servable: Bool?
         var answerValidator: Validator?
-        let checkpoints = CheckpointCommitter { [self] c throws(LabstreamError) in
+        let checkpoints = CheckpointCommitter(queueBehindSync: !background) { [self] c throws(LabstreamError) in
             try partial.sync()
             // The response's validator is pinned with its first committed bytes.
             guard commit(c.piece, digest: c.digest, validator: c.validator, attempt: attempt, engine: engine) else {

@@ -5,13 +5,15 @@ import LabstreamCore
 import Synchronization
 import Testing
 
-/// The committer bounds how far a body runs ahead of what is durable: a checkpoint is handed
-/// over only once the one before it is committed.
+/// The committer bounds how far a body runs ahead of what is durable: a background fill hands a
+/// checkpoint over only once the one before it is committed; a reader's body may queue one more
+/// behind the sync, never two.
 @Suite struct CheckpointCommitterTests {
-    @Test func aSubmitWaitsUntilTheCheckpointBeforeItIsCommitted() {
+    @Test(arguments: [false, true])
+    func aSubmitWaitsForTheCheckpointsBeforeIt(queueBehindSync: Bool) {
         let syncing = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
         let committed = Mutex<[Int64]>([])
-        let committer = CheckpointCommitter { c throws(LabstreamError) in
+        let committer = CheckpointCommitter(queueBehindSync: queueBehindSync) { c throws(LabstreamError) in
             syncing.signal()
             release.wait()
             committed.withLock { $0.append(c.piece.lower) }
@@ -19,25 +21,26 @@ import Testing
         let submitted = Mutex(0)
         let allSubmitted = DispatchSemaphore(value: 0)
         Thread {
-            for i in Int64(0)..<3 {
+            for i in Int64(0)..<4 {
                 try? committer.submit(.init(piece: ByteRange(i, i + 1), digest: "d\(i)", validator: nil))
                 submitted.withLock { $0 += 1 }
             }
             allSubmitted.signal()
         }.start()
-        syncing.wait()   // the first is being made durable and stays so
-        // The second must not be handed over while the first is outstanding.
-        let ranAhead = allSubmitted.wait(timeout: .now() + 0.5) == .success
-        #expect(!ranAhead && submitted.withLock { $0 } == 1)
-        release.signal()
-        syncing.wait()   // the second is being made durable: the third still waits
-        let ranAheadAgain = allSubmitted.wait(timeout: .now() + 0.5) == .success
-        #expect(!ranAheadAgain && submitted.withLock { $0 } == 2)
-        release.signal()
-        syncing.wait()   // the third
-        if !ranAhead && !ranAheadAgain { allSubmitted.wait() }
-        release.signal()
+        // While checkpoint n is being made durable, the body may have handed over n + 1 (strict)
+        // or n + 2 (a queue of one behind the sync), and no more.
+        let ahead = queueBehindSync ? 2 : 1
+        var ranAhead = false
+        for n in 0..<4 {
+            syncing.wait()   // checkpoint n is being made durable and stays so
+            if n + ahead < 4 {
+                ranAhead = ranAhead || allSubmitted.wait(timeout: .now() + 0.3) == .success
+                #expect(!ranAhead && submitted.withLock { $0 } == n + ahead, "while \(n) syncs")
+            }
+            release.signal()
+        }
+        if !ranAhead { allSubmitted.wait() }
         #expect(committer.finish() == nil)
-        #expect(committed.withLock { $0 } == [0, 1, 2])
+        #expect(committed.withLock { $0 } == [0, 1, 2, 3])
     }
 }
