@@ -68,4 +68,8 @@ public enum StatusReason {
     public static let storageFull = "storage_full"
     /// A file `labstream pause` stopped.
     public static let pausedByUser = "paused by user"
+
+    /// Whether a pause for `reason` lifts by itself (the background fill resumes such a file once
+    /// its server answers); every other pause waits for the user.
+    public static func liftsByItself(_ reason: String?) -> Bool { reason == serverUnavailable }
 }

@@ -18,9 +18,9 @@ public enum PinWait {
             || (state == DisplayState.unverified.rawValue && reason != StatusReason.awaitingValidation)
     }
 
-    /// Paused, and the daemon will not resume it by itself (it does once a server answers again).
+    /// Paused, and the daemon will not resume it by itself.
     public static func held(state: String, reason: String?) -> Bool {
-        state == DisplayState.paused.rawValue && reason != StatusReason.serverUnavailable
+        state == DisplayState.paused.rawValue && !StatusReason.liftsByItself(reason)
     }
 
     public static func verdict(_ files: [(state: String, reason: String?)]) -> Verdict {

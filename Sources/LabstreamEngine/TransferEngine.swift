@@ -884,7 +884,7 @@ final class FileTransfer: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         guard row.pinned, !row.present.contains(ByteRange(0, row.total)) else { return .idle }
-        if row.status == .failed || (row.status == .paused && row.reason != StatusReason.serverUnavailable) { return .idle }
+        if row.status == .failed || (row.status == .paused && !StatusReason.liftsByItself(row.reason)) { return .idle }
         if let retryAt, retryAt > Date() { return .waitUntil(retryAt) }
         guard engine.backend(for: file.key.server) != nil, engine.reachability(of: file.key.server) == .online else {
             setStatus(.paused, reason: StatusReason.serverUnavailable, engine: engine)
