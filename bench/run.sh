@@ -252,7 +252,8 @@ if want B9 || want B7; then
 echo "B9 and B7: concurrent cold readers of different files"
 for n in 4 8; do
     TOTAL=$(( n * SMALL_MB * 1048576 ))
-    C=(); L=(); R=(); K=(); F=(); LC=(); KC=(); FC=(); LRSS=(); RRSS=()
+    b9_reset() { C=(); L=(); R=(); K=(); F=(); LC=(); KC=(); FC=(); LRSS=(); RRSS=(); }
+    b9_reset
     FILES=(); for k in $(seq 1 "$n"); do FILES+=("s$k.mkv"); done
     for i in $(seq 0 "$RUNS"); do   # round 0 warms up and is dropped
         drop_caches; s=$(now)
@@ -271,7 +272,7 @@ for n in 4 8; do
         rc_cold; s=$(now)
         P=(); for k in $(seq 1 "$n"); do dd if="$RC_MNT/s$k.mkv" of=/dev/null bs=1M status=none & P+=($!); done; wait "${P[@]}"
         R+=("$(mbps "$TOTAL" "$(elapsed "$s")")"); RRSS+=("$(awk '/VmHWM/ {print $2 / 1024}' "/proc/$(rc_pid)/status")")
-        [ "$i" = 0 ] && { C=(); L=(); R=(); K=(); F=(); LC=(); KC=(); FC=(); LRSS=(); RRSS=(); }
+        [ "$i" = 0 ] && b9_reset
     done
     record B9 "$n curls in parallel, aggregate" MB/s "${C[@]}"; CM=$MED; record B9 "labstream $n readers, aggregate" MB/s "${L[@]}"; LM=$MED
     record B9 "rclone $n readers, aggregate" MB/s "${R[@]}"; RM=$MED
