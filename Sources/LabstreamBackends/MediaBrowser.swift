@@ -190,9 +190,16 @@ public struct MediaBrowserRequests: Sendable {
         return r
     }
 
+    /// The item `/Items/{Id}/Download` takes for `file`: the item its media source names
+    /// (`MediaSourceInfo.ItemId`, Emby), else on Jellyfin the source id (Jellyfin has no such
+    /// member; an alternate version's source id is its own item's id), on Emby the item's id.
+    public func downloadItemId(of file: TreeFile) -> String {
+        file.remoteItemId ?? (flavor == .jellyfin ? file.key.remoteSourceId : file.key.itemId)
+    }
+
     /// The original file, one closed range of it. `If-Range` carries the pinned validator.
-    public func download(sourceId: String, range: ByteRange, validator: Validator?, token: String) -> HTTPRequest {
-        var r = HTTPRequest(method: "GET", url: baseURL + "/Items/\(sourceId.queryEscaped)/Download",
+    public func download(itemId: String, range: ByteRange, validator: Validator?, token: String) -> HTTPRequest {
+        var r = HTTPRequest(method: "GET", url: baseURL + "/Items/\(itemId.queryEscaped)/Download",
                             headers: headers(token: token) + [HTTPRequest.Header("Range", range.httpRange)])
         if let validator { r.headers.append(HTTPRequest.Header("If-Range", validator.headerValue)) }
         return r
@@ -328,8 +335,10 @@ public enum MediaBrowserDecode {
             guard let sid = s["Id"].string, !sid.isEmpty else { return nil }
             if let proto = s["Protocol"].string, proto != "File" { return nil }
             return MediaSource(id: sid, name: s["Name"].string, container: s["Container"].string ?? j["Container"].string,
-                               path: s["Path"].string, size: s["Size"].int64, etag: s["ETag"].string,
-                               bitrate: s["Bitrate"].int)
+                               path: s["Path"].string, size: s["Size"].int64,
+                               // Emby 4.8's MediaSourceInfo has no ETag: its change signal is the item's Etag.
+                               etag: s["ETag"].string ?? j["Etag"].string,
+                               bitrate: s["Bitrate"].int, itemId: s["ItemId"].string)
         }
         let modified = (j["DateCreated"].string).flatMap(ISODate.epochSeconds)
             ?? (j["PremiereDate"].string).flatMap(ISODate.epochSeconds) ?? 0

@@ -159,7 +159,7 @@ public struct MediaBrowserClient: MediaBackend {
         guard requests.flavor == .emby, case .embyConvert(let bps) = route else {
             throw .invalidArgument("\(requests.flavor.product) has no Convert jobs")
         }
-        let body = try get(requests.createSyncJob(itemId: file.key.sourceId, userId: session.userId, bitrate: bps,
+        let body = try get(requests.createSyncJob(itemId: requests.downloadItemId(of: file), userId: session.userId, bitrate: bps,
                                                   name: "Labstream: " + (file.path.last ?? file.key.itemId), token: session.token), "/Sync/Jobs")
         let j = try MediaBrowserDecode.json(body, "/Sync/Jobs")
         guard let id = j["Job"]["Id"].text else { throw .malformedResponse("/Sync/Jobs answered no Job.Id") }
@@ -201,7 +201,7 @@ public struct MediaBrowserClient: MediaBackend {
         if let tag = file.etag, tag.hasPrefix(Self.syncItemTag) {
             return requests.syncJobItemFile(String(tag.dropFirst(Self.syncItemTag.count)), range: range, validator: validator, token: session.token)
         }
-        return requests.download(sourceId: file.key.remoteSourceId, range: range, validator: validator, token: session.token)
+        return requests.download(itemId: requests.downloadItemId(of: file), range: range, validator: validator, token: session.token)
     }
 
     public func liveStreamRequest(for file: TreeFile, route: Route, playSession: String) -> HTTPRequest? {

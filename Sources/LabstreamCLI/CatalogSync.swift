@@ -58,7 +58,7 @@ enum CatalogSync {
                     asked += 1
                     let source = out[l].items[i].sources[s]
                     let probe = TreeFile(path: [], key: FileKey(server: server, itemId: out[l].items[i].id, sourceId: source.id),
-                                         size: 0, modified: 0, etag: source.etag)
+                                         size: 0, modified: 0, etag: source.etag, remoteItemId: source.itemId)
                     guard let total = (try? backend.transport.sizeOf(backend.rangeRequest(for: probe, range: ByteRange(0, 1), validator: nil)))?.size else {
                         continue
                     }

@@ -14,10 +14,15 @@ public struct MediaSource: Sendable, Hashable, Codable {
     public var etag: String?
     /// Bits per second, when the server reports it (route choice under a quality cap).
     public var bitrate: Int?
+    /// The item the server's download route takes for this source, when it says so (Emby's
+    /// `MediaSourceInfo.ItemId`: a version of a multi-version item is an item of its own, and a
+    /// media source id is not an item id).
+    public var itemId: String?
 
     public init(id: String, name: String? = nil, container: String? = nil, path: String? = nil, size: Int64? = nil, etag: String? = nil,
-                bitrate: Int? = nil) {
+                bitrate: Int? = nil, itemId: String? = nil) {
         self.bitrate = bitrate
+        self.itemId = itemId
         self.id = id
         self.name = name
         self.container = container
@@ -125,8 +130,12 @@ public struct TreeFile: Sendable, Hashable {
     public var orphaned: Bool
     /// Bits per second, when the server reports it.
     public var bitrate: Int?
+    /// The source's own item on the server, when the catalog named one (`MediaSource.itemId`).
+    public var remoteItemId: String?
 
-    public init(path: [String], key: FileKey, size: Int64, modified: Int64, etag: String?, orphaned: Bool = false, bitrate: Int? = nil) {
+    public init(path: [String], key: FileKey, size: Int64, modified: Int64, etag: String?, orphaned: Bool = false, bitrate: Int? = nil,
+                remoteItemId: String? = nil) {
+        self.remoteItemId = remoteItemId
         self.orphaned = orphaned
         self.bitrate = bitrate
         self.path = path

@@ -26,6 +26,7 @@ public enum DerivedCopy {
     /// The tree entry of a finished copy of `base`.
     public static func treeFile(of base: TreeFile, quality: Quality, size: Int64) -> TreeFile {
         TreeFile(path: base.path.dropLast() + [fileName(besides: base.path.last ?? "", quality: quality)],
-                 key: key(of: base.key, quality: quality), size: size, modified: base.modified, etag: nil, orphaned: base.orphaned)
+                 key: key(of: base.key, quality: quality), size: size, modified: base.modified, etag: nil, orphaned: base.orphaned,
+                 remoteItemId: base.remoteItemId)
     }
 }

@@ -139,7 +139,8 @@ public enum TreeBuilder {
                     files.append(TreeFile(
                         path: dir + [name],
                         key: FileKey(server: server, itemId: item.id, sourceId: source.id),
-                        size: max(source.size ?? 0, 0), modified: item.modified, etag: source.etag, bitrate: source.bitrate))
+                        size: max(source.size ?? 0, 0), modified: item.modified, etag: source.etag, bitrate: source.bitrate,
+                        remoteItemId: source.itemId))
                 }
             }
         }

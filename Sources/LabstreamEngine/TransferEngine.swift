@@ -199,7 +199,8 @@ public final class TransferEngine: Sendable {
     func treeFile(for row: DownloadRow) -> TreeFile? {
         if let file = catalog.withLock({ $0[row.key] }) { return file }
         if let base = NextVersion.base(of: row.key), let shown = catalog.withLock({ $0[base] }) {
-            return TreeFile(path: shown.path, key: row.key, size: row.total, modified: shown.modified, etag: row.sourceTag, bitrate: shown.bitrate)
+            return TreeFile(path: shown.path, key: row.key, size: row.total, modified: shown.modified, etag: row.sourceTag, bitrate: shown.bitrate,
+                            remoteItemId: shown.remoteItemId)
         }
         return derivedTreeFile(row)
     }

@@ -37,10 +37,11 @@ extension ServerFixture {
         let m = request.method
         if m == "POST" && parts == ["Sync", "Jobs"] {
             guard let body = try? JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any],
-                  let target = body["TargetId"] as? String, let items = body["ItemIds"] as? [String], let item = items.first,
-                  filesById[item] != nil else {
+                  let target = body["TargetId"] as? String, let items = body["ItemIds"] as? [String], let item = items.first else {
                 return .json("{\"title\":\"Bad Request\"}", status: 400)
             }
+            // `ItemIds` are item ids (a version of a multi-version item is an item of its own).
+            guard filesById[item] != nil else { return .json("Item \(item) not found", status: 400) }
             let bitrate = body["Bitrate"] as? Int ?? 2_000_000
             let id = state.withLock { s -> Int in
                 let id = 100 + s.syncJobs.count
@@ -116,7 +117,7 @@ extension ServerFixture {
 
     func syncJobItemDto(_ id: Int) -> [String: Any] {
         let job = state.withLock { $0.syncJobs[id]! }
-        return ["Id": id * 10, "JobId": id, "ItemName": itemsById[job.itemId]?["Name"] as? String ?? "", "MediaSourceId": job.itemId,
+        return ["Id": id * 10, "JobId": id, "ItemName": itemsById[job.itemId]?["Name"] as? String ?? "", "MediaSourceId": mediaSourceId(ofItem: job.itemId),
                 "TargetId": job.targetId, "Status": job.output == nil ? "Queued" : "ReadyToTransfer", "Progress": 0.0,
                 "DateCreated": "2026-12-01T00:00:00.0000000Z"]
     }

@@ -481,20 +481,30 @@ public final class ServerFixture: Sendable {
             let sources: [[String: Any]] = versions.map { v in
                 let file = v["File"] as! String
                 let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int64) ?? 0
+                let itemId = v["Id"] as! String
                 var source: [String: Any] = [
-                    "Protocol": "File", "Id": v["Id"]!, "Path": "/media/" + (file as NSString).lastPathComponent,
+                    "Protocol": "File", "Id": mediaSourceId(ofItem: itemId), "Path": "/media/" + (file as NSString).lastPathComponent,
                     "Type": "Default", "Container": v["Container"]!, "Size": size, "Name": v["Name"]!,
                     "IsRemote": false, "SupportsDirectStream": true, "SupportsDirectPlay": true, "SupportsTranscoding": true]
-                // Emby 4.8's MediaSourceInfo has no ETag.
-                if kind == .jellyfin { source["ETag"] = etag(for: v["Id"] as! String, file: file) }
-                if state.withLock({ $0.sizeless.contains(v["Id"] as! String) }) { source.removeValue(forKey: "Size") }
+                switch kind {
+                case .jellyfin: source["ETag"] = etag(for: itemId, file: file)
+                // Emby 4.8's MediaSourceInfo has no ETag; it names the item (each version is one).
+                case .emby: source["ItemId"] = itemId
+                case .plex: break
+                }
+                if state.withLock({ $0.sizeless.contains(itemId) }) { source.removeValue(forKey: "Size") }
                 return source
             }
             if fields.contains("MediaSources") { out["MediaSources"] = sources }
             if fields.contains("Path") { out["Path"] = sources.first?["Path"] }
-            if versions.count > 1 { out["MediaSourceCount"] = versions.count }
+            if versions.count > 1 && kind == .jellyfin { out["MediaSourceCount"] = versions.count }   // not in Emby's BaseItemDto
         }
-        if fields.contains("Etag") { out["Etag"] = fixtureId("etag:\(raw["Id"]!)") }
+        if fields.contains("Etag") {
+            // The item's tag changes when any of its files does (Emby's only change signal).
+            let ids = (raw["_versions"] as? [[String: Any]])?.compactMap { $0["Id"] as? String } ?? [raw["Id"] as! String]
+            let generations = state.withLock { s in ids.map { String(s.validatorGeneration[$0] ?? 0) } }
+            out["Etag"] = String(fixtureId("etag:\(raw["Id"]!):" + generations.joined(separator: ",")).prefix(16))
+        }
         return out
     }
 
@@ -549,6 +559,14 @@ public final class ServerFixture: Sendable {
         let all = itemsById.values.filter { $0["Type"] as? String == "Episode" && $0["SeriesId"] as? String == sid && !removed.contains($0["Id"] as! String) }
             .sorted { (($0["ParentIndexNumber"] as! Int), ($0["IndexNumber"] as! Int)) < (($1["ParentIndexNumber"] as! Int), ($1["IndexNumber"] as! Int)) }
         return page(all, request)
+    }
+
+    /// A media source's id. Emby's are not item ids (only Jellyfin's are), so a route given one
+    /// where the spec says item id answers 404, as a real Emby server does.
+    func mediaSourceId(ofItem id: String) -> String { kind == .emby ? "mediasource_" + String(fixtureId("source:" + id).prefix(12)) : id }
+
+    func itemId(ofMediaSource id: String) -> String? {
+        kind == .emby ? filesById.keys.first { mediaSourceId(ofItem: $0) == id } : id
     }
 
     func etag(for id: String, file: String) -> String {
@@ -643,8 +661,8 @@ public final class ServerFixture: Sendable {
     /// A live transcode as the server makes it: ffmpeg's real output at the asked bitrate,
     /// forward-only (no `Accept-Ranges`, `Range` ignored). The media must be real.
     func stream(_ id: String, container: String, _ request: HTTPServer.Request, _ fault: FixtureFault?, logIndex: Int) -> HTTPServer.Response {
-        let sourceId = query(request, "mediaSourceId") ?? id
-        guard let file = filesById[sourceId] ?? filesById[id], query(request, "playSessionId") != nil else {
+        let version = query(request, "mediaSourceId").flatMap { itemId(ofMediaSource: $0) } ?? id
+        guard itemsById[id] != nil, let file = filesById[version], query(request, "playSessionId") != nil else {
             return .json("{\"title\":\"Not Found\"}", status: 404)
         }
         let bitrate = Int(query(request, "videoBitRate") ?? "") ?? 2_000_000

@@ -4,7 +4,7 @@ import LabstreamCore
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
 /// read fails closed.
 public final class OfflineIndex: Sendable {
-    public static let schemaVersion: Int64 = 6
+    public static let schemaVersion: Int64 = 7
     public let db: SQLiteDatabase
 
     public struct ServerRow: Sendable, Hashable {
@@ -95,7 +95,7 @@ public final class OfflineIndex: Sendable {
         ("servers", ["name", "type", "url", "server_id", "last_sync"]),
         ("libraries", ["server", "id", "name"]),
         ("items", ["server", "id", "library", "kind", "title", "year", "series_id", "series_name", "series_year", "season", "episode", "modified"]),
-        ("media_sources", ["server", "item_id", "id", "name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate"]),
+        ("media_sources", ["server", "item_id", "id", "name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate", "remote_item"]),
         ("downloads", ["server", "item_id", "source_id", "status", "attempt", "validator", "total", "ranges", "partial", "reason",
                        "awaiting_validation", "updated", "pinned", "source_tag", "job", "checked"]),
         ("segments", ["server", "item_id", "source_id", "attempt", "lower", "upper", "digest"]),
@@ -103,7 +103,7 @@ public final class OfflineIndex: Sendable {
     ]
 
     /// `migrations[n - 1]` takes an index from schema n to n + 1.
-    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6]
+    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7]
 
     static func createV1(_ c: Connection) throws {
         try c.exec("""
@@ -181,6 +181,15 @@ public final class OfflineIndex: Sendable {
         """)
     }
 
+    /// v7: a media source remembers the item the server's download route takes for it (Emby's
+    /// `MediaSourceInfo.ItemId`). Unknown until the next sync; the backend's fallback applies.
+    static func migrateV6toV7(_ c: Connection) throws {
+        try c.exec("""
+        ALTER TABLE media_sources ADD COLUMN remote_item TEXT;
+        UPDATE meta SET value = '7' WHERE key = 'schema_version';
+        """)
+    }
+
     // MARK: - Catalog
 
     /// Replaces one server's catalog in a single transaction: a failure leaves the old one.
@@ -234,13 +243,14 @@ public final class OfflineIndex: Sendable {
                             let key = FileKey(server: server.name, itemId: item.id, sourceId: source.id)
                             guard let path = pathOf[key] else { continue }
                             try c.run("""
-                                INSERT OR REPLACE INTO media_sources(server, item_id, id, name, container, size, etag, tree_path, modified, orphaned, bitrate)
-                                VALUES(?,?,?,?,?,?,?,?,?,0,?)
+                                INSERT OR REPLACE INTO media_sources(server, item_id, id, name, container, size, etag, tree_path, modified, orphaned, bitrate,
+                                    remote_item)
+                                VALUES(?,?,?,?,?,?,?,?,?,0,?,?)
                                 """, [
                                 .text(server.name), .text(item.id), .text(source.id), source.name.map(SQLValue.text) ?? .null,
                                 source.container.map(SQLValue.text) ?? .null, .int(max(source.size ?? 0, 0)),
                                 source.etag.map(SQLValue.text) ?? .null, .text(path), .int(item.modified),
-                                source.bitrate.map { .int(Int64($0)) } ?? .null])
+                                source.bitrate.map { .int(Int64($0)) } ?? .null, source.itemId.map(SQLValue.text) ?? .null])
                         }
                     }
                 }
@@ -260,13 +270,14 @@ public final class OfflineIndex: Sendable {
                 FROM items WHERE server=? ORDER BY id
                 """, [.text(server)])
             let sources = try db.query("""
-                SELECT item_id, id, name, container, size, etag, bitrate FROM media_sources WHERE server=? AND orphaned=0 ORDER BY item_id, rowid
+                SELECT item_id, id, name, container, size, etag, bitrate, remote_item FROM media_sources WHERE server=? AND orphaned=0
+                ORDER BY item_id, rowid
                 """, [.text(server)])
             var sourcesOf: [String: [MediaSource]] = [:]
             for r in sources {
                 guard let item = r[0].text, let id = r[1].text else { continue }
                 sourcesOf[item, default: []].append(MediaSource(id: id, name: r[2].text, container: r[3].text, size: r[4].int, etag: r[5].text,
-                                                               bitrate: r[6].int.flatMap { Int(exactly: $0) }))
+                                                               bitrate: r[6].int.flatMap { Int(exactly: $0) }, itemId: r[7].text))
             }
             var itemsOf: [String: [CatalogItem]] = [:]
             for r in items {
@@ -320,13 +331,13 @@ public final class OfflineIndex: Sendable {
                                             server.map { [.text($0)] } ?? []).map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
         return try read("the catalog") {
             try db.query("""
-                SELECT server, item_id, id, size, modified, etag, tree_path, orphaned, bitrate FROM media_sources
+                SELECT server, item_id, id, size, modified, etag, tree_path, orphaned, bitrate, remote_item FROM media_sources
                 \(server == nil ? "" : "WHERE server=?") ORDER BY tree_path
                 """, server.map { [.text($0)] } ?? []).compactMap { r -> (TreeFile, DownloadRow?)? in
                 guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let p = r[6].text else { return nil }
                 let file = TreeFile(path: p.split(separator: "/").map(String.init), key: FileKey(server: s, itemId: i, sourceId: id),
                                     size: r[3].int ?? 0, modified: r[4].int ?? 0, etag: r[5].text, orphaned: (r[7].int ?? 0) != 0,
-                                    bitrate: r[8].int.flatMap { Int(exactly: $0) })
+                                    bitrate: r[8].int.flatMap { Int(exactly: $0) }, remoteItemId: r[9].text)
                 return (file, kept[file.key])
             }
         }

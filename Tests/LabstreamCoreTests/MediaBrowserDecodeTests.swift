@@ -21,7 +21,7 @@ import Testing
             #expect(items.url.contains(part), "missing \(part) in \(items.url)")
         }
         #expect(!items.url.contains("api_key") && !items.url.contains("t"+"oken"))
-        let dl = r.download(sourceId: "abc", range: ByteRange(0, 1024), validator: .etag("\"e\""), token: "t")
+        let dl = r.download(itemId: "abc", range: ByteRange(0, 1024), validator: .etag("\"e\""), token: "t")
         #expect(dl.url == "http://h:8096/Items/abc/Download")
         #expect(dl.headers.contains(.init("Range", "bytes=0-1023")))
         #expect(dl.headers.contains(.init("If-Range", "\"e\"")))
@@ -43,7 +43,7 @@ import Testing
         #expect(r.userViews(userId: "u1", token: "t").url == "http://h:8096/emby/Users/u1/Views?IncludeExternalContent=false")
         #expect(r.episodes(seriesId: "s", userId: "u1", startIndex: 0, limit: 5, token: "t").url.contains("UserId=u1"))
         #expect(r.me(token: "t").url == "http://h:8096/emby/Users/u1")
-        #expect(r.download(sourceId: "x", range: ByteRange(0, 1), validator: nil, token: "t").url == "http://h:8096/emby/Items/x/Download")
+        #expect(r.download(itemId: "x", range: ByteRange(0, 1), validator: nil, token: "t").url == "http://h:8096/emby/Items/x/Download")
         // Emby's PublicSystemInfo has no ProductName; Jellyfin's names it.
         #expect(throws: LabstreamError.self) {
             try MediaBrowserDecode.publicInfo(Array("{\"Id\":\"a\",\"Version\":\"10.11\",\"ProductName\":\"Jellyfin Server\"}".utf8), flavor: .emby)
@@ -78,6 +78,27 @@ import Testing
         #expect(MediaBrowserDecode.item(JSONValue(raw: ["Type": "Movie"])) == nil)
         let remote = MediaBrowserDecode.item(JSONValue(raw: ["Id": "x", "Type": "Movie", "MediaSources": [["Id": "s", "Protocol": "Http"]]]))
         #expect(remote?.sources.isEmpty == true)
+    }
+
+    /// Emby (spec: `getItemsByIdDownload` takes an item id; `MediaSourceInfo` names it as `ItemId`
+    /// and has no ETag) against Jellyfin (a source id is its version's item id; sources carry ETag).
+    @Test func theDownloadRouteTakesTheSourcesItemAndEmbyChangesShowInTheItemsEtag() throws {
+        let emby = try #require(MediaBrowserDecode.item(JSONValue(raw: [
+            "Id": "101", "Type": "Movie", "Name": "Cut", "Etag": "e7",
+            "MediaSources": [["Id": "mediasource_101", "ItemId": "101", "Protocol": "File", "Size": 5],
+                             ["Id": "mediasource_102", "ItemId": "102", "Protocol": "File", "Size": 6]]])))
+        #expect(emby.sources.map(\.itemId) == ["101", "102"] && emby.sources.allSatisfy { $0.etag == "e7" })
+        let embyRequests = MediaBrowserRequests(flavor: .emby, baseURL: "http://h/emby", identity: ClientIdentity(device: "d", deviceId: "i"))
+        let jellyfinRequests = MediaBrowserRequests(flavor: .jellyfin, baseURL: "http://h", identity: ClientIdentity(device: "d", deviceId: "i"))
+        func file(_ item: String, _ source: String, remote: String?) -> TreeFile {
+            TreeFile(path: ["x"], key: FileKey(server: "s", itemId: item, sourceId: source), size: 1, modified: 0, etag: nil, remoteItemId: remote)
+        }
+        #expect(embyRequests.downloadItemId(of: file("101", "mediasource_102", remote: "102")) == "102")
+        #expect(embyRequests.downloadItemId(of: file("101", "mediasource_102", remote: nil)) == "101")   // an index from before
+        #expect(jellyfinRequests.downloadItemId(of: file("a", "b", remote: nil)) == "b")
+        let jellyfin = try #require(MediaBrowserDecode.item(JSONValue(raw: [
+            "Id": "a", "Type": "Movie", "Etag": "item", "MediaSources": [["Id": "a", "ETag": "source", "Protocol": "File", "Size": 5]]])))
+        #expect(jellyfin.sources.first?.etag == "source" && jellyfin.sources.first?.itemId == nil)
     }
 
     @Test func episodeSeasonComesFromSeasonsWhenMissing() {

@@ -153,6 +153,32 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: scratch.path + "/config/credentials"))
     }
 
+    /// Emby: a media source id is not an item id. Each version of a multi-version item is read
+    /// through `/Items/{Id}/Download` with the item its source names (`MediaSourceInfo.ItemId`).
+    @Test func embyVersionsAreFetchedByTheirOwnItemIds() throws {
+        let m = try MountedLabstream("emby-versions", kind: .emby) { dir in
+            writeRandomFile(dir + "/cut.mkv", size: 2 * MiB, seed: 21)
+            writeRandomFile(dir + "/dc.mkv", size: 3 * MiB + 3, seed: 22)
+            var movie = FixtureCatalog.Movie(title: "Cut", year: 2003, file: dir + "/cut.mkv", container: "mkv")
+            movie.versions = [("Director's Cut", dir + "/dc.mkv")]
+            return FixtureCatalog(movies: [movie], series: [])
+        }
+        try m.mount()
+        let folder = m.path("test/Movies/Cut (2003)")
+        let names = try FileManager.default.contentsOfDirectory(atPath: folder)
+        #expect(names.count == 2, "\(names)")
+        var read: Set<String> = []
+        for name in names {
+            let size = try #require(try FileManager.default.attributesOfItem(atPath: folder + "/" + name)[.size] as? Int)
+            let source = m.mediaDir + (size == 2 * MiB ? "/cut.mkv" : "/dc.mkv")
+            #expect(try sha256(folder + "/" + name) == sha256(source), "\(name)")
+            read.insert(try #require(m.fixture.itemId(forFile: source)))
+        }
+        let asked = Set(m.fixture.downloadRequests.map { $0.path })
+        #expect(asked == Set(read.map { "/Items/\($0)/Download" }), "\(asked)")
+        try m.unmount()
+    }
+
     @Test func embyLoginFindsTheBasePathAndRejectsJellyfin() throws {
         let scratch = Scratch("emby-base")
         let emby = try ServerFixture(kind: .emby, catalog: testCatalog(in: scratch.sub("m")), userName: "demo", password: "pw")
