@@ -135,8 +135,11 @@ public enum RangeResponsePolicy {
             if expected.range.lower == 0 && wholeFile && expected.validator == nil {
                 return .accept(validator: nil, total: expected.total)
             }
-            // With If-Range, a 200 means the validator no longer matches: the file changed.
-            if expected.validator != nil { return .remoteChanged("server answered 200 to an If-Range request") }
+            // With If-Range, a 200 carrying the validator sent means the server ignores Range
+            // (the file is the same); with another validator, or none, the file changed.
+            if let pinned = expected.validator, seen != pinned {
+                return .remoteChanged("server answered 200 to an If-Range request" + (seen.map { " with validator \($0.headerValue)" } ?? " without a validator"))
+            }
             return .restart("server ignored the Range header (200)")
         case 416:
             // `Content-Range: bytes */TOTAL`: a different total means the file changed; the same

@@ -137,9 +137,10 @@ public final class TransferEngine: Sendable {
         return try? index.download(file.key)
     }
 
-    /// Reads `range` of `file`, fetching whatever is missing first. `readAhead`, when given,
-    /// is fetched in the background without delaying this read.
-    public func read(_ file: TreeFile, range: ByteRange, readAhead: ByteRange? = nil) throws(LabstreamError) -> [UInt8] {
+    /// Reads `range` of `file`, fetching whatever is missing first, and says which version of
+    /// the file the bytes are (`HandleVersion` decides whether a handle may have them).
+    /// `readAhead`, when given, is fetched in the background without delaying this read.
+    public func read(_ file: TreeFile, range: ByteRange, readAhead: ByteRange? = nil) throws(LabstreamError) -> (bytes: [UInt8], version: ServedVersion?) {
         // A handle opened on a version that has since been replaced reads nothing of the new one.
         if let current = catalog.withLock({ $0[file.key] }), current.size != file.size || current.etag != file.etag {
             throw .remoteChanged("\(file.path.joined(separator: "/")) was replaced by a new version; open it again")
@@ -147,11 +148,11 @@ public final class TransferEngine: Sendable {
         let stamp = now()
         usage.withLock { $0.lastUse[file.key] = stamp }
         let demand = range.clamped(to: ByteRange(0, file.size))
-        if demand.isEmpty { return [] }
+        if demand.isEmpty { return ([], nil) }
         let transfer = try self.transfer(for: file)
-        let attempt = try transfer.waitUntilPresent(demand, engine: self)
+        let version = try transfer.waitUntilPresent(demand, engine: self)
         if let readAhead { transfer.prefetch(readAhead, engine: self) }
-        return try transfer.readPresent(demand, attempt: attempt)
+        return (try transfer.readPresent(demand, attempt: version.attempt), version)
     }
 
     /// A read-only descriptor of `file`'s local copy if all of it is present and checked in this
@@ -778,9 +779,9 @@ final class FileTransfer: @unchecked Sendable {
     }
 
     /// Blocks until `demand` is durable and verified, fetching what is missing. Returns the
-    /// attempt the bytes belong to. Throws the failure of a fetch this reader depended on, or
+    /// version the bytes belong to. Throws the failure of a fetch this reader depended on, or
     /// a timeout.
-    func waitUntilPresent(_ demand: ByteRange, engine: TransferEngine) throws(LabstreamError) -> AttemptID {
+    func waitUntilPresent(_ demand: ByteRange, engine: TransferEngine) throws(LabstreamError) -> ServedVersion {
         let deadline = Date().addingTimeInterval(engine.settings.readTimeout)
         condition.lock()
         defer { condition.unlock() }
@@ -789,7 +790,7 @@ final class FileTransfer: @unchecked Sendable {
         defer { waitingFor.remove(at: waitingFor.firstIndex(of: demand)!) }
         while true {
             if !verified.contains(demand) { verifyCommitted(in: demand, engine: engine) }
-            if readable.contains(demand) { return row.attempt }
+            if readable.contains(demand) { return ServedVersion(attempt: row.attempt, validator: row.validator) }
             if let failure = failures.first(where: { $0.sequence > startSequence && $0.range.overlaps(demand) }) {
                 throw failure.error
             }
@@ -1257,7 +1258,9 @@ final class FileTransfer: @unchecked Sendable {
         writableAttempt = row.attempt.next
         writeGate.unlock()
         if counted { consecutiveFailures += 1 }
-        row = DownloadRow(key: row.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
+        // Only a new version starts without a validator: after a server that ignores Range the
+        // whole-file stream must still be the version the bytes so far were (If-Range).
+        row = DownloadRow(key: row.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: counted ? nil : row.validator,
                           total: row.total, present: RangeSet(), partialPath: row.partialPath,
                           reason: counted ? "file changed on the server (\(why))" : why, pinned: row.pinned, sourceTag: file.etag, job: row.job)
         verified = RangeSet()

@@ -41,6 +41,7 @@ public final class FilesystemEngine: Sendable {
     struct OpenFile {
         var file: TreeFile
         var readAhead: ReadAheadPolicy
+        var version = HandleVersion()
     }
 
     let table = Mutex(InodeTable())
@@ -221,7 +222,17 @@ public final class FilesystemEngine: Sendable {
             return (open.file, ahead)
         }
         guard let (file, ahead) = planned else { throw .invalidArgument("bad file handle") }
-        return try transfers.read(file, range: ByteRange(offset: offset, length: Int64(size)), readAhead: ahead)
+        let (bytes, served) = try transfers.read(file, range: ByteRange(offset: offset, length: Int64(size)), readAhead: ahead)
+        guard let served else { return bytes }
+        let admitted = handles.withLock { h -> Bool in
+            guard var open = h.open[handle] else { return false }
+            defer { h.open[handle] = open }
+            return open.version.admit(served)
+        }
+        guard admitted else {
+            throw .remoteChanged("\(file.path.joined(separator: "/")) changed on the server after it was opened; open it again for the new version")
+        }
+        return bytes
     }
 
     public func release(handle: UInt64) {

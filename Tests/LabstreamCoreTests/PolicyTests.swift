@@ -126,8 +126,20 @@ import Testing
                 == .restart("server ignored the Range header (200)"))
         var pinned = expected
         pinned.validator = .etag("\"abc\"")
-        if case .remoteChanged = RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "\"abc\"", lastModified: nil, expected: pinned) {} else {
-            Issue.record("a 200 to an If-Range request means the file changed")
+        // A 200 to If-Range with the validator sent: the server ignores Range; the file is the same.
+        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "\"abc\"", lastModified: nil, expected: pinned)
+                == .restart("server ignored the Range header (200)"))
+        // With another validator, or none at all: the file changed.
+        for (etag, modified) in [("\"new\"", nil), (nil, "Tue, 01 Dec 2026 10:00:00 GMT"), (nil, nil)] as [(String?, String?)] {
+            if case .remoteChanged = RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: etag, lastModified: modified, expected: pinned) {} else {
+                Issue.record("a 200 to an If-Range request with \(String(describing: etag ?? modified)) means the file changed")
+            }
+        }
+        var byDate = expected
+        byDate.validator = .lastModified("Mon, 30 Nov 2026 10:00:00 GMT")
+        if case .remoteChanged = RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: "Tue, 01 Dec 2026 10:00:00 GMT",
+                                                          expected: byDate) {} else {
+            Issue.record("a new Last-Modified in a 200 to If-Range means the file changed")
         }
     }
 
