@@ -42,6 +42,8 @@ enum CatalogSync {
             server: OfflineIndex.ServerRow(name: server.name, type: server.type, url: server.url, serverId: nil, lastSync: nil),
             libraries: libraries, tree: tree, now: Int64(Date().timeIntervalSince1970))
         log.info("sync \(server.name): \(tree.count) files in \(libraries.count) libraries (\(Int(Date().timeIntervalSince(started) * 1000)) ms)")
+        // A verified copy to fall back to if the index is ever damaged (`labstream repair`).
+        do { try index.backUp() } catch { log.warn(error.userMessage) }
         return Outcome(server: server.name, files: tree.count)
     }
 

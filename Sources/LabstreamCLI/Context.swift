@@ -90,6 +90,8 @@ struct Context {
     func openIndex() throws(CLIError) -> OfflineIndex {
         do {
             try makeDirectories(dataDir)
+            // An index moved aside after damage: its last verified backup takes its place.
+            _ = try OfflineIndex.restoreBackupIfMissing(indexPath: layout.indexPath)
             return try OfflineIndex(path: layout.indexPath)
         } catch { throw CLIError(error) }
     }

@@ -20,6 +20,8 @@ enum Help {
       labstream unpin PATH…
       labstream pause|resume|retry|cancel|verify PATH…
       labstream pause-all | resume-all
+      labstream repair
+      labstream orphans [--purge]
       labstream demo [MOUNTPOINT]
 
     Global options (anywhere on the line):
@@ -149,6 +151,21 @@ enum Help {
     Usage: labstream unmount MOUNTPOINT
 
     Unmounts a Labstream mount and waits for its daemon to finish.
+    """
+
+    static let repair = """
+    Usage:
+      labstream repair
+      labstream orphans [--purge]
+
+    repair: when the index (DATA_DIR/index.sqlite) is damaged or missing, moves it aside as
+    index.sqlite.damaged-STAMP (never deleted) and puts its last verified backup
+    (DATA_DIR/index.backup.sqlite, written after every sync and at unmount) in its place; stored
+    files the restored index owns are taken back from DATA_DIR/orphans. A mount with no index
+    and a backup does the same by itself. Run it with no daemon on the data dir.
+
+    Stored files no index row owns are never deleted: they are set aside in DATA_DIR/orphans.
+    orphans lists them with their sizes; --purge deletes them.
     """
 
     static let demo = """

@@ -262,6 +262,7 @@ struct Daemon {
             transfers.stop()
             // Leave everything in index.sqlite itself, not in its write-ahead log.
             if let error = index.checkpoint() { log.warn("checkpointing the index: \(error)") }
+            do { try index.backUp() } catch { log.warn(error.userMessage) }
         }
         let mount: FUSEMount
         do { mount = try FUSEMount(engine: fs, mountpoint: mountpoint, options: options.fuseOptions) } catch { throw CLIError(error) }

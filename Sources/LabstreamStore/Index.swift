@@ -1,3 +1,4 @@
+import Foundation
 import LabstreamCore
 
 /// The offline index: servers, libraries, items, media sources (with their tree paths) and
@@ -30,16 +31,16 @@ public final class OfflineIndex: Sendable {
             try db.exec("PRAGMA synchronous=NORMAL")
             try db.exec("PRAGMA foreign_keys=ON")
         } catch {
-            throw .storage("cannot open the index \(path): \(error). Move it aside to start a fresh index.")
+            throw .storage("cannot open the index \(path): \(error). Run `labstream repair` to put its last backup in its place (nothing stored is deleted).")
         }
         // SQLite opens a truncated or partly overwritten file happily and fails later, page by
         // page. Check the structure once, before anything is trusted.
         let verdict: [String]
         do { verdict = try db.query("PRAGMA quick_check").compactMap { $0.first?.text } } catch {
-            throw .storage("the index \(path) is unreadable (\(error)); Labstream will not guess. Move it aside to rebuild it from the servers.")
+            throw .storage("the index \(path) is unreadable (\(error)); Labstream will not guess. Run `labstream repair` to put its last backup in its place (nothing stored is deleted).")
         }
         guard verdict == ["ok"] else {
-            throw .storage("the index \(path) is damaged (\(verdict.prefix(3).joined(separator: "; "))); Labstream will not guess. Move it aside to rebuild it from the servers.")
+            throw .storage("the index \(path) is damaged (\(verdict.prefix(3).joined(separator: "; "))); Labstream will not guess. Run `labstream repair` to put its last backup in its place (nothing stored is deleted).")
         }
         try migrate()
     }
@@ -72,14 +73,86 @@ public final class OfflineIndex: Sendable {
                 let missing = columns.filter { !present.contains($0) }
                 guard missing.isEmpty else {
                     let what = present.isEmpty ? "table \(table)" : "\(table).\(missing.joined(separator: ", "))"
-                    throw LabstreamError.storage("the index \(db.path) says schema \(version) but lacks \(what); Labstream will not guess. Move it aside to rebuild it from the servers.")
+                    throw LabstreamError.storage("the index \(db.path) says schema \(version) but lacks \(what); Labstream will not guess. Run `labstream repair` to put its last backup in its place (nothing stored is deleted).")
                 }
             }
         } catch let e as LabstreamError {
             throw e
         } catch {
-            throw .storage("the index \(db.path) is unreadable (\(error)); Labstream will not guess. Move it aside to rebuild it from the servers.")
+            throw .storage("the index \(db.path) is unreadable (\(error)); Labstream will not guess. Run `labstream repair` to put its last backup in its place (nothing stored is deleted).")
         }
+    }
+
+    // MARK: - Backups
+
+    /// Where the verified copy of the index at `indexPath` lives.
+    public static func backupPath(of indexPath: String) -> String {
+        (indexPath as NSString).deletingLastPathComponent + "/index.backup.sqlite"
+    }
+
+    /// Writes a consistent copy of the index beside it (`VACUUM INTO` a new file, checked with
+    /// `quick_check`, then renamed over the previous backup), so a damaged index can be
+    /// replaced by it (`labstream repair`). The previous backup stays if anything fails.
+    public func backUp() throws(LabstreamError) {
+        let target = Self.backupPath(of: db.path)
+        let fresh = target + ".new"
+        unlink(fresh)
+        do {
+            _ = try db.query("VACUUM INTO ?", [.text(fresh)])
+            let copy = try SQLiteDatabase(path: fresh)
+            let verdict = try copy.query("PRAGMA quick_check").compactMap { $0.first?.text }
+            guard verdict == ["ok"] else { throw LabstreamError.storage("the new backup fails its check (\(verdict.prefix(2)))") }
+        } catch {
+            unlink(fresh)
+            throw .storage("backing up the index to \(target) failed: \(error)")
+        }
+        let fd = open(fresh, O_RDONLY)
+        if fd >= 0 { _ = fsync(fd); close(fd) }
+        guard rename(fresh, target) == 0 else {
+            unlink(fresh)
+            throw .storage("backing up the index to \(target) failed: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Puts the backup in the place of a missing index (one moved aside after damage), before
+    /// it is opened. Returns whether it did.
+    public static func restoreBackupIfMissing(indexPath: String) throws(LabstreamError) -> Bool {
+        let backup = backupPath(of: indexPath)
+        guard access(indexPath, F_OK) != 0, access(backup, F_OK) == 0 else { return false }
+        // A log left by the index that is gone belongs to it, not to the backup: SQLite would
+        // replay it into the wrong file. Kept aside if it holds anything.
+        var st = stat()
+        if stat(indexPath + "-wal", &st) == 0 {
+            if st.st_size > 0 { rename(indexPath + "-wal", indexPath + "-wal.of-missing-index") } else { unlink(indexPath + "-wal") }
+        }
+        unlink(indexPath + "-shm")
+        try copyFile(backup, to: indexPath)
+        return true
+    }
+
+    /// Copies `source` to `target` durably (a temporary name, fsync, rename).
+    static func copyFile(_ source: String, to target: String) throws(LabstreamError) {
+        let temporary = target + ".restoring"
+        do {
+            unlink(temporary)
+            try FileManager.default.copyItem(atPath: source, toPath: temporary)
+        } catch { throw .storage("copying \(source) to \(target) failed: \(error)") }
+        let fd = open(temporary, O_RDONLY)
+        if fd >= 0 { _ = fsync(fd); close(fd) }
+        guard rename(temporary, target) == 0 else { throw .storage("copying \(source) to \(target) failed: \(String(cString: strerror(errno)))") }
+    }
+
+    /// Moves an index (and its write-ahead log) aside as `index.sqlite.damaged-STAMP`, never
+    /// deleting it. Returns the new name, nil when there was none.
+    public static func moveAside(indexPath: String, stamp: String) throws(LabstreamError) -> String? {
+        guard access(indexPath, F_OK) == 0 else { return nil }
+        let aside = indexPath + ".damaged-" + stamp
+        for suffix in ["", "-wal", "-shm"] where access(indexPath + suffix, F_OK) == 0 {
+            guard rename(indexPath + suffix, aside + suffix) == 0 else {
+                throw .storage("moving \(indexPath + suffix) aside failed: \(String(cString: strerror(errno)))")
+            }
+        }
+        return aside
     }
 
     /// Moves the write-ahead log into the database file (a clean shutdown). Returns what went

@@ -124,6 +124,10 @@ public struct DataLayout: Sendable {
     public var lockPath: String { root + "/labstream.lock" }
     public var partialsDir: String { root + "/partials" }
     public var logPath: String { root + "/labstream.log" }
+    /// Files found in `partials/` that no index row owns: set aside, never deleted unasked.
+    public var orphansDir: String { root + "/orphans" }
+    /// The last verified copy of the index (`OfflineIndex.backUp`).
+    public var indexBackupPath: String { OfflineIndex.backupPath(of: indexPath) }
 
     /// The partial file for `key`, relative to the data dir. The name is a digest of the key
     /// so hostile ids cannot escape the directory.

@@ -8,33 +8,75 @@ import Testing
 @Suite(.serialized) struct IndexRobustnessTests {
     func bytes(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }
 
-    @Test(arguments: ["truncated", "random"])
-    func aDamagedIndexIsRefusedByNameAndLeftAlone(damage: String) throws {
+    /// A damaged or deleted index loses no stored byte: the mount refuses a damaged one by name
+    /// and points at `labstream repair`, which moves it aside and restores the last backup; a
+    /// deleted one is replaced by the backup at the next mount. The pinned copy comes back
+    /// complete and is read with the server gone.
+    @Test(arguments: ["truncated", "random", "deleted"])
+    func aDamagedIndexIsRefusedByNameAndRepairedFromItsBackup(damage: String) throws {
         let m = try MountedLabstream("index-\(damage)")
         try m.mount()
+        let pinned = "test/Movies/Beta (2002)/Beta (2002).mp4"
+        #expect(try m.cli(["pin", "--wait", m.path(pinned)]).code == 0)
         _ = try pread(path: m.path("test/Movies/Gamma/Gamma.mkv"), offset: 0, length: 4096)
         try m.unmount()
         let index = m.dataDir + "/index.sqlite"
+        let partials = try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/partials").sorted()
+        #expect(partials.count == 2)
         let original = try #require(bytes(index))
-        let damaged: Data
-        if damage == "truncated" {
-            damaged = original.prefix(original.count / 2 + 100)
-        } else {
-            var rng = SeededRandom(seed: 9)
-            damaged = Data(rng.bytes(original.count))
-        }
-        // A clean shutdown leaves everything in the file itself.
+        // A clean shutdown leaves everything in the file itself, and a backup beside it.
         #expect(((try? FileManager.default.attributesOfItem(atPath: index + "-wal")[.size] as? Int) ?? 0) == 0)
-        try damaged.write(to: URL(fileURLWithPath: index))
+        #expect(FileManager.default.fileExists(atPath: m.dataDir + "/index.backup.sqlite"))
+        switch damage {
+        case "truncated": try original.prefix(original.count / 2 + 100).write(to: URL(fileURLWithPath: index))
+        case "random":
+            var rng = SeededRandom(seed: 9)
+            try Data(rng.bytes(original.count)).write(to: URL(fileURLWithPath: index))
+        default: try FileManager.default.removeItem(atPath: index)
+        }
+        let damaged = bytes(index)
+        m.fixture.stop()   // every stored byte must come back from the disk
 
-        let r = try m.cli(["mount", m.mountpoint])
-        #expect(r.code != 0)
-        #expect(r.stderr.contains(index) && (r.stderr.contains("Move it aside") || r.stderr.contains("move it aside")), "\(r.stderr)")
-        #expect(bytes(index) == damaged)   // never reset, never rewritten
-        let status = try m.cli(["status"])
-        #expect(status.code != 0 && status.stderr.contains(index), "\(status.stderr)")
-        #expect(bytes(index) == damaged)
-        #expect(!FileManager.default.fileExists(atPath: m.path("test")))
+        if damage != "deleted" {
+            let r = try m.cli(["mount", m.mountpoint])
+            #expect(r.code != 0)
+            #expect(r.stderr.contains(index) && r.stderr.contains("labstream repair"), "\(r.stderr)")
+            #expect(bytes(index) == damaged)   // never reset, never rewritten
+            let status = try m.cli(["status"])
+            #expect(status.code != 0 && status.stderr.contains(index), "\(status.stderr)")
+            #expect(bytes(index) == damaged)
+            #expect(!FileManager.default.fileExists(atPath: m.path("test")))
+            let repair = try m.cli(["repair"])
+            #expect(repair.code == 0 && repair.stdout.contains("restored the index from its backup"), "\(repair.stdout)\(repair.stderr)")
+            let aside = try FileManager.default.contentsOfDirectory(atPath: m.dataDir).filter { $0.hasPrefix("index.sqlite.damaged-") && !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") }
+            #expect(aside.count == 1 && bytes(m.dataDir + "/" + aside[0]) == damaged)
+        }
+        try m.mount()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/partials").sorted() == partials)
+        #expect(["complete", "unverified"].contains(StatusCommandXattr.get(m.path(pinned), "state") ?? ""))
+        #expect(StatusCommandXattr.get(m.path(pinned), "pinned") == "1")
+        #expect(try sha256(m.path(pinned)) == sha256(expectedTree(m.mediaDir)[pinned]!))
+        try m.unmount()
+    }
+
+    /// With no backup at all, a fresh index sets every stored file aside; nothing is deleted
+    /// until `labstream orphans --purge`.
+    @Test func aFreshIndexSetsStoredFilesAsideAndDeletesNothing() throws {
+        let m = try MountedLabstream("index-fresh")
+        try m.mount()
+        #expect(try m.cli(["pin", "--wait", m.path("test/Movies/Gamma/Gamma.mkv")]).code == 0)
+        try m.unmount()
+        let partials = try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/partials")
+        for name in ["index.sqlite", "index.backup.sqlite"] { try FileManager.default.removeItem(atPath: m.dataDir + "/" + name) }
+        try m.mount()
+        try m.unmount()
+        let orphans = try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/orphans")
+        #expect(orphans == partials && m.log.contains("set \(partials[0]) aside"))
+        let list = try m.cli(["orphans"])
+        #expect(list.code == 0 && list.stdout.contains(partials[0]), "\(list.stdout)")
+        let purge = try m.cli(["orphans", "--purge"])
+        #expect(purge.code == 0 && purge.stdout.contains("deleted 1 set-aside files"), "\(purge.stdout)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/orphans").isEmpty)
     }
 
     /// An index that claims the current schema but lacks part of it (a development build's) is
@@ -48,7 +90,7 @@ import Testing
         #expect {
             _ = try OfflineIndex(path: path)
         } throws: { error in
-            "\(error)".contains("says schema \(OfflineIndex.schemaVersion) but lacks table quarantine") && "\(error)".contains(path) && "\(error)".contains("Move it aside")
+            "\(error)".contains("says schema \(OfflineIndex.schemaVersion) but lacks table quarantine") && "\(error)".contains(path) && "\(error)".contains("labstream repair")
         }
         #expect(bytes(path) == before)
     }

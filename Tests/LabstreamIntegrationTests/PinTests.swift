@@ -401,7 +401,7 @@ import Testing
 }
 
 @Suite struct ReconcileTests {
-    @Test func orphansGoVanishedFilesResetDamagedRowsAreQuarantined() throws {
+    @Test func orphansAreSetAsideVanishedFilesResetDamagedRowsAreQuarantined() throws {
         let rig = try EngineRig("reconcile")
         let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv", beta = "test/Movies/Beta (2002)/Beta (2002).mp4"
         _ = try rig.readAndSettle(alpha, offset: 0, length: 10)
@@ -421,8 +421,10 @@ import Testing
         try rig.index.db.run("UPDATE downloads SET ranges='garbage' WHERE item_id='x' AND source_id='z'")
 
         let report = try Reconcile.run(index: rig.index, layout: rig.layout, now: 1) { _ in }
-        #expect(report.orphansRemoved == ["0123456789abcdef0123456789abcdef.part", (fresh as NSString).lastPathComponent].sorted())
+        // A file no row owns is set aside, never deleted; the empty cleared partial goes.
+        #expect(report.setAside == ["0123456789abcdef0123456789abcdef.part"])
         #expect(!FileManager.default.fileExists(atPath: orphan) && !FileManager.default.fileExists(atPath: fresh))
+        #expect(FileManager.default.contents(atPath: rig.layout.orphansDir + "/0123456789abcdef0123456789abcdef.part")?.count == 100)
         #expect(FileManager.default.fileExists(atPath: try rig.partialPath(alpha)))
         #expect(FileManager.default.fileExists(atPath: damagedFile) && FileManager.default.fileExists(atPath: "/etc/passwd"))
         #expect(Set(report.malformed) == ["test/x/y", "test/x/z"])
@@ -432,7 +434,7 @@ import Testing
         #expect(quarantined.contains { $0.row.contains("partial=/etc/passwd") } && quarantined.contains { $0.row.contains("ranges=garbage") })
         #expect(try rig.index.db.query("SELECT count(*) FROM downloads WHERE item_id='x'").first?.first?.int == 0)
         let again = try Reconcile.run(index: rig.index, layout: rig.layout, now: 2) { _ in }
-        #expect(again.malformed.isEmpty && again.orphansRemoved.isEmpty && FileManager.default.fileExists(atPath: damagedFile))
+        #expect(again.malformed.isEmpty && again.setAside.isEmpty && FileManager.default.fileExists(atPath: damagedFile))
         let betaKey = try rig.file(beta).tree.key
         #expect(report.vanished == [betaKey])
         let reset = try #require(try rig.index.download(betaKey))

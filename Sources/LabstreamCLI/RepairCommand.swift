@@ -1,0 +1,70 @@
+import Foundation
+import LabstreamCore
+import LabstreamEngine
+import LabstreamStore
+
+/// `labstream repair`: a damaged index is moved aside (never deleted) and its last verified
+/// backup put in its place; stored files it owns that were set aside come back.
+/// `labstream orphans [--purge]`: what is set aside, and deleting it on request only.
+enum RepairCommand {
+    static let spec = Arguments.Spec(valued: Context.globalValued, flags: Context.globalFlags)
+    static let orphansSpec = Arguments.Spec(valued: Context.globalValued, flags: Context.globalFlags.union(["--purge"]))
+
+    static func run(_ argv: [String]) throws -> Int32 {
+        let args = try Arguments.parse(argv, spec: spec)
+        if args.flag("-h") || args.flag("--help") { printOut(Help.repair); return ExitCode.ok }
+        guard args.positionals.isEmpty else { throw UsageError("repair takes no arguments") }
+        let context = Context(args: args)
+        let layout = context.layout
+        let lock = try DaemonLock.acquire(layout, mountpoint: "(labstream repair)")
+        defer { lock.release() }
+        let fm = FileManager.default
+        let healthy = fm.fileExists(atPath: layout.indexPath) && (try? OfflineIndex(path: layout.indexPath)) != nil
+        if !healthy {
+            let stamp = ISODate.string(epochSeconds: Int64(Date().timeIntervalSince1970)).filter { $0.isNumber }
+            do {
+                if let aside = try OfflineIndex.moveAside(indexPath: layout.indexPath, stamp: String(stamp.prefix(14))) {
+                    printOut("moved the damaged index to \(aside) (kept; delete it yourself once you no longer need it)")
+                }
+                if try OfflineIndex.restoreBackupIfMissing(indexPath: layout.indexPath) {
+                    let date = (try? fm.attributesOfItem(atPath: layout.indexBackupPath)[.modificationDate] as? Date).map { "\($0)" } ?? "?"
+                    printOut("restored the index from its backup of \(date) (\(layout.indexBackupPath))")
+                } else {
+                    printOut("there is no backup of the index (\(layout.indexBackupPath)); the next mount rebuilds the catalog from the servers, and stored files no row owns stay set aside in \(layout.orphansDir)")
+                }
+            } catch { throw CLIError(error) }
+        }
+        let index = try context.openIndex()
+        let report: Reconcile.Report
+        do { report = try Reconcile.run(index: index, layout: layout, now: Int64(Date().timeIntervalSince1970), log: { _ in }) } catch {
+            throw CLIError(error)
+        }
+        let stored = ((try? index.downloads()) ?? []).filter { !$0.present.isEmpty }.count
+        if healthy && report.readopted.isEmpty { printOut("the index is healthy; nothing to repair") }
+        if !report.readopted.isEmpty { printOut("took back \(report.readopted.count) stored files from \(layout.orphansDir)") }
+        printOut("\(stored) files have local bytes")
+        let left = Reconcile.orphans(layout)
+        if !left.isEmpty {
+            printOut("\(left.count) files (\(left.reduce(0) { $0 + $1.bytes }) bytes) stay set aside in \(layout.orphansDir): no index row owns them. `labstream orphans --purge` deletes them")
+        }
+        return ExitCode.ok
+    }
+
+    static func orphans(_ argv: [String]) throws -> Int32 {
+        let args = try Arguments.parse(argv, spec: orphansSpec)
+        if args.flag("-h") || args.flag("--help") { printOut(Help.repair); return ExitCode.ok }
+        let layout = Context(args: args).layout
+        let found = Reconcile.orphans(layout)
+        if args.flag("--purge") {
+            let lock = try DaemonLock.acquire(layout, mountpoint: "(labstream orphans --purge)")
+            defer { lock.release() }
+            var freed: Int64 = 0
+            for o in found where unlink(layout.orphansDir + "/" + o.name) == 0 { freed += o.bytes }
+            printOut("deleted \(found.count) set-aside files (\(freed) bytes)")
+            return ExitCode.ok
+        }
+        if found.isEmpty { printOut("nothing is set aside in \(layout.orphansDir)") }
+        for o in found { printOut("\(o.bytes)\t\(layout.orphansDir)/\(o.name)") }
+        return ExitCode.ok
+    }
+}
