@@ -6,6 +6,7 @@ import LabstreamEngine
 import LabstreamFS
 import LabstreamFUSE
 import LabstreamStore
+import Synchronization
 
 enum MountCommand {
     static let spec = Arguments.Spec(
@@ -231,6 +232,9 @@ struct Daemon {
         let known: Set<String>
         do { known = Set(try index.treeFiles().map(\.key.server)) } catch { throw CLIError(error) }
         var later: [(any MediaBackend, LabstreamConfig.Server)] = []
+        // Servers with no catalog yet or whose last sync failed, with the failures in a row: one
+        // that answers again is synced at once (`catchUp`).
+        let unsynced = Mutex<[String: Int]>([:])
         for backend in backends {
             let server = config.server(named: backend.serverName)!
             if known.contains(server.name) {
@@ -241,8 +245,9 @@ struct Daemon {
                 continue
             }
             do { _ = try CatalogSync.run(backend, server: server, index: index, log: log) } catch {
-                log.warn("sync \(server.name) failed: \(describe(error)) The server's folder stays empty until it answers.")
+                log.warn("sync \(server.name) failed: \(describe(error)) Its folder appears once it answers and a sync succeeds.")
                 transfers.markUnreachable(server.name, Self.reachability(after: error))
+                unsynced.withLock { $0[server.name] = 1 }
             }
         }
         let files: [TreeFile]
@@ -274,6 +279,27 @@ struct Daemon {
             }
         }
         transfers.onTreeChange(reload)   // a finished copy at another quality joins the tree
+        // A server that answers again and has no good catalog is synced now, not at the next
+        // refresh (on a home server the mount usually starts before the media server does).
+        // A sync that fails again waits longer before the next try.
+        let syncing = Mutex<Set<String>>([])
+        let configured = self.context
+        let mounted = config
+        transfers.onServerOnline { name in
+            guard let failures = unsynced.withLock({ $0[name] }), syncing.withLock({ $0.insert(name).inserted }) else { return }
+            defer { syncing.withLock { _ = $0.remove(name) } }
+            guard let backend = transfers.backend(for: name), let server = ((try? configured.loadConfig()) ?? mounted).server(named: name) else { return }
+            if failures > 1 { Thread.sleep(forTimeInterval: ReachabilityPolicy().nextProbe(after: failures - 1)) }   // a schedule, not synchronisation
+            do {
+                _ = try CatalogSync.run(backend, server: server, index: index, log: log)
+                unsynced.withLock { _ = $0.removeValue(forKey: name) }
+                reload()
+            } catch {
+                log.warn("sync \(name) failed again: \(describe(error))")
+                unsynced.withLock { $0[name, default: 0] += 1 }
+                transfers.markUnreachable(name, Self.reachability(after: error))
+            }
+        }
         let context = self.context
         // SIGHUP: re-read the config and credentials (servers added or removed), sync servers
         // that have no catalog yet, and reload the tree, all without unmounting.
@@ -343,10 +369,12 @@ struct Daemon {
             for (backend, server) in pending {
                 do {
                     _ = try CatalogSync.run(backend, server: server, index: index, log: log)
+                    unsynced.withLock { _ = $0.removeValue(forKey: server.name) }
                     synced = true
                 } catch {
                     log.warn("sync \(server.name) failed: \(describe(error)) Serving its last known catalog from the index.")
                     transfers.markUnreachable(server.name, Self.reachability(after: error))
+                    unsynced.withLock { $0[server.name, default: 0] += 1 }
                 }
             }
             if synced { reload() }
@@ -361,10 +389,12 @@ struct Daemon {
                 for (backend, server) in everyone where transfers.reachability(of: server.name) == .online {
                     do {
                         _ = try CatalogSync.run(backend, server: server, index: index, log: log, incremental: round % 4 != 0)
+                        unsynced.withLock { _ = $0.removeValue(forKey: server.name) }
                         refreshed = true
                     } catch {
                         log.warn("refresh of \(server.name) failed: \(describe(error)) Keeping the catalog in the index.")
                         transfers.markUnreachable(server.name, Self.reachability(after: error))
+                        unsynced.withLock { $0[server.name, default: 0] += 1 }
                     }
                 }
                 if refreshed { reload() }

@@ -151,7 +151,9 @@ enum ServerCommands {
         let synced = Dictionary(((try? context.openIndex().servers()) ?? []).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         // A live daemon knows whether each server answers.
         let mountpoint = DaemonLock.holder(context.layout)?.mountpoint
-        func reachability(_ name: String) -> String? { mountpoint.flatMap { StatusCommand.xattr($0 + "/" + name, "reachability") } }
+        func reachability(_ name: String) -> String? {
+            mountpoint.flatMap { StatusCommand.xattr($0 + "/" + name, "reachability") ?? StatusCommand.xattr($0, "reachability." + name) }
+        }
         if args.flag("--json") {
             let rows: [[String: Any]] = config.servers.map { s in
                 var r: [String: Any] = ["name": s.name, "type": s.type, "url": s.url, "has_credentials": creds[s.name] != nil]

@@ -99,6 +99,14 @@ public final class TransferEngine: Sendable {
 
     func treeChanged() { treeListener.withLock { $0 }?() }
 
+    let onlineListener = Mutex<(@Sendable (String) -> Void)?>(nil)
+
+    /// Called (on its own thread) when a server that was not answering answers again.
+    public func onServerOnline(_ listener: @escaping @Sendable (String) -> Void) { onlineListener.withLock { $0 = listener } }
+
+    /// The servers this engine has backends for.
+    public var serverNames: [String] { backends.withLock { $0.keys.sorted() } }
+
     public func setBackend(_ backend: any MediaBackend) {
         backends.withLock { $0[backend.serverName] = backend }
         filler.wake()
@@ -480,7 +488,10 @@ final class ServerHealth: Sendable {
                 let state = backend.checkReachability()
                 if mark(server, state) {
                     engine.log("server \(server) is \(state.rawValue)")
-                    if state == .online { engine.filler.wake() }
+                    if state == .online {
+                        engine.filler.wake()
+                        if let listener = engine.onlineListener.withLock({ $0 }) { Thread { listener(server) }.start() }
+                    }
                     engine.noteChange()
                 }
             }

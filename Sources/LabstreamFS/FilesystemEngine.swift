@@ -279,6 +279,12 @@ public final class FilesystemEngine: Sendable {
             out.append((Self.xattrPrefix + "server", server))
             out.append((Self.xattrPrefix + "reachability", transfers.reachability(of: server).rawValue))
         }
+        if ino == InodeTable.rootIno {
+            // Every server, also one whose folder is not there yet (no catalog so far).
+            for server in transfers.serverNames {
+                out.append((Self.xattrPrefix + "reachability." + server, transfers.reachability(of: server).rawValue))
+            }
+        }
         return out
     }
 

@@ -113,6 +113,25 @@ enum StatusCommandProbe {
     }
 }
 
+/// The usual boot order on a home server: the mount starts before the media server answers.
+@Suite(.serialized) struct LateServerTests {
+    @Test func aServerThatStartsAfterTheMountAppearsWithoutASync() throws {
+        let m = try MountedLabstream("late-server")
+        m.fixture.stop()
+        try m.mount()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: m.mountpoint).isEmpty)
+        // What is true: mounted, and the server does not answer (not "not mounted").
+        let list = try m.cli(["server", "list"])
+        #expect(list.stdout.contains("never synced\toffline"), "\(list.stdout)")
+        try m.fixture.restart()
+        #expect(eventually { FileManager.default.fileExists(atPath: m.path("test/Movies/Beta (2002)/Beta (2002).mp4")) }, "\(m.log)")
+        let beta = "test/Movies/Beta (2002)/Beta (2002).mp4"
+        #expect(try sha256(m.path(beta)) == sha256(expectedTree(m.mediaDir)[beta]!))
+        #expect(try m.cli(["server", "list"]).stdout.contains("\tonline"))
+        try m.unmount()
+    }
+}
+
 @Suite(.serialized) struct ReconfigureTests {
     /// Waits for a condition the daemon makes true on its own schedule; false after `timeout`.
     @Test func serversAddedOrRemovedWhileMountedAppearAndGo() throws {
