@@ -1,3 +1,4 @@
+import Foundation
 import LabstreamCore
 
 /// What the engine and the catalog sync need from any media server.
@@ -92,6 +93,54 @@ extension HTTPTransport {
     /// `send`, with a transport failure said as a Labstream error (server unavailable, timed out…).
     public func call(_ request: HTTPRequest) throws(LabstreamError) -> HTTPResponse {
         do { return try send(request) } catch { throw error.asLabstreamError }
+    }
+}
+
+/// How a catalog request rides out a server that is restarting or busy: transient failures
+/// (5xx, 408, 429 with its `Retry-After`, reset connections, timeouts) are retried a
+/// few times with backoff and jitter (a refused connection is not: nothing listens); a `401` is retried once if the sign-in still holds
+/// (`signInHolds`), else returned for the caller to report. What `RetryPolicy` gives up on is
+/// returned (or thrown) as it came.
+public struct CatalogRequestRetry: Sendable {
+    public var policy: RetryPolicy
+    public var sleep: @Sendable (Double) -> Void
+
+    public init(policy: RetryPolicy = RetryPolicy(maxAttempts: 4, baseDelay: 0.5, maxDelay: 8, maxRetryAfter: 30),
+                sleep: @escaping @Sendable (Double) -> Void = { Thread.sleep(forTimeInterval: $0) }) {
+        self.policy = policy
+        self.sleep = sleep
+    }
+
+    public func call(_ request: HTTPRequest, on transport: any HTTPTransport, signInHolds: () -> Bool) throws(LabstreamError) -> HTTPResponse {
+        var failures = 0
+        var signInChecked = false
+        while true {
+            let failure: RetryPolicy.Failure
+            let response: HTTPResponse
+            do { response = try transport.send(request) } catch {
+                failures += 1
+                // Nothing listening is a server that is down, not busy: said at once (the
+                // daemon probes it with backoff and syncs it when it answers).
+                if case .unreachable = error { throw error.asLabstreamError }
+                guard case .retry(let delay) = decide(.transientTransport, failures) else { throw error.asLabstreamError }
+                sleep(delay)
+                continue
+            }
+            if response.status == 401 && !signInChecked {
+                signInChecked = true
+                if signInHolds() { continue }
+                return response
+            }
+            guard RetryPolicy.retriedStatuses.contains(response.status) else { return response }
+            failure = .status(response.status, retryAfter: response.header("Retry-After"))
+            failures += 1
+            guard case .retry(let delay) = decide(failure, failures) else { return response }
+            sleep(delay)
+        }
+    }
+
+    func decide(_ failure: RetryPolicy.Failure, _ failures: Int) -> RetryPolicy.Decision {
+        policy.decide(failure, failures: failures, now: Date().timeIntervalSince1970, random: Double.random(in: 0...1))
     }
 }
 

@@ -215,7 +215,7 @@ public struct MediaBrowserClient: MediaBackend {
     }
 
     func get(_ request: HTTPRequest, _ what: String) throws(LabstreamError) -> [UInt8] {
-        try Self.expectOK(try transport.call(request), what, requests.flavor)
+        try Self.expectOK(try CatalogRequestRetry().call(request, on: transport) { checkReachability() == .online }, what, requests.flavor)
     }
 
     /// Follows `startIndex`/`limit` until `TotalRecordCount` items arrived (or a short page).

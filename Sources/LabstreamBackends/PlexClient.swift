@@ -211,11 +211,11 @@ public struct PlexClient: MediaBackend {
     }
 
     func get(_ request: HTTPRequest, _ what: String) throws(LabstreamError) -> [UInt8] {
-        try Self.expectOK(try transport.call(request), what)
+        try Self.expectOK(try CatalogRequestRetry().call(request, on: transport) { checkReachability() == .online }, what)
     }
 
     func sections() throws(LabstreamError) -> [PlexDecode.Section] {
-        let first = try transport.call(requests.sections(token: session.token))
+        let first = try CatalogRequestRetry().call(requests.sections(token: session.token), on: transport) { checkReachability() == .online }
         if first.status == 404 {
             return try PlexDecode.sections(Self.expectOK(try transport.call(requests.sections(token: session.token, newerPath: true)), "/library/sections/all"))
         }

@@ -69,6 +69,18 @@ public enum StatusReason {
     /// A file `labstream pause` stopped.
     public static let pausedByUser = "paused by user"
 
+    /// A pinned file waiting out a transient failure (`queued`): what happened and when the
+    /// next try is, e.g. "server unavailable: HTTP 503, next try in 4 s".
+    public static func waitingForServer(_ error: LabstreamError, retryIn seconds: Double) -> String {
+        let what: String
+        switch error {
+        case .serverUnavailable(let why), .fetchFailed(let why): what = why
+        case .timedOut(let why): what = "timed out (\(why))"
+        default: what = error.userMessage
+        }
+        return serverUnavailable + ": " + what + ", next try in \(Int(seconds.rounded(.up))) s"
+    }
+
     /// Whether a pause for `reason` lifts by itself (the background fill resumes such a file once
     /// its server answers); every other pause waits for the user.
     public static func liftsByItself(_ reason: String?) -> Bool { reason == serverUnavailable }

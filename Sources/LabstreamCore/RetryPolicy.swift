@@ -30,14 +30,22 @@ public struct RetryPolicy: Sendable, Hashable {
 
     public static let retriedStatuses: Set<Int> = [408, 429, 500, 502, 503, 504]
 
-    /// `failures` counts the failures so far including this one.
-    public func decide(_ failure: Failure, failures: Int, now: Double, random: Double) -> Decision {
+    /// Whether the failure may pass by itself (a server restarting or busy, a dropped
+    /// connection), as opposed to one that trying again cannot change.
+    public static func isTransient(_ failure: Failure) -> Bool {
         switch failure {
-        case .validation, .localFile: return .giveUp
-        case .status(let code, _) where !Self.retriedStatuses.contains(code): return .giveUp
-        default: break
+        case .validation, .localFile: return false
+        case .status(let code, _): return retriedStatuses.contains(code)
+        case .transientTransport: return true
         }
-        guard failures < maxAttempts else { return .giveUp }
+    }
+
+    /// `failures` counts the failures so far including this one. `persistent`: a transient
+    /// failure is retried however many came before (a pinned download waits for its server
+    /// with capped backoff; only a permanent failure ends it).
+    public func decide(_ failure: Failure, failures: Int, now: Double, random: Double, persistent: Bool = false) -> Decision {
+        guard Self.isTransient(failure) else { return .giveUp }
+        guard persistent || failures < maxAttempts else { return .giveUp }
         if case .status(_, let header?) = failure, let wait = Self.retryAfter(header, now: now) {
             return .retry(after: min(max(wait, 0), maxRetryAfter))
         }

@@ -600,7 +600,7 @@ final class FileTransfer: @unchecked Sendable {
     }
     /// Ranges fetched for the background fill (a subset of `inFlight`).
     var fillInFlight: [ByteRange] = []
-    var failures: [(sequence: Int, range: ByteRange, error: LabstreamError)] = []
+    var failures: [(sequence: Int, range: ByteRange, error: LabstreamError, kind: RetryPolicy.Failure)] = []
     var sequence = 0
     /// What each waiting reader needs (a body writes early for them, and wakes only them).
     var waitingFor: [ByteRange] = []
@@ -796,14 +796,28 @@ final class FileTransfer: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(engine.settings.readTimeout)
         condition.lock()
         defer { condition.unlock() }
-        let startSequence = sequence
+        var startSequence = sequence
+        var transientFailures = 0
         waitingFor.append(demand)
         defer { waitingFor.remove(at: waitingFor.firstIndex(of: demand)!) }
         while true {
             if !verified.contains(demand) { verifyCommitted(in: demand, engine: engine) }
             if readable.contains(demand) { return ServedVersion(attempt: row.attempt, validator: row.validator) }
             if let failure = failures.first(where: { $0.sequence > startSequence && $0.range.overlaps(demand) }) {
-                throw failure.error
+                // A player would rather wait than fail: a transient failure is retried with
+                // backoff while the read timeout allows.
+                transientFailures += 1
+                // A server that refuses connections is offline: the read fails at once (below the
+                // offline view takes over), as it does for a server known to be down.
+                guard engine.reachability(of: file.key.server) == .online,
+                      case .retry(let delay) = engine.settings.retry.decide(failure.kind, failures: transientFailures, now: Date().timeIntervalSince1970,
+                                                                             random: Double.random(in: 0...1), persistent: true),
+                      Date().addingTimeInterval(delay) < deadline else { throw failure.error }
+                engine.log("read of \(file.path.last ?? ""): \(failure.error.userMessage); trying again in \(String(format: "%.1f", delay)) s")
+                let retryAt = Date().addingTimeInterval(delay)
+                while Date() < retryAt && condition.wait(until: retryAt) {}   // a schedule; other wake-ups are ignored
+                startSequence = sequence
+                continue
             }
             let reachability = engine.reachability(of: file.key.server)
             if reachability != .online {
@@ -938,7 +952,7 @@ final class FileTransfer: @unchecked Sendable {
         guard let backend = engine.backend(for: file.key.server) else {
             sequence += 1
             for r in plan {
-                failures.append((sequence, r, .serverUnavailable("server \(file.key.server) is not connected")))
+                failures.append((sequence, r, .serverUnavailable("server \(file.key.server) is not connected"), .validation))
             }
             condition.broadcast()
             return
@@ -1208,7 +1222,7 @@ final class FileTransfer: @unchecked Sendable {
         } catch {
             // The bytes are on disk but not recorded: they will be fetched again, never trusted.
             sequence += 1
-            failures.append((sequence, piece, error))
+            failures.append((sequence, piece, error, .localFile))
             engine.log("\(file.key): \(error.userMessage)")
             if case .noSpace = error { setStatus(.paused, reason: StatusReason.storageFull, engine: engine) }
         }
@@ -1240,12 +1254,12 @@ final class FileTransfer: @unchecked Sendable {
                 commitLocked(remainder, digest: fetched.digest, validator: fetched.validator, attempt: attempt, engine: engine)
             }
             if attempt == row.attempt && !row.present.contains(range) {
-                failures.append((sequence, range, .fetchFailed("the response could not be used")))
+                failures.append((sequence, range, .fetchFailed("the response could not be used"), .validation))
             }
         case .failure(let failure):
             let error = failure.error
             guard attempt == row.attempt else { return }
-            failures.append((sequence, range, error))
+            failures.append((sequence, range, error, failure.kind))
             if failures.count > 64 { failures.removeFirst(failures.count - 64) }
             engine.log("fetch of bytes \(range) of \(file.path.joined(separator: "/")) failed: \(error.userMessage)")
             // Started before the user's last resume or retry: it cannot fail the fresh dispatch.
@@ -1285,13 +1299,16 @@ final class FileTransfer: @unchecked Sendable {
         _ = try? index.saveDownload(row, now: engine.now())
     }
 
-    /// Call with `condition` held.
+    /// A pinned file never ends `failed` on a transient failure: it waits, `queued` with the
+    /// reason and the next try, with capped backoff. Call with `condition` held.
     func scheduleRetry(after failure: FetchFailure, engine: TransferEngine) {
         consecutiveFailures += 1
-        switch engine.settings.retry.decide(failure.kind, failures: consecutiveFailures, now: Date().timeIntervalSince1970, random: Double.random(in: 0...1)) {
+        switch engine.settings.retry.decide(failure.kind, failures: consecutiveFailures, now: Date().timeIntervalSince1970, random: Double.random(in: 0...1),
+                                            persistent: row.pinned) {
         case .retry(let delay):
             retryAt = Date().addingTimeInterval(delay)
             engine.log("\(file.path.last ?? ""): retrying in \(String(format: "%.1f", delay)) s (failure \(consecutiveFailures))")
+            if row.pinned { setStatus(.queued, reason: StatusReason.waitingForServer(failure.error, retryIn: delay), engine: engine) }
         case .giveUp:
             setStatus(.failed, reason: failure.error.userMessage, engine: engine)
         }

@@ -90,6 +90,18 @@ import Testing
         }
     }
 
+    /// A pinned download (and a read within its timeout) waits out transient failures however
+    /// many; only permanent ones end it.
+    @Test func persistentRetriesTransientFailuresForeverWithTheCappedDelay() {
+        #expect(policy.decide(.status(503, retryAfter: nil), failures: 50, now: 0, random: 1, persistent: true) == .retry(after: 60))
+        #expect(policy.decide(.transientTransport, failures: 3, now: 0, random: 1, persistent: true) == .retry(after: 4))
+        for f in [RetryPolicy.Failure.status(404, retryAfter: nil), .status(400, retryAfter: nil), .validation, .localFile] {
+            #expect(policy.decide(f, failures: 1, now: 0, random: 0, persistent: true) == .giveUp)
+            #expect(!RetryPolicy.isTransient(f))
+        }
+        #expect(StatusReason.waitingForServer(.serverUnavailable("HTTP 503"), retryIn: 3.2) == "server unavailable: HTTP 503, next try in 4 s")
+    }
+
     @Test func retryAfterInSecondsOrAsADateIsHonouredUpToADay() {
         #expect(policy.decide(.status(429, retryAfter: "2"), failures: 1, now: 0, random: 0) == .retry(after: 2))
         let now = Double(HTTPDate.epochSeconds("Wed, 21 Oct 2015 07:28:00 GMT")!)

@@ -114,6 +114,25 @@ import Testing
         }
     }
 
+    /// A restarting server's 503s and a 429 are waited out; a single 401 is re-checked against
+    /// the current user and the sync goes on; a 401 that stands is a sign-in failure.
+    @Test func aSyncRidesOutTransientAnswersAndReChecksA401() throws {
+        let scratch = Scratch("sync-transient")
+        let fixture = try startFixture(scratch)
+        defer { fixture.stop() }
+        let client = try client(fixture)
+        let expected = try client.fetchCatalog { _ in }.flatMap(\.items).count
+        fixture.inject(.status(503), pathPrefix: "/Items", times: 2)
+        fixture.inject(.statusRetryAfter(429, "1"), pathPrefix: "/UserViews", times: 1)
+        #expect(try client.fetchCatalog { _ in }.flatMap(\.items).count == expected)
+        fixture.clearLog()
+        fixture.inject(.status(401), pathPrefix: "/Items", times: 1)
+        #expect(try client.fetchCatalog { _ in }.flatMap(\.items).count == expected)
+        #expect(fixture.requestLog.contains { $0.path == "/Users/Me" })
+        fixture.inject(.status(401), pathPrefix: "/Items", times: nil)
+        #expect { _ = try client.fetchCatalog { _ in } } throws: { ($0 as? LabstreamError).map { if case .authenticationFailed = $0 { true } else { false } } ?? false }
+    }
+
     @Test func malformedOrTruncatedJSONFailsTheSyncAndKeepsTheOldCatalog() throws {
         let scratch = Scratch("badjson")
         let fixture = try startFixture(scratch)
@@ -125,9 +144,10 @@ import Testing
         try index.replaceCatalog(server: .init(name: "test", type: "jellyfin", url: fixture.baseURL, serverId: nil, lastSync: nil),
                                  libraries: good, tree: tree, now: 1)
         for fault in [FixtureFault.malformedJSON, .truncatedJSON, .status(500)] {
-            fixture.inject(fault, pathPrefix: "/Shows/", times: 1)
+            fixture.inject(fault, pathPrefix: "/Shows/", times: fault == .status(500) ? nil : 1)   // a 500 once is retried
             #expect(throws: LabstreamError.self) { _ = try client.fetchCatalog { _ in } }
             #expect(try index.treeFiles().count == tree.count)
+            fixture.clearFaults()
         }
         // A failing write leaves the previous catalog too: a duplicate key aborts the transaction.
         let broken = TreeBuilder.build(server: "test", libraries: [LibraryCatalog(id: "L", name: "Movies", items: [])])
