@@ -233,7 +233,7 @@ public struct MediaBrowserClient: MediaBackend {
         case 200: return response.body
         case 401, 403: throw .authenticationFailed("\(what) answered \(response.status)")
         case 404: throw .malformedResponse("\(what) answered 404: is this a \(flavor.product) server, and is the URL its base URL?")
-        default: throw .serverUnavailable("\(what) answered HTTP \(response.status)")
+        default: throw .answered(response.status, to: what, body: response.body)
         }
     }
 }

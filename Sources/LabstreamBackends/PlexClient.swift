@@ -244,7 +244,7 @@ public struct PlexClient: MediaBackend {
         case 404 where allow404: return response.body
         case 401, 403: throw .authenticationFailed("\(what) answered \(response.status)")
         case 404: throw .malformedResponse("\(what) answered 404: is this a Plex Media Server, and is the URL its base URL?")
-        default: throw .serverUnavailable("\(what) answered HTTP \(response.status)")
+        default: throw .answered(response.status, to: what, body: response.body)
         }
     }
 }

@@ -87,7 +87,7 @@ public enum ExitCode {
         case .serverUnavailable, .timedOut, .fetchFailed: return unavailable
         case .authenticationFailed, .permission: return noPerm
         case .invalidArgument: return usage
-        case .malformedResponse: return protocolErr
+        case .malformedResponse, .refused: return protocolErr
         case .storage, .noSpace: return ioErr
         case .notFound: return noInput
         case .readOnly, .notADirectory, .isADirectory, .noAttribute, .attributeBufferTooSmall,

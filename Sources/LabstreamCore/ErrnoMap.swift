@@ -13,7 +13,7 @@ public enum ErrnoMap {
         case .noAttribute: return ENODATA
         case .attributeBufferTooSmall: return ERANGE
         case .unsupportedAttributeWrite: return EPERM
-        case .fetchFailed, .serverUnavailable, .authenticationFailed, .malformedResponse, .timedOut:
+        case .fetchFailed, .serverUnavailable, .authenticationFailed, .malformedResponse, .refused, .timedOut:
             return EIO
         case .remoteChanged: return ESTALE
         case .noSpace: return ENOSPC

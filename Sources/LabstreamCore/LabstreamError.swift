@@ -13,6 +13,9 @@ public enum LabstreamError: Error, Sendable, Equatable {
     case remoteChanged(String)
     case authenticationFailed(String)
     case malformedResponse(String)
+    /// The server refused the request for good (a 4xx other than 401, 403, 404, 408, 429):
+    /// asking again cannot change the answer.
+    case refused(String)
     case noSpace(String)
     case storage(String)
     case invalidArgument(String)
@@ -33,11 +36,26 @@ public enum LabstreamError: Error, Sendable, Equatable {
         case .remoteChanged(let why): return "the file changed on the server: \(why). Run `labstream sync` to refresh the catalog."
         case .authenticationFailed(let why): return "the server refused the credentials: \(why). Add the server again with `labstream server add`."
         case .malformedResponse(let why): return "the server sent a response Labstream cannot read: \(why)"
+        case .refused(let why): return "the server refused the request: \(why)"
         case .noSpace(let why): return "the disk is full: \(why). Free space in the data directory."
         case .storage(let why): return "local storage error: \(why)"
         case .invalidArgument(let why): return why
         case .timedOut(let why): return "timed out: \(why)"
         case .permission(let why): return why
         }
+    }
+}
+
+extension LabstreamError {
+    /// A non-2xx answer to `what`, said as the error it is: a permanent refusal (with the
+    /// server's own words) for a 4xx that asking again cannot change, else the server being
+    /// unavailable. 401/403/404 are each backend's to say.
+    public static func answered(_ status: Int, to what: String, body: [UInt8]) -> LabstreamError {
+        guard (400..<500).contains(status), ![401, 403, 404, 408, 429].contains(status) else {
+            return .serverUnavailable("\(what) answered HTTP \(status)")
+        }
+        let text = String(decoding: body.prefix(300), as: UTF8.self).unicodeScalars
+            .map { $0.properties.generalCategory == .control ? " " : String($0) }.joined().trimmingSpaces
+        return .refused("\(what) answered HTTP \(status)" + (text.isEmpty ? "" : ": " + text))
     }
 }

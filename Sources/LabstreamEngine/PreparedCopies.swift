@@ -12,11 +12,14 @@ import Synchronization
 final class PreparedCopies: Sendable {
     static let pollInterval = 1.0
     let nextPoll = Mutex<[FileKey: Date]>([:])
+    /// Transient failures in a row per copy: each retry waits longer (capped).
+    let failures = Mutex<[FileKey: Int]>([:])
 
     func consider(_ queued: DownloadRow, base: TreeFile, route: Route, backend: any MediaBackend, engine: TransferEngine) -> FileTransfer.FillState {
         var row = queued
         do throws(LabstreamError) {
             guard let job = row.job else {
+                if let due = nextPoll.withLock({ $0[row.key] }), due > Date() { return .waitUntil(due) }
                 let id = try backend.startPreparation(of: base, route: route)
                 try engine.journal.add(.init(kind: .cancelJob, server: row.key.server, session: id, created: engine.now()))
                 row.job = id
@@ -58,13 +61,29 @@ final class PreparedCopies: Sendable {
             guard row.total > 0, row.sourceTag != nil, let file = engine.derivedTreeFile(row) else { return .idle }
             return try engine.transfer(for: file).fill(engine: engine)
         } catch {
-            engine.log("\(base.path.joined(separator: "/")): preparing the copy failed: \(error.userMessage)")
-            return schedule(row.key)
+            if case .refused = error {
+                // A permanent refusal ends the copy with the server's own words; pinning again
+                // tries anew.
+                failures.withLock { _ = $0.removeValue(forKey: row.key) }
+                row.status = .failed
+                row.reason = error.userMessage
+                _ = try? engine.index.saveDownload(row, now: engine.now())
+                engine.log("\(base.path.joined(separator: "/")): \(error.userMessage)")
+                engine.noteChange()
+                return .idle
+            }
+            let count = failures.withLock { $0[row.key, default: 0] += 1; return $0[row.key]! }
+            let delay: Double
+            if case .retry(let d) = engine.settings.retry.decide(.transientTransport, failures: count, now: Date().timeIntervalSince1970,
+                                                                 random: Double.random(in: 0...1), persistent: true) { delay = d } else { delay = Self.pollInterval }
+            engine.log("\(base.path.joined(separator: "/")): preparing the copy failed: \(error.userMessage); trying again in \(String(format: "%.1f", delay)) s")
+            return schedule(row.key, after: max(delay, Self.pollInterval), failed: true)
         }
     }
 
-    func schedule(_ key: FileKey) -> FileTransfer.FillState {
-        let due = Date().addingTimeInterval(Self.pollInterval)
+    func schedule(_ key: FileKey, after delay: Double = PreparedCopies.pollInterval, failed: Bool = false) -> FileTransfer.FillState {
+        if !failed { failures.withLock { _ = $0.removeValue(forKey: key) } }
+        let due = Date().addingTimeInterval(delay)
         nextPoll.withLock { $0[key] = due }
         return .waitUntil(due)
     }

@@ -217,6 +217,24 @@ import Testing
         try m.unmount()
     }
 
+    /// A server that refuses to make the job (a 4xx other than 408/429) ends the copy `failed`
+    /// with the server's own message: no re-posting, and `pin --wait` returns.
+    @Test(arguments: [ServerFixture.Kind.emby, .plex])
+    func aRefusedServerJobFailsTheCopyWithTheServersWords(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("job-refused-\(kind)", kind: kind, catalog: Self.clipCatalog)
+        try m.mount()
+        let route = kind == .emby ? "/Sync/Jobs" : "/downloadQueue"
+        m.fixture.inject(.status(400), pathPrefix: route, times: nil)
+        let pin = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
+        #expect(pin.code == 74, "\(pin.stdout)\(pin.stderr)")
+        let copy = try copyRow(m)
+        #expect(copy.status == .failed && (copy.reason ?? "").contains("refused the request") && (copy.reason ?? "").contains("HTTP 400"),
+                "\(copy.reason ?? "")")
+        let posts = m.fixture.requestLog.filter { $0.method == "POST" && $0.path.hasPrefix(route) }.count
+        #expect(posts == 1, "\(posts) posts")
+        try m.unmount()
+    }
+
     /// Unpinning a copy whose server job is still running cancels the job (through the cleanup
     /// journal) and keeps no claim on it.
     @Test(arguments: [ServerFixture.Kind.emby, .plex])
