@@ -25,7 +25,8 @@ release: deps
 
 # The integration tests start the built `labstream` binary, so build it first.
 test: build
-	$(SWIFT) test
+	@set -o pipefail; $(SWIFT) test 2>&1 | tee .build/test-output.log
+	@echo "Skipped: $$(grep -c '➜ Test .* skipped' .build/test-output.log) tests"; grep '➜ Test .* skipped' .build/test-output.log || true
 
 demo: build
 	mkdir -p mountpoints/demo

@@ -17,9 +17,10 @@ public enum Naming {
             default: out.unicodeScalars.append(scalar)
             }
         }
-        // Trailing dots and spaces are invalid on Windows and confusing everywhere.
+        // Trailing dots and spaces are invalid on Windows and confusing everywhere; a leading
+        // dot hides the entry from `ls` and from Jellyfin, Plex and Kodi scanners.
         while let last = out.last, last == " " || last == "." { out.removeLast() }
-        while let first = out.first, first == " " { out.removeFirst() }
+        while let first = out.first, first == " " || first == "." { out.removeFirst() }
         if out.isEmpty || out == "." || out == ".." { out = "_" }
         let suffix = ext.map { "." + sanitizeExtension($0) } ?? ""
         return truncate(out, reserving: suffix.utf8.count) + suffix
@@ -31,19 +32,26 @@ public enum Naming {
         return s.isEmpty ? "bin" : String(s.prefix(10))
     }
 
-    /// Cuts `s` so it plus `reserving` bytes fits 255 bytes, never splitting a character.
+    /// Cuts `s` so it plus `reserving` bytes fits 255 bytes, never splitting a character. A
+    /// closing ` (Year)` or ` (N)` stays: the title before it is what gets shorter.
     static func truncate(_ s: String, reserving: Int) -> String {
         let budget = maxComponentBytes - reserving
         if s.utf8.count <= budget { return s }
+        var kept = ""
+        if s.hasSuffix(")"), let open = s.lastIndex(of: "("), open > s.startIndex, s[s.index(before: open)] == " " {
+            let digits = s[s.index(after: open)..<s.index(before: s.endIndex)]
+            if !digits.isEmpty && digits.count <= 4 && digits.allSatisfy(\.isNumber) { kept = String(s[s.index(before: open)...]) }
+        }
         var out = ""
-        var used = 0
-        for ch in s {
+        var used = kept.utf8.count
+        for ch in s.dropLast(kept.count) {
             let n = ch.utf8.count
             if used + n > budget { break }
             out.append(ch)
             used += n
         }
-        return out.isEmpty ? "_" : out
+        while out.last == " " { out.removeLast() }
+        return (out.isEmpty ? "_" : out) + kept
     }
 
     /// `Title (Year)`, or `Title` when the year is unknown.

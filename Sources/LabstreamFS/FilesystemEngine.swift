@@ -266,6 +266,9 @@ public final class FilesystemEngine: Sendable {
             (Self.xattrPrefix + "pinned", pinned ? "1" : "0"),
         ]
         if let f = node.file {
+            // A reader of a file that is not here only sees EIO while its server is away: say why.
+            let away = transfers.reachability(of: f.key.server)
+            if reason == nil, states == [.notLocal], away != .online { reason = "server \(away.rawValue)" }
             out.append((Self.xattrPrefix + "server", f.key.server))
             out.append((Self.xattrPrefix + "item_id", f.key.itemId))
             if f.orphaned { reason = "orphaned: removed on the server; the local copy is kept until you remove it" }

@@ -3,7 +3,7 @@ import Testing
 
 @Suite struct NamingTests {
     @Test(arguments: [
-        ("../x", ".._x"), ("a/b", "a_b"), ("nul\u{0}in\u{1}side", "nulinside"), (".", "_"), ("..", "_"), ("", "_"),
+        ("../x", "_x"), ("../../etc/passwd (2001)", "_.._etc_passwd (2001)"), (".hack//Sign", "hack__Sign"), ("...", "_"), ("a/b", "a_b"), ("nul\u{0}in\u{1}side", "nulinside"), (".", "_"), ("..", "_"), ("", "_"),
         ("What? Why: *Now* <or> \"never\" | ever\\", "What_ Why_ _Now_ _or_ _never_ _ ever_"), ("trailing dots...", "trailing dots"),
         ("  spaced  ", "spaced"), ("Amélie", "Amélie"),
     ])
@@ -22,6 +22,16 @@ import Testing
         #expect(cut.utf8.count <= 255)
         #expect(cut.hasSuffix(".mp4"))
         #expect(cut.dropLast(4).allSatisfy { $0 == "👨‍👩‍👧" })
+    }
+
+    /// A title too long for one component loses its end, not its ` (Year)` or extension.
+    @Test func truncationKeepsTheYearAndTheExtension() {
+        let name = Naming.sanitize(Naming.titled(String(repeating: "Long ", count: 80), year: 1999), extension: "mkv")
+        #expect(name.utf8.count <= 255 && name.hasSuffix("Long (1999).mkv") || name.hasSuffix(" (1999).mkv"), "\(name)")
+        #expect(name.hasSuffix(" (1999).mkv") && !name.contains("  "))
+        var taken: Set<String> = [name]
+        let second = Naming.unique(Naming.titled(String(repeating: "Long ", count: 80), year: 1999), extension: "mkv", taken: &taken)
+        #expect(second.hasSuffix(" (1999) (2).mkv") && second.utf8.count <= 255, "\(second)")
     }
 
     @Test func duplicatesGetDeterministicSuffixes() {

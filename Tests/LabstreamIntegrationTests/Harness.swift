@@ -60,7 +60,7 @@ func expectedTree(_ dir: String) -> [String: String] {
         "test/Movies/Alpha (2001)/Alpha (2001).mkv": dir + "/alpha.mkv",
         "test/Movies/Beta (2002)/Beta (2002).mp4": dir + "/beta.mp4",
         "test/Movies/Gamma/Gamma.mkv": dir + "/gamma.mkv",
-        "test/Movies/.._x (1999)/.._x (1999).mkv": dir + "/hostile.mkv",
+        "test/Movies/_x (1999)/_x (1999).mkv": dir + "/hostile.mkv",
         "test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv": dir + "/s1e1.mkv",
         "test/Shows/Show (2020)/Season 01/Show (2020) - S01E02 - Second.mp4": dir + "/s1e2.mp4",
         "test/Shows/Show (2020)/Season 02/Show (2020) - S02E01 - Return.mkv": dir + "/s2e1.mkv",

@@ -34,6 +34,9 @@ import Testing
         #expect(StatusCommandProbe.reachability(m.path("test")) == "offline")
         let status = try m.cli(["status"])
         #expect(status.stdout.contains("server test: offline"), "\(status.stdout)")
+        // A file that is not here says why a read of it fails.
+        let gamma = try m.cli(["status", m.path("test/Movies/Gamma/Gamma.mkv")])
+        #expect(gamma.stdout.hasPrefix("not-local") && gamma.stdout.contains("(server offline)"), "\(gamma.stdout)")
         let list = try m.cli(["server", "list", "--json"])
         #expect(list.stdout.contains("\"reachability\" : \"offline\""), "\(list.stdout)")
         // One log line for the file, not one per read.
