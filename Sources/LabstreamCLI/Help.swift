@@ -113,7 +113,8 @@ enum Help {
     original's streams in Matroska when it is in another container: a Jellyfin or Emby live
     stream (restarted from the beginning if interrupted), an Emby Convert job for a capped copy
     (preparing, then fetched in ranges) or a Plex download-queue item (queued, then fetched in
-    ranges). It appears beside the original as "Title (Year) - 10mbps.mkv" once complete;
+    ranges). It appears beside the original as "Title (Year) - 10mbps.mkv" once complete (named
+    by what its bytes are: Plex's copies are MP4, ".mp4");
     user.labstream.copies on the original shows its state.
 
     These commands reach the daemon through DATA_DIR/control.sock (0600). With no daemon running,

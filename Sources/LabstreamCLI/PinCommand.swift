@@ -41,11 +41,15 @@ enum PinCommand {
                 let mine = copies.split(separator: ";").first { $0.hasPrefix(quality.description + "=") }
                 let state = mine.map { String($0.split(separator: "=").last ?? "") } ?? e.state
                 // A finished copy is in the tree beside the original, with its own reason; it is
-                // not done for the user until it can be opened there.
-                let copy = (e.path as NSString).deletingLastPathComponent + "/"
-                    + DerivedCopy.fileName(besides: (e.path as NSString).lastPathComponent, quality: quality)
-                let done = (state == "complete" || state == "unverified") && FileManager.default.fileExists(atPath: copy)
-                    && PinWait.finished(state: state, reason: StatusCommand.xattr(copy, "reason"))
+                // not done for the user until it can be opened there. Its extension is what it
+                // turned out to be (`ContainerSniff`), so it is found by its stem.
+                let folder = (e.path as NSString).deletingLastPathComponent
+                let named = DerivedCopy.fileName(besides: (e.path as NSString).lastPathComponent, quality: quality)
+                let stem = String(named.dropLast(DerivedCopy.container.count))
+                let copy = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [])
+                    .first { $0.hasPrefix(stem) && !$0.dropFirst(stem.count).contains(".") }.map { folder + "/" + $0 }
+                let done = (state == "complete" || state == "unverified") && copy != nil
+                    && PinWait.finished(state: state, reason: copy.flatMap { StatusCommand.xattr($0, "reason") })
                 states.append((e.path, state, done))
             }
             let done = states.filter(\.done).count

@@ -17,15 +17,16 @@ public enum DerivedCopy {
         return (FileKey(server: key.server, itemId: key.itemId, sourceId: String(key.sourceId[..<at])), quality)
     }
 
-    /// `Title (Year) - 10mbps.mkv` beside `Title (Year).mp4`.
-    public static func fileName(besides original: String, quality: Quality) -> String {
+    /// `Title (Year) - 10mbps.mkv` beside `Title (Year).mp4` (`ext`: what the copy turned out
+    /// to be, `ContainerSniff`).
+    public static func fileName(besides original: String, quality: Quality, extension ext: String = container) -> String {
         let stem = original.lastIndex(of: ".").map { String(original[..<$0]) } ?? original
-        return Naming.sanitize(stem + " - " + quality.description, extension: container)
+        return Naming.sanitize(stem + " - " + quality.description, extension: ext)
     }
 
     /// The tree entry of a finished copy of `base`.
-    public static func treeFile(of base: TreeFile, quality: Quality, size: Int64) -> TreeFile {
-        TreeFile(path: base.path.dropLast() + [fileName(besides: base.path.last ?? "", quality: quality)],
+    public static func treeFile(of base: TreeFile, quality: Quality, size: Int64, extension ext: String = container) -> TreeFile {
+        TreeFile(path: base.path.dropLast() + [fileName(besides: base.path.last ?? "", quality: quality, extension: ext)],
                  key: key(of: base.key, quality: quality), size: size, modified: base.modified, etag: nil, orphaned: base.orphaned,
                  remoteItemId: base.remoteItemId)
     }

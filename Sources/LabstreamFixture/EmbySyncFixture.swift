@@ -131,14 +131,17 @@ extension ServerFixture {
         return out
     }
 
-    /// A server-side transcode of `job`'s source at its bitrate, into a temporary Matroska file.
+    /// A server-side transcode of `job`'s source at its bitrate, into a temporary file: Matroska
+    /// for an Emby Convert job (the container the job asks for), MP4 for Plex's download queue
+    /// (what Plex makes of it, `ftyp isom`, whatever the client asked).
     func transcode(_ job: ServerJob, name: String) -> String? {
         guard let file = filesById[job.itemId] else { return nil }
-        let out = NSTemporaryDirectory() + "labstream-\(name)-\(getpid()).mkv"
+        let format = kind == .plex ? "mp4" : "matroska"
+        let out = NSTemporaryDirectory() + "labstream-\(name)-\(getpid())." + (kind == .plex ? "mp4" : "mkv")
         let ffmpeg = Process()
         ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
         ffmpeg.arguments = ["-v", "error", "-nostdin", "-y", "-i", file, "-c:v", "libx264", "-preset", "ultrafast", "-b:v", String(job.bitrate),
-                            "-c:a", "aac", "-b:a", "128k", "-f", "matroska", out]
+                            "-c:a", "aac", "-b:a", "128k", "-f", format, out]
         ffmpeg.standardInput = FileHandle.nullDevice
         ffmpeg.standardOutput = FileHandle.nullDevice
         ffmpeg.standardError = FileHandle.nullDevice

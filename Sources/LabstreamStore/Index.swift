@@ -383,18 +383,32 @@ public final class OfflineIndex: Sendable {
             // Finished copies at another quality appear beside their original.
             let byKey = Dictionary(sources.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
             let finished = try db.query("""
-                SELECT server, item_id, source_id, total, source_tag FROM downloads WHERE source_id LIKE '%@%' AND status IN ('complete', 'unverified')
+                SELECT server, item_id, source_id, total, source_tag, partial FROM downloads WHERE source_id LIKE '%@%' AND status IN ('complete', 'unverified')
                 \(server == nil ? "" : "AND server=?")
                 """, server.map { [.text($0)] } ?? [])
             let copies = finished.compactMap { r -> TreeFile? in
                 guard let s = r[0].text, let i = r[1].text, let id = r[2].text,
                       let (base, quality) = DerivedCopy.parse(FileKey(server: s, itemId: i, sourceId: id)), let original = byKey[base] else { return nil }
-                var copy = DerivedCopy.treeFile(of: original, quality: quality, size: r[3].int ?? 0)
+                // Named by what arrived, not by what was asked for.
+                let header = r[5].text.map { Self.header(ofPartial: (db.path as NSString).deletingLastPathComponent + "/" + $0) } ?? []
+                var copy = DerivedCopy.treeFile(of: original, quality: quality, size: r[3].int ?? 0,
+                                                extension: ContainerSniff.fileExtension(ofHeader: header) ?? DerivedCopy.container)
                 copy.etag = r[4].text
                 return copy
             }
             return sources + copies
         }
+    }
+
+    /// The first bytes of a stored partial (none when it cannot be read).
+    static func header(ofPartial path: String) -> [UInt8] {
+        guard DataLayout.isValidPartialPath(String(path.split(separator: "/").suffix(2).joined(separator: "/"))) else { return [] }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return [] }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: ContainerSniff.headerLength)
+        let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        return n > 0 ? Array(bytes[0..<n]) : []
     }
 
     /// The catalog's media sources as files, each with the pinned complete download row it has,

@@ -107,3 +107,16 @@ import Testing
         #expect(tree.map { $0.path.last! }.sorted() == ["Film (2010) - 1080p.mkv", "Film (2010) - 4K.mp4"])
     }
 }
+
+@Suite struct ContainerSniffTests {
+    @Test func aCopyIsNamedByItsBytes() {
+        #expect(ContainerSniff.fileExtension(ofHeader: [0x1A, 0x45, 0xDF, 0xA3, 0x9F, 0x42]) == "mkv")
+        #expect(ContainerSniff.fileExtension(ofHeader: [0, 0, 0, 0x20] + Array("ftypisom".utf8) + [0, 0, 2, 0]) == "mp4")
+        #expect(ContainerSniff.fileExtension(ofHeader: [0, 0, 0, 0x14] + Array("ftypqt  ".utf8)) == "mov")
+        #expect(ContainerSniff.fileExtension(ofHeader: Array("RIFF".utf8) + [1, 2, 3, 4] + Array("AVI LIST".utf8)) == "avi")
+        #expect(ContainerSniff.fileExtension(ofHeader: [0x47, 0x40, 0x00, 0x10]) == "ts")
+        #expect(ContainerSniff.fileExtension(ofHeader: Array("<html>".utf8)) == nil)
+        #expect(ContainerSniff.fileExtension(ofHeader: []) == nil)
+        #expect(DerivedCopy.fileName(besides: "Clip (2020).mkv", quality: .capped(megabitsPerSecond: 2), extension: "mp4") == "Clip (2020) - 2mbps.mp4")
+    }
+}
