@@ -25,6 +25,9 @@ public protocol MediaBackend: Sendable {
 
     /// Starts a server-side preparation of `file` (an Emby Convert job); returns the job's id.
     func startPreparation(of file: TreeFile, route: Route) throws(LabstreamError) -> String
+    /// The jobs this device already has on the server for `file` on `route` (one made by a
+    /// create whose answer was lost to a stop or a timeout), newest first.
+    func existingPreparations(of file: TreeFile, route: Route) throws(LabstreamError) -> [String]
     /// Where the job stands; `ready` names the prepared file (its tag for `rangeRequest`) and size.
     func preparation(job: String) throws(LabstreamError) -> Preparation
     /// Tells the server the prepared file arrived (it may then clean up).
@@ -48,6 +51,7 @@ extension MediaBackend {
         throw .invalidArgument("\(kind.rawValue) has no server-side preparation Labstream can run")
     }
     public func preparation(job: String) throws(LabstreamError) -> Preparation { .failed("no such job") }
+    public func existingPreparations(of file: TreeFile, route: Route) throws(LabstreamError) -> [String] { [] }
     public func finishPreparation(job: String, tag: String) throws(LabstreamError) {}
     public func cancelPreparationRequest(job: String) -> HTTPRequest? { nil }
 }
@@ -112,6 +116,9 @@ public struct CatalogRequestRetry: Sendable {
     }
 
     public func call(_ request: HTTPRequest, on transport: any HTTPTransport, signInHolds: () -> Bool) throws(LabstreamError) -> HTTPResponse {
+        // A POST that timed out may have done its work (made a job): sending it again could do
+        // it twice, so only reads are retried here; creators look before they create again.
+        let idempotent = ["GET", "HEAD"].contains(request.method)
         var failures = 0
         var signInChecked = false
         while true {
@@ -122,7 +129,7 @@ public struct CatalogRequestRetry: Sendable {
                 // Nothing listening is a server that is down, not busy: said at once (the
                 // daemon probes it with backoff and syncs it when it answers).
                 if case .unreachable = error { throw error.asLabstreamError }
-                guard case .retry(let delay) = decide(.transientTransport, failures) else { throw error.asLabstreamError }
+                guard idempotent, case .retry(let delay) = decide(.transientTransport, failures) else { throw error.asLabstreamError }
                 sleep(delay)
                 continue
             }
@@ -134,7 +141,7 @@ public struct CatalogRequestRetry: Sendable {
             guard RetryPolicy.retriedStatuses.contains(response.status) else { return response }
             failure = .status(response.status, retryAfter: response.header("Retry-After"))
             failures += 1
-            guard case .retry(let delay) = decide(failure, failures) else { return response }
+            guard idempotent, case .retry(let delay) = decide(failure, failures) else { return response }
             sleep(delay)
         }
     }

@@ -172,6 +172,9 @@ public struct MediaBrowserRequests: Sendable {
              + jsonString(name) + "}", token: token)
     }
 
+    /// `GET /Sync/Jobs`: every Sync job the server has (a `QueryResult<SyncJob>`).
+    public func syncJobs(token: String) -> HTTPRequest { get("/Sync/Jobs", token: token) }
+
     public func readySyncItems(token: String) -> HTTPRequest { get("/Sync/Items/Ready", [("TargetId", identity.deviceId)], token: token) }
     public func syncJob(_ id: String, token: String) -> HTTPRequest { get("/Sync/Jobs/\(id.queryEscaped)", token: token) }
 

@@ -166,6 +166,18 @@ public struct MediaBrowserClient: MediaBackend {
         return id
     }
 
+    /// Convert jobs for this device (`TargetId`) of the same item (`RequestedItemIds`) at the
+    /// same bitrate that have not failed or been cancelled.
+    public func existingPreparations(of file: TreeFile, route: Route) throws(LabstreamError) -> [String] {
+        guard requests.flavor == .emby, case .embyConvert(let bps) = route else { return [] }
+        let item = requests.downloadItemId(of: file)
+        let jobs = try MediaBrowserDecode.page(get(requests.syncJobs(token: session.token), "/Sync/Jobs"), "/Sync/Jobs").items
+        return jobs.filter { j in
+            j["TargetId"].string == requests.identity.deviceId && (j["RequestedItemIds"].array ?? []).contains { $0.text == item }
+                && (j["Bitrate"].int.map { $0 == bps } ?? true) && !["Failed", "Cancelled", "CompletedWithError"].contains(j["Status"].string ?? "")
+        }.compactMap { $0["Id"].text }.reversed()
+    }
+
     public func preparation(job: String) throws(LabstreamError) -> Preparation {
         let ready = try MediaBrowserDecode.json(get(requests.readySyncItems(token: session.token), "/Sync/Items/Ready"), "/Sync/Items/Ready")
         guard let items = ready.array else { throw .malformedResponse("/Sync/Items/Ready is not a list") }

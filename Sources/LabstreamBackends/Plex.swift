@@ -97,6 +97,11 @@ public struct PlexRequests: Sendable {
         get("/downloadQueue/\(queue)/items/\(item)", token: token)
     }
 
+    /// `GET /downloadQueue/{queueId}/items`: every item of the queue.
+    public func downloadQueueItems(_ queue: Int, token: String) -> HTTPRequest {
+        get("/downloadQueue/\(queue)/items", token: token)
+    }
+
     /// The prepared file, by range like a part.
     public func downloadQueueMedia(_ queue: Int, item: Int, range: ByteRange, validator: Validator?, token: String) -> HTTPRequest {
         part(key: "/downloadQueue/\(queue)/item/\(item)/media", range: range, validator: validator, token: token)
@@ -299,6 +304,16 @@ public enum PlexDecode {
             throw .malformedResponse("/downloadQueue/{id}/items/{itemId} answered no DownloadQueueItem status")
         }
         return QueueItem(status: status, error: item["error"].string, progress: item["TranscodeSession"]["progress"].double)
+    }
+
+    /// The items of a download queue: id, the key each was added with, its status and the
+    /// bitrate it was added at (kbit/s, `DecisionResult.availableBandwidth`).
+    public static func downloadQueueItems(_ body: [UInt8]) throws(LabstreamError) -> [(id: Int, key: String, status: String, kbps: Int?)] {
+        let container = try json(body, "/downloadQueue/{id}/items")["MediaContainer"]
+        return (container["DownloadQueueItem"].array ?? []).compactMap { item in
+            guard let id = item["id"].int, let key = item["key"].string else { return nil }
+            return (id, key, item["status"].string ?? "", item["DecisionResult"]["availableBandwidth"].int)
+        }
     }
 
     /// "1080p", "4K", "SD"… from `videoResolution`, else "Version N".

@@ -175,6 +175,17 @@ public struct PlexClient: MediaBackend {
         return "\(queue)/\(try PlexDecode.addedQueueItemId(added))"
     }
 
+    /// Items of this client's queue added for the same item at the same bitrate that have not
+    /// failed or expired.
+    public func existingPreparations(of file: TreeFile, route: Route) throws(LabstreamError) -> [String] {
+        guard case .plexOptimize(let bitsPerSecond) = route else { return [] }
+        let queue = try PlexDecode.downloadQueueId(get(requests.createDownloadQueue(token: session.token), "/downloadQueue"))
+        let key = "/library/metadata/\(file.key.itemId)"
+        return try PlexDecode.downloadQueueItems(get(requests.downloadQueueItems(queue, token: session.token), "/downloadQueue/{id}/items"))
+            .filter { $0.key == key && ($0.kbps.map { $0 == bitsPerSecond / 1000 } ?? true) && !["error", "expired"].contains($0.status) }
+            .sorted { $0.id > $1.id }.map { "\(queue)/\($0.id)" }
+    }
+
     public func preparation(job: String) throws(LabstreamError) -> Preparation {
         guard let (queue, item) = Self.queueJob(job) else { return .failed("'\(job)' is not a Plex download queue item") }
         let answer = try transport.call(requests.downloadQueueItem(queue, item: item, token: session.token))

@@ -11,6 +11,8 @@ import Synchronization
 /// journaled for cancellation until its file has arrived and the server was told.
 final class PreparedCopies: Sendable {
     static let pollInterval = 1.0
+    /// `row.job` while a job is being made: after a stop, the server is asked for it first.
+    static let creating = "creating"
     let nextPoll = Mutex<[FileKey: Date]>([:])
     /// Transient failures in a row per copy: each retry waits longer (capped).
     let failures = Mutex<[FileKey: Int]>([:])
@@ -18,9 +20,26 @@ final class PreparedCopies: Sendable {
     func consider(_ queued: DownloadRow, base: TreeFile, route: Route, backend: any MediaBackend, engine: TransferEngine) -> FileTransfer.FillState {
         var row = queued
         do throws(LabstreamError) {
-            guard let job = row.job else {
+            guard let job = row.job, job != Self.creating else {
                 if let due = nextPoll.withLock({ $0[row.key] }), due > Date() { return .waitUntil(due) }
-                let id = try backend.startPreparation(of: base, route: route)
+                let id: String
+                // A create whose answer never came back (a stop, a timeout) may have made the job:
+                // adopt it rather than make a second one, and cancel any further ones.
+                let found = row.job == Self.creating ? try backend.existingPreparations(of: base, route: route) : []
+                if let adopted = found.first {
+                    id = adopted
+                    engine.log("\(base.path.joined(separator: "/")): adopted server job \(id), made before the last stop")
+                    for extra in found.dropFirst() {
+                        let intent = CleanupJournal.Intent(kind: .cancelJob, server: row.key.server, session: extra, created: engine.now())
+                        try engine.journal.add(intent)
+                        Self.cancel(intent, backend: backend, engine: engine)
+                    }
+                } else {
+                    // The intent is recorded before the job is made.
+                    row.job = Self.creating
+                    _ = try engine.index.saveDownload(row, now: engine.now())
+                    id = try backend.startPreparation(of: base, route: route)
+                }
                 try engine.journal.add(.init(kind: .cancelJob, server: row.key.server, session: id, created: engine.now()))
                 row.job = id
                 row.status = route.waitingStatus
@@ -67,6 +86,7 @@ final class PreparedCopies: Sendable {
                 failures.withLock { _ = $0.removeValue(forKey: row.key) }
                 row.status = .failed
                 row.reason = error.userMessage
+                if row.job == Self.creating { row.job = nil }
                 _ = try? engine.index.saveDownload(row, now: engine.now())
                 engine.log("\(base.path.joined(separator: "/")): \(error.userMessage)")
                 engine.noteChange()

@@ -31,6 +31,17 @@ extension ServerFixture {
     public func failSyncJobs(_ failing: Bool = true) { state.withLock { $0.failSyncJobs = failing } }
     public func expireSyncJobs(_ expiring: Bool = true) { state.withLock { $0.expireSyncJobs = expiring } }
     public func holdSyncJobs() { state.withLock { $0.holdSyncJobs = true } }
+    /// The next `count` job creations (Emby Convert, Plex download queue add) make the job but
+    /// answer 504, as a proxy that timed out does: the client cannot know the job exists.
+    public func loseJobCreateAnswers(_ count: Int) { state.withLock { $0.lostCreateAnswers = count } }
+
+    func createAnswerLost() -> Bool {
+        state.withLock { s in
+            guard s.lostCreateAnswers > 0 else { return false }
+            s.lostCreateAnswers -= 1
+            return true
+        }
+    }
 
     func syncRoute(_ request: HTTPServer.Request, parts: [String], fault: FixtureFault?, logIndex: Int) -> HTTPServer.Response? {
         guard parts.first == "Sync" else { return nil }
@@ -48,7 +59,12 @@ extension ServerFixture {
                 s.syncJobs[id] = ServerJob(itemId: item, targetId: target, bitrate: bitrate)
                 return id
             }
+            if createAnswerLost() { return .json("{\"title\":\"Gateway Timeout\"}", status: 504) }
             return json(["Job": syncJobDto(id), "JobItems": [syncJobItemDto(id)]])
+        }
+        if m == "GET" && parts == ["Sync", "Jobs"] {
+            let ids = state.withLock { $0.syncJobs.filter { !$0.value.cancelled }.map(\.key).sorted() }
+            return json(["Items": ids.map { syncJobDto($0) }, "TotalRecordCount": ids.count])
         }
         if m == "GET" && parts == ["Sync", "Items", "Ready"] {
             guard let target = request.query["TargetId"] else { return .json("{\"title\":\"TargetId is required\"}", status: 400) }
@@ -112,7 +128,7 @@ extension ServerFixture {
         let job = state.withLock { $0.syncJobs[id]! }
         return ["Id": id, "TargetId": job.targetId, "TargetName": "Labstream", "Quality": "custom", "Bitrate": job.bitrate,
                 "Container": "mkv", "VideoCodec": "h264", "AudioCodec": "aac", "Name": "Labstream", "Status": syncStatus(job),
-                "Progress": job.output == nil ? 50.0 : 100.0, "ItemCount": 1, "RequestedItemIds": [] as [Any], "DateCreated": "2026-12-01T00:00:00.0000000Z"]
+                "Progress": job.output == nil ? 50.0 : 100.0, "ItemCount": 1, "RequestedItemIds": [job.itemId], "DateCreated": "2026-12-01T00:00:00.0000000Z"]
     }
 
     func syncJobItemDto(_ id: Int) -> [String: Any] {

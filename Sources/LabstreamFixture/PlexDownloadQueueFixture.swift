@@ -46,7 +46,12 @@ extension ServerFixture {
                 s.queueItems[id] = ServerJob(itemId: source, targetId: client, bitrate: kbps * 1000, key: key)
                 return id
             }
+            if createAnswerLost() { return .json("{\"errors\":[{\"message\":\"Gateway Timeout\"}]}", status: 504) }
             return json(["MediaContainer": ["size": 1, "AddedQueueItems": [["id": id, "key": key]]] as [String: Any]])
+        }
+        if m == "GET" && parts.count == 3 && parts[2] == "items" {
+            let ids = state.withLock { s in s.queueItems.filter { !$0.value.cancelled && $0.value.targetId == client }.map(\.key).sorted() }
+            return json(["MediaContainer": ["size": ids.count, "DownloadQueueItem": ids.map { queueItemDto($0) }] as [String: Any]])
         }
         guard parts.count >= 4, let itemId = Int(parts[3]), let job = state.withLock({ $0.queueItems[itemId] }), !job.cancelled,
               job.targetId == client else { return notFound }

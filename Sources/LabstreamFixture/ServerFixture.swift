@@ -154,6 +154,8 @@ public final class ServerFixture: Sendable {
         var expireSyncJobs = false
         /// Server-side jobs keep running and are never ready.
         var holdSyncJobs = false
+        /// Job creations whose answer is lost: the job is made, the client gets a 504.
+        var lostCreateAnswers = 0
         /// Play sessions whose encoding a client stopped (`DELETE /Videos/ActiveEncodings`).
         var stoppedSessions: [String] = []
         /// File bodies being sent now, and the most at once, per file.

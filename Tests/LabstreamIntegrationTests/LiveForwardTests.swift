@@ -220,6 +220,22 @@ import Testing
         try m.unmount()
     }
 
+    /// A create whose answer is lost (a proxy's 504 after the server made the job, or a stop
+    /// before the answer was recorded): the intent was recorded first, so the next try finds
+    /// the job on the server and adopts it; one job, never two.
+    @Test(arguments: [ServerFixture.Kind.emby, .plex])
+    func aJobWhoseCreateAnswerWasLostIsAdoptedNotMadeAgain(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("job-lost-\(kind)", kind: kind, catalog: Self.clipCatalog)
+        try m.mount()
+        m.fixture.loseJobCreateAnswers(1)
+        let pin = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
+        #expect(pin.code == 0, "\(pin.stderr)")
+        #expect((kind == .emby ? m.fixture.syncJobCount : m.fixture.queueItemCount) == 1)
+        #expect(m.log.contains("adopted server job"), "\(m.log)")
+        #expect(FileManager.default.fileExists(atPath: m.path(Self.copy(kind))))
+        try m.unmount()
+    }
+
     /// A server that refuses to make the job (a 4xx other than 408/429) ends the copy `failed`
     /// with the server's own message: no re-posting, and `pin --wait` returns.
     @Test(arguments: [ServerFixture.Kind.emby, .plex])
