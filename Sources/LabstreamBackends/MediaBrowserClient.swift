@@ -160,7 +160,7 @@ public struct MediaBrowserClient: MediaBackend {
             throw .invalidArgument("\(requests.flavor.product) has no Convert jobs")
         }
         let body = try get(requests.createSyncJob(itemId: requests.downloadItemId(of: file), userId: session.userId, bitrate: bps,
-                                                  name: "Labstream: " + (file.path.last ?? file.key.itemId), token: session.token), "/Sync/Jobs")
+                                                  name: Self.syncJobName(file), token: session.token), "/Sync/Jobs")
         let j = try MediaBrowserDecode.json(body, "/Sync/Jobs")
         guard let id = j["Job"]["Id"].text else { throw .malformedResponse("/Sync/Jobs answered no Job.Id") }
         return id
@@ -173,10 +173,15 @@ public struct MediaBrowserClient: MediaBackend {
         let item = requests.downloadItemId(of: file)
         let jobs = try MediaBrowserDecode.page(get(requests.syncJobs(token: session.token), "/Sync/Jobs"), "/Sync/Jobs").items
         return jobs.filter { j in
-            j["TargetId"].string == requests.identity.deviceId && (j["RequestedItemIds"].array ?? []).contains { $0.text == item }
+            // The item it was asked for, or the name Labstream gives its jobs.
+            let same = (j["RequestedItemIds"].array ?? []).contains { $0.text == item } || j["Name"].string == Self.syncJobName(file)
+            return j["TargetId"].string == requests.identity.deviceId && same
                 && (j["Bitrate"].int.map { $0 == bps } ?? true) && !["Failed", "Cancelled", "CompletedWithError"].contains(j["Status"].string ?? "")
         }.compactMap { $0["Id"].text }.reversed()
     }
+
+    static func syncJobName(_ file: TreeFile) -> String { "Labstream: " + (file.path.last ?? file.key.itemId) }
+
 
     public func preparation(job: String) throws(LabstreamError) -> Preparation {
         let ready = try MediaBrowserDecode.json(get(requests.readySyncItems(token: session.token), "/Sync/Items/Ready"), "/Sync/Items/Ready")

@@ -43,6 +43,7 @@ enum NextVersions {
         do {
             if let old = try engine.index.swapVersion(shown.key, next: next.key, now: engine.now()) {
                 unlink(engine.layout.absolute(old))
+                unlink(CopySidecar.path(ofPartial: engine.layout.absolute(old)))
             }
             engine.log("\(shown.path.joined(separator: "/")): the new version replaced the old copy")
             engine.noteChange()

@@ -9,6 +9,8 @@ public enum Reconcile {
         public var setAside: [String] = []
         /// Files in `orphans/` that a row owns again (a restored index), moved back.
         public var readopted: [String] = []
+        /// Stored copies no row owned, taken back from their sidecars (bytes checked).
+        public var adopted: [FileKey] = []
         public var vanished: [FileKey] = []
         public var malformed: [String] = []
     }
@@ -33,19 +35,38 @@ public enum Reconcile {
                 log("took \(name) back from \(layout.orphansDir): an index row owns it again")
             }
         }
+        // Copies set aside earlier that describe themselves come back to be adopted below.
+        for name in ((try? fm.contentsOfDirectory(atPath: layout.orphansDir)) ?? []).sorted()
+        where name.hasSuffix(".part") && !fm.fileExists(atPath: layout.partialsDir + "/" + name)
+            && CopySidecar.read(CopySidecar.path(ofPartial: layout.orphansDir + "/" + name)) != nil {
+            try makeDirectories(layout.partialsDir)
+            if rename(layout.orphansDir + "/" + name, layout.partialsDir + "/" + name) == 0 {
+                rename(CopySidecar.path(ofPartial: layout.orphansDir + "/" + name), CopySidecar.path(ofPartial: layout.partialsDir + "/" + name))
+            }
+        }
         let names = (try? fm.contentsOfDirectory(atPath: layout.partialsDir)) ?? []
         for name in names.sorted() where name.hasSuffix(".part.fresh") {
             unlink(layout.partialsDir + "/" + name)   // a cleared partial a crash caught before it took the name
         }
         for name in names.sorted() where name.hasSuffix(".part") && !owned.contains("partials/" + name) {
+            if let key = adopt(name, index: index, layout: layout, now: now) {
+                report.adopted.append(key)
+                log("took back \(name) as \(key): its sidecar describes it and its bytes match their digests")
+                continue
+            }
             try makeDirectories(layout.orphansDir)
             let target = layout.orphansDir + "/" + name
             // One set aside before under the same name is older: keep both.
             let free = fm.fileExists(atPath: target) ? target + ".\(now)" : target
             if rename(layout.partialsDir + "/" + name, free) == 0 {
+                rename(CopySidecar.path(ofPartial: layout.partialsDir + "/" + name), CopySidecar.path(ofPartial: free))
                 report.setAside.append(name)
                 log("set \(name) aside in \(layout.orphansDir): no index row owns it. `labstream repair` takes such files back with the index's backup; `labstream orphans --purge` deletes them")
             }
+        }
+        // A sidecar whose copy is gone describes nothing.
+        for name in names where name.hasSuffix(".part.meta") && !fm.fileExists(atPath: layout.partialsDir + "/" + String(name.dropLast(5))) {
+            unlink(layout.partialsDir + "/" + name)
         }
         for var row in try index.downloads() where !row.present.isEmpty {
             guard !fm.fileExists(atPath: layout.absolute(row.partialPath)) else { continue }
@@ -57,6 +78,42 @@ public enum Reconcile {
             log("\(row.key): its local file vanished; its bytes will be fetched again")
         }
         return report
+    }
+
+    /// Takes back `partials/NAME` from its sidecar when no row has its key: a row with the
+    /// segments whose bytes still match their digests (nothing else is trusted), pinned as it
+    /// was; a whole copy is checked again (size, playback probe). Returns the key adopted.
+    static func adopt(_ name: String, index: OfflineIndex, layout: DataLayout, now: Int64) -> FileKey? {
+        let path = layout.partialsDir + "/" + name
+        guard let record = CopySidecar.read(CopySidecar.path(ofPartial: path)), (try? index.download(record.key)) == .some(nil) else { return nil }
+        var st = stat()
+        guard stat(path, &st) == 0, Int64(st.st_size) == record.total else { return nil }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var good: [OfflineIndex.Segment] = []
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        for segment in record.segments.values.sorted(by: { $0.range.lower < $1.range.lower }) {
+            let hasher = SegmentDigest.hasher(like: segment.digest)
+            var offset = segment.range.lower
+            while offset < segment.range.upper {
+                let want = Int(min(Int64(buffer.count), segment.range.upper - offset))
+                let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, want, off_t(offset)) }
+                guard n > 0 else { break }
+                buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+                offset += Int64(n)
+            }
+            if offset == segment.range.upper && hasher.finish() == segment.digest { good.append(segment) }
+        }
+        guard !good.isEmpty else { return nil }
+        let present = RangeSet(good.map(\.range))
+        let whole = present.contains(ByteRange(0, record.total))
+        let row = DownloadRow(key: record.key, status: whole ? .unverified : (record.pinned ? .queued : .partial), attempt: record.attempt,
+                              validator: record.validator, total: record.total, present: present, partialPath: "partials/" + name,
+                              reason: whole ? StatusReason.awaitingValidation : nil, awaitingValidation: whole, pinned: record.pinned,
+                              sourceTag: record.sourceTag)
+        for segment in good { guard (try? index.saveDownload(row, committing: segment, now: now)) == true else { return nil } }
+        return record.key
     }
 
     /// The files set aside in `orphans/`, with their sizes on disk.

@@ -13,6 +13,8 @@ struct ServerJob: Sendable {
     var failed = false
     /// Plex: the `keys` entry the item was added with.
     var key: String? = nil
+    /// Emby: the `Name` the job was created with.
+    var name: String? = nil
 }
 
 /// Emby's Sync API as its 4.8 spec describes it: `POST /Sync/Jobs`, `/Sync/Items/Ready`,
@@ -56,7 +58,7 @@ extension ServerFixture {
             let bitrate = body["Bitrate"] as? Int ?? 2_000_000
             let id = state.withLock { s -> Int in
                 let id = 100 + s.syncJobs.count
-                s.syncJobs[id] = ServerJob(itemId: item, targetId: target, bitrate: bitrate)
+                s.syncJobs[id] = ServerJob(itemId: item, targetId: target, bitrate: bitrate, name: body["Name"] as? String)
                 return id
             }
             if createAnswerLost() { return .json("{\"title\":\"Gateway Timeout\"}", status: 504) }
@@ -127,8 +129,8 @@ extension ServerFixture {
     func syncJobDto(_ id: Int) -> [String: Any] {
         let job = state.withLock { $0.syncJobs[id]! }
         return ["Id": id, "TargetId": job.targetId, "TargetName": "Labstream", "Quality": "custom", "Bitrate": job.bitrate,
-                "Container": "mkv", "VideoCodec": "h264", "AudioCodec": "aac", "Name": "Labstream", "Status": syncStatus(job),
-                "Progress": job.output == nil ? 50.0 : 100.0, "ItemCount": 1, "RequestedItemIds": [job.itemId], "DateCreated": "2026-12-01T00:00:00.0000000Z"]
+                "Container": "mkv", "VideoCodec": "h264", "AudioCodec": "aac", "Name": job.name ?? "", "Status": syncStatus(job),
+                "Progress": job.output == nil ? 50.0 : 100.0, "ItemCount": 1, "RequestedItemIds": [UInt64(plexNumber(job.itemId)) ?? 0], "DateCreated": "2026-12-01T00:00:00.0000000Z"]
     }
 
     func syncJobItemDto(_ id: Int) -> [String: Any] {

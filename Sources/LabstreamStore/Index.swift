@@ -1,5 +1,6 @@
 import Foundation
 import LabstreamCore
+import Synchronization
 
 /// The offline index: servers, libraries, items, media sources (with their tree paths) and
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
@@ -485,6 +486,11 @@ public final class OfflineIndex: Sendable {
     /// (relative to the data dir), which nothing references any more.
     public func swapVersion(_ base: FileKey, next: FileKey, now: Int64) throws(LabstreamError) -> String? {
         do {
+            let swappedRow = Mutex<DownloadRow?>(nil)
+            defer {
+                // The file now belongs to `base`: its sidecar says so, with its segments.
+                if let row = swappedRow.withLock({ $0 }) { CopySidecar.rewrite(row, segments: (try? segments(row.key, attempt: row.attempt)) ?? [], root: dataRoot) }
+            }
             return try db.transaction { c in
                 guard let nextRow = try c.query("SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
                                                 [.text(next.server), .text(next.itemId), .text(next.sourceId)]).first.flatMap(Self.decodeDownload) else { return nil }
@@ -502,6 +508,7 @@ public final class OfflineIndex: Sendable {
                 try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=?", [.text(next.server), .text(next.itemId), .text(next.sourceId)])
                 try c.run("DELETE FROM downloads WHERE server=? AND item_id=? AND source_id=?", [.text(next.server), .text(next.itemId), .text(next.sourceId)])
                 try Self.insert(swapped, into: c, now: now)
+                swappedRow.withLock { $0 = swapped }
                 return old.map(\.partialPath).flatMap { $0 == swapped.partialPath ? nil : $0 }
             }
         } catch { throw .storage("swapping in the new version of \(base) failed: \(error)") }
@@ -555,7 +562,7 @@ public final class OfflineIndex: Sendable {
     public func saveDownload(_ row: DownloadRow, committing segment: Segment? = nil, learnedSize: Bool = false, now: Int64) throws(LabstreamError) -> Bool {
         let k: [SQLValue] = [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId)]
         do {
-            return try db.transaction { c in
+            let saved = try db.transaction { c in
                 let current = try c.query("SELECT attempt FROM downloads WHERE server=? AND item_id=? AND source_id=?", k).first?[0].int
                 if let current, current > row.attempt.rawValue { return false }
                 try Self.insert(row, into: c, now: now)
@@ -569,6 +576,8 @@ public final class OfflineIndex: Sendable {
                 }
                 return true
             }
+            if saved { CopySidecar.note(row, segment: segment, root: dataRoot) }
+            return saved
         } catch {
             if let e = error as? SQLiteError, e.code == 13 { throw .noSpace("saving download state in \(db.path)") }   // SQLITE_FULL
             throw .storage("saving download state failed: \(error)")
@@ -586,8 +595,12 @@ public final class OfflineIndex: Sendable {
         }
     }
 
+    /// The data directory this index lives in (partial paths are relative to it).
+    public var dataRoot: String { (db.path as NSString).deletingLastPathComponent }
+
     /// Forgets a segment whose bytes no longer match their digest, with the row, atomically.
     public func dropSegment(_ row: DownloadRow, range: ByteRange, now: Int64) throws(LabstreamError) {
+        defer { CopySidecar.note(row, segment: nil, dropped: range.lower, root: dataRoot) }
         do {
             try db.transaction { c in
                 try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=? AND lower=?",
@@ -613,6 +626,7 @@ public final class OfflineIndex: Sendable {
                     row.setPinned(pinned)
                     try Self.insert(row, into: c, now: now)
                     out.append(row)
+                    CopySidecar.note(row, segment: nil, root: dataRoot)
                 }
                 return out
             }

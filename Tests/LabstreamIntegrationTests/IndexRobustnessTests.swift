@@ -21,7 +21,7 @@ import Testing
         _ = try pread(path: m.path("test/Movies/Gamma/Gamma.mkv"), offset: 0, length: 4096)
         try m.unmount()
         let index = m.dataDir + "/index.sqlite"
-        let partials = try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/partials").sorted()
+        let partials = try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/partials").filter { $0.hasSuffix(".part") }.sorted()
         #expect(partials.count == 2)
         let original = try #require(bytes(index))
         // A clean shutdown leaves everything in the file itself, and a backup beside it.
@@ -52,30 +52,49 @@ import Testing
             #expect(aside.count == 1 && bytes(m.dataDir + "/" + aside[0]) == damaged)
         }
         try m.mount()
-        #expect(try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/partials").sorted() == partials)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/partials").filter { $0.hasSuffix(".part") }.sorted() == partials)
         #expect(["complete", "unverified"].contains(StatusCommandXattr.get(m.path(pinned), "state") ?? ""))
         #expect(StatusCommandXattr.get(m.path(pinned), "pinned") == "1")
         #expect(try sha256(m.path(pinned)) == sha256(expectedTree(m.mediaDir)[pinned]!))
         try m.unmount()
     }
 
-    /// With no backup at all, a fresh index sets every stored file aside; nothing is deleted
-    /// until `labstream orphans --purge`.
-    @Test func aFreshIndexSetsStoredFilesAsideAndDeletesNothing() throws {
+    /// With no index and no backup at all, every stored copy describes itself (its sidecar):
+    /// a fresh index takes each back whose bytes still match, pinned as it was, with nothing
+    /// fetched again. A file nothing describes is set aside, deleted only by
+    /// `labstream orphans --purge`.
+    @Test func aFreshIndexTakesBackEveryStoredCopyAndDeletesNothing() throws {
         let m = try MountedLabstream("index-fresh")
         try m.mount()
-        #expect(try m.cli(["pin", "--wait", m.path("test/Movies/Gamma/Gamma.mkv")]).code == 0)
+        let gamma = "test/Movies/Gamma/Gamma.mkv", alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+        #expect(try m.cli(["pin", "--wait", m.path(gamma)]).code == 0)
+        _ = try pread(path: m.path(alpha), offset: 0, length: 4096)
         try m.unmount()
-        let partials = try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/partials")
+        let stray = "0123456789abcdef0123456789abcdef.part"
+        writeRandomFile(m.dataDir + "/partials/" + stray, size: 1000, seed: 5)
+        // Alpha's stored bytes are damaged behind Labstream's back: its sidecar's digest no
+        // longer matches, so it is not taken back (set aside instead) and is fetched again.
+        let alphaPartial = try #require(try OfflineIndex(path: m.dataDir + "/index.sqlite").downloads()
+            .first { $0.key.itemId == m.fixture.itemId(forFile: m.mediaDir + "/alpha.mkv") }?.partialPath)
+        let fd = open(m.dataDir + "/" + alphaPartial, O_WRONLY)
+        _ = [UInt8(0x5A)].withUnsafeBytes { pwrite(fd, $0.baseAddress, 1, 100) }
+        close(fd)
         for name in ["index.sqlite", "index.backup.sqlite"] { try FileManager.default.removeItem(atPath: m.dataDir + "/" + name) }
+        m.fixture.clearLog()
         try m.mount()
+        #expect(m.log.contains("took back"), "\(m.log)")
+        #expect(StatusCommandXattr.get(m.path(gamma), "pinned") == "1")
+        #expect(try sha256(m.path(gamma)) == sha256(expectedTree(m.mediaDir)[gamma]!))
+        #expect(!m.fixture.downloadRequests.contains { !$0.path.contains(m.fixture.itemId(forFile: m.mediaDir + "/alpha.mkv")!) },
+                "\(m.fixture.downloadRequests.map(\.path))")   // gamma is not fetched again
+        #expect(try pread(path: m.path(alpha), offset: 0, length: 4096) == pread(path: expectedTree(m.mediaDir)[alpha]!, offset: 0, length: 4096))
         try m.unmount()
-        let orphans = try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/orphans")
-        #expect(orphans == partials && m.log.contains("set \(partials[0]) aside"))
+        let orphans = try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/orphans").filter { $0.hasSuffix(".part") }
+        #expect(Set(orphans) == [stray, (alphaPartial as NSString).lastPathComponent] && m.log.contains("set \(stray) aside"), "\(orphans)")
         let list = try m.cli(["orphans"])
-        #expect(list.code == 0 && list.stdout.contains(partials[0]), "\(list.stdout)")
+        #expect(list.code == 0 && list.stdout.contains(stray), "\(list.stdout)")
         let purge = try m.cli(["orphans", "--purge"])
-        #expect(purge.code == 0 && purge.stdout.contains("deleted 1 set-aside files"), "\(purge.stdout)")
+        #expect(purge.code == 0 && purge.stdout.contains("deleted"), "\(purge.stdout)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/orphans").isEmpty)
     }
 

@@ -218,7 +218,7 @@ enum StatusCommandProbe {
         #expect(StatusCommandXattr.get(m.path(rel), "pinned") == "1")
         // One partial file for Beta again: the old one is gone.
         let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
-        let partials = try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/partials")
+        let partials = try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/partials").filter { $0.hasSuffix(".part") }
         #expect(Set(try index.downloads().map { ($0.partialPath as NSString).lastPathComponent }).isSuperset(of: Set(partials)))
         #expect(try index.downloads().allSatisfy { NextVersion.base(of: $0.key) == nil })
         try m.unmount()
