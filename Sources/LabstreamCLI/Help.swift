@@ -151,7 +151,10 @@ enum Help {
     static let unmount = """
     Usage: labstream unmount MOUNTPOINT
 
-    Unmounts a Labstream mount and waits for its daemon to finish.
+    Unmounts a Labstream mount and waits for its daemon to finish. The mount leaves the tree at
+    once (a lazy unmount); files still open in it are served until they are closed, and the
+    command says which processes hold them and waits for that (Ctrl-C stops waiting; the daemon
+    still finishes by itself once they are closed).
     """
 
     static let repair = """

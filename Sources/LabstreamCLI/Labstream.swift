@@ -18,11 +18,17 @@ public enum Labstream {
             _ = Daemon.blockSignals()
             return report { try MountHelper.run(rest) }
         }
+        // Global options go anywhere on the line, before the command too.
+        var leading: [String] = []
+        while let first = rest.first, first.hasPrefix("-"), !commands.contains(first) {
+            leading.append(rest.removeFirst())
+            if Context.globalValued.contains(first), let value = rest.first { leading.append(value); rest.removeFirst() }
+        }
         guard let command = rest.first else {
-            writeToStderr(Help.main)
+            if leading.isEmpty { writeToStderr(Help.main) } else { writeToStderr("labstream: no command after \(leading.joined(separator: " "))\nRun `labstream --help` for usage.") }
             return ExitCode.usage
         }
-        rest.removeFirst()
+        rest = leading + rest.dropFirst()
         if command == "mount" || command == "demo" || command == "fixture" {
             _ = Daemon.blockSignals()
         } else {

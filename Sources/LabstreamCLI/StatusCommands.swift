@@ -231,6 +231,8 @@ enum UnmountCommand {
         guard isLabstreamMount(path) else {
             throw CLIError(ExitCode.noInput, "\(raw) is not a Labstream mount")
         }
+        // Files still open keep the daemon serving them after the (lazy) unmount: say who.
+        let busy = openFiles(below: path)
         guard FUSEMount.unmount(path) else {
             throw CLIError(ExitCode.tempFail, "unmounting \(raw) failed: \(String(cString: strerror(errno)))")
         }
@@ -238,13 +240,40 @@ enum UnmountCommand {
         let context = Context(args: args)
         if let holder = DaemonLock.holder(context.layout), holder.mountpoint == path {
             let fd = open(context.layout.lockPath, O_RDONLY | O_CLOEXEC)
-            if fd >= 0 { flock(fd, LOCK_SH); flock(fd, LOCK_UN); close(fd) }
+            if fd >= 0 {
+                if flock(fd, LOCK_SH | LOCK_NB) != 0 && !busy.isEmpty {
+                    let who = busy.map { "pid \($0.pid) (\($0.command)) has \($0.files) file\($0.files == 1 ? "" : "s") open" }.joined(separator: ", ")
+                    printOut("\(raw) is gone from the tree, but \(who) in it; the daemon serves \(busy.count == 1 ? "it" : "them") until closed. "
+                             + "Waiting for that (Ctrl-C stops waiting; the daemon still finishes when the files are closed).")
+                }
+                flock(fd, LOCK_SH)
+                flock(fd, LOCK_UN)
+                close(fd)
+            }
         }
         printOut("Unmounted \(raw).")
         return ExitCode.ok
     }
 
     static func isLabstreamMount(_ path: String) -> Bool { mountedType(at: path) == "fuse.labstream" }
+
+    /// Processes with files open below `mountpoint` (their descriptors in /proc), and how many.
+    static func openFiles(below mountpoint: String) -> [(pid: Int32, command: String, files: Int)] {
+        let me = getpid()
+        var out: [(Int32, String, Int)] = []
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = Int32(entry), pid != me else { continue }
+            let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+            let open = fds.filter { fd in
+                guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\(fd)") else { return false }
+                return target.hasPrefix(mountpoint + "/")
+            }.count
+            guard open > 0 else { continue }
+            let command = readProcFile("/proc/\(pid)/comm").map { String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "?"
+            out.append((pid, command, open))
+        }
+        return out.sorted { $0.0 < $1.0 }
+    }
 
     /// The type of the filesystem mounted at `path` (the last one, if stacked), from mountinfo.
     static func mountedType(at path: String) -> String? {

@@ -79,6 +79,12 @@ import Testing
         #expect(none.code == 64)
         let unknown = try e.run(["frobnicate"])
         #expect(unknown.code == 64 && unknown.stderr == "labstream: unknown command 'frobnicate'\nRun `labstream --help` for usage.\n")
+        // Global options go anywhere, before the command too (as --help and labstream(1) say).
+        for leading in [["--config-dir", e.scratch.sub("other-config")], ["-v"], ["--log-level", "debug"], ["--data-dir", e.scratch.sub("d2")]] {
+            let r = try e.run(leading + ["status"])
+            #expect(r.code == 0 && r.stdout.contains("Nothing is stored locally yet."), "\(leading): \(r.code) \(r.stderr)")
+        }
+        #expect(try e.run(["--config-dir", e.scratch.sub("c3")]).code == 64)
         let badOption = try e.run(["status", "--frob"])
         #expect(badOption.code == 64 && badOption.stderr.contains("unknown option --frob"))
         let rw = try e.run(["mount", e.scratch.sub("m"), "-o", "rw"])

@@ -5,6 +5,26 @@ import Testing
 
 /// Real FUSE mounts of the `labstream` daemon process over the fixture on loopback.
 @Suite(.serialized) struct MountTests {
+    /// Unmounting while a player holds a file open: the command says who holds what and that it
+    /// waits, and finishes once the file is closed.
+    @Test func unmountWithAFileOpenSaysWhoAndFinishesWhenItCloses() throws {
+        let m = try MountedLabstream("unmount-busy")
+        try m.mount()
+        let fd = open(m.path("test/Movies/Gamma/Gamma.mkv"), O_RDONLY)
+        #expect(fd >= 0)
+        let result = LockedBox<ProcessResult?>(nil)
+        let unmount = Thread { result.set(try? m.cli(["unmount", m.mountpoint])) }
+        unmount.start()
+        #expect(eventually { UnmountProbe.mounted(m.mountpoint) == false })   // gone from the tree at once
+        #expect(result.get() == nil)                                          // still waiting for the open file
+        close(fd)
+        #expect(eventually { result.get() != nil })
+        let r = try #require(result.get() ?? nil)
+        #expect(r.code == 0 && r.stdout.contains("pid \(getpid())") && r.stdout.contains("has 1 file open") && r.stdout.contains("Waiting"),
+                "\(r.stdout)\(r.stderr)")
+        #expect(waitForExit(pid: m.daemonPid))
+    }
+
     @Test func theMountServesTheCatalogByteForByte() throws {
         let m = try MountedLabstream("mount")
         try m.mount()
@@ -149,5 +169,13 @@ import Testing
         let verify = try m.cli(["verify", clip])
         #expect(verify.code == 0, "\(verify.stderr)")
         try m.unmount()
+    }
+}
+
+enum UnmountProbe {
+    /// Whether `path` is a mountpoint now (per /proc/self/mountinfo).
+    static func mounted(_ path: String) -> Bool {
+        let info = (try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)) ?? ""
+        return info.split(separator: "\n").contains { $0.split(separator: " ").count > 4 && $0.split(separator: " ")[4] == Substring(path) }
     }
 }
