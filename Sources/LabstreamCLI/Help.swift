@@ -129,8 +129,9 @@ enum Help {
 
     Acts on the downloads of a file, or of every file below a folder, inside a live mount.
     pause stops planning new segments (those in flight finish); resume and retry queue the files
-    again (retry dispatches even when the free-space check would park it); cancel unpins and
-    forgets every local byte; verify runs the completion check (size, libmpv playback probe)
+    again (a file parked for a full disk is checked for free space again, and parks again if it
+    still does not fit); cancel unpins and frees every local byte, first, so it works on a full
+    disk too; verify runs the completion check (size, libmpv playback probe)
     again on complete files, and retry of a file that failed it keeps a copy in DATA_DIR/inspect
     and downloads it again. pause-all and resume-all act on the whole mount of this data dir.
     The same works with: setfattr -n user.labstream.action -v pause PATH
@@ -164,8 +165,9 @@ enum Help {
 
     repair: when the index (DATA_DIR/index.sqlite) is damaged or missing, moves it aside as
     index.sqlite.damaged-STAMP (never deleted) and puts its last verified backup
-    (DATA_DIR/index.backup.sqlite, written after every sync and at unmount) in its place; stored
-    files the restored index owns are taken back from DATA_DIR/orphans. A mount with no index
+    (DATA_DIR/index.backup.sqlite, written after syncs at most every ten minutes, and at
+    unmount) in its place; stored files the restored index owns, and copies that describe
+    themselves (their .part.meta sidecar), are taken back from DATA_DIR/orphans. A mount with no index
     and a backup does the same by itself. Run it with no daemon on the data dir.
 
     Stored files no index row owns are never deleted: they are set aside in DATA_DIR/orphans.

@@ -198,9 +198,14 @@ struct Daemon {
         }
     }
 
-    static func reachability(after error: any Error) -> Reachability {
-        if case .authenticationFailed? = error as? LabstreamError { return .authFailed }
-        return .offline
+    /// What a failed sync says about its server: nothing, when the failure was local (a full or
+    /// broken disk is never reported as the server being offline).
+    static func reachability(after error: any Error) -> Reachability? {
+        switch error as? LabstreamError {
+        case .authenticationFailed?: return .authFailed
+        case .storage?, .noSpace?: return nil
+        default: return .offline
+        }
     }
 
     func serve(log: Logger, signals: sigset_t) throws -> Int32 {
@@ -246,7 +251,7 @@ struct Daemon {
             }
             do { _ = try CatalogSync.run(backend, server: server, index: index, log: log) } catch {
                 log.warn("sync \(server.name) failed: \(describe(error)) Its folder appears once it answers and a sync succeeds.")
-                transfers.markUnreachable(server.name, Self.reachability(after: error))
+                if let state = Self.reachability(after: error) { transfers.markUnreachable(server.name, state) }
                 unsynced.withLock { $0[server.name] = 1 }
             }
         }
@@ -297,7 +302,7 @@ struct Daemon {
             } catch {
                 log.warn("sync \(name) failed again: \(describe(error))")
                 unsynced.withLock { $0[name, default: 0] += 1 }
-                transfers.markUnreachable(name, Self.reachability(after: error))
+                if let state = Self.reachability(after: error) { transfers.markUnreachable(name, state) }
             }
         }
         let context = self.context
@@ -313,7 +318,7 @@ struct Daemon {
                     if !known.contains(server.name) {
                         do { _ = try CatalogSync.run(backend, server: server, index: index, log: log) } catch {
                             log.warn("sync \(server.name) failed: \(describe(error))")
-                            transfers.markUnreachable(server.name, Self.reachability(after: error))
+                            if let state = Self.reachability(after: error) { transfers.markUnreachable(server.name, state) }
                         }
                     }
                 }
@@ -351,7 +356,7 @@ struct Daemon {
                     continue
                 }
                 results.append(CatalogSync.report(backend, server: server, index: index, log: log, progress: progress) { error in
-                    transfers.markUnreachable(server.name, Self.reachability(after: error))
+                    if let state = Self.reachability(after: error) { transfers.markUnreachable(server.name, state) }
                 })
             }
             reload()
@@ -373,7 +378,7 @@ struct Daemon {
                     synced = true
                 } catch {
                     log.warn("sync \(server.name) failed: \(describe(error)) Serving its last known catalog from the index.")
-                    transfers.markUnreachable(server.name, Self.reachability(after: error))
+                    if let state = Self.reachability(after: error) { transfers.markUnreachable(server.name, state) }
                     unsynced.withLock { $0[server.name, default: 0] += 1 }
                 }
             }
@@ -393,7 +398,7 @@ struct Daemon {
                         refreshed = true
                     } catch {
                         log.warn("refresh of \(server.name) failed: \(describe(error)) Keeping the catalog in the index.")
-                        transfers.markUnreachable(server.name, Self.reachability(after: error))
+                        if let state = Self.reachability(after: error) { transfers.markUnreachable(server.name, state) }
                         unsynced.withLock { $0[server.name, default: 0] += 1 }
                     }
                 }

@@ -148,7 +148,9 @@ enum ServerCommands {
     static func list(_ args: Arguments, _ context: Context) throws -> Int32 {
         let config = try context.loadConfig()
         let creds = (try? context.credentials.load()) ?? [:]
-        let synced = Dictionary(((try? context.openIndex().servers()) ?? []).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        // A read-only command creates nothing: no index, no data directory.
+        let stored = FileManager.default.fileExists(atPath: context.layout.indexPath) ? (try? context.openIndex().servers()) ?? [] : []
+        let synced = Dictionary(stored.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         // A live daemon knows whether each server answers.
         let mountpoint = DaemonLock.holder(context.layout)?.mountpoint
         func reachability(_ name: String) -> String? {
@@ -159,10 +161,10 @@ enum ServerCommands {
                 var r: [String: Any] = ["name": s.name, "type": s.type, "url": s.url, "has_credentials": creds[s.name] != nil]
                 if let u = s.user { r["user"] = u }
                 if let t = synced[s.name]?.lastSync { r["last_sync"] = t }
-                if let state = reachability(s.name) { r["reachability"] = state }
+                r["reachability"] = reachability(s.name) ?? "not mounted"
                 return r
             }
-            let data = try JSONSerialization.data(withJSONObject: rows, options: [.sortedKeys, .prettyPrinted])
+            let data = try JSONSerialization.data(withJSONObject: rows, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
             printOut(String(decoding: data, as: UTF8.self))
             return ExitCode.ok
         }
@@ -191,7 +193,7 @@ enum ServerCommands {
             if FileManager.default.fileExists(atPath: context.layout.indexPath) { try context.openIndex().removeServer(name) }
         } catch let e as LabstreamError { throw CLIError(e) }
         if let holder = DaemonLock.holder(context.layout) { kill(holder.pid, SIGHUP) }
-        printOut("Removed \(name). Its downloaded bytes stay in \(context.layout.partialsDir) until you delete them.")
+        printOut("Removed \(name). Its downloaded files stay on disk, paused; to free them, add the server again and run `labstream cancel` on its folder.")
         return ExitCode.ok
     }
 }

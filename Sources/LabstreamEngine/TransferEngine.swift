@@ -607,7 +607,6 @@ final class FileTransfer: @unchecked Sendable {
     var waiters: Int { waitingFor.count }
     var consecutiveFailures = 0
     var retryAt: Date?
-    var userDispatch = false
     var offlineLogged = false
     /// A 401 made us check the sign-in once already (for this transfer).
     var authRechecked = false
@@ -728,8 +727,6 @@ final class FileTransfer: @unchecked Sendable {
             retryAt = nil
             generation += 1
             authRechecked = false
-            // A user's retry dispatches even when the free-space check would park it.
-            userDispatch = action == .retry
         case .cancel:
             writeGate.lock()
             writableAttempt = row.attempt.next
@@ -738,9 +735,10 @@ final class FileTransfer: @unchecked Sendable {
                               present: RangeSet(), partialPath: row.partialPath, reason: reason, pinned: false, sourceTag: row.sourceTag, job: row.job)
             verified = RangeSet()
             written = RangeSet()
-            // The row forgets the bytes first; only then are they freed.
-            try index.saveDownload(row, now: engine.now())
+            // The bytes are freed first, so that the row can be recorded even on a full disk. If
+            // recording fails, the stored row's digests no longer match and are dropped when read.
             try partial.discardAll()
+            try index.saveDownload(row, now: engine.now())
             return
         }
         try index.saveDownload(row, now: engine.now())
@@ -917,7 +915,8 @@ final class FileTransfer: @unchecked Sendable {
             setStatus(.paused, reason: StatusReason.serverUnavailable, engine: engine)
             return .idle
         }
-        if fillInFlight.isEmpty && !userDispatch && !engine.hasRoom(for: row.total - row.present.byteCount) {
+        // A retry is checked like the first try: it must not fill the disk it was parked for.
+        if fillInFlight.isEmpty && !engine.hasRoom(for: row.total - row.present.byteCount) {
             setStatus(.paused, reason: StatusReason.storageFull, engine: engine)
             return .idle
         }
@@ -926,7 +925,6 @@ final class FileTransfer: @unchecked Sendable {
             segmentSize: engine.settings.sizes.segmentSize, maxQueued: engine.settings.maxQueuedSegments))
         let ranges = plan.compactMap { request -> ByteRange? in if case .closed(let r) = request { return r }; return nil }
         if !ranges.isEmpty && row.status != .downloading { setStatus(.downloading, reason: nil, engine: engine) }
-        userDispatch = false
         startFetches(ranges, background: true, engine: engine)
         return .filling
     }

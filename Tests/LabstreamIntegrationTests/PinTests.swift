@@ -284,6 +284,23 @@ import Testing
                         == pread(path: expectedTree(rig.media)[rel]!, offset: Int(r.lower), length: Int(r.count)), "\(rel) \(r)")
             }
         }
+        // A retry is checked for free space like the first try: it parks again, not fill the disk.
+        let parkedFile = try #require(outcomes.first { $0.value.status == .paused }?.key)
+        try rig.fs.setxattr(try rig.file(parkedFile).ino, name: "user.labstream.action", value: Array("retry".utf8))
+        let retried = try #require(try rig.settled(parkedFile))
+        #expect(retried.status == .paused && retried.reason == "storage_full", "\(retried.status) \(retried.reason ?? "")")
+        // The disk filled to the last byte by something else: cancel still frees space.
+        let filler = small + "/filler"
+        let fd = open(filler, O_WRONLY | O_CREAT, 0o600)
+        let block = [UInt8](repeating: 1, count: 1 << 16)
+        while block.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
+        close(fd)
+        let stored = try #require(outcomes.first { !$0.value.present.isEmpty }?.key)
+        try rig.fs.setxattr(try rig.file(stored).ino, name: "user.labstream.action", value: Array("cancel".utf8))
+        #expect(try rig.index.download(try rig.file(stored).tree.key)?.present.isEmpty == true)
+        var st = statvfs()
+        #expect(statvfs(small, &st) == 0 && st.f_bavail > 0)
+        unlink(filler)
     }
 }
 
