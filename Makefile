@@ -26,7 +26,7 @@ release: deps
 # The integration tests start the built `labstream` binary, so build it first.
 test: build
 	@set -o pipefail; $(SWIFT) test 2>&1 | tee .build/test-output.log
-	@echo "Skipped: $$(grep -c '➜ Test .* skipped' .build/test-output.log) tests"; grep '➜ Test .* skipped' .build/test-output.log || true
+	@echo "Skipped: $$(grep -cE 'Test .*\) skipped' .build/test-output.log) tests"; grep -E 'Test .*\) skipped' .build/test-output.log || true
 
 demo: build
 	mkdir -p mountpoints/demo

@@ -47,6 +47,8 @@ public struct Arguments: Sendable {
                     value = argv[i]
                     i += 1
                 }
+                // One rule for every command: a log level is checked wherever it is given.
+                if name == "--log-level" && LogLevel(value) == nil { throw UsageError("--log-level takes error, warning, info or debug") }
                 out.values[name, default: []].append(value)
             } else {
                 throw UsageError("unknown option \(name)")

@@ -43,7 +43,7 @@ enum CatalogSync {
             libraries: libraries, tree: tree, now: Int64(Date().timeIntervalSince1970))
         log.info("sync \(server.name): \(tree.count) files in \(libraries.count) libraries (\(Int(Date().timeIntervalSince(started) * 1000)) ms)")
         // A verified copy to fall back to if the index is ever damaged (`labstream repair`).
-        do { try index.backUp() } catch { log.warn(error.userMessage) }
+        do { try index.backUp(unlessNewerThan: 600) } catch { log.warn(error.userMessage) }
         return Outcome(server: server.name, files: tree.count)
     }
 
@@ -93,7 +93,7 @@ enum CatalogSync {
         for r in results {
             let server = r["server"] as? String ?? "?"
             if let error = r["error"] as? String {
-                writeToStderr("labstream: sync \(server) failed: \(error) The previous catalog is kept.")
+                writeToStderr("labstream: sync \(server) failed: \(error)" + (error.contains("previous catalog") ? "" : " The previous catalog is kept."))
                 code = Int32(r["code"] as? Int ?? Int(ExitCode.software))
             } else {
                 printOut((tty ? "\r\u{1B}[K" : "") + "\(server): \(r["files"] as? Int ?? 0) files")

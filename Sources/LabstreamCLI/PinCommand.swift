@@ -33,13 +33,20 @@ enum PinCommand {
     /// quality is pinned as itself and followed as such.
     static func waitForCopies(_ paths: [String], quality: Quality, json: Bool) throws -> Int32 {
         var last = ""
+        var keptOriginals = Set<String>()
         while true {
             let entries = try paths.flatMap { try StatusCommand.fromMount($0) }
             var states: [(path: String, state: String, done: Bool)] = []
             for e in entries {
                 let copies = StatusCommand.xattr(e.path, "copies") ?? ""
                 let mine = copies.split(separator: ";").first { $0.hasPrefix(quality.description + "=") }
-                let state = mine.map { String($0.split(separator: "=").last ?? "") } ?? e.state
+                guard let mine else {
+                    // No copy was made: the original is within the cap and was pinned as itself.
+                    if !json && keptOriginals.insert(e.path).inserted { printOut("\(e.path): the original is within \(quality); keeping it") }
+                    states.append((e.path, e.state, PinWait.finished(state: e.state, reason: e.reason)))
+                    continue
+                }
+                let state = String(mine.split(separator: "=").last ?? "")
                 // A finished copy is in the tree beside the original, with its own reason; it is
                 // not done for the user until it can be opened there. Its extension is what it
                 // turned out to be (`ContainerSniff`), so it is found by its stem.

@@ -11,6 +11,8 @@ public struct FixtureCatalog: Sendable {
         public var container: String
         /// Extra versions (Jellyfin alternate versions): label and file.
         public var versions: [(label: String, file: String)] = []
+        /// `MediaSourceInfo.Bitrate` (bits per second), when the server is to report one.
+        public var bitrate: Int?
 
         public init(title: String, year: Int?, file: String, container: String) {
             self.title = title
@@ -202,7 +204,7 @@ public final class ServerFixture: Sendable {
                 "MediaType": "Video", "LocationType": "FileSystem", "ParentId": movieLibraryId,
                 "ProductionYear": movie.year, "Container": movie.container,
                 "DateCreated": "2024-03-01T12:00:00.0000000Z",
-                "_versions": versions.map { ["Id": $0.0, "Name": $0.1, "File": $0.2, "Container": movie.container] },
+                "_versions": versions.map { clean(["Id": $0.0, "Name": $0.1, "File": $0.2, "Container": movie.container, "Bitrate": movie.bitrate]) },
             ])
         }
         for series in catalog.series {
@@ -495,6 +497,7 @@ public final class ServerFixture: Sendable {
                 case .plex: break
                 }
                 if state.withLock({ $0.sizeless.contains(itemId) }) { source.removeValue(forKey: "Size") }
+                if let bitrate = v["Bitrate"] { source["Bitrate"] = bitrate }
                 return source
             }
             if fields.contains("MediaSources") { out["MediaSources"] = sources }

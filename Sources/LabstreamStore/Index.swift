@@ -94,8 +94,13 @@ public final class OfflineIndex: Sendable {
     /// Writes a consistent copy of the index beside it (`VACUUM INTO` a new file, checked with
     /// `quick_check`, then renamed over the previous backup), so a damaged index can be
     /// replaced by it (`labstream repair`). The previous backup stays if anything fails.
-    public func backUp() throws(LabstreamError) {
+    /// `unlessNewerThan`: seconds; a backup younger than that is kept as it is (a library of
+    /// 100 000 items refreshed every minute need not be copied every minute: the copies stored
+    /// since are described by their sidecars anyway).
+    public func backUp(unlessNewerThan seconds: Double = 0) throws(LabstreamError) {
         let target = Self.backupPath(of: db.path)
+        var st = stat()
+        if seconds > 0, stat(target, &st) == 0, Date().timeIntervalSince1970 - Double(st.st_mtim.tv_sec) < seconds { return }
         let fresh = target + ".new"
         unlink(fresh)
         do {

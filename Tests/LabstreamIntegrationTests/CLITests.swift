@@ -85,6 +85,13 @@ import Testing
             #expect(r.code == 0 && r.stdout.contains("Nothing is stored locally yet."), "\(leading): \(r.code) \(r.stderr)")
         }
         #expect(try e.run(["--config-dir", e.scratch.sub("c3")]).code == 64)
+        let loud = try e.run(["status", "--log-level", "loud"])
+        #expect(loud.code == 64 && loud.stderr.contains("--log-level takes error, warning, info or debug"), "\(loud.stderr)")
+        // Read-only commands create nothing in the data directory.
+        let untouched = e.scratch.path + "/never-created"
+        #expect(try e.run(["server", "list", "--data-dir", untouched]).code == 0)
+        #expect(try e.run(["status", "--data-dir", untouched]).code == 0)
+        #expect(!FileManager.default.fileExists(atPath: untouched))
         let badOption = try e.run(["status", "--frob"])
         #expect(badOption.code == 64 && badOption.stderr.contains("unknown option --frob"))
         let rw = try e.run(["mount", e.scratch.sub("m"), "-o", "rw"])
@@ -120,7 +127,8 @@ import Testing
         let list = try e.run(["server", "list", "--json"])
         let rows = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]]
         #expect(rows?.first?["name"] as? String == "home" && rows?.first?["has_credentials"] as? Bool == true)
-        #expect(!list.stdout.contains(fixture.accessToken))
+        #expect(rows?.first?["reachability"] as? String == "not mounted")
+        #expect(!list.stdout.contains(fixture.accessToken) && list.stdout.contains("http://") && !list.stdout.contains("\\/"), "\(list.stdout)")
 
         let sync = try e.run(["sync", "home"])
         #expect(sync.code == 0 && sync.stdout.hasSuffix("home: 10 files\n"), "\(sync.stderr)")

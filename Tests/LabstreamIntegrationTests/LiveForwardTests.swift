@@ -236,6 +236,23 @@ import Testing
         try m.unmount()
     }
 
+    /// A copy at a cap the original already meets is not made: the original is pinned, and
+    /// `pin --quality --wait` says so and ends when it is complete (it waited forever).
+    @Test func aPinAtACapTheOriginalMeetsKeepsTheOriginalAndEnds() throws {
+        let m = try MountedLabstream("cap-met") { dir in
+            writeRandomFile(dir + "/small.mkv", size: 2 * MiB, seed: 31)
+            var movie = FixtureCatalog.Movie(title: "Small", year: 2021, file: dir + "/small.mkv", container: "mkv")
+            movie.bitrate = 1_000_000
+            return FixtureCatalog(movies: [movie], series: [])
+        }
+        try m.mount()
+        let path = m.path("test/Movies/Small (2021)/Small (2021).mkv")
+        let pin = try m.cli(["pin", "--quality", "10mbps", "--wait", path])
+        #expect(pin.code == 0 && pin.stdout.contains("the original is within 10mbps; keeping it"), "\(pin.stdout)\(pin.stderr)")
+        #expect(m.fixture.streamRequests.isEmpty && StatusCommandXattr.get(path, "pinned") == "1")
+        try m.unmount()
+    }
+
     /// A server that refuses to make the job (a 4xx other than 408/429) ends the copy `failed`
     /// with the server's own message: no re-posting, and `pin --wait` returns.
     @Test(arguments: [ServerFixture.Kind.emby, .plex])
