@@ -30,7 +30,7 @@ enum RepairCommand {
                     let date = (try? fm.attributesOfItem(atPath: layout.indexBackupPath)[.modificationDate] as? Date).map { "\($0)" } ?? "?"
                     printOut("restored the index from its backup of \(date) (\(layout.indexBackupPath))")
                 } else {
-                    printOut("there is no backup of the index (\(layout.indexBackupPath)); the next mount rebuilds the catalog from the servers, and stored files no row owns stay set aside in \(layout.orphansDir)")
+                    printOut("there is no backup of the index (\(layout.indexBackupPath)); a fresh index takes back every stored copy whose description and bytes still match, and the next mount rebuilds the catalog from the servers")
                 }
             } catch { throw CLIError(error) }
         }
@@ -40,8 +40,9 @@ enum RepairCommand {
             throw CLIError(error)
         }
         let stored = ((try? index.downloads()) ?? []).filter { !$0.present.isEmpty }.count
-        if healthy && report.readopted.isEmpty { printOut("the index is healthy; nothing to repair") }
+        if healthy && report.readopted.isEmpty && report.adopted.isEmpty { printOut("the index is healthy; nothing to repair") }
         if !report.readopted.isEmpty { printOut("took back \(report.readopted.count) stored files from \(layout.orphansDir)") }
+        if !report.adopted.isEmpty { printOut("took back \(report.adopted.count) stored copies from their own descriptions (.part.meta)") }
         printOut("\(stored) files have local bytes")
         let left = Reconcile.orphans(layout)
         if !left.isEmpty {

@@ -28,7 +28,7 @@ final class PreparedCopies: Sendable {
                 let found = row.job == Self.creating ? try backend.existingPreparations(of: base, route: route) : []
                 if let adopted = found.first {
                     id = adopted
-                    engine.log("\(base.path.joined(separator: "/")): adopted server job \(id), made before the last stop")
+                    engine.log("\(base.path.joined(separator: "/")): adopted server job \(id), made by an earlier try whose answer was lost")
                     for extra in found.dropFirst() {
                         let intent = CleanupJournal.Intent(kind: .cancelJob, server: row.key.server, session: extra, created: engine.now())
                         try engine.journal.add(intent)
