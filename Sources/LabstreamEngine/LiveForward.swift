@@ -159,11 +159,15 @@ final class LiveForward: Sendable {
             try? engine.journal.remove(intent)
             return
         }
-        let status = (try? backend.transport.send(request))?.status ?? 0
-        if (200..<300).contains(status) || status == 404 {
+        let status = (try? backend.transport.send(request))?.status
+        switch CleanupAnswer.of(status: status) {
+        case .done:
             do { try engine.journal.remove(intent) } catch { engine.log("cleanup journal: \(error.userMessage)") }
-        } else {
-            engine.log("stopping the encoding of session \(intent.session) on \(intent.server) failed (HTTP \(status)); it stays in the cleanup journal")
+        case .refused:
+            engine.log("stopping the encoding of session \(intent.session) on \(intent.server) was refused (HTTP \(status ?? 0)) and will not be asked again")
+            do { try engine.journal.remove(intent) } catch { engine.log("cleanup journal: \(error.userMessage)") }
+        case .again:
+            engine.log("stopping the encoding of session \(intent.session) on \(intent.server) failed (HTTP \(status ?? 0)); it stays in the cleanup journal")
         }
     }
 

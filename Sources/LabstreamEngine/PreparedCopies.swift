@@ -127,13 +127,16 @@ final class PreparedCopies: Sendable {
     }
 
     static func cancel(_ intent: CleanupJournal.Intent, backend: any MediaBackend, engine: TransferEngine) {
-        let status = backend.cancelPreparationRequest(job: intent.session).flatMap { try? backend.transport.send($0) }?.status ?? 204
-        if (200..<300).contains(status) || status == 404 {
-            for pending in engine.journal.pending where pending.kind == .cancelJob && pending.session == intent.session {
-                try? engine.journal.remove(pending)
-            }
-        } else {
-            engine.log("cancelling job \(intent.session) on \(intent.server) failed (HTTP \(status)); it stays in the cleanup journal")
+        let request = backend.cancelPreparationRequest(job: intent.session)
+        let status = request == nil ? 204 : request.flatMap { try? backend.transport.send($0) }?.status
+        let answer = CleanupAnswer.of(status: status)
+        if answer == .again {
+            engine.log("cancelling job \(intent.session) on \(intent.server) failed (HTTP \(status ?? 0)); it stays in the cleanup journal")
+            return
+        }
+        if answer == .refused { engine.log("cancelling job \(intent.session) on \(intent.server) was refused (HTTP \(status ?? 0)) and will not be asked again") }
+        for pending in engine.journal.pending where pending.kind == .cancelJob && pending.session == intent.session {
+            try? engine.journal.remove(pending)
         }
     }
 }

@@ -150,3 +150,11 @@ import Testing
         #expect(ReachabilityPolicy.state(probeStatus: 200, authStatus: 200) == .online)
     }
 }
+
+@Suite struct CleanupAnswerTests {
+    @Test func aPermanentRefusalEndsTheIntentATransientOneKeepsIt() {
+        for status in [200, 204, 404] { #expect(CleanupAnswer.of(status: status) == .done) }
+        for status in [nil, 408, 429, 500, 502, 503, 504] as [Int?] { #expect(CleanupAnswer.of(status: status) == .again, "\(String(describing: status))") }
+        for status in [400, 401, 403, 405, 501] { #expect(CleanupAnswer.of(status: status) == .refused, "\(status)") }
+    }
+}

@@ -301,6 +301,24 @@ import Testing
         #expect(try CleanupJournal(path: path).pending.map(\.session) == ["x"])
     }
 
+    /// A cleanup the server refuses for good (501 Not Implemented) ends its intent, said once,
+    /// instead of being asked again at every mount.
+    @Test func aCleanupTheServerRefusesForGoodLeavesTheJournal() throws {
+        let m = try MountedLabstream("live-refused", catalog: Self.clipCatalog)
+        try m.mount()
+        m.fixture.inject(.stall(60), pathPrefix: "/Videos/", times: 1)
+        #expect(try m.cli(["pin", "--quality", "2mbps", m.path(Self.original)]).code == 0)
+        #expect(eventually { !m.fixture.streamRequests.isEmpty && ((try? journal(m).count) ?? 0) == 1 })
+        kill(m.daemonPid, SIGKILL)
+        #expect(waitForExit(pid: m.daemonPid))
+        m.fixture.clearFaults()
+        m.fixture.inject(.status(501), pathPrefix: "/Videos/ActiveEncodings", times: nil)
+        try m.mount()
+        #expect(eventually { m.log.contains("was refused (HTTP 501) and will not be asked again") }, "\(m.log)")
+        #expect(eventually { ((try? journal(m).count) ?? 1) == 0 })
+        try m.unmount()
+    }
+
     @Test func aJournaledCleanupIsReplayedAfterACrash() throws {
         let m = try MountedLabstream("live-crash", catalog: Self.clipCatalog)
         try m.mount()
