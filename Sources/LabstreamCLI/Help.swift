@@ -69,7 +69,8 @@ enum Help {
     `labstream unmount MOUNTPOINT` unmounts cleanly.
 
     Options (-o, comma-separated): allow_other, default_permissions, uid=N, gid=N, umask=OCTAL,
-    offline_view=all|local, config=DIR, data=DIR, segment_size=SIZE, cache_max=SIZE, rate_limit=SIZE.
+    offline_view=all|local, config=DIR, data=DIR, segment_size=SIZE, cache_max=SIZE (labstream.conf's
+    max_size), rate_limit=SIZE.
     Accepted and ignored: ro, defaults, _netdev, nofail, noauto, auto, user, users, x-systemd.*.
     rw is refused: the mount is read-only.
     """

@@ -1,4 +1,5 @@
 import Foundation
+import LabstreamCore
 import Testing
 
 /// Man pages and unit files stay true and well-formed.
@@ -23,6 +24,24 @@ import Testing
         #expect(commands.isSuperset(of: ["server", "mount", "unmount", "status", "sync", "pin", "unpin", "pause", "verify", "demo"]))
         for command in commands {
             #expect(man.contains(command), "labstream(1) does not mention \(command)")
+        }
+    }
+
+    /// Every attribute the filesystem engine answers, and every action it takes, is in
+    /// labstream(1)'s EXTENDED ATTRIBUTES; every -o cache option names its labstream.conf key.
+    @Test func everyAttributeActionAndMountOptionIsDocumented() throws {
+        let source = try String(contentsOfFile: Self.root + "/Sources/LabstreamFS/FilesystemEngine.swift", encoding: .utf8)
+        let man = try String(contentsOfFile: Self.root + "/man/labstream.1", encoding: .utf8).replacingOccurrences(of: "\\-", with: "-")
+        let section = man.components(separatedBy: ".SH EXTENDED ATTRIBUTES")[1].components(separatedBy: ".SH ")[0]
+        let names = source.components(separatedBy: "xattrPrefix + \"").dropFirst().compactMap { $0.split(separator: "\"").first.map(String.init) }
+        #expect(names.count >= 8)
+        for name in Set(names) {
+            #expect(section.contains("user.labstream." + name), "EXTENDED ATTRIBUTES does not mention user.labstream.\(name)")
+        }
+        for action in QueueAction.allCases { #expect(section.contains(action.rawValue), "EXTENDED ATTRIBUTES does not mention \(action)") }
+        for page in ["man/labstream.1", "man/mount.labstream.8"] {
+            let text = try String(contentsOfFile: Self.root + "/" + page, encoding: .utf8)
+            #expect(text.contains("cache_max") && text.contains("max_size"), "\(page) offers cache_max without naming max_size")
         }
     }
 
