@@ -104,7 +104,8 @@ enum Help {
     completely in the background and are never evicted. A folder is pinned in one transaction.
     --wait follows the download until every file is present (exit 0) or one fails (exit 74),
     or until the rest are paused for something only you can clear (a full disk, `pause`): it
-    then says what to do and exits 75. A file waiting for its server is followed on. On a
+    then says what to do and exits 75. A file waiting for its server is followed on. Ctrl-C
+    stops waiting (exit 130); the download goes on in the background. On a
     terminal a bar with rate and ETA per file, redrawn; piped, a line per change; --json,
     one JSON object per line. unpin stops background filling and
     keeps the bytes already present. The same works with: setfattr -n user.labstream.pin -v 1 PATH

@@ -24,8 +24,19 @@ enum PinCommand {
         }
         try set("pin", to: value, on: args.positionals, saying: pin ? "Pinned" : "Unpinned", quiet: args.flag("--json"), context: context)
         guard pin && args.flag("--wait") else { return ExitCode.ok }
+        sayOnInterrupt()
         if let quality, quality != .original { return try waitForCopies(args.positionals, quality: quality, json: args.flag("--json")) }
         return try wait(args.positionals, json: args.flag("--json"), context: context)
+    }
+
+    /// Ctrl-C ends the wait, not the download: say so, and how to follow it. The text is made
+    /// before the handler is installed, so the handler only writes it.
+    static func sayOnInterrupt() {
+        _ = pinInterruptMessage.count
+        signal(SIGINT) { _ in
+            pinInterruptMessage.withUnsafeBufferPointer { _ = write(2, $0.baseAddress, $0.count) }
+            _exit(130)
+        }
     }
 
     /// Follows copies at `quality` (each file's `user.labstream.copies`) until every one is
@@ -187,3 +198,7 @@ enum PinCommand {
         }
     }
 }
+
+/// What Ctrl-C during `pin --wait` says (a global, so the signal handler captures nothing).
+let pinInterruptMessage: [UInt8] = Array(
+    "\nlabstream: stopped waiting; the download goes on in the background. Follow it with: labstream status --watch\n".utf8)

@@ -366,3 +366,31 @@ import Testing
         try m.unmount()
     }
 }
+
+@Suite(.serialized) struct PinInterruptTests {
+    /// Ctrl-C during `pin --wait` ends the wait, says the download goes on and how to follow it;
+    /// the file stays pinned.
+    @Test func ctrlCDuringPinWaitSaysTheDownloadGoesOn() throws {
+        let m = try MountedLabstream("pin-interrupt")
+        try m.mount()
+        m.fixture.inject(.stall(20), pathPrefix: "/Items/", times: nil)
+        let path = m.path("test/Movies/Alpha (2001)/Alpha (2001).mkv")
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: labstreamBinary)
+        p.arguments = ["pin", "--wait", path]
+        p.environment = ProcessInfo.processInfo.environment.merging(m.env) { $1 }
+        let err = Pipe()
+        p.standardError = err
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        #expect(eventually { !m.fixture.downloadRequests.isEmpty })
+        kill(p.processIdentifier, SIGINT)
+        p.waitUntilExit()
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(p.terminationStatus == 130 && stderr.contains("the download goes on in the background") && stderr.contains("labstream status --watch"),
+                "\(p.terminationStatus) \(stderr)")
+        #expect(StatusCommandXattr.get(path, "pinned") == "1")
+        m.fixture.clearFaults()
+        try m.unmount()
+    }
+}
