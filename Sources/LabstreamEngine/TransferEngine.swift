@@ -91,6 +91,7 @@ public final class TransferEngine: Sendable {
         self.settings = settings
         self.log = log
         self.journal = journal ?? CleanupJournal.open(path: layout.cleanupJournalPath, warn: log)
+        index.keepReserve()
     }
 
     /// Called when files appear in the tree without a catalog sync (a finished copy at another
@@ -739,6 +740,7 @@ final class FileTransfer: @unchecked Sendable {
             // recording fails, the stored row's digests no longer match and are dropped when read.
             try partial.discardAll()
             try index.saveDownload(row, now: engine.now())
+            index.keepReserve()   // taken again once the freed space allows
             return
         }
         try index.saveDownload(row, now: engine.now())

@@ -565,6 +565,44 @@ public final class OfflineIndex: Sendable {
     /// recorded there in the same transaction.
     @discardableResult
     public func saveDownload(_ row: DownloadRow, committing segment: Segment? = nil, learnedSize: Bool = false, now: Int64) throws(LabstreamError) -> Bool {
+        do { return try saveDownloadOnce(row, committing: segment, learnedSize: learnedSize, now: now) } catch {
+            // A full disk: the space kept in reserve lets the index record this (a cancel that
+            // just freed a file's bytes must always be recordable).
+            guard case .noSpace = error, releaseReserve() else { throw error }
+            return try saveDownloadOnce(row, committing: segment, learnedSize: learnedSize, now: now)
+        }
+    }
+
+    // MARK: - Space kept for the index
+
+    /// A file of real blocks beside the index, given back when the disk is full so the index can
+    /// still commit, and taken again when there is room (`keepReserve`).
+    public var reservePath: String { dataRoot + "/index.reserve" }
+    public static let reserveBytes = 1 << 20
+
+    /// Makes sure the reserve exists, when the disk has room for it comfortably.
+    public func keepReserve() {
+        var st = stat()
+        guard stat(reservePath, &st) != 0 || Int(st.st_size) < Self.reserveBytes else { return }
+        var vfs = statvfs()
+        guard statvfs(dataRoot, &vfs) == 0, Int64(vfs.f_bavail) * Int64(vfs.f_frsize) > Int64(Self.reserveBytes) * 4 else { return }
+        let fd = open(reservePath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        let zeros = [UInt8](repeating: 0, count: 64 << 10)
+        var written = 0
+        while written < Self.reserveBytes {
+            let n = zeros.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            guard n > 0 else { unlink(reservePath); return }
+            written += n
+        }
+        _ = fsync(fd)
+    }
+
+    /// Gives the reserve back to the file system; false when there was none.
+    func releaseReserve() -> Bool { unlink(reservePath) == 0 }
+
+    func saveDownloadOnce(_ row: DownloadRow, committing segment: Segment?, learnedSize: Bool, now: Int64) throws(LabstreamError) -> Bool {
         let k: [SQLValue] = [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId)]
         do {
             let saved = try db.transaction { c in
