@@ -46,7 +46,7 @@ enum DemoCommand {
         let shown = mountpointArg
         let env = "LABSTREAM_CONFIG_DIR=\(demo.configDir) LABSTREAM_DATA_DIR=\(demo.dataDir)"
         return Daemon(context: demo, mountpoint: mountpoint, options: MountOptions(), logLevel: log.level, report: { line in
-            guard line == "ready" else { return }
+            guard line == "ready" || line.hasPrefix("ready\t") else { return }
             printOut("""
 
             Labstream demo is mounted at \(shown). In another terminal, try:

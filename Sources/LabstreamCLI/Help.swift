@@ -65,7 +65,8 @@ enum Help {
     Usage: labstream mount MOUNTPOINT [--foreground] [-o OPTIONS]
 
     Mounts every configured server under MOUNTPOINT, read-only. Without --foreground it returns once
-    the mount answers (exit 0) or with the reason it could not mount. SIGTERM or
+    the mount answers (exit 0), saying which servers it left out (no stored credentials), or with
+    the reason it could not mount. SIGTERM or
     `labstream unmount MOUNTPOINT` unmounts cleanly.
 
     Options (-o, comma-separated): allow_other, default_permissions, uid=N, gid=N, umask=OCTAL,

@@ -127,8 +127,10 @@ enum MountCommand {
         }
         close(readEnd)
         let text = String(decoding: message, as: UTF8.self)
-        if text == "ready" {
+        if text == "ready" || text.hasPrefix("ready\t") {
             printOut("Mounted at \(mountpoint) (daemon pid \(pid)). Stop it with: labstream unmount \(mountpoint)")
+            // What the daemon left out, said here and not only in its log.
+            for note in text.split(separator: "\t").dropFirst() { writeToStderr("labstream: \(note)") }
             return ExitCode.ok
         }
         var status: Int32 = 0
@@ -223,6 +225,8 @@ struct Daemon {
             throw CLIError(error)
         }
         let backends = try context.backends(config, log: log)
+        let skipped = config.servers.map(\.name).filter { name in !backends.contains { $0.serverName == name } }
+            .map { "server \($0) has no stored credentials and is not mounted; add it again with `labstream server add`" }
         var settings = TransferEngine.Settings(sizes: config.sizes, readTimeout: config.fetchTimeout + config.connectTimeout,
                                                maxQueuedSegments: config.connectionsPerFile, maxConcurrentFiles: config.maxConcurrentFiles,
                                                checkpointBytes: max(1 << 20, config.sizes.segmentSize / 8),
@@ -367,7 +371,7 @@ struct Daemon {
             var st = stat()
             _ = stat(mountpoint, &st)
             log.info("mounted \(files.count) files at \(mountpoint)")
-            report("ready")
+            report((["ready"] + skipped).joined(separator: "\t"))
             // The tree reloads only when a sync brought something: rebuilding it for an unchanged
             // catalog costs a folder walk (`find`) its shared listings just as it starts.
             var synced = false

@@ -5,6 +5,19 @@ import Testing
 
 /// Real FUSE mounts of the `labstream` daemon process over the fixture on loopback.
 @Suite(.serialized) struct MountTests {
+    /// A configured server without stored credentials is left out of the mount, and the mount
+    /// command says so on the terminal, not only in the log.
+    @Test func mountSaysWhichServerItLeftOut() throws {
+        let m = try MountedLabstream("mount-skipped")
+        let conf = m.configDir + "/labstream.conf"
+        let text = try String(contentsOfFile: conf, encoding: .utf8)
+        try (text + "\n[server \"ghost\"]\ntype = jellyfin\nurl = http://127.0.0.1:9\n").write(toFile: conf, atomically: true, encoding: .utf8)
+        let r = try m.cli(["mount", m.mountpoint])
+        #expect(r.code == 0 && r.stdout.contains("Mounted at"), "\(r.stdout)\(r.stderr)")
+        #expect(r.stderr.contains("server ghost has no stored credentials and is not mounted"), "\(r.stderr)")
+        _ = try m.cli(["unmount", m.mountpoint])
+    }
+
     /// Unmounting while a player holds a file open: the command says who holds what and that it
     /// waits, and finishes once the file is closed.
     @Test func unmountWithAFileOpenSaysWhoAndFinishesWhenItCloses() throws {
