@@ -81,6 +81,11 @@ public enum StatusReason {
         return serverUnavailable + ": " + what + ", next try in \(Int(seconds.rounded(.up))) s"
     }
 
+    /// A server that no longer accepts the stored sign-in (its files fail until it is added again).
+    public static func signInRefused(server: String) -> String {
+        "\(server) no longer accepts the stored sign-in (HTTP 401); add the server again with `labstream server add`"
+    }
+
     /// Whether a pause for `reason` lifts by itself (the background fill resumes such a file once
     /// its server answers); every other pause waits for the user.
     public static func liftsByItself(_ reason: String?) -> Bool { reason == serverUnavailable }

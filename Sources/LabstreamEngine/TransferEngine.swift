@@ -722,6 +722,12 @@ final class FileTransfer: @unchecked Sendable {
             try partial.discardAll()
         case .resume, .retry:
             guard !whole else { return }
+            // Parked for a full disk and it still does not fit: it stays parked, as the first
+            // try would (nothing to write on a disk that has no room).
+            if row.status == .paused && row.reason == StatusReason.storageFull && !engine.hasRoom(for: row.total - row.present.byteCount) {
+                engine.log("\(file.path.last ?? ""): still not enough free space; it stays paused (free space with labstream cancel)")
+                return
+            }
             if let next = row.status.after(.retry) { row.status = next }
             row.reason = nil
             consecutiveFailures = 0
@@ -739,7 +745,7 @@ final class FileTransfer: @unchecked Sendable {
             // The bytes are freed first, so that the row can be recorded even on a full disk. If
             // recording fails, the stored row's digests no longer match and are dropped when read.
             try partial.discardAll()
-            try index.saveDownload(row, now: engine.now())
+            try index.saveDownload(row, freeing: true, now: engine.now())
             index.keepReserve()   // taken again once the freed space allows
             return
         }
@@ -913,8 +919,14 @@ final class FileTransfer: @unchecked Sendable {
         guard row.pinned, !row.present.contains(ByteRange(0, row.total)) else { return .idle }
         if row.status == .failed || (row.status == .paused && !StatusReason.liftsByItself(row.reason)) { return .idle }
         if let retryAt, retryAt > Date() { return .waitUntil(retryAt) }
-        guard engine.backend(for: file.key.server) != nil, engine.reachability(of: file.key.server) == .online else {
-            setStatus(.paused, reason: StatusReason.serverUnavailable, engine: engine)
+        let reachability = engine.reachability(of: file.key.server)
+        guard engine.backend(for: file.key.server) != nil, reachability == .online else {
+            // A refused sign-in does not pass by itself: the file fails saying what to do.
+            if reachability == .authFailed {
+                setStatus(.failed, reason: StatusReason.signInRefused(server: file.key.server), engine: engine)
+            } else {
+                setStatus(.paused, reason: StatusReason.serverUnavailable, engine: engine)
+            }
             return .idle
         }
         // A retry is checked like the first try: it must not fill the disk it was parked for.
@@ -1160,7 +1172,7 @@ final class FileTransfer: @unchecked Sendable {
             return FetchFailure(error: .serverUnavailable("HTTP 401"), kind: .transientTransport)
         }
         engine.markUnreachable(file.key.server, .authFailed)
-        return FetchFailure(error: .authenticationFailed("\(file.key.server) no longer accepts the stored sign-in (HTTP 401); add the server again with `labstream server add`"),
+        return FetchFailure(error: .authenticationFailed(StatusReason.signInRefused(server: file.key.server)),
                             kind: .validation)
     }
 

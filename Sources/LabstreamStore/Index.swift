@@ -564,11 +564,14 @@ public final class OfflineIndex: Sendable {
     /// `learnedSize`: the row's total is the size of a source the catalog listed without one,
     /// recorded there in the same transaction.
     @discardableResult
-    public func saveDownload(_ row: DownloadRow, committing segment: Segment? = nil, learnedSize: Bool = false, now: Int64) throws(LabstreamError) -> Bool {
+    /// `freeing`: this write records bytes just freed (a cancel); on a full disk it may use the
+    /// index's reserve, which nothing else may (a download parks instead).
+    public func saveDownload(_ row: DownloadRow, committing segment: Segment? = nil, learnedSize: Bool = false, freeing: Bool = false,
+                             now: Int64) throws(LabstreamError) -> Bool {
         do { return try saveDownloadOnce(row, committing: segment, learnedSize: learnedSize, now: now) } catch {
             // A full disk: the space kept in reserve lets the index record this (a cancel that
             // just freed a file's bytes must always be recordable).
-            guard case .noSpace = error, releaseReserve() else { throw error }
+            guard freeing, case .noSpace = error, releaseReserve() else { throw error }
             return try saveDownloadOnce(row, committing: segment, learnedSize: learnedSize, now: now)
         }
     }
