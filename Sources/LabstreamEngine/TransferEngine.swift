@@ -813,8 +813,8 @@ final class FileTransfer: @unchecked Sendable {
                 // A player would rather wait than fail: a transient failure is retried with
                 // backoff while the read timeout allows.
                 transientFailures += 1
-                // A server that refuses connections is offline: the read fails at once (below the
-                // offline view takes over), as it does for a server known to be down.
+                // A server marked down (it refused the connection) is not waited for: the read
+                // fails at once, as every read of a server known to be down does.
                 guard engine.reachability(of: file.key.server) == .online,
                       case .retry(let delay) = engine.settings.retry.decide(failure.kind, failures: transientFailures, now: Date().timeIntervalSince1970,
                                                                              random: Double.random(in: 0...1), persistent: true),

@@ -40,7 +40,9 @@ public enum CopySidecar {
     static func note(_ row: DownloadRow, segment: OfflineIndex.Segment?, dropped: Int64? = nil, root: String) {
         let path = self.path(ofPartial: root + "/" + row.partialPath)
         var last = written.withLock { $0[path] }
-        if last == nil, let existing = read(path) { last = (existing.attempt.rawValue, existing.pinned) }
+        // After a restart the first note of a path learns where its sidecar stands (most rows
+        // have none: one access(2), not a read).
+        if last == nil, access(path, F_OK) == 0, let existing = read(path) { last = (existing.attempt.rawValue, existing.pinned) }
         // A row with nothing committed yet needs no record until its first segment.
         guard last != nil || segment != nil else { return }
         var lines: [String] = []
@@ -103,17 +105,24 @@ public enum CopySidecar {
                       segments: segments.filter { $0.value.range.upper <= version.1 })
     }
 
+    /// `-` for none, `%` for empty, a literal `-` as `%2D`; `%`, space, tab and line breaks
+    /// percent-encoded.
     static func field(_ s: String?) -> String {
         guard let s else { return "-" }
+        if s.isEmpty { return "%" }
+        if s == "-" { return "%2D" }
         var out = ""
         for scalar in s.unicodeScalars {
             switch scalar {
-            case "%", " ", "\t", "\n", "\r", "-" where out.isEmpty && s == "-":
-                out += "%" + String(scalar.value, radix: 16, uppercase: true).leftPaddedHex
+            case "%": out += "%25"
+            case " ": out += "%20"
+            case "\t": out += "%09"
+            case "\n": out += "%0A"
+            case "\r": out += "%0D"
             default: out.unicodeScalars.append(scalar)
             }
         }
-        return out.isEmpty ? "%" : out
+        return out
     }
 
     static func value(_ s: String) -> String? {
@@ -121,8 +130,4 @@ public enum CopySidecar {
         if s == "%" { return "" }
         return s.removingPercentEncoding
     }
-}
-
-private extension String {
-    var leftPaddedHex: String { count < 2 ? "0" + self : self }
 }
