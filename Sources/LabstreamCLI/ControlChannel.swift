@@ -8,7 +8,7 @@ import Synchronization
 /// The daemon's control socket, `DATA_DIR/control.sock` (0600; connections from other users are
 /// refused). One JSON request per connection, one JSON answer:
 ///
-///     {"op": "status", "paths": ["home/Movies"]}            → {"entries": [{path, state, …}]}
+///     {"op": "status", "paths": ["home/Movies"]}            → {"entries": [FileStatus.wire…], "change": N}
 ///     {"op": "set", "name": "pin", "value": "1", "paths": […]} → {"files": N}
 ///     {"op": "sync", "server": "home"?}  → {"progress": "…"} lines, then {"results": […]}
 ///
@@ -118,18 +118,7 @@ enum ControlChannel {
                 let change = (request["after"] as? NSNumber).map { after in
                     fs.transfers.waitForChange(after: after.intValue, timeout: min((request["wait"] as? NSNumber)?.doubleValue ?? 1, 10))
                 } ?? fs.transfers.changeCount
-                var entries: [[String: Any]] = []
-                for (path, ino) in inodes {
-                    for (file, fileIno) in fs.files(below: ino, named: path) {
-                        let attributes = Dictionary((try? fs.xattrs(fileIno)) ?? [], uniquingKeysWith: { a, _ in a })
-                        let bytes = (attributes[FilesystemEngine.xattrPrefix + "bytes"] ?? "0/0").split(separator: "/").map { Int64($0) ?? 0 }
-                        var entry: [String: Any] = ["path": file, "state": attributes[FilesystemEngine.xattrPrefix + "state"] ?? "not-local",
-                                                    "bytes_present": bytes.first ?? 0, "bytes_total": bytes.count > 1 ? bytes[1] : 0]
-                        if let reason = attributes[FilesystemEngine.xattrPrefix + "reason"] { entry["reason"] = reason }
-                        if let copies = attributes[FilesystemEngine.xattrPrefix + "copies"] { entry["copies"] = copies }
-                        entries.append(entry)
-                    }
-                }
+                let entries = inodes.flatMap { path, ino in fs.statuses(below: ino, named: path).map(\.wire) }
                 return ["entries": entries, "change": change]
             case "set":
                 guard let name = request["name"] as? String, let value = request["value"] as? String else {

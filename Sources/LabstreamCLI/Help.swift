@@ -8,8 +8,8 @@ enum Help {
     Usage:
       labstream server add jellyfin|emby NAME --url URL --user USER --password-stdin
       labstream server add jellyfin|emby NAME --url URL [--user USER] --token-stdin
-      labstream server add plex NAME --pin [--server NAME] [--url URL]
-      labstream server add plex NAME --token-stdin [--server NAME] [--url URL]
+      labstream server add plex NAME --pin [--server NAME] [--url URL] [--plex-tv-url URL]
+      labstream server add plex NAME --token-stdin [--server NAME] [--url URL] [--plex-tv-url URL]
       labstream server list [--json]
       labstream server remove NAME
       labstream mount MOUNTPOINT [--foreground] [-o OPTIONS]
@@ -80,11 +80,15 @@ enum Help {
     Usage: labstream status [PATH…] [--json] [--watch]
 
     For each PATH inside a live mount (a file, or every file below a folder): its state, bytes
-    present / total, and the reason when there is one. Without PATH: every file with local bytes,
-    from the index. --json prints one array of objects with path, state, bytes_present, bytes_total
-    and reason. --watch follows files with local bytes (the whole mount without PATH) with a
-    progress bar, rate and ETA per file, redrawn on a terminal, a line per change when piped,
-    one JSON object per line with --json; it runs until interrupted.
+    present / total, and the reason when there is one; a file's copies at other qualities and a
+    new version still arriving are shown with it, each with its own state. Without PATH: every
+    file with local bytes, from the index. With no daemon running, PATH may be a catalog path
+    (SERVER/LIBRARY/…). Text shows sizes as 3.4 GiB and reasons as sentences; --json prints one
+    array of objects (path, state, bytes_present, bytes_total, pinned, reason as a code, message,
+    copies, new_version; see labstream(1)). --watch follows files with local bytes (the whole
+    mount without PATH) with a progress bar, smoothed rate and ETA per file, redrawn in place on a
+    terminal, a line per change when piped, one JSON object per line with --json (plus rate and
+    eta); it runs until interrupted.
     """
 
     static let sync = """
@@ -106,9 +110,12 @@ enum Help {
     --wait follows the download until every file is present (exit 0) or one fails (exit 74),
     or until the rest are paused for something only you can clear (a full disk, `pause`): it
     then says what to do and exits 75. A file waiting for its server is followed on. Ctrl-C
-    stops waiting (exit 130); the download goes on in the background. On a
-    terminal a bar with rate and ETA per file, redrawn; piped, a line per change; --json,
-    one JSON object per line. unpin stops background filling and
+    stops waiting (exit 130); the download goes on in the background. What holds the wait
+    is said (server unavailable and the next try, full disk, waiting for the playback check).
+    On a terminal a bar with smoothed rate, ETA and reason per file, redrawn in place; piped, a
+    line per change; --json, one JSON object per line (bytes, files, done, failed, rate, eta,
+    waiting: path/state/reason/message). With no daemon, --wait pins in the index and exits 69
+    (nothing downloads until a mount). unpin stops background filling and
     keeps the bytes already present. The same works with: setfattr -n user.labstream.pin -v 1 PATH
 
     --quality original|remux|20mbps|10mbps|5mbps|2mbps|1mbps (default: the server's `quality`)

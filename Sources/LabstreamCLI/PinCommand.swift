@@ -20,12 +20,14 @@ enum PinCommand {
         let value = pin ? quality?.description ?? "1" : "0"
         let context = Context(args: args)
         if DaemonLock.holder(context.layout) == nil, args.positionals.allSatisfy({ StatusCommand.xattr($0, "state") == nil }) {
-            return try pinInIndex(context, args.positionals, pinned: pin, quality: quality)
+            let code = try pinInIndex(context, args.positionals, pinned: pin, quality: quality)
+            guard pin && args.flag("--wait") else { return code }
+            throw CLIError(ExitCode.unavailable, "nothing downloads until Labstream is mounted, so there is nothing to wait for: mount, then run `labstream pin --wait` on the files in the mount")
         }
         try set("pin", to: value, on: args.positionals, saying: pin ? "Pinned" : "Unpinned", quiet: args.flag("--json"), context: context)
         guard pin && args.flag("--wait") else { return ExitCode.ok }
         sayOnInterrupt()
-        if let quality, quality != .original { return try waitForCopies(args.positionals, quality: quality, json: args.flag("--json")) }
+        if let quality, quality != .original { return try waitForCopies(args.positionals, quality: quality, json: args.flag("--json"), context: context) }
         return try wait(args.positionals, json: args.flag("--json"), context: context)
     }
 
@@ -39,48 +41,63 @@ enum PinCommand {
         }
     }
 
-    /// Follows copies at `quality` (each file's `user.labstream.copies`) until every one is
-    /// complete or unverified (0), or one fails (74). A file whose original already meets the
-    /// quality is pinned as itself and followed as such.
-    static func waitForCopies(_ paths: [String], quality: Quality, json: Bool) throws -> Int32 {
+    /// Follows copies at `quality` (each file's `copies`) until every one is complete or
+    /// unverified (0), or one fails (74). A file whose original already meets the quality is
+    /// pinned as itself and followed as such.
+    static func waitForCopies(_ paths: [String], quality: Quality, json: Bool, context: Context) throws -> Int32 {
         var last = ""
         var keptOriginals = Set<String>()
+        var change: Int?
         while true {
-            let entries = try paths.flatMap { try StatusCommand.fromMount($0) }
-            var states: [(path: String, state: String, done: Bool)] = []
+            let followed = try StatusCommand.follow(paths, after: change, context: context)
+            let entries = try followed?.entries ?? paths.flatMap { try StatusCommand.fromMount($0) }
+            var states: [(path: String, state: DisplayState, reason: String?, done: Bool)] = []
             for e in entries {
-                let copies = StatusCommand.xattr(e.path, "copies") ?? ""
-                let mine = copies.split(separator: ";").first { $0.hasPrefix(quality.description + "=") }
-                guard let mine else {
+                guard let mine = e.copies.first(where: { $0.quality == quality.description }) else {
                     // No copy was made: the original is within the cap and was pinned as itself.
                     if !json && keptOriginals.insert(e.path).inserted { printOut("\(e.path): the original is within \(quality); keeping it") }
-                    states.append((e.path, e.state, PinWait.finished(state: e.state, reason: e.reason)))
+                    states.append((e.path, e.state, e.reason, PinWait.finished(state: e.state.rawValue, reason: e.reason)))
                     continue
                 }
-                let state = String(mine.split(separator: "=").last ?? "")
-                // A finished copy is in the tree beside the original, with its own reason; it is
-                // not done for the user until it can be opened there. Its extension is what it
-                // turned out to be (`ContainerSniff`), so it is found by its stem.
+                // A finished copy is in the tree beside the original; it is not done for the
+                // user until it can be opened there. Its extension is what it turned out to be
+                // (`ContainerSniff`), so it is found by its stem.
                 let folder = (e.path as NSString).deletingLastPathComponent
                 let named = DerivedCopy.fileName(besides: (e.path as NSString).lastPathComponent, quality: quality)
                 let stem = String(named.dropLast(DerivedCopy.container.count))
-                let copy = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [])
-                    .first { $0.hasPrefix(stem) && !$0.dropFirst(stem.count).contains(".") }.map { folder + "/" + $0 }
-                let done = (state == "complete" || state == "unverified") && copy != nil
-                    && PinWait.finished(state: state, reason: copy.flatMap { StatusCommand.xattr($0, "reason") })
-                states.append((e.path, state, done))
+                let inTree = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [])
+                    .contains { $0.hasPrefix(stem) && !$0.dropFirst(stem.count).contains(".") }
+                states.append((e.path, mine.state, mine.reason, inTree && PinWait.finished(state: mine.state.rawValue, reason: mine.reason)))
             }
             let done = states.filter(\.done).count
-            let failed = states.filter { $0.state == "failed" }
-            let line = json ? "{\"quality\":\"\(quality)\",\"files\":\(states.count),\"done\":\(done),\"failed\":\(failed.count)}"
-                            : "\(quality): \(done)/\(states.count) copies ready"
+            let failed = states.filter { $0.state == .failed }
+            let why = states.first { !$0.done && $0.state != .failed && $0.reason != nil }
+            let line: String
+            if json {
+                var object: [String: Any] = ["quality": "\(quality)", "files": states.count, "done": done, "failed": failed.count]
+                if let why { object["waiting"] = waitingObject(path: why.path, state: why.state, reason: why.reason) }
+                line = StatusCommand.jsonLine(object)
+            } else {
+                line = "\(quality): copies ready: \(done) of \(states.count)"
+                    + (why.map { "; waiting: \(($0.path as NSString).lastPathComponent): \(StatusReason.sentence($0.reason) ?? $0.state.rawValue)" } ?? "")
+            }
             if line != last { printOut(line); last = line }
             if done + failed.count == states.count {
-                for f in failed { writeToStderr("labstream: the \(quality) copy of \(f.path) failed; see labstream status") }
+                for f in failed { writeToStderr("labstream: the \(quality) copy of \(f.path) failed: \(StatusReason.sentence(f.reason) ?? "no reason given")") }
                 return failed.isEmpty ? ExitCode.ok : ExitCode.ioErr
             }
-            usleep(250_000)   // a progress display, not synchronisation: the daemon owns the state
+            if let followed { change = followed.change } else {
+                usleep(250_000)   // a progress display, not synchronisation: the daemon owns the state
+            }
         }
+    }
+
+    /// `{"path", "state", "reason", "message"}` of a file holding a wait.
+    static func waitingObject(path: String, state: DisplayState, reason: String?) -> [String: Any] {
+        var object: [String: Any] = ["path": path, "state": state.rawValue]
+        if let code = StatusReason.code(reason, state: state) { object["reason"] = code.rawValue }
+        if let sentence = StatusReason.sentence(reason) { object["message"] = sentence }
+        return object
     }
 
     /// `labstream pause|resume|retry|cancel PATH…` and `pause-all` / `resume-all`.
@@ -151,43 +168,61 @@ enum PinCommand {
 
     /// Follows the pinned files until every one is complete or unverified (0), or one fails (74),
     /// or nothing moves because some are paused until the user acts (75, saying what to do).
+    /// Whatever holds the wait is said: the reason of each file still waiting.
     static func wait(_ paths: [String], json: Bool, context: Context) throws -> Int32 {
         let tty = isatty(1) == 1 && !json
         var last = ""
-        var samples: [String: (bytes: Int64, at: Date)] = [:]
+        var meters = StatusCommand.Meters()
+        var overall = RateMeter()
+        var screen = LiveLines()
         var change: Int?
         while true {
             // The daemon answers as soon as a row changes; without one, the mount's xattrs are read again.
             let followed = try StatusCommand.follow(paths, after: change, context: context)
             let entries = try followed?.entries ?? paths.flatMap { try StatusCommand.fromMount($0) }
             let present = entries.reduce(0) { $0 + $1.present }, total = entries.reduce(0) { $0 + $1.total }
-            func finished(_ e: StatusCommand.Entry) -> Bool { PinWait.finished(state: e.state, reason: e.reason) }
-            let verdict = PinWait.verdict(entries.map { (state: $0.state, reason: $0.reason) })
-            let failed = entries.filter { $0.state == DisplayState.failed.rawValue }
-            let line: String
+            meters.record(entries)
+            overall.record(present, at: monotonicSeconds())
+            func finished(_ e: FileStatus) -> Bool { PinWait.finished(state: e.state.rawValue, reason: e.reason) }
+            let verdict = PinWait.verdict(entries.map { (state: $0.state.rawValue, reason: $0.reason) })
+            let failed = entries.filter { $0.state == .failed }
+            let waiting = entries.filter { !finished($0) && $0.state != .failed }
+            let held = waiting.filter { $0.reason != nil }
+            let done = entries.filter(finished).count
+            let line: String, sameAs: String
             if json {
-                line = "{\"bytes_present\":\(present),\"bytes_total\":\(total),\"files\":\(entries.count),\"done\":\(entries.filter(finished).count),\"failed\":\(failed.count)}"
+                var object: [String: Any] = ["bytes_present": present, "bytes_total": total, "files": entries.count, "done": done, "failed": failed.count]
+                if !held.isEmpty { object["waiting"] = held.prefix(10).map { waitingObject(path: $0.path, state: $0.state, reason: $0.reason) } }
+                sameAs = StatusCommand.jsonLine(object)
+                if let rate = overall.bytesPerSecond { object["rate"] = Int(rate) }
+                if let eta = overall.secondsLeft(toReach: total) { object["eta"] = eta }
+                line = StatusCommand.jsonLine(object)
             } else {
                 let percent = total > 0 ? Int(present * 100 / total) : 100
-                line = "\(percent)%  \(present)/\(total) bytes  \(entries.count) files"
+                sameAs = "\(percent)%  \(ByteCount.text(present)) of \(ByteCount.text(total))  files done: \(done) of \(entries.count)"
+                    + (held.first.map { e in "; waiting: \((e.path as NSString).lastPathComponent): \(StatusReason.sentence(e.reason) ?? e.state.rawValue)"
+                                                + (held.count > 1 ? " (and \(held.count - 1) more)" : "") } ?? "")
+                line = sameAs
             }
             if tty {
-                // On a terminal: a bar with rate and ETA per file, the total last, redrawn in place.
-                let now = Date()
-                let bars = entries.map { StatusCommand.progressLine($0, previous: &samples, now: now, json: false) }
-                printOut("\u{1B}[H\u{1B}[2J" + (bars + [line]).joined(separator: "\n"))
-            } else if line != last {
+                // On a terminal: a bar per file still on its way (rate, ETA, reason), the total
+                // last with the overall rate, redrawn in place.
+                let bars = waiting.prefix(12).map { StatusCommand.progressLine($0, meters: meters) }
+                let more = waiting.count > 12 ? ["… and \(waiting.count - 12) more"] : []
+                let rate = waiting.isEmpty ? "" : "  \(RateText.text(overall.bytesPerSecond)) \(RateText.eta(overall.secondsLeft(toReach: total)))"
+                screen.show(bars + more + [line + rate])
+            } else if sameAs != last {
                 printOut(line)
-                last = line
+                last = sameAs
             }
             switch verdict {
             case .following: break
             case .done: return ExitCode.ok
             case .failed:
-                for f in failed { writeToStderr("labstream: \(f.path) failed: \(f.reason ?? "unknown reason")") }
+                for f in failed { writeToStderr("labstream: \(f.path) failed: \(StatusReason.sentence(f.reason) ?? "unknown reason")") }
                 return ExitCode.ioErr
             case .held:
-                for f in entries where PinWait.held(state: f.state, reason: f.reason) {
+                for f in entries where PinWait.held(state: f.state.rawValue, reason: f.reason) {
                     writeToStderr("labstream: " + PinWait.heldMessage(path: f.path, reason: f.reason))
                 }
                 return ExitCode.tempFail
@@ -197,6 +232,13 @@ enum PinCommand {
             }
         }
     }
+}
+
+/// Seconds on a clock that never jumps (for rates).
+func monotonicSeconds() -> Double {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
 }
 
 /// What Ctrl-C during `pin --wait` says (a global, so the signal handler captures nothing).

@@ -8,45 +8,55 @@ import LabstreamStore
 enum StatusCommand {
     static let spec = Arguments.Spec(valued: Context.globalValued, flags: Context.globalFlags.union(["--json", "--watch"]))
 
-    struct Entry {
-        var path: String
-        var state: String
-        var present: Int64
-        var total: Int64
-        var reason: String?
-    }
-
     static func run(_ argv: [String]) throws -> Int32 {
         let args = try Arguments.parse(argv, spec: spec)
         if args.flag("-h") || args.flag("--help") { printOut(Help.status); return ExitCode.ok }
         if args.flag("--watch") { return try watch(args) }
-        var entries: [Entry] = []
+        let context = Context(args: args)
+        var entries: [FileStatus] = []
         if args.positionals.isEmpty {
-            entries = try fromIndex(Context(args: args))
+            entries = try fromIndex(context)
         } else {
-            for path in args.positionals { entries += try fromMount(path, context: Context(args: args)) }
+            // With no daemon, a catalog path (`SERVER/LIBRARY/…`) is answered from the index,
+            // as `pin` takes one.
+            let daemon = DaemonLock.holder(context.layout) != nil
+            for path in args.positionals {
+                entries += try !daemon && xattr(path, "state") == nil ? fromIndex(context, catalogPath: path) : fromMount(path, context: context)
+            }
         }
         if args.flag("--json") {
-            let rows: [[String: Any]] = entries.map { e in
-                var r: [String: Any] = ["path": e.path, "state": e.state, "bytes_present": e.present, "bytes_total": e.total]
-                if let reason = e.reason { r["reason"] = reason }
-                return r
-            }
-            let data = try JSONSerialization.data(withJSONObject: rows, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
+            let data = try JSONSerialization.data(withJSONObject: entries.map { $0.json() }, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
             printOut(String(decoding: data, as: UTF8.self))
-        } else {
-            if args.positionals.isEmpty, let mountpoint = DaemonLock.holder(Context(args: args).layout)?.mountpoint {
-                for server in ((try? FileManager.default.contentsOfDirectory(atPath: mountpoint)) ?? []).sorted() {
-                    if let state = xattr(mountpoint + "/" + server, "reachability") { printOut("server \(server): \(state)") }
-                }
-            }
-            if entries.isEmpty { printOut("Nothing is stored locally yet.") }
-            for e in entries {
-                let percent = e.total > 0 ? Int(e.present * 100 / e.total) : 100
-                printOut("\(e.state.padding(toLength: 11, withPad: " ", startingAt: 0)) \(String(percent).leftPadded(3))%  \(e.present)/\(e.total)  \(e.path)\(e.reason.map { "  (\($0))" } ?? "")")
+            return ExitCode.ok
+        }
+        if args.positionals.isEmpty, let mountpoint = DaemonLock.holder(context.layout)?.mountpoint {
+            for server in ((try? FileManager.default.contentsOfDirectory(atPath: mountpoint)) ?? []).sorted() {
+                if let state = xattr(mountpoint + "/" + server, "reachability") { printOut("server \(server): \(state)") }
             }
         }
+        if entries.isEmpty { printOut(args.positionals.isEmpty ? "Nothing is stored locally yet." : "No files there.") }
+        printOut(table(entries).joined(separator: "\n"), newline: !entries.isEmpty)
         return ExitCode.ok
+    }
+
+    /// The text form: one aligned line per file (state, percent, sizes, path, why), and one
+    /// indented line per copy or new version of it.
+    static func table(_ entries: [FileStatus]) -> [String] {
+        func sizes(_ present: Int64, _ total: Int64) -> String { "\(ByteCount.text(present)) of \(ByteCount.text(total))" }
+        func percent(_ present: Int64, _ total: Int64) -> String { (total > 0 ? "\(present * 100 / total)%" : "100%").leftPadded(4) }
+        let width = entries.map { sizes($0.present, $0.total).count }.max() ?? 0
+        var lines: [String] = []
+        for e in entries {
+            let why = StatusReason.sentence(e.reason).map { "  (\($0))" } ?? ""
+            lines.append("\(e.state.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) \(percent(e.present, e.total))  "
+                         + "\(sizes(e.present, e.total).padding(toLength: width, withPad: " ", startingAt: 0))  \(e.path)\(why)")
+            for part in e.copies + (e.newVersion.map { [$0] } ?? []) {
+                let why = StatusReason.sentence(part.reason).map { "  (\($0))" } ?? ""
+                lines.append("            \(part.label): \(part.state.rawValue) \(percent(part.present, part.total).trimmingCharacters(in: .whitespaces)), "
+                             + "\(sizes(part.present, part.total))\(why)")
+            }
+        }
+        return lines
     }
 
     /// `--watch`: a progress line per file that is moving (rate and ETA), redrawn in place on a
@@ -55,48 +65,67 @@ enum StatusCommand {
     static func watch(_ args: Arguments) throws -> Int32 {
         let paths = args.positionals.isEmpty ? DaemonLock.holder(Context(args: args).layout).map { [$0.mountpoint] } ?? [] : args.positionals
         guard !paths.isEmpty else { throw CLIError(ExitCode.unavailable, "no Labstream daemon is running for this data dir; give a PATH inside a mount") }
-        let tty = isatty(1) == 1 && !args.flag("--json")
-        var previous: [String: (bytes: Int64, at: Date)] = [:]
+        let json = args.flag("--json")
+        let tty = isatty(1) == 1 && !json
+        var meters = Meters()
         var shown: [String: String] = [:]
+        var screen = LiveLines()
         while true {
-            let now = Date()
             let context = Context(args: args)
-            let entries = try paths.flatMap { try fromMount($0, context: context) }.filter { $0.state != "not-local" }
+            let entries = try paths.flatMap { try fromMount($0, context: context) }.filter { $0.state != .notLocal || !$0.copies.isEmpty }
+            meters.record(entries)
             var lines: [String] = []
             for e in entries {
-                let line = progressLine(e, previous: &previous, now: now, json: args.flag("--json"))
-                if tty || shown[e.path] != line.components(separatedBy: " MB/s")[0] {
+                // Piped, a file gets a line when it changes, not when only its rate does.
+                let line = json ? jsonLine(e.json(rate: meters.rate(e.path), eta: meters.eta(e))) : progressLine(e, meters: meters)
+                let change = json ? jsonLine(e.json()) : progressLine(e, meters: nil)
+                if tty || shown[e.path] != change {
                     lines.append(line)
-                    shown[e.path] = line.components(separatedBy: " MB/s")[0]
+                    shown[e.path] = change
                 }
             }
-            if tty { printOut("\u{1B}[H\u{1B}[2J" + lines.joined(separator: "\n")) } else { lines.forEach { printOut($0) } }
+            if tty { screen.show(lines.isEmpty ? ["Nothing is downloading."] : lines) } else { lines.forEach { printOut($0) } }
             usleep(500_000)   // a display refresh, not synchronisation
         }
     }
 
-    /// One file's progress: a bar, percent, state, rate and ETA (or a JSON object); `previous`
-    /// remembers the last sample per path for the rate.
-    static func progressLine(_ e: Entry, previous: inout [String: (bytes: Int64, at: Date)], now: Date, json: Bool) -> String {
-        let rate = previous[e.path].map { p in Double(e.present - p.bytes) / max(now.timeIntervalSince(p.at), 0.001) } ?? 0
-        previous[e.path] = (e.present, now)
-        let eta = rate > 0 ? Int(Double(e.total - e.present) / rate) : nil
-        if json {
-            return "{\"path\":\(jsonQuote(e.path)),\"state\":\"\(e.state)\",\"bytes_present\":\(e.present),\"bytes_total\":\(e.total),\"rate\":\(Int(rate))\(eta.map { ",\"eta\":\($0)" } ?? "")}"
+    /// Smoothed rates per file (`RateMeter`), sampled on a monotonic clock.
+    struct Meters {
+        var byPath: [String: RateMeter] = [:]
+
+        mutating func record(_ entries: [FileStatus]) {
+            let at = monotonicSeconds()
+            for e in entries { byPath[e.path, default: RateMeter()].record(e.present, at: at) }
         }
-        let fraction = e.total > 0 ? Double(e.present) / Double(e.total) : 1
-        let bar = String(repeating: "#", count: Int(fraction * 20)) + String(repeating: "-", count: 20 - Int(fraction * 20))
-        return "[\(bar)] \(Int(fraction * 100))% \(e.state) \(Int(rate / 1_000_000)) MB/s\(eta.map { " ETA \($0) s" } ?? "")  \(e.path)"
+
+        func rate(_ path: String) -> Double? { byPath[path]?.bytesPerSecond }
+        func eta(_ e: FileStatus) -> Int? { byPath[e.path]?.secondsLeft(toReach: e.total) }
     }
 
-    static func jsonQuote(_ s: String) -> String {
-        let data = (try? JSONSerialization.data(withJSONObject: [s], options: [.withoutEscapingSlashes])) ?? Data("[\"\"]".utf8)
-        return String(String(decoding: data, as: UTF8.self).dropFirst().dropLast())
+    /// One file's progress line: a bar, percent, state, rate and ETA when `meters` is given, the
+    /// reason when there is one, the path.
+    static func progressLine(_ e: FileStatus, meters: Meters?) -> String {
+        let fraction = e.total > 0 ? Double(e.present) / Double(e.total) : 1
+        let filled = min(Int(fraction * 20), 20)
+        let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: 20 - filled)
+        var line = "[\(bar)] \(String(Int(fraction * 100)).leftPadded(3))% \(e.state.rawValue)"
+        if let meters, e.state == .downloading || e.state == .queued || e.state == .partial {
+            line += " \(RateText.text(meters.rate(e.path))) \(RateText.eta(meters.eta(e)))"
+        }
+        line += "  \(e.path)"
+        if let why = StatusReason.sentence(e.reason) { line += "  (\(why))" }
+        for part in e.copies + (e.newVersion.map { [$0] } ?? []) { line += "  [\(part.label): \(part.state.rawValue)]" }
+        return line
+    }
+
+    static func jsonLine(_ object: [String: Any]) -> String {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
     }
 
     /// Status of PATH (a file, or every file below a folder): from this data dir's daemon over
     /// its control socket when PATH is in its mount, else from the live mount's xattrs.
-    static func fromMount(_ path: String, context: Context? = nil) throws -> [Entry] {
+    static func fromMount(_ path: String, context: Context? = nil) throws -> [FileStatus] {
         if let context, let holder = DaemonLock.holder(context.layout), let relative = ControlChannel.relative(path, to: holder.mountpoint),
            let answer = try ControlChannel.send(context.layout, ["op": "status", "paths": [relative]]),
            let rows = answer["entries"] as? [[String: Any]] {
@@ -108,7 +137,7 @@ enum StatusCommand {
     /// The status of `paths` for a follower: from the daemon, which answers once something
     /// changed past `after` (or after a second), with where its change counter now stands; nil
     /// when there is no daemon to ask (the caller then looks again on its own schedule).
-    static func follow(_ paths: [String], after: Int?, context: Context) throws -> (entries: [Entry], change: Int)? {
+    static func follow(_ paths: [String], after: Int?, context: Context) throws -> (entries: [FileStatus], change: Int)? {
         guard let holder = DaemonLock.holder(context.layout) else { return nil }
         let relative = paths.compactMap { ControlChannel.relative($0, to: holder.mountpoint) }
         guard relative.count == paths.count else { return nil }
@@ -120,21 +149,17 @@ enum StatusCommand {
     }
 
     /// The daemon's status rows, with paths under `mountpoint`.
-    static func entries(_ rows: [[String: Any]], below mountpoint: String) -> [Entry] {
-        rows.map { r in
-            Entry(path: mountpoint + "/" + (r["path"] as? String ?? ""), state: r["state"] as? String ?? "not-local",
-                  present: (r["bytes_present"] as? NSNumber)?.int64Value ?? 0, total: (r["bytes_total"] as? NSNumber)?.int64Value ?? 0,
-                  reason: r["reason"] as? String)
-        }
+    static func entries(_ rows: [[String: Any]], below mountpoint: String) -> [FileStatus] {
+        rows.compactMap(FileStatus.init(wire:)).map { var e = $0; e.path = mountpoint + "/" + e.path; return e }
     }
 
-    static func fromXattrs(_ path: String) throws -> [Entry] {
+    static func fromXattrs(_ path: String) throws -> [FileStatus] {
         guard let state = xattr(path, "state") else {
             throw CLIError(ExitCode.noInput, "\(path) is not inside a live Labstream mount (or does not exist)")
         }
         var isDir: ObjCBool = false
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDir), !isDir.boolValue { return [entry(path, state: state)] }
-        var out: [Entry] = []
+        var out: [FileStatus] = []
         let walker = FileManager.default.enumerator(atPath: path)
         while let rel = walker?.nextObject() as? String {
             let full = path + "/" + rel
@@ -146,9 +171,16 @@ enum StatusCommand {
         return out.sorted { $0.path < $1.path }
     }
 
-    static func entry(_ path: String, state: String) -> Entry {
+    /// A file's status from its attributes (`copies` gives its copies' states only).
+    static func entry(_ path: String, state: String) -> FileStatus {
         let bytes = (xattr(path, "bytes") ?? "0/0").split(separator: "/").map { Int64($0) ?? 0 }
-        return Entry(path: path, state: state, present: bytes.first ?? 0, total: bytes.count > 1 ? bytes[1] : 0, reason: xattr(path, "reason"))
+        let copies = (xattr(path, "copies") ?? "").split(separator: ";").compactMap { pair -> FileStatus.Part? in
+            let halves = pair.split(separator: "=").map(String.init)
+            guard halves.count == 2 else { return nil }
+            return FileStatus.Part(quality: halves[0], state: DisplayState(rawValue: halves[1]) ?? .partial, present: 0, total: 0, reason: nil)
+        }
+        return FileStatus(path: path, state: DisplayState(rawValue: state) ?? .notLocal, present: bytes.first ?? 0, total: bytes.count > 1 ? bytes[1] : 0,
+                          reason: xattr(path, "reason"), pinned: xattr(path, "pinned") == "1", copies: copies)
     }
 
     static func xattr(_ path: String, _ name: String) -> String? {
@@ -158,28 +190,110 @@ enum StatusCommand {
         return String(decoding: buffer[0..<n], as: UTF8.self)
     }
 
-    /// Where a row shows in the tree: its file, or its original's for a copy at another quality
-    /// or a new version still arriving.
-    static func catalogPath(_ key: FileKey, _ paths: [FileKey: String]) -> String {
-        if let path = paths[key] { return path }
-        if let copy = DerivedCopy.parse(key), let base: String = paths[copy.base] { return base + " [\(copy.quality) copy]" }
-        if let original = NextVersion.base(of: key), let base: String = paths[original] { return base + " [new version]" }
-        return "(no longer in the catalog) \(key)"
-    }
-
-    /// Every file with local bytes, from the index (works with no daemon running).
-    static func fromIndex(_ context: Context) throws -> [Entry] {
+    /// Every file with local bytes (or copies), from the index (works with no daemon running),
+    /// in the same model the daemon answers with.
+    static func fromIndex(_ context: Context) throws -> [FileStatus] {
         guard FileManager.default.fileExists(atPath: context.layout.indexPath) else { return [] }
         let index = try context.openIndex()
         let root = DaemonLock.holder(context.layout)?.mountpoint
         do {
-            let paths = Dictionary(try index.treeFiles().map { ($0.key, $0.path.joined(separator: "/")) }, uniquingKeysWith: { a, _ in a })
-            return try index.downloads().map { row in
-                let rel = catalogPath(row.key, paths)
-                return Entry(path: root.map { $0 + "/" + rel } ?? rel, state: DisplayState(status: row.status).rawValue,
-                             present: min(row.present.byteCount, row.total), total: row.total, reason: row.reason)
-            }
+            let tree = Dictionary(try index.treeFiles().map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
+            return FileStatus.gather(try index.downloads(), path: { key in tree[key].map { ((root.map { [$0] } ?? []) + $0.path).joined(separator: "/") } },
+                                     size: { tree[$0]?.size })
         } catch { throw CLIError(error) }
+    }
+
+    /// Every catalog file at or below `catalogPath`, from the index: what the daemon would
+    /// answer for the same file in its mount.
+    static func fromIndex(_ context: Context, catalogPath: String) throws -> [FileStatus] {
+        let clean = catalogPath.split(separator: "/").joined(separator: "/")
+        let files = FileManager.default.fileExists(atPath: context.layout.indexPath)
+            ? try treeFiles(context).filter { let p = $0.path.joined(separator: "/"); return p == clean || p.hasPrefix(clean + "/") } : []
+        guard !files.isEmpty else {
+            throw CLIError(ExitCode.noInput, "no Labstream daemon is running and '\(catalogPath)' is not a catalog path (SERVER/LIBRARY/…, as `labstream status` shows)")
+        }
+        let index = try context.openIndex()
+        do {
+            let rows = Dictionary(grouping: try index.downloads(), by: { FileStatus.owner(of: $0.key) })
+            return files.filter { files.count == 1 || DerivedCopy.parse($0.key) == nil }.map { f in
+                let mine = rows[f.key] ?? []
+                return FileStatus(path: f.path.joined(separator: "/"), size: f.size, row: mine.first { $0.key == f.key },
+                                  related: mine.filter { $0.key != f.key }, orphaned: f.orphaned)
+            }.sorted { $0.path < $1.path }
+        } catch { throw CLIError(error) }
+    }
+
+    static func treeFiles(_ context: Context) throws -> [TreeFile] {
+        let index = try context.openIndex()
+        do { return try index.treeFiles() } catch { throw CLIError(error) }
+    }
+}
+
+/// Lines redrawn in place on a terminal: the cursor goes back over what was drawn last, each
+/// line is rewritten and whatever is left below is cleared, so nothing flickers or scrolls.
+struct LiveLines {
+    var drawn = 0
+
+    mutating func show(_ lines: [String]) {
+        var size = winsize()
+        let columns = ioctl(1, UInt(TIOCGWINSZ), &size) == 0 && size.ws_col > 0 ? Int(size.ws_col) : 200
+        // A wrapped line would throw the count off: each is cut to the terminal's width.
+        let fitted = lines.map { $0.count < columns ? $0 : String($0.prefix(columns - 2)) + "…" }
+        var out = drawn > 0 ? "\u{1B}[\(drawn)F" : ""
+        out += fitted.map { "\u{1B}[2K" + $0 }.joined(separator: "\n") + "\n\u{1B}[J"
+        drawn = fitted.count
+        printOut(out, newline: false)
+    }
+}
+
+extension FileStatus {
+    /// The public JSON form (`status --json`, `--watch --json`): reason as a code, with the
+    /// sentence as `message`; bytes as numbers.
+    func json(rate: Double? = nil, eta: Int? = nil) -> [String: Any] {
+        func fields(_ state: DisplayState, _ present: Int64, _ total: Int64, _ reason: String?) -> [String: Any] {
+            var r: [String: Any] = ["state": state.rawValue, "bytes_present": present, "bytes_total": total]
+            if let code = StatusReason.code(reason, state: state) { r["reason"] = code.rawValue }
+            if let sentence = StatusReason.sentence(reason) { r["message"] = sentence }
+            return r
+        }
+        var r = fields(state, present, total, reason)
+        r["path"] = path
+        r["pinned"] = pinned
+        if !copies.isEmpty {
+            r["copies"] = copies.map { c in fields(c.state, c.present, c.total, c.reason).merging(["quality": c.quality ?? ""]) { a, _ in a } }
+        }
+        if let v = newVersion { r["new_version"] = fields(v.state, v.present, v.total, v.reason) }
+        if let rate { r["rate"] = Int(rate) }
+        if let eta { r["eta"] = eta }
+        return r
+    }
+
+    /// The daemon's form on the control socket: the stored reason itself, so the CLI derives
+    /// codes and sentences exactly as it does from the index.
+    var wire: [String: Any] {
+        func fields(_ state: DisplayState, _ present: Int64, _ total: Int64, _ reason: String?) -> [String: Any] {
+            var r: [String: Any] = ["state": state.rawValue, "bytes_present": present, "bytes_total": total]
+            if let reason { r["stored_reason"] = reason }
+            return r
+        }
+        var r = fields(state, present, total, reason)
+        r["path"] = path
+        r["pinned"] = pinned
+        r["copies"] = copies.map { c in fields(c.state, c.present, c.total, c.reason).merging(["quality": c.quality ?? ""]) { a, _ in a } }
+        if let v = newVersion { r["new_version"] = fields(v.state, v.present, v.total, v.reason) }
+        return r
+    }
+
+    init?(wire r: [String: Any]) {
+        func part(_ o: Any?) -> Part? {
+            guard let o = o as? [String: Any], let state = (o["state"] as? String).flatMap(DisplayState.init(rawValue:)) else { return nil }
+            return Part(quality: (o["quality"] as? String).flatMap { $0.isEmpty ? nil : $0 }, state: state,
+                        present: (o["bytes_present"] as? NSNumber)?.int64Value ?? 0, total: (o["bytes_total"] as? NSNumber)?.int64Value ?? 0,
+                        reason: o["stored_reason"] as? String)
+        }
+        guard let path = r["path"] as? String, let own = part(r) else { return nil }
+        self.init(path: path, state: own.state, present: own.present, total: own.total, reason: own.reason, pinned: r["pinned"] as? Bool ?? false,
+                  copies: (r["copies"] as? [Any] ?? []).compactMap(part), newVersion: part(r["new_version"]))
     }
 }
 

@@ -12,6 +12,8 @@ public enum DownloadStatus: String, Sendable, Hashable, Codable, CaseIterable {
         case allBytesPresent
         case validated(playable: Bool?)
         case retry
+        /// `labstream verify`: check a whole file again.
+        case recheck
     }
 
     /// The status after `event`, or nil when the event is not allowed from here.
@@ -36,6 +38,8 @@ public enum DownloadStatus: String, Sendable, Hashable, Codable, CaseIterable {
             case nil: return .unverified
             }
         case (.complete, .bytesCommitted), (.unverified, .bytesCommitted): return self
+        // Until the new verdict it is not known to play: it shows as such, never `complete`.
+        case (.complete, .recheck), (.unverified, .recheck), (.failed, .recheck): return .unverified
         default: return nil
         }
     }
@@ -55,38 +59,4 @@ public enum DisplayState: String, Sendable, Hashable, Codable {
         guard let status else { self = .notLocal; return }
         self = DisplayState(rawValue: status.rawValue) ?? .partial
     }
-}
-
-public enum StatusReason {
-    /// An `unverified` row whose completion check has not run yet.
-    public static let awaitingValidation = "all bytes present; awaiting validation"
-    /// An `unverified` row on a daemon whose playback probe is off.
-    public static let probeOff = "all bytes present; the playback probe is off"
-    /// A pinned file parked until its server answers again (the fill resumes it by itself).
-    public static let serverUnavailable = "server unavailable"
-    /// A file parked because the cache's disk cannot hold the rest of it.
-    public static let storageFull = "storage_full"
-    /// A file `labstream pause` stopped.
-    public static let pausedByUser = "paused by user"
-
-    /// A pinned file waiting out a transient failure (`queued`): what happened and when the
-    /// next try is, e.g. "server unavailable: HTTP 503, next try in 4 s".
-    public static func waitingForServer(_ error: LabstreamError, retryIn seconds: Double) -> String {
-        let what: String
-        switch error {
-        case .serverUnavailable(let why), .fetchFailed(let why): what = why
-        case .timedOut(let why): what = "timed out (\(why))"
-        default: what = error.userMessage
-        }
-        return serverUnavailable + ": " + what + ", next try in \(Int(seconds.rounded(.up))) s"
-    }
-
-    /// A server that no longer accepts the stored sign-in (its files fail until it is added again).
-    public static func signInRefused(server: String) -> String {
-        "\(server) no longer accepts the stored sign-in (HTTP 401); add the server again with `labstream server add`"
-    }
-
-    /// Whether a pause for `reason` lifts by itself (the background fill resumes such a file once
-    /// its server answers); every other pause waits for the user.
-    public static func liftsByItself(_ reason: String?) -> Bool { reason == serverUnavailable }
 }

@@ -142,7 +142,7 @@ final class OpenEndedFill: Sendable {
         case .remoteChanged(let why), .restart(let why):
             // Another version of the file: its bytes must not meet the old prefix.
             row = DownloadRow(key: row.key, status: .queued, attempt: row.attempt.next, validator: nil, total: 0, present: RangeSet(),
-                              partialPath: row.partialPath, reason: "file changed on the server (\(why)); fetching it again",
+                              partialPath: row.partialPath, reason: StatusReason.fileChanged(why),
                               pinned: row.pinned, sourceTag: row.sourceTag)
             _ = try? engine.index.saveDownload(row, now: engine.now())
             _ = try? partial.discardAll()

@@ -43,7 +43,7 @@ final class PreparedCopies: Sendable {
                 try engine.journal.add(.init(kind: .cancelJob, server: row.key.server, session: id, created: engine.now()))
                 row.job = id
                 row.status = route.waitingStatus
-                row.reason = "the server is preparing the copy (job \(id))"
+                row.reason = StatusReason.preparing(job: id)
                 _ = try engine.index.saveDownload(row, now: engine.now())
                 engine.log("\(base.path.joined(separator: "/")): server job \(id) started for \(LiveForward.describe(route))")
                 engine.noteChange()

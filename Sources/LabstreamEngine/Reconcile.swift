@@ -72,7 +72,7 @@ public enum Reconcile {
             guard !fm.fileExists(atPath: layout.absolute(row.partialPath)) else { continue }
             row = DownloadRow(key: row.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
                               total: row.total, present: RangeSet(), partialPath: row.partialPath,
-                              reason: "the local file vanished; fetching it again", pinned: row.pinned, sourceTag: row.sourceTag, job: row.job)
+                              reason: StatusReason.localFileVanished, pinned: row.pinned, sourceTag: row.sourceTag, job: row.job)
             try index.saveDownload(row, now: now)
             report.vanished.append(row.key)
             log("\(row.key): its local file vanished; its bytes will be fetched again")

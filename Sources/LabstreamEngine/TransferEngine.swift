@@ -205,6 +205,13 @@ public final class TransferEngine: Sendable {
     /// The rows of `key`'s copies at other qualities.
     public func copies(of key: FileKey) -> [DownloadRow] { (try? index.derivedCopies(of: key)) ?? [] }
 
+    /// The rows that belong to `key`'s file: its copies at other qualities and its next version,
+    /// each live if open.
+    public func related(to key: FileKey) -> [DownloadRow] {
+        let next = (try? index.download(NextVersion.key(of: key))).flatMap { $0 }
+        return (copies(of: key) + (next.map { [$0] } ?? [])).map { row in files.withLock { $0[row.key] }?.snapshot() ?? row }
+    }
+
     /// The tree entry of any row: a catalog file, a copy at another quality, a next version.
     func treeFile(for row: DownloadRow) -> TreeFile? {
         if let file = catalog.withLock({ $0[row.key] }) { return file }
@@ -250,7 +257,7 @@ public final class TransferEngine: Sendable {
         for key in EvictionPolicy.choose(candidates, used: used, free: free, limits: limits) {
             guard let file = catalog[key], let transfer = try? transfer(for: file) else { continue }
             do {
-                try transfer.apply(.cancel, engine: self, reason: "evicted to stay within the cache limits")
+                try transfer.apply(.cancel, engine: self, reason: StatusReason.evicted)
                 log("evicted \(file.path.joined(separator: "/")) to stay within the cache limits")
             } catch {
                 log("evicting \(file.path.joined(separator: "/")) failed: \(error.userMessage)")
@@ -640,7 +647,7 @@ final class FileTransfer: @unchecked Sendable {
             // The catalog says the file changed: the old bytes belong to another version.
             row = DownloadRow(key: file.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
                               total: file.size, present: RangeSet(), partialPath: row.partialPath,
-                              reason: "file changed on the server; fetching it again", pinned: row.pinned, sourceTag: file.etag, job: row.job)
+                              reason: StatusReason.fileChanged(), pinned: row.pinned, sourceTag: file.etag, job: row.job)
         }
         row.sourceTag = row.sourceTag ?? file.etag
         try makeDirectories(layout.partialsDir)
@@ -702,7 +709,8 @@ final class FileTransfer: @unchecked Sendable {
             row.status = next
             row.reason = StatusReason.pausedByUser
         case .verify:
-            guard whole else { return }
+            guard whole, let next = row.status.after(.recheck) else { return }
+            row.status = next
             row.awaitingValidation = true
             row.reason = StatusReason.awaitingValidation
             try index.saveDownload(row, now: engine.now())
@@ -883,7 +891,7 @@ final class FileTransfer: @unchecked Sendable {
         written.remove(range)
         row.awaitingValidation = false
         if row.status == .unverified || row.status == .complete { row.status = row.pinned ? .queued : .partial }
-        row.reason = "damaged bytes found on disk were dropped and will be fetched again"
+        row.reason = StatusReason.damagedBytes
         try? index.dropSegment(row, range: range, now: engine.now())
     }
 
@@ -1299,14 +1307,14 @@ final class FileTransfer: @unchecked Sendable {
         // whole-file stream must still be the version the bytes so far were (If-Range).
         row = DownloadRow(key: row.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: counted ? nil : row.validator,
                           total: row.total, present: RangeSet(), partialPath: row.partialPath,
-                          reason: counted ? "file changed on the server (\(why))" : why, pinned: row.pinned, sourceTag: file.etag, job: row.job)
+                          reason: counted ? StatusReason.fileChanged(why, refetching: false) : why, pinned: row.pinned, sourceTag: file.etag, job: row.job)
         verified = RangeSet()
         written = RangeSet()
         // The old version's bytes go; a descriptor still reading them directly keeps them whole.
         if (try? partial.discardAll()) == nil { engine.log("\(file.path.last ?? ""): could not free the old version's bytes") }
         if consecutiveFailures >= engine.settings.retry.maxAttempts {
             row.status = row.pinned ? .failed : .partial
-            row.reason = "the file keeps changing on the server (\(why)); run `labstream sync`"
+            row.reason = StatusReason.keepsChanging(why)
         }
         _ = try? index.saveDownload(row, now: engine.now())
     }

@@ -256,8 +256,7 @@ public final class FilesystemEngine: Sendable {
             pinned = pinned && row?.pinned == true
             present += row.map { min($0.present.byteCount, f.size) } ?? 0
             total += f.size
-            // A row with no bytes left (never read, or cancelled) is simply not local.
-            states.append(row.map { $0.present.isEmpty && $0.status == .partial } == true ? .notLocal : DisplayState(status: row?.status))
+            states.append(FileStatus.state(of: row))
             if reason == nil { reason = row?.reason }
         }
         var out: [(String, String)] = [
@@ -268,10 +267,10 @@ public final class FilesystemEngine: Sendable {
         if let f = node.file {
             // A reader of a file that is not here only sees EIO while its server is away: say why.
             let away = transfers.reachability(of: f.key.server)
-            if reason == nil, states == [.notLocal], away != .online { reason = "server \(away.rawValue)" }
+            if reason == nil, states == [.notLocal], away != .online { reason = StatusReason.serverAway(away) }
             out.append((Self.xattrPrefix + "server", f.key.server))
             out.append((Self.xattrPrefix + "item_id", f.key.itemId))
-            if f.orphaned { reason = "orphaned: removed on the server; the local copy is kept until you remove it" }
+            if f.orphaned { reason = StatusReason.orphaned }
             if let reason { out.append((Self.xattrPrefix + "reason", reason)) }
             // Copies at other qualities: `10mbps=downloading;2mbps=complete`.
             let copies = transfers.copies(of: f.key).compactMap { row in
@@ -343,6 +342,23 @@ public final class FilesystemEngine: Sendable {
     public static let rootInode = InodeTable.rootIno
 
     /// Every file below `ino` (itself, if a file), with its path under `name` and its inode.
+    /// The status of every file below `ino` (named `name`), each with its copies and new
+    /// version as its fields. A copy shown in the tree beside its original is part of the
+    /// original's status, unless it is what was asked for.
+    public func statuses(below ino: UInt64, named name: String) -> [FileStatus] {
+        let asked = files(below: ino, named: name)
+        return asked.compactMap { path, fileIno in
+            guard let file = table.withLock({ $0.node(fileIno)?.file }) else { return nil }
+            if asked.count > 1, DerivedCopy.parse(file.key) != nil { return nil }
+            var status = FileStatus(path: path, size: file.size, row: transfers.row(for: file), related: transfers.related(to: file.key),
+                                    orphaned: file.orphaned)
+            if status.reason == nil, status.state == .notLocal, case let away = transfers.reachability(of: file.key.server), away != .online {
+                status.reason = StatusReason.serverAway(away)
+            }
+            return status
+        }
+    }
+
     public func files(below ino: UInt64, named name: String) -> [(String, UInt64)] {
         table.withLock { t -> [(String, UInt64)] in
             guard let node = t.node(ino) else { return [] }

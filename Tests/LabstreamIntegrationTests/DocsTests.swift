@@ -1,4 +1,5 @@
 import Foundation
+@testable import LabstreamCLI
 import LabstreamCore
 import Testing
 
@@ -24,6 +25,30 @@ import Testing
         #expect(commands.isSuperset(of: ["server", "mount", "unmount", "status", "sync", "pin", "unpin", "pause", "verify", "demo"]))
         for command in commands {
             #expect(man.contains(command), "labstream(1) does not mention \(command)")
+        }
+    }
+
+    /// Every option a command's parser takes is in that command's usage lines in the top-level
+    /// `--help` and in its heading in labstream(1) (status --watch and --plex-tv-url were not).
+    @Test func everyOptionACommandTakesIsInItsUsageAndManHeading() throws {
+        let help = try runProcess(labstreamBinary, ["--help"]).stdout.components(separatedBy: "Global options")[0]
+        let man = try String(contentsOfFile: Self.root + "/man/labstream.1", encoding: .utf8)
+        let lines = man.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        // The heading of an entry is the line after `.TP`, with groff's escapes taken out.
+        let headings = zip(lines, lines.dropFirst()).filter { $0.0 == ".TP" }.map {
+            $0.1.replacingOccurrences(of: "\\f[BIRP]", with: "", options: .regularExpression).replacingOccurrences(of: "\\-", with: "-")
+        }
+        let internalOnly: Set<String> = ["--ready-fd", "-f", "-h", "--help", "-v", "--verbose"]
+        let commands: [(String, Arguments.Spec)] = [("status", StatusCommand.spec), ("pin", PinCommand.spec), ("mount", MountCommand.spec),
+                                                    ("server", ServerCommands.spec), ("orphans", RepairCommand.orphansSpec)]
+        for (command, spec) in commands {
+            let usage = help.split(separator: "\n").filter { $0.trimmingCharacters(in: .whitespaces).hasPrefix("labstream \(command) ") }.joined(separator: " ")
+            let heading = headings.filter { $0.hasPrefix(".B \(command) ") }.joined(separator: " ")
+            #expect(!usage.isEmpty && !heading.isEmpty, "\(command)")
+            for option in spec.valued.union(spec.flags).subtracting(Context.globalValued).subtracting(internalOnly) {
+                #expect(usage.contains(option), "labstream --help: the usage of \(command) omits \(option)")
+                #expect(heading.contains(option), "labstream(1): the heading of \(command) omits \(option)")
+            }
         }
     }
 

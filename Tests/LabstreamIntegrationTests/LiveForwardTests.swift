@@ -139,7 +139,17 @@ import Testing
         #expect(eventually { StatusCommandXattr.get(m.path(Self.original), "copies") == "2mbps=preparing" })
         #expect(m.fixture.syncJobCount == 1)
         let status = try m.cli(["status"])
-        #expect(status.stdout.contains("preparing") && status.stdout.contains("Clip (2020).mkv [2mbps copy]"), "\(status.stdout)")
+        #expect(status.stdout.contains("Clip (2020).mkv") && status.stdout.contains("2mbps copy: preparing"), "\(status.stdout)")
+        // The copy is a field of its original, the same in bare status and in status PATH.
+        func copies(_ args: [String]) throws -> [[String: Any]]? {
+            let rows = try JSONSerialization.jsonObject(with: Data(try m.cli(args).stdout.utf8)) as? [[String: Any]]
+            return rows?.first { $0["path"] as? String == m.path(Self.original) }?["copies"] as? [[String: Any]]
+        }
+        for asked in [["status", "--json"], ["status", "--json", m.path(Self.original)]] {
+            let copy = try copies(asked)?.first
+            #expect(copy?["quality"] as? String == "2mbps" && copy?["state"] as? String == "preparing" && copy?["reason"] as? String == "preparing_copy",
+                    "\(asked): \(String(describing: copy))")
+        }
         try m.unmount()
 
         try m.mount()   // polling resumes with the persisted job

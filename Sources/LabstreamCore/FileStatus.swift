@@ -1,0 +1,109 @@
+/// One file's status, the same whichever way it is asked (`status`, `status PATH`, `--json`,
+/// `--watch`, `pin --wait`): its own state, and the copies at other qualities and the new version
+/// that belong to it as fields, each with its own state and reason.
+public struct FileStatus: Sendable, Hashable {
+    /// A copy at another quality, or a new version still arriving.
+    public struct Part: Sendable, Hashable {
+        /// The quality of a copy (`2mbps`, `remux`); nil for a new version.
+        public var quality: String?
+        public var state: DisplayState
+        public var present: Int64
+        public var total: Int64
+        public var reason: String?
+
+        public init(quality: String?, state: DisplayState, present: Int64, total: Int64, reason: String?) {
+            self.quality = quality
+            self.state = state
+            self.present = present
+            self.total = total
+            self.reason = reason
+        }
+
+        /// What it is, as `status` names it.
+        public var label: String { quality.map { "\($0) copy" } ?? "new version" }
+    }
+
+    public var path: String
+    public var state: DisplayState
+    public var present: Int64
+    public var total: Int64
+    public var reason: String?
+    public var pinned: Bool
+    public var copies: [Part]
+    public var newVersion: Part?
+
+    public init(path: String, state: DisplayState, present: Int64, total: Int64, reason: String?, pinned: Bool = false,
+                copies: [Part] = [], newVersion: Part? = nil) {
+        self.path = path
+        self.state = state
+        self.present = present
+        self.total = total
+        self.reason = reason
+        self.pinned = pinned
+        self.copies = copies
+        self.newVersion = newVersion
+    }
+
+    /// The status of a file of `size` bytes from its own download row (nil: never read) and the
+    /// rows that belong to it (its copies and its next version, in any order). An orphaned
+    /// file (gone from its server) says so whatever its row says.
+    public init(path: String, size: Int64, row: DownloadRow?, related: [DownloadRow] = [], orphaned: Bool = false) {
+        self.init(path: path, state: Self.state(of: row), present: row.map { min($0.present.byteCount, size) } ?? 0,
+                  total: size, reason: orphaned ? StatusReason.orphaned : row?.reason, pinned: row?.pinned ?? false)
+        for other in related {
+            let part = Part(quality: DerivedCopy.parse(other.key).map { "\($0.quality)" }, state: Self.state(of: other),
+                            present: min(other.present.byteCount, other.total), total: other.total, reason: other.reason)
+            if part.quality == nil { newVersion = part } else { copies.append(part) }
+        }
+        copies.sort { ($0.quality ?? "") < ($1.quality ?? "") }
+    }
+
+    /// A row with no bytes left (never read, cancelled, evicted) is simply not local.
+    public static func state(of row: DownloadRow?) -> DisplayState {
+        guard let row else { return .notLocal }
+        return row.present.isEmpty && row.status == .partial ? .notLocal : DisplayState(status: row.status)
+    }
+
+    /// The file every row belongs to: itself, or the original of a copy or a next version.
+    public static func owner(of key: FileKey) -> FileKey {
+        DerivedCopy.parse(key)?.base ?? NextVersion.base(of: key) ?? key
+    }
+
+    /// Every file among `rows` that has something to show, with its parts gathered: `path`
+    /// names a file by its key (nil: no longer in the catalog) and `size` its catalog size.
+    public static func gather(_ rows: [DownloadRow], path: (FileKey) -> String?, size: (FileKey) -> Int64?) -> [FileStatus] {
+        var own: [FileKey: DownloadRow] = [:]
+        var related: [FileKey: [DownloadRow]] = [:]
+        var order: [FileKey] = []
+        for row in rows {
+            let owner = owner(of: row.key)
+            if own[owner] == nil && related[owner] == nil { order.append(owner) }
+            if owner == row.key { own[owner] = row } else { related[owner, default: []].append(row) }
+        }
+        return order.compactMap { key in
+            let parts = related[key] ?? []
+            let status = FileStatus(path: path(key) ?? "(no longer in the catalog) \(key)", size: size(key) ?? own[key]?.total ?? 0,
+                                    row: own[key], related: parts)
+            return status.state == .notLocal && parts.isEmpty ? nil : status
+        }
+    }
+}
+
+/// Byte counts as people read them: `0 B`, `812 KiB`, `1.2 GiB`.
+public enum ByteCount {
+    public static func text(_ bytes: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"]
+        guard bytes >= 1024 else { return "\(max(bytes, 0)) B" }
+        var value = Double(bytes)
+        var unit = 0
+        // One decimal below 10, none above (3.4 GiB, 812 MiB); 1023.96 MiB shows as 1.0 GiB.
+        func shown(_ v: Double) -> Double { v < 10 ? (v * 10).rounded() / 10 : v.rounded() }
+        while shown(value) >= 1024 && unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        let rounded = shown(value)
+        let tenths = Int64((rounded * 10).rounded())
+        return rounded < 10 ? "\(tenths / 10).\(tenths % 10) \(units[unit])" : "\(tenths / 10) \(units[unit])"
+    }
+}

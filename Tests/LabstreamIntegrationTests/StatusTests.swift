@@ -1,0 +1,114 @@
+import Foundation
+import LabstreamCore
+import Testing
+
+/// `status` gives one answer whichever way it is asked, and `pin --wait` says what holds it.
+@Suite(.serialized) struct StatusTests {
+    let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+    let beta = "test/Movies/Beta (2002)/Beta (2002).mp4"
+
+    func json(_ r: ProcessResult) throws -> [[String: Any]] {
+        try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]], "\(r.code) \(r.stdout) \(r.stderr)")
+    }
+
+    func same(_ a: [String: Any]?, _ b: [String: Any]?) -> Bool {
+        guard let a, let b else { return false }
+        func text(_ o: [String: Any]) -> String? {
+            (try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys])).map { String(decoding: $0, as: UTF8.self) }
+        }
+        return text(a) != nil && text(a) == text(b)
+    }
+
+    @Test func statusSaysTheSameWhicheverWayItIsAsked() throws {
+        let m = try MountedLabstream("status-one-model")
+        try m.mount()
+        #expect(try m.cli(["pin", "--wait", m.path(beta)]).code == 0)
+        _ = try pread(path: m.path(alpha), offset: 0, length: 4096)
+
+        let bare = try json(try m.cli(["status", "--json"]))
+        let byPath = Dictionary(bare.map { ($0["path"] as? String ?? "", $0) }, uniquingKeysWith: { a, _ in a })
+        let betaRow = byPath[m.path(beta)]
+        #expect(betaRow?["state"] as? String == "unverified" && betaRow?["reason"] as? String == "probe_off", "\(bare)")
+        #expect((betaRow?["message"] as? String)?.contains("probe is off") == true)
+        #expect(byPath[m.path(alpha)]?["state"] as? String == "partial")
+        // The file by itself, and inside its folder: the same object.
+        #expect(same(try json(try m.cli(["status", "--json", m.path(beta)])).first, betaRow))
+        let folder = try json(try m.cli(["status", "--json", m.path("test/Movies")]))
+        #expect(same(folder.first { $0["path"] as? String == m.path(beta) }, betaRow))
+        // Text: human sizes, a reason as a sentence.
+        let text = try m.cli(["status"])
+        #expect(text.stdout.contains("3.0 MiB of 3.0 MiB") && !text.stdout.contains("3145728"), "\(text.stdout)")
+        #expect(text.stdout.contains("(all bytes present; the playback probe is off)"), "\(text.stdout)")
+
+        // Cancelled: not local, both ways; bare status no longer lists it.
+        #expect(try m.cli(["cancel", m.path(beta)]).code == 0)
+        #expect(try json(try m.cli(["status", "--json", m.path(beta)])).first?["state"] as? String == "not-local")
+        #expect(try json(try m.cli(["status", "--json"])).allSatisfy { $0["path"] as? String != m.path(beta) })
+        try m.unmount()
+
+        // No daemon: a catalog path is answered from the index, with what the mount said.
+        let offline = try json(try m.cli(["status", "--json", alpha]))
+        #expect(offline.count == 1 && offline.first?["state"] as? String == "partial" && offline.first?["path"] as? String == alpha, "\(offline)")
+        #expect(offline.first?["bytes_present"] as? Int == byPath[m.path(alpha)]?["bytes_present"] as? Int)
+        let unknown = try m.cli(["status", "test/Nope"])
+        #expect(unknown.code == 66 && unknown.stderr.contains("not a catalog path"), "\(unknown.stderr)")
+        // `pin --wait` with no daemon pins in the index, and says why it cannot wait.
+        let wait = try m.cli(["pin", "--wait", "test/Movies/Gamma"])
+        #expect(wait.code == 69 && wait.stderr.contains("nothing downloads until Labstream is mounted"), "\(wait.code) \(wait.stderr)")
+        let gamma = try json(try m.cli(["status", "--json", "test/Movies/Gamma"]))
+        #expect(gamma.first?["state"] as? String == "queued" && gamma.first?["pinned"] as? Bool == true, "\(gamma)")
+    }
+
+    /// A server answering 503: the wait's JSON names the file and why, and it ends by itself
+    /// once the server is back.
+    @Test func pinWaitSaysWhatHoldsIt() throws {
+        let m = try MountedLabstream("status-wait-reason")
+        try m.mount()
+        m.fixture.inject(.status(503), pathPrefix: "/Items/", times: nil)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
+        p.arguments = ["120", labstreamBinary, "pin", "--wait", "--json", m.path(beta)]
+        p.environment = ProcessInfo.processInfo.environment.merging(m.env) { $1 }
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        var pending = Data()
+        var sawReason = false
+        var lines: [String] = []
+        while true {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            pending.append(chunk)
+            while let newline = pending.firstIndex(of: 10) {
+                let line = String(decoding: pending[pending.startIndex..<newline], as: UTF8.self)
+                pending.removeSubrange(pending.startIndex...newline)
+                lines.append(line)
+                let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+                let waiting = (object?["waiting"] as? [[String: Any]])?.first
+                if !sawReason, waiting?["reason"] as? String == "server_unavailable", (waiting?["message"] as? String)?.contains("HTTP 503") == true,
+                   waiting?["path"] as? String == m.path(beta) {
+                    sawReason = true
+                    m.fixture.clearFaults()   // the server is back
+                }
+            }
+        }
+        p.waitUntilExit()
+        #expect(sawReason, "\(lines)")
+        #expect(p.terminationStatus == 0 && lines.last?.contains("\"done\":1") == true, "\(p.terminationStatus) \(lines.suffix(3))")
+        m.fixture.clearFaults()
+        try m.unmount()
+    }
+
+    /// On a terminal the progress is redrawn in place (cursor up, line cleared), never by
+    /// clearing the whole screen.
+    @Test func pinWaitRedrawsInPlaceOnATerminal() throws {
+        let m = try MountedLabstream("status-tty")
+        try m.mount()
+        let command = [labstreamBinary, "pin", "--wait", m.path(beta)].map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+        let r = try runProcess("/usr/bin/script", ["-qfec", command, "/dev/null"], environment: m.env)
+        #expect(r.code == 0, "\(r.stdout) \(r.stderr)")
+        #expect(r.stdout.contains("\u{1B}[2K") && !r.stdout.contains("\u{1B}[2J"), "\(r.stdout.debugDescription)")
+        #expect(r.stdout.contains("files done: 1 of 1"), "\(r.stdout.debugDescription)")
+        try m.unmount()
+    }
+}
