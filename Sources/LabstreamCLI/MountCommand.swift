@@ -281,6 +281,7 @@ struct Daemon {
         let mount: FUSEMount
         do { mount = try FUSEMount(engine: fs, mountpoint: mountpoint, options: options.fuseOptions) } catch { throw CLIError(error) }
         fs.onInvalidate { parent, name in mount.invalidate(parent: parent, name: name) }
+        fs.onAttributesChanged { ino in mount.invalidateAttributes(ino) }
 
         let reload: @Sendable () -> Void = {
             do { fs.reload(files: try index.treeFiles()); log.info("catalog reloaded from the index") } catch {

@@ -67,6 +67,7 @@ final class LiveForward: Sendable {
         let path = engine.layout.absolute(row.partialPath)
         let started = Date()
         var outcome: Result<Int64, LabstreamError>
+        var answered: Int?   // the stream's HTTP status, when it was not a 200
         // The body's digest is committed with it, as for any segment: a later read re-checks it.
         let body = GatheredBody(at: 0)
         do throws(LabstreamError) {
@@ -97,9 +98,8 @@ final class LiveForward: Sendable {
             }
             try body.flush(partial.write)
             guard result.status == 200 else {
-                throw result.status == 401 || result.status == 403
-                    ? LabstreamError.authenticationFailed("the live stream answered HTTP \(result.status)")
-                    : LabstreamError.serverUnavailable("the live stream answered HTTP \(result.status)")
+                answered = result.status
+                throw Self.error(answering: result.status)
             }
             guard result.written > 0 else { throw LabstreamError.fetchFailed("the live stream ended before any byte") }
             try partial.sync()
@@ -136,7 +136,7 @@ final class LiveForward: Sendable {
             let kind: RetryPolicy.Failure
             switch error {
             case .authenticationFailed, .noSpace: kind = .localFile   // not worth a retry by itself
-            default: kind = .transientTransport
+            default: kind = answered.map { .status($0, retryAfter: nil) } ?? .transientTransport
             }
             row.present = RangeSet()
             switch retries.failed(row.key, kind, policy: engine.settings.retry) {
@@ -149,6 +149,20 @@ final class LiveForward: Sendable {
             }
             engine.log("live copy of \(base.path.joined(separator: "/")): \(row.reason!)")
             _ = try? engine.index.saveDownload(row, now: engine.now())
+        }
+    }
+
+    /// What a live stream answered other than 200 means, said as what failed: a 404 is a file
+    /// the server has no stream for (not a server that is down), a 5xx its transcoder failing.
+    static func error(answering status: Int) -> LabstreamError {
+        switch status {
+        case 401, 403: return .authenticationFailed("the live stream answered HTTP \(status)")
+        case 404, 410:
+            return .fetchFailed("the server has no live stream for this file (HTTP \(status)): it was removed from the server or cannot be transcoded there; "
+                            + "run `labstream sync`, or pin the original")
+        case 500..<600 where status != 503:
+            return .fetchFailed("the server could not make the stream (HTTP \(status)); its own log says why")
+        default: return .answered(status, to: "the live stream", body: [])
         }
     }
 

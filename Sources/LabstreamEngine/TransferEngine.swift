@@ -202,6 +202,15 @@ public final class TransferEngine: Sendable {
         filler.wake()
     }
 
+    /// Bytes stored for `key`, from memory (`OfflineIndex.storedBytes`).
+    public func storedBytes(_ key: FileKey) -> Int64 { index.storedBytes(key) }
+
+    /// Told when a file's stored bytes start, end or become whole.
+    public func onStoredChange(_ listener: @escaping @Sendable (FileKey) -> Void) { index.onStoredChange(listener) }
+
+    /// Where `key`'s file is in the tree.
+    public func catalogPath(of key: FileKey) -> [String]? { catalog.withLock { $0[key]?.path } }
+
     /// The rows of `key`'s copies at other qualities.
     public func copies(of key: FileKey) -> [DownloadRow] { (try? index.derivedCopies(of: key)) ?? [] }
 

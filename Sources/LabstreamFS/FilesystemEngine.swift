@@ -18,6 +18,8 @@ public final class FilesystemEngine: Sendable {
         public var mtime: Int64
         public var uid: UInt32
         public var gid: UInt32
+        /// Bytes on the local disk: a file's stored bytes, so `du` shows what is really here.
+        public var storedBytes: Int64
     }
 
     public struct DirectoryEntry: Sendable, Hashable {
@@ -72,6 +74,18 @@ public final class FilesystemEngine: Sendable {
 
     public func onInvalidate(_ handler: @escaping @Sendable (UInt64, String) -> Void) { invalidate.withLock { $0 = handler } }
 
+    /// Told about a file whose attributes changed (its stored bytes), so the kernel asks again.
+    let attributesChanged = Mutex<(@Sendable (UInt64) -> Void)?>(nil)
+
+    public func onAttributesChanged(_ handler: @escaping @Sendable (UInt64) -> Void) {
+        attributesChanged.withLock { $0 = handler }
+        transfers.onStoredChange { [weak self] key in
+            guard let self, let path = self.transfers.catalogPath(of: key),
+                  let ino = self.table.withLock({ $0.resolve(path)?.ino }) else { return }
+            self.attributesChanged.withLock { $0 }?(ino)
+        }
+    }
+
     /// Swaps in a new catalog, keeping inode numbers of unchanged paths, and has the kernel
     /// forget the names that changed.
     public func reload(files: [TreeFile]) {
@@ -107,10 +121,10 @@ public final class FilesystemEngine: Sendable {
         case .directory:
             let subdirs = node.children.count // upper bound is fine for nlink; find(1) does not rely on it with -noleaf
             return Attributes(ino: node.ino, size: 4096, isDirectory: true, mode: dirMode, nlink: UInt32(2 + min(subdirs, 60000)),
-                              mtime: node.mtime, uid: ownership.uid, gid: ownership.gid)
+                              mtime: node.mtime, uid: ownership.uid, gid: ownership.gid, storedBytes: 4096)
         case .file(let f):
             return Attributes(ino: node.ino, size: f.size, isDirectory: false, mode: fileMode, nlink: 1,
-                              mtime: f.modified, uid: ownership.uid, gid: ownership.gid)
+                              mtime: f.modified, uid: ownership.uid, gid: ownership.gid, storedBytes: min(transfers.storedBytes(f.key), f.size))
         }
     }
 
@@ -311,7 +325,7 @@ public final class FilesystemEngine: Sendable {
         let text = String(decoding: value, as: UTF8.self).trimming(" \t\r\n")
         if name == Self.xattrPrefix + "action" {
             guard let action = QueueAction(rawValue: text) else {
-                throw .invalidArgument("user.labstream.action takes pause, resume, retry or cancel")
+                throw .invalidArgument("user.labstream.action takes " + QueueAction.allCases.map(\.rawValue).joined(separator: ", "))
             }
             return try transfers.control(action, files: files)
         }

@@ -16,6 +16,10 @@ public final class FUSEMount: @unchecked Sendable {
     public let mountpoint: String
     let session: OpaquePointer
     let context: Unmanaged<MountContext>
+    /// Attribute notices go out from here, never from a request handler.
+    let attributeQueue = DispatchQueue(label: "labstream.fuse.attributes")
+    /// False once the session is gone: a late notice is dropped, not sent to freed memory.
+    let sessionLive = Mutex<Bool>(true)
 
     /// Mounts `engine` at `mountpoint`, read-only. `options` are extra `-o` options for libfuse
     /// (e.g. `allow_other`, `default_permissions`).
@@ -74,6 +78,14 @@ public final class FUSEMount: @unchecked Sendable {
         _ = fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(parent), 0, 0)
     }
 
+    /// Has the kernel drop only the cached attributes of `ino` (its stored bytes changed), never
+    /// its cached pages. Sent from its own queue: never from inside a request on that inode.
+    public func invalidateAttributes(_ ino: UInt64) {
+        attributeQueue.async { [self] in
+            sessionLive.withLock { live in if live { _ = fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(ino), -1, 0) } }
+        }
+    }
+
     /// Runs the request loop on the calling thread until the filesystem is unmounted.
     public func run(maxThreads: UInt32 = 64) -> Int32 {
         let config = fuse_loop_cfg_create()
@@ -81,6 +93,7 @@ public final class FUSEMount: @unchecked Sendable {
         fuse_loop_cfg_set_idle_threads(config, 8)
         let rc = fuse_session_loop_mt(session, config)
         fuse_loop_cfg_destroy(config)
+        sessionLive.withLock { $0 = false }
         fuse_session_unmount(session)
         fuse_session_destroy(session)
         context.release()
@@ -298,7 +311,7 @@ private func makeStat(_ a: FilesystemEngine.Attributes) -> stat {
     st.st_nlink = UInt(a.nlink)
     st.st_size = Int(a.size)
     st.st_blksize = 4096
-    st.st_blocks = Int((a.size + 511) / 512)
+    st.st_blocks = Int((a.storedBytes + 511) / 512)
     st.st_uid = a.uid
     st.st_gid = a.gid
     st.st_mtim = timespec(tv_sec: Int(a.mtime), tv_nsec: 0)

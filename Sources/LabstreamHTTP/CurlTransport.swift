@@ -166,7 +166,12 @@ public final class CurlTransport: HTTPTransport {
             case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_SSL_CONNECT_ERROR:
                 throw .unreachable("\(where_): \(message)")
             case CURLE_OPERATION_TIMEDOUT:
-                throw .timedOut("\(where_): \(message)")
+                // libcurl says only "Timeout was reached": say which limit, and what to do.
+                var connected: curl_off_t = 0, elapsed: curl_off_t = 0
+                CCurl_getinfo_offt(handle, CURLINFO_CONNECT_TIME_T, &connected)
+                CCurl_getinfo_offt(handle, CURLINFO_TOTAL_TIME_T, &elapsed)
+                throw .timedOut("\(where_): " + timeoutMessage(connected: connected > 0, elapsedSeconds: Double(elapsed) / 1e6,
+                                                                   wholeTimeout: wholeTimeout))
             case CURLE_WRITE_ERROR:
                 throw .aborted("\(where_): transfer stopped by Labstream")
             default:
@@ -174,6 +179,21 @@ public final class CurlTransport: HTTPTransport {
             }
         }
         return status
+    }
+}
+
+extension CurlTransport {
+    /// Which of the transport's limits ran out, in words a user can act on.
+    func timeoutMessage(connected: Bool, elapsedSeconds: Double, wholeTimeout: Double) -> String {
+        func seconds(_ s: Double) -> String { s == s.rounded() ? "\(Int(s)) s" : "\(s) s" }
+        if !connected {
+            return "no connection within \(seconds(options.connectTimeout)) (connect_timeout): check that the server is running and reachable from this machine"
+        }
+        if wholeTimeout > 0 && elapsedSeconds >= wholeTimeout - 0.5 {
+            return "no complete answer within \(seconds(wholeTimeout)); the server is answering too slowly"
+        }
+        return "the server sent nothing for \(seconds(options.stallTimeout.rounded(.up))) (fetch_timeout); it may be busy (transcoding, scanning): "
+            + "raise fetch_timeout in labstream.conf if it is often this slow"
     }
 }
 

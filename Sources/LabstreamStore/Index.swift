@@ -462,6 +462,39 @@ public final class OfflineIndex: Sendable {
 
     // MARK: - Downloads
 
+    /// Bytes each file holds, as its row says, kept in memory so that `stat` (`st_blocks`, what
+    /// `du` adds up) costs no query: loaded on first use, kept in step by `saveDownload`, and
+    /// forgotten by any other write that moves bytes between rows.
+    let stored = Mutex<[FileKey: Int64]?>(nil)
+    /// Told when a file's stored bytes start, end or become whole (not on every segment).
+    let storedListener = Mutex<(@Sendable (FileKey) -> Void)?>(nil)
+
+    public func onStoredChange(_ listener: @escaping @Sendable (FileKey) -> Void) { storedListener.withLock { $0 = listener } }
+
+    /// The bytes stored for `key` (0 when none, or when the index cannot be read).
+    public func storedBytes(_ key: FileKey) -> Int64 {
+        stored.withLock { cache in
+            if cache == nil {
+                let rows = (try? downloads()) ?? []
+                cache = Dictionary(rows.map { ($0.key, $0.present.byteCount) }, uniquingKeysWith: { a, _ in a })
+            }
+            return cache?[key] ?? 0
+        }
+    }
+
+    func noteStored(_ row: DownloadRow) {
+        let bytes = row.present.byteCount
+        let before = stored.withLock { cache -> Int64? in
+            guard cache != nil else { return nil }
+            defer { cache?[row.key] = bytes }
+            return cache?[row.key] ?? 0
+        }
+        guard let before, before != bytes, before == 0 || bytes == 0 || bytes >= row.total else { return }
+        storedListener.withLock { $0 }?(row.key)
+    }
+
+    func forgetStored() { stored.withLock { $0 = nil } }
+
     public func download(_ key: FileKey) throws(LabstreamError) -> DownloadRow? {
         try read("download state") {
             try db.query("SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
@@ -490,6 +523,7 @@ public final class OfflineIndex: Sendable {
     /// segment digests and its partial file become `base`'s. Returns the old partial's path
     /// (relative to the data dir), which nothing references any more.
     public func swapVersion(_ base: FileKey, next: FileKey, now: Int64) throws(LabstreamError) -> String? {
+        defer { forgetStored() }
         do {
             let swappedRow = Mutex<DownloadRow?>(nil)
             defer {
@@ -622,7 +656,10 @@ public final class OfflineIndex: Sendable {
                 }
                 return true
             }
-            if saved { CopySidecar.note(row, segment: segment, root: dataRoot) }
+            if saved {
+                CopySidecar.note(row, segment: segment, root: dataRoot)
+                noteStored(row)
+            }
             return saved
         } catch {
             if let e = error as? SQLiteError, e.code == 13 { throw .noSpace("saving download state in \(db.path)") }   // SQLITE_FULL
@@ -646,7 +683,10 @@ public final class OfflineIndex: Sendable {
 
     /// Forgets a segment whose bytes no longer match their digest, with the row, atomically.
     public func dropSegment(_ row: DownloadRow, range: ByteRange, now: Int64) throws(LabstreamError) {
-        defer { CopySidecar.note(row, segment: nil, dropped: range.lower, root: dataRoot) }
+        defer {
+            CopySidecar.note(row, segment: nil, dropped: range.lower, root: dataRoot)
+            forgetStored()
+        }
         do {
             try db.transaction { c in
                 try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=? AND lower=?",
@@ -690,6 +730,7 @@ public final class OfflineIndex: Sendable {
     /// Moves download rows that cannot be decoded into `quarantine` (their columns as text, and
     /// why), in one transaction; their files stay. Returns a description of each.
     public func quarantineMalformedDownloads(now: Int64) throws(LabstreamError) -> [String] {
+        defer { forgetStored() }
         do {
             return try db.transaction { c in
                 var out: [String] = []

@@ -281,6 +281,20 @@ import Testing
         try m.unmount()
     }
 
+    /// A live stream the server answers 404 to is a file it has no stream for, not a server
+    /// that is down: the copy fails at once, saying so, and is not asked for again.
+    @Test func aLiveStreamAnswered404FailsSayingWhatWasMissing() throws {
+        let m = try MountedLabstream("live-404", catalog: Self.clipCatalog)
+        try m.mount()
+        m.fixture.inject(.status(404), pathPrefix: "/Videos/", times: nil)
+        let pin = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
+        #expect(pin.code == 74, "\(pin.stdout)\(pin.stderr)")
+        #expect(pin.stderr.contains("no live stream for this file (HTTP 404)") && !pin.stderr.contains("Check that it is running"), "\(pin.stderr)")
+        #expect(m.fixture.streamRequests.count == 1, "\(m.fixture.streamRequests.count) stream requests")
+        m.fixture.clearFaults()
+        try m.unmount()
+    }
+
     /// Unpinning a copy whose server job is still running cancels the job (through the cleanup
     /// journal) and keeps no claim on it.
     @Test(arguments: [ServerFixture.Kind.emby, .plex])

@@ -59,6 +59,26 @@ import Testing
         #expect(gamma.first?["state"] as? String == "queued" && gamma.first?["pinned"] as? Bool == true, "\(gamma)")
     }
 
+    /// `du` adds up what is really on disk: a file not here takes no blocks, a pinned one its
+    /// size, a cancelled one none again (the kernel is told each time, not left with its cache).
+    @Test func duCountsTheBytesStoredNotTheFileSizes() throws {
+        let m = try MountedLabstream("status-du")
+        try m.mount()
+        func blocks(_ rel: String) -> Int64 {
+            var st = stat()
+            return stat(m.path(rel), &st) == 0 ? Int64(st.st_blocks) * 512 : -1
+        }
+        #expect(blocks(beta) == 0)
+        #expect(try m.cli(["pin", "--wait", m.path(beta)]).code == 0)
+        #expect(eventually { blocks(beta) >= 3 * Int64(MiB) }, "\(blocks(beta))")
+        let du = try runProcess("/usr/bin/du", ["-B1", "-s", m.path("test/Movies")])
+        let counted = Int64(du.stdout.split(separator: "\t").first ?? "") ?? -1
+        #expect(counted >= 3 * Int64(MiB) && counted < 4 * Int64(MiB), "\(du.stdout)")   // not the 15 MiB of the folder's sizes
+        #expect(try m.cli(["cancel", m.path(beta)]).code == 0)
+        #expect(eventually { blocks(beta) == 0 }, "\(blocks(beta))")
+        try m.unmount()
+    }
+
     /// A server answering 503: the wait's JSON names the file and why, and it ends by itself
     /// once the server is back.
     @Test func pinWaitSaysWhatHoldsIt() throws {
