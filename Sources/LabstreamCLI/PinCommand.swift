@@ -205,10 +205,11 @@ enum PinCommand {
                 line = sameAs
             }
             if tty {
-                // On a terminal: a bar per file still on its way (rate, ETA, reason), the total
-                // last with the overall rate, redrawn in place.
-                let bars = waiting.prefix(12).map { StatusCommand.progressLine($0, meters: meters) }
-                let more = waiting.count > 12 ? ["… and \(waiting.count - 12) more"] : []
+                // On a terminal: a bar per file (rate, ETA, reason), those still on their way
+                // first, the total last with the overall rate, redrawn in place.
+                let shown = (waiting + entries.filter { !waiting.contains($0) }).prefix(12)
+                let bars = shown.map { StatusCommand.progressLine($0, meters: meters) }
+                let more = entries.count > shown.count ? ["… and \(entries.count - shown.count) more"] : []
                 let rate = waiting.isEmpty ? "" : "  \(RateText.text(overall.bytesPerSecond)) \(RateText.eta(overall.secondsLeft(toReach: total)))"
                 screen.show(bars + more + [line + rate])
             } else if sameAs != last {

@@ -118,17 +118,4 @@ import Testing
         m.fixture.clearFaults()
         try m.unmount()
     }
-
-    /// On a terminal the progress is redrawn in place (cursor up, line cleared), never by
-    /// clearing the whole screen.
-    @Test func pinWaitRedrawsInPlaceOnATerminal() throws {
-        let m = try MountedLabstream("status-tty")
-        try m.mount()
-        let command = [labstreamBinary, "pin", "--wait", m.path(beta)].map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
-        let r = try runProcess("/usr/bin/script", ["-qfec", command, "/dev/null"], environment: m.env)
-        #expect(r.code == 0, "\(r.stdout) \(r.stderr)")
-        #expect(r.stdout.contains("\u{1B}[2K") && !r.stdout.contains("\u{1B}[2J"), "\(r.stdout.debugDescription)")
-        #expect(r.stdout.contains("files done: 1 of 1"), "\(r.stdout.debugDescription)")
-        try m.unmount()
-    }
 }
