@@ -1,0 +1,613 @@
+import Foundation
+import LabstreamBackends
+import LabstreamCore
+import LabstreamStore
+import Synchronization
+
+/// One file's transfers. `condition` guards every `var`; `writeGate` orders body writes
+/// against attempt changes so that no byte of a stale attempt lands after a new one began.
+final class FileTransfer: @unchecked Sendable {
+    let file: TreeFile
+    let partial: PartialFile
+    let condition = NSCondition()
+    let writeGate = NSLock()
+    let index: OfflineIndex
+
+    // Guarded by `condition`.
+    var row: DownloadRow
+    /// Durable ranges whose digests were checked since this daemon started.
+    var verified = RangeSet()
+    /// Bytes of this attempt in the partial, from answers carrying the attempt's validator, that
+    /// may not be synced and committed yet: readers are served them at once (the commit follows;
+    /// a crash only means they are fetched again).
+    var written = RangeSet()
+    /// Each request on the wire (the train counts requests; adjacent ones coalesce in `inFlight`).
+    var requestsInFlight: [ByteRange] = []
+    var inFlight: RangeSet { RangeSet(requestsInFlight) }
+    /// What a reader can be served now: committed bytes and those written ahead of their commit.
+    var readable: RangeSet {
+        guard !written.isEmpty else { return row.present }
+        var all = row.present
+        all.formUnion(written)
+        return all
+    }
+    /// Ranges fetched for the background fill (a subset of `inFlight`).
+    var fillInFlight: [ByteRange] = []
+    var failures: [(sequence: Int, range: ByteRange, error: LabstreamError, kind: RetryPolicy.Failure)] = []
+    var sequence = 0
+    /// What each waiting reader needs (a body writes early for them, and wakes only them).
+    var waitingFor: [ByteRange] = []
+    var waiters: Int { waitingFor.count }
+    var consecutiveFailures = 0
+    var retryAt: Date?
+    var offlineLogged = false
+    /// A 401 made us check the sign-in once already (for this transfer).
+    var authRechecked = false
+    /// Bumped by a user's resume or retry: failures of fetches started before it do not count.
+    var generation = 0
+    /// The server answered a ranged request from past byte 0 with the whole file: from then on
+    /// one whole-file fetch from byte 0 serves every reader and the fill.
+    var ignoresRange = false
+
+    // Guarded by `writeGate` (read under the condition too, written under both).
+    var writableAttempt: AttemptID
+
+    init(file: TreeFile, partial: PartialFile, row: DownloadRow, index: OfflineIndex) {
+        self.file = file
+        self.partial = partial
+        self.row = row
+        self.writableAttempt = row.attempt
+        self.index = index
+        // Checked whole by an earlier run and not written since: its digests would match again.
+        let whole = RangeSet([ByteRange(0, row.total)])
+        if let checked = row.checked, checkedWhole(row, whole), partial.identity() == checked { verified = whole }
+    }
+
+    static func open(file: TreeFile, index: OfflineIndex, layout: DataLayout) throws(LabstreamError) -> FileTransfer {
+        var row = try index.download(file.key) ?? DownloadRow(
+            key: file.key, status: .partial, attempt: AttemptID(1), validator: nil, total: file.size,
+            present: RangeSet(), partialPath: layout.partialRelativePath(for: file.key), sourceTag: file.etag)
+        let stale = row.isStale(for: file)
+        if stale {
+            // The catalog says the file changed: the old bytes belong to another version.
+            row = DownloadRow(key: file.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
+                              total: file.size, present: RangeSet(), partialPath: row.partialPath,
+                              reason: StatusReason.fileChanged(), pinned: row.pinned, sourceTag: file.etag, job: row.job)
+        }
+        row.sourceTag = row.sourceTag ?? file.etag
+        try makeDirectories(layout.partialsDir)
+        let partial = try PartialFile(path: layout.absolute(row.partialPath), size: file.size)
+        // A new attempt starts in a fresh file, never over the bytes of the version before.
+        if stale { try partial.discardAll() }
+        return FileTransfer(file: file, partial: partial, row: row, index: index)
+    }
+
+    var isIdle: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return requestsInFlight.isEmpty && waiters == 0
+    }
+
+    func snapshot() -> DownloadRow {
+        condition.lock()
+        defer { condition.unlock() }
+        adoptOpenEndedProgress()
+        return row
+    }
+
+    /// A file of unknown size is filled by `OpenEndedFill`, which commits its row to the index,
+    /// not to this object: take the index's row, unless it belongs to an older attempt. Returns
+    /// whether the row is such a file's. Call with `condition` held.
+    @discardableResult
+    func adoptOpenEndedProgress() -> Bool {
+        guard OpenEndedFill.applies(row, file) else { return false }
+        if let stored = try? index.download(row.key), stored.attempt.rawValue >= row.attempt.rawValue { row = stored }
+        return true
+    }
+
+    /// Pins or unpins this file's row as the index just did (`DownloadRow.setPinned`), but on the
+    /// row this object holds, which may be newer than the one the index had (a commit in
+    /// between), and writes it back: neither copy loses the other's change.
+    func setPinned(_ pinned: Bool, engine: TransferEngine) {
+        condition.lock()
+        defer { condition.unlock() }
+        let openEnded = adoptOpenEndedProgress()
+        row.setPinned(pinned)
+        consecutiveFailures = 0
+        retryAt = nil
+        // An open-ended fill writes its own row; the index already has the pin.
+        if !openEnded { _ = try? index.saveDownload(row, now: engine.now()) }
+    }
+
+    func apply(_ action: QueueAction, engine: TransferEngine, reason: String? = nil) throws(LabstreamError) {
+        condition.lock()
+        defer {
+            condition.broadcast()
+            condition.unlock()
+            engine.noteChange()
+        }
+        let openEnded = adoptOpenEndedProgress()
+        let whole = !openEnded && row.present.contains(ByteRange(0, row.total))
+        switch action {
+        case .pause:
+            guard !whole, let next = row.status.after(.interrupted) else { return }
+            row.status = next
+            row.reason = StatusReason.pausedByUser
+        case .verify:
+            guard whole, let next = row.status.after(.recheck) else { return }
+            row.status = next
+            row.awaitingValidation = true
+            row.reason = StatusReason.awaitingValidation
+            try index.saveDownload(row, now: engine.now())
+            engine.validation.wake()
+            return
+        case .retry where whole && row.status == .failed:
+            // A file the probe rejected: keep it aside for inspection and fetch it again.
+            try engine.setAside(partial.path)
+            writeGate.lock()
+            writableAttempt = row.attempt.next
+            writeGate.unlock()
+            row = DownloadRow(key: row.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
+                              total: row.total, present: RangeSet(), partialPath: row.partialPath, reason: nil, pinned: row.pinned,
+                              sourceTag: row.sourceTag, job: row.job)
+            verified = RangeSet()
+            written = RangeSet()
+            try partial.discardAll()
+        case .resume, .retry:
+            guard !whole else { return }
+            // Parked for a full disk and it still does not fit: it stays parked, as the first
+            // try would (nothing to write on a disk that has no room).
+            if row.status == .paused && row.reason == StatusReason.storageFull && !engine.hasRoom(for: row.total - row.present.byteCount) {
+                engine.log("\(file.path.last ?? ""): still not enough free space; it stays paused (free space with labstream cancel)")
+                return
+            }
+            if let next = row.status.after(.retry) { row.status = next }
+            row.reason = nil
+            consecutiveFailures = 0
+            retryAt = nil
+            generation += 1
+            authRechecked = false
+        case .cancel:
+            writeGate.lock()
+            writableAttempt = row.attempt.next
+            writeGate.unlock()
+            row = DownloadRow(key: row.key, status: .partial, attempt: row.attempt.next, validator: nil, total: row.total,
+                              present: RangeSet(), partialPath: row.partialPath, reason: reason, pinned: false, sourceTag: row.sourceTag, job: row.job)
+            verified = RangeSet()
+            written = RangeSet()
+            // The bytes are freed first, so that the row can be recorded even on a full disk. If
+            // recording fails, the stored row's digests no longer match and are dropped when read.
+            try partial.discardAll()
+            try index.saveDownload(row, freeing: true, now: engine.now())
+            index.keepReserve()   // taken again once the freed space allows
+            return
+        }
+        try index.saveDownload(row, now: engine.now())
+    }
+
+    /// Records the completion check's verdict, if the row is still the attempt that was probed.
+    func applyVerdict(_ outcome: ProbeOutcome, attempt: AttemptID, engine: TransferEngine) {
+        condition.lock()
+        defer {
+            condition.broadcast()
+            condition.unlock()
+            engine.noteChange()
+        }
+        guard row.attempt == attempt, row.awaitingValidation, row.present.contains(ByteRange(0, row.total)) else { return }
+        let playable: Bool?
+        switch outcome {
+        case .complete: playable = true; row.reason = nil
+        case .unverified(let why): playable = nil; row.reason = why
+        case .failed(let why): playable = false; row.reason = why
+        }
+        row.status = row.status.after(.validated(playable: playable)) ?? row.status
+        row.awaitingValidation = false
+        _ = try? index.saveDownload(row, now: engine.now())
+    }
+
+    func readPresent(_ range: ByteRange, attempt: AttemptID) throws(LabstreamError) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: Int(range.count))
+        let read = out.withUnsafeMutableBytes { b in Result { () throws(LabstreamError) in try partial.read(into: b, at: range.lower) } }
+        let n = try read.get()
+        if n < out.count { out.removeLast(out.count - n) }
+        // A new attempt started while we read: these bytes may mix two versions of the file.
+        condition.lock()
+        let current = row.attempt
+        condition.unlock()
+        if current != attempt { throw .remoteChanged("the file changed on the server while it was read") }
+        return out
+    }
+
+    /// A new read-only descriptor of the partial when every byte is durable and was checked
+    /// against its digest by this daemon. It names the file, not the path: a new attempt or a
+    /// cancel starts a fresh file (`PartialFile.discardAll`), so what it reads stays this version.
+    func checkedCopy() -> Int32? {
+        condition.lock()
+        defer { condition.unlock() }
+        guard checkedWhole(row, verified) else { return nil }
+        return partial.openReadOnly()
+    }
+
+    /// Blocks until `demand` is durable and verified, fetching what is missing. Returns the
+    /// version the bytes belong to. Throws the failure of a fetch this reader depended on, or
+    /// a timeout.
+    func waitUntilPresent(_ demand: ByteRange, engine: TransferEngine) throws(LabstreamError) -> ServedVersion {
+        let deadline = Date().addingTimeInterval(engine.settings.readTimeout)
+        condition.lock()
+        defer { condition.unlock() }
+        var startSequence = sequence
+        var transientFailures = 0
+        waitingFor.append(demand)
+        defer { waitingFor.remove(at: waitingFor.firstIndex(of: demand)!) }
+        while true {
+            if !verified.contains(demand) { verifyCommitted(in: demand, engine: engine) }
+            if readable.contains(demand) { return ServedVersion(attempt: row.attempt, validator: row.validator) }
+            if let failure = failures.first(where: { $0.sequence > startSequence && $0.range.overlaps(demand) }) {
+                // A player would rather wait than fail: a transient failure is retried with
+                // backoff while the read timeout allows.
+                transientFailures += 1
+                // A server marked down (it refused the connection) is not waited for: the read
+                // fails at once, as every read of a server known to be down does.
+                guard engine.reachability(of: file.key.server) == .online,
+                      case .retry(let delay) = engine.settings.retry.decide(failure.kind, failures: transientFailures, now: Date().timeIntervalSince1970,
+                                                                             random: Double.random(in: 0...1), persistent: true),
+                      Date().addingTimeInterval(delay) < deadline else { throw failure.error }
+                engine.log("read of \(file.path.last ?? ""): \(failure.error.userMessage); trying again in \(String(format: "%.1f", delay)) s")
+                let retryAt = Date().addingTimeInterval(delay)
+                while Date() < retryAt && condition.wait(until: retryAt) {}   // a schedule; other wake-ups are ignored
+                startSequence = sequence
+                continue
+            }
+            let reachability = engine.reachability(of: file.key.server)
+            if reachability != .online {
+                engine.health.wake()   // a reader is waiting: look again soon
+                if !offlineLogged {
+                    offlineLogged = true
+                    engine.log("\(file.path.joined(separator: "/")): server \(file.key.server) is \(reachability.rawValue); reads of bytes not stored locally fail until it returns")
+                }
+                throw .serverUnavailable("server \(file.key.server) is \(reachability.rawValue) and these bytes are not stored locally")
+            }
+            offlineLogged = false
+            startFetches(ReadPlanner.plan(demand: demand, total: row.total, present: row.present, inFlight: inFlight,
+                                          sizes: engine.settings.sizes), background: false, engine: engine)
+            if !condition.wait(until: deadline) {
+                engine.log("read of \(file.path.joined(separator: "/")) bytes \(demand) timed out")
+                throw .timedOut("waiting for bytes \(demand.lower)-\(demand.lastByte) of \(file.path.last ?? "")")
+            }
+        }
+    }
+
+    /// Re-checks, against their stored digests, the committed segments overlapping `range` that
+    /// this daemon has not checked yet; a mismatch drops the segment so it is fetched again.
+    /// Call with `condition` held.
+    func verifyCommitted(in range: ByteRange, engine: TransferEngine) {
+        let unchecked = row.present.intersection(range).ranges.flatMap { verified.missing(in: $0) }
+        guard !unchecked.isEmpty else { return }
+        let digests = (try? index.segments(row.key, attempt: row.attempt)) ?? []
+        for gap in unchecked {
+            for segment in digests where segment.range.overlaps(gap) && !verified.contains(segment.range) {
+                if digest(of: segment.range, like: segment.digest) == segment.digest {
+                    verified.insert(segment.range)
+                } else {
+                    drop(segment.range, why: "digest mismatch", engine: engine)
+                }
+            }
+            // Durable bytes with no digest at all cannot be trusted either.
+            for orphan in verified.missing(in: gap) where row.present.contains(orphan) {
+                if !digests.contains(where: { $0.range.contains(orphan) }) { drop(orphan, why: "no digest", engine: engine) }
+            }
+        }
+        if row.checked == nil, checkedWhole(row, verified), let identity = partial.identity() {
+            var next = row
+            next.checked = identity
+            if (try? index.saveDownload(next, now: engine.now())) == true { row = next }
+        }
+    }
+
+    /// Every byte of the file present in `row` and matching its digest.
+    func checkedWhole(_ row: DownloadRow, _ checked: RangeSet) -> Bool {
+        let whole = ByteRange(0, row.total)
+        return row.total == file.size && row.present.contains(whole) && checked.contains(whole)
+    }
+
+    func drop(_ range: ByteRange, why: String, engine: TransferEngine) {
+        engine.log("\(file.path.joined(separator: "/")): bytes \(range) failed verification (\(why)); fetching them again")
+        row.present.remove(range)
+        written.remove(range)
+        row.awaitingValidation = false
+        if row.status == .unverified || row.status == .complete { row.status = row.pinned ? .queued : .partial }
+        row.reason = StatusReason.damagedBytes
+        try? index.dropSegment(row, range: range, now: engine.now())
+    }
+
+    func digest(of range: ByteRange, like stored: String) -> String {
+        let hasher = SegmentDigest.hasher(like: stored)
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var offset = range.lower
+        while offset < range.upper {
+            let want = Int(min(Int64(buffer.count), range.upper - offset))
+            let n = buffer.withUnsafeMutableBytes { b in (try? partial.read(into: UnsafeMutableRawBufferPointer(rebasing: b[0..<want]), at: offset)) ?? 0 }
+            if n == 0 { break }
+            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            offset += Int64(n)
+        }
+        return hasher.finish()
+    }
+
+    func prefetch(_ range: ByteRange, engine: TransferEngine) {
+        condition.lock()
+        defer { condition.unlock() }
+        let sizes = engine.settings.sizes
+        startFetches(ReadPlanner.readAhead(window: range, total: row.total, present: row.present, inFlight: inFlight,
+                                           segmentSize: sizes.segmentSize, minimumPiece: max(sizes.readChunk, range.count / 2)),
+                     background: false, engine: engine)
+    }
+
+    enum FillState { case filling, waitUntil(Date), idle }
+
+    /// Tops up this pinned file's segment train. Called by the background fill.
+    func fill(engine: TransferEngine) -> FillState {
+        condition.lock()
+        defer { condition.unlock() }
+        guard row.pinned, !row.present.contains(ByteRange(0, row.total)) else { return .idle }
+        if row.status == .failed || (row.status == .paused && !StatusReason.liftsByItself(row.reason)) { return .idle }
+        if let retryAt, retryAt > Date() { return .waitUntil(retryAt) }
+        let reachability = engine.reachability(of: file.key.server)
+        guard engine.backend(for: file.key.server) != nil, reachability == .online else {
+            // A refused sign-in does not pass by itself: the file fails saying what to do.
+            if reachability == .authFailed {
+                setStatus(.failed, reason: StatusReason.signInRefused(server: file.key.server), engine: engine)
+            } else {
+                setStatus(.paused, reason: StatusReason.serverUnavailable, engine: engine)
+            }
+            return .idle
+        }
+        // A retry is checked like the first try: it must not fill the disk it was parked for.
+        if fillInFlight.isEmpty && !engine.hasRoom(for: row.total - row.present.byteCount) {
+            setStatus(.paused, reason: StatusReason.storageFull, engine: engine)
+            return .idle
+        }
+        let plan = SegmentTrainPlanner.plan(.init(
+            durable: row.present, total: row.total, inFlight: requestsInFlight, fillInBackground: true,
+            segmentSize: engine.settings.sizes.segmentSize, maxQueued: engine.settings.maxQueuedSegments))
+        let ranges = plan.compactMap { request -> ByteRange? in if case .closed(let r) = request { return r }; return nil }
+        if !ranges.isEmpty && row.status != .downloading { setStatus(.downloading, reason: nil, engine: engine) }
+        startFetches(ranges, background: true, engine: engine)
+        return .filling
+    }
+
+    /// Call with `condition` held.
+    func setStatus(_ status: DownloadStatus, reason: String?, engine: TransferEngine) {
+        guard row.status != status || row.reason != reason else { return }
+        row.status = status
+        row.reason = reason
+        _ = try? index.saveDownload(row, now: engine.now())
+        engine.noteChange()
+    }
+
+    /// Call with `condition` held.
+    func startFetches(_ planned: [ByteRange], background: Bool, engine: TransferEngine) {
+        var plan = planned
+        if ignoresRange && !plan.isEmpty {
+            // One stream of the whole file; readers wait for it to pass their bytes.
+            guard requestsInFlight.isEmpty else { return }
+            plan = [ByteRange(0, row.total)]
+        }
+        guard !plan.isEmpty else { return }
+        guard let backend = engine.backend(for: file.key.server) else {
+            sequence += 1
+            for r in plan {
+                failures.append((sequence, r, .serverUnavailable("server \(file.key.server) is not connected"), .validation))
+            }
+            condition.broadcast()
+            return
+        }
+        requestsInFlight += plan
+        if background { fillInFlight += plan }
+        let attempt = row.attempt
+        let validator = row.validator
+        let generation = generation
+        for r in plan {
+            let thread = Thread { [self] in
+                fetch(r, attempt: attempt, generation: generation, validator: validator, background: background, backend: backend, engine: engine)
+            }
+            thread.name = "fetch"
+            thread.start()
+        }
+    }
+
+    struct Fetched {
+        var validator: Validator?
+        var received: Int64
+        var digest: String
+    }
+
+    /// A failed fetch: what the reader sees, and what kind of failure the retry policy judges.
+    struct FetchFailure: Error {
+        var error: LabstreamError
+        var kind: RetryPolicy.Failure
+        /// A 200 to a ranged request from past byte 0: not a failure of the bytes asked for,
+        /// a sign the server ignores `Range`.
+        var rangeIgnored = false
+    }
+
+    func fetch(_ range: ByteRange, attempt: AttemptID, generation: Int, validator: Validator?, background: Bool,
+               backend: any MediaBackend, engine: TransferEngine) {
+        engine.activeFetches.withLock { $0 += 1 }
+        defer {
+            engine.activeFetches.withLock { $0 -= 1 }
+            engine.fetchesEnded.withLock { engine.fetchesEnded.broadcast() }
+        }
+        let answer = RangeFetch(transfer: self, range: range, attempt: attempt, background: background, engine: engine)
+        let outcome = answer.run(validator: validator, backend: backend)
+        finish(range, remainder: ByteRange(answer.checkpointStart, range.upper), attempt: attempt, generation: generation,
+               background: background, outcome: outcome, engine: engine)
+    }
+
+    /// A 401 for bytes: the stored sign-in is checked again once (a server may drop a session and
+    /// still accept the token); if it holds, the fetch is retried, else the file fails with what
+    /// to do and the server is marked auth-failed.
+    func afterUnauthorized(backend: any MediaBackend, engine: TransferEngine) -> FetchFailure {
+        let first = condition.withLock { () -> Bool in
+            defer { authRechecked = true }
+            return !authRechecked
+        }
+        if first && backend.checkReachability() == .online {
+            engine.log("\(file.path.joined(separator: "/")): HTTP 401, but the stored sign-in still holds; trying again")
+            return FetchFailure(error: .serverUnavailable("HTTP 401"), kind: .transientTransport)
+        }
+        engine.markUnreachable(file.key.server, .authFailed)
+        return FetchFailure(error: .authenticationFailed(StatusReason.signInRefused(server: file.key.server)),
+                            kind: .validation)
+    }
+
+    /// Commits `piece` (durable already) if the assembly policy accepts it: range map and digest
+    /// in one index transaction. Returns false when the attempt is no longer current.
+    func commit(_ piece: ByteRange, digest: String, validator: Validator?, attempt: AttemptID, engine: TransferEngine) -> Bool {
+        condition.lock()
+        defer {
+            condition.broadcast()
+            condition.unlock()
+        }
+        return commitLocked(piece, digest: digest, validator: validator, attempt: attempt, engine: engine)
+    }
+
+    /// Call with `condition` held.
+    @discardableResult
+    func commitLocked(_ piece: ByteRange, digest: String, validator: Validator?, attempt: AttemptID, engine: TransferEngine) -> Bool {
+        let decision = AssemblyPolicy.decide(.init(planned: piece, received: piece.count, attempt: attempt),
+                                             durable: row.present, currentAttempt: row.attempt, total: row.total)
+        guard case .commit(let committed) = decision else {
+            if case .discard(let why) = decision { engine.log("discarded bytes \(piece) of \(file.key): \(why)") }
+            return attempt == row.attempt
+        }
+        if let pinned = row.validator, let validator, pinned != validator {
+            // Two responses of one attempt from different versions of the file: never mix them.
+            restart(why: "validator changed from \(pinned.headerValue) to \(validator.headerValue)", engine: engine)
+            return false
+        }
+        var next = row
+        next.present.insert(committed)
+        // Another transfer object for this file (one evicted while a reader still held it)
+        // may have committed ranges of the same attempt meanwhile: keep them.
+        if let stored = try? index.download(row.key), stored.attempt == row.attempt {
+            next.present.formUnion(stored.present)
+        }
+        if next.validator == nil { next.validator = validator }
+        if next.present.contains(ByteRange(0, next.total)) {
+            next.status = next.status.after(.allBytesPresent) ?? next.status
+            next.awaitingValidation = true
+            next.reason = engine.settings.playbackProbe ? StatusReason.awaitingValidation : StatusReason.probeOff
+        } else {
+            next.status = next.status.after(.bytesCommitted) ?? next.status
+        }
+        // Every byte present and checked: an identity that lets the next run trust the copy.
+        var checkedNow = verified
+        checkedNow.insert(committed)
+        next.checked = checkedWhole(next, checkedNow) ? partial.identity() : nil
+        do {
+            try index.saveDownload(next, committing: .init(range: committed, digest: digest), now: engine.now())
+            row = next
+            verified.insert(committed)
+            written.remove(committed)   // durable now: kept in `present`
+            consecutiveFailures = 0
+            engine.noteChange()
+            if next.awaitingValidation {
+                engine.validation.wake()
+                if DerivedCopy.parse(row.key) != nil { engine.filler.wake() }   // its server job can be closed
+            }
+        } catch {
+            // The bytes are on disk but not recorded: they will be fetched again, never trusted.
+            sequence += 1
+            failures.append((sequence, piece, error, .localFile))
+            engine.log("\(file.key): \(error.userMessage)")
+            if case .noSpace = error { setStatus(.paused, reason: StatusReason.storageFull, engine: engine) }
+        }
+        return true
+    }
+
+    func finish(_ range: ByteRange, remainder: ByteRange, attempt: AttemptID, generation: Int, background: Bool,
+                outcome: Result<Fetched, FetchFailure>, engine: TransferEngine) {
+        condition.lock()
+        defer {
+            condition.broadcast()
+            condition.unlock()
+            if background { engine.filler.wake() }
+            engine.noteChange()
+        }
+        if let i = requestsInFlight.firstIndex(of: range) { requestsInFlight.remove(at: i) }
+        if let i = fillInFlight.firstIndex(of: range) { fillInFlight.remove(at: i) }
+        sequence += 1
+        switch outcome {
+        case .failure(let failure) where failure.rangeIgnored:
+            guard attempt == row.attempt, !ignoresRange else { return }
+            // Its body was not written. A new attempt fetches the whole file from byte 0, and
+            // the readers waiting now wait for that stream instead of failing.
+            engine.log("\(file.path.joined(separator: "/")): the server ignores Range; fetching the whole file from its start")
+            ignoresRange = true
+            restart(why: failure.error.userMessage, engine: engine, counted: false)
+        case .success(let fetched):
+            if fetched.received > 0 || !remainder.isEmpty {
+                commitLocked(remainder, digest: fetched.digest, validator: fetched.validator, attempt: attempt, engine: engine)
+            }
+            if attempt == row.attempt && !row.present.contains(range) {
+                failures.append((sequence, range, .fetchFailed("the response could not be used"), .validation))
+            }
+        case .failure(let failure):
+            let error = failure.error
+            guard attempt == row.attempt else { return }
+            failures.append((sequence, range, error, failure.kind))
+            if failures.count > 64 { failures.removeFirst(failures.count - 64) }
+            engine.log("fetch of bytes \(range) of \(file.path.joined(separator: "/")) failed: \(error.userMessage)")
+            // Started before the user's last resume or retry: it cannot fail the fresh dispatch.
+            guard generation == self.generation else { return }
+            switch error {
+            case .remoteChanged(let why):
+                restart(why: why, engine: engine)
+            case .noSpace:
+                setStatus(.paused, reason: StatusReason.storageFull, engine: engine)
+            default:
+                if background || row.pinned { scheduleRetry(after: failure, engine: engine) }
+            }
+        }
+    }
+
+    /// The file changed on the server: its old bytes belong to another version. A new attempt
+    /// starts from nothing; in-flight bodies of the old one can no longer write. Call with
+    /// `condition` held.
+    func restart(why: String, engine: TransferEngine, counted: Bool = true) {
+        writeGate.lock()
+        writableAttempt = row.attempt.next
+        writeGate.unlock()
+        if counted { consecutiveFailures += 1 }
+        // Only a new version starts without a validator: after a server that ignores Range the
+        // whole-file stream must still be the version the bytes so far were (If-Range).
+        row = DownloadRow(key: row.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: counted ? nil : row.validator,
+                          total: row.total, present: RangeSet(), partialPath: row.partialPath,
+                          reason: counted ? StatusReason.fileChanged(why, refetching: false) : why, pinned: row.pinned, sourceTag: file.etag, job: row.job)
+        verified = RangeSet()
+        written = RangeSet()
+        // The old version's bytes go; a descriptor still reading them directly keeps them whole.
+        if (try? partial.discardAll()) == nil { engine.log("\(file.path.last ?? ""): could not free the old version's bytes") }
+        if consecutiveFailures >= engine.settings.retry.maxAttempts {
+            row.status = row.pinned ? .failed : .partial
+            row.reason = StatusReason.keepsChanging(why)
+        }
+        _ = try? index.saveDownload(row, now: engine.now())
+    }
+
+    /// A pinned file never ends `failed` on a transient failure: it waits, `queued` with the
+    /// reason and the next try, with capped backoff. Call with `condition` held.
+    func scheduleRetry(after failure: FetchFailure, engine: TransferEngine) {
+        consecutiveFailures += 1
+        switch engine.settings.retry.decide(failure.kind, failures: consecutiveFailures, now: Date().timeIntervalSince1970, random: Double.random(in: 0...1),
+                                            persistent: row.pinned) {
+        case .retry(let delay):
+            retryAt = Date().addingTimeInterval(delay)
+            engine.log("\(file.path.last ?? ""): retrying in \(String(format: "%.1f", delay)) s (failure \(consecutiveFailures))")
+            if row.pinned { setStatus(.queued, reason: StatusReason.waitingForServer(failure.error, retryIn: delay), engine: engine) }
+        case .giveUp:
+            setStatus(.failed, reason: failure.error.userMessage, engine: engine)
+        }
+    }
+}
