@@ -33,7 +33,23 @@ public enum LabstreamVersion {
 public enum MediaBrowserFlavor: String, Sendable, Hashable {
     case jellyfin, emby
 
-    public var product: String { self == .jellyfin ? "Jellyfin" : "Emby" }
+    public var product: String { kind.product }
+
+    public var kind: BackendKind {
+        switch self {
+        case .jellyfin: .jellyfin
+        case .emby: .emby
+        }
+    }
+
+    /// The flavor of a MediaBrowser kind; nil for a kind that speaks another API.
+    public init?(kind: BackendKind) {
+        switch kind {
+        case .jellyfin: self = .jellyfin
+        case .emby: self = .emby
+        case .plex: return nil
+        }
+    }
 
     /// Item fields each server is asked for. Emby 4.8 has no `DateLastSaved` in BaseItemDto.
     var itemFields: String {

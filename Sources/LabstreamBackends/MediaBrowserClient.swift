@@ -8,7 +8,7 @@ public struct MediaBrowserClient: MediaBackend {
     public var pageSize: Int
 
     public var serverName: String { session.name }
-    public var kind: BackendKind { requests.flavor == .jellyfin ? .jellyfin : .emby }
+    public var kind: BackendKind { requests.flavor.kind }
 
     public init(flavor: MediaBrowserFlavor = .jellyfin, session: ServerSession, identity: ClientIdentity,
                 transport: any HTTPTransport, pageSize: Int = 200) {
@@ -156,7 +156,7 @@ public struct MediaBrowserClient: MediaBackend {
     static let syncItemTag = "syncjobitem:"
 
     public func startPreparation(of file: TreeFile, route: Route) throws(LabstreamError) -> String {
-        guard requests.flavor == .emby, case .embyConvert(let bps) = route else {
+        guard requests.flavor == .emby, case .serverPreparedCopy(let bps, .job) = route else {
             throw .invalidArgument("\(requests.flavor.product) has no Convert jobs")
         }
         let body = try get(requests.createSyncJob(itemId: requests.downloadItemId(of: file), userId: session.userId, bitrate: bps,
@@ -169,7 +169,7 @@ public struct MediaBrowserClient: MediaBackend {
     /// Convert jobs for this device (`TargetId`) of the same item (`RequestedItemIds`) at the
     /// same bitrate that have not failed or been cancelled.
     public func existingPreparations(of file: TreeFile, route: Route) throws(LabstreamError) -> [String] {
-        guard requests.flavor == .emby, case .embyConvert(let bps) = route else { return [] }
+        guard requests.flavor == .emby, case .serverPreparedCopy(let bps, .job) = route else { return [] }
         let item = requests.downloadItemId(of: file)
         let jobs = try MediaBrowserDecode.page(get(requests.syncJobs(token: session.token), "/Sync/Jobs"), "/Sync/Jobs").items
         return jobs.filter { j in
@@ -222,7 +222,7 @@ public struct MediaBrowserClient: MediaBackend {
     }
 
     public func liveStreamRequest(for file: TreeFile, route: Route, playSession: String) -> HTTPRequest? {
-        guard case .liveForward(let remux, let bitsPerSecond) = route else { return nil }
+        guard case .liveCopy(let remux, let bitsPerSecond) = route else { return nil }
         return requests.stream(itemId: file.key.itemId, sourceId: file.key.sourceId, remux: remux, videoBitRate: bitsPerSecond,
                                playSession: playSession, token: session.token)
     }

@@ -165,7 +165,7 @@ public struct PlexClient: MediaBackend {
     }
 
     public func startPreparation(of file: TreeFile, route: Route) throws(LabstreamError) -> String {
-        guard case .plexOptimize(let bitsPerSecond) = route else { throw .invalidArgument("Plex prepares only capped copies") }
+        guard case .serverPreparedCopy(let bitsPerSecond, .queue) = route else { throw .invalidArgument("Plex prepares only capped copies") }
         let position = try PlexDecode.partPosition(get(requests.metadata(file.key.itemId, token: session.token), "/library/metadata/{id}"),
                                                    partId: file.key.remoteSourceId)
         let queue = try PlexDecode.downloadQueueId(get(requests.createDownloadQueue(token: session.token), "/downloadQueue"))
@@ -178,7 +178,7 @@ public struct PlexClient: MediaBackend {
     /// Items of this client's queue added for the same item at the same bitrate that have not
     /// failed or expired.
     public func existingPreparations(of file: TreeFile, route: Route) throws(LabstreamError) -> [String] {
-        guard case .plexOptimize(let bitsPerSecond) = route else { return [] }
+        guard case .serverPreparedCopy(let bitsPerSecond, .queue) = route else { return [] }
         let queue = try PlexDecode.downloadQueueId(get(requests.createDownloadQueue(token: session.token), "/downloadQueue"))
         let key = "/library/metadata/\(file.key.itemId)"
         return try PlexDecode.downloadQueueItems(get(requests.downloadQueueItems(queue, token: session.token), "/downloadQueue/{id}/items"))

@@ -39,7 +39,7 @@ enum CatalogSync {
         let skipped = libraries.reduce(0) { $0 + $1.items.filter { $0.sources.isEmpty }.count }
         if skipped > 0 { log.info("sync \(server.name): \(skipped) items have no media file and are not shown") }
         try index.replaceCatalog(
-            server: OfflineIndex.ServerRow(name: server.name, type: server.type, url: server.url, serverId: nil, lastSync: nil),
+            server: OfflineIndex.ServerRow(name: server.name, type: server.kind.rawValue, url: server.url, serverId: nil, lastSync: nil),
             libraries: libraries, tree: tree, now: Int64(Date().timeIntervalSince1970))
         log.info("sync \(server.name): \(tree.count) files in \(libraries.count) libraries (\(Int(Date().timeIntervalSince(started) * 1000)) ms)")
         // A verified copy to fall back to if the index is ever damaged (`labstream repair`).

@@ -78,11 +78,7 @@ struct Context {
                 continue
             }
             let session = ServerSession(name: server.name, url: server.url, userId: entry.userId, token: entry.token)
-            switch server.type {
-            case "plex": out.append(PlexClient(session: session, identity: identity, transport: transport))
-            case "emby": out.append(MediaBrowserClient(flavor: .emby, session: session, identity: identity, transport: transport))
-            default: out.append(MediaBrowserClient(flavor: .jellyfin, session: session, identity: identity, transport: transport))
-            }
+            out.append(BackendRegistry.client(server.kind, session: session, identity: identity, transport: transport))
         }
         return out
     }

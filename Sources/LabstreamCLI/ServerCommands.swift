@@ -35,9 +35,9 @@ enum ServerCommands {
         guard args.positionals.count == 3 else {
             throw UsageError("usage: labstream server add jellyfin NAME --url URL --user USER (--password-stdin | --token-stdin)")
         }
-        let type = args.positionals[1], name = args.positionals[2]
-        guard LabstreamConfig.supportedTypes.contains(type) else {
-            throw UsageError("unsupported server type '\(type)'; supported: \(LabstreamConfig.supportedTypes.sorted().joined(separator: ", "))")
+        let name = args.positionals[2]
+        guard let kind = BackendKind(named: args.positionals[1]) else {
+            throw UsageError("unsupported server type '\(args.positionals[1])'; supported: \(BackendKind.spellings)")
         }
         if let problem = LabstreamConfig.validateServerName(name) { throw UsageError(problem) }
         for option in ["--url", "--plex-tv-url"] {
@@ -46,7 +46,7 @@ enum ServerCommands {
                 throw UsageError("\(option) must be an http:// or https:// URL without credentials in it")
             }
         }
-        if type == "plex" { return try addPlex(args, context, name: name) }
+        guard let flavor = MediaBrowserFlavor(kind: kind) else { return try addPlex(args, context, name: name) }
         guard let url = args.value("--url") else { throw UsageError("server add needs --url URL") }
         let user = args.value("--user")
         let viaPassword = args.flag("--password-stdin"), viaToken = args.flag("--token-stdin")
@@ -55,7 +55,7 @@ enum ServerCommands {
 
         let secret = readStdin()
         guard !secret.isEmpty else { throw UsageError("nothing was read from standard input") }
-        let described = try addMediaBrowser(MediaBrowserFlavor(rawValue: type)!, context, name: name, url: url, user: user, secret: secret, isPassword: viaPassword)
+        let described = try addMediaBrowser(flavor, context, name: name, url: url, user: user, secret: secret, isPassword: viaPassword)
         announceAdded(name, described: "\(described) at \(url)\(user.map { " as \($0)" } ?? "")", context)
         return ExitCode.ok
     }
@@ -104,7 +104,7 @@ enum ServerCommands {
             }
             try makeDirectories(context.configDir)
             try context.credentials.set(name, CredentialStore.Entry(token: found.token, userId: "", serverId: found.machineId))
-            try saveServer(LabstreamConfig.Server(name: name, type: "plex", url: found.url, user: nil), context)
+            try saveServer(LabstreamConfig.Server(name: name, kind: .plex, url: found.url, user: nil), context)
             announceAdded(name, described: "Plex server \(found.name) at \(found.url)", context)
         } catch let e as LabstreamError { throw CLIError(e) }
         return ExitCode.ok
@@ -135,7 +135,7 @@ enum ServerCommands {
             try makeDirectories(context.configDir)
             try context.credentials.set(name, entry)
         } catch { throw CLIError(error) }
-        try saveServer(LabstreamConfig.Server(name: name, type: flavor.rawValue, url: base, user: user), context)
+        try saveServer(LabstreamConfig.Server(name: name, kind: flavor.kind, url: base, user: user), context)
         return described
     }
 
@@ -158,7 +158,7 @@ enum ServerCommands {
         }
         if args.flag("--json") {
             let rows: [[String: Any]] = config.servers.map { s in
-                var r: [String: Any] = ["name": s.name, "type": s.type, "url": s.url, "has_credentials": creds[s.name] != nil]
+                var r: [String: Any] = ["name": s.name, "type": s.kind.rawValue, "url": s.url, "has_credentials": creds[s.name] != nil]
                 if let u = s.user { r["user"] = u }
                 if let t = synced[s.name]?.lastSync { r["last_sync"] = t }
                 r["reachability"] = reachability(s.name) ?? "not mounted"
@@ -174,7 +174,7 @@ enum ServerCommands {
         }
         for s in config.servers {
             let sync = synced[s.name]?.lastSync.map { "last sync " + ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double($0))) } ?? "never synced"
-            printOut("\(s.name)\t\(s.type)\t\(s.url)\t\(s.user ?? "-")\t\(creds[s.name] == nil ? "no credentials" : "signed in")\t\(sync)\t\(reachability(s.name) ?? "not mounted")")
+            printOut("\(s.name)\t\(s.kind.rawValue)\t\(s.url)\t\(s.user ?? "-")\t\(creds[s.name] == nil ? "no credentials" : "signed in")\t\(sync)\t\(reachability(s.name) ?? "not mounted")")
         }
         return ExitCode.ok
     }

@@ -10,7 +10,7 @@
 public struct LabstreamConfig: Sendable, Hashable {
     public struct Server: Sendable, Hashable {
         public var name: String
-        public var type: String
+        public var kind: BackendKind
         public var url: String
         public var user: String?
         /// What `labstream pin` fetches from this server unless told otherwise.
@@ -18,9 +18,9 @@ public struct LabstreamConfig: Sendable, Hashable {
         /// Per library (`quality.Movies = 10mbps`, the library's folder name), over `quality`.
         public var libraryQualities: [String: Quality] = [:]
 
-        public init(name: String, type: String, url: String, user: String?) {
+        public init(name: String, kind: BackendKind, url: String, user: String?) {
             self.name = name
-            self.type = type
+            self.kind = kind
             self.url = url
             self.user = user
         }
@@ -47,8 +47,6 @@ public struct LabstreamConfig: Sendable, Hashable {
 
     public init() {}
 
-    public static let supportedTypes: Set<String> = ["jellyfin", "emby", "plex"]
-
     public func server(named name: String) -> Server? { servers.first { $0.name == name } }
 
     /// What a pin fetches by default, keyed `SERVER` and `SERVER/LIBRARY` (the library's folder).
@@ -71,6 +69,7 @@ public struct LabstreamConfig: Sendable, Hashable {
         var config = LabstreamConfig()
         enum Section { case none, server(Int), cache }
         var section = Section.none
+        var typed = Set<Int>()   // servers whose section has a `type` line
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let lineNo = index + 1
             let line = rawLine.trimmingSpaces
@@ -88,7 +87,7 @@ public struct LabstreamConfig: Sendable, Hashable {
                     let name = String(rest.dropFirst().dropLast())
                     if let problem = validateServerName(name) { throw ParseError(line: lineNo, message: problem) }
                     if config.server(named: name) != nil { throw ParseError(line: lineNo, message: "server \"\(name)\" is defined twice") }
-                    config.servers.append(Server(name: name, type: "", url: "", user: nil))
+                    config.servers.append(Server(name: name, kind: .jellyfin, url: "", user: nil))   // its `type` line says which
                     section = .server(config.servers.count - 1)
                 } else {
                     throw ParseError(line: lineNo, message: "unknown section [\(inner)]; expected [server \"NAME\"] or [cache]")
@@ -106,10 +105,11 @@ public struct LabstreamConfig: Sendable, Hashable {
             case .server(let i):
                 switch key {
                 case "type":
-                    guard supportedTypes.contains(value) else {
-                        throw ParseError(line: lineNo, message: "unsupported server type '\(value)'; supported: \(supportedTypes.sorted().joined(separator: ", "))")
+                    guard let kind = BackendKind(named: value) else {
+                        throw ParseError(line: lineNo, message: "unsupported server type '\(value)'; supported: \(BackendKind.spellings)")
                     }
-                    config.servers[i].type = value
+                    config.servers[i].kind = kind
+                    typed.insert(i)
                 case "url": config.servers[i].url = value
                 case "user": config.servers[i].user = value.isEmpty ? nil : value
                 case "quality":
@@ -165,8 +165,8 @@ public struct LabstreamConfig: Sendable, Hashable {
                 }
             }
         }
-        for server in config.servers {
-            if server.type.isEmpty { throw ParseError(line: 0, message: "server \"\(server.name)\" has no type") }
+        for (i, server) in config.servers.enumerated() {
+            if !typed.contains(i) { throw ParseError(line: 0, message: "server \"\(server.name)\" has no type") }
             if server.url.isEmpty { throw ParseError(line: 0, message: "server \"\(server.name)\" has no url") }
         }
         return config
@@ -203,7 +203,7 @@ public struct LabstreamConfig: Sendable, Hashable {
     public func serialized() -> String {
         var out = "# Labstream configuration; see labstream.conf(5). Secrets are kept in the credentials file, not here.\n"
         for s in servers {
-            out += "\n[server \"\(s.name)\"]\ntype = \(s.type)\nurl = \(s.url)\n"
+            out += "\n[server \"\(s.name)\"]\ntype = \(s.kind.rawValue)\nurl = \(s.url)\n"
             if let u = s.user { out += "user = \(u)\n" }
             if s.quality != .original { out += "quality = \(s.quality)\n" }
             for (library, q) in s.libraryQualities.sorted(by: { $0.key < $1.key }) { out += "quality.\(library) = \(q)\n" }

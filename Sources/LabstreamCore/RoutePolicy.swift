@@ -1,8 +1,5 @@
 /// Which download route serves a requested copy, per backend, from the seed's "Backend
 /// routes" table. Pure: the engine and the CLI act on the answer.
-public enum BackendKind: String, Sendable, Hashable, CaseIterable {
-    case jellyfin, emby, plex
-}
 
 /// The quality a copy is fetched at: the original bytes, the original's streams in Matroska
 /// (for containers that seek badly or that players refuse: AVI, MPEG-TS, WMV…), or a bitrate cap.
@@ -67,53 +64,61 @@ public struct RouteRequest: Sendable, Hashable {
     }
 }
 
+/// How a copy is fetched, named by what it does (the backend decides how it asks its server).
 public enum Route: Sendable, Hashable {
     /// The original file, closed-range segments, resumable from durable checkpoints.
-    case staticOriginal
+    case original
     /// An existing alternate version, fetched like the original.
-    case staticVersion
+    case version
     /// The finished output of a server-side preparation, fetched like the original.
-    case staticPrepared
+    case preparedOutput
     /// A forward-only server stream (remux, or transcode at `bitsPerSecond`): no byte-offset
     /// resume; an interruption restarts it from byte 0 under a new attempt.
-    case liveForward(remux: Bool, bitsPerSecond: Int?)
-    /// Plex download queue (its optimizer): the row stays `queued` until the output is ready.
-    case plexOptimize(bitsPerSecond: Int)
-    /// Emby Convert (a Sync job): the row is `preparing` until the output is ready.
-    case embyConvert(bitsPerSecond: Int)
+    case liveCopy(remux: Bool, bitsPerSecond: Int?)
+    /// A copy the server makes ahead of time (Emby's Convert jobs, Plex's download queue) and
+    /// then serves whole, fetched like the original once ready.
+    case serverPreparedCopy(bitsPerSecond: Int, preparation: Preparation)
+
+    /// How the server prepares a copy, which decides how its row shows while it waits.
+    public enum Preparation: Sendable, Hashable {
+        /// A job the server runs (Emby Convert): the row is `preparing`.
+        case job
+        /// A place in the server's download queue (Plex): the row stays `queued`.
+        case queue
+    }
 
     public var resumesFromCheckpoints: Bool {
         switch self {
-        case .staticOriginal, .staticVersion, .staticPrepared: return true
-        case .liveForward, .plexOptimize, .embyConvert: return false
+        case .original, .version, .preparedOutput: return true
+        case .liveCopy, .serverPreparedCopy: return false
         }
     }
 
-    /// The status a row on this route waits in before bytes flow. Only Emby Convert prepares.
+    /// The status a row on this route waits in before bytes flow.
     public var waitingStatus: DownloadStatus {
-        if case .embyConvert = self { return .preparing }
+        if case .serverPreparedCopy(_, .job) = self { return .preparing }
         return .queued
     }
 }
 
 public enum RoutePolicy {
     public static func route(for r: RouteRequest) -> Route {
-        if r.explicitVersion { return .staticVersion }
+        if r.explicitVersion { return .version }
         // The original already fits the cap (or no cap): nothing to convert.
         let cap = r.quality.bitsPerSecond
         let originalFits = cap == nil || (r.sourceBitrate.map { $0 <= cap! } ?? false)
-        if originalFits && !r.needsRemuxOnly { return .staticOriginal }
-        if r.preparedOutputReady && r.backend != .jellyfin { return .staticPrepared }
+        if originalFits && !r.needsRemuxOnly { return .original }
+        if r.preparedOutputReady && r.backend != .jellyfin { return .preparedOutput }
         switch r.backend {
         case .jellyfin:
-            return .liveForward(remux: originalFits, bitsPerSecond: originalFits ? nil : cap)
+            return .liveCopy(remux: originalFits, bitsPerSecond: originalFits ? nil : cap)
         case .emby:
-            if originalFits { return .liveForward(remux: true, bitsPerSecond: nil) }
-            return .embyConvert(bitsPerSecond: cap!)
+            if originalFits { return .liveCopy(remux: true, bitsPerSecond: nil) }
+            return .serverPreparedCopy(bitsPerSecond: cap!, preparation: .job)
         case .plex:
             // Plex has no live remux download: a container change is an optimize at the
             // original's bitrate (or the cap).
-            return .plexOptimize(bitsPerSecond: cap ?? r.sourceBitrate ?? 20_000_000)
+            return .serverPreparedCopy(bitsPerSecond: cap ?? r.sourceBitrate ?? 20_000_000, preparation: .queue)
         }
     }
 }

@@ -30,9 +30,9 @@ final class LiveForward: Sendable {
         let route = RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: quality, sourceBitrate: base.bitrate,
                                                         sourceContainer: base.container))
         switch route {
-        case .embyConvert, .plexOptimize: return engine.prepared.consider(row, base: base, route: route, backend: backend, engine: engine)
-        case .liveForward: break
-        case .staticOriginal, .staticVersion, .staticPrepared: return .idle   // not a derived copy's route
+        case .serverPreparedCopy: return engine.prepared.consider(row, base: base, route: route, backend: backend, engine: engine)
+        case .liveCopy: break
+        case .original, .version, .preparedOutput: return .idle   // not a derived copy's route
         }
         let session = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         runs.withLock { $0[row.key] = Run(session: session) }
@@ -49,8 +49,8 @@ final class LiveForward: Sendable {
 
     static func describe(_ route: Route) -> String {
         switch route {
-        case .embyConvert(let bps): return "an Emby Convert job at \(bps / 1_000_000) Mbit/s"
-        case .plexOptimize(let bps): return "a Plex download-queue copy at up to \(bps / 1_000_000) Mbit/s"
+        case .serverPreparedCopy(let bps, .job): return "an Emby Convert job at \(bps / 1_000_000) Mbit/s"
+        case .serverPreparedCopy(let bps, .queue): return "a Plex download-queue copy at up to \(bps / 1_000_000) Mbit/s"
         default: return "this route"
         }
     }

@@ -187,7 +187,7 @@ public final class TransferEngine: Sendable {
             let wanted = quality ?? library ?? settings.qualities[file.key.server] ?? .original
             if wanted != .original, DerivedCopy.parse(file.key) == nil, let backend = backend(for: file.key.server),
                RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: wanted, sourceBitrate: file.bitrate,
-                                                  sourceContainer: file.container)) != .staticOriginal {
+                                                  sourceContainer: file.container)) != .original {
                 rowsFor.append(TreeFile(path: [], key: DerivedCopy.key(of: file.key, quality: wanted), size: 0, modified: file.modified, etag: nil))
             } else {
                 rowsFor.append(file)

@@ -1,0 +1,42 @@
+import LabstreamBackends
+import LabstreamCore
+import Testing
+
+/// One typed list of server kinds: every kind has a client, a product name and sign-in modes,
+/// and a config file or command line names only those.
+@Suite struct BackendRegistryTests {
+    struct NoNetwork: HTTPTransport {
+        func send(_ request: HTTPRequest) throws(TransportError) -> HTTPResponse { throw .unreachable("no network in this test") }
+        func fetchRange(_ request: HTTPRequest, expectation: RangeExpectation,
+                        sink: (UnsafeRawBufferPointer, Int64, Validator?) throws -> Void) throws(TransportError) -> RangeTransferResult {
+            throw .unreachable("no network in this test")
+        }
+        func fetchStream(_ request: HTTPRequest, sink: (UnsafeRawBufferPointer, Int64) throws -> Void) throws(TransportError) -> (status: Int, written: Int64) {
+            throw .unreachable("no network in this test")
+        }
+    }
+
+    @Test(arguments: BackendKind.allCases)
+    func everyKindHasAClientOfItsOwnKind(kind: BackendKind) {
+        let session = ServerSession(name: "s", url: "http://127.0.0.1:1", userId: "u", token: "t")
+        let client = BackendRegistry.client(kind, session: session, identity: ClientIdentity(device: "d", deviceId: "i"), transport: NoNetwork())
+        #expect(client.kind == kind && client.serverName == "s")
+        #expect(!kind.product.isEmpty && !kind.signIns.isEmpty)
+        #expect(BackendKind(named: kind.rawValue) == kind && BackendKind.spellings.contains(kind.rawValue))
+        // A MediaBrowser flavor exists exactly for the kinds that speak that API.
+        #expect(MediaBrowserFlavor(kind: kind)?.kind == (kind == .plex ? nil : kind))
+    }
+
+    @Test func anUnknownKindIsAConfigErrorNamingTheLine() {
+        #expect(BackendKind(named: "kodi") == nil && BackendKind(named: "Jellyfin") == nil)
+        #expect(throws: LabstreamConfig.ParseError.self) { try LabstreamConfig.parse("[server \"a\"]\ntype = kodi\nurl = http://x\n") }
+        do {
+            _ = try LabstreamConfig.parse("[server \"a\"]\ntype = kodi\nurl = http://x\n")
+        } catch {
+            #expect(error.line == 2 && error.message.contains(BackendKind.spellings), "\(error)")
+        }
+        let parsed = try? LabstreamConfig.parse("[server \"a\"]\nurl = http://x\ntype = emby\n")
+        #expect(parsed?.servers.first?.kind == .emby)
+        #expect(throws: LabstreamConfig.ParseError.self) { try LabstreamConfig.parse("[server \"a\"]\nurl = http://x\n") }
+    }
+}
