@@ -205,6 +205,21 @@ public struct DownloadRow: Sendable, Hashable {
 }
 
 extension DownloadRow {
+    /// The row of this file's next attempt: no bytes, no validator, nothing checked, `queued`
+    /// when pinned else `partial` (or `status`); the file, its pin, its partial, its tag and
+    /// its job carry over. Bytes of the old attempt can no longer be committed under it.
+    public func nextAttempt(status: DownloadStatus? = nil, reason: String?) -> DownloadRow {
+        var next = self
+        next.attempt = attempt.next
+        next.status = status ?? (pinned ? .queued : .partial)
+        next.validator = nil
+        next.present = RangeSet()
+        next.reason = reason
+        next.awaitingValidation = false
+        next.checked = nil
+        return next
+    }
+
     /// Pins or unpins the row: a pinned file still missing bytes is queued for the background
     /// fill; an unpinned one that was waiting for it goes back to `partial`. Files with every
     /// byte (copies at another quality: once complete) keep their status.

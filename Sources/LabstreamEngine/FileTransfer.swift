@@ -70,9 +70,9 @@ final class FileTransfer: @unchecked Sendable {
         let stale = row.isStale(for: file)
         if stale {
             // The catalog says the file changed: the old bytes belong to another version.
-            row = DownloadRow(key: file.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
-                              total: file.size, present: RangeSet(), partialPath: row.partialPath,
-                              reason: StatusReason.fileChanged(), pinned: row.pinned, sourceTag: file.etag, job: row.job)
+            row = row.nextAttempt(reason: StatusReason.fileChanged())
+            row.total = file.size
+            row.sourceTag = file.etag
         }
         row.sourceTag = row.sourceTag ?? file.etag
         try makeDirectories(layout.partialsDir)
@@ -144,14 +144,7 @@ final class FileTransfer: @unchecked Sendable {
         case .retry where whole && row.status == .failed:
             // A file the probe rejected: keep it aside for inspection and fetch it again.
             try engine.setAside(partial.path)
-            writeGate.lock()
-            writableAttempt = row.attempt.next
-            writeGate.unlock()
-            row = DownloadRow(key: row.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
-                              total: row.total, present: RangeSet(), partialPath: row.partialPath, reason: nil, pinned: row.pinned,
-                              sourceTag: row.sourceTag, job: row.job)
-            verified = RangeSet()
-            written = RangeSet()
+            begin(row.nextAttempt(reason: nil))
             try partial.discardAll()
         case .resume, .retry:
             guard !whole else { return }
@@ -168,13 +161,9 @@ final class FileTransfer: @unchecked Sendable {
             generation += 1
             authRechecked = false
         case .cancel:
-            writeGate.lock()
-            writableAttempt = row.attempt.next
-            writeGate.unlock()
-            row = DownloadRow(key: row.key, status: .partial, attempt: row.attempt.next, validator: nil, total: row.total,
-                              present: RangeSet(), partialPath: row.partialPath, reason: reason, pinned: false, sourceTag: row.sourceTag, job: row.job)
-            verified = RangeSet()
-            written = RangeSet()
+            var next = row.nextAttempt(status: .partial, reason: reason)
+            next.pinned = false
+            begin(next)
             // The bytes are freed first, so that the row can be recorded even on a full disk. If
             // recording fails, the stored row's digests no longer match and are dropped when read.
             try partial.discardAll()
@@ -575,18 +564,25 @@ final class FileTransfer: @unchecked Sendable {
     /// The file changed on the server: its old bytes belong to another version. A new attempt
     /// starts from nothing; in-flight bodies of the old one can no longer write. Call with
     /// `condition` held.
-    func restart(why: String, engine: TransferEngine, counted: Bool = true) {
+    /// Makes `next` (a `nextAttempt`) the row: from here no body of the old attempt can write,
+    /// and nothing of it counts as checked or written. Call with `condition` held.
+    func begin(_ next: DownloadRow) {
         writeGate.lock()
-        writableAttempt = row.attempt.next
+        writableAttempt = next.attempt
         writeGate.unlock()
-        if counted { consecutiveFailures += 1 }
-        // Only a new version starts without a validator: after a server that ignores Range the
-        // whole-file stream must still be the version the bytes so far were (If-Range).
-        row = DownloadRow(key: row.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: counted ? nil : row.validator,
-                          total: row.total, present: RangeSet(), partialPath: row.partialPath,
-                          reason: counted ? StatusReason.fileChanged(why, refetching: false) : why, pinned: row.pinned, sourceTag: file.etag, job: row.job)
+        row = next
         verified = RangeSet()
         written = RangeSet()
+    }
+
+    func restart(why: String, engine: TransferEngine, counted: Bool = true) {
+        if counted { consecutiveFailures += 1 }
+        var next = row.nextAttempt(reason: counted ? StatusReason.fileChanged(why, refetching: false) : why)
+        // Only a new version starts without a validator: after a server that ignores Range the
+        // whole-file stream must still be the version the bytes so far were (If-Range).
+        if !counted { next.validator = row.validator }
+        next.sourceTag = file.etag
+        begin(next)
         // The old version's bytes go; a descriptor still reading them directly keeps them whole.
         if (try? partial.discardAll()) == nil { engine.log("\(file.path.last ?? ""): could not free the old version's bytes") }
         if consecutiveFailures >= engine.settings.retry.maxAttempts {

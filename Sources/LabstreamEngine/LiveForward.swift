@@ -62,8 +62,11 @@ final class LiveForward: Sendable {
 
     func run(_ queued: DownloadRow, base: TreeFile, route: Route, session: String, backend: any MediaBackend, engine: TransferEngine) {
         let intent = CleanupJournal.Intent(kind: .stopEncoding, server: queued.key.server, session: session, created: engine.now())
-        var row = DownloadRow(key: queued.key, status: .downloading, attempt: queued.attempt.next, validator: nil, total: 0,
-                              present: RangeSet(), partialPath: queued.partialPath, reason: nil, pinned: queued.pinned)
+        // A live copy's size is known once it ends; it has no tag or job of its own.
+        var row = queued.nextAttempt(status: .downloading, reason: nil)
+        row.total = 0
+        row.sourceTag = nil
+        row.job = nil
         let path = engine.layout.absolute(row.partialPath)
         let started = Date()
         var outcome: Result<Int64, LabstreamError>

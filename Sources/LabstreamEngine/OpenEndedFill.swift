@@ -141,9 +141,9 @@ final class OpenEndedFill: Sendable {
             engine.validation.wake()
         case .remoteChanged(let why), .restart(let why):
             // Another version of the file: its bytes must not meet the old prefix.
-            row = DownloadRow(key: row.key, status: .queued, attempt: row.attempt.next, validator: nil, total: 0, present: RangeSet(),
-                              partialPath: row.partialPath, reason: StatusReason.fileChanged(why),
-                              pinned: row.pinned, sourceTag: row.sourceTag)
+            row = row.nextAttempt(status: .queued, reason: StatusReason.fileChanged(why))
+            row.total = 0
+            row.job = nil
             _ = try? engine.index.saveDownload(row, now: engine.now())
             _ = try? partial.discardAll()
             finish(row, name: name, failure: (.remoteChanged(why), .transientTransport), engine: engine)

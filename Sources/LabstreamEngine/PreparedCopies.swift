@@ -60,8 +60,10 @@ final class PreparedCopies: Sendable {
                     }
                     return schedule(row.key)
                 case .ready(let tag, let size):
-                    row = DownloadRow(key: row.key, status: .queued, attempt: row.attempt.next, validator: nil, total: size, present: RangeSet(),
-                                      partialPath: row.partialPath, reason: nil, pinned: row.pinned, sourceTag: tag, job: job)
+                    row = row.nextAttempt(status: .queued, reason: nil)
+                    row.total = size
+                    row.sourceTag = tag
+                    row.job = job
                     _ = try engine.index.saveDownload(row, now: engine.now())
                     engine.log("\(base.path.joined(separator: "/")): server job \(job) is ready (\(size) bytes)")
                 case .failed(let why):

@@ -70,9 +70,7 @@ public enum Reconcile {
         }
         for var row in try index.downloads() where !row.present.isEmpty {
             guard !fm.fileExists(atPath: layout.absolute(row.partialPath)) else { continue }
-            row = DownloadRow(key: row.key, status: row.pinned ? .queued : .partial, attempt: row.attempt.next, validator: nil,
-                              total: row.total, present: RangeSet(), partialPath: row.partialPath,
-                              reason: StatusReason.localFileVanished, pinned: row.pinned, sourceTag: row.sourceTag, job: row.job)
+            row = row.nextAttempt(reason: StatusReason.localFileVanished)
             try index.saveDownload(row, now: now)
             report.vanished.append(row.key)
             log("\(row.key): its local file vanished; its bytes will be fetched again")
