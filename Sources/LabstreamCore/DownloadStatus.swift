@@ -6,17 +6,32 @@ public enum DownloadStatus: String, Sendable, Hashable, Codable, CaseIterable {
     public enum Event: Sendable, Hashable {
         case bytesCommitted
         case enqueued
+        /// Bytes of a pinned file are on their way (a fill or a prepared copy's stream).
         case transferStarted
+        /// The user's pause.
         case interrupted
+        /// Parked by what happened to it: a full disk, its server gone away.
+        case parked
         case failedPermanently
+        /// A transient failure: the next try is scheduled.
+        case willRetry
+        /// The server makes a copy ahead of time; bytes flow once it is ready. `queued`: the
+        /// copy waits its turn in the server's queue (shown `queued`), else the server works on
+        /// it (`preparing`).
+        case preparationStarted(queued: Bool)
         case allBytesPresent
         case validated(playable: Bool?)
+        /// The user's `retry` or `resume`.
         case retry
         /// `labstream verify`: check a whole file again.
         case recheck
+        /// Bytes of a whole file failed their digest: they are fetched again (`pinned` says
+        /// whether by the fill or by the next reader).
+        case bytesDropped(pinned: Bool)
     }
 
-    /// The status after `event`, or nil when the event is not allowed from here.
+    /// The status after `event`, or nil when the event is not allowed from here. Every status
+    /// change of a row goes through this table (`DownloadRow.apply`).
     public func after(_ event: Event) -> DownloadStatus? {
         switch (self, event) {
         case (.partial, .bytesCommitted): return .partial
@@ -25,11 +40,20 @@ public enum DownloadStatus: String, Sendable, Hashable, Codable, CaseIterable {
              (.paused, .allBytesPresent), (.failed, .allBytesPresent):
             // Retained but not yet proven playable: validation picks it up from here.
             return .unverified
-        case (.queued, .transferStarted), (.preparing, .transferStarted): return .downloading
+        // Paused for a server that was away: the fill takes it up again once it answers.
+        case (.queued, .transferStarted), (.preparing, .transferStarted), (.downloading, .transferStarted),
+             (.paused, .transferStarted), (.partial, .transferStarted): return .downloading
         case (.queued, .bytesCommitted), (.downloading, .bytesCommitted), (.paused, .bytesCommitted),
              (.failed, .bytesCommitted): return self
         case (.downloading, .interrupted), (.preparing, .interrupted), (.queued, .interrupted): return .paused
-        case (.downloading, .failedPermanently), (.preparing, .failedPermanently): return .failed
+        // A paused file may be parked again for another cause; a reader's partial file meets a full disk.
+        case (.downloading, .parked), (.preparing, .parked), (.queued, .parked), (.paused, .parked), (.partial, .parked): return .paused
+        case (.downloading, .failedPermanently), (.preparing, .failedPermanently), (.queued, .failedPermanently),
+             (.paused, .failedPermanently), (.partial, .failedPermanently): return .failed
+        case (.downloading, .willRetry), (.preparing, .willRetry), (.queued, .willRetry), (.paused, .willRetry),
+             (.partial, .willRetry): return .queued
+        case (.queued, .preparationStarted(let queued)), (.preparing, .preparationStarted(let queued)),
+             (.downloading, .preparationStarted(let queued)): return queued ? .queued : .preparing
         case (.paused, .retry), (.failed, .retry): return .queued
         case (.unverified, .validated(let playable)), (.downloading, .validated(let playable)):
             switch playable {
@@ -40,8 +64,20 @@ public enum DownloadStatus: String, Sendable, Hashable, Codable, CaseIterable {
         case (.complete, .bytesCommitted), (.unverified, .bytesCommitted): return self
         // Until the new verdict it is not known to play: it shows as such, never `complete`.
         case (.complete, .recheck), (.unverified, .recheck), (.failed, .recheck): return .unverified
+        case (.complete, .bytesDropped(let pinned)), (.unverified, .bytesDropped(let pinned)): return pinned ? .queued : .partial
         default: return nil
         }
+    }
+}
+
+extension DownloadRow {
+    /// Moves the row's status by `event` through the transition table; false (and nothing
+    /// changed) when the event does not apply from where the row is.
+    @discardableResult
+    public mutating func apply(_ event: DownloadStatus.Event) -> Bool {
+        guard let next = status.after(event) else { return false }
+        status = next
+        return true
     }
 }
 

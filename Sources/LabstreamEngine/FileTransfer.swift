@@ -154,7 +154,7 @@ final class FileTransfer: @unchecked Sendable {
                 engine.log("\(file.path.last ?? ""): still not enough free space; it stays paused (free space with labstream cancel)")
                 return
             }
-            if let next = row.status.after(.retry) { row.status = next }
+            row.apply(.retry)
             row.reason = nil
             consecutiveFailures = 0
             retryAt = nil
@@ -189,7 +189,7 @@ final class FileTransfer: @unchecked Sendable {
         case .unverified(let why): playable = nil; row.reason = why
         case .failed(let why): playable = false; row.reason = why
         }
-        row.status = row.status.after(.validated(playable: playable)) ?? row.status
+        row.apply(.validated(playable: playable))
         row.awaitingValidation = false
         _ = try? index.saveDownload(row, now: engine.now())
     }
@@ -304,7 +304,7 @@ final class FileTransfer: @unchecked Sendable {
         row.present.remove(range)
         written.remove(range)
         row.awaitingValidation = false
-        if row.status == .unverified || row.status == .complete { row.status = row.pinned ? .queued : .partial }
+        row.apply(.bytesDropped(pinned: row.pinned))
         row.reason = StatusReason.damagedBytes
         try? index.dropSegment(row, range: range, now: engine.now())
     }
@@ -345,29 +345,30 @@ final class FileTransfer: @unchecked Sendable {
         guard engine.backend(for: file.key.server) != nil, reachability == .online else {
             // A refused sign-in does not pass by itself: the file fails saying what to do.
             if reachability == .authFailed {
-                setStatus(.failed, reason: StatusReason.signInRefused(server: file.key.server), engine: engine)
+                setStatus(.failedPermanently, reason: StatusReason.signInRefused(server: file.key.server), engine: engine)
             } else {
-                setStatus(.paused, reason: StatusReason.serverUnavailable, engine: engine)
+                setStatus(.parked, reason: StatusReason.serverUnavailable, engine: engine)
             }
             return .idle
         }
         // A retry is checked like the first try: it must not fill the disk it was parked for.
         if fillInFlight.isEmpty && !engine.hasRoom(for: row.total - row.present.byteCount) {
-            setStatus(.paused, reason: StatusReason.storageFull, engine: engine)
+            setStatus(.parked, reason: StatusReason.storageFull, engine: engine)
             return .idle
         }
         let plan = SegmentTrainPlanner.plan(.init(
             durable: row.present, total: row.total, inFlight: requestsInFlight, fillInBackground: true,
             segmentSize: engine.settings.sizes.segmentSize, maxQueued: engine.settings.maxQueuedSegments))
         let ranges = plan.compactMap { request -> ByteRange? in if case .closed(let r) = request { return r }; return nil }
-        if !ranges.isEmpty && row.status != .downloading { setStatus(.downloading, reason: nil, engine: engine) }
+        if !ranges.isEmpty && row.status != .downloading { setStatus(.transferStarted, reason: nil, engine: engine) }
         startFetches(ranges, background: true, engine: engine)
         return .filling
     }
 
-    /// Call with `condition` held.
-    func setStatus(_ status: DownloadStatus, reason: String?, engine: TransferEngine) {
-        guard row.status != status || row.reason != reason else { return }
+    /// Moves the row by `event` (when the table allows it from here) with `reason`, and
+    /// records it. Call with `condition` held.
+    func setStatus(_ event: DownloadStatus.Event, reason: String?, engine: TransferEngine) {
+        guard let status = row.status.after(event), row.status != status || row.reason != reason else { return }
         row.status = status
         row.reason = reason
         _ = try? index.saveDownload(row, now: engine.now())
@@ -484,11 +485,11 @@ final class FileTransfer: @unchecked Sendable {
         }
         if next.validator == nil { next.validator = validator }
         if next.present.contains(ByteRange(0, next.total)) {
-            next.status = next.status.after(.allBytesPresent) ?? next.status
+            next.apply(.allBytesPresent)
             next.awaitingValidation = true
             next.reason = engine.settings.playbackProbe ? StatusReason.awaitingValidation : StatusReason.probeOff
         } else {
-            next.status = next.status.after(.bytesCommitted) ?? next.status
+            next.apply(.bytesCommitted)
         }
         // Every byte present and checked: an identity that lets the next run trust the copy.
         var checkedNow = verified
@@ -510,7 +511,7 @@ final class FileTransfer: @unchecked Sendable {
             sequence += 1
             failures.append((sequence, piece, error, .localFile))
             engine.log("\(file.key): \(error.userMessage)")
-            if case .noSpace = error { setStatus(.paused, reason: StatusReason.storageFull, engine: engine) }
+            if case .noSpace = error { setStatus(.parked, reason: StatusReason.storageFull, engine: engine) }
         }
         return true
     }
@@ -554,16 +555,13 @@ final class FileTransfer: @unchecked Sendable {
             case .remoteChanged(let why):
                 restart(why: why, engine: engine)
             case .noSpace:
-                setStatus(.paused, reason: StatusReason.storageFull, engine: engine)
+                setStatus(.parked, reason: StatusReason.storageFull, engine: engine)
             default:
                 if background || row.pinned { scheduleRetry(after: failure, engine: engine) }
             }
         }
     }
 
-    /// The file changed on the server: its old bytes belong to another version. A new attempt
-    /// starts from nothing; in-flight bodies of the old one can no longer write. Call with
-    /// `condition` held.
     /// Makes `next` (a `nextAttempt`) the row: from here no body of the old attempt can write,
     /// and nothing of it counts as checked or written. Call with `condition` held.
     func begin(_ next: DownloadRow) {
@@ -575,6 +573,9 @@ final class FileTransfer: @unchecked Sendable {
         written = RangeSet()
     }
 
+    /// The file changed on the server: its old bytes belong to another version. A new attempt
+    /// starts from nothing; in-flight bodies of the old one can no longer write. Call with
+    /// `condition` held.
     func restart(why: String, engine: TransferEngine, counted: Bool = true) {
         if counted { consecutiveFailures += 1 }
         var next = row.nextAttempt(reason: counted ? StatusReason.fileChanged(why, refetching: false) : why)
@@ -586,7 +587,7 @@ final class FileTransfer: @unchecked Sendable {
         // The old version's bytes go; a descriptor still reading them directly keeps them whole.
         if (try? partial.discardAll()) == nil { engine.log("\(file.path.last ?? ""): could not free the old version's bytes") }
         if consecutiveFailures >= engine.settings.retry.maxAttempts {
-            row.status = row.pinned ? .failed : .partial
+            if row.pinned { row.apply(.failedPermanently) }
             row.reason = StatusReason.keepsChanging(why)
         }
         _ = try? index.saveDownload(row, now: engine.now())
@@ -601,9 +602,9 @@ final class FileTransfer: @unchecked Sendable {
         case .retry(let delay):
             retryAt = Date().addingTimeInterval(delay)
             engine.log("\(file.path.last ?? ""): retrying in \(String(format: "%.1f", delay)) s (failure \(consecutiveFailures))")
-            if row.pinned { setStatus(.queued, reason: StatusReason.waitingForServer(failure.error, retryIn: delay), engine: engine) }
+            if row.pinned { setStatus(.willRetry, reason: StatusReason.waitingForServer(failure.error, retryIn: delay), engine: engine) }
         case .giveUp:
-            setStatus(.failed, reason: failure.error.userMessage, engine: engine)
+            setStatus(.failedPermanently, reason: failure.error.userMessage, engine: engine)
         }
     }
 }

@@ -119,10 +119,12 @@ final class LiveForward: Sendable {
             row.present = RangeSet([ByteRange(0, size)])
             let verdict: ProbeOutcome = engine.settings.playbackProbe ? ProbeVerdict.judge(PlaybackProbe.observe(path: path)) : .unverified("probe off")
             switch verdict {
-            case .complete: row.status = .complete
-            case .unverified(let why): row.status = .unverified; row.reason = why
+            case .complete: row.apply(.validated(playable: true))
+            case .unverified(let why):
+                row.apply(.validated(playable: nil))
+                row.reason = why
             case .failed(let why):
-                row.status = .failed
+                row.apply(.validated(playable: false))
                 row.reason = "the copy does not play: \(why)"
                 try? engine.setAside(path)
             }
@@ -144,10 +146,10 @@ final class LiveForward: Sendable {
             row.present = RangeSet()
             switch retries.failed(row.key, kind, policy: engine.settings.retry) {
             case .retry:
-                row.status = .queued
+                row.apply(.willRetry)
                 row.reason = "the live stream stopped (\(error.userMessage)); it starts again from the beginning"
             case .giveUp:
-                row.status = .failed
+                row.apply(.failedPermanently)
                 row.reason = "the live stream failed: \(error.userMessage)"
             }
             engine.log("live copy of \(base.path.joined(separator: "/")): \(row.reason!)")

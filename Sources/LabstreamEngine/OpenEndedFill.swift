@@ -42,7 +42,7 @@ final class OpenEndedFill: Sendable {
     func run(_ start: DownloadRow, file: TreeFile, from: Int64, backend: any MediaBackend, engine: TransferEngine) {
         let name = file.path.joined(separator: "/")
         var row = start
-        row.status = .downloading
+        row.apply(.transferStarted)
         row.reason = "size unknown: fetching to the end"
         row.present = RangeSet(row.present.ranges.filter { $0.upper <= from })   // only the prefix is resumed
         do { guard try engine.index.saveDownload(row, now: engine.now()) else { return } } catch {
@@ -74,8 +74,8 @@ final class OpenEndedFill: Sendable {
             // An unpin or a pause keeps the bytes and stops the fetch; a new attempt owns the row.
             guard let stored = try engine.index.download(row.key), stored.attempt == row.attempt else { return false }
             row.pinned = stored.pinned
-            if stored.status == .paused {
-                row.status = .paused
+            if stored.status == .paused {   // the user paused it meanwhile
+                row.apply(.interrupted)
                 row.reason = stored.reason
             }
             row.present.insert(ByteRange(checkpoint, end))
@@ -126,7 +126,7 @@ final class OpenEndedFill: Sendable {
             let size = checkpoint   // everything that arrived is committed
             retries.succeeded(row.key)
             row.total = size
-            row.status = row.status.after(.allBytesPresent) ?? .unverified
+            row.apply(.allBytesPresent)
             row.awaitingValidation = true
             row.reason = engine.settings.playbackProbe ? StatusReason.awaitingValidation : StatusReason.probeOff
             do { try engine.index.saveDownload(row, learnedSize: true, now: engine.now()) } catch {
@@ -163,14 +163,14 @@ final class OpenEndedFill: Sendable {
         var row = failed
         switch retries.failed(row.key, failure.kind, policy: engine.settings.retry) {
         case .retry:
-            row.status = .queued
+            row.apply(.willRetry)
             row.reason = "\(failure.error.userMessage); resuming from byte \(row.present.contiguousLength(from: 0))"
         case .giveUp:
             if case .noSpace = failure.error {
-                row.status = .paused
+                row.apply(.parked)
                 row.reason = StatusReason.storageFull
             } else {
-                row.status = .failed
+                row.apply(.failedPermanently)
                 row.reason = failure.error.userMessage
             }
         }

@@ -42,7 +42,7 @@ final class PreparedCopies: Sendable {
                 }
                 try engine.journal.add(.init(kind: .cancelJob, server: row.key.server, session: id, created: engine.now()))
                 row.job = id
-                row.status = route.waitingStatus
+                row.apply(.preparationStarted(queued: route.waitingStatus == .queued))
                 row.reason = StatusReason.preparing(job: id)
                 _ = try engine.index.saveDownload(row, now: engine.now())
                 engine.log("\(base.path.joined(separator: "/")): server job \(id) started for \(LiveForward.describe(route))")
@@ -68,7 +68,7 @@ final class PreparedCopies: Sendable {
                     engine.log("\(base.path.joined(separator: "/")): server job \(job) is ready (\(size) bytes)")
                 case .failed(let why):
                     // The job is over: pinning again starts a new one.
-                    row.status = .failed
+                    row.apply(.failedPermanently)
                     row.reason = why
                     row.job = nil
                     _ = try engine.index.saveDownload(row, now: engine.now())
@@ -86,7 +86,7 @@ final class PreparedCopies: Sendable {
                 // A permanent refusal ends the copy with the server's own words; pinning again
                 // tries anew.
                 failures.withLock { _ = $0.removeValue(forKey: row.key) }
-                row.status = .failed
+                row.apply(.failedPermanently)
                 row.reason = error.userMessage
                 if row.job == Self.creating { row.job = nil }
                 _ = try? engine.index.saveDownload(row, now: engine.now())
