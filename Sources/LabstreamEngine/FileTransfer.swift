@@ -412,15 +412,6 @@ final class FileTransfer: @unchecked Sendable {
         var digest: String
     }
 
-    /// A failed fetch: what the reader sees, and what kind of failure the retry policy judges.
-    struct FetchFailure: Error {
-        var error: LabstreamError
-        var kind: RetryPolicy.Failure
-        /// A 200 to a ranged request from past byte 0: not a failure of the bytes asked for,
-        /// a sign the server ignores `Range`.
-        var rangeIgnored = false
-    }
-
     func fetch(_ range: ByteRange, attempt: AttemptID, generation: Int, validator: Validator?, background: Bool,
                backend: any MediaBackend, engine: TransferEngine) {
         engine.activeFetches.withLock { $0 += 1 }
@@ -551,12 +542,12 @@ final class FileTransfer: @unchecked Sendable {
             engine.log("fetch of bytes \(range) of \(file.path.joined(separator: "/")) failed: \(error.userMessage)")
             // Started before the user's last resume or retry: it cannot fail the fresh dispatch.
             guard generation == self.generation else { return }
-            switch error {
-            case .remoteChanged(let why):
-                restart(why: why, engine: engine)
-            case .noSpace:
+            switch failure.class {
+            case .changedVersion:
+                if case .remoteChanged(let why) = error { restart(why: why, engine: engine) }
+            case .diskFull:
                 setStatus(.parked, reason: StatusReason.storageFull, engine: engine)
-            default:
+            case .transient, .permanent:
                 if background || row.pinned { scheduleRetry(after: failure, engine: engine) }
             }
         }

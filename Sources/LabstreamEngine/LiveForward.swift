@@ -70,7 +70,7 @@ final class LiveForward: Sendable {
         let path = engine.layout.absolute(row.partialPath)
         let started = Date()
         var outcome: Result<Int64, LabstreamError>
-        var answered: Int?   // the stream's HTTP status, when it was not a 200
+        var answered: FetchFailure?   // the stream's answer, when it was not a 200
         // The body's digest is committed with it, as for any segment: a later read re-checks it.
         let body = GatheredBody(at: 0)
         do throws(LabstreamError) {
@@ -101,8 +101,9 @@ final class LiveForward: Sendable {
             }
             try body.flush(partial.write)
             guard result.status == 200 else {
-                answered = result.status
-                throw Self.error(answering: result.status)
+                let failure = FetchFailure.stream(status: result.status)
+                answered = failure
+                throw failure.error
             }
             guard result.written > 0 else { throw LabstreamError.fetchFailed("the live stream ended before any byte") }
             try partial.sync()
@@ -138,11 +139,10 @@ final class LiveForward: Sendable {
                 unlink(path)
                 return
             }
-            let kind: RetryPolicy.Failure
-            switch error {
-            case .authenticationFailed, .noSpace: kind = .localFile   // not worth a retry by itself
-            default: kind = answered.map { .status($0, retryAfter: nil) } ?? .transientTransport
-            }
+            // A full disk is not worth a retry by itself; anything else on the way is.
+            let failure: FetchFailure
+            if let answered { failure = answered } else if case .noSpace = error { failure = .local(error) } else { failure = .transport(error) }
+            let kind = failure.kind
             row.present = RangeSet()
             switch retries.failed(row.key, kind, policy: engine.settings.retry) {
             case .retry:
@@ -154,20 +154,6 @@ final class LiveForward: Sendable {
             }
             engine.log("live copy of \(base.path.joined(separator: "/")): \(row.reason!)")
             _ = try? engine.index.saveDownload(row, now: engine.now())
-        }
-    }
-
-    /// What a live stream answered other than 200 means, said as what failed: a 404 is a file
-    /// the server has no stream for (not a server that is down), a 5xx its transcoder failing.
-    static func error(answering status: Int) -> LabstreamError {
-        switch status {
-        case 401, 403: return .authenticationFailed("the live stream answered HTTP \(status)")
-        case 404, 410:
-            return .fetchFailed("the server has no live stream for this file (HTTP \(status)): it was removed from the server or cannot be transcoded there; "
-                            + "run `labstream sync`, or pin the original")
-        case 500..<600 where status != 503:
-            return .fetchFailed("the server could not make the stream (HTTP \(status)); its own log says why")
-        default: return .answered(status, to: "the live stream", body: [])
         }
     }
 

@@ -58,7 +58,7 @@ final class OpenEndedFill: Sendable {
             let path = engine.layout.absolute(row.partialPath)
             partial = try from == 0 ? PartialFile.fresh(path: path) : PartialFile(path: path, size: from)
         } catch {
-            finish(row, name: name, failure: (error, .localFile), engine: engine)
+            finish(row, name: name, failure: .local(error), engine: engine)
             return
         }
         let body = GatheredBody(at: from)
@@ -109,7 +109,7 @@ final class OpenEndedFill: Sendable {
                 engine.log("\(name): paused by user at byte \(checkpoint)")
                 return
             }
-            finish(row, name: name, failure: (failure, sinkError == nil ? .transientTransport : .localFile), engine: engine)
+            finish(row, name: name, failure: sinkError == nil ? .transport(failure) : .local(failure), engine: engine)
             return
         }
         switch result.verdict {
@@ -120,7 +120,7 @@ final class OpenEndedFill: Sendable {
                     throw LabstreamError.fetchFailed("the body ended at byte \(checkpoint) of \(total)")
                 }
             } catch {
-                finish(row, name: name, failure: (error, .transientTransport), engine: engine)
+                finish(row, name: name, failure: .transport(error), engine: engine)
                 return
             }
             let size = checkpoint   // everything that arrived is committed
@@ -146,20 +146,19 @@ final class OpenEndedFill: Sendable {
             row.job = nil
             _ = try? engine.index.saveDownload(row, now: engine.now())
             _ = try? partial.discardAll()
-            finish(row, name: name, failure: (.remoteChanged(why), .transientTransport), engine: engine)
+            // A new version starts over at once, like a dropped connection (not a permanent failure).
+            finish(row, name: name, failure: .transport(.remoteChanged(why)), engine: engine)
         case .acceptPrefix:
             // The transport reports a whole answer as `accept`; a prefix here was cut short.
             _ = try? commit(row.validator)
-            finish(row, name: name, failure: (.fetchFailed("the connection ended at byte \(body.writtenUpTo)"), .transientTransport), engine: engine)
-        case .reject(let why):
-            let kind: RetryPolicy.Failure = RetryPolicy.retriedStatuses.contains(result.status)
-                ? .status(result.status, retryAfter: result.retryAfter) : .validation
-            finish(row, name: name, failure: (.fetchFailed(why), kind), engine: engine)
+            finish(row, name: name, failure: .cutShort("the connection ended at byte \(body.writtenUpTo)"), engine: engine)
+        case .reject:
+            finish(row, name: name, failure: FetchFailure.answer(result.verdict, status: result.status, retryAfter: result.retryAfter)!, engine: engine)
         }
     }
 
     /// A failed try: back off and let the fill come back, or fail the row with the reason.
-    func finish(_ failed: DownloadRow, name: String, failure: (error: LabstreamError, kind: RetryPolicy.Failure), engine: TransferEngine) {
+    func finish(_ failed: DownloadRow, name: String, failure: FetchFailure, engine: TransferEngine) {
         var row = failed
         switch retries.failed(row.key, failure.kind, policy: engine.settings.retry) {
         case .retry:

@@ -59,28 +59,28 @@ final class RangeFetch {
     /// Asks for the range and takes the answer in; what it came to. Whatever arrived of a body
     /// cut short is committed (the attempt check refuses stale bytes); `checkpointStart` then
     /// says where the rest begins.
-    func run(validator: Validator?, backend: any MediaBackend) -> Result<FileTransfer.Fetched, FileTransfer.FetchFailure> {
+    func run(validator: Validator?, backend: any MediaBackend) -> Result<FileTransfer.Fetched, FetchFailure> {
         let request = backend.rangeRequest(for: transfer.file, range: range, validator: validator)
         let expectation = RangeExpectation(range: range, total: transfer.file.size, validator: validator)
-        var outcome: Result<FileTransfer.Fetched, FileTransfer.FetchFailure>
+        var outcome: Result<FileTransfer.Fetched, FetchFailure>
         do {
             let result = try backend.transport.fetchRange(request, expectation: expectation) { bytes, offset, seen in
                 try receive(bytes, at: offset, seen: seen)
             }
             try? writeGathered(answerValidator)
-            outcome = sinkError.map { .failure(.init(error: $0, kind: .localFile)) } ?? judged(result, backend: backend)
+            outcome = sinkError.map { .failure(.local($0)) } ?? judged(result, backend: backend)
         } catch {
             // A body cut short keeps what arrived (a stale attempt's bytes are refused here too).
             if sinkError == nil { try? writeGathered(answerValidator) }
             if let sinkError {
-                outcome = .failure(.init(error: sinkError, kind: .localFile))
+                outcome = .failure(.local(sinkError))
             } else {
                 if case .unreachable = error { engine.markUnreachable(transfer.file.key.server) }
-                outcome = .failure(.init(error: error.asLabstreamError, kind: .transientTransport))
+                outcome = .failure(.transport(error.asLabstreamError))
             }
         }
         // Every checkpoint is in before the body is finished, so nothing of it is planned again meanwhile.
-        if let failed = checkpoints.finish() { outcome = .failure(.init(error: failed, kind: .localFile)) }
+        if let failed = checkpoints.finish() { outcome = .failure(.local(failed)) }
         if case .failure = outcome, body.writtenUpTo > checkpointStart {
             // Cut short (a drop, a stall, the daemon stopping): what arrived is the answer's own,
             // already judged and possibly read, so it is kept. The attempt check refuses stale bytes.
@@ -166,29 +166,20 @@ final class RangeFetch {
     }
 
     /// What a whole answer that reached the end of the transport comes to.
-    func judged(_ result: RangeTransferResult, backend: any MediaBackend) -> Result<FileTransfer.Fetched, FileTransfer.FetchFailure> {
-        switch result.verdict {
-        case .accept(let seen, _) where result.bytesWritten == range.count:
+    func judged(_ result: RangeTransferResult, backend: any MediaBackend) -> Result<FileTransfer.Fetched, FetchFailure> {
+        if result.verdict.isAccept {
+            // The transport reports a finished prefix as `accept`; one cut short is a drop.
+            guard case .accept(let seen, _) = result.verdict, result.bytesWritten == range.count else {
+                return .failure(.cutShort("the connection ended after \(result.bytesWritten) of \(range.count) bytes"))
+            }
             do {
                 try transfer.partial.sync()
                 return .success(.init(validator: seen, received: range.upper - checkpointStart, digest: body.takeDigest()))
             } catch {
-                return .failure(.init(error: error, kind: .localFile))
+                return .failure(.local(error))
             }
-        case .accept, .acceptPrefix:
-            // The transport reports a finished prefix as `accept`; one cut short is a drop.
-            return .failure(.init(error: .fetchFailed("the connection ended after \(result.bytesWritten) of \(range.count) bytes"),
-                                  kind: .transientTransport))
-        case .remoteChanged(let why):
-            return .failure(.init(error: .remoteChanged(why), kind: .validation))
-        case .restart(let why):
-            return .failure(.init(error: .remoteChanged(why), kind: .validation, rangeIgnored: true))
-        case .reject(_) where result.status == 401:
-            return .failure(transfer.afterUnauthorized(backend: backend, engine: engine))
-        case .reject(let why):
-            let retried = RetryPolicy.retriedStatuses.contains(result.status)
-            return .failure(.init(error: retried ? .serverUnavailable("HTTP \(result.status)") : .fetchFailed(why),
-                                  kind: retried ? .status(result.status, retryAfter: result.retryAfter) : .validation))
         }
+        if case .reject = result.verdict, result.status == 401 { return .failure(transfer.afterUnauthorized(backend: backend, engine: engine)) }
+        return .failure(FetchFailure.answer(result.verdict, status: result.status, retryAfter: result.retryAfter)!)
     }
 }

@@ -1,0 +1,75 @@
+/// A fetch that did not bring its bytes, classified once for every fetch path (ranged
+/// segments, open-ended fills, live copies): what the reader and the status see, what the
+/// retry policy judges, and what the engine does about it.
+public struct FetchFailure: Error, Sendable, Equatable {
+    public var error: LabstreamError
+    public var kind: RetryPolicy.Failure
+    /// A 200 to a ranged request from past byte 0: not a failure of the bytes asked for, a
+    /// sign the server ignores `Range`.
+    public var rangeIgnored: Bool
+
+    public init(error: LabstreamError, kind: RetryPolicy.Failure, rangeIgnored: Bool = false) {
+        self.error = error
+        self.kind = kind
+        self.rangeIgnored = rangeIgnored
+    }
+
+    /// What the engine does about a failure.
+    public enum Class: Sendable, Hashable {
+        /// Try again after the retry policy's delay (forever for a pinned file).
+        case transient
+        /// The server's file is another version now: start over as a new attempt.
+        case changedVersion
+        /// The local disk is full: park the file until there is room (never blame the server).
+        case diskFull
+        /// Asking again cannot help: the file fails with the reason.
+        case permanent
+    }
+
+    public var `class`: Class {
+        switch error {
+        case .remoteChanged: return .changedVersion
+        case .noSpace: return .diskFull
+        default: return RetryPolicy.isTransient(kind) ? .transient : .permanent
+        }
+    }
+
+    /// The transport gave up (refused, reset, stalled, timed out): worth another try.
+    public static func transport(_ error: LabstreamError) -> FetchFailure { FetchFailure(error: error, kind: .transientTransport) }
+
+    /// Writing or syncing the bytes here failed.
+    public static func local(_ error: LabstreamError) -> FetchFailure { FetchFailure(error: error, kind: .localFile) }
+
+    /// The body ended before its bytes did.
+    public static func cutShort(_ what: String) -> FetchFailure { transport(.fetchFailed(what)) }
+
+    /// A ranged answer that the range checks did not accept, or that answered another status.
+    /// nil for an accepted answer (the caller checks its length). 401 is the caller's: the
+    /// sign-in is checked before it counts as a failure.
+    public static func answer(_ verdict: RangeResponsePolicy.Verdict, status: Int, retryAfter: String?) -> FetchFailure? {
+        switch verdict {
+        case .accept, .acceptPrefix: return nil
+        case .remoteChanged(let why): return FetchFailure(error: .remoteChanged(why), kind: .validation)
+        case .restart(let why): return FetchFailure(error: .remoteChanged(why), kind: .validation, rangeIgnored: true)
+        case .reject(let why):
+            guard RetryPolicy.retriedStatuses.contains(status) else { return FetchFailure(error: .fetchFailed(why), kind: .validation) }
+            return FetchFailure(error: .serverUnavailable("HTTP \(status)"), kind: .status(status, retryAfter: retryAfter))
+        }
+    }
+
+    /// A live stream that answered `status` instead of 200, said as what failed: a 404 is a
+    /// file the server has no stream for (not a server that is down), a 5xx its transcoder.
+    public static func stream(status: Int) -> FetchFailure {
+        let error: LabstreamError
+        switch status {
+        case 401, 403: error = .authenticationFailed("the live stream answered HTTP \(status)")
+        case 404, 410:
+            error = .fetchFailed("the server has no live stream for this file (HTTP \(status)): it was removed from the server or cannot be transcoded there; "
+                                 + "run `labstream sync`, or pin the original")
+        case 500..<600 where status != 503: error = .fetchFailed("the server could not make the stream (HTTP \(status)); its own log says why")
+        default: error = .answered(status, to: "the live stream", body: [])
+        }
+        // A refused sign-in is not worth a retry by itself.
+        return FetchFailure(error: error, kind: [401, 403].contains(status) ? .localFile : .status(status, retryAfter: nil))
+    }
+}

@@ -1,0 +1,34 @@
+import LabstreamCore
+import Testing
+
+/// One classification of a failed fetch for every fetch path.
+@Suite struct FetchFailureTests {
+    @Test func rangedAnswersAreClassifiedOnce() {
+        #expect(FetchFailure.answer(.accept(validator: nil, total: 10), status: 206, retryAfter: nil) == nil)
+        let changed = FetchFailure.answer(.remoteChanged("ETag differs"), status: 206, retryAfter: nil)
+        #expect(changed?.class == .changedVersion && changed?.rangeIgnored == false)
+        let whole = FetchFailure.answer(.restart("200 to a range"), status: 200, retryAfter: nil)
+        #expect(whole?.class == .changedVersion && whole?.rangeIgnored == true)
+        let busy = FetchFailure.answer(.reject("HTTP 503"), status: 503, retryAfter: "4")
+        #expect(busy?.class == .transient && busy?.kind == .status(503, retryAfter: "4") && busy?.error == .serverUnavailable("HTTP 503"))
+        let gone = FetchFailure.answer(.reject("HTTP 404"), status: 404, retryAfter: nil)
+        #expect(gone?.class == .permanent && gone?.error == .fetchFailed("HTTP 404"))
+    }
+
+    @Test func liveStreamsSayWhatFailed() {
+        let missing = FetchFailure.stream(status: 404)
+        #expect(missing.class == .permanent && missing.error.userMessage.contains("no live stream for this file"))
+        #expect(!missing.error.userMessage.contains("Check that it is running"))
+        #expect(FetchFailure.stream(status: 500).error.userMessage.contains("could not make the stream"))
+        #expect(FetchFailure.stream(status: 503).class == .transient)
+        #expect(FetchFailure.stream(status: 401).class == .permanent)
+        #expect(FetchFailure.stream(status: 400).error.userMessage.contains("refused the request"))
+    }
+
+    @Test func localAndTransportFailuresAreWhatTheyAre() {
+        #expect(FetchFailure.local(.noSpace("partials")).class == .diskFull)   // never the server's fault
+        #expect(FetchFailure.local(.storage("EIO")).class == .permanent)
+        #expect(FetchFailure.transport(.timedOut("GET /x")).class == .transient)
+        #expect(FetchFailure.cutShort("ended at byte 5").class == .transient)
+    }
+}
