@@ -9,8 +9,9 @@ public protocol MediaBackend: Sendable {
     /// A closed-range request for the original bytes of `file`.
     func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest
     var transport: any HTTPTransport { get }
-    /// A cheap check: does the server answer, and does it still accept the stored token?
-    func checkReachability() -> Reachability
+    /// The cheap request anyone may make (is the server there at all?) and the cheapest one
+    /// that needs the stored sign-in (does it still accept it?): `checkReachability` asks both.
+    var reachabilityProbes: (public: HTTPRequest, signedIn: HTTPRequest) { get }
 
     var kind: BackendKind { get }
     /// Items changed since `since` (seconds since the epoch), per library, or nil when this
@@ -44,6 +45,16 @@ public enum Preparation: Sendable, Hashable {
 }
 
 extension MediaBackend {
+    /// Does the server answer, and does it still accept the stored sign-in? The same two
+    /// questions for every kind (`ReachabilityPolicy` judges the answers).
+    public func checkReachability() -> Reachability {
+        let probes = reachabilityProbes
+        let info = try? transport.send(probes.public)
+        guard info?.status == 200 else { return ReachabilityPolicy.state(probeStatus: info?.status, authStatus: nil) }
+        let signedIn = try? transport.send(probes.signedIn)
+        return ReachabilityPolicy.state(probeStatus: 200, authStatus: signedIn?.status)
+    }
+
     public func fetchChanges(since: Int64, known: [LibraryCatalog], progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]? { nil }
     public func liveStreamRequest(for file: TreeFile, route: Route, playSession: String) -> HTTPRequest? { nil }
     public func stopEncodingRequest(playSession: String) -> HTTPRequest? { nil }

@@ -145,11 +145,8 @@ public struct MediaBrowserClient: MediaBackend {
         return out
     }
 
-    public func checkReachability() -> Reachability {
-        let info = try? transport.send(requests.publicInfo())
-        guard info?.status == 200 else { return ReachabilityPolicy.state(probeStatus: info?.status, authStatus: nil) }
-        let me = try? transport.send(requests.me(token: session.token))
-        return ReachabilityPolicy.state(probeStatus: 200, authStatus: me?.status)
+    public var reachabilityProbes: (public: HTTPRequest, signedIn: HTTPRequest) {
+        (requests.publicInfo(), requests.me(token: session.token))
     }
 
     /// A prepared copy's tag: `syncjobitem:<id>` (the file behind `/Sync/JobItems/{id}/File`).

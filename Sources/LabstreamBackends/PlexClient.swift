@@ -138,11 +138,8 @@ public struct PlexClient: MediaBackend {
         return libraries
     }
 
-    public func checkReachability() -> Reachability {
-        let info = try? transport.send(requests.identityRequest())
-        guard info?.status == 200 else { return ReachabilityPolicy.state(probeStatus: info?.status, authStatus: nil) }
-        let sections = try? transport.send(requests.sections(token: session.token))
-        return ReachabilityPolicy.state(probeStatus: 200, authStatus: sections?.status)
+    public var reachabilityProbes: (public: HTTPRequest, signedIn: HTTPRequest) {
+        (requests.identityRequest(), requests.sections(token: session.token))
     }
 
     public func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest {
