@@ -34,6 +34,8 @@ let package = Package(
         .target(name: "LabstreamFS", dependencies: ["LabstreamCore", "LabstreamStore", "LabstreamEngine"]),
         .target(name: "LabstreamFUSE", dependencies: ["LabstreamCore", "LabstreamFS", "CFuse3"]),
         .target(name: "LabstreamFixture", dependencies: ["LabstreamCore"]),
+        // What only tests use (never linked into `labstream`): the in-memory transport.
+        .target(name: "LabstreamTestSupport", dependencies: ["LabstreamCore", "LabstreamBackends"]),
         .target(name: "LabstreamCLI", dependencies: [
             "LabstreamCore", "LabstreamBackends", "LabstreamHTTP", "LabstreamStore",
             "LabstreamEngine", "LabstreamFS", "LabstreamFUSE", "LabstreamFixture", "CLinux",
@@ -41,10 +43,10 @@ let package = Package(
         .executableTarget(name: "labstream", dependencies: ["LabstreamCLI"]),
         .executableTarget(name: "labstream-probe", dependencies: ["LabstreamProbe"]),
 
-        .testTarget(name: "LabstreamCoreTests", dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamFixture"]),
+        .testTarget(name: "LabstreamCoreTests", dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamFixture", "LabstreamTestSupport"]),
         .testTarget(name: "LabstreamIntegrationTests", dependencies: [
             "LabstreamCore", "LabstreamBackends", "LabstreamHTTP", "LabstreamStore",
-            "LabstreamEngine", "LabstreamFS", "LabstreamFixture", "LabstreamCLI", "CLinux",
+            "LabstreamEngine", "LabstreamFS", "LabstreamFixture", "LabstreamTestSupport", "LabstreamCLI", "CLinux",
         ], exclude: ["Specs"]),
     ],
     swiftLanguageModes: [.v6]

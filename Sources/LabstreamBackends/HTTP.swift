@@ -70,6 +70,9 @@ public struct RangeTransferResult: Sendable, Hashable {
     }
 }
 
+/// The largest body piece a transport hands a sink at once (libcurl's CURL_MAX_WRITE_SIZE).
+public let maxPiece = 16 * 1024
+
 /// The network, injected. `LabstreamHTTP` implements it with libcurl.
 public protocol HTTPTransport: Sendable {
     /// A buffered request for API calls.
@@ -78,6 +81,8 @@ public protocol HTTPTransport: Sendable {
     /// A ranged GET whose body goes to `sink(bytes, offsetInFile, validator)` only if the
     /// response headers pass `RangeResponsePolicy` for `expectation`; otherwise no byte reaches
     /// the sink. `validator` is the one the accepted response carries (to pin with its bytes).
+    /// Bodies arrive in pieces of at most `maxPiece` bytes (libcurl's own limit): the engine
+    /// gathers them into buffers sized for that.
     func fetchRange(_ request: HTTPRequest, expectation: RangeExpectation,
                     sink: (UnsafeRawBufferPointer, Int64, Validator?) throws -> Void) throws(TransportError) -> RangeTransferResult
 

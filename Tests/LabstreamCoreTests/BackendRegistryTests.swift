@@ -1,5 +1,7 @@
 import LabstreamBackends
 import LabstreamCore
+import LabstreamTestSupport
+import Synchronization
 import Testing
 
 /// One typed list of server kinds: every kind has a client, a product name and sign-in modes,
@@ -25,6 +27,30 @@ import Testing
         #expect(BackendKind(named: kind.rawValue) == kind && BackendKind.spellings.contains(kind.rawValue))
         // A MediaBrowser flavor exists exactly for the kinds that speak that API.
         #expect(MediaBrowserFlavor(kind: kind)?.kind == (kind == .plex ? nil : kind))
+    }
+
+    /// The one reachability check, for every kind: the public probe, then the signed-in one.
+    @Test(arguments: BackendKind.allCases)
+    func reachabilityIsTheSameTwoQuestionsForEveryKind(kind: BackendKind) {
+        let session = ServerSession(name: "s", url: "http://in-memory", userId: "u", token: "t")
+        func state(public first: Int, signedIn second: Int) -> Reachability {
+            let asked = Mutex(0)
+            let transport = InMemoryTransport { _ in
+                let n = asked.withLock { $0 += 1; return $0 }
+                return HTTPResponse(status: n == 1 ? first : second, headers: [:], body: Array("{}".utf8))
+            }
+            let client = BackendRegistry.client(kind, session: session, identity: ClientIdentity(device: "d", deviceId: "i"), transport: transport)
+            let answer = client.checkReachability()
+            #expect(transport.requests.count == (first == 200 ? 2 : 1))
+            // The public probe carries no token; the second one does.
+            let token = { (r: HTTPRequest) in r.url.contains("=t&") || r.url.hasSuffix("=t") || r.headers.contains { $0.value.contains("Token=\"t\"") || $0.value == "t" } }
+            #expect(transport.requests.first.map(token) == false)
+            if first == 200 { #expect(transport.requests.last.map(token) == true, "\(transport.requests)") }
+            return answer
+        }
+        #expect(state(public: 503, signedIn: 200) == .offline)
+        #expect(state(public: 200, signedIn: 401) == .authFailed)
+        #expect(state(public: 200, signedIn: 200) == .online)
     }
 
     @Test func anUnknownKindIsAConfigErrorNamingTheLine() {
