@@ -1,7 +1,23 @@
 /// Backend-neutral catalog values. Backends decode into these; the store persists them; the
 /// tree builder names them.
-public enum ItemKind: String, Sendable, Hashable, Codable {
-    case movie, episode
+/// Where an item belongs in the tree, and what its bytes are.
+public enum ItemKind: String, Sendable, Hashable, Codable, CaseIterable {
+    /// `LIBRARY/Title (Year)/Title (Year).ext`.
+    case movie
+    /// `LIBRARY/Series (Year)/Season NN/Series (Year) - SxxEyy - Title.ext`.
+    case episode
+    /// A music track: `LIBRARY/Album Artist/Album (Year)/NN - Title.ext`.
+    case track
+    /// Anything else (home videos, a mixed library): the server's own folders, then `Title.ext`.
+    case other
+
+    /// What the playback check expects to find in a file of this kind.
+    public var media: MediaKind { self == .track ? .audio : .video }
+}
+
+/// What a playable file holds.
+public enum MediaKind: String, Sendable, Hashable {
+    case video, audio
 }
 
 public struct MediaSource: Sendable, Hashable, Codable {
@@ -42,13 +58,27 @@ public struct CatalogItem: Sendable, Hashable, Codable {
     public var seriesYear: Int?
     public var seasonNumber: Int?
     public var episodeNumber: Int?
+    /// A track's album and its artist (nil: none, e.g. a single; the artist of a compilation).
+    public var album: String?
+    public var albumArtist: String?
+    /// A track's disc and position on it.
+    public var discNumber: Int?
+    public var trackNumber: Int?
+    /// The server's folders (below the library) an `other` item sits in.
+    public var folders: [String] = []
     /// Seconds since the epoch; the file mtime shown by `stat`.
     public var modified: Int64
     public var sources: [MediaSource]
 
     public init(id: String, kind: ItemKind, title: String, year: Int? = nil, seriesId: String? = nil,
                 seriesName: String? = nil, seriesYear: Int? = nil, seasonNumber: Int? = nil,
-                episodeNumber: Int? = nil, modified: Int64 = 0, sources: [MediaSource]) {
+                episodeNumber: Int? = nil, album: String? = nil, albumArtist: String? = nil, discNumber: Int? = nil,
+                trackNumber: Int? = nil, folders: [String] = [], modified: Int64 = 0, sources: [MediaSource]) {
+        self.album = album
+        self.albumArtist = albumArtist
+        self.discNumber = discNumber
+        self.trackNumber = trackNumber
+        self.folders = folders
         self.id = id
         self.kind = kind
         self.title = title
@@ -132,9 +162,12 @@ public struct TreeFile: Sendable, Hashable {
     public var bitrate: Int?
     /// The source's own item on the server, when the catalog named one (`MediaSource.itemId`).
     public var remoteItemId: String?
+    /// The kind of item it is a file of (the playback check judges audio as audio).
+    public var kind: ItemKind
 
     public init(path: [String], key: FileKey, size: Int64, modified: Int64, etag: String?, orphaned: Bool = false, bitrate: Int? = nil,
-                remoteItemId: String? = nil) {
+                remoteItemId: String? = nil, kind: ItemKind = .movie) {
+        self.kind = kind
         self.remoteItemId = remoteItemId
         self.orphaned = orphaned
         self.bitrate = bitrate

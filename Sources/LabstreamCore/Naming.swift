@@ -98,6 +98,13 @@ public enum Naming {
 /// Builds the mounted tree for one server from its catalog. Deterministic: the same catalog in
 /// any order gives the same paths (collisions are resolved in item-id order).
 public enum TreeBuilder {
+    /// The folder of a track's album artist: the album's artist, else the track's artist as the
+    /// server names it (`seriesName` is not used for music), else "Various Artists".
+    static func artistFolderName(_ item: CatalogItem) -> String {
+        guard let artist = item.albumArtist, !artist.isEmpty else { return "Various Artists" }
+        return artist
+    }
+
     public static func build(server: String, libraries: [LibraryCatalog]) -> [TreeFile] {
         var files: [TreeFile] = []
         let serverDir = Naming.sanitize(server)
@@ -107,36 +114,67 @@ public enum TreeBuilder {
             let root = [serverDir, libDir]
             let playable = library.items.filter { !$0.sources.isEmpty }.sorted { $0.id < $1.id }
 
-            // Top-level folders: one per movie, one per series.
+            // Top-level folders: one per movie, one per series, one per album artist. Other
+            // items sit in the server's own folders instead.
             var topNames = Set<String>()
-            var folderOf: [String: String] = [:]   // movie id or series id → folder name
-            let folderKeys: [(key: String, name: String)] = playable.map { item in
+            var folderOf: [String: String] = [:]   // movie id, series id or artist key → folder name
+            let folderKeys: [(key: String, name: String)?] = playable.map { item in
                 switch item.kind {
                 case .movie: return (item.id, Naming.titled(item.title, year: item.year))
                 case .episode:
                     let sid = item.seriesId ?? "series:" + (item.seriesName ?? "")
                     return (sid, Naming.titled(item.seriesName ?? "Unknown Series", year: item.seriesYear))
+                case .track:
+                    let artist = artistFolderName(item)
+                    return ("artist:" + artist, artist)
+                case .other: return nil
                 }
             }
-            for (key, name) in folderKeys.sorted(by: { $0.key < $1.key }) where folderOf[key] == nil {
+            for (key, name) in folderKeys.compactMap({ $0 }).sorted(by: { $0.key < $1.key }) where folderOf[key] == nil {
                 folderOf[key] = Naming.unique(name, extension: nil, taken: &topNames)
             }
 
+            // An album whose tracks span discs numbers them `D-NN`; tracks without an album
+            // are the artist's "Singles".
+            func albumKey(_ item: CatalogItem) -> String { "artist:" + artistFolderName(item) + "\u{1F}" + (item.album ?? "") }
+            let multiDisc = Set(playable.filter { $0.kind == .track && ($0.discNumber ?? 1) > 1 }.map(albumKey))
+            var albumFolder: [String: String] = [:]
+            var albumNamesIn: [String: Set<String>] = [:]
+
             var namesIn: [[String]: Set<String>] = [:]
-            for (item, folderKey) in zip(playable, folderKeys.map(\.key)) {
-                let folder = folderOf[folderKey]!
+            for (item, folderKey) in zip(playable, folderKeys) {
                 let dir: [String]
                 let stem: String
                 switch item.kind {
                 case .movie:
+                    let folder = folderOf[folderKey!.key]!
                     dir = root + [folder]
                     stem = folder   // "Title (Year)/Title (Year).ext", even for a de-duplicated folder
                 case .episode:
-                    dir = root + [folder, Naming.seasonFolder(item.seasonNumber)]
+                    dir = root + [folderOf[folderKey!.key]!, Naming.seasonFolder(item.seasonNumber)]
                     let series = Naming.titled(item.seriesName ?? "Unknown Series", year: item.seriesYear)
                     let s = Naming.twoDigits(max(item.seasonNumber ?? 0, 0))
                     let e = Naming.twoDigits(max(item.episodeNumber ?? 0, 0))
                     stem = "\(series) - S\(s)E\(e) - \(item.title.isEmpty ? "Episode \(e)" : item.title)"
+                case .track:
+                    let artist = folderOf[folderKey!.key]!
+                    let key = albumKey(item)
+                    let album: String
+                    if let known = albumFolder[key] {
+                        album = known
+                    } else {
+                        var taken = albumNamesIn[artist] ?? []
+                        album = Naming.unique(item.album.map { Naming.titled($0, year: item.year) } ?? "Singles", extension: nil, taken: &taken)
+                        albumNamesIn[artist] = taken
+                        albumFolder[key] = album
+                    }
+                    dir = root + [artist, album]
+                    let number = item.trackNumber.map { Naming.twoDigits(max($0, 0)) }
+                    let position = number.map { multiDisc.contains(key) ? "\(max(item.discNumber ?? 1, 1))-\($0) - " : "\($0) - " } ?? ""
+                    stem = position + (item.title.isEmpty ? "Track \(number ?? item.id)" : item.title)
+                case .other:
+                    dir = root + item.folders.map { Naming.sanitize($0) }.filter { !$0.isEmpty }
+                    stem = item.title.isEmpty ? item.id : item.title
                 }
                 let several = item.sources.count > 1
                 for (index, source) in item.sources.enumerated() {
@@ -148,7 +186,7 @@ public enum TreeBuilder {
                         path: dir + [name],
                         key: FileKey(server: server, itemId: item.id, sourceId: source.id),
                         size: max(source.size ?? 0, 0), modified: item.modified, etag: source.etag, bitrate: source.bitrate,
-                        remoteItemId: source.itemId))
+                        remoteItemId: source.itemId, kind: item.kind))
                 }
             }
         }

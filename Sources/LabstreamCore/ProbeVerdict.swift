@@ -9,6 +9,7 @@ public struct ProbeObservation: Sendable, Hashable, Codable {
     public var endFileError: String?
     public var duration: Double?
     public var hasVideo = false
+    public var hasAudio = false
     public var reachedPlayback = false
     /// The seek to about 90 % of the duration landed and playback time moved past it.
     public var advancedAfterSeek = false
@@ -32,12 +33,16 @@ public enum ProbeOutcome: Sendable, Hashable {
 
 /// mpv events and properties → outcome. Pure.
 public enum ProbeVerdict {
-    public static func judge(_ o: ProbeObservation) -> ProbeOutcome {
+    /// `expecting`: what the file is meant to hold (a track is audio; cover art is not video).
+    public static func judge(_ o: ProbeObservation, expecting: MediaKind = .video) -> ProbeOutcome {
         if let problem = o.problem { return .unverified(problem) }
         guard o.mpvAvailable else { return .unverified("libmpv unavailable") }
         if let error = o.endFileError { return .failed("mpv: \(error)") }
         guard o.loaded else { return o.timedOut ? .unverified("probe timed out before the file loaded") : .failed("mpv could not load the file") }
-        guard o.hasVideo else { return .unverified("audio-only or exotic container; playback not proven") }
+        switch expecting {
+        case .video: guard o.hasVideo else { return .unverified("audio-only or exotic container; playback not proven") }
+        case .audio: guard o.hasAudio else { return .failed("no audio stream: not a playable audio file") }
+        }
         if o.endedAfterSeek { return .failed("playback stopped after seeking to 90 %: the file looks truncated") }
         if let error = o.decodeError { return .failed("decoding failed: \(error)") }
         guard let d = o.duration, d > 0 else { return .unverified("no duration") }

@@ -19,7 +19,7 @@ enum Validation {
                 outcome = .failed("size check: the local file is not \(row.total) bytes")
             } else {
                 let started = Date()
-                outcome = ProbeVerdict.judge(PlaybackProbe.observe(path: path))
+                outcome = ProbeVerdict.judge(PlaybackProbe.observe(path: path), expecting: file.kind.media)
                 engine.log("probe of \(file.path.joined(separator: "/")): \(outcome) in \(Int(Date().timeIntervalSince(started) * 1000)) ms")
             }
             transfer.applyVerdict(outcome, attempt: row.attempt, engine: engine)

@@ -40,7 +40,8 @@ public enum MPVProbe {
                 o.hasVideo = (0..<max(tracks, 0)).contains { i in
                     string(mpv, "track-list/\(i)/type") == "video" && string(mpv, "track-list/\(i)/albumart") != "yes"
                 }
-                if !o.hasVideo { return o }   // nothing this probe can prove about audio-only files
+                o.hasAudio = (0..<max(tracks, 0)).contains { string(mpv, "track-list/\($0)/type") == "audio" }
+                if !o.hasVideo && !o.hasAudio { return o }   // nothing to play
             case MPV_EVENT_PLAYBACK_RESTART:
                 if seekTarget == nil {
                     o.reachedPlayback = true

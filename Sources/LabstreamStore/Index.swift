@@ -6,7 +6,7 @@ import Synchronization
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
 /// read fails closed.
 public final class OfflineIndex: Sendable {
-    public static let schemaVersion: Int64 = 7
+    public static let schemaVersion: Int64 = 8
     public let db: SQLiteDatabase
 
     public struct ServerRow: Sendable, Hashable {
@@ -173,7 +173,8 @@ public final class OfflineIndex: Sendable {
         ("meta", ["key", "value"]),
         ("servers", ["name", "type", "url", "server_id", "last_sync"]),
         ("libraries", ["server", "id", "name"]),
-        ("items", ["server", "id", "library", "kind", "title", "year", "series_id", "series_name", "series_year", "season", "episode", "modified"]),
+        ("items", ["server", "id", "library", "kind", "title", "year", "series_id", "series_name", "series_year", "season", "episode", "modified",
+                   "album", "album_artist", "disc", "track", "folders"]),
         ("media_sources", ["server", "item_id", "id", "name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate", "remote_item"]),
         ("downloads", ["server", "item_id", "source_id", "status", "attempt", "validator", "total", "ranges", "partial", "reason",
                        "awaiting_validation", "updated", "pinned", "source_tag", "job", "checked"]),
@@ -182,7 +183,7 @@ public final class OfflineIndex: Sendable {
     ]
 
     /// `migrations[n - 1]` takes an index from schema n to n + 1.
-    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7]
+    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8]
 
     static func createV1(_ c: Connection) throws {
         try c.exec("""
@@ -260,6 +261,24 @@ public final class OfflineIndex: Sendable {
         """)
     }
 
+    /// v8: items carry their placement beyond movies and episodes: a track's album, album
+    /// artist, disc and track number, and the server's folders of any other item. Existing items
+    /// are movies and episodes, which need none of them.
+    static func migrateV7toV8(_ c: Connection) throws {
+        try c.exec("""
+        ALTER TABLE items ADD COLUMN album TEXT;
+        ALTER TABLE items ADD COLUMN album_artist TEXT;
+        ALTER TABLE items ADD COLUMN disc INTEGER;
+        ALTER TABLE items ADD COLUMN track INTEGER;
+        ALTER TABLE items ADD COLUMN folders TEXT;
+        UPDATE meta SET value = '8' WHERE key = 'schema_version';
+        """)
+    }
+
+    /// An item's folders in one column (a unit separator between names: no folder name has one).
+    static func encodeFolders(_ folders: [String]) -> SQLValue { folders.isEmpty ? .null : .text(folders.joined(separator: "\u{1F}")) }
+    static func decodeFolders(_ value: String?) -> [String] { value.map { $0.split(separator: "\u{1F}").map(String.init) } ?? [] }
+
     /// v7: a media source remembers the item the server's download route takes for it (Emby's
     /// `MediaSourceInfo.ItemId`). Unknown until the next sync; the backend's fallback applies.
     static func migrateV6toV7(_ c: Connection) throws {
@@ -312,12 +331,17 @@ public final class OfflineIndex: Sendable {
                 for library in libraries {
                     try c.run("INSERT OR REPLACE INTO libraries VALUES(?,?,?)", [.text(server.name), .text(library.id), .text(library.name)])
                     for item in library.items {
-                        try c.run("INSERT OR REPLACE INTO items VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", [
-                            .text(server.name), .text(item.id), .text(library.id), .text(item.kind.rawValue), .text(item.title),
-                            item.year.map { .int(Int64($0)) } ?? .null, item.seriesId.map(SQLValue.text) ?? .null,
-                            item.seriesName.map(SQLValue.text) ?? .null, item.seriesYear.map { .int(Int64($0)) } ?? .null,
-                            item.seasonNumber.map { .int(Int64($0)) } ?? .null, item.episodeNumber.map { .int(Int64($0)) } ?? .null,
-                            .int(item.modified)])
+                        func number(_ n: Int?) -> SQLValue { n.map { .int(Int64($0)) } ?? .null }
+                        func text(_ t: String?) -> SQLValue { t.map(SQLValue.text) ?? .null }
+                        let columns: KeyValuePairs<String, SQLValue> = [
+                            "server": .text(server.name), "id": .text(item.id), "library": .text(library.id), "kind": .text(item.kind.rawValue),
+                            "title": .text(item.title), "year": number(item.year), "series_id": text(item.seriesId), "series_name": text(item.seriesName),
+                            "series_year": number(item.seriesYear), "season": number(item.seasonNumber), "episode": number(item.episodeNumber),
+                            "modified": .int(item.modified), "album": text(item.album), "album_artist": text(item.albumArtist),
+                            "disc": number(item.discNumber), "track": number(item.trackNumber), "folders": Self.encodeFolders(item.folders),
+                        ]
+                        try c.run("INSERT OR REPLACE INTO items(\(columns.map(\.key).joined(separator: ", "))) VALUES(\(columns.map { _ in "?" }.joined(separator: ",")))",
+                                  columns.map(\.value))
                         for source in item.sources {
                             let key = FileKey(server: server.name, itemId: item.id, sourceId: source.id)
                             guard let path = pathOf[key] else { continue }
@@ -345,7 +369,8 @@ public final class OfflineIndex: Sendable {
         try read("the catalog") {
             let libraries = try db.query("SELECT id, name FROM libraries WHERE server=? ORDER BY id", [.text(server)])
             let items = try db.query("""
-                SELECT id, library, kind, title, year, series_id, series_name, series_year, season, episode, modified
+                SELECT id, library, kind, title, year, series_id, series_name, series_year, season, episode, modified,
+                    album, album_artist, disc, track, folders
                 FROM items WHERE server=? ORDER BY id
                 """, [.text(server)])
             let sources = try db.query("""
@@ -364,7 +389,8 @@ public final class OfflineIndex: Sendable {
                 itemsOf[library, default: []].append(CatalogItem(
                     id: id, kind: kind, title: r[3].text ?? "", year: r[4].int.map { Int($0) }, seriesId: r[5].text, seriesName: r[6].text,
                     seriesYear: r[7].int.map { Int($0) }, seasonNumber: r[8].int.map { Int($0) }, episodeNumber: r[9].int.map { Int($0) },
-                    modified: r[10].int ?? 0, sources: sourcesOf[id] ?? []))
+                    album: r[11].text, albumArtist: r[12].text, discNumber: r[13].int.map { Int($0) }, trackNumber: r[14].int.map { Int($0) },
+                    folders: Self.decodeFolders(r[15].text), modified: r[10].int ?? 0, sources: sourcesOf[id] ?? []))
             }
             return libraries.compactMap { r in
                 guard let id = r[0].text else { return nil }
@@ -424,13 +450,15 @@ public final class OfflineIndex: Sendable {
                                             server.map { [.text($0)] } ?? []).map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
         return try read("the catalog") {
             try db.query("""
-                SELECT server, item_id, id, size, modified, etag, tree_path, orphaned, bitrate, remote_item FROM media_sources
-                \(server == nil ? "" : "WHERE server=?") ORDER BY tree_path
+                SELECT m.server, m.item_id, m.id, m.size, m.modified, m.etag, m.tree_path, m.orphaned, m.bitrate, m.remote_item, i.kind
+                FROM media_sources m LEFT JOIN items i ON i.server = m.server AND i.id = m.item_id
+                \(server == nil ? "" : "WHERE m.server=?") ORDER BY m.tree_path
                 """, server.map { [.text($0)] } ?? []).compactMap { r -> (TreeFile, DownloadRow?)? in
                 guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let p = r[6].text else { return nil }
                 let file = TreeFile(path: p.split(separator: "/").map(String.init), key: FileKey(server: s, itemId: i, sourceId: id),
                                     size: r[3].int ?? 0, modified: r[4].int ?? 0, etag: r[5].text, orphaned: (r[7].int ?? 0) != 0,
-                                    bitrate: r[8].int.flatMap { Int(exactly: $0) }, remoteItemId: r[9].text)
+                                    bitrate: r[8].int.flatMap { Int(exactly: $0) }, remoteItemId: r[9].text,
+                                    kind: r[10].text.flatMap(ItemKind.init(rawValue:)) ?? .movie)
                 return (file, kept[file.key])
             }
         }

@@ -239,7 +239,7 @@ import Testing
         // Turn the index back into schema 4, whose digests were SHA-256 of each segment's bytes.
         rig.transfers.stop()
         let partial = try rig.partialPath(alpha)
-        try rig.index.db.exec("ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked; ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='4' WHERE key='schema_version'")
+        try rig.index.db.exec("ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked; ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='4' WHERE key='schema_version'")
         for segment in segments {
             let sha = SHA256Hasher()
             try pread(path: partial, offset: Int(segment.range.lower), length: Int(segment.range.count)).withUnsafeBytes { sha.update($0) }
@@ -352,7 +352,7 @@ import Testing
             try v3.saveDownload(row, committing: .init(range: ByteRange(0, 50), digest: "ab"), now: 1)
             // Turn it back into a version 2 index.
             try v3.db.exec("""
-                ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked;
+                ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked;
                 ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate; DROP TABLE quarantine;
                 ALTER TABLE media_sources DROP COLUMN orphaned; ALTER TABLE segments RENAME COLUMN digest TO sha256;
                 UPDATE meta SET value='2' WHERE key='schema_version';
@@ -365,6 +365,36 @@ import Testing
         #expect(try index.treeFiles().count == 1)
     }
 
+    /// v7 → v8: the catalog keeps its movies and episodes, and a track's placement is stored
+    /// and read back once the index is upgraded.
+    @Test func aVersion7IndexIsUpgradedAndKeepsTrackPlacement() throws {
+        let scratch = Scratch("migrate7")
+        let path = scratch.path + "/index.sqlite"
+        let server = OfflineIndex.ServerRow(name: "s", type: "jellyfin", url: "u", serverId: nil, lastSync: nil)
+        let movie = CatalogItem(id: "m", kind: .movie, title: "A", year: 2000, sources: [MediaSource(id: "ms", size: 10)])
+        do {
+            let v8 = try OfflineIndex(path: path)
+            let libraries = [LibraryCatalog(id: "L", name: "Movies", items: [movie])]
+            try v8.replaceCatalog(server: server, libraries: libraries, tree: TreeBuilder.build(server: "s", libraries: libraries), now: 1)
+            try v8.db.exec("""
+                ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc;
+                ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; UPDATE meta SET value='7' WHERE key='schema_version';
+                """)
+        }
+        let index = try OfflineIndex(path: path)
+        #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "\(OfflineIndex.schemaVersion)")
+        #expect(try index.catalog(server: "s").first?.items == [movie])
+        let song = CatalogItem(id: "t", kind: .track, title: "Song", year: 2001, album: "Album", albumArtist: "Band", discNumber: 2, trackNumber: 3,
+                               sources: [MediaSource(id: "ts", container: "flac", size: 20)])
+        let home = CatalogItem(id: "o", kind: .other, title: "Clip", folders: ["2019", "Trip"], sources: [MediaSource(id: "os", container: "mp4", size: 30)])
+        let libraries = [LibraryCatalog(id: "L", name: "Mixed", items: [movie, song, home])]
+        try index.replaceCatalog(server: server, libraries: libraries, tree: TreeBuilder.build(server: "s", libraries: libraries), now: 2)
+        let stored = try #require(try index.catalog(server: "s").first)
+        #expect(Set(stored.items.map(\.id)) == ["m", "t", "o"])
+        #expect(stored.items.first { $0.id == "t" } == song && stored.items.first { $0.id == "o" } == home)
+        #expect(try index.treeFiles().first { $0.key.itemId == "t" }?.kind == .track)
+    }
+
     @Test func aVersion3IndexIsUpgradedAndItsRowsAdoptTheCurrentSourceTag() throws {
         let scratch = Scratch("migrate3")
         let layout = DataLayout(root: scratch.path)
@@ -375,7 +405,7 @@ import Testing
                                   present: RangeSet([ByteRange(0, 50)]), partialPath: "partials/a.part", sourceTag: "v1")
             try v4.saveDownload(row, committing: .init(range: ByteRange(0, 50), digest: "ab"), now: 1)
             try v4.db.exec("""
-                ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked;
+                ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked;
                 ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate; DROP TABLE quarantine;
                 ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='3' WHERE key='schema_version';
                 """)

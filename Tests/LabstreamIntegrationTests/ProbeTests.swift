@@ -14,7 +14,15 @@ import Testing
         if case .failed = ProbeVerdict.judge(truncated) {} else { Issue.record("truncation must fail") }
         var audio = good
         audio.hasVideo = false
-        if case .unverified = ProbeVerdict.judge(audio) {} else { Issue.record("audio-only is unverified") }
+        if case .unverified = ProbeVerdict.judge(audio) {} else { Issue.record("audio-only is unverified where a video is expected") }
+        audio.hasAudio = true
+        #expect(ProbeVerdict.judge(audio, expecting: .audio) == .complete)
+        var silent = audio
+        silent.hasAudio = false
+        if case .failed = ProbeVerdict.judge(silent, expecting: .audio) {} else { Issue.record("a track without audio fails") }
+        var truncatedTrack = audio
+        truncatedTrack.advancedAfterSeek = false; truncatedTrack.endedAfterSeek = true
+        if case .failed = ProbeVerdict.judge(truncatedTrack, expecting: .audio) {} else { Issue.record("a truncated track fails") }
         var broken = ProbeObservation()
         broken.endFileError = "unrecognized file format"
         #expect(ProbeVerdict.judge(broken) == .failed("mpv: unrecognized file format"))
@@ -98,11 +106,22 @@ import Testing
         #expect(PlaybackProbe.observe(path: good).problem == nil)
     }
 
-    @Test func audioOnlyIsUnverified() throws {
+    /// An audio file is judged as audio when it is a track (decodes, plays, seeks), and stays
+    /// unverified when a video was expected; a cut-short track fails like a cut-short film.
+    @Test func anAudioFileIsJudgedAsAudioWhenItIsATrack() throws {
         let scratch = Scratch("probe-audio")
         let audio = scratch.path + "/audio.mka"
-        let make = try runProcess("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:duration=3", "-c:a", "aac", audio])
+        let make = try runProcess("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:duration=6", "-c:a", "aac", audio])
         try #require(make.code == 0)
-        if case .unverified = verdict(audio) {} else { Issue.record("audio-only: \(verdict(audio))") }
+        let seen = PlaybackProbe.observe(path: audio, timeout: 10)
+        #expect(seen.hasAudio && !seen.hasVideo, "\(seen)")
+        if case .unverified = ProbeVerdict.judge(seen) {} else { Issue.record("audio where a video was expected: \(ProbeVerdict.judge(seen))") }
+        #expect(ProbeVerdict.judge(seen, expecting: .audio) == .complete, "\(seen)")
+        let flac = scratch.path + "/track.flac"
+        #expect(try runProcess("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=220:duration=6", flac]).code == 0)
+        #expect(ProbeVerdict.judge(PlaybackProbe.observe(path: flac, timeout: 10), expecting: .audio) == .complete)
+        let random = scratch.path + "/random.flac"
+        writeRandomFile(random, size: 200_000, seed: 9)
+        if case .failed = ProbeVerdict.judge(PlaybackProbe.observe(path: random, timeout: 10), expecting: .audio) {} else { Issue.record("random bytes as a track") }
     }
 }
