@@ -4,6 +4,11 @@ import LabstreamCore
 import LabstreamStore
 import Synchronization
 
+// Why this file is long: one file's state is guarded by one condition, and everything that
+// reads or moves it under that condition (reads waiting for bytes, the fill, commits, user
+// actions, restarts) is here so the locking can be checked in one place. A ranged answer's own
+// work is RangeFetch.swift.
+
 /// One file's transfers. `condition` guards every `var`; `writeGate` orders body writes
 /// against attempt changes so that no byte of a stale attempt lands after a new one began.
 final class FileTransfer: @unchecked Sendable {

@@ -2,6 +2,9 @@ import Foundation
 import LabstreamCore
 import Synchronization
 
+// Why this file is long: the three MediaBrowser/Plex emulators share one catalog, one request
+// log and one set of fault hooks, so a test can break any of them the same way.
+
 /// The library a fixture serves. Files are real files on disk.
 public struct FixtureCatalog: Sendable {
     public struct Movie: Sendable {

@@ -1,0 +1,127 @@
+import Foundation
+import LabstreamCore
+
+/// The index's schema: what every table holds at the current version, and the migrations
+/// that take an older index there (each in one transaction, run in order at open; an index
+/// newer than this build is refused, never guessed at).
+extension OfflineIndex {
+    /// The columns of every table at the current schema version.
+    static let schemaColumns: [(String, [String])] = [
+        ("meta", ["key", "value"]),
+        ("servers", ["name", "type", "url", "server_id", "last_sync"]),
+        ("libraries", ["server", "id", "name"]),
+        ("items", ["server", "id", "library", "kind", "title", "year", "series_id", "series_name", "series_year", "season", "episode", "modified",
+                   "album", "album_artist", "disc", "track", "folders"]),
+        ("media_sources", ["server", "item_id", "id", "name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate", "remote_item"]),
+        ("downloads", ["server", "item_id", "source_id", "status", "attempt", "validator", "total", "ranges", "partial", "reason",
+                       "awaiting_validation", "updated", "pinned", "source_tag", "job", "checked"]),
+        ("segments", ["server", "item_id", "source_id", "attempt", "lower", "upper", "digest"]),
+        ("quarantine", ["id", "source", "row", "partial", "reason", "at"]),
+    ]
+
+    /// `migrations[n - 1]` takes an index from schema n to n + 1.
+    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8]
+
+    static func createV1(_ c: Connection) throws {
+        try c.exec("""
+        CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES('schema_version', '1');
+        CREATE TABLE servers(name TEXT PRIMARY KEY, type TEXT NOT NULL, url TEXT NOT NULL, server_id TEXT, last_sync INTEGER);
+        CREATE TABLE libraries(server TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL, PRIMARY KEY(server, id));
+        CREATE TABLE items(server TEXT NOT NULL, id TEXT NOT NULL, library TEXT NOT NULL, kind TEXT NOT NULL,
+            title TEXT NOT NULL, year INTEGER, series_id TEXT, series_name TEXT, series_year INTEGER,
+            season INTEGER, episode INTEGER, modified INTEGER NOT NULL, PRIMARY KEY(server, id));
+        CREATE TABLE media_sources(server TEXT NOT NULL, item_id TEXT NOT NULL, id TEXT NOT NULL, name TEXT,
+            container TEXT, size INTEGER NOT NULL, etag TEXT, tree_path TEXT NOT NULL, modified INTEGER NOT NULL,
+            PRIMARY KEY(server, item_id, id));
+        CREATE TABLE downloads(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL,
+            status TEXT NOT NULL, attempt INTEGER NOT NULL, validator TEXT, total INTEGER NOT NULL,
+            ranges TEXT NOT NULL, partial TEXT NOT NULL, reason TEXT, awaiting_validation INTEGER NOT NULL DEFAULT 0,
+            updated INTEGER NOT NULL, PRIMARY KEY(server, item_id, source_id));
+        """)
+    }
+
+    /// v2: per-segment SHA-256 digests and pinning. v1 recorded ranges without digests, so they
+    /// cannot be re-verified: they are dropped (fail closed) and will be fetched again.
+    static func migrateV1toV2(_ c: Connection) throws {
+        try c.exec("""
+        ALTER TABLE downloads ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+        UPDATE downloads SET ranges = '', awaiting_validation = 0, reason = 'index upgraded; bytes will be fetched and verified again' WHERE ranges != '';
+        CREATE TABLE segments(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL, attempt INTEGER NOT NULL,
+            lower INTEGER NOT NULL, upper INTEGER NOT NULL, sha256 TEXT NOT NULL, PRIMARY KEY(server, item_id, source_id, lower));
+        UPDATE meta SET value = '2' WHERE key = 'schema_version';
+        """)
+    }
+
+    /// v3: media sources removed on the server but still stored locally stay in the tree,
+    /// marked orphaned, until the user removes them.
+    static func migrateV2toV3(_ c: Connection) throws {
+        try c.exec("""
+        ALTER TABLE media_sources ADD COLUMN orphaned INTEGER NOT NULL DEFAULT 0;
+        UPDATE meta SET value = '3' WHERE key = 'schema_version';
+        """)
+    }
+
+    /// v4: each download remembers the source tag (ETag of the media source, Plex part key) of
+    /// the version its bytes belong to, so a new version on the server is noticed even at the
+    /// same size. Older rows have none and adopt the current tag. Media sources keep their
+    /// bitrate (route choice under a quality cap; unknown until the next sync). A row copied
+    /// through a server-side job (Emby Convert) keeps the job's id, so polling resumes after a
+    /// restart. Rows that cannot be decoded move to `quarantine`, verbatim, instead of being
+    /// guessed at or dropped.
+    static func migrateV3toV4(_ c: Connection) throws {
+        try c.exec("""
+        ALTER TABLE downloads ADD COLUMN source_tag TEXT;
+        ALTER TABLE downloads ADD COLUMN job TEXT;
+        ALTER TABLE media_sources ADD COLUMN bitrate INTEGER;
+        CREATE TABLE quarantine(id INTEGER PRIMARY KEY, source TEXT NOT NULL, row TEXT NOT NULL, partial TEXT,
+            reason TEXT NOT NULL, at INTEGER NOT NULL);
+        UPDATE meta SET value = '4' WHERE key = 'schema_version';
+        """)
+    }
+
+    /// v5: segment digests name their algorithm (`SegmentDigest`): new segments are XXH3-128;
+    /// the SHA-256 digests already stored stay valid and are checked as SHA-256.
+    static func migrateV4toV5(_ c: Connection) throws {
+        try c.exec("""
+        ALTER TABLE segments RENAME COLUMN sha256 TO digest;
+        UPDATE meta SET value = '5' WHERE key = 'schema_version';
+        """)
+    }
+
+    /// v6: a download remembers its local copy's identity when every byte was last checked
+    /// (`DownloadRow.checked`). Older rows have none: they are checked again as they are read.
+    static func migrateV5toV6(_ c: Connection) throws {
+        try c.exec("""
+        ALTER TABLE downloads ADD COLUMN checked TEXT;
+        UPDATE meta SET value = '6' WHERE key = 'schema_version';
+        """)
+    }
+
+    /// v7: a media source remembers the item the server's download route takes for it (Emby's
+    /// `MediaSourceInfo.ItemId`). Unknown until the next sync; the backend's fallback applies.
+    static func migrateV6toV7(_ c: Connection) throws {
+        try c.exec("""
+        ALTER TABLE media_sources ADD COLUMN remote_item TEXT;
+        UPDATE meta SET value = '7' WHERE key = 'schema_version';
+        """)
+    }
+
+    /// v8: items carry their placement beyond movies and episodes: a track's album, album
+    /// artist, disc and track number, and the server's folders of any other item. Existing items
+    /// are movies and episodes, which need none of them.
+    static func migrateV7toV8(_ c: Connection) throws {
+        try c.exec("""
+        ALTER TABLE items ADD COLUMN album TEXT;
+        ALTER TABLE items ADD COLUMN album_artist TEXT;
+        ALTER TABLE items ADD COLUMN disc INTEGER;
+        ALTER TABLE items ADD COLUMN track INTEGER;
+        ALTER TABLE items ADD COLUMN folders TEXT;
+        UPDATE meta SET value = '8' WHERE key = 'schema_version';
+        """)
+    }
+
+    /// An item's folders in one column (a unit separator between names: no folder name has one).
+    static func encodeFolders(_ folders: [String]) -> SQLValue { folders.isEmpty ? .null : .text(folders.joined(separator: "\u{1F}")) }
+    static func decodeFolders(_ value: String?) -> [String] { value.map { $0.split(separator: "\u{1F}").map(String.init) } ?? [] }
+}
