@@ -35,7 +35,7 @@ let package = Package(
         .target(name: "LabstreamFUSE", dependencies: ["LabstreamCore", "LabstreamFS", "CFuse3"]),
         .target(name: "LabstreamFixture", dependencies: ["LabstreamCore"]),
         // What only tests use (never linked into `labstream`): the in-memory transport.
-        .target(name: "LabstreamTestSupport", dependencies: ["LabstreamCore", "LabstreamBackends"]),
+        .target(name: "LabstreamTestSupport", dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamFixture"]),
         .target(name: "LabstreamCLI", dependencies: [
             "LabstreamCore", "LabstreamBackends", "LabstreamHTTP", "LabstreamStore",
             "LabstreamEngine", "LabstreamFS", "LabstreamFUSE", "LabstreamFixture", "CLinux",

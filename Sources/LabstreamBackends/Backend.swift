@@ -12,6 +12,9 @@ public protocol MediaBackend: Sendable {
     /// The cheap request anyone may make (is the server there at all?) and the cheapest one
     /// that needs the stored sign-in (does it still accept it?): `checkReachability` asks both.
     var reachabilityProbes: (public: HTTPRequest, signedIn: HTTPRequest) { get }
+    /// Does the server answer, and does it still accept the stored sign-in? (A backend whose
+    /// access tokens expire renews one here before it answers no.)
+    func checkReachability() -> Reachability
 
     var kind: BackendKind { get }
     /// Items changed since `since` (seconds since the epoch), per library, or nil when this
@@ -73,12 +76,17 @@ public struct ServerSession: Sendable {
     public var url: String
     public var userId: String
     public var token: String
+    /// Writes a rotated secret (a Silo refresh token) to the credential store; called, and
+    /// done, before the new secret is used, so a crash cannot leave only a spent one on disk.
+    public var persistToken: (@Sendable (String) throws(LabstreamError) -> Void)?
 
-    public init(name: String, url: String, userId: String, token: String) {
+    public init(name: String, url: String, userId: String, token: String,
+                persistToken: (@Sendable (String) throws(LabstreamError) -> Void)? = nil) {
         self.name = name
         self.url = url
         self.userId = userId
         self.token = token
+        self.persistToken = persistToken
     }
 }
 

@@ -9,6 +9,7 @@ public enum BackendRegistry {
         case .jellyfin: MediaBrowserClient(flavor: .jellyfin, session: session, identity: identity, transport: transport)
         case .emby: MediaBrowserClient(flavor: .emby, session: session, identity: identity, transport: transport)
         case .plex: PlexClient(session: session, identity: identity, transport: transport)
+        case .silo: SiloClient(session: session, identity: identity, transport: transport)
         }
     }
 }

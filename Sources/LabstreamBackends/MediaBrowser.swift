@@ -47,7 +47,7 @@ public enum MediaBrowserFlavor: String, Sendable, Hashable {
         switch kind {
         case .jellyfin: self = .jellyfin
         case .emby: self = .emby
-        case .plex: return nil
+        case .plex, .silo: return nil
         }
     }
 

@@ -77,7 +77,13 @@ struct Context {
                 log.warn("server \(server.name) has no stored credentials; add it again with `labstream server add`")
                 continue
             }
-            let session = ServerSession(name: server.name, url: server.url, userId: entry.userId, token: entry.token)
+            // A rotated secret (a Silo refresh token) is stored before it is used.
+            let store = credentials, name = server.name
+            let session = ServerSession(name: server.name, url: server.url, userId: entry.userId, token: entry.token) { rotated throws(LabstreamError) in
+                var updated = entry
+                updated.token = rotated
+                try store.set(name, updated)
+            }
             out.append(BackendRegistry.client(server.kind, session: session, identity: identity, transport: transport))
         }
         return out

@@ -10,6 +10,7 @@ enum Help {
       labstream server add jellyfin|emby NAME --url URL [--user USER] --token-stdin
       labstream server add plex NAME --pin [--server NAME] [--url URL] [--plex-tv-url URL]
       labstream server add plex NAME --token-stdin [--server NAME] [--url URL] [--plex-tv-url URL]
+      labstream server add silo NAME --url URL [--device | --user USER --password-stdin | --token-stdin] [--profile NAME]
       labstream server list [--json]
       labstream server remove NAME
       labstream mount MOUNTPOINT [--foreground] [-o OPTIONS]
@@ -43,6 +44,7 @@ enum Help {
       labstream server add jellyfin|emby NAME --url URL [--user USER] --token-stdin
       labstream server add plex NAME --pin [--server NAME] [--url URL] [--plex-tv-url URL]
       labstream server add plex NAME --token-stdin [--server NAME] [--url URL] [--plex-tv-url URL]
+      labstream server add silo NAME --url URL [--device | --user USER --password-stdin | --token-stdin] [--profile NAME]
       labstream server list [--json]
       labstream server remove NAME
 
@@ -57,6 +59,14 @@ enum Help {
     (--server NAME when there are several) and reached through the first connection that answers:
     local before remote, https when the server requires it, relay last. Only the server's own
     access token is stored. --plex-tv-url points at another plex.tv (tests).
+
+    Silo (its native /api/v2; URL is the server's base URL): --device, the default, prints a code
+    to enter at the server's /activate page where you are signed in and waits until it is approved
+    (denied: exit 77; expired or cancelled: exit 75). --user USER --password-stdin logs in once
+    (never retried); --token-stdin takes an API key (sa_...). --profile NAME picks the household
+    profile (default: the primary one; PIN-locked profiles are not supported yet). Only the
+    refresh token (or the key) is stored; it is rotated in place when the server rotates it.
+    Copies at another quality (pin --quality) are not offered for Silo yet.
 
     Adding an existing NAME replaces it.
     """

@@ -5,8 +5,8 @@ import LabstreamStore
 
 enum ServerCommands {
     static let spec = Arguments.Spec(
-        valued: Context.globalValued.union(["--url", "--user", "--server", "--plex-tv-url"]),
-        flags: Context.globalFlags.union(["--password-stdin", "--token-stdin", "--pin", "--json"]))
+        valued: Context.globalValued.union(["--url", "--user", "--server", "--plex-tv-url", "--profile"]),
+        flags: Context.globalFlags.union(["--password-stdin", "--token-stdin", "--pin", "--device", "--json"]))
 
     static let plexTV = "https://plex.tv"
 
@@ -46,7 +46,12 @@ enum ServerCommands {
                 throw UsageError("\(option) must be an http:// or https:// URL without credentials in it")
             }
         }
-        guard let flavor = MediaBrowserFlavor(kind: kind) else { return try addPlex(args, context, name: name) }
+        switch kind {
+        case .plex: return try addPlex(args, context, name: name)
+        case .silo: return try addSilo(args, context, name: name)
+        case .jellyfin, .emby: break
+        }
+        guard let flavor = MediaBrowserFlavor(kind: kind) else { throw UsageError("\(kind.product) is not a MediaBrowser server") }
         guard let url = args.value("--url") else { throw UsageError("server add needs --url URL") }
         let user = args.value("--user")
         let viaPassword = args.flag("--password-stdin"), viaToken = args.flag("--token-stdin")
@@ -106,6 +111,58 @@ enum ServerCommands {
             try context.credentials.set(name, CredentialStore.Entry(token: found.token, userId: "", serverId: found.machineId))
             try saveServer(LabstreamConfig.Server(name: name, kind: .plex, url: found.url, user: nil), context)
             announceAdded(name, described: "Plex server \(found.name) at \(found.url)", context)
+        } catch let e as LabstreamError { throw CLIError(e) }
+        return ExitCode.ok
+    }
+
+    /// Silo: device sign-in (the default: a code approved where the user is signed in), a
+    /// password, or an API key (`sa_…`) on stdin; then the acting profile (`--profile`, else
+    /// the primary). Only the refresh token (or the key) is stored, 0600.
+    static func addSilo(_ args: Arguments, _ context: Context, name: String) throws -> Int32 {
+        guard let url = args.value("--url") else { throw UsageError("server add silo needs --url URL (the server's base URL)") }
+        let viaPassword = args.flag("--password-stdin"), viaToken = args.flag("--token-stdin")
+        guard [viaPassword, viaToken, args.flag("--device")].filter({ $0 }).count <= 1 else {
+            throw UsageError("give one of --device (the default), --user USER --password-stdin or --token-stdin")
+        }
+        if viaPassword && args.value("--user") == nil { throw UsageError("--password-stdin needs --user USER") }
+        let config = try context.loadConfig()
+        let transport = context.transport(config)
+        let identity = context.identity()
+        do {
+            let requests = try SiloClient.check(url: url, identity: identity, transport: transport)
+            let secret: String, bearer: String
+            if viaToken {
+                secret = readStdin()
+                guard !secret.isEmpty else { throw UsageError("nothing was read from standard input") }
+                bearer = secret
+            } else if viaPassword {
+                let password = readStdin()
+                guard !password.isEmpty else { throw UsageError("nothing was read from standard input") }
+                let pair = try SiloClient.login(requests, user: args.value("--user")!, password: password, transport: transport)
+                (secret, bearer) = (pair.refresh, pair.access)
+            } else {
+                let pair: SiloDecode.Tokens
+                do {
+                    pair = try SiloClient.deviceLogin(requests, transport: transport) { start in
+                        let code = start.userCode.replacingOccurrences(of: "-", with: " ")
+                        printOut("To sign in, open \(start.verificationURI) where you are signed in to Silo and enter the code \(code)"
+                                 + (start.verificationURIComplete.map { " (or open \($0))" } ?? "") + ". Waiting for approval…")
+                    }
+                } catch let ended as SiloClient.DeviceSignIn {
+                    switch ended {
+                    case .denied: throw CLIError(ExitCode.noPerm, "the sign-in was denied on the server; nothing was stored")
+                    case .canceled: throw CLIError(ExitCode.tempFail, "the sign-in request was canceled; run the command again for a new code")
+                    case .consumed: throw CLIError(ExitCode.tempFail, "the sign-in was collected by another request; run the command again")
+                    case .expired: throw CLIError(ExitCode.tempFail, "the code expired before it was approved; run the command again for a new one")
+                    }
+                }
+                (secret, bearer) = (pair.refresh, pair.access)
+            }
+            let profile = try SiloClient.chooseProfile(requests, named: args.value("--profile"), bearer: bearer, transport: transport)
+            try makeDirectories(context.configDir)
+            try context.credentials.set(name, CredentialStore.Entry(token: secret, userId: profile.id, serverId: nil))
+            try saveServer(LabstreamConfig.Server(name: name, kind: .silo, url: requests.serverBase, user: args.value("--user")), context)
+            announceAdded(name, described: "Silo server at \(requests.serverBase) as profile \(profile.name)", context)
         } catch let e as LabstreamError { throw CLIError(e) }
         return ExitCode.ok
     }

@@ -2,7 +2,7 @@
 /// this enum (never on a string), so a new kind is a compile error wherever it matters:
 /// the client factory (`BackendRegistry`), route choice (`RoutePolicy`), sign-in (`server add`).
 public enum BackendKind: String, Sendable, Hashable, CaseIterable, Codable {
-    case jellyfin, emby, plex
+    case jellyfin, emby, plex, silo
 
     /// How a person signs in to a server of this kind.
     public enum SignIn: Sendable, Hashable {
@@ -12,6 +12,8 @@ public enum BackendKind: String, Sendable, Hashable, CaseIterable, Codable {
         case token
         /// plex.tv's PIN flow (`--pin`).
         case plexPIN
+        /// A code approved on a signed-in device (`--device`).
+        case device
     }
 
     /// The product's own name, for messages.
@@ -20,6 +22,7 @@ public enum BackendKind: String, Sendable, Hashable, CaseIterable, Codable {
         case .jellyfin: "Jellyfin"
         case .emby: "Emby"
         case .plex: "Plex"
+        case .silo: "Silo"
         }
     }
 
@@ -27,6 +30,7 @@ public enum BackendKind: String, Sendable, Hashable, CaseIterable, Codable {
         switch self {
         case .jellyfin, .emby: [.password, .token]
         case .plex: [.plexPIN, .token]
+        case .silo: [.device, .password, .token]
         }
     }
 

@@ -119,6 +119,10 @@ public enum RoutePolicy {
             // Plex has no live remux download: a container change is an optimize at the
             // original's bitrate (or the cap).
             return .serverPreparedCopy(bitsPerSecond: cap ?? r.sourceBitrate ?? 20_000_000, preparation: .queue)
+        case .silo:
+            // Silo's presets come through its managed downloads, which Labstream does not use
+            // yet: only the original (the engine refuses a pin at another quality).
+            return .original
         }
     }
 }

@@ -185,6 +185,9 @@ public final class TransferEngine: Sendable {
             }
             let library = file.path.count > 1 ? settings.qualities[file.key.server + "/" + file.path[1]] : nil
             let wanted = quality ?? library ?? settings.qualities[file.key.server] ?? .original
+            if wanted != .original, backend(for: file.key.server)?.kind == .silo {
+                throw .invalidArgument("copies at another quality from Silo are not supported yet; pin without --quality (the original)")
+            }
             if wanted != .original, DerivedCopy.parse(file.key) == nil, let backend = backend(for: file.key.server),
                RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: wanted, sourceBitrate: file.bitrate,
                                                   sourceContainer: file.container)) != .original {

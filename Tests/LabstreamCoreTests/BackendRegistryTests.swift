@@ -26,7 +26,7 @@ import Testing
         #expect(!kind.product.isEmpty && !kind.signIns.isEmpty)
         #expect(BackendKind(named: kind.rawValue) == kind && BackendKind.spellings.contains(kind.rawValue))
         // A MediaBrowser flavor exists exactly for the kinds that speak that API.
-        #expect(MediaBrowserFlavor(kind: kind)?.kind == (kind == .plex ? nil : kind))
+        #expect(MediaBrowserFlavor(kind: kind)?.kind == ([.plex, .silo].contains(kind) ? nil : kind))
     }
 
     /// The one reachability check, for every kind: the public probe, then the signed-in one.
@@ -35,17 +35,25 @@ import Testing
         let session = ServerSession(name: "s", url: "http://in-memory", userId: "u", token: "t")
         func state(public first: Int, signedIn second: Int) -> Reachability {
             let asked = Mutex(0)
-            let transport = InMemoryTransport { _ in
+            let transport = InMemoryTransport { request in
+                // A backend whose access tokens expire renews one first (Silo): that is not a probe.
+                if request.url.hasSuffix("/auth/refresh") {
+                    return HTTPResponse(status: 200, headers: [:], body: Array(#"{"access_token":"t","refresh_token":"r","expires_in":60}"#.utf8))
+                }
                 let n = asked.withLock { $0 += 1; return $0 }
                 return HTTPResponse(status: n == 1 ? first : second, headers: [:], body: Array("{}".utf8))
             }
             let client = BackendRegistry.client(kind, session: session, identity: ClientIdentity(device: "d", deviceId: "i"), transport: transport)
             let answer = client.checkReachability()
-            #expect(transport.requests.count == (first == 200 ? 2 : 1))
+            let probes = transport.requests.filter { !$0.url.hasSuffix("/auth/refresh") }
+            // A refused access token is renewed and the signed-in probe asked once more (Silo).
+            #expect(probes.count == (first != 200 ? 1 : kind == .silo && second == 401 ? 3 : 2))
             // The public probe carries no token; the second one does.
-            let token = { (r: HTTPRequest) in r.url.contains("=t&") || r.url.hasSuffix("=t") || r.headers.contains { $0.value.contains("Token=\"t\"") || $0.value == "t" } }
-            #expect(transport.requests.first.map(token) == false)
-            if first == 200 { #expect(transport.requests.last.map(token) == true, "\(transport.requests)") }
+            let token = { (r: HTTPRequest) in
+                r.url.contains("=t&") || r.url.hasSuffix("=t") || r.headers.contains { $0.value.contains("Token=\"t\"") || $0.value == "t" || $0.value == "Bearer t" }
+            }
+            #expect(probes.first.map(token) == false)
+            if first == 200 { #expect(probes.last.map(token) == true, "\(transport.requests)") }
             return answer
         }
         #expect(state(public: 503, signedIn: 200) == .offline)

@@ -59,3 +59,13 @@ import Testing
         #expect(Quality.capped(megabitsPerSecond: 20).description == "20mbps")
     }
 }
+
+@Suite struct SiloRouteTests {
+    /// Silo's quality presets come through its managed downloads, which Labstream does not use
+    /// yet: every request is the original (the engine refuses an explicit other quality).
+    @Test func siloIsAlwaysTheOriginal() {
+        for quality in [Quality.original, .remux, Quality("2mbps")!] {
+            #expect(RoutePolicy.route(for: .init(backend: .silo, quality: quality, sourceBitrate: 30_000_000, sourceContainer: "avi")) == .original)
+        }
+    }
+}

@@ -1,0 +1,238 @@
+import Foundation
+import LabstreamCore
+
+/// Request builders for Silo's native `/api/v2` (docs: `auth-api.md`, `architecture/device-login.md`,
+/// `catalog-api.md`, `libraries-api.md`, `downloads-api.md` § 2 and § 4.10; member names from
+/// Silo's `internal/apiv2` transport types). Pure: no network, no state.
+public struct SiloRequests: Sendable {
+    /// The server's base as the user gave it (a reverse-proxy prefix included); `/api/v2` is added here.
+    public let serverBase: String
+    public let identity: ClientIdentity
+
+    public init(serverBase: String, identity: ClientIdentity) {
+        var base = serverBase
+        while base.hasSuffix("/") { base.removeLast() }
+        if base.hasSuffix("/api/v2") { base.removeLast("/api/v2".count) }
+        self.serverBase = base
+        self.identity = identity
+    }
+
+    var api: String { serverBase + "/api/v2" }
+
+    /// `Authorization: Bearer` (an access token or an `sa_…` API key) and the acting profile.
+    func headers(bearer: String?, profile: String?) -> [HTTPRequest.Header] {
+        var h = [HTTPRequest.Header("Accept", "application/json")]
+        if let bearer, !bearer.isEmpty { h.append(HTTPRequest.Header("Authorization", "Bearer " + bearer)) }
+        if let profile, !profile.isEmpty { h.append(HTTPRequest.Header("X-Profile-Id", profile)) }
+        return h
+    }
+
+    func post(_ path: String, _ members: [(String, String)], bearer: String? = nil, profile: String? = nil) -> HTTPRequest {
+        let body = "{" + members.map { "\(jsonString($0.0)):\(jsonString($0.1))" }.joined(separator: ",") + "}"
+        return HTTPRequest(method: "POST", url: api + path,
+                           headers: headers(bearer: bearer, profile: profile) + [HTTPRequest.Header("Content-Type", "application/json")],
+                           body: Array(body.utf8))
+    }
+
+    // MARK: Signing in (auth-api.md)
+
+    /// `POST /auth/login`: never replayed after an uncertain answer (it opens a session).
+    public func login(user: String, password: String) -> HTTPRequest { post("/auth/login", [("username", user), ("password", password)]) }
+
+    /// `POST /auth/refresh` with the refresh token.
+    public func refresh(_ refreshToken: String) -> HTTPRequest { post("/auth/refresh", [("refresh_token", refreshToken)]) }
+
+    public func logout(bearer: String) -> HTTPRequest { post("/auth/logout", [], bearer: bearer) }
+
+    /// `POST /auth/device/start`: the device's name and platform are what the approver sees.
+    public func deviceStart() -> HTTPRequest {
+        post("/auth/device/start", [("device_name", "Labstream on \(identity.device)"), ("device_platform", "linux")])
+    }
+
+    public func devicePoll(_ deviceCode: String) -> HTTPRequest { post("/auth/device/poll", [("device_code", deviceCode)]) }
+
+    public func deviceCancel(_ deviceCode: String) -> HTTPRequest { post("/auth/device/cancel", [("device_code", deviceCode)]) }
+
+    /// `GET /system/info`: public; answers only if this is a Silo server speaking v2.
+    public func systemInfo() -> HTTPRequest { HTTPRequest(url: api + "/system/info", headers: headers(bearer: nil, profile: nil)) }
+
+    /// `GET /account/me`: the cheapest read that needs the sign-in (no profile).
+    public func me(bearer: String) -> HTTPRequest { HTTPRequest(url: api + "/account/me", headers: headers(bearer: bearer, profile: nil)) }
+
+    public func profiles(bearer: String) -> HTTPRequest { HTTPRequest(url: api + "/profiles", headers: headers(bearer: bearer, profile: nil)) }
+
+    // MARK: Browsing (libraries-api.md, catalog-api.md)
+
+    public func libraries(bearer: String, profile: String) -> HTTPRequest {
+        HTTPRequest(url: api + "/user/libraries", headers: headers(bearer: bearer, profile: profile))
+    }
+
+    /// One page of a library's movies or series (`listCatalogItems`), continuing at `cursor`.
+    public func catalog(library: String, type: String, cursor: String?, limit: Int, bearer: String, profile: String) -> HTTPRequest {
+        var query = "library_id=\(library.queryEscaped)&type=\(type.queryEscaped)&limit=\(limit)"
+        if let cursor { query += "&cursor=\(cursor.queryEscaped)" }
+        return HTTPRequest(url: api + "/catalog?" + query, headers: headers(bearer: bearer, profile: profile))
+    }
+
+    public func versions(of contentId: String, library: String, bearer: String, profile: String) -> HTTPRequest {
+        HTTPRequest(url: api + "/catalog/items/\(contentId.queryEscaped)/versions?library_id=\(library.queryEscaped)",
+                    headers: headers(bearer: bearer, profile: profile))
+    }
+
+    public func seasons(of seriesId: String, library: String, bearer: String, profile: String) -> HTTPRequest {
+        HTTPRequest(url: api + "/catalog/series/\(seriesId.queryEscaped)/seasons?library_id=\(library.queryEscaped)&include_artwork=false",
+                    headers: headers(bearer: bearer, profile: profile))
+    }
+
+    public func episodes(of seriesId: String, season: Int, library: String, bearer: String, profile: String) -> HTTPRequest {
+        HTTPRequest(url: api + "/catalog/series/\(seriesId.queryEscaped)/seasons/\(season)/episodes?library_id=\(library.queryEscaped)",
+                    headers: headers(bearer: bearer, profile: profile))
+    }
+
+    // MARK: Bytes (downloads-api.md § 4.10)
+
+    /// `GET /direct-download?file_id=` for a closed range, `If-Range` by the validator held.
+    public func directDownload(fileId: String, range: ByteRange, validator: Validator?, bearer: String) -> HTTPRequest {
+        var r = HTTPRequest(url: api + "/direct-download?file_id=\(fileId.queryEscaped)",
+                            headers: headers(bearer: bearer, profile: nil) + [HTTPRequest.Header("Range", range.httpRange)])
+        r.headers.removeAll { $0.name == "Accept" }   // the file's bytes, not JSON
+        if let validator { r.headers.append(HTTPRequest.Header("If-Range", validator.headerValue)) }
+        return r
+    }
+}
+
+/// Decoders for Silo's answers. Pure.
+public enum SiloDecode {
+    static func json(_ body: [UInt8], _ what: String) throws(LabstreamError) -> JSONValue {
+        do { return try JSONValue.parse(body) } catch { throw .malformedResponse("\(what) is not valid JSON (\(body.count) bytes)") }
+    }
+
+    /// An RFC 9457 problem document said as a sentence: its code (the last segment of `type`),
+    /// title and detail, and where a validation failure points.
+    public static func problem(_ body: [UInt8]) -> (code: String?, sentence: String) {
+        guard let j = try? JSONValue.parse(body), j.isObject else { return (nil, "") }
+        let code = j["type"].string.map { String($0.split(separator: "/").last ?? "") }
+        var parts = [j["title"].string, j["detail"].string].compactMap { $0 }.filter { !$0.isEmpty }
+        if parts.count == 2, parts[0].trimmingCharacters(in: .punctuationCharacters) == parts[1].trimmingCharacters(in: .punctuationCharacters) {
+            parts.removeLast()
+        }
+        let locations = (j["errors"].array ?? []).compactMap { e in e["location"].string.map { "\($0): \(e["detail"].string ?? e["code"].string ?? "")" } }
+        return (code, (parts + locations).joined(separator: " "))
+    }
+
+    public struct Tokens: Sendable, Hashable {
+        public var access: String
+        public var refresh: String
+        public var expiresIn: Int
+    }
+
+    /// A token pair (`login`, `refresh`, a device poll's `tokens`).
+    public static func tokens(_ j: JSONValue, _ what: String) throws(LabstreamError) -> Tokens {
+        guard let access = j["access_token"].string, !access.isEmpty, let refresh = j["refresh_token"].string, !refresh.isEmpty else {
+            throw .malformedResponse("\(what) answered no access_token/refresh_token pair")
+        }
+        return Tokens(access: access, refresh: refresh, expiresIn: j["expires_in"].int ?? 3600)
+    }
+
+    public struct DeviceStart: Sendable, Hashable {
+        public var deviceCode: String
+        public var userCode: String
+        public var verificationURI: String
+        public var verificationURIComplete: String?
+        public var interval: Int
+        public var expiresIn: Int
+    }
+
+    public static func deviceStart(_ body: [UInt8]) throws(LabstreamError) -> DeviceStart {
+        let j = try json(body, "/auth/device/start")
+        guard let code = j["device_code"].string, let user = j["user_code"].string, let uri = j["verification_uri"].string else {
+            throw .malformedResponse("/auth/device/start answered no device_code, user_code or verification_uri")
+        }
+        return DeviceStart(deviceCode: code, userCode: user, verificationURI: uri, verificationURIComplete: j["verification_uri_complete"].string,
+                           interval: max(j["interval"].int ?? 5, 1), expiresIn: j["expires_in"].int ?? 900)
+    }
+
+    public enum DevicePoll: Sendable, Hashable {
+        case pending(after: Int)
+        case approved(Tokens)
+        case ended(String)   // denied, consumed, canceled, expired
+    }
+
+    public static func devicePoll(_ body: [UInt8]) throws(LabstreamError) -> DevicePoll {
+        let j = try json(body, "/auth/device/poll")
+        let status = j["status"].string ?? ""
+        switch status {
+        case "pending": return .pending(after: max(j["poll_after"].int ?? 5, 1))
+        case "approved": return .approved(try tokens(j["tokens"], "/auth/device/poll"))
+        case "denied", "consumed", "canceled", "expired": return .ended(status)
+        default: throw .malformedResponse("/auth/device/poll answered status '\(status)'")
+        }
+    }
+
+    public struct Profile: Sendable, Hashable {
+        public var id: String
+        public var name: String
+        public var hasPIN: Bool
+        public var isPrimary: Bool
+    }
+
+    public static func profiles(_ body: [UInt8]) throws(LabstreamError) -> [Profile] {
+        guard let items = try json(body, "/profiles")["items"].array else { throw .malformedResponse("/profiles has no items") }
+        return items.compactMap { p in
+            guard let id = p["id"].text, let name = p["name"].string else { return nil }
+            return Profile(id: id, name: name, hasPIN: p["has_pin"].bool ?? false, isPrimary: p["is_primary"].bool ?? false)
+        }
+    }
+
+    public struct Library: Sendable, Hashable {
+        public var id: String
+        public var name: String
+        public var type: String
+    }
+
+    public static func libraries(_ body: [UInt8]) throws(LabstreamError) -> [Library] {
+        guard let items = try json(body, "/user/libraries")["items"].array else { throw .malformedResponse("/user/libraries has no items") }
+        return items.compactMap { l in l["id"].text.map { Library(id: $0, name: l["name"].string ?? $0, type: l["type"].string ?? "") } }
+    }
+
+    /// A catalog page: its cards and where the next page starts (nil: the last page).
+    public static func catalogPage(_ body: [UInt8]) throws(LabstreamError) -> (cards: [JSONValue], next: String?) {
+        let j = try json(body, "/catalog")
+        guard let items = j["items"].array else { throw .malformedResponse("/catalog has no items") }
+        let next = j["page"]["next_cursor"].string.flatMap { $0.isEmpty ? nil : $0 }
+        return (items, next)
+    }
+
+    /// A file version (`FileVersion`, or an episode's `EpisodeFile`) as a media source. Silo
+    /// reports bitrates in kilobits per second.
+    public static func source(_ f: JSONValue, labelled: Bool) -> MediaSource? {
+        guard let id = f["file_id"].text, let size = f["file_size"].int64, size >= 0, f["unreadable"].bool != true else { return nil }
+        let label = labelled ? ([f["resolution"].string, f["edition_raw"].string].compactMap { $0 }.filter { !$0.isEmpty }.joined(separator: " ")) : ""
+        return MediaSource(id: id, name: label.isEmpty ? nil : label, container: f["container"].string.map { $0.lowercased() },
+                           path: f["file_name"].string, size: size, etag: nil, bitrate: f["bitrate"].int.map { $0 * 1000 })
+    }
+
+    public static func versions(_ body: [UInt8], _ what: String) throws(LabstreamError) -> [MediaSource] {
+        guard let items = try json(body, what)["items"].array else { throw .malformedResponse("\(what) has no items") }
+        return items.compactMap { source($0, labelled: items.count > 1) }
+    }
+
+    public static func seasons(_ body: [UInt8], _ what: String) throws(LabstreamError) -> [Int] {
+        guard let items = try json(body, what)["items"].array else { throw .malformedResponse("\(what) has no items") }
+        return items.compactMap { $0["season_number"].int }
+    }
+
+    /// A season's episodes; an episode without a file is not listed.
+    public static func episodes(_ body: [UInt8], _ what: String, series: (id: String, title: String, year: Int?)) throws(LabstreamError) -> [CatalogItem] {
+        guard let items = try json(body, what)["items"].array else { throw .malformedResponse("\(what) has no items") }
+        return items.compactMap { e in
+            guard let id = e["content_id"].string else { return nil }
+            let files = e["files"].array ?? []
+            let sources = files.compactMap { source($0, labelled: files.count > 1) }
+            guard !sources.isEmpty else { return nil }
+            return CatalogItem(id: id, kind: .episode, title: e["title"].string ?? "", seriesId: series.id, seriesName: series.title,
+                               seriesYear: series.year, seasonNumber: e["season_number"].int, episodeNumber: e["episode_number"].int,
+                               sources: sources)
+        }
+    }
+}

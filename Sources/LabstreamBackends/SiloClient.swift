@@ -1,0 +1,263 @@
+import Foundation
+import LabstreamCore
+import Synchronization
+
+/// A Silo server over its native `/api/v2`. The stored secret is a refresh token (or an `sa_…`
+/// API key, used as it is); access tokens live in memory only and are renewed on the first
+/// request and whenever the server says the one held is spent (`401`), once per request. The
+/// stored profile id is the acting profile (`X-Profile-Id`).
+public struct SiloClient: MediaBackend {
+    public let requests: SiloRequests
+    public let transport: any HTTPTransport
+    public let session: ServerSession
+    public var pageSize: Int
+    let tokens: Tokens
+
+    /// The secrets in flight: the access token held (none until the first renewal) and the
+    /// refresh token in use (rotated by the server).
+    final class Tokens: Sendable {
+        let access = Mutex<String?>(nil)
+        let refresh: Mutex<String>
+        init(refresh: String) { self.refresh = Mutex(refresh) }
+    }
+
+    public var serverName: String { session.name }
+    public var kind: BackendKind { .silo }
+
+    public init(session: ServerSession, identity: ClientIdentity, transport: any HTTPTransport, pageSize: Int = 100) {
+        self.session = session
+        self.requests = SiloRequests(serverBase: session.url, identity: identity)
+        self.transport = transport
+        self.pageSize = min(max(pageSize, 1), 200)
+        self.tokens = Tokens(refresh: session.token)
+    }
+
+    var isAPIKey: Bool { session.token.hasPrefix("sa_") }
+    var profile: String { session.userId }
+
+    // MARK: Tokens
+
+    /// The bearer for the next request: the API key, or the access token held (renewed when
+    /// there is none).
+    func bearer() throws(LabstreamError) -> String {
+        if isAPIKey { return session.token }
+        if let held = tokens.access.withLock({ $0 }) { return held }
+        return try renewAccess()
+    }
+
+    /// Trades the refresh token for a new pair. A rotated refresh token is written to the
+    /// credential store before it is used. A refused refresh ends the session: only signing in
+    /// again helps.
+    @discardableResult
+    func renewAccess() throws(LabstreamError) -> String {
+        if isAPIKey { return session.token }
+        let refresh = tokens.refresh.withLock { $0 }
+        let answer = try transport.call(requests.refresh(refresh))
+        switch answer.status {
+        case 200:
+            let pair = try SiloDecode.tokens(try SiloDecode.json(answer.body, "/auth/refresh"), "/auth/refresh")
+            if pair.refresh != refresh {
+                try session.persistToken?(pair.refresh)
+                tokens.refresh.withLock { $0 = pair.refresh }
+            }
+            tokens.access.withLock { $0 = pair.access }
+            return pair.access
+        case 400, 401, 403:
+            tokens.access.withLock { $0 = nil }
+            let problem = SiloDecode.problem(answer.body)
+            throw .authenticationFailed("Silo ended this sign-in (\(problem.code ?? "HTTP \(answer.status)")\(problem.sentence.isEmpty ? "" : ": " + problem.sentence)); "
+                                        + "sign in again with `labstream server add silo \(session.name) --url \(requests.serverBase)`")
+        default:
+            throw Self.failure(answer, "/auth/refresh")
+        }
+    }
+
+    /// Sends the request `build` makes with the current bearer; a `401` renews the access token
+    /// once and sends it again. Reads ride out a busy server (`CatalogRequestRetry`).
+    func call(_ build: (String) -> HTTPRequest, _ what: String) throws(LabstreamError) -> HTTPResponse {
+        let first = try CatalogRequestRetry().call(build(try bearer()), on: transport) { false }
+        guard first.status == 401, !isAPIKey else { return first }
+        return try CatalogRequestRetry().call(build(try renewAccess()), on: transport) { false }
+    }
+
+    func get(_ build: (String) -> HTTPRequest, _ what: String) throws(LabstreamError) -> [UInt8] {
+        let answer = try call(build, what)
+        guard answer.status == 200 else { throw Self.failure(answer, what) }
+        return answer.body
+    }
+
+    /// A non-200 answer said as what it is, with the server's own problem text.
+    static func failure(_ answer: HTTPResponse, _ what: String) -> LabstreamError {
+        let problem = SiloDecode.problem(answer.body)
+        let said = problem.sentence.isEmpty ? "" : ": " + problem.sentence
+        switch (answer.status, problem.code) {
+        case (401, _), (403, _): return .authenticationFailed("\(what) answered HTTP \(answer.status)\(said)")
+        case (410, "client_upgrade_required"?):
+            return .refused("\(what): this server no longer speaks the API Labstream asked for (HTTP 410\(said))")
+        case (400..<500, _) where ![404, 408, 429].contains(answer.status):
+            return .refused("\(what) answered HTTP \(answer.status)\(said)")
+        default: return .serverUnavailable("\(what) answered HTTP \(answer.status)\(said)")
+        }
+    }
+
+    // MARK: MediaBackend
+
+    public var reachabilityProbes: (public: HTTPRequest, signedIn: HTTPRequest) {
+        (requests.systemInfo(), requests.me(bearer: (try? bearer()) ?? ""))
+    }
+
+    public func checkReachability() -> Reachability {
+        let info = try? transport.send(requests.systemInfo())
+        guard info?.status == 200 else { return ReachabilityPolicy.state(probeStatus: info?.status, authStatus: nil) }
+        var me = try? transport.send(requests.me(bearer: (try? bearer()) ?? ""))
+        if me?.status == 401, !isAPIKey, let renewed = try? renewAccess() { me = try? transport.send(requests.me(bearer: renewed)) }
+        return ReachabilityPolicy.state(probeStatus: 200, authStatus: me?.status ?? 401)
+    }
+
+    public func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest {
+        // A spent token answers 401: the engine checks the sign-in (which renews it) and asks again.
+        requests.directDownload(fileId: file.key.remoteSourceId, range: range, validator: validator, bearer: (try? bearer()) ?? "")
+    }
+
+    /// Every movie and series library: movies with their versions, series by season with the
+    /// episodes that have a file. Kinds Labstream cannot place yet (music, books, podcasts)
+    /// are left out.
+    public func fetchCatalog(progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog] {
+        let libraries = try SiloDecode.libraries(try get({ requests.libraries(bearer: $0, profile: profile) }, "/user/libraries"))
+        var out: [LibraryCatalog] = []
+        for library in libraries {
+            let types = Self.cardTypes(ofLibrary: library.type)
+            guard !types.isEmpty else { continue }
+            var items: [CatalogItem] = []
+            for type in types {
+                for card in try cards(library: library.id, type: type) {
+                    guard let id = card["content_id"].string else { continue }
+                    let title = card["title"].string ?? id
+                    let year = card["year"].int.flatMap { $0 > 0 ? $0 : nil }
+                    switch card["type"].string ?? type {
+                    case "movie":
+                        let what = "/catalog/items/{id}/versions"
+                        let sources = try SiloDecode.versions(try get({ requests.versions(of: id, library: library.id, bearer: $0, profile: profile) }, what), what)
+                        if !sources.isEmpty { items.append(CatalogItem(id: id, kind: .movie, title: title, year: year, sources: sources)) }
+                    case "series":
+                        progress("\(library.name): \(title)")
+                        let seasonsWhat = "/catalog/series/{id}/seasons"
+                        let seasons = try SiloDecode.seasons(try get({ requests.seasons(of: id, library: library.id, bearer: $0, profile: profile) }, seasonsWhat), seasonsWhat)
+                        for season in seasons {
+                            let what = "/catalog/series/{id}/seasons/{num}/episodes"
+                            let body = try get({ requests.episodes(of: id, season: season, library: library.id, bearer: $0, profile: profile) }, what)
+                            items += try SiloDecode.episodes(body, what, series: (id, title, year))
+                        }
+                    default: continue
+                    }
+                }
+            }
+            progress("\(library.name): \(items.count) items")
+            out.append(LibraryCatalog(id: library.id, name: library.name, items: items))
+        }
+        return out
+    }
+
+    /// The card types a library of `type` holds that Labstream can place.
+    static func cardTypes(ofLibrary type: String) -> [String] {
+        let t = type.lowercased()
+        if t.contains("movie") || t.contains("film") { return ["movie"] }
+        if t.contains("series") || t.contains("show") || t == "tv" { return ["series"] }
+        if t.contains("mixed") { return ["movie", "series"] }
+        return []
+    }
+
+    /// Every card of one type in a library, following `page.next_cursor` until it is absent. A
+    /// cursor the server no longer accepts (`400 invalid_cursor`) restarts the walk once.
+    func cards(library: String, type: String) throws(LabstreamError) -> [JSONValue] {
+        var restarted = false
+        var cards: [JSONValue] = []
+        var cursor: String?
+        var seen = Set<String>()
+        while true {
+            let answer = try call({ requests.catalog(library: library, type: type, cursor: cursor, limit: pageSize, bearer: $0, profile: profile) }, "/catalog")
+            if answer.status == 400, SiloDecode.problem(answer.body).code == "invalid_cursor", cursor != nil, !restarted {
+                restarted = true
+                cards = []
+                cursor = nil
+                seen = []
+                continue
+            }
+            guard answer.status == 200 else { throw Self.failure(answer, "/catalog") }
+            let page = try SiloDecode.catalogPage(answer.body)
+            cards += page.cards
+            // A cursor that comes back again would loop forever: the walk ends there.
+            guard let next = page.next, seen.insert(next).inserted, !page.cards.isEmpty else { return cards }
+            cursor = next
+        }
+    }
+
+    // MARK: Signing in (used by `labstream server add silo`)
+
+    /// Checks that `url` is a Silo server speaking `/api/v2`.
+    public static func check(url: String, identity: ClientIdentity, transport: any HTTPTransport) throws(LabstreamError) -> SiloRequests {
+        let requests = SiloRequests(serverBase: url, identity: identity)
+        let answer = try transport.call(requests.systemInfo())
+        guard answer.status == 200, (try? SiloDecode.json(answer.body, "/system/info"))?.isObject == true else {
+            throw .malformedResponse("\(url) does not answer as a Silo server (/api/v2/system/info answered HTTP \(answer.status)); is the URL the server's base URL?")
+        }
+        return requests
+    }
+
+    /// `POST /auth/login` (once: a login is never sent again after an uncertain answer).
+    public static func login(_ requests: SiloRequests, user: String, password: String, transport: any HTTPTransport) throws(LabstreamError) -> SiloDecode.Tokens {
+        let answer = try transport.call(requests.login(user: user, password: password))
+        guard answer.status == 200 else {
+            if answer.status == 401 { throw .authenticationFailed("Silo refused the user name or password") }
+            throw failure(answer, "/auth/login")
+        }
+        return try SiloDecode.tokens(try SiloDecode.json(answer.body, "/auth/login"), "/auth/login")
+    }
+
+    public enum DeviceSignIn: Error, Sendable, Equatable {
+        case denied, expired, canceled, consumed
+    }
+
+    /// Device sign-in: shows the code (`show`), then polls at the server's pace until the
+    /// request is approved (the token pair) or ends otherwise.
+    public static func deviceLogin(_ requests: SiloRequests, transport: any HTTPTransport, sleep: (Double) -> Void = { Thread.sleep(forTimeInterval: $0) },
+                                   show: (SiloDecode.DeviceStart) -> Void) throws -> SiloDecode.Tokens {
+        let started = try transport.call(requests.deviceStart())
+        guard started.status == 201 || started.status == 200 else { throw failure(started, "/auth/device/start") }
+        let start = try SiloDecode.deviceStart(started.body)
+        show(start)
+        var wait = Double(start.interval)
+        let deadline = Date().addingTimeInterval(Double(start.expiresIn) + 60)
+        while Date() < deadline {
+            sleep(wait)
+            let answer = try transport.call(requests.devicePoll(start.deviceCode))
+            guard answer.status == 200 else { throw failure(answer, "/auth/device/poll") }
+            switch try SiloDecode.devicePoll(answer.body) {
+            case .pending(let after): wait = Double(after)
+            case .approved(let pair): return pair
+            case .ended("denied"): throw DeviceSignIn.denied
+            case .ended("canceled"): throw DeviceSignIn.canceled
+            case .ended("consumed"): throw DeviceSignIn.consumed
+            case .ended: throw DeviceSignIn.expired
+            }
+        }
+        throw DeviceSignIn.expired
+    }
+
+    /// The profile to act as: the one named, else the primary one. A PIN-locked profile is
+    /// refused with what to do.
+    public static func chooseProfile(_ requests: SiloRequests, named: String?, bearer: String, transport: any HTTPTransport) throws(LabstreamError) -> SiloDecode.Profile {
+        let answer = try transport.call(requests.profiles(bearer: bearer))
+        guard answer.status == 200 else { throw failure(answer, "/profiles") }
+        let profiles = try SiloDecode.profiles(answer.body)
+        let chosen = named.map { n in profiles.first { $0.name == n } } ?? profiles.first(where: \.isPrimary) ?? profiles.first
+        guard let chosen else {
+            throw .invalidArgument(named.map { "this account has no profile named '\($0)'; it has: \(profiles.map(\.name).joined(separator: ", "))" }
+                                   ?? "this account has no profile")
+        }
+        if chosen.hasPIN {
+            throw .invalidArgument("the profile '\(chosen.name)' is locked with a PIN, which Labstream cannot use yet; choose another with --profile NAME")
+        }
+        return chosen
+    }
+}
