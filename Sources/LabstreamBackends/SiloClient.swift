@@ -192,6 +192,14 @@ public struct SiloClient: MediaBackend {
         }
     }
 
+    /// Ends this sign-in's session on the server (`POST /auth/logout`); an API key has no
+    /// session to end.
+    public func logout() throws(LabstreamError) {
+        guard !isAPIKey else { return }
+        let answer = try transport.call(requests.logout(bearer: try renewAccess()))
+        guard (200..<300).contains(answer.status) else { throw Self.failure(answer, "/auth/logout") }
+    }
+
     // MARK: Signing in (used by `labstream server add silo`)
 
     /// Checks that `url` is a Silo server speaking `/api/v2`.

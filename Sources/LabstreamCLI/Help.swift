@@ -66,7 +66,8 @@ enum Help {
     (never retried); --token-stdin takes an API key (sa_...). --profile NAME picks the household
     profile (default: the primary one; PIN-locked profiles are not supported yet). Only the
     refresh token (or the key) is stored; it is rotated in place when the server rotates it.
-    Copies at another quality (pin --quality) are not offered for Silo yet.
+    Copies at another quality (pin --quality) are not offered for Silo yet. server remove ends
+    the Silo session on the server too.
 
     Adding an existing NAME replaces it.
     """

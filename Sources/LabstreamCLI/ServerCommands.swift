@@ -240,8 +240,21 @@ enum ServerCommands {
         guard args.positionals.count == 2 else { throw UsageError("usage: labstream server remove NAME") }
         let name = args.positionals[1]
         var config = try context.loadConfig()
-        guard config.server(named: name) != nil else {
+        guard let server = config.server(named: name) else {
             throw CLIError.noSuchServer(name)
+        }
+        // A Silo sign-in is a session on the server: it is closed there too (best effort: an
+        // unreachable server keeps it until it expires, and says so).
+        var signedOut = ""
+        if server.kind == .silo, let entry = (try? context.credentials.load())?[name] {
+            let client = SiloClient(session: ServerSession(name: name, url: server.url, userId: entry.userId, token: entry.token),
+                                    identity: context.identity(), transport: context.transport(config))
+            do {
+                try client.logout()
+                signedOut = " Signed out of the Silo server."
+            } catch {
+                signedOut = " The Silo server could not be told to end the session (\(error.userMessage)); it ends when it expires, or revoke it in Silo's account settings."
+            }
         }
         config.servers.removeAll { $0.name == name }
         do {
@@ -250,7 +263,7 @@ enum ServerCommands {
             if FileManager.default.fileExists(atPath: context.layout.indexPath) { try context.openIndex().removeServer(name) }
         } catch let e as LabstreamError { throw CLIError(e) }
         if let holder = DaemonLock.holder(context.layout) { kill(holder.pid, SIGHUP) }
-        printOut("Removed \(name). Its downloaded files stay on disk, paused; to free them, add the server again and run `labstream cancel` on its folder.")
+        printOut("Removed \(name).\(signedOut) Its downloaded files stay on disk, paused; to free them, add the server again and run `labstream cancel` on its folder.")
         return ExitCode.ok
     }
 }

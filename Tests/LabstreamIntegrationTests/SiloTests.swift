@@ -121,6 +121,12 @@ final class MountedSilo: @unchecked Sendable {
         let gamma = "test/Movies/Gamma/Gamma.mkv"
         #expect(try sha256(m.path(gamma)) == sha256(expectedTree(m.mediaDir)[gamma]!))
         try m.unmount()
+        // Removing the server ends its session on the server too.
+        let stored = m.credentials
+        let remove = try m.cli(["server", "remove", "test"])
+        #expect(remove.code == 0 && remove.stdout.contains("Signed out of the Silo server"), "\(remove.stdout) \(remove.stderr)")
+        #expect(m.fixture.requestLog.contains { $0.path.hasSuffix("/auth/logout") && $0.authorized })
+        #expect(m.credentials.isEmpty || !m.credentials.contains("[server \"test\"]"), "\(m.credentials) (was \(stored.count) bytes)")
     }
 
     /// Device sign-in: the code is shown, the server's approval signs in; a denial stores nothing.
