@@ -76,12 +76,15 @@ public struct ServerSession: Sendable {
     public var url: String
     public var userId: String
     public var token: String
+    /// A profile's PIN verification (Silo's `X-Profile-Token`), when the profile has a PIN.
+    public var profileToken: String?
     /// Writes a rotated secret (a Silo refresh token) to the credential store; called, and
     /// done, before the new secret is used, so a crash cannot leave only a spent one on disk.
     public var persistToken: (@Sendable (String) throws(LabstreamError) -> Void)?
 
-    public init(name: String, url: String, userId: String, token: String,
+    public init(name: String, url: String, userId: String, token: String, profileToken: String? = nil,
                 persistToken: (@Sendable (String) throws(LabstreamError) -> Void)? = nil) {
+        self.profileToken = profileToken
         self.name = name
         self.url = url
         self.userId = userId

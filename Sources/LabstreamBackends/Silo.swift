@@ -8,8 +8,11 @@ public struct SiloRequests: Sendable {
     /// The server's base as the user gave it (a reverse-proxy prefix included); `/api/v2` is added here.
     public let serverBase: String
     public let identity: ClientIdentity
+    /// Sent with the profile on every profile-scoped request when the profile has a PIN.
+    public let profileToken: String?
 
-    public init(serverBase: String, identity: ClientIdentity) {
+    public init(serverBase: String, identity: ClientIdentity, profileToken: String? = nil) {
+        self.profileToken = profileToken
         var base = serverBase
         while base.hasSuffix("/") { base.removeLast() }
         if base.hasSuffix("/api/v2") { base.removeLast("/api/v2".count) }
@@ -23,7 +26,10 @@ public struct SiloRequests: Sendable {
     func headers(bearer: String?, profile: String?) -> [HTTPRequest.Header] {
         var h = [HTTPRequest.Header("Accept", "application/json")]
         if let bearer, !bearer.isEmpty { h.append(HTTPRequest.Header("Authorization", "Bearer " + bearer)) }
-        if let profile, !profile.isEmpty { h.append(HTTPRequest.Header("X-Profile-Id", profile)) }
+        if let profile, !profile.isEmpty {
+            h.append(HTTPRequest.Header("X-Profile-Id", profile))
+            if let profileToken, !profileToken.isEmpty { h.append(HTTPRequest.Header("X-Profile-Token", profileToken)) }
+        }
         return h
     }
 
@@ -60,6 +66,11 @@ public struct SiloRequests: Sendable {
     public func me(bearer: String) -> HTTPRequest { HTTPRequest(url: api + "/account/me", headers: headers(bearer: bearer, profile: nil)) }
 
     public func profiles(bearer: String) -> HTTPRequest { HTTPRequest(url: api + "/profiles", headers: headers(bearer: bearer, profile: nil)) }
+
+    /// `POST /profiles/{id}/verify-pin`: answers `valid` and, when it is, the profile token.
+    public func verifyPIN(profile: String, pin: String, bearer: String) -> HTTPRequest {
+        post("/profiles/\(profile.queryEscaped)/verify-pin", [("pin", pin)], bearer: bearer)
+    }
 
     // MARK: Browsing (libraries-api.md, catalog-api.md)
 
@@ -188,6 +199,16 @@ public enum SiloDecode {
         public var id: String
         public var name: String
         public var type: String
+    }
+
+    /// A PIN verification: the profile token, or nil when the PIN was wrong.
+    public static func verifiedPIN(_ body: [UInt8]) throws(LabstreamError) -> String? {
+        let j = try json(body, "/profiles/{id}/verify-pin")
+        guard j["valid"].bool == true else { return nil }
+        guard let token = j["profile_token"].string, !token.isEmpty else {
+            throw .malformedResponse("/profiles/{id}/verify-pin answered valid without a profile_token")
+        }
+        return token
     }
 
     public static func libraries(_ body: [UInt8]) throws(LabstreamError) -> [Library] {

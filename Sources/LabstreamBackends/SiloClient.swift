@@ -26,7 +26,7 @@ public struct SiloClient: MediaBackend {
 
     public init(session: ServerSession, identity: ClientIdentity, transport: any HTTPTransport, pageSize: Int = 100) {
         self.session = session
-        self.requests = SiloRequests(serverBase: session.url, identity: identity)
+        self.requests = SiloRequests(serverBase: session.url, identity: identity, profileToken: session.profileToken)
         self.transport = transport
         self.pageSize = min(max(pageSize, 1), 200)
         self.tokens = Tokens(refresh: session.token)
@@ -252,20 +252,28 @@ public struct SiloClient: MediaBackend {
         throw DeviceSignIn.expired
     }
 
-    /// The profile to act as: the one named, else the primary one. A PIN-locked profile is
-    /// refused with what to do.
-    public static func chooseProfile(_ requests: SiloRequests, named: String?, bearer: String, transport: any HTTPTransport) throws(LabstreamError) -> SiloDecode.Profile {
-        let answer = try transport.call(requests.profiles(bearer: bearer))
-        guard answer.status == 200 else { throw failure(answer, "/profiles") }
-        let profiles = try SiloDecode.profiles(answer.body)
-        let chosen = named.map { n in profiles.first { $0.name == n } } ?? profiles.first(where: \.isPrimary) ?? profiles.first
+    /// The profile to act as: the one named, else the primary one, with its profile token when
+    /// it is locked with a PIN (`pin`; without one it is refused, saying what to do).
+    public static func chooseProfile(_ requests: SiloRequests, named: String?, pin: String?, bearer: String,
+                                     transport: any HTTPTransport) throws(LabstreamError) -> (profile: SiloDecode.Profile, token: String?) {
+        let listed = try transport.call(requests.profiles(bearer: bearer))
+        guard listed.status == 200 else { throw failure(listed, "/profiles") }
+        let profiles = try SiloDecode.profiles(listed.body)
+        let chosen: SiloDecode.Profile?
+        if let named { chosen = profiles.first { $0.name == named } } else { chosen = profiles.first(where: \.isPrimary) ?? profiles.first }
         guard let chosen else {
             throw .invalidArgument(named.map { "this account has no profile named '\($0)'; it has: \(profiles.map(\.name).joined(separator: ", "))" }
                                    ?? "this account has no profile")
         }
-        if chosen.hasPIN {
-            throw .invalidArgument("the profile '\(chosen.name)' is locked with a PIN, which Labstream cannot use yet; choose another with --profile NAME")
+        guard chosen.hasPIN else { return (chosen, nil) }
+        guard let pin, !pin.isEmpty else {
+            throw .invalidArgument("the profile '\(chosen.name)' is locked with a PIN: give it on standard input with --pin-stdin, or choose another with --profile NAME")
         }
-        return chosen
+        let answer = try transport.call(requests.verifyPIN(profile: chosen.id, pin: pin, bearer: bearer))
+        guard answer.status == 200 else { throw failure(answer, "/profiles/{id}/verify-pin") }
+        guard let token = try SiloDecode.verifiedPIN(answer.body) else {
+            throw .authenticationFailed("Silo did not accept that PIN for the profile '\(chosen.name)'")
+        }
+        return (chosen, token)
     }
 }

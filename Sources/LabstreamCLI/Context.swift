@@ -79,7 +79,8 @@ struct Context {
             }
             // A rotated secret (a Silo refresh token) is stored before it is used.
             let store = credentials, name = server.name
-            let session = ServerSession(name: server.name, url: server.url, userId: entry.userId, token: entry.token) { rotated throws(LabstreamError) in
+            let session = ServerSession(name: server.name, url: server.url, userId: entry.userId, token: entry.token,
+                                        profileToken: entry.profileToken) { rotated throws(LabstreamError) in
                 var updated = entry
                 updated.token = rotated
                 try store.set(name, updated)

@@ -10,7 +10,7 @@ enum Help {
       labstream server add jellyfin|emby NAME --url URL [--user USER] --token-stdin
       labstream server add plex NAME --pin [--server NAME] [--url URL] [--plex-tv-url URL]
       labstream server add plex NAME --token-stdin [--server NAME] [--url URL] [--plex-tv-url URL]
-      labstream server add silo NAME --url URL [--device | --user USER --password-stdin | --token-stdin] [--profile NAME]
+      labstream server add silo NAME --url URL [--device | --user USER --password-stdin | --token-stdin] [--profile NAME [--pin-stdin]]
       labstream server list [--json]
       labstream server remove NAME
       labstream mount MOUNTPOINT [--foreground] [-o OPTIONS]
@@ -44,7 +44,7 @@ enum Help {
       labstream server add jellyfin|emby NAME --url URL [--user USER] --token-stdin
       labstream server add plex NAME --pin [--server NAME] [--url URL] [--plex-tv-url URL]
       labstream server add plex NAME --token-stdin [--server NAME] [--url URL] [--plex-tv-url URL]
-      labstream server add silo NAME --url URL [--device | --user USER --password-stdin | --token-stdin] [--profile NAME]
+      labstream server add silo NAME --url URL [--device | --user USER --password-stdin | --token-stdin] [--profile NAME [--pin-stdin]]
       labstream server list [--json]
       labstream server remove NAME
 
@@ -64,8 +64,9 @@ enum Help {
     to enter at the server's /activate page where you are signed in and waits until it is approved
     (denied: exit 77; expired or cancelled: exit 75). --user USER --password-stdin logs in once
     (never retried); --token-stdin takes an API key (sa_...). --profile NAME picks the household
-    profile (default: the primary one; PIN-locked profiles are not supported yet). Only the
-    refresh token (or the key) is stored; it is rotated in place when the server rotates it.
+    profile (default: the primary one); a PIN-locked one takes its PIN with --pin-stdin (the last
+    line of standard input, after the password or key): only the profile token it gives is stored.
+    Only the refresh token (or the key) is stored; it is rotated in place when the server rotates it.
     Copies at another quality (pin --quality) are not offered for Silo yet. server remove ends
     the Silo session on the server too.
 

@@ -6,7 +6,7 @@ import LabstreamStore
 enum ServerCommands {
     static let spec = Arguments.Spec(
         valued: Context.globalValued.union(["--url", "--user", "--server", "--plex-tv-url", "--profile"]),
-        flags: Context.globalFlags.union(["--password-stdin", "--token-stdin", "--pin", "--device", "--json"]))
+        flags: Context.globalFlags.union(["--password-stdin", "--token-stdin", "--pin", "--pin-stdin", "--device", "--json"]))
 
     static let plexTV = "https://plex.tv"
 
@@ -128,15 +128,21 @@ enum ServerCommands {
         let config = try context.loadConfig()
         let transport = context.transport(config)
         let identity = context.identity()
+        // Standard input holds the password or key (when asked for) on its first line, then the
+        // profile's PIN (with --pin-stdin).
+        let wantsPIN = args.flag("--pin-stdin")
+        var lines = (viaToken || viaPassword || wantsPIN) ? readStdin().split(separator: "\n", omittingEmptySubsequences: false).map(String.init) : []
+        let pin = wantsPIN ? lines.popLast() : nil
+        if wantsPIN && (pin ?? "").isEmpty { throw UsageError("--pin-stdin: no PIN was read from standard input") }
         do {
             let requests = try SiloClient.check(url: url, identity: identity, transport: transport)
             let secret: String, bearer: String
             if viaToken {
-                secret = readStdin()
+                secret = lines.first ?? ""
                 guard !secret.isEmpty else { throw UsageError("nothing was read from standard input") }
                 bearer = secret
             } else if viaPassword {
-                let password = readStdin()
+                let password = lines.first ?? ""
                 guard !password.isEmpty else { throw UsageError("nothing was read from standard input") }
                 let pair = try SiloClient.login(requests, user: args.value("--user")!, password: password, transport: transport)
                 (secret, bearer) = (pair.refresh, pair.access)
@@ -158,9 +164,9 @@ enum ServerCommands {
                 }
                 (secret, bearer) = (pair.refresh, pair.access)
             }
-            let profile = try SiloClient.chooseProfile(requests, named: args.value("--profile"), bearer: bearer, transport: transport)
+            let (profile, profileToken) = try SiloClient.chooseProfile(requests, named: args.value("--profile"), pin: pin, bearer: bearer, transport: transport)
             try makeDirectories(context.configDir)
-            try context.credentials.set(name, CredentialStore.Entry(token: secret, userId: profile.id, serverId: nil))
+            try context.credentials.set(name, CredentialStore.Entry(token: secret, userId: profile.id, serverId: nil, profileToken: profileToken))
             try saveServer(LabstreamConfig.Server(name: name, kind: .silo, url: requests.serverBase, user: args.value("--user")), context)
             announceAdded(name, described: "Silo server at \(requests.serverBase) as profile \(profile.name)", context)
         } catch let e as LabstreamError { throw CLIError(e) }
@@ -247,7 +253,7 @@ enum ServerCommands {
         // unreachable server keeps it until it expires, and says so).
         var signedOut = ""
         if server.kind == .silo, let entry = (try? context.credentials.load())?[name] {
-            let client = SiloClient(session: ServerSession(name: name, url: server.url, userId: entry.userId, token: entry.token),
+            let client = SiloClient(session: ServerSession(name: name, url: server.url, userId: entry.userId, token: entry.token, profileToken: entry.profileToken),
                                     identity: context.identity(), transport: context.transport(config))
             do {
                 try client.logout()

@@ -10,11 +10,14 @@ public struct CredentialStore: Sendable {
         public var token: String
         public var userId: String
         public var serverId: String?
+        /// A Silo profile's PIN verification (`X-Profile-Token`), bound to the stored session.
+        public var profileToken: String?
 
-        public init(token: String, userId: String, serverId: String?) {
+        public init(token: String, userId: String, serverId: String?, profileToken: String? = nil) {
             self.token = token
             self.userId = userId
             self.serverId = serverId
+            self.profileToken = profileToken
         }
     }
 
@@ -68,7 +71,7 @@ public struct CredentialStore: Sendable {
         }
         for (name, f) in fields {
             guard let token = f["token"], let user = f["user_id"] else { continue }
-            out[name] = Entry(token: token, userId: user, serverId: f["server_id"])
+            out[name] = Entry(token: token, userId: user, serverId: f["server_id"], profileToken: f["profile_token"])
         }
         return out
     }
@@ -80,6 +83,7 @@ public struct CredentialStore: Sendable {
             let e = entries[name]!
             text += "\n[server \"\(name)\"]\ntoken = \(e.token)\nuser_id = \(e.userId)\n"
             if let s = e.serverId { text += "server_id = \(s)\n" }
+            if let p = e.profileToken { text += "profile_token = \(p)\n" }
         }
         try AtomicFile.write(text, to: path, mode: 0o600)
     }

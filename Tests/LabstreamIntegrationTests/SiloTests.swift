@@ -176,6 +176,28 @@ final class MountedSilo: @unchecked Sendable {
     }
 }
 
+extension SiloTests {
+    /// A PIN-locked profile: the PIN is verified once at sign-in, only the profile token it
+    /// gives is stored, and every profile-scoped request carries it.
+    @Test func aPINLockedProfileIsUsedWithItsProfileToken() throws {
+        let m = try MountedSilo("silo-pin")
+        let key = SiloFixture.Configuration().apiKey
+        let wrong = try m.cli(["server", "add", "silo", "test", "--url", m.baseURL, "--token-stdin", "--profile", "Kids", "--pin-stdin"], stdin: key + "\n0000\n")
+        #expect(wrong.code != 0 && wrong.stderr.contains("did not accept that PIN") && m.credentials.isEmpty, "\(wrong.stderr)")
+        let nobody = try m.cli(["server", "add", "silo", "test", "--url", m.baseURL, "--token-stdin", "--profile", "Nobody"], stdin: key + "\n")
+        #expect(nobody.code != 0 && nobody.stderr.contains("no profile named 'Nobody'") && nobody.stderr.contains("Owner"), "\(nobody.stderr)")
+        let add = try m.cli(["server", "add", "silo", "test", "--url", m.baseURL, "--token-stdin", "--profile", "Kids", "--pin-stdin"],
+                            stdin: key + "\n" + SiloFixture.Configuration().lockedProfilePIN + "\n")
+        #expect(add.code == 0 && add.stdout.contains("as profile Kids"), "\(add.stdout) \(add.stderr)")
+        #expect(m.credentials.contains("profile_token = ") && !m.credentials.contains(SiloFixture.Configuration().lockedProfilePIN + "\n"))
+        try m.mount()
+        #expect(FileManager.default.fileExists(atPath: m.path("test/Movies/Alpha (2001)/Alpha (2001).mkv")))
+        let scoped = m.fixture.requestLog.filter { $0.path.hasSuffix("/catalog") || $0.path.hasSuffix("/user/libraries") }
+        #expect(!scoped.isEmpty && scoped.allSatisfy { $0.sentProfileToken && $0.status == 200 }, "\(scoped)")
+        try m.unmount()
+    }
+}
+
 extension MountedSilo {
     /// Everything the fixture logged, as text (for "the token appears nowhere" checks).
     var fixtureLog: String { fixture.requestLog.map { "\($0)" }.joined(separator: "\n") }
