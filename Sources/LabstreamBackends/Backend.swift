@@ -35,7 +35,7 @@ public protocol MediaBackend: Sendable {
     /// Where the job stands; `ready` names the prepared file (its tag for `rangeRequest`) and size.
     func preparation(job: String) throws(LabstreamError) -> Preparation
     /// Tells the server the prepared file arrived (it may then clean up).
-    func finishPreparation(job: String, tag: String) throws(LabstreamError)
+    func finishPreparation(job: String, file: PreparedFile) throws(LabstreamError)
     /// Cancels a job (cleanup of a failed or abandoned copy).
     func cancelPreparationRequest(job: String) -> HTTPRequest?
 }
@@ -43,7 +43,7 @@ public protocol MediaBackend: Sendable {
 /// A server-side preparation job's state.
 public enum Preparation: Sendable, Hashable {
     case running(String)
-    case ready(tag: String, size: Int64)
+    case ready(PreparedFile, size: Int64)
     case failed(String)
 }
 
@@ -66,7 +66,7 @@ extension MediaBackend {
     }
     public func preparation(job: String) throws(LabstreamError) -> Preparation { .failed("no such job") }
     public func existingPreparations(of file: TreeFile, route: Route) throws(LabstreamError) -> [String] { [] }
-    public func finishPreparation(job: String, tag: String) throws(LabstreamError) {}
+    public func finishPreparation(job: String, file: PreparedFile) throws(LabstreamError) {}
     public func cancelPreparationRequest(job: String) -> HTTPRequest? { nil }
 }
 

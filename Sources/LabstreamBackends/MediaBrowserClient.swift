@@ -149,9 +149,6 @@ public struct MediaBrowserClient: MediaBackend {
         (requests.publicInfo(), requests.me(token: session.token))
     }
 
-    /// A prepared copy's tag: `syncjobitem:<id>` (the file behind `/Sync/JobItems/{id}/File`).
-    static let syncItemTag = "syncjobitem:"
-
     public func startPreparation(of file: TreeFile, route: Route) throws(LabstreamError) -> String {
         guard requests.flavor == .emby, case .serverPreparedCopy(let bps, .job) = route else {
             throw .invalidArgument("\(requests.flavor.product) has no Convert jobs")
@@ -188,7 +185,7 @@ public struct MediaBrowserClient: MediaBackend {
             guard probe.status == 206, let total = probe.size else {
                 throw .malformedResponse("/Sync/JobItems/\(item)/File did not answer a ranged request with its size (HTTP \(probe.status))")
             }
-            return .ready(tag: Self.syncItemTag + item, size: total)
+            return .ready(.syncJobItem(item), size: total)
         }
         let answer = try transport.call(requests.syncJob(job, token: session.token))
         if answer.status == 404 { return .failed("Emby no longer knows Convert job \(job) (deleted or expired)") }
@@ -199,9 +196,9 @@ public struct MediaBrowserClient: MediaBackend {
         return .running("Emby is converting (job \(job): \(status)\(progress))")
     }
 
-    public func finishPreparation(job: String, tag: String) throws(LabstreamError) {
-        guard tag.hasPrefix(Self.syncItemTag) else { return }
-        let answer = try transport.call(requests.syncJobItemTransferred(String(tag.dropFirst(Self.syncItemTag.count)), token: session.token))
+    public func finishPreparation(job: String, file: PreparedFile) throws(LabstreamError) {
+        guard case .syncJobItem(let item) = file else { return }
+        let answer = try transport.call(requests.syncJobItemTransferred(item, token: session.token))
         guard (200..<300).contains(answer.status) || answer.status == 404 else {
             throw .serverUnavailable("/Sync/JobItems/{Id}/Transferred answered HTTP \(answer.status)")
         }
@@ -212,8 +209,8 @@ public struct MediaBrowserClient: MediaBackend {
     }
 
     public func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest {
-        if let tag = file.etag, tag.hasPrefix(Self.syncItemTag) {
-            return requests.syncJobItemFile(String(tag.dropFirst(Self.syncItemTag.count)), range: range, validator: validator, token: session.token)
+        if case .syncJobItem(let item)? = file.prepared {
+            return requests.syncJobItemFile(item, range: range, validator: validator, token: session.token)
         }
         return requests.download(itemId: requests.downloadItemId(of: file), range: range, validator: validator, token: session.token)
     }

@@ -143,16 +143,13 @@ public struct PlexClient: MediaBackend {
     }
 
     public func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest {
-        if let tag = file.etag, tag.hasPrefix(Self.queuedMediaTag), let job = Self.queueJob(String(tag.dropFirst(Self.queuedMediaTag.count))) {
-            return requests.downloadQueueMedia(job.queue, item: job.item, range: range, validator: validator, token: session.token)
+        if case .queueItem(let queue, let item)? = file.prepared {
+            return requests.downloadQueueMedia(queue, item: item, range: range, validator: validator, token: session.token)
         }
         return requests.part(key: file.etag ?? "/library/parts/\(file.key.sourceId)", range: range, validator: validator, token: session.token)
     }
 
     // MARK: Server-prepared copies: the download queue
-
-    /// A prepared copy's tag: `downloadqueue:<queue>/<item>` (the file behind `…/item/{id}/media`).
-    static let queuedMediaTag = "downloadqueue:"
 
     /// A job id is `<queue>/<item>`.
     static func queueJob(_ job: String) -> (queue: Int, item: Int)? {
@@ -194,7 +191,7 @@ public struct PlexClient: MediaBackend {
             guard probe.status == 206, let total = probe.size else {
                 return .failed("Plex's prepared file for item \(job) does not answer ranged requests (HTTP \(probe.status)); pin the original instead")
             }
-            return .ready(tag: Self.queuedMediaTag + job, size: total)
+            return .ready(.queueItem(queue: queue, item: item), size: total)
         case "error":
             return .failed("Plex could not prepare item \(job): \(state.error ?? "the transcode failed")")
         case "expired":
@@ -206,7 +203,7 @@ public struct PlexClient: MediaBackend {
     }
 
     /// The file arrived: the queue item goes, so the server can drop its transcode.
-    public func finishPreparation(job: String, tag: String) throws(LabstreamError) {
+    public func finishPreparation(job: String, file: PreparedFile) throws(LabstreamError) {
         guard let request = cancelPreparationRequest(job: job) else { return }
         let answer = try transport.call(request)
         guard (200..<300).contains(answer.status) || answer.status == 404 else {

@@ -59,10 +59,10 @@ final class PreparedCopies: Sendable {
                         engine.noteChange()
                     }
                     return schedule(row.key)
-                case .ready(let tag, let size):
+                case .ready(let prepared, let size):
                     row = row.nextAttempt(status: .queued, reason: nil)
                     row.total = size
-                    row.sourceTag = tag
+                    row.sourceTag = prepared.tag
                     row.job = job
                     _ = try engine.index.saveDownload(row, now: engine.now())
                     engine.log("\(base.path.joined(separator: "/")): server job \(job) is ready (\(size) bytes)")
@@ -113,10 +113,10 @@ final class PreparedCopies: Sendable {
     /// Closes jobs whose files have arrived: the server is told, the journal forgets them.
     func finish(_ engine: TransferEngine) {
         for var row in (try? engine.index.finishedServerJobs()) ?? [] {
-            guard let job = row.job, let tag = row.sourceTag, let backend = engine.backend(for: row.key.server),
+            guard let job = row.job, row.sourceTag != nil, let backend = engine.backend(for: row.key.server),
                   engine.reachability(of: row.key.server) == .online else { continue }
             do throws(LabstreamError) {
-                try backend.finishPreparation(job: job, tag: tag)
+                if let prepared = row.sourceTag.flatMap(PreparedFile.init(tag:)) { try backend.finishPreparation(job: job, file: prepared) }
                 for intent in engine.journal.pending where intent.kind == .cancelJob && intent.session == job { try engine.journal.remove(intent) }
                 row.job = nil
                 _ = try engine.index.saveDownload(row, now: engine.now())

@@ -69,3 +69,18 @@ import Testing
         }
     }
 }
+
+/// A prepared copy's source is a typed value; the index's tag spelling is parsed in one place.
+@Suite struct PreparedFileTests {
+    @Test func tagsRoundTripAndOtherTagsAreNotPreparedFiles() {
+        for file in [PreparedFile.syncJobItem("42"), .queueItem(queue: 3, item: 500)] {
+            #expect(PreparedFile(tag: file.tag) == file)
+        }
+        #expect(PreparedFile(tag: "syncjobitem:42")?.tag == "syncjobitem:42" && PreparedFile(tag: "downloadqueue:3/500") == .queueItem(queue: 3, item: 500))
+        for other in ["\"etag-v1\"", "/library/parts/12/file.mkv", "syncjobitem:", "downloadqueue:3", "downloadqueue:a/b"] {
+            #expect(PreparedFile(tag: other) == nil, "\(other)")
+        }
+        let copy = TreeFile(path: ["s"], key: FileKey(server: "s", itemId: "i", sourceId: "m@2mbps"), size: 1, modified: 0, etag: "downloadqueue:1/2")
+        #expect(copy.prepared == .queueItem(queue: 1, item: 2))
+    }
+}
