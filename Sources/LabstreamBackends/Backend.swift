@@ -1,38 +1,52 @@
 import Foundation
 import LabstreamCore
 
-/// What the engine and the catalog sync need from any media server.
+/// What the engine and the catalog sync need from any media server. What only some servers
+/// can do is a protocol of its own (`IncrementalCatalog`, `LiveCopySource`,
+/// `PreparedCopySource`), with no default implementations: a backend that means to do it and
+/// spells a method differently fails to compile instead of silently doing nothing.
 public protocol MediaBackend: Sendable {
     var serverName: String { get }
-    /// The whole catalog of movie and TV libraries. Throws rather than returning a partial one.
-    func fetchCatalog(progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]
-    /// A closed-range request for the original bytes of `file`.
-    func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest
+    var kind: BackendKind { get }
     var transport: any HTTPTransport { get }
+    /// The whole catalog of the libraries Labstream can place. Throws rather than returning a
+    /// partial one.
+    func fetchCatalog(progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]
+    /// A closed-range request for the bytes of `file`.
+    func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest
     /// The cheap request anyone may make (is the server there at all?) and the cheapest one
     /// that needs the stored sign-in (does it still accept it?): `checkReachability` asks both.
     var reachabilityProbes: (public: HTTPRequest, signedIn: HTTPRequest) { get }
     /// Does the server answer, and does it still accept the stored sign-in? (A backend whose
     /// access tokens expire renews one here before it answers no.)
     func checkReachability() -> Reachability
+}
 
-    var kind: BackendKind { get }
+/// A server that can list what changed since a time.
+public protocol IncrementalCatalog: MediaBackend {
     /// Items changed since `since` (seconds since the epoch), per library, or nil when this
-    /// backend cannot tell (then a full fetch is needed). `known` is the stored catalog (series
-    /// years and the like that a changed episode does not carry).
+    /// server cannot tell this time (then a full fetch is needed). `known` is the stored catalog
+    /// (series years and the like that a changed episode does not carry).
     func fetchChanges(since: Int64, known: [LibraryCatalog], progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]?
-    /// A forward-only server stream of `file` on a live-forward route, tagged `playSession`;
-    /// nil when this backend has no live streams.
+}
+
+/// A server that streams a copy at another quality as it transcodes.
+public protocol LiveCopySource: MediaBackend {
+    /// A forward-only stream of `file` on a live-copy route, tagged `playSession`; nil when this
+    /// server cannot stream that route.
     func liveStreamRequest(for file: TreeFile, route: Route, playSession: String) -> HTTPRequest?
     /// Stops the server-side encoding behind `playSession` (nil: nothing to stop).
     func stopEncodingRequest(playSession: String) -> HTTPRequest?
+}
 
-    /// Starts a server-side preparation of `file` (an Emby Convert job); returns the job's id.
+/// A server that prepares a copy at another quality ahead of time (a job, a queue item).
+public protocol PreparedCopySource: MediaBackend {
+    /// Starts a server-side preparation of `file`; returns the job's id.
     func startPreparation(of file: TreeFile, route: Route) throws(LabstreamError) -> String
     /// The jobs this device already has on the server for `file` on `route` (one made by a
     /// create whose answer was lost to a stop or a timeout), newest first.
     func existingPreparations(of file: TreeFile, route: Route) throws(LabstreamError) -> [String]
-    /// Where the job stands; `ready` names the prepared file (its tag for `rangeRequest`) and size.
+    /// Where the job stands; `ready` names the prepared file and its size.
     func preparation(job: String) throws(LabstreamError) -> Preparation
     /// Tells the server the prepared file arrived (it may then clean up).
     func finishPreparation(job: String, file: PreparedFile) throws(LabstreamError)
@@ -57,17 +71,6 @@ extension MediaBackend {
         let signedIn = try? transport.send(probes.signedIn)
         return ReachabilityPolicy.state(probeStatus: 200, authStatus: signedIn?.status)
     }
-
-    public func fetchChanges(since: Int64, known: [LibraryCatalog], progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]? { nil }
-    public func liveStreamRequest(for file: TreeFile, route: Route, playSession: String) -> HTTPRequest? { nil }
-    public func stopEncodingRequest(playSession: String) -> HTTPRequest? { nil }
-    public func startPreparation(of file: TreeFile, route: Route) throws(LabstreamError) -> String {
-        throw .invalidArgument("\(kind.rawValue) has no server-side preparation Labstream can run")
-    }
-    public func preparation(job: String) throws(LabstreamError) -> Preparation { .failed("no such job") }
-    public func existingPreparations(of file: TreeFile, route: Route) throws(LabstreamError) -> [String] { [] }
-    public func finishPreparation(job: String, file: PreparedFile) throws(LabstreamError) {}
-    public func cancelPreparationRequest(job: String) -> HTTPRequest? { nil }
 }
 
 /// The session values a backend needs; the token comes from the credential store only.

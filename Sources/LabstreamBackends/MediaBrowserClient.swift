@@ -1,7 +1,7 @@
 import LabstreamCore
 
 /// Talks to one Jellyfin or Emby server through an injected transport.
-public struct MediaBrowserClient: MediaBackend {
+public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, LiveCopySource, PreparedCopySource {
     public let requests: MediaBrowserRequests
     public let transport: any HTTPTransport
     public let session: ServerSession

@@ -2,7 +2,7 @@ import Foundation
 import LabstreamCore
 
 /// Talks to one Plex Media Server with a server access token.
-public struct PlexClient: MediaBackend {
+public struct PlexClient: MediaBackend, PreparedCopySource {
     public let requests: PlexRequests
     public let transport: any HTTPTransport
     public let session: ServerSession

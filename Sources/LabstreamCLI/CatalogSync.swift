@@ -27,7 +27,7 @@ enum CatalogSync {
         var merged: [LibraryCatalog]?
         if incremental, let last = try index.servers().first(where: { $0.name == server.name })?.lastSync {
             let stored = try index.catalog(server: server.name)
-            if let changes = try backend.fetchChanges(since: last - overlap, known: stored, progress: report) {
+            if let changes = try (backend as? any IncrementalCatalog)?.fetchChanges(since: last - overlap, known: stored, progress: report) {
                 merged = LibraryCatalog.merge(stored, changes)
                 log.info("sync \(server.name): \(changes.reduce(0) { $0 + $1.items.count }) items changed since the last sync")
             }

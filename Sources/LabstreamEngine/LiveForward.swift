@@ -79,7 +79,7 @@ final class LiveForward: Sendable {
             engine.noteChange()
             try makeDirectories(engine.layout.partialsDir)
             let partial = try PartialFile.fresh(path: path)   // every try starts from byte 0, in an empty file
-            guard let request = backend.liveStreamRequest(for: base, route: route, playSession: session) else {
+            guard let request = (backend as? any LiveCopySource)?.liveStreamRequest(for: base, route: route, playSession: session) else {
                 throw LabstreamError.invalidArgument("\(backend.kind.rawValue) has no live streams")
             }
             engine.log("live copy of \(base.path.joined(separator: "/")) at \(DerivedCopy.parse(row.key)!.quality): started")
@@ -160,7 +160,7 @@ final class LiveForward: Sendable {
     /// Asks the server to stop the encoding; the journal forgets the intent once it did (or
     /// the server no longer knows the session).
     func stopEncoding(_ intent: CleanupJournal.Intent, backend: any MediaBackend, engine: TransferEngine) {
-        guard let request = backend.stopEncodingRequest(playSession: intent.session) else {
+        guard let request = (backend as? any LiveCopySource)?.stopEncodingRequest(playSession: intent.session) else {
             try? engine.journal.remove(intent)
             return
         }

@@ -17,8 +17,9 @@ final class PreparedCopies: Sendable {
     /// Transient failures in a row per copy: each retry waits longer (capped).
     let failures = Mutex<[FileKey: Int]>([:])
 
-    func consider(_ queued: DownloadRow, base: TreeFile, route: Route, backend: any MediaBackend, engine: TransferEngine) -> FileTransfer.FillState {
+    func consider(_ queued: DownloadRow, base: TreeFile, route: Route, backend any: any MediaBackend, engine: TransferEngine) -> FileTransfer.FillState {
         var row = queued
+        guard let backend = any as? any PreparedCopySource else { return .idle }   // the route says it prepares; this one cannot
         do throws(LabstreamError) {
             guard let job = row.job, job != Self.creating else {
                 if let due = nextPoll.withLock({ $0[row.key] }), due > Date() { return .waitUntil(due) }
@@ -116,7 +117,9 @@ final class PreparedCopies: Sendable {
             guard let job = row.job, row.sourceTag != nil, let backend = engine.backend(for: row.key.server),
                   engine.reachability(of: row.key.server) == .online else { continue }
             do throws(LabstreamError) {
-                if let prepared = row.sourceTag.flatMap(PreparedFile.init(tag:)) { try backend.finishPreparation(job: job, file: prepared) }
+                if let prepared = row.sourceTag.flatMap(PreparedFile.init(tag:)), let preparing = backend as? any PreparedCopySource {
+                    try preparing.finishPreparation(job: job, file: prepared)
+                }
                 for intent in engine.journal.pending where intent.kind == .cancelJob && intent.session == job { try engine.journal.remove(intent) }
                 row.job = nil
                 _ = try engine.index.saveDownload(row, now: engine.now())
@@ -129,7 +132,7 @@ final class PreparedCopies: Sendable {
     }
 
     static func cancel(_ intent: CleanupJournal.Intent, backend: any MediaBackend, engine: TransferEngine) {
-        let request = backend.cancelPreparationRequest(job: intent.session)
+        let request = (backend as? any PreparedCopySource)?.cancelPreparationRequest(job: intent.session)
         let status = request == nil ? 204 : request.flatMap { try? backend.transport.send($0) }?.status
         let answer = CleanupAnswer.of(status: status)
         if answer == .again {

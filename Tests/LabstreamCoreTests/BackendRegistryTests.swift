@@ -61,6 +61,21 @@ import Testing
         #expect(state(public: 200, signedIn: 200) == .online)
     }
 
+    /// What only some servers do is a capability of its own; the engine asks for it by type.
+    @Test func capabilitiesAreTheServersOwn() {
+        let session = ServerSession(name: "s", url: "http://127.0.0.1:1", userId: "u", token: "t")
+        func client(_ kind: BackendKind) -> any MediaBackend {
+            BackendRegistry.client(kind, session: session, identity: ClientIdentity(device: "d", deviceId: "i"), transport: NoNetwork())
+        }
+        let expected: [BackendKind: (incremental: Bool, live: Bool, prepared: Bool)] = [
+            .jellyfin: (true, true, true), .emby: (true, true, true), .plex: (false, false, true), .silo: (false, false, false),
+        ]
+        for kind in BackendKind.allCases {
+            let c = client(kind), e = expected[kind]!
+            #expect((c is any IncrementalCatalog) == e.incremental && (c is any LiveCopySource) == e.live && (c is any PreparedCopySource) == e.prepared, "\(kind)")
+        }
+    }
+
     @Test func anUnknownKindIsAConfigErrorNamingTheLine() {
         #expect(BackendKind(named: "kodi") == nil && BackendKind(named: "Jellyfin") == nil)
         #expect(throws: LabstreamConfig.ParseError.self) { try LabstreamConfig.parse("[server \"a\"]\ntype = kodi\nurl = http://x\n") }
