@@ -21,7 +21,7 @@ enum BackgroundFill {
         }
         // Copies at another quality have no size until they are complete.
         let copies = pinned.filter { DerivedCopy.parse($0.key) != nil }
-        let catalog = engine.catalog.withLock { $0 }
+        let catalog = engine.catalogFiles()
         let originals = pinned.filter { DerivedCopy.parse($0.key) == nil }
         var active = 0
         var soonest: Date?

@@ -25,7 +25,7 @@ final class LiveForward: Sendable {
         if runs.withLock({ $0[row.key] != nil }) { return .filling }
         guard [.queued, .downloading, .preparing].contains(row.status), let backend = engine.backend(for: row.key.server),
               engine.reachability(of: row.key.server) == .online,
-              let base = engine.catalog.withLock({ $0[baseKey] }) else { return .idle }
+              let base = engine.catalogFile(baseKey) else { return .idle }
         if let wait = retries.wait(row.key) { return .waitUntil(wait) }
         let route = RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: quality, sourceBitrate: base.bitrate,
                                                         sourceContainer: base.container))

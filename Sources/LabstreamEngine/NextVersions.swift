@@ -33,13 +33,7 @@ enum NextVersions {
 
     static func swap(_ shown: TreeFile, next: TreeFile, engine: TransferEngine) {
         // Not while a reader is inside the old copy: the next pass swaps.
-        let idle = engine.files.withLock { map -> Bool in
-            for key in [shown.key, next.key] { if let t = map[key], !t.isIdle { return false } }
-            map.removeValue(forKey: shown.key)
-            map.removeValue(forKey: next.key)
-            return true
-        }
-        guard idle else { return }
+        guard engine.retireTransfers([shown.key, next.key]) else { return }
         do {
             if let old = try engine.index.swapVersion(shown.key, next: next.key, now: engine.now()) {
                 unlink(engine.layout.absolute(old))

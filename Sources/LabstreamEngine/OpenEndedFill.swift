@@ -136,7 +136,7 @@ final class OpenEndedFill: Sendable {
             engine.log("\(name): all \(size) bytes present; its size is now known")
             // The engine's own catalog first: the completion check must not take the file for
             // a changed version (size 0 against the row's) before the tree reloads.
-            engine.catalog.withLock { if $0[row.key] != nil { $0[row.key]!.size = size } }
+            engine.learnedSize(size, of: row.key)
             engine.treeChanged()
             engine.validation.wake()
         case .remoteChanged(let why), .restart(let why):

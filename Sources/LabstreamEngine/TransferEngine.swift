@@ -55,10 +55,13 @@ public final class TransferEngine: Sendable {
     let index: OfflineIndex
     let layout: DataLayout
     let settings: Settings
-    let backends = Mutex<[String: any MediaBackend]>([:])
-    let files = Mutex<[FileKey: FileTransfer]>([:])
+    // The engine's maps are its own: the transfers, fills and passes in the other files reach
+    // them only through the methods below (`catalogFile`, `catalogFiles`, `learnedSize`,
+    // `retireTransfers`), so every lock on them is taken in this file.
+    private let backends = Mutex<[String: any MediaBackend]>([:])
+    private let files = Mutex<[FileKey: FileTransfer]>([:])
     /// Every file in the catalog, for background fill of pinned rows.
-    let catalog = Mutex<[FileKey: TreeFile]>([:])
+    private let catalog = Mutex<[FileKey: TreeFile]>([:])
     public let log: @Sendable (String) -> Void
     let filler = Worker(name: "background-fill")
     let validation = Worker(name: "validation")
@@ -75,7 +78,7 @@ public final class TransferEngine: Sendable {
         return max(settings.rateLimit / Int64(max(activeFetches.withLock { $0 }, 1)), 1024)
     }
     /// Open handles per file, and when each file was last used (this session).
-    let usage = Mutex<(open: [FileKey: Int], lastUse: [FileKey: Int64])>(([:], [:]))
+    private let usage = Mutex<(open: [FileKey: Int], lastUse: [FileKey: Int64])>(([:], [:]))
 
     /// Server cleanup to do (encodings to stop), beside the index.
     let journal: CleanupJournal
@@ -210,6 +213,26 @@ public final class TransferEngine: Sendable {
 
     /// Told when a file's stored bytes start, end or become whole.
     public func onStoredChange(_ listener: @escaping @Sendable (FileKey) -> Void) { index.onStoredChange(listener) }
+
+    /// The catalog's file for `key`.
+    func catalogFile(_ key: FileKey) -> TreeFile? { catalog.withLock { $0[key] } }
+
+    /// Every file in the catalog, as it is now.
+    func catalogFiles() -> [FileKey: TreeFile] { catalog.withLock { $0 } }
+
+    /// A file whose size became known by fetching it to its end (before the tree reloads, so
+    /// the completion check does not take it for a changed version).
+    func learnedSize(_ size: Int64, of key: FileKey) { catalog.withLock { if $0[key] != nil { $0[key]!.size = size } } }
+
+    /// Drops the transfers of `keys` if none is in use (a version swap needs them gone); false
+    /// when one is, and nothing changed.
+    func retireTransfers(_ keys: [FileKey]) -> Bool {
+        files.withLock { map -> Bool in
+            for key in keys { if let t = map[key], !t.isIdle { return false } }
+            for key in keys { map.removeValue(forKey: key) }
+            return true
+        }
+    }
 
     /// Where `key`'s file is in the tree.
     public func catalogPath(of key: FileKey) -> [String]? { catalog.withLock { $0[key]?.path } }

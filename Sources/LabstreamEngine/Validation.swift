@@ -9,7 +9,7 @@ import Synchronization
 enum Validation {
     static func pass(_ engine: TransferEngine) {
         let pending = (try? engine.index.downloadsAwaitingValidation()) ?? []
-        let catalog = engine.catalog.withLock { $0 }
+        let catalog = engine.catalogFiles()
         for row in pending {
             guard let file = catalog[row.key] ?? engine.treeFile(for: row), let transfer = try? engine.transfer(for: file) else { continue }
             let path = engine.layout.absolute(row.partialPath)
