@@ -340,14 +340,16 @@ public enum MediaBrowserDecode {
         return map
     }
 
-    /// One BaseItemDto to a catalog item; nil for entries that are not movies or episodes or
-    /// lack an id. Items with no media source come back with an empty `sources` list.
+    /// One BaseItemDto to a catalog item; nil for entries that are not movies, episodes or
+    /// music tracks (`Audio`) or lack an id. Items with no media source come back with an empty
+    /// `sources` list.
     public static func item(_ j: JSONValue, series: (id: String, name: String, year: Int?)? = nil, seasons: [String: Int] = [:]) -> CatalogItem? {
         guard let id = j["Id"].string, !id.isEmpty, let type = j["Type"].string else { return nil }
         let kind: ItemKind
         switch type {
         case "Movie": kind = .movie
         case "Episode": kind = .episode
+        case "Audio": kind = .track
         default: return nil
         }
         let sources: [MediaSource] = (j["MediaSources"].array ?? []).compactMap { s in
@@ -363,6 +365,10 @@ public enum MediaBrowserDecode {
             ?? (j["PremiereDate"].string).flatMap(ISODate.epochSeconds) ?? 0
         var season = j["ParentIndexNumber"].int
         if season == nil, let sid = j["SeasonId"].string { season = seasons[sid] }
+        // A track sits under its album's artist (BaseItemDto.AlbumArtist, else the first of
+        // AlbumArtists, else of Artists), on its disc (ParentIndexNumber) at IndexNumber.
+        let albumArtist = [j["AlbumArtist"].string, j["AlbumArtists"].array?.first?["Name"].string, j["Artists"].array?.first?.string]
+            .compactMap { $0 }.first { !$0.isEmpty }
         return CatalogItem(
             id: id, kind: kind, title: j["Name"].string ?? "", year: j["ProductionYear"].int,
             seriesId: kind == .episode ? (series?.id ?? j["SeriesId"].string) : nil,
@@ -370,6 +376,10 @@ public enum MediaBrowserDecode {
             seriesYear: kind == .episode ? series?.year : nil,
             seasonNumber: kind == .episode ? season : nil,
             episodeNumber: kind == .episode ? j["IndexNumber"].int : nil,
+            album: kind == .track ? j["Album"].string.flatMap { $0.isEmpty ? nil : $0 } : nil,
+            albumArtist: kind == .track ? albumArtist : nil,
+            discNumber: kind == .track ? j["ParentIndexNumber"].int : nil,
+            trackNumber: kind == .track ? j["IndexNumber"].int : nil,
             modified: modified, sources: sources)
     }
 }

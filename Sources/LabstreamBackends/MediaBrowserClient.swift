@@ -80,9 +80,10 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, LiveCopySour
         var libraries: [LibraryCatalog] = []
         for view in views {
             switch view.collectionType {
-            case "movies":
+            case "movies", "music":
+                let type = view.collectionType == "music" ? "Audio" : "Movie"
                 let items = try pages("/Items") { start in
-                    requests.items(userId: session.userId, parentId: view.id, types: "Movie", startIndex: start, limit: pageSize, token: token)
+                    requests.items(userId: session.userId, parentId: view.id, types: type, startIndex: start, limit: pageSize, token: token)
                 }.compactMap { MediaBrowserDecode.item($0) }
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: items))
             case "tvshows":
@@ -103,7 +104,7 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, LiveCopySour
                 }
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: episodes))
             default:
-                continue // music, photos, … are not mounted yet
+                continue // music videos, home videos, photos, … are not mounted yet
             }
             progress("\(view.name): \(libraries.last?.items.count ?? 0) items")
         }
@@ -122,6 +123,7 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, LiveCopySour
             switch view.collectionType {
             case "movies": types = "Movie"
             case "tvshows": types = "Episode"
+            case "music": types = "Audio"
             default: continue
             }
             let raw = try pages("/Items") { start in

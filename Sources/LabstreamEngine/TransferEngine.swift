@@ -187,7 +187,11 @@ public final class TransferEngine: Sendable {
                 continue
             }
             let library = file.path.count > 1 ? settings.qualities[file.key.server + "/" + file.path[1]] : nil
-            let wanted = quality ?? library ?? settings.qualities[file.key.server] ?? .original
+            // A server's or library's configured quality is for video: audio is kept as it is.
+            let wanted = file.kind.media == .audio ? .original : quality ?? library ?? settings.qualities[file.key.server] ?? .original
+            if quality != nil && quality != .original && file.kind.media == .audio {
+                throw .invalidArgument("copies at another quality are for video; \(file.path.last ?? "this file") is audio: pin it without --quality")
+            }
             if wanted != .original, backend(for: file.key.server)?.kind == .silo {
                 throw .invalidArgument("copies at another quality from Silo are not supported yet; pin without --quality (the original)")
             }

@@ -53,14 +53,45 @@ public struct FixtureCatalog: Sendable {
         }
     }
 
+    /// A music file (Jellyfin/Emby `BaseItemDto` of `Type` "Audio"). Plex fixtures ignore tracks.
+    public struct Track: Sendable {
+        public var title: String
+        public var album: String?
+        public var albumArtist: String?
+        public var artists: [String]
+        /// Disc number (`ParentIndexNumber`).
+        public var disc: Int?
+        /// Track number (`IndexNumber`).
+        public var number: Int?
+        public var year: Int?
+        public var file: String
+        public var container: String
+
+        public init(title: String, album: String? = nil, albumArtist: String? = nil, artists: [String] = [],
+                    disc: Int? = nil, number: Int? = nil, year: Int? = nil, file: String, container: String) {
+            self.title = title
+            self.album = album
+            self.albumArtist = albumArtist
+            self.artists = artists
+            self.disc = disc
+            self.number = number
+            self.year = year
+            self.file = file
+            self.container = container
+        }
+    }
+
     public var movieLibrary = "Movies"
     public var showLibrary = "Shows"
+    public var musicLibraryName = "Music"
     public var movies: [Movie] = []
     public var series: [Series] = []
+    public var tracks: [Track] = []
 
-    public init(movies: [Movie], series: [Series]) {
+    public init(movies: [Movie], series: [Series], tracks: [Track] = []) {
         self.movies = movies
         self.series = series
+        self.tracks = tracks
     }
 }
 
@@ -175,6 +206,10 @@ public final class ServerFixture: Sendable {
     }
     let movieLibraryId: String
     let showLibraryId: String
+    /// The music library view (`BaseItemDto.CollectionType` "music"); `catalog.tracks` live below it.
+    public let musicLibraryId: String
+    /// `Content-Type` of a download that is not video (tracks), by item id.
+    let contentTypes: [String: String]
     /// Immutable after init.
     nonisolated(unsafe) let itemsById: [String: [String: Any]]
     let filesById: [String: String]
@@ -191,6 +226,8 @@ public final class ServerFixture: Sendable {
         self.token = token ?? fixtureId("token:" + userName + ":" + String(UInt64.random(in: 0...UInt64.max)))
         self.movieLibraryId = fixtureId("library:movies")
         self.showLibraryId = fixtureId("library:shows")
+        let musicId = fixtureId("library:music")
+        self.musicLibraryId = musicId
         var items: [String: [String: Any]] = [:]
         var files: [String: String] = [:]
         for movie in catalog.movies {
@@ -232,6 +269,51 @@ public final class ServerFixture: Sendable {
                               "_versions": [["Id": eid, "Name": ep.title, "File": ep.file, "Container": ep.container]]]
             }
         }
+        // Music (Jellyfin and Emby only; the Plex emulator has no music section to list them in):
+        // each track is an `Audio` item below its `MusicAlbum`, each album below the music view.
+        var mimeTypes: [String: String] = [:]
+        for track in kind == .plex ? [] : catalog.tracks {
+            let albumId = ServerFixture.albumId(of: track)
+            // BaseItemDto.AlbumArtists: NameGuidPair (Jellyfin) / NameIdPair (Emby) items, `Name` and `Id`.
+            let albumArtists: [[String: String]]? = track.albumArtist.map { [["Name": $0, "Id": fixtureId("artist:" + $0)]] }
+            if let albumId, let album = track.album {
+                // BaseItemDto.Type "MusicAlbum" (BaseItemKind), a folder: what IncludeItemTypes=MusicAlbum lists.
+                var node = items[albumId] ?? clean([
+                    "Name": album, "ServerId": serverId, "Id": albumId, "Type": "MusicAlbum", "IsFolder": true,
+                    "ParentId": musicId, "LocationType": "FileSystem", "AlbumArtist": track.albumArtist,
+                    "AlbumArtists": albumArtists, "DateCreated": "2024-06-01T12:00:00.0000000Z"])
+                if node["ProductionYear"] == nil, let year = track.year { node["ProductionYear"] = year }
+                items[albumId] = node
+            }
+            let id = fixtureId("track:\(track.album ?? ""):\(track.disc ?? 0):\(track.number ?? 0):\(track.title):\(track.file)")
+            files[id] = track.file
+            mimeTypes[id] = ServerFixture.audioContentType(track.container)
+            // MediaSourceInfo.Path: a server-side path as a music library lays it out (artist/album/file),
+            // so tracks with the same file name on different albums do not share one.
+            let folders = [track.albumArtist ?? track.artists.first, track.album].compactMap { $0?.replacingOccurrences(of: "/", with: "_") }
+            let path = (["/media/music"] + folders + [(track.file as NSString).lastPathComponent]).joined(separator: "/")
+            // BaseItemDto.Type "Audio" (BaseItemKind), BaseItemDto.MediaType "Audio"; BaseItemDto.ParentId its album.
+            var node: [String: Any] = [
+                "Name": track.title, "ServerId": serverId, "Id": id, "Type": "Audio", "IsFolder": false,
+                "MediaType": "Audio", "LocationType": "FileSystem", "ParentId": albumId ?? musicId, "Container": track.container,
+                "DateCreated": "2024-06-01T12:00:00.0000000Z",
+                "_versions": [["Id": id, "Name": track.title, "File": track.file, "Container": track.container, "Path": path]]]
+            // BaseItemDto.Artists: array of strings (always sent, empty when the tag has none).
+            node["Artists"] = track.artists
+            // BaseItemDto.ArtistItems: NameGuidPair (Jellyfin) / NameIdPair (Emby) per artist.
+            node["ArtistItems"] = track.artists.map { ["Name": $0, "Id": fixtureId("artist:" + $0)] }
+            node.merge(clean([
+                "Album": track.album,                   // BaseItemDto.Album
+                "AlbumId": albumId,                     // BaseItemDto.AlbumId (the MusicAlbum item's Id)
+                "AlbumArtist": track.albumArtist,       // BaseItemDto.AlbumArtist
+                "AlbumArtists": albumArtists,           // BaseItemDto.AlbumArtists
+                "IndexNumber": track.number,            // BaseItemDto.IndexNumber: the track number
+                "ParentIndexNumber": track.disc,        // BaseItemDto.ParentIndexNumber: the disc number
+                "ProductionYear": track.year,           // BaseItemDto.ProductionYear
+            ])) { _, new in new }
+            items[id] = node
+        }
+        contentTypes = mimeTypes
         itemsById = items
         filesById = files
         var numbers: [String: String] = [:]
@@ -310,6 +392,26 @@ public final class ServerFixture: Sendable {
     func lastSaved(_ id: String) -> String { state.withLock { $0.lastSaved[id] } ?? Self.defaultLastSaved }
 
     public func itemId(forFile file: String) -> String? { filesById.first { $0.value == file }?.key }
+
+    /// The `AlbumId` (`BaseItemDto.AlbumId`) a track is listed with: one per album title and album
+    /// artist, nil for a track without an album.
+    public static func albumId(of track: FixtureCatalog.Track) -> String? {
+        track.album.map { fixtureId("album:\(track.albumArtist ?? ""):\($0)") }
+    }
+
+    /// A track download's `Content-Type` (Jellyfin's `/Items/{itemId}/Download` answers `audio/*` for audio).
+    static func audioContentType(_ container: String) -> String {
+        switch container.lowercased() {
+        case "mp3": return "audio/mpeg"
+        case "flac": return "audio/flac"
+        case "m4a", "m4b", "mp4", "alac": return "audio/mp4"
+        case "aac": return "audio/aac"
+        case "ogg", "oga", "opus": return "audio/ogg"
+        case "wav": return "audio/wav"
+        case "wma", "asf": return "audio/x-ms-wma"
+        default: return "audio/" + container.lowercased()
+        }
+    }
 
     func takeFault(for path: String) -> FixtureFault? {
         state.withLock { s in
@@ -467,7 +569,8 @@ public final class ServerFixture: Sendable {
             views.append(["Name": catalog.showLibrary, "ServerId": serverId, "Id": showLibraryId, "Type": "CollectionFolder",
                           "CollectionType": "tvshows", "IsFolder": true])
         }
-        views.append(["Name": "Music", "ServerId": serverId, "Id": fixtureId("library:music"), "Type": "CollectionFolder",
+        // BaseItemDto.CollectionType "music" (listed even when empty, as before tracks existed).
+        views.append(["Name": catalog.musicLibraryName, "ServerId": serverId, "Id": musicLibraryId, "Type": "CollectionFolder",
                       "CollectionType": "music", "IsFolder": true])
         return json(kind == .jellyfin ? ["Items": views, "TotalRecordCount": views.count, "StartIndex": 0] : ["Items": views, "TotalRecordCount": views.count])
     }
@@ -489,8 +592,9 @@ public final class ServerFixture: Sendable {
                 let file = v["File"] as! String
                 let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int64) ?? 0
                 let itemId = v["Id"] as! String
+                let path = v["Path"] as? String ?? "/media/" + (file as NSString).lastPathComponent
                 var source: [String: Any] = [
-                    "Protocol": "File", "Id": mediaSourceId(ofItem: itemId), "Path": "/media/" + (file as NSString).lastPathComponent,
+                    "Protocol": "File", "Id": mediaSourceId(ofItem: itemId), "Path": path,
                     "Type": "Default", "Container": v["Container"]!, "Size": size, "Name": v["Name"]!,
                     "IsRemote": false, "SupportsDirectStream": true, "SupportsDirectPlay": true, "SupportsTranscoding": true]
                 switch kind {
@@ -630,7 +734,7 @@ public final class ServerFixture: Sendable {
         }
         let tag = etag(for: id, file: file)
         let modified = lastModified(for: id)
-        var headers: [(String, String)] = [("Content-Type", "video/x-matroska"), ("Accept-Ranges", "bytes"),
+        var headers: [(String, String)] = [("Content-Type", contentTypes[id] ?? "video/x-matroska"), ("Accept-Ranges", "bytes"),
                                            ("ETag", tag), ("Last-Modified", modified)]
         let dropAfter: Int64? = { if case .dropAfter(let n)? = fault { return n }; return nil }()
         let stall: (after: Int64, seconds: Double)? = {

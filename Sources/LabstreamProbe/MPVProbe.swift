@@ -46,8 +46,12 @@ public enum MPVProbe {
                 if seekTarget == nil {
                     o.reachedPlayback = true
                     guard let d = o.duration, d > 0 else { return o }
-                    seekTarget = d * 0.9
-                    command(mpv, ["seek", String(format: "%.3f", d * 0.9), "absolute"])
+                    // About 90 %, but at least a second and a half before the end: a short
+                    // track must have time left to be seen playing on (a truncated file still
+                    // ends at once there).
+                    let target = max(min(d * 0.9, d - 1.5), d * 0.5)
+                    seekTarget = target
+                    command(mpv, ["seek", String(format: "%.3f", target), "absolute"])
                 }
             case MPV_EVENT_END_FILE:
                 let end = event.data?.assumingMemoryBound(to: mpv_event_end_file.self).pointee

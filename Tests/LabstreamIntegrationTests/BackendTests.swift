@@ -71,7 +71,9 @@ import Testing
         let shows = try #require(catalog.first { $0.name == "Shows" })
         #expect(shows.items.count == 4)
         #expect(shows.items.allSatisfy { $0.seriesName == "Show" && $0.seriesYear == 2020 && $0.sources.count == 1 })
-        #expect(catalog.count == 2)   // the music library is skipped
+        // The music library is read too (issue 19); this fixture's holds no tracks.
+        #expect(catalog.count == 3 && catalog.first { $0.name == "Music" }?.items.isEmpty == true)
+        #expect(fixture.requestLog.contains { $0.path == "/Items" && $0.query["includeItemTypes"] == "Audio" })
         let starts = fixture.requestLog.filter { $0.path == "/Items" && $0.query["includeItemTypes"] == "Movie" }.compactMap { $0.query["startIndex"] }
         #expect(starts == ["0", "2", "4", "6", "8", "10"])
         // Every authenticated call used the Authorization header, never a legacy form.

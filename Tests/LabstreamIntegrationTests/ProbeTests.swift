@@ -120,6 +120,11 @@ import Testing
         let flac = scratch.path + "/track.flac"
         #expect(try runProcess("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=220:duration=6", flac]).code == 0)
         #expect(ProbeVerdict.judge(PlaybackProbe.observe(path: flac, timeout: 10), expecting: .audio) == .complete)
+        // A track cut short fails, short as it is.
+        let cutTrack = try cut(flac, to: scratch.path + "/cut.flac", fraction: 0.5)
+        if case .failed = ProbeVerdict.judge(PlaybackProbe.observe(path: cutTrack, timeout: 10), expecting: .audio) {} else {
+            Issue.record("a track cut in half: \(ProbeVerdict.judge(PlaybackProbe.observe(path: cutTrack, timeout: 10), expecting: .audio))")
+        }
         let random = scratch.path + "/random.flac"
         writeRandomFile(random, size: 200_000, seed: 9)
         if case .failed = ProbeVerdict.judge(PlaybackProbe.observe(path: random, timeout: 10), expecting: .audio) {} else { Issue.record("random bytes as a track") }
