@@ -232,7 +232,7 @@ public enum PlexDecode {
         return Page(metadata: metadata.array ?? [], total: j["totalSize"].int)
     }
 
-    /// A movie or episode with its parts as media sources. Each part is a file: several
+    /// A movie, episode or music track with its parts as media sources. Each part is a file: several
     /// `Media` are versions (labelled by resolution), several `Part`s of one `Media` are the
     /// pieces of a stacked file. The part `key` embeds the changestamp, so it is the source's
     /// identity tag: a new key means new bytes.
@@ -242,6 +242,7 @@ public enum PlexDecode {
         switch type {
         case "movie": kind = .movie
         case "episode": kind = .episode
+        case "track": kind = .track
         default: return nil
         }
         let media = j["Media"].array ?? []
@@ -259,12 +260,19 @@ public enum PlexDecode {
         }
         let modified = Int64(j["updatedAt"].int ?? j["addedAt"].int ?? 0)
         return CatalogItem(
-            id: id, kind: kind, title: j["title"].string ?? "", year: j["year"].int,
+            id: id, kind: kind, title: j["title"].string ?? "", year: kind == .track ? j["parentYear"].int ?? j["year"].int : j["year"].int,
             seriesId: kind == .episode ? (show?.id ?? j["grandparentRatingKey"].text) : nil,
             seriesName: kind == .episode ? (show?.title ?? j["grandparentTitle"].string) : nil,
             seriesYear: kind == .episode ? show?.year : nil,
             seasonNumber: kind == .episode ? j["parentIndex"].int : nil,
             episodeNumber: kind == .episode ? j["index"].int : nil,
+            // A track: its album (parentTitle), the album's artist (grandparentTitle), its disc
+            // (absoluteIndex: "the disc number for a track on multi-disc albums", present only
+            // there; parentIndex is the album's own index) and number (index).
+            album: kind == .track ? j["parentTitle"].string.flatMap { $0.isEmpty ? nil : $0 } : nil,
+            albumArtist: kind == .track ? [j["grandparentTitle"].string, j["originalTitle"].string].compactMap { $0 }.first { !$0.isEmpty } : nil,
+            discNumber: kind == .track ? j["absoluteIndex"].int : nil,
+            trackNumber: kind == .track ? j["index"].int : nil,
             modified: modified, sources: sources)
     }
 

@@ -93,9 +93,11 @@ public struct PlexClient: MediaBackend, PreparedCopySource {
         var libraries: [LibraryCatalog] = []
         for section in try sections() {
             switch section.type {
-            case "movie":
+            case "movie", "artist":
+                // Plex metadata types: 1 is a movie, 10 a track.
+                let type = section.type == "artist" ? 10 : 1
                 let items = try pages("/library/sections/{id}/all") { start in
-                    requests.sectionItems(section: section.key, type: 1, start: start, size: pageSize, token: session.token)
+                    requests.sectionItems(section: section.key, type: type, start: start, size: pageSize, token: session.token)
                 }.compactMap { PlexDecode.item($0) }
                 libraries.append(LibraryCatalog(id: section.key, name: section.title, items: items))
             case "show":

@@ -8,6 +8,8 @@ func plexNumber(_ id: String) -> String { String(UInt64(id.prefix(12), radix: 16
 /// The Plex Media Server side of `ServerFixture`, from the Plex OpenAPI documents: `/identity`,
 /// `/library/sections` (and the newer `/library/sections/all`), paged section listings,
 /// `/library/metadata/{key}/children`, and parts at `/library/parts/{id}/{changestamp}/{file}`.
+/// With `catalog.tracks`, section 3 is a music library: artists, albums (`type=9`) and tracks
+/// (`type=10`), each track's part served like a movie's.
 extension ServerFixture {
     var plexCodes: [String: Int] { ["movies": 1, "shows": 2] }
 
@@ -34,7 +36,9 @@ extension ServerFixture {
             var sections: [[String: Any]] = []
             if !catalog.movies.isEmpty { sections.append(section("1", catalog.movieLibrary, "movie")) }
             if !catalog.series.isEmpty { sections.append(section("2", catalog.showLibrary, "show")) }
-            sections.append(section("3", "Music", "artist"))
+            // LibrarySection.title: the music library's name once it has tracks (before, always "Music");
+            // LibrarySection.type "artist" (MediaTypeString) for a music library.
+            sections.append(section("3", catalog.tracks.isEmpty ? "Music" : catalog.musicLibraryName, "artist"))
             return plexJSON(["MediaContainer": ["size": sections.count, "allowSync": false, "title1": "Plex Library", "Directory": sections]])
         }
         let removed = state.withLock { $0.removed }
@@ -46,6 +50,15 @@ extension ServerFixture {
             case ("2", _) where state.withLock({ $0.flatShowSections }): selected = itemsById.values.filter { $0["Type"] as? String == "Episode" }
             case ("2", "2"?), ("2", nil): selected = itemsById.values.filter { $0["Type"] as? String == "Series" }
             case ("1", _), ("2", _): selected = []
+            case ("3", _):
+                // GET /library/sections/{sectionId}/all `type` (MediaQuery.type). The spec's MediaType enum says
+                // 5/6/7 for artist/album/track, but its own examples for this path (PUT `type=10` tracks,
+                // `type=9` albums) and `/library/sections/{sectionId}/nearest` ("should be 10 for audio
+                // track") use Plex's numbers, which a real server answers: 8 artist, 9 album, 10 track.
+                // No type lists the section's top level (artists); any other type lists nothing. An
+                // empty music section lists nothing either (a section that exists answers, empty).
+                let wanted = ["8": "MusicArtist", "9": "MusicAlbum", "10": "Audio"][type ?? "8"]
+                selected = itemsById.values.filter { wanted != nil && $0["Type"] as? String == wanted }
             default: return .json("", status: 404)
             }
             return plexPage(selected.filter { !removed.contains($0["Id"] as! String) }.sorted { sortKey($0) < sortKey($1) }, request)
@@ -56,6 +69,7 @@ extension ServerFixture {
         }
         if parts.count == 4 && parts[0] == "library" && parts[1] == "metadata" && parts[3] == "children" {
             guard let parent = idsByPlexNumber[parts[2]], let node = itemsById[parent] else { return .json("", status: 404) }
+            if let music = plexMusicChildren(of: parent, node, removed: removed) { return plexPage(music, request) }
             let childType = node["Type"] as? String == "Series" ? "Season" : "Episode"
             let children = itemsById.values.filter {
                 $0["Type"] as? String == childType && $0["ParentId"] as? String == parent && !removed.contains($0["Id"] as! String)
@@ -95,6 +109,7 @@ extension ServerFixture {
         var out: [String: Any] = ["ratingKey": key, "key": "/library/metadata/\(key)" + ((raw["IsFolder"] as? Bool) == true ? "/children" : ""),
                                   "guid": "plex://\(raw["Type"] as! String)/\(id)", "title": raw["Name"] as? String ?? "",
                                   "addedAt": 1_700_000_000, "updatedAt": 1_700_000_000]
+        if let type = plexMusicType(raw) { return plexMusicMetadata(raw, type: type, base: out) }
         switch raw["Type"] as? String {
         case "Movie": out["type"] = "movie"
         case "Series": out["type"] = "show"
@@ -131,6 +146,116 @@ extension ServerFixture {
     }
 
     func plexJSON(_ object: Any) -> HTTPServer.Response { json(object) }
+
+    // MARK: - Music
+
+    /// Metadata.type (MediaTypeString "artist", "album", "track") of a music item, nil for others.
+    func plexMusicType(_ raw: [String: Any]) -> String? {
+        switch raw["Type"] as? String {
+        case "MusicArtist"?: return "artist"
+        case "MusicAlbum"?: return "album"
+        case "Audio"?: return "track"
+        default: return nil
+        }
+    }
+
+    /// An artist's children are its albums, an album's its tracks (by disc and number). The spec's
+    /// Metadata description: "A similar hierarchy exists with track, album, and artist".
+    func plexMusicChildren(of parent: String, _ node: [String: Any], removed: Set<String>) -> [[String: Any]]? {
+        let kept = { (item: [String: Any]) -> Bool in !removed.contains(item["Id"] as! String) }
+        switch node["Type"] as? String {
+        case "MusicArtist"?:
+            return itemsById.values.filter { item -> Bool in
+                guard item["Type"] as? String == "MusicAlbum", kept(item), let artist = item["_artistName"] as? String else { return false }
+                return fixtureId("artist:" + artist) == parent
+            }.sorted { sortKey($0) < sortKey($1) }
+        case "MusicAlbum"?:
+            func order(_ item: [String: Any]) -> (Int, Int, String) {
+                ((item["ParentIndexNumber"] as? Int) ?? 0, (item["IndexNumber"] as? Int) ?? 0, sortKey(item))
+            }
+            return itemsById.values.filter { $0["Type"] as? String == "Audio" && $0["AlbumId"] as? String == parent && kept($0) }
+                .sorted { order($0) < order($1) }
+        default:
+            return nil
+        }
+    }
+
+    /// The artist (name and item) an album, or a track through its album (its own when it has none), is filed under.
+    func plexArtist(of raw: [String: Any]) -> (name: String, id: String)? {
+        let album = (raw["AlbumId"] as? String).flatMap { itemsById[$0] }
+        guard let name = (album?["_artistName"] as? String) ?? (raw["_artistName"] as? String) else { return nil }
+        return (name, fixtureId("artist:" + name))
+    }
+
+    func plexMusicMetadata(_ raw: [String: Any], type: String, base: [String: Any]) -> [String: Any] {
+        let id = raw["Id"] as! String
+        var out = base
+        out["type"] = type                                        // Metadata.type: MediaTypeString artist/album/track
+        out["guid"] = "plex://\(type)/\(id)"                       // Metadata.guid, e.g. plex://track/…, plex://album/…
+        if let year = raw["ProductionYear"] as? Int { out["year"] = year }   // Metadata.year (integer)
+        switch type {
+        case "album":
+            if let artist = plexArtist(of: raw) {
+                let key = plexNumber(artist.id)
+                out["parentRatingKey"] = key                          // Metadata.parentRatingKey (string): the artist
+                out["parentKey"] = "/library/metadata/\(key)"         // Metadata.parentKey
+                out["parentTitle"] = artist.name                      // Metadata.parentTitle: the artist's title
+                out["parentGuid"] = "plex://artist/\(artist.id)"      // Metadata.parentGuid
+            }
+        case "track":
+            if let index = raw["IndexNumber"] as? Int { out["index"] = index }   // Metadata.index: the track number
+            if let disc = raw["ParentIndexNumber"] as? Int {
+                out["parentIndex"] = disc        // Metadata.parentIndex: the parent's (album's) index, the disc on a real server
+                out["absoluteIndex"] = disc      // Metadata.absoluteIndex: "the disc number for a track on multi-disc albums"
+            }
+            if let albumId = raw["AlbumId"] as? String, let album = itemsById[albumId] {
+                let key = plexNumber(albumId)
+                out["parentRatingKey"] = key                          // Metadata.parentRatingKey (string): the album
+                out["parentKey"] = "/library/metadata/\(key)"         // Metadata.parentKey
+                out["parentTitle"] = album["Name"] as? String ?? ""   // Metadata.parentTitle: the album's title
+                out["parentGuid"] = "plex://album/\(albumId)"         // Metadata.parentGuid
+                // parentYear (integer): v0.0.3 spec, `/status/sessions` track Metadata; not in the 1.1.1 schema
+                // (Metadata.additionalProperties: true).
+                if let year = album["ProductionYear"] as? Int { out["parentYear"] = year }
+            }
+            // An album-less track has no parent: parentTitle, parentRatingKey, parentKey absent (all optional).
+            let artist = plexArtist(of: raw)
+            if let artist {
+                let key = plexNumber(artist.id)
+                out["grandparentRatingKey"] = key                     // Metadata.grandparentRatingKey (string)
+                out["grandparentKey"] = "/library/metadata/\(key)"    // Metadata.grandparentKey
+                out["grandparentTitle"] = artist.name                 // Metadata.grandparentTitle: the (album) artist
+                out["grandparentGuid"] = "plex://artist/\(artist.id)" // Metadata.grandparentGuid
+            }
+            // Metadata.originalTitle: v0.0.3 says "the track artist if an audio Item has an album artist";
+            // sent when the track's own artists differ from the grandparent's title.
+            let own = ((raw["Artists"] as? [String]) ?? []).joined(separator: "; ")
+            if !own.isEmpty && own != artist?.name { out["originalTitle"] = own }
+            if let versions = raw["_versions"] as? [[String: Any]] {
+                out["Media"] = versions.map { v -> [String: Any] in    // Metadata.Media: array of Media
+                    let vid = v["Id"] as! String
+                    let file = v["File"] as! String
+                    let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int64) ?? 0
+                    let container = v["Container"] as? String ?? ""
+                    let ext = (file as NSString).pathExtension.isEmpty ? container : (file as NSString).pathExtension
+                    let part: [String: Any] = [
+                        "id": Int(plexNumber(vid))!,                                  // Part.id (integer, int64)
+                        // Part.key (string), as the spec's example `/library/parts/1/1531779263/file.mov`:
+                        // the route movies' parts use; its last segment is not the file's name.
+                        "key": "/library/parts/\(plexNumber(vid))/\(changestamp(vid))/file.\(ext)",
+                        "file": v["Path"] as? String ?? "/media/" + (file as NSString).lastPathComponent,   // Part.file: server path
+                        "size": size,                                                 // Part.size (integer, int64): bytes
+                        "container": container]                                       // Part.container
+                    return ["id": Int(plexNumber(vid + ":media"))!,                   // Media.id (integer, int64, required)
+                            "container": container,                                   // Media.container
+                            "Part": [part]]                                           // Media.Part: array of Part
+                }
+            }
+        default:
+            break
+        }
+        return out
+    }
 }
 
 /// plex.tv's `/api/v2` for tests (from the v0.0.3 spec): PINs the test approves or lets

@@ -53,7 +53,8 @@ public struct FixtureCatalog: Sendable {
         }
     }
 
-    /// A music file (Jellyfin/Emby `BaseItemDto` of `Type` "Audio"). Plex fixtures ignore tracks.
+    /// A music file (Jellyfin/Emby `BaseItemDto` of `Type` "Audio"; Plex `Metadata` of `type` "track"
+    /// in the music section, below its album and artist).
     public struct Track: Sendable {
         public var title: String
         public var album: String?
@@ -269,10 +270,11 @@ public final class ServerFixture: Sendable {
                               "_versions": [["Id": eid, "Name": ep.title, "File": ep.file, "Container": ep.container]]]
             }
         }
-        // Music (Jellyfin and Emby only; the Plex emulator has no music section to list them in):
-        // each track is an `Audio` item below its `MusicAlbum`, each album below the music view.
+        // Music: each track is an `Audio` item below its `MusicAlbum`, each album below the music view.
+        // Plex lists the same items in its music section (see PlexFixture.swift), with the artist
+        // each album is filed under (`_artistName`) and one `MusicArtist` item per such artist.
         var mimeTypes: [String: String] = [:]
-        for track in kind == .plex ? [] : catalog.tracks {
+        for track in catalog.tracks {
             let albumId = ServerFixture.albumId(of: track)
             // BaseItemDto.AlbumArtists: NameGuidPair (Jellyfin) / NameIdPair (Emby) items, `Name` and `Id`.
             let albumArtists: [[String: String]]? = track.albumArtist.map { [["Name": $0, "Id": fixtureId("artist:" + $0)]] }
@@ -283,6 +285,10 @@ public final class ServerFixture: Sendable {
                     "ParentId": musicId, "LocationType": "FileSystem", "AlbumArtist": track.albumArtist,
                     "AlbumArtists": albumArtists, "DateCreated": "2024-06-01T12:00:00.0000000Z"])
                 if node["ProductionYear"] == nil, let year = track.year { node["ProductionYear"] = year }
+                // Plex: the album's parent artist is its album artist, else its first track's artist.
+                if kind == .plex, node["_artistName"] == nil, let artist = track.albumArtist ?? track.artists.first {
+                    node["_artistName"] = artist
+                }
                 items[albumId] = node
             }
             let id = fixtureId("track:\(track.album ?? ""):\(track.disc ?? 0):\(track.number ?? 0):\(track.title):\(track.file)")
@@ -311,7 +317,25 @@ public final class ServerFixture: Sendable {
                 "ParentIndexNumber": track.disc,        // BaseItemDto.ParentIndexNumber: the disc number
                 "ProductionYear": track.year,           // BaseItemDto.ProductionYear
             ])) { _, new in new }
+            // Plex: the artist an album-less track is filed under (a track on an album uses the album's).
+            if kind == .plex, let artist = track.albumArtist ?? track.artists.first { node["_artistName"] = artist }
             items[id] = node
+        }
+        if kind == .plex {
+            // Plex's music section is artist > album > track (spec `/library/sections/all` description):
+            // one artist item for each artist an album or album-less track is filed under.
+            let artists = Set(items.values.compactMap { node -> String? in
+                switch node["Type"] as? String {
+                case "MusicAlbum"?: return node["_artistName"] as? String
+                case "Audio"? where node["AlbumId"] == nil: return node["_artistName"] as? String
+                default: return nil
+                }
+            })
+            for name in artists {
+                let artistId = fixtureId("artist:" + name)
+                items[artistId] = ["Name": name, "ServerId": serverId, "Id": artistId, "Type": "MusicArtist", "IsFolder": true,
+                                   "ParentId": musicId, "_artistName": name]
+            }
         }
         contentTypes = mimeTypes
         itemsById = items

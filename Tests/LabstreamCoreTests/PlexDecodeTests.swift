@@ -26,7 +26,13 @@ import Testing
         let item = try #require(PlexDecode.item(e, show: ("9", "Show", 2020)))
         #expect(item.id == "77" && item.kind == .episode && item.seriesName == "Show" && item.seriesYear == 2020)
         #expect(item.seasonNumber == 2 && item.episodeNumber == 1 && item.sources.map(\.name) == [nil])
-        #expect(PlexDecode.item(JSONValue(raw: ["ratingKey": "1", "type": "track"])) == nil)
+        #expect(PlexDecode.item(JSONValue(raw: ["ratingKey": "1", "type": "photo"])) == nil)
+        // A track: album, album artist, disc (absoluteIndex, only on multi-disc albums) and number.
+        let track = PlexDecode.item(JSONValue(raw: ["ratingKey": "7", "type": "track", "title": "Song", "parentTitle": "Album",
+                                                    "grandparentTitle": "Band", "index": 3, "parentIndex": 1, "absoluteIndex": 2, "year": 2004]))
+        #expect(track?.kind == .track && track?.album == "Album" && track?.albumArtist == "Band" && track?.discNumber == 2 && track?.trackNumber == 3 && track?.year == 2004)
+        let single = PlexDecode.item(JSONValue(raw: ["ratingKey": "8", "type": "track", "title": "Lone", "grandparentTitle": "Band", "index": 1, "parentIndex": 1]))
+        #expect(single?.album == nil && single?.discNumber == nil)
     }
 
     /// The download queue: which part to add, what the server says of the item, and the

@@ -3,7 +3,7 @@ import LabstreamCore
 import LabstreamFixture
 import Testing
 
-/// Music libraries (issue 19, Jellyfin and Emby): tracks are placed under their album artist and
+/// Music libraries (issue 19; Plex's artist sections too): tracks are placed under their album artist and
 /// album, read like any file, and the completion check judges them as audio.
 @Suite(.serialized) struct MusicTests {
     static func catalog(_ dir: String) -> FixtureCatalog {
@@ -33,7 +33,7 @@ import Testing
     static let closing = "test/Music/Band/Double (2003)/2-03 - Closing.flac"
     static let hit = "test/Music/Various Artists/Hits (2010)/07 - Hit.flac"
 
-    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby])
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby, .plex])
     func tracksArePlacedReadAndCheckedAsAudio(kind: ServerFixture.Kind) throws {
         let m = try MountedLabstream("music-\(kind)", kind: kind, catalog: Self.catalog, probe: true)
         try m.mount()
