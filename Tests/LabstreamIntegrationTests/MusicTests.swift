@@ -50,7 +50,7 @@ import Testing
         }
         // Copies at another quality are for video.
         let quality = try m.cli(["pin", "--quality", "2mbps", m.path(Self.hit)])
-        #expect(quality.code != 0 && quality.stderr.contains("is audio"), "\(quality.code) \(quality.stderr)")
+        #expect(quality.code == 64 && quality.stderr.contains("is audio"), "\(quality.code) \(quality.stderr)")
         try m.unmount()
     }
 }
