@@ -104,7 +104,8 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, LiveCopySour
                 }
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: episodes))
             default:
-                continue // music videos, home videos, photos, … are not mounted yet
+                // Music videos, home videos, photos, live TV, playlists…: said, not mounted.
+                libraries.append(LibraryCatalog(id: view.id, name: view.name, items: [], leftOut: LibraryCatalog.whyLeftOut(kind: view.collectionType)))
             }
             progress("\(view.name): \(libraries.last?.items.count ?? 0) items")
         }

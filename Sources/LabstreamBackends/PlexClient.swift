@@ -133,7 +133,8 @@ public struct PlexClient: MediaBackend, PreparedCopySource {
                 }
                 libraries.append(LibraryCatalog(id: section.key, name: section.title, items: episodes))
             default:
-                continue   // music and photos are not mounted
+                // Photos and anything else Labstream cannot place yet: said, not mounted.
+                libraries.append(LibraryCatalog(id: section.key, name: section.title, items: [], leftOut: LibraryCatalog.whyLeftOut(kind: section.type)))
             }
             progress("\(section.title): \(libraries.last?.items.count ?? 0) items")
         }

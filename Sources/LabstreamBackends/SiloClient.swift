@@ -127,7 +127,10 @@ public struct SiloClient: MediaBackend {
         var out: [LibraryCatalog] = []
         for library in libraries {
             let types = Self.cardTypes(ofLibrary: library.type)
-            guard !types.isEmpty else { continue }
+            guard !types.isEmpty else {
+                out.append(LibraryCatalog(id: library.id, name: library.name, items: [], leftOut: LibraryCatalog.whyLeftOut(kind: library.type)))
+                continue
+            }
             var items: [CatalogItem] = []
             for type in types {
                 for card in try cards(library: library.id, type: type) {

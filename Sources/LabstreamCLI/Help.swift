@@ -70,7 +70,8 @@ enum Help {
     Copies at another quality (pin --quality) are not offered for Silo yet. server remove ends
     the Silo session on the server too.
 
-    Adding an existing NAME replaces it.
+    list also names each server's libraries left out of the tree, and why (live TV, playlists,
+    collections, kinds Labstream cannot place yet). Adding an existing NAME replaces it.
     """
 
     static let mount = """

@@ -212,7 +212,9 @@ enum ServerCommands {
         let config = try context.loadConfig()
         let creds = (try? context.credentials.load()) ?? [:]
         // A read-only command creates nothing: no index, no data directory.
-        let stored = FileManager.default.fileExists(atPath: context.layout.indexPath) ? (try? context.openIndex().servers()) ?? [] : []
+        let index = FileManager.default.fileExists(atPath: context.layout.indexPath) ? try? context.openIndex() : nil
+        let stored = (try? index?.servers()) ?? []
+        func leftOut(_ name: String) -> [(name: String, why: String)] { ((try? index?.leftOutLibraries(server: name)) ?? nil) ?? [] }
         let synced = Dictionary(stored.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         // A live daemon knows whether each server answers.
         let mountpoint = DaemonLock.holder(context.layout)?.mountpoint
@@ -225,6 +227,8 @@ enum ServerCommands {
                 if let u = s.user { r["user"] = u }
                 if let t = synced[s.name]?.lastSync { r["last_sync"] = t }
                 r["reachability"] = reachability(s.name) ?? "not mounted"
+                let out = leftOut(s.name)
+                if !out.isEmpty { r["left_out"] = out.map { ["library": $0.name, "why": $0.why] } }
                 return r
             }
             let data = try JSONSerialization.data(withJSONObject: rows, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
@@ -238,6 +242,7 @@ enum ServerCommands {
         for s in config.servers {
             let sync = synced[s.name]?.lastSync.map { "last sync " + ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double($0))) } ?? "never synced"
             printOut("\(s.name)\t\(s.kind.rawValue)\t\(s.url)\t\(s.user ?? "-")\t\(creds[s.name] == nil ? "no credentials" : "signed in")\t\(sync)\t\(reachability(s.name) ?? "not mounted")")
+            for library in leftOut(s.name) { printOut("  left out: \(library.name) (\(library.why))") }
         }
         return ExitCode.ok
     }

@@ -97,11 +97,25 @@ public struct LibraryCatalog: Sendable, Hashable {
     public var id: String
     public var name: String
     public var items: [CatalogItem]
+    /// Why this library is not in the tree (a kind Labstream cannot place); nil when it is.
+    public var leftOut: String?
 
-    public init(id: String, name: String, items: [CatalogItem]) {
+    public init(id: String, name: String, items: [CatalogItem], leftOut: String? = nil) {
         self.id = id
         self.name = name
         self.items = items
+        self.leftOut = leftOut
+    }
+
+    /// Why a library of `kind` (as the server names kinds) is left out of the tree.
+    public static func whyLeftOut(kind: String?) -> String {
+        switch kind?.lowercased() {
+        case "livetv": "live TV channels are streams, not files"
+        case "playlists", "playlist": "a playlist lists files that belong to other libraries"
+        case "boxsets", "collection", "collections": "a collection lists films that belong to other libraries"
+        case let k?: "Labstream cannot place \(k) libraries yet"
+        case nil: "the server does not say what kind of library it is"
+        }
     }
 }
 

@@ -596,6 +596,10 @@ public final class ServerFixture: Sendable {
         // BaseItemDto.CollectionType "music" (listed even when empty, as before tracks existed).
         views.append(["Name": catalog.musicLibraryName, "ServerId": serverId, "Id": musicLibraryId, "Type": "CollectionFolder",
                       "CollectionType": "music", "IsFolder": true])
+        // BaseItemDto.CollectionType "livetv" (the spec's CollectionType enum): a view that holds
+        // channels, not files; a client must leave it out.
+        views.append(["Name": "Live TV", "ServerId": serverId, "Id": fixtureId("view:livetv"), "Type": "UserView",
+                      "CollectionType": "livetv", "IsFolder": true])
         return json(kind == .jellyfin ? ["Items": views, "TotalRecordCount": views.count, "StartIndex": 0] : ["Items": views, "TotalRecordCount": views.count])
     }
 

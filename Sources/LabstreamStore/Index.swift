@@ -11,7 +11,7 @@ import Synchronization
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
 /// read fails closed.
 public final class OfflineIndex: Sendable {
-    public static let schemaVersion: Int64 = 8
+    public static let schemaVersion: Int64 = 9
     public let db: SQLiteDatabase
 
     public struct ServerRow: Sendable, Hashable {
@@ -214,7 +214,8 @@ public final class OfflineIndex: Sendable {
                 try c.run("INSERT OR REPLACE INTO servers(name, type, url, server_id, last_sync) VALUES(?,?,?,?,?)",
                           [.text(server.name), .text(server.type), .text(server.url), server.serverId.map(SQLValue.text) ?? .null, .int(now)])
                 for library in libraries {
-                    try c.run("INSERT OR REPLACE INTO libraries VALUES(?,?,?)", [.text(server.name), .text(library.id), .text(library.name)])
+                    try c.run("INSERT OR REPLACE INTO libraries(server, id, name, left_out) VALUES(?,?,?,?)",
+                              [.text(server.name), .text(library.id), .text(library.name), library.leftOut.map(SQLValue.text) ?? .null])
                     for item in library.items {
                         func number(_ n: Int?) -> SQLValue { n.map { .int(Int64($0)) } ?? .null }
                         func text(_ t: String?) -> SQLValue { t.map(SQLValue.text) ?? .null }
@@ -252,7 +253,7 @@ public final class OfflineIndex: Sendable {
     /// for merging an incremental refresh into.
     public func catalog(server: String) throws(LabstreamError) -> [LibraryCatalog] {
         try read("the catalog") {
-            let libraries = try db.query("SELECT id, name FROM libraries WHERE server=? ORDER BY id", [.text(server)])
+            let libraries = try db.query("SELECT id, name, left_out FROM libraries WHERE server=? ORDER BY id", [.text(server)])
             let items = try db.query("""
                 SELECT id, library, kind, title, year, series_id, series_name, series_year, season, episode, modified,
                     album, album_artist, disc, track, folders
@@ -279,8 +280,16 @@ public final class OfflineIndex: Sendable {
             }
             return libraries.compactMap { r in
                 guard let id = r[0].text else { return nil }
-                return LibraryCatalog(id: id, name: r[1].text ?? id, items: itemsOf[id] ?? [])
+                return LibraryCatalog(id: id, name: r[1].text ?? id, items: itemsOf[id] ?? [], leftOut: r[2].text)
             }
+        }
+    }
+
+    /// The libraries of `server` left out of the tree, with why.
+    public func leftOutLibraries(server: String) throws(LabstreamError) -> [(name: String, why: String)] {
+        try read("the catalog") {
+            try db.query("SELECT name, left_out FROM libraries WHERE server=? AND left_out IS NOT NULL ORDER BY name", [.text(server)])
+                .compactMap { r in r[1].text.map { (r[0].text ?? "", $0) } }
         }
     }
 

@@ -9,7 +9,7 @@ extension OfflineIndex {
     static let schemaColumns: [(String, [String])] = [
         ("meta", ["key", "value"]),
         ("servers", ["name", "type", "url", "server_id", "last_sync"]),
-        ("libraries", ["server", "id", "name"]),
+        ("libraries", ["server", "id", "name", "left_out"]),
         ("items", ["server", "id", "library", "kind", "title", "year", "series_id", "series_name", "series_year", "season", "episode", "modified",
                    "album", "album_artist", "disc", "track", "folders"]),
         ("media_sources", ["server", "item_id", "id", "name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate", "remote_item"]),
@@ -20,7 +20,7 @@ extension OfflineIndex {
     ]
 
     /// `migrations[n - 1]` takes an index from schema n to n + 1.
-    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8]
+    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9]
 
     static func createV1(_ c: Connection) throws {
         try c.exec("""
@@ -124,4 +124,13 @@ extension OfflineIndex {
     /// An item's folders in one column (a unit separator between names: no folder name has one).
     static func encodeFolders(_ folders: [String]) -> SQLValue { folders.isEmpty ? .null : .text(folders.joined(separator: "\u{1F}")) }
     static func decodeFolders(_ value: String?) -> [String] { value.map { $0.split(separator: "\u{1F}").map(String.init) } ?? [] }
+
+    /// v9: a library Labstream cannot place is kept with why (`server list` says it), instead of
+    /// being forgotten. Existing libraries are all placed ones.
+    static func migrateV8toV9(_ c: Connection) throws {
+        try c.exec("""
+        ALTER TABLE libraries ADD COLUMN left_out TEXT;
+        UPDATE meta SET value = '9' WHERE key = 'schema_version';
+        """)
+    }
 }

@@ -72,7 +72,10 @@ import Testing
         #expect(shows.items.count == 4)
         #expect(shows.items.allSatisfy { $0.seriesName == "Show" && $0.seriesYear == 2020 && $0.sources.count == 1 })
         // The music library is read too (issue 19); this fixture's holds no tracks.
-        #expect(catalog.count == 3 && catalog.first { $0.name == "Music" }?.items.isEmpty == true)
+        #expect(catalog.count == 4 && catalog.first { $0.name == "Music" }?.items.isEmpty == true)
+        // Live TV is said, with why, and never walked.
+        #expect(catalog.first { $0.name == "Live TV" }?.leftOut?.contains("not files") == true)
+        #expect(!fixture.requestLog.contains { $0.query["parentId"] == catalog.first { $0.name == "Live TV" }?.id })
         #expect(fixture.requestLog.contains { $0.path == "/Items" && $0.query["includeItemTypes"] == "Audio" })
         let starts = fixture.requestLog.filter { $0.path == "/Items" && $0.query["includeItemTypes"] == "Movie" }.compactMap { $0.query["startIndex"] }
         #expect(starts == ["0", "2", "4", "6", "8", "10"])

@@ -39,6 +39,9 @@ import Testing
         #expect(gamma.stdout.hasPrefix("not-local") && gamma.stdout.contains("(server offline)"), "\(gamma.stdout)")
         let list = try m.cli(["server", "list", "--json"])
         #expect(list.stdout.contains("\"reachability\" : \"offline\""), "\(list.stdout)")
+        // A library Labstream cannot place is named with why, from the index (offline too).
+        #expect(list.stdout.contains("\"library\" : \"Live TV\"") && list.stdout.contains("not files"), "\(list.stdout)")
+        #expect(try m.cli(["server", "list"]).stdout.contains("  left out: Live TV (live TV channels are streams, not files)"))
         // One log line for the file, not one per read.
         #expect(m.log.components(separatedBy: "reads of bytes not stored locally fail").count - 1 == 1, "\(m.log)")
         // The start-up sync failed and the tree, unchanged, was not rebuilt after it.
