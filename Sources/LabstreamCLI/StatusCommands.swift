@@ -207,26 +207,22 @@ enum StatusCommand {
     /// answer for the same file in its mount.
     static func fromIndex(_ context: Context, catalogPath: String) throws -> [FileStatus] {
         let clean = catalogPath.split(separator: "/").joined(separator: "/")
-        let files = FileManager.default.fileExists(atPath: context.layout.indexPath)
-            ? try treeFiles(context).filter { let p = $0.path.joined(separator: "/"); return p == clean || p.hasPrefix(clean + "/") } : []
-        guard !files.isEmpty else {
-            throw CLIError(ExitCode.noInput, "no Labstream daemon is running and '\(catalogPath)' is not a catalog path (SERVER/LIBRARY/…, as `labstream status` shows)")
-        }
+        let notCatalog = CLIError(ExitCode.noInput, "no Labstream daemon is running and '\(catalogPath)' is not a catalog path (SERVER/LIBRARY/…, as `labstream status` shows)")
+        guard FileManager.default.fileExists(atPath: context.layout.indexPath) else { throw notCatalog }
         let index = try context.openIndex()
+        let files: [TreeFile], rows: [FileKey: [DownloadRow]]
         do {
-            let rows = Dictionary(grouping: try index.downloads(), by: { FileStatus.owner(of: $0.key) })
-            return files.filter { files.count == 1 || DerivedCopy.parse($0.key) == nil }.map { f in
+            files = try index.treeFiles().filter { let p = $0.path.joined(separator: "/"); return p == clean || p.hasPrefix(clean + "/") }
+            rows = Dictionary(grouping: try index.downloads(), by: { FileStatus.owner(of: $0.key) })
+        } catch { throw CLIError(error) }
+        guard !files.isEmpty else { throw notCatalog }
+        return files.filter { files.count == 1 || DerivedCopy.parse($0.key) == nil }.map { f in
                 let mine = rows[f.key] ?? []
                 return FileStatus(path: f.path.joined(separator: "/"), size: f.size, row: mine.first { $0.key == f.key },
                                   related: mine.filter { $0.key != f.key }, orphaned: f.orphaned)
             }.sorted { $0.path < $1.path }
-        } catch { throw CLIError(error) }
     }
 
-    static func treeFiles(_ context: Context) throws -> [TreeFile] {
-        let index = try context.openIndex()
-        do { return try index.treeFiles() } catch { throw CLIError(error) }
-    }
 }
 
 /// Lines redrawn in place on a terminal: the cursor goes back over what was drawn last, each
@@ -250,10 +246,27 @@ extension FileStatus {
     /// The public JSON form (`status --json`, `--watch --json`): reason as a code, with the
     /// sentence as `message`; bytes as numbers.
     func json(rate: Double? = nil, eta: Int? = nil) -> [String: Any] {
+        var r = encoded(wire: false)
+        if let rate { r["rate"] = Int(rate) }
+        if let eta { r["eta"] = eta }
+        return r
+    }
+
+    /// The daemon's form on the control socket: the stored reason itself, so the CLI derives
+    /// codes and sentences exactly as it does from the index.
+    var wire: [String: Any] { encoded(wire: true) }
+
+    /// The file and its parts, each with state, bytes and reason: the stored reason on the
+    /// wire, its code and sentence in public JSON.
+    private func encoded(wire: Bool) -> [String: Any] {
         func fields(_ state: DisplayState, _ present: Int64, _ total: Int64, _ reason: String?) -> [String: Any] {
             var r: [String: Any] = ["state": state.rawValue, "bytes_present": present, "bytes_total": total]
-            if let code = StatusReason.code(reason, state: state) { r["reason"] = code.rawValue }
-            if let sentence = StatusReason.sentence(reason) { r["message"] = sentence }
+            if wire {
+                if let reason { r["stored_reason"] = reason }
+            } else {
+                if let code = StatusReason.code(reason, state: state) { r["reason"] = code.rawValue }
+                if let sentence = StatusReason.sentence(reason) { r["message"] = sentence }
+            }
             return r
         }
         var r = fields(state, present, total, reason)
@@ -262,24 +275,6 @@ extension FileStatus {
         if !copies.isEmpty {
             r["copies"] = copies.map { c in fields(c.state, c.present, c.total, c.reason).merging(["quality": c.quality ?? ""]) { a, _ in a } }
         }
-        if let v = newVersion { r["new_version"] = fields(v.state, v.present, v.total, v.reason) }
-        if let rate { r["rate"] = Int(rate) }
-        if let eta { r["eta"] = eta }
-        return r
-    }
-
-    /// The daemon's form on the control socket: the stored reason itself, so the CLI derives
-    /// codes and sentences exactly as it does from the index.
-    var wire: [String: Any] {
-        func fields(_ state: DisplayState, _ present: Int64, _ total: Int64, _ reason: String?) -> [String: Any] {
-            var r: [String: Any] = ["state": state.rawValue, "bytes_present": present, "bytes_total": total]
-            if let reason { r["stored_reason"] = reason }
-            return r
-        }
-        var r = fields(state, present, total, reason)
-        r["path"] = path
-        r["pinned"] = pinned
-        r["copies"] = copies.map { c in fields(c.state, c.present, c.total, c.reason).merging(["quality": c.quality ?? ""]) { a, _ in a } }
         if let v = newVersion { r["new_version"] = fields(v.state, v.present, v.total, v.reason) }
         return r
     }

@@ -206,33 +206,44 @@ final class MountedLabstream: @unchecked Sendable {
     }
 
     /// `labstream mount` (daemonised): returns once the mount is live.
-    func mount() throws {
-        let r = try cli(["mount", mountpoint])
-        try #require(r.code == 0, "mount failed (\(r.code)): \(r.stderr)")
-        let lock = try String(contentsOfFile: dataDir + "/labstream.lock", encoding: .utf8)
-        daemonPid = Int32(lock.split(separator: "\n").first ?? "") ?? 0
-        try #require(daemonPid > 0)
-    }
+    func mount() throws { daemonPid = try mountDaemon(at: mountpoint, dataDir: dataDir, cli: cli) }
 
     /// `labstream unmount` and wait until the daemon process is gone.
-    func unmount() throws {
-        let r = try cli(["unmount", mountpoint])
-        #expect(r.code == 0, "unmount failed: \(r.stderr)")
-        #expect(waitForExit(pid: daemonPid), "daemon \(daemonPid) still running after unmount")
-    }
+    func unmount() throws { try unmountDaemon(at: mountpoint, pid: daemonPid, cli: cli) }
 
     func path(_ relative: String) -> String { mountpoint + "/" + relative }
 
     var log: String { (try? String(contentsOfFile: dataDir + "/labstream.log", encoding: .utf8)) ?? "" }
 
     deinit {
-        if daemonPid > 0 && kill(daemonPid, 0) == 0 {
-            _ = try? runProcess(labstreamBinary, ["unmount", mountpoint], environment: env)
-            _ = waitForExit(pid: daemonPid, timeoutMs: 5000)
-        }
+        stopDaemon(at: mountpoint, pid: daemonPid, env: env)
         fixture.stop()
         plexTV?.stop()
     }
+}
+
+/// `labstream mount MOUNTPOINT` (daemonised) through `cli`; the daemon's pid once the mount is live.
+func mountDaemon(at mountpoint: String, dataDir: String, cli: ([String], String?) throws -> ProcessResult) throws -> Int32 {
+    let r = try cli(["mount", mountpoint], nil)
+    try #require(r.code == 0, "mount failed (\(r.code)): \(r.stderr)")
+    let lock = try String(contentsOfFile: dataDir + "/labstream.lock", encoding: .utf8)
+    let pid = Int32(lock.split(separator: "\n").first ?? "") ?? 0
+    try #require(pid > 0)
+    return pid
+}
+
+/// `labstream unmount MOUNTPOINT` through `cli`, and wait until the daemon is gone.
+func unmountDaemon(at mountpoint: String, pid: Int32, cli: ([String], String?) throws -> ProcessResult) throws {
+    let r = try cli(["unmount", mountpoint], nil)
+    #expect(r.code == 0, "unmount failed: \(r.stderr)")
+    #expect(waitForExit(pid: pid), "daemon \(pid) still running after unmount")
+}
+
+/// A test's daemon left running (a failed test): unmounted, waited for.
+func stopDaemon(at mountpoint: String, pid: Int32, env: [String: String]) {
+    guard pid > 0 && kill(pid, 0) == 0 else { return }
+    _ = try? runProcess(labstreamBinary, ["unmount", mountpoint], environment: env)
+    _ = waitForExit(pid: pid, timeoutMs: 5000)
 }
 
 /// Reads `length` bytes at `offset` with pread, as a player would.

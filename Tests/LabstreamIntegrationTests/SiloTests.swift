@@ -43,27 +43,17 @@ final class MountedSilo: @unchecked Sendable {
         if let text = try? String(contentsOfFile: conf, encoding: .utf8), !text.contains("playback_probe") {
             try (text + "\n[cache]\nplayback_probe = no\n").write(toFile: conf, atomically: true, encoding: .utf8)
         }
-        let r = try cli(["mount", mountpoint])
-        try #require(r.code == 0, "mount failed (\(r.code)): \(r.stderr)")
-        let lock = try String(contentsOfFile: dataDir + "/labstream.lock", encoding: .utf8)
-        daemonPid = Int32(lock.split(separator: "\n").first ?? "") ?? 0
+        daemonPid = try mountDaemon(at: mountpoint, dataDir: dataDir, cli: cli)
     }
 
-    func unmount() throws {
-        let r = try cli(["unmount", mountpoint])
-        #expect(r.code == 0, "unmount failed: \(r.stderr)")
-        #expect(waitForExit(pid: daemonPid), "daemon \(daemonPid) still running after unmount")
-    }
+    func unmount() throws { try unmountDaemon(at: mountpoint, pid: daemonPid, cli: cli) }
 
     func path(_ relative: String) -> String { mountpoint + "/" + relative }
 
     var credentials: String { (try? String(contentsOfFile: configDir + "/credentials", encoding: .utf8)) ?? "" }
 
     deinit {
-        if daemonPid > 0 && kill(daemonPid, 0) == 0 {
-            _ = try? runProcess(labstreamBinary, ["unmount", mountpoint], environment: env)
-            _ = waitForExit(pid: daemonPid, timeoutMs: 5000)
-        }
+        stopDaemon(at: mountpoint, pid: daemonPid, env: env)
         fixture.stop()
     }
 }
