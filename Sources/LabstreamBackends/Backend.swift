@@ -54,6 +54,32 @@ public protocol PreparedCopySource: MediaBackend {
     func cancelPreparationRequest(job: String) -> HTTPRequest?
 }
 
+/// A server that keeps a registry of the copies this device holds (Silo's managed downloads):
+/// a pinned file is registered, its progress and completion reported, and its entry deleted
+/// when it is unpinned. One entry per item (a film, an episode), for one of its files.
+public protocol ManagedDownloadRegistry: MediaBackend {
+    /// Creates the entry for `file`. Not idempotent: after a throw the server may have made it
+    /// (`entries` lists it); `.exists` means the server already has one for this item.
+    func register(_ file: TreeFile) throws(LabstreamError) -> Registration
+    /// This device's entries on the server, every page.
+    func entries() throws(LabstreamError) -> [ManagedEntry]
+    /// Reports the copy's state (`at`: when it changed locally, milliseconds since the epoch); nil
+    /// when the entry's revision moved on (re-list, never rewrite).
+    func report(_ entry: ManagedEntry, _ state: ManagedEntry.Report, at: Int64) throws(LabstreamError) -> ManagedEntry?
+    /// Deletes an entry (from the cleanup journal); the answer's status, nil when none came.
+    func remove(entry id: String) -> Int?
+    /// The entry's manifest: its integrity data and the document as sent.
+    func manifest(of entry: ManagedEntry) throws(LabstreamError) -> (integrity: Integrity, document: [UInt8])
+    /// From now on, fetch the bytes of `source` through `entry` (nil: the ordinary route).
+    func routeBytes(of source: FileKey, through entry: String?)
+}
+
+public enum Registration: Sendable, Hashable {
+    case made(ManagedEntry)
+    /// The server has an entry for this item already (made elsewhere, or by a lost answer).
+    case exists
+}
+
 /// A server-side preparation job's state.
 public enum Preparation: Sendable, Hashable {
     case running(String)

@@ -100,6 +100,66 @@ public struct SiloRequests: Sendable {
                     headers: headers(bearer: bearer, profile: profile))
     }
 
+    // MARK: Managed downloads (downloads-api.md § 2, § 4.1–4.6)
+
+    /// The profile's headers plus this device's identity, each once: `X-Silo-Device-Id` selects
+    /// the managed registry (§ 2; stable per data directory), name and platform are what the
+    /// household sees.
+    func managedHeaders(bearer: String, profile: String) -> [HTTPRequest.Header] {
+        headers(bearer: bearer, profile: profile) + [
+            HTTPRequest.Header("X-Silo-Device-Id", identity.deviceId),
+            HTTPRequest.Header("X-Silo-Device-Name", "Labstream on \(identity.device)"),
+            HTTPRequest.Header("X-Silo-Device-Platform", "linux"),
+        ]
+    }
+
+    /// `POST /downloads` for one film or episode at original quality: a new entry only
+    /// (`expected_revision` 0, § 4.1); `content_id` is the film or the series, `episode_id` the
+    /// episode, `media_file_id` the version shown in the tree.
+    public func createDownload(contentId: String, episodeId: String?, mediaFileId: String, bearer: String, profile: String) -> HTTPRequest {
+        var members = ["\"content_id\":" + jsonString(contentId)]
+        if let episodeId { members.append("\"episode_id\":" + jsonString(episodeId)) }
+        members += ["\"media_file_id\":" + jsonString(mediaFileId), "\"quality\":\"original\"", "\"expected_revision\":0"]
+        return HTTPRequest(method: "POST", url: api + "/downloads",
+                           headers: managedHeaders(bearer: bearer, profile: profile) + [HTTPRequest.Header("Content-Type", "application/json")],
+                           body: Array(("{" + members.joined(separator: ",") + "}").utf8))
+    }
+
+    /// `GET /downloads`: this profile and device's entries, one page (§ 4.2, at most 100).
+    public func listDownloads(cursor: String?, bearer: String, profile: String) -> HTTPRequest {
+        var url = api + "/downloads?limit=100"
+        if let cursor { url += "&cursor=" + cursor.queryEscaped }
+        return HTTPRequest(url: url, headers: managedHeaders(bearer: bearer, profile: profile))
+    }
+
+    /// `PATCH /downloads/{id}`: a revision-bound status event (§ 4.3); `updatedAt` in
+    /// milliseconds since the epoch, sent as a millisecond RFC 3339 instant.
+    public func reportDownload(id: String, status: String, updatedAt: Int64, revision: Int, bearer: String, profile: String) -> HTTPRequest {
+        let body = "{\"status\":\(jsonString(status)),\"updated_at\":\(jsonString(ISODate.string(epochMilliseconds: updatedAt))),\"revision\":\(revision)}"
+        return HTTPRequest(method: "PATCH", url: api + "/downloads/\(id.queryEscaped)",
+                           headers: managedHeaders(bearer: bearer, profile: profile) + [HTTPRequest.Header("Content-Type", "application/json")],
+                           body: Array(body.utf8))
+    }
+
+    /// `DELETE /downloads/{id}` (§ 4.4; bodyless 204, 404 when already gone).
+    public func deleteDownload(id: String, bearer: String, profile: String) -> HTTPRequest {
+        HTTPRequest(method: "DELETE", url: api + "/downloads/\(id.queryEscaped)", headers: managedHeaders(bearer: bearer, profile: profile))
+    }
+
+    /// `GET /downloads/{id}/manifest` (§ 4.6).
+    public func manifest(id: String, bearer: String, profile: String) -> HTTPRequest {
+        HTTPRequest(url: api + "/downloads/\(id.queryEscaped)/manifest", headers: managedHeaders(bearer: bearer, profile: profile))
+    }
+
+    /// `GET /downloads/{id}/file` for a closed range (§ 4.5), `If-Range` by the validator held.
+    public func downloadFile(id: String, range: ByteRange, validator: Validator?, bearer: String, profile: String) -> HTTPRequest {
+        var r = HTTPRequest(url: api + "/downloads/\(id.queryEscaped)/file",
+                            headers: managedHeaders(bearer: bearer, profile: profile) + [HTTPRequest.Header("Range", range.httpRange)])
+        r.headers.removeAll { $0.name == "Accept" }   // the file's bytes, not JSON
+        if let validator { r.headers.append(HTTPRequest.Header("If-Range", validator.headerValue)) }
+        return r
+    }
+
     // MARK: Bytes (downloads-api.md § 4.10)
 
     /// `GET /direct-download?file_id=` for a closed range, `If-Range` by the validator held.
@@ -224,6 +284,40 @@ public enum SiloDecode {
         return (items, next)
     }
 
+    /// A download entry (`DownloadEntry`, downloads-api.md § 5) as Labstream keeps it: the
+    /// item is the episode for an episode row, else the content.
+    public static func entry(_ e: JSONValue) -> ManagedEntry? {
+        guard let id = e["id"].string, !id.isEmpty, let content = e["content_id"].string, let file = e["media_file_id"].text else { return nil }
+        let episode = e["episode_id"].string.flatMap { $0.isEmpty ? nil : $0 }
+        return ManagedEntry(itemId: episode ?? content, sourceId: file, id: id, revision: e["revision"].int ?? 0,
+                            status: e["status"].string ?? "", deliveryFormat: e["delivery_format"].string ?? "original")
+    }
+
+    /// A create's answer (`202 {items, skipped, page}`): its one entry.
+    public static func created(_ body: [UInt8]) throws(LabstreamError) -> ManagedEntry {
+        let j = try json(body, "/downloads")
+        guard let first = j["items"].array?.first, let made = entry(first) else {
+            let skipped = j["skipped"].array?.first?["reason"].string
+            throw .refused("Silo made no download entry" + (skipped.map { " (\($0))" } ?? ""))
+        }
+        return made
+    }
+
+    /// A page of `GET /downloads`: its entries and where the next page starts.
+    public static func entriesPage(_ body: [UInt8]) throws(LabstreamError) -> (entries: [ManagedEntry], next: String?) {
+        let j = try json(body, "/downloads")
+        guard let items = j["items"].array else { throw .malformedResponse("/downloads has no items") }
+        let next = j["page"]["has_more"].bool == false ? nil : j["page"]["next_cursor"].string.flatMap { $0.isEmpty ? nil : $0 }
+        return (items.compactMap(entry), next)
+    }
+
+    /// A v3 manifest's integrity data (`integrity.expected_bytes`, `integrity.media_file_hash`, § 6).
+    public static func integrity(_ body: [UInt8]) throws(LabstreamError) -> Integrity {
+        let j = try json(body, "/downloads/{id}/manifest")
+        guard j.isObject, j["download_id"].string != nil else { throw .malformedResponse("/downloads/{id}/manifest is not a manifest") }
+        return Integrity(expectedBytes: j["integrity"]["expected_bytes"].int64, sha256: j["integrity"]["media_file_hash"].string)
+    }
+
     /// A file version (`FileVersion`, or an episode's `EpisodeFile`) as a media source. Silo
     /// reports bitrates in kilobits per second.
     public static func source(_ f: JSONValue, labelled: Bool) -> MediaSource? {
@@ -249,7 +343,8 @@ public enum SiloDecode {
         return items.compactMap { e in
             guard let id = e["content_id"].string else { return nil }
             let files = e["files"].array ?? []
-            let sources = files.compactMap { source($0, labelled: files.count > 1) }
+            // A managed download of an episode names its series as the content (downloads-api.md § 4.1).
+            let sources = files.compactMap { source($0, labelled: files.count > 1) }.map { var s = $0; s.itemId = series.id; return s }
             guard !sources.isEmpty else { return nil }
             return CatalogItem(id: id, kind: .episode, title: e["title"].string ?? "", seriesId: series.id, seriesName: series.title,
                                seriesYear: series.year, seasonNumber: e["season_number"].int, episodeNumber: e["episode_number"].int,

@@ -18,6 +18,8 @@ public struct SiloClient: MediaBackend {
     final class Tokens: Sendable {
         let access = Mutex<String?>(nil)
         let refresh: Mutex<String>
+        /// The managed entry each file's bytes are fetched through (by file id), once registered.
+        let entryRoutes = Mutex<[String: String]>([:])
         init(refresh: String) { self.refresh = Mutex(refresh) }
     }
 
@@ -116,7 +118,10 @@ public struct SiloClient: MediaBackend {
 
     public func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest {
         // A spent token answers 401: the engine checks the sign-in (which renews it) and asks again.
-        requests.directDownload(fileId: file.key.remoteSourceId, range: range, validator: validator, bearer: (try? bearer()) ?? "")
+        if let entry = tokens.entryRoutes.withLock({ $0[file.key.sourceId] }) {
+            return requests.downloadFile(id: entry, range: range, validator: validator, bearer: (try? bearer()) ?? "", profile: profile)
+        }
+        return requests.directDownload(fileId: file.key.remoteSourceId, range: range, validator: validator, bearer: (try? bearer()) ?? "")
     }
 
     /// Every movie and series library: movies with their versions, series by season with the
@@ -191,6 +196,21 @@ public struct SiloClient: MediaBackend {
             cards += page.cards
             // A cursor that comes back again would loop forever: the walk ends there.
             guard let next = page.next, seen.insert(next).inserted, !page.cards.isEmpty else { return cards }
+            cursor = next
+        }
+    }
+
+    /// Every page of a paged listing (`GET /downloads`), following `page.next_cursor`; a cursor
+    /// that comes back again ends the walk.
+    func allEntries() throws(LabstreamError) -> [ManagedEntry] {
+        var out: [ManagedEntry] = []
+        var cursor: String?
+        var seen = Set<String>()
+        while true {
+            let body = try get({ requests.listDownloads(cursor: cursor, bearer: $0, profile: profile) }, "/downloads")
+            let page = try SiloDecode.entriesPage(body)
+            out += page.entries
+            guard let next = page.next, seen.insert(next).inserted else { return out }
             cursor = next
         }
     }
@@ -278,5 +298,58 @@ public struct SiloClient: MediaBackend {
             throw .authenticationFailed("Silo did not accept that PIN for the profile '\(chosen.name)'")
         }
         return (chosen, token)
+    }
+}
+
+// Managed downloads (downloads-api.md § 4): a pinned film or episode is registered with the
+// server as this device's copy; its bytes then come through the entry's file route.
+extension SiloClient: ManagedDownloadRegistry {
+    public func register(_ file: TreeFile) throws(LabstreamError) -> Registration {
+        let episode = file.kind == .episode ? file.key.itemId : nil
+        let content = file.remoteItemId ?? file.key.itemId
+        // Sent once: creation is not retried (§ 4.1, "non-retryable"); the caller looks first.
+        let request = { (bearer: String) in
+            requests.createDownload(contentId: content, episodeId: episode, mediaFileId: file.key.sourceId, bearer: bearer, profile: profile)
+        }
+        var answer = try transport.call(request(try bearer()))
+        // A spent access token did nothing on the server: the create may be sent again with a new one.
+        if answer.status == 401, !isAPIKey { answer = try transport.call(request(try renewAccess())) }
+        switch answer.status {
+        case 200, 201, 202: return .made(try SiloDecode.created(answer.body))
+        case 409: return .exists
+        default: throw Self.failure(answer, "POST /downloads")
+        }
+    }
+
+    public func entries() throws(LabstreamError) -> [ManagedEntry] { try allEntries() }
+
+    public func report(_ entry: ManagedEntry, _ state: ManagedEntry.Report, at: Int64) throws(LabstreamError) -> ManagedEntry? {
+        guard let id = entry.id else { return nil }
+        let answer = try call({ requests.reportDownload(id: id, status: state.rawValue, updatedAt: at, revision: entry.revision, bearer: $0, profile: profile) },
+                              "PATCH /downloads/{id}")
+        switch answer.status {
+        case 200:
+            guard var now = (try? JSONValue.parse(answer.body)).flatMap(SiloDecode.entry) else { return entry }
+            now.reported = state
+            now.reportedAt = at
+            now.manifest = entry.manifest
+            return now
+        case 404, 409: return nil
+        default: throw Self.failure(answer, "PATCH /downloads/{id}")
+        }
+    }
+
+    public func remove(entry id: String) -> Int? {
+        (try? call({ requests.deleteDownload(id: id, bearer: $0, profile: profile) }, "DELETE /downloads/{id}"))?.status
+    }
+
+    public func manifest(of entry: ManagedEntry) throws(LabstreamError) -> (integrity: Integrity, document: [UInt8]) {
+        guard let id = entry.id else { throw .invalidArgument("the download entry has no id yet") }
+        let body = try get({ requests.manifest(id: id, bearer: $0, profile: profile) }, "/downloads/{id}/manifest")
+        return (try SiloDecode.integrity(body), body)
+    }
+
+    public func routeBytes(of source: FileKey, through entry: String?) {
+        tokens.entryRoutes.withLock { $0[source.sourceId] = entry }
     }
 }

@@ -43,7 +43,12 @@ public enum ISODate {
     }
 
     /// `2026-12-01T03:04:05.000Z` for seconds since the epoch (UTC).
-    public static func string(epochSeconds t: Int64) -> String {
+    public static func string(epochSeconds t: Int64) -> String { string(epochMilliseconds: t * 1000) }
+
+    /// `2026-12-01T03:04:05.123Z` for milliseconds since the epoch (UTC).
+    public static func string(epochMilliseconds ms: Int64) -> String {
+        let t = ms >= 0 ? ms / 1000 : (ms - 999) / 1000
+        let millis = Int(ms - t * 1000)
         let days = Int(t >= 0 ? t / 86400 : (t - 86399) / 86400)
         let secs = Int(t - Int64(days) * 86400)
         // Howard Hinnant's civil-from-days.
@@ -57,6 +62,7 @@ public enum ISODate {
         let m = mp < 10 ? mp + 3 : mp - 9
         let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
         func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        return "\(y)-\(two(m))-\(two(d))T\(two(secs / 3600)):\(two(secs / 60 % 60)):\(two(secs % 60)).000Z"
+        let fraction = millis < 10 ? "00\(millis)" : millis < 100 ? "0\(millis)" : "\(millis)"
+        return "\(y)-\(two(m))-\(two(d))T\(two(secs / 3600)):\(two(secs / 60 % 60)):\(two(secs % 60)).\(fraction)Z"
     }
 }

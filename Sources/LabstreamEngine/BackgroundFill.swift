@@ -14,6 +14,7 @@ enum BackgroundFill {
         engine.live.replayJournal(engine)
         engine.prepared.finish(engine)
         let versionsDue = NextVersions.pass(engine)
+        let entriesDue = engine.managed.pass(engine)
         let pinned: [DownloadRow]
         do { pinned = try engine.index.pinnedIncompleteDownloads() } catch {
             engine.log("background fill: \(error.userMessage)")
@@ -48,6 +49,6 @@ enum BackgroundFill {
             case .idle: continue
             }
         }
-        return [soonest, versionsDue].compactMap { $0 }.min()
+        return [soonest, versionsDue, entriesDue].compactMap { $0 }.min()
     }
 }

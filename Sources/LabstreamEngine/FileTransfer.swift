@@ -372,12 +372,36 @@ final class FileTransfer: @unchecked Sendable {
 
     /// Moves the row by `event` (when the table allows it from here) with `reason`, and
     /// records it. Call with `condition` held.
+    /// The server ended this copy (a revoked entry): nothing more is fetched for it, what is
+    /// here stays readable, and `reason` says why.
+    func stopFetching(reason: String, engine: TransferEngine) throws(LabstreamError) {
+        condition.lock()
+        defer {
+            condition.broadcast()
+            condition.unlock()
+        }
+        guard row.reason != reason else { return }
+        if row.status == .failed {
+            // Its fetch already failed (the entry's file route refused it): say the cause.
+            row.reason = reason
+            try index.saveDownload(row, now: engine.now())
+            engine.noteChange()
+        } else {
+            setStatus(.failedPermanently, reason: reason, engine: engine)
+        }
+    }
+
     func setStatus(_ event: DownloadStatus.Event, reason: String?, engine: TransferEngine) {
         guard let status = row.status.after(event), row.status != status || row.reason != reason else { return }
         row.status = status
         row.reason = reason
         _ = try? index.saveDownload(row, now: engine.now())
         engine.noteChange()
+        if status == .failed {
+            // A server that keeps entries may have ended this one: its registry is read back.
+            engine.managed.poke()
+            engine.filler.wake()
+        }
     }
 
     /// Call with `condition` held.
@@ -483,7 +507,7 @@ final class FileTransfer: @unchecked Sendable {
         if next.present.contains(ByteRange(0, next.total)) {
             next.apply(.allBytesPresent)
             next.awaitingValidation = true
-            next.reason = engine.settings.playbackProbe ? StatusReason.awaitingValidation : StatusReason.probeOff
+            next.reason = engine.settings.playbackProbe || engine.checksIntegrity(of: row.key) ? StatusReason.awaitingValidation : StatusReason.probeOff
         } else {
             next.apply(.bytesCommitted)
         }

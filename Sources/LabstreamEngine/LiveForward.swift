@@ -194,6 +194,9 @@ final class LiveForward: Sendable {
                 PreparedCopies.cancel(intent, backend: backend, engine: engine)
             case .cancelJob:
                 continue
+            case .deleteEntry:
+                engine.log("cleanup journal: deleting download entry \(intent.session) on \(intent.server)")
+                ManagedEntries.delete(intent, backend: backend, engine: engine)
             }
         }
     }

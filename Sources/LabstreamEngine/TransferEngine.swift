@@ -84,6 +84,7 @@ public final class TransferEngine: Sendable {
     let journal: CleanupJournal
     let live = LiveForward()
     let prepared = PreparedCopies()
+    let managed = ManagedEntries()
     let openEnded = OpenEndedFill()
     let treeListener = Mutex<(@Sendable () -> Void)?>(nil)
 
@@ -127,7 +128,8 @@ public final class TransferEngine: Sendable {
     public func startBackgroundFill() {
         filler.start { [self] _ in BackgroundFill.pass(self) }
         health.start(self)
-        if settings.playbackProbe { validation.start { [self] _ in Validation.pass(self); return nil } }
+        // Without the probe the worker still runs the integrity checks of managed copies.
+        validation.start { [self] _ in Validation.pass(self) }
     }
 
     /// Stops the background work; bodies on the wire end and commit what they received (a
@@ -208,8 +210,17 @@ public final class TransferEngine: Sendable {
             if let live = files.withLock({ $0[row.key] }) { live.setPinned(pinned, engine: self) }
         }
         if !pinned { live.cancel(Set(rows.map(\.key))) }
+        managed.poke()
         log("\(pinned ? "pinned" : "unpinned") \(rows.count) files")
         filler.wake()
+    }
+
+    /// Whether a finished copy of `key` is checked against the server's integrity data: its
+    /// managed entry serves its bytes (Silo).
+    func checksIntegrity(of key: FileKey) -> Bool {
+        guard backend(for: key.server) is any ManagedDownloadRegistry,
+              let entry = (try? index.managedEntries(server: key.server))?[key.itemId] else { return false }
+        return entry.sourceId == key.sourceId && entry.servesOriginal
     }
 
     /// Bytes stored for `key`, from memory (`OfflineIndex.storedBytes`).
@@ -336,6 +347,7 @@ public final class TransferEngine: Sendable {
             try transfer(for: file).apply(action, engine: self)
         }
         log("\(action.rawValue) \(targets.count) files")
+        managed.poke()
         filler.wake()
     }
 

@@ -4,25 +4,78 @@ import LabstreamCore
 import LabstreamStore
 import Synchronization
 
-/// Runs the completion check (size, then the libmpv probe) on files whose bytes are all
-/// present, one at a time.
+/// Runs the completion check on files whose bytes are all present, one at a time: the size,
+/// then the server's integrity data where it keeps an entry for the copy (Silo's manifest: size
+/// and SHA-256), then the libmpv probe (when it is on).
 enum Validation {
-    static func pass(_ engine: TransferEngine) {
+    /// Returns when rows it could not check yet (their server away) should be looked at again.
+    static func pass(_ engine: TransferEngine) -> Date? {
         let pending = (try? engine.index.downloadsAwaitingValidation()) ?? []
         let catalog = engine.catalogFiles()
+        var again: Date?
+        var entries: [String: [String: ManagedEntry]] = [:]
         for row in pending {
             guard let file = catalog[row.key] ?? engine.treeFile(for: row), let transfer = try? engine.transfer(for: file) else { continue }
+            let server = row.key.server
+            let registry = engine.backend(for: server) as? any ManagedDownloadRegistry
+            if registry != nil && entries[server] == nil { entries[server] = (try? engine.index.managedEntries(server: server)) ?? [:] }
+            let entry = entries[server]?[row.key.itemId].flatMap { $0.sourceId == row.key.sourceId && $0.servesOriginal ? $0 : nil }
+            // Without the probe, a file is judged only by an integrity check it has.
+            guard engine.settings.playbackProbe || entry != nil else { continue }
             let path = engine.layout.absolute(row.partialPath)
             var st = stat()
-            let outcome: ProbeOutcome
+            var outcome: ProbeOutcome?
             if stat(path, &st) != 0 || Int64(st.st_size) != row.total {
                 outcome = .failed("size check: the local file is not \(row.total) bytes")
-            } else {
-                let started = Date()
-                outcome = ProbeVerdict.judge(PlaybackProbe.observe(path: path), expecting: file.kind.media)
-                engine.log("probe of \(file.path.joined(separator: "/")): \(outcome) in \(Int(Date().timeIntervalSince(started) * 1000)) ms")
+            } else if let entry, let registry {
+                guard engine.reachability(of: server) == .online else {
+                    again = Date().addingTimeInterval(30)
+                    continue
+                }
+                do throws(LabstreamError) {
+                    let manifest = try registry.manifest(of: entry)
+                    let verdict = IntegrityCheck.judge(manifest.integrity, localBytes: Int64(st.st_size)) { sha256(ofFile: path) ?? "unreadable" }
+                    var kept = entry
+                    kept.manifest = manifest.document
+                    try engine.index.saveManagedEntry(kept, server: server)
+                    engine.log("integrity of \(file.path.joined(separator: "/")): \(verdict)")
+                    if case .mismatch(let why) = verdict { outcome = .failed(why) }
+                } catch {
+                    engine.log("integrity of \(file.path.joined(separator: "/")): \(error.userMessage); trying again later")
+                    again = Date().addingTimeInterval(30)
+                    continue
+                }
             }
-            transfer.applyVerdict(outcome, attempt: row.attempt, engine: engine)
+            if outcome == nil {
+                if engine.settings.playbackProbe {
+                    let started = Date()
+                    outcome = ProbeVerdict.judge(PlaybackProbe.observe(path: path), expecting: file.kind.media)
+                    engine.log("probe of \(file.path.joined(separator: "/")): \(outcome!) in \(Int(Date().timeIntervalSince(started) * 1000)) ms")
+                } else {
+                    outcome = .unverified(StatusReason.probeOff)
+                }
+            }
+            transfer.applyVerdict(outcome!, attempt: row.attempt, engine: engine)
+            engine.managed.poke()
+            engine.filler.wake()
+        }
+        return again
+    }
+
+    /// Lower-case hex SHA-256 of a whole file, read in large pieces; nil when it cannot be read.
+    static func sha256(ofFile path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        let hasher = SHA256Hasher()
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var offset: Int64 = 0
+        while true {
+            let read = buffer.withUnsafeMutableBytes { b in Result { () throws(SyscallError) in try preadFully(fd, into: b, at: offset, context: path) } }
+            guard case .success(let n) = read else { return nil }
+            if n == 0 { return hasher.finish() }
+            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            offset += Int64(n)
         }
     }
 }

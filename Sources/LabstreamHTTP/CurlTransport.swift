@@ -130,10 +130,14 @@ public final class CurlTransport: HTTPTransport {
         CCurl_setopt_string(handle, CURLOPT_USERAGENT, "Labstream/\(LabstreamVersion.current)")
         // Bytes must be the file's own bytes at their offsets: never a compressed encoding.
         CCurl_setopt_string(handle, CURLOPT_ACCEPT_ENCODING, "identity")
-        if request.method == "POST" {
+        // A body goes as POST fields whatever the method (a PATCH carries one too); any method
+        // but GET and POST is named as it is.
+        let sendsBody = request.method == "POST" || request.body != nil
+        if sendsBody {
             CCurl_setopt_long(handle, CURLOPT_POST, 1)
             state.upload = request.body ?? []
-        } else if request.method != "GET" {
+        }
+        if request.method != "GET" && request.method != "POST" {
             CCurl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, request.method)
         }
         CCurl_setopt_callback(handle, CURLOPT_HEADERFUNCTION, { ptr, size, count, user in
@@ -149,7 +153,7 @@ public final class CurlTransport: HTTPTransport {
         CCurl_setopt_pointer(handle, CURLOPT_WRITEDATA, box.toOpaque())
 
         let code: CURLcode = state.upload.withUnsafeBufferPointer { body in
-            if request.method == "POST" {
+            if sendsBody {
                 CCurl_setopt_pointer(handle, CURLOPT_POSTFIELDS, UnsafeMutableRawPointer(mutating: body.baseAddress))
                 CCurl_setopt_long(handle, CURLOPT_POSTFIELDSIZE, body.count)
             }

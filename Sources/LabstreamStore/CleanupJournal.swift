@@ -12,10 +12,12 @@ public final class CleanupJournal: Sendable {
             case stopEncoding = "stop-encoding"
             /// Cancel a server-side job (Emby Convert) unless a row still uses it.
             case cancelJob = "cancel-job"
+            /// Delete a managed download entry (Silo) of a file no longer pinned.
+            case deleteEntry = "delete-entry"
         }
         public var kind: Kind
         public var server: String
-        /// The play session whose encoding is stopped, or the job to cancel.
+        /// The play session whose encoding is stopped, the job to cancel, or the entry to delete.
         public var session: String
         public var created: Int64
 

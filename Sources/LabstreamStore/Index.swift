@@ -11,7 +11,7 @@ import Synchronization
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
 /// read fails closed.
 public final class OfflineIndex: Sendable {
-    public static let schemaVersion: Int64 = 9
+    public static let schemaVersion: Int64 = 10
     public let db: SQLiteDatabase
 
     public struct ServerRow: Sendable, Hashable {
@@ -375,11 +375,51 @@ public final class OfflineIndex: Sendable {
             try db.transaction { c in
                 try c.run("UPDATE downloads SET status='paused', reason='server removed; after adding it again, resume with labstream resume' WHERE server=? AND status IN ('queued','downloading','preparing')",
                           [.text(name)])
-                for table in ["servers", "libraries", "items", "media_sources"] {
+                for table in ["servers", "libraries", "items", "media_sources", "managed_entries"] {
                     try c.run("DELETE FROM \(table) WHERE \(table == "servers" ? "name" : "server")=?", [.text(name)])
                 }
             }
         } catch { throw .storage("removing \(name) from the index failed: \(error)") }
+    }
+
+    // MARK: - Managed entries
+
+    /// The server's entries for this device's copies on `server`, by item.
+    public func managedEntries(server: String) throws(LabstreamError) -> [String: ManagedEntry] {
+        try read("managed entries") {
+            let rows = try db.query("SELECT item_id, source_id, entry_id, revision, status, delivery, reported, reported_at, manifest FROM managed_entries WHERE server=?",
+                                    [.text(server)])
+            var out: [String: ManagedEntry] = [:]
+            for r in rows {
+                guard let item = r[0].text, let source = r[1].text else { continue }
+                out[item] = ManagedEntry(itemId: item, sourceId: source, id: r[2].text, revision: Int(r[3].int ?? 0), status: r[4].text ?? "",
+                                         deliveryFormat: r[5].text ?? "original", reported: r[6].text.flatMap(ManagedEntry.Report.init(rawValue:)),
+                                         reportedAt: r[7].int, manifest: r[8].text.map { Array($0.utf8) })
+            }
+            return out
+        }
+    }
+
+    /// Records `entry` (an intent to create one when its id is nil), replacing the item's.
+    public func saveManagedEntry(_ entry: ManagedEntry, server: String) throws(LabstreamError) {
+        do {
+            try db.run("INSERT OR REPLACE INTO managed_entries(server, item_id, source_id, entry_id, revision, status, delivery, reported, reported_at, manifest) VALUES(?,?,?,?,?,?,?,?,?,?)",
+                       [.text(server), .text(entry.itemId), .text(entry.sourceId), entry.id.map(SQLValue.text) ?? .null, .int(Int64(entry.revision)),
+                        .text(entry.status), .text(entry.deliveryFormat), entry.reported.map { .text($0.rawValue) } ?? .null,
+                        entry.reportedAt.map(SQLValue.int) ?? .null, entry.manifest.map { .text(String(decoding: $0, as: UTF8.self)) } ?? .null])
+        } catch { throw .storage("recording the download entry of \(server)/\(entry.itemId) failed: \(error)") }
+    }
+
+    public func removeManagedEntry(server: String, item: String) throws(LabstreamError) {
+        do { try db.run("DELETE FROM managed_entries WHERE server=? AND item_id=?", [.text(server), .text(item)]) } catch {
+            throw .storage("forgetting the download entry of \(server)/\(item) failed: \(error)")
+        }
+    }
+
+    /// Download rows of `server` that are pinned, originals only (not copies at another quality
+    /// or next versions): the files a managed registry holds entries for.
+    public func pinnedOriginals(server: String) throws(LabstreamError) -> [DownloadRow] {
+        try downloads(where: "server = ? AND pinned = 1", [.text(server)]).filter { DerivedCopy.parse($0.key) == nil && NextVersion.base(of: $0.key) == nil }
     }
 
     // MARK: - Downloads

@@ -17,10 +17,11 @@ extension OfflineIndex {
                        "awaiting_validation", "updated", "pinned", "source_tag", "job", "checked"]),
         ("segments", ["server", "item_id", "source_id", "attempt", "lower", "upper", "digest"]),
         ("quarantine", ["id", "source", "row", "partial", "reason", "at"]),
+        ("managed_entries", ["server", "item_id", "source_id", "entry_id", "revision", "status", "delivery", "reported", "reported_at", "manifest"]),
     ]
 
     /// `migrations[n - 1]` takes an index from schema n to n + 1.
-    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9]
+    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10]
 
     static func createV1(_ c: Connection) throws {
         try c.exec("""
@@ -131,6 +132,18 @@ extension OfflineIndex {
         try c.exec("""
         ALTER TABLE libraries ADD COLUMN left_out TEXT;
         UPDATE meta SET value = '9' WHERE key = 'schema_version';
+        """)
+    }
+
+    /// v10: the server's record of each copy this device holds (Silo's managed download
+    /// entries), one per item: its id (NULL while a create's answer is awaited), revision,
+    /// state, what was reported and when, and the manifest the copy was checked against.
+    static func migrateV9toV10(_ c: Connection) throws {
+        try c.exec("""
+        CREATE TABLE managed_entries(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL, entry_id TEXT,
+            revision INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL DEFAULT '', delivery TEXT NOT NULL DEFAULT 'original',
+            reported TEXT, reported_at INTEGER, manifest TEXT, PRIMARY KEY(server, item_id));
+        UPDATE meta SET value = '10' WHERE key = 'schema_version';
         """)
     }
 }

@@ -114,6 +114,7 @@ public final class SiloFixture: Sendable {
     private let state = Mutex(SiloState())
     private let server = Mutex<HTTPServer?>(nil)
     private let origin = Mutex("")
+    private let createHold = Mutex<(armed: Bool, gate: DispatchSemaphore)?>(nil)
 
     public init(catalog fixtureCatalog: FixtureCatalog, configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -284,6 +285,17 @@ public final class SiloFixture: Sendable {
     public func loseNextCreateAnswer() {
         state.withLock { $0.loseNextCreate = true }
     }
+
+    /// The next `POST /downloads` makes its entries, then holds its answer until
+    /// `releaseCreateAnswer()` (at most a minute): a client can be stopped between a create and
+    /// its answer.
+    public func holdNextCreateAnswer() { createHold.withLock { $0 = (true, DispatchSemaphore(value: 0)) } }
+
+    public func releaseCreateAnswer() { createHold.withLock { $0 }?.gate.signal() }
+
+    /// Manifests of `fileId` name `hash` as the media file's SHA-256 (a server whose integrity
+    /// data disagrees with the bytes it serves).
+    public func overrideManifestHash(fileId: String, hash: String) { state.withLock { $0.manifestHashOverride[fileId] = hash } }
 
     /// Turns the account's download permission on or off; the capability document's revision and
     /// ETag change with it.
@@ -1185,6 +1197,12 @@ public final class SiloFixture: Sendable {
             guard case .created(let row, let lose) = outcome else {
                 throw problem(c, .conflict, "The managed entry changed; reconcile the registry before a new creation request.")
             }
+            let held = createHold.withLock { h -> DispatchSemaphore? in
+                guard let armed = h, armed.armed else { return nil }
+                h = (false, armed.gate)
+                return armed.gate
+            }
+            _ = held?.wait(timeout: .now() + 60)
             return accepted(SiloJ.obj([
                 ("items", SiloJ.array([entryJSON(row)])),
                 ("skipped", SiloJ.array([])),
@@ -1474,7 +1492,7 @@ public final class SiloFixture: Sendable {
 
     private func manifestJSON(_ c: SiloCtx, _ row: SiloDownloadRow) throws -> SiloJ {
         guard let file = catalog.files[row.mediaFileId], let info = fileInfo(file.path),
-              let digest = mediaHash(file.path) else {
+              let digest = state.withLock({ $0.manifestHashOverride[row.mediaFileId] }) ?? mediaHash(file.path) else {
             throw problem(c, .notFound, "Download not found.")
         }
         var type = "movie"
@@ -2311,6 +2329,7 @@ fileprivate struct SiloState: Sendable {
     var capabilityRevision = 1
     var modifiedOverride: [String: Date] = [:]
     var hashCache: [String: SiloHashEntry] = [:]
+    var manifestHashOverride: [String: String] = [:]
 
     mutating func openSession(deviceName: String, now: Date, lifetime: Int) -> SiloIssuedPair {
         counter += 1

@@ -52,6 +52,8 @@ final class MountedSilo: @unchecked Sendable {
 
     var credentials: String { (try? String(contentsOfFile: configDir + "/credentials", encoding: .utf8)) ?? "" }
 
+    var log: String { (try? String(contentsOfFile: dataDir + "/labstream.log", encoding: .utf8)) ?? "" }
+
     deinit {
         stopDaemon(at: mountpoint, pid: daemonPid, env: env)
         fixture.stop()

@@ -1,0 +1,166 @@
+/// A server's record that this device holds a copy of a file (Silo's managed download entry,
+/// downloads-api.md § 4 and § 5), as Labstream keeps it beside the file's download row. What to
+/// do next with one is `ManagedEntryPolicy.step`; whether a finished copy matches the server's
+/// integrity data is `IntegrityCheck.judge`. Pure values.
+public struct ManagedEntry: Sendable, Hashable {
+    /// The item (a film, an episode) and the file of it the entry holds.
+    public var itemId: String
+    public var sourceId: String
+    /// The server's entry id; nil while a create was sent and its answer never arrived (the
+    /// intent is recorded first, so a stop or a lost answer is followed by a look, not a second create).
+    public var id: String?
+    public var revision: Int
+    /// The server's lifecycle state: `ready`, `preparing`, `downloading`, `completed`, `failed`, `revoked`.
+    public var status: String
+    /// `original`, `remux` or `transcode`: only an `original` entry serves the tree file's bytes.
+    public var deliveryFormat: String
+    /// What Labstream last told the server (`downloading`, `completed`), and when (the PATCH's
+    /// `updated_at`, milliseconds since the epoch: each event is sent later than the one before,
+    /// since the server ignores an event no newer than its last).
+    public var reported: Report?
+    public var reportedAt: Int64?
+    /// The entry's offline manifest as the server sent it (no tokens: the docs promise no
+    /// presigned URLs), kept once the copy was checked against it.
+    public var manifest: [UInt8]?
+
+    public enum Report: String, Sendable, Hashable {
+        case downloading, completed
+    }
+
+    public init(itemId: String, sourceId: String, id: String?, revision: Int = 0, status: String = "", deliveryFormat: String = "original", reported: Report? = nil,
+                reportedAt: Int64? = nil, manifest: [UInt8]? = nil) {
+        self.itemId = itemId
+        self.sourceId = sourceId
+        self.id = id
+        self.revision = revision
+        self.status = status
+        self.deliveryFormat = deliveryFormat
+        self.reported = reported
+        self.reportedAt = reportedAt
+        self.manifest = manifest
+    }
+
+    /// The entry no longer lets the device fetch (downloads-api.md § 5: revoked; a failed artifact job).
+    public var endsFetching: Bool { ["revoked", "failed"].contains(status) }
+
+    /// The tree file's bytes are fetched through this entry: it holds the original (not a
+    /// prepared artifact). A revoked entry still routes them, so the server's refusal is what a
+    /// fetch meets (never a way around it).
+    public var routesBytes: Bool { id != nil && deliveryFormat == "original" }
+
+    /// Serves the tree file's bytes now, so its manifest's integrity data is theirs.
+    public var servesOriginal: Bool { routesBytes && !endsFetching && status != "preparing" }
+}
+
+/// Where the local copy of a file with an entry stands, as the entry policy needs it.
+public enum LocalCopy: Sendable, Hashable {
+    /// Bytes are still missing.
+    case fetching
+    /// Every byte is here and the completion check has not judged it yet.
+    case awaitingCheck
+    /// Every byte is here and was judged playable (or could not be judged).
+    case finished
+    /// The completion check rejected it, or fetching stopped for good.
+    case failed
+}
+
+public enum ManagedEntryPolicy {
+    public enum Step: Sendable, Hashable {
+        case none
+        /// Record the intent, then create the entry (once; never replayed).
+        case register
+        /// A create's answer never came: list the server's entries and adopt this file's.
+        case lookUp
+        /// Tell the server where the copy stands.
+        case report(ManagedEntry.Report)
+        /// The file is no longer pinned: delete the entry (through the cleanup journal).
+        case remove
+        /// The server ended the entry: stop fetching, keep what is here, say why.
+        case stop(String)
+    }
+
+    public static func step(pinned: Bool, local: LocalCopy?, entry: ManagedEntry?) -> Step {
+        guard let entry else { return pinned ? .register : .none }
+        guard entry.id != nil else { return .lookUp }
+        guard pinned else { return .remove }
+        if entry.endsFetching {
+            return local == .finished ? .none : .stop(whyEnded(entry.status))
+        }
+        switch local {
+        case .finished?: return entry.reported == .completed || entry.status == "completed" ? .none : .report(.completed)
+        case .fetching?: return entry.reported == nil && entry.status == "ready" ? .report(.downloading) : .none
+        case .awaitingCheck?, .failed?, nil: return .none
+        }
+    }
+
+    /// The stored entries after a full listing of the server's (`remote`): an intent whose
+    /// create did reach the server adopts what it made, and one that did not is dropped (the
+    /// file registers again); a known entry takes the server's state, a new id (replaced
+    /// elsewhere) starts its reports over, and one the server no longer has is dropped. A
+    /// server entry for a pinned item Labstream did not know of is adopted; one for an item not
+    /// pinned is left alone (it is not Labstream's to delete).
+    public static func reconcile(stored: [String: ManagedEntry], remote: [ManagedEntry], pinned: Set<String>) -> [String: ManagedEntry] {
+        let theirs = Dictionary(remote.map { ($0.itemId, $0) }, uniquingKeysWith: { a, _ in a })
+        var out: [String: ManagedEntry] = [:]
+        for (item, mine) in stored {
+            guard var server = theirs[item] else { continue }
+            if mine.id == server.id {
+                server.reported = mine.reported
+                server.reportedAt = mine.reportedAt
+                server.manifest = mine.manifest
+            }
+            out[item] = server
+        }
+        for (item, server) in theirs where out[item] == nil && pinned.contains(item) && stored[item] == nil {
+            out[item] = server
+        }
+        return out
+    }
+
+    public static func whyEnded(_ status: String) -> String {
+        status == "revoked"
+            ? "the server revoked this download; the bytes already here stay readable, nothing more is fetched (unpin and pin again to ask anew)"
+            : "the server could not prepare this download; the bytes already here stay readable (unpin and pin again to ask anew)"
+    }
+}
+
+/// The server's integrity data for a copy (Silo's manifest `integrity`).
+public struct Integrity: Sendable, Hashable {
+    public var expectedBytes: Int64?
+    /// SHA-256 of the served bytes, lower-case hex; nil or another kind of hash: not checked.
+    public var sha256: String?
+
+    public init(expectedBytes: Int64?, sha256: String?) {
+        self.expectedBytes = expectedBytes
+        self.sha256 = sha256
+    }
+}
+
+public enum IntegrityCheck {
+    public enum Verdict: Sendable, Hashable {
+        case matches
+        /// Nothing to compare the hash with (the server gave none, or not a SHA-256): the size was checked.
+        case sizeOnly
+        case mismatch(String)
+    }
+
+    /// A hex SHA-256 the server gave, normalised; nil when the value is not one (the docs allow
+    /// "sha256-or-scanner-hash": a scanner hash cannot be compared).
+    public static func sha256(in value: String?) -> String? {
+        guard var v = value?.lowercased() else { return nil }
+        if v.hasPrefix("sha256:") { v.removeFirst("sha256:".count) }
+        guard v.count == 64, v.allSatisfy(\.isHexDigit) else { return nil }
+        return v
+    }
+
+    /// `localBytes` and `localHash` (lower-case hex SHA-256 of the copy) against the server's data.
+    public static func judge(_ integrity: Integrity, localBytes: Int64, localHash: () -> String) -> Verdict {
+        if let expected = integrity.expectedBytes, expected != localBytes {
+            return .mismatch("integrity check: the server expects \(expected) bytes, the local copy has \(localBytes)")
+        }
+        guard let expected = sha256(in: integrity.sha256) else { return .sizeOnly }
+        let local = localHash()
+        return local == expected ? .matches
+            : .mismatch("integrity check: the server's SHA-256 is \(expected), the local copy's is \(local); the copy is kept for inspection")
+    }
+}

@@ -1,0 +1,183 @@
+import Foundation
+import LabstreamBackends
+import LabstreamCore
+import LabstreamStore
+import Synchronization
+
+/// Keeps a managed registry (Silo's download entries) in step with the pins: a pinned file is
+/// registered (the intent recorded first; a create whose answer was lost is looked up, never
+/// sent again), its progress and completion are reported, its bytes come through the entry,
+/// and an unpinned file's entry is deleted through the cleanup journal. `ManagedEntryPolicy`
+/// decides each step; this file only carries them out.
+final class ManagedEntries: Sendable {
+    /// Servers whose entries were listed in this run: the first pass of a run reconciles what
+    /// changed while the daemon was away (an entry revoked, one made by a lost answer).
+    let listed = Mutex<Set<String>>([])
+    /// Servers whose stored entries were handed to their backend as byte routes.
+    let routed = Mutex<Set<String>>([])
+    /// A server whose last pass failed is asked again at this time.
+    let nextTry = Mutex<[String: (due: Date, failures: Int)]>([:])
+    /// Set by pins, verdicts and finished fills; a pass without it runs at most once a second.
+    let poked = Atomic<Bool>(true)
+    let lastPass = Mutex<Date>(.distantPast)
+    /// Failed attempts the server's entries were read back for (a refused fetch may be a revoked entry).
+    let failuresSeen = Mutex<Set<String>>([])
+
+    func poke() { poked.store(true, ordering: .relaxed) }
+
+    /// One pass over every registry server. Returns when it wants to run again without a wake-up.
+    func pass(_ engine: TransferEngine) -> Date? {
+        let now = Date()
+        let wasPoked = poked.exchange(false, ordering: .relaxed)
+        let last = lastPass.withLock { $0 }
+        // Throttled: the pass after this one comes a second after the last, so nothing it was
+        // woken for waits longer than that.
+        guard wasPoked || now.timeIntervalSince(last) >= 1 else { return last.addingTimeInterval(1) }
+        lastPass.withLock { $0 = now }
+        var soonest: Date?
+        for server in engine.serverNames {
+            guard let registry = engine.backend(for: server) as? any ManagedDownloadRegistry else { continue }
+            if routed.withLock({ $0.insert(server).inserted }) {
+                for entry in ((try? engine.index.managedEntries(server: server)) ?? [:]).values {
+                    registry.routeBytes(of: Self.key(entry, server), through: entry.routesBytes ? entry.id : nil)
+                }
+            }
+            guard engine.reachability(of: server) == .online else { continue }
+            if let wait = nextTry.withLock({ $0[server] }), wait.due > now {
+                soonest = min(soonest ?? wait.due, wait.due)
+                continue
+            }
+            do throws(LabstreamError) {
+                try keep(server, registry: registry, engine: engine)
+                nextTry.withLock { _ = $0.removeValue(forKey: server) }
+            } catch {
+                let failures = (nextTry.withLock { $0[server]?.failures } ?? 0) + 1
+                var delay = 5.0
+                if case .retry(let d) = engine.settings.retry.decide(.transientTransport, failures: failures, now: now.timeIntervalSince1970,
+                                                                     random: Double.random(in: 0...1), persistent: true) { delay = max(d, 1) }
+                let due = now.addingTimeInterval(delay)
+                nextTry.withLock { $0[server] = (due, failures) }
+                listed.withLock { _ = $0.remove(server) }   // what the failed step did is read back first
+                engine.log("download entries on \(server): \(error.userMessage); trying again in \(Int(delay)) s")
+                soonest = min(soonest ?? due, due)
+            }
+        }
+        return soonest
+    }
+
+    static func key(_ entry: ManagedEntry, _ server: String) -> FileKey { FileKey(server: server, itemId: entry.itemId, sourceId: entry.sourceId) }
+
+    /// Brings `server`'s entries in step with its pinned files, one step per item.
+    func keep(_ server: String, registry: any ManagedDownloadRegistry, engine: TransferEngine) throws(LabstreamError) {
+        let rows = try engine.index.pinnedOriginals(server: server)
+        let pinned = Dictionary(grouping: rows, by: \.key.itemId)
+        var stored = try engine.index.managedEntries(server: server)
+        // A fetch that failed for good while its entry looked servable: the server may have ended the entry.
+        let unexplained = rows.filter { row in
+            row.status == .failed && stored[row.key.itemId].map { $0.sourceId == row.key.sourceId && !$0.endsFetching } == true
+                && failuresSeen.withLock { $0.insert("\(row.key)/\(row.attempt)").inserted }
+        }
+        if !listed.withLock({ $0.contains(server) }) || !unexplained.isEmpty || stored.values.contains(where: { $0.id == nil }) {
+            stored = try relist(server, registry: registry, stored: stored, pinned: Set(pinned.keys), engine: engine)
+        }
+        for item in Set(pinned.keys).union(stored.keys).sorted() {
+            let entry = stored[item]
+            let candidates = pinned[item] ?? []
+            // One entry per item: it holds the pinned file it names, else the first pinned one.
+            let row = candidates.first { $0.key.sourceId == entry?.sourceId } ?? (entry == nil ? candidates.first : nil)
+            let step = ManagedEntryPolicy.step(pinned: row != nil, local: row.map { local($0, entry: entry, engine: engine) }, entry: entry)
+            try take(step, server: server, item: item, row: row, entry: entry, registry: registry, engine: engine)
+        }
+    }
+
+    /// Where a pinned row's copy stands, for the policy.
+    func local(_ row: DownloadRow, entry: ManagedEntry?, engine: TransferEngine) -> LocalCopy {
+        if row.status == .failed { return .failed }
+        guard row.total > 0, row.present.contains(ByteRange(0, row.total)) else { return .fetching }
+        // Without the playback probe, only the integrity check judges a copy (when it has one).
+        let checkPending = row.awaitingValidation && (engine.settings.playbackProbe || entry?.servesOriginal == true)
+        return checkPending ? .awaitingCheck : .finished
+    }
+
+    func relist(_ server: String, registry: any ManagedDownloadRegistry, stored: [String: ManagedEntry], pinned: Set<String>,
+                engine: TransferEngine) throws(LabstreamError) -> [String: ManagedEntry] {
+        let remote = try registry.entries()
+        let now = ManagedEntryPolicy.reconcile(stored: stored, remote: remote, pinned: pinned)
+        for (item, old) in stored where now[item] == nil {
+            try engine.index.removeManagedEntry(server: server, item: item)
+            registry.routeBytes(of: Self.key(old, server), through: nil)
+        }
+        for (item, entry) in now where stored[item] != entry {
+            if stored[item]?.id == nil, stored[item] != nil {
+                engine.log("\(server): adopted download entry \(entry.id ?? "?") for \(item), made by an earlier try whose answer was lost")
+            }
+            try engine.index.saveManagedEntry(entry, server: server)
+            registry.routeBytes(of: Self.key(entry, server), through: entry.routesBytes ? entry.id : nil)
+            engine.validation.wake()   // a finished copy found its entry: its integrity can be checked
+        }
+        listed.withLock { _ = $0.insert(server) }
+        return now
+    }
+
+    func take(_ step: ManagedEntryPolicy.Step, server: String, item: String, row: DownloadRow?, entry: ManagedEntry?,
+              registry: any ManagedDownloadRegistry, engine: TransferEngine) throws(LabstreamError) {
+        switch step {
+        case .none:
+            return
+        case .lookUp:
+            listed.withLock { _ = $0.remove(server) }   // the next pass lists first
+        case .register:
+            guard let row, let file = engine.catalogFile(row.key) else { return }
+            // The intent first: after a stop or a lost answer the server is asked what it made.
+            try engine.index.saveManagedEntry(ManagedEntry(itemId: item, sourceId: row.key.sourceId, id: nil), server: server)
+            switch try registry.register(file) {
+            case .made(let made):
+                var entry = made
+                entry.sourceId = row.key.sourceId
+                try engine.index.saveManagedEntry(entry, server: server)
+                registry.routeBytes(of: row.key, through: entry.routesBytes ? entry.id : nil)
+                engine.log("\(file.path.joined(separator: "/")): registered with \(server) as download entry \(entry.id ?? "?")")
+                engine.validation.wake()
+                let next = ManagedEntryPolicy.step(pinned: true, local: local(row, entry: entry, engine: engine), entry: entry)
+                if case .report = next { try take(next, server: server, item: item, row: row, entry: entry, registry: registry, engine: engine) }
+            case .exists:
+                listed.withLock { _ = $0.remove(server) }   // someone else's change: read it, never overwrite it
+            }
+        case .report(let state):
+            guard let entry else { return }
+            // Each event later than the last: the server ignores one no newer than its last (§ 4.3).
+            let at = max(Int64(Date().timeIntervalSince1970 * 1000), (entry.reportedAt ?? 0) + 1)
+            guard let now = try registry.report(entry, state, at: at) else {
+                listed.withLock { _ = $0.remove(server) }   // the revision moved on: re-list
+                return
+            }
+            try engine.index.saveManagedEntry(now, server: server)
+        case .remove:
+            guard let entry, let id = entry.id else { return }
+            let intent = CleanupJournal.Intent(kind: .deleteEntry, server: server, session: id, created: engine.now())
+            try engine.journal.add(intent)
+            try engine.index.removeManagedEntry(server: server, item: item)
+            registry.routeBytes(of: Self.key(entry, server), through: nil)
+            Self.delete(intent, backend: registry, engine: engine)
+        case .stop(let why):
+            guard let row, let file = engine.catalogFile(row.key) else { return }
+            try engine.transfer(for: file).stopFetching(reason: why, engine: engine)
+            engine.log("\(file.path.joined(separator: "/")): \(why)")
+        }
+    }
+
+    /// Deletes a journaled entry; the journal forgets it once the server has (or never will).
+    static func delete(_ intent: CleanupJournal.Intent, backend: any MediaBackend, engine: TransferEngine) {
+        guard let registry = backend as? any ManagedDownloadRegistry else { return }
+        let status = registry.remove(entry: intent.session)
+        let answer = CleanupAnswer.of(status: status)
+        if answer == .again {
+            engine.log("deleting download entry \(intent.session) on \(intent.server) failed (HTTP \(status ?? 0)); it stays in the cleanup journal")
+            return
+        }
+        if answer == .refused { engine.log("deleting download entry \(intent.session) on \(intent.server) was refused (HTTP \(status ?? 0))") }
+        for pending in engine.journal.pending where pending.kind == .deleteEntry && pending.session == intent.session {
+            try? engine.journal.remove(pending)
+        }
+    }
+}

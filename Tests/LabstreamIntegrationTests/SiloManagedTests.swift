@@ -1,0 +1,142 @@
+import Foundation
+import LabstreamCore
+import LabstreamFixture
+import LabstreamTestSupport
+import Testing
+
+/// Pins on Silo are managed downloads (downloads-api.md § 4): the server's registry holds one
+/// entry per pinned file of this device, its bytes come through the entry, its completion is
+/// checked against the manifest's integrity data and reported, and unpinning deletes it.
+@Suite(.serialized) struct SiloManagedTests {
+    static let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+    static let beta = "test/Movies/Beta (2002)/Beta (2002).mp4"
+    static let gamma = "test/Movies/Gamma/Gamma.mkv"
+    static let season = "test/Shows/Show (2020)/Season 01"
+
+    func mounted(_ name: String) throws -> MountedSilo {
+        let m = try MountedSilo(name)
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        return m
+    }
+
+    func entries(_ m: MountedSilo, content: String?) -> [SiloDownloadSnapshot] {
+        m.fixture.downloadEntries.filter { $0.contentId == content }
+    }
+
+    @Test func aPinnedFilmIsRegisteredFetchedThroughItsEntryCheckedAndReported() throws {
+        let m = try mounted("silo-managed")
+        let expected = expectedTree(m.mediaDir)
+        let wait = try m.cli(["pin", "--wait", m.path(Self.alpha)])
+        #expect(wait.code == 0, "\(wait.stdout) \(wait.stderr)")
+        #expect(try sha256(m.path(Self.alpha)) == sha256(expected[Self.alpha]!))
+        let film = m.fixture.movieContentId(title: "Alpha")
+        let made = entries(m, content: film)
+        let device = try String(contentsOfFile: m.dataDir + "/device-id", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(made.count == 1 && made.first?.deviceId == device && made.first?.profileId == m.fixture.primaryProfileId
+                && made.first?.episodeId == nil && made.first?.quality == "original", "\(made)")
+        #expect(m.fixture.fileIds(forPath: expected[Self.alpha]!).contains(made.first?.mediaFileId ?? "?"))
+        let id = try #require(made.first?.id)
+        // The bytes came through the entry, in closed ranges; the manifest was read; the copy was
+        // reported downloading, then completed.
+        let log = m.fixture.requestLog
+        let file = log.filter { $0.path.hasSuffix("/downloads/\(id)/file") }
+        #expect(!file.isEmpty && file.allSatisfy { $0.range != nil && $0.deviceId == device }, "\(file)")
+        #expect(log.contains { $0.path.hasSuffix("/downloads/\(id)/manifest") && $0.status == 200 })
+        #expect(eventually { entries(m, content: film).first?.status == "completed" }, "\(entries(m, content: film)) \(m.log)")
+        #expect(log.filter { $0.method == "POST" && $0.path.hasSuffix("/downloads") }.count == 1)
+        // A pinned season: one entry per episode, each naming its series and episode.
+        #expect(try m.cli(["pin", "--wait", m.path(Self.season)]).code == 0)
+        let show = try #require(m.fixture.seriesContentId(name: "Show"))
+        let episodes = [m.fixture.episodeContentId(series: "Show", season: 1, episode: 1), m.fixture.episodeContentId(series: "Show", season: 1, episode: 2)]
+        #expect(eventually { entries(m, content: show).count == 2 && entries(m, content: show).allSatisfy { $0.status == "completed" } },
+                "\(entries(m, content: show))")
+        #expect(Set(entries(m, content: show).map(\.episodeId)) == Set(episodes))
+        // Unpinning deletes the film's entry on the server; the season's stay.
+        #expect(try m.cli(["unpin", m.path(Self.alpha)]).code == 0)
+        #expect(eventually { entries(m, content: film).isEmpty })
+        #expect(m.fixture.requestLog.contains { $0.method == "DELETE" && $0.path.hasSuffix("/downloads/\(id)") && $0.status == 204 })
+        #expect(entries(m, content: show).count == 2)
+        // The index and the journal hold ids, never a token.
+        let token = m.credentials.split(separator: "\n").first { $0.hasPrefix("token") }.map { String($0.split(separator: "=").last ?? "").trimmingCharacters(in: .whitespaces) } ?? "?"
+        let index = try Data(contentsOf: URL(fileURLWithPath: m.dataDir + "/index.sqlite"))
+        #expect(token.count > 8 && index.range(of: Data(token.utf8)) == nil)
+        try m.unmount()
+    }
+
+    /// A create whose answer is lost did make the entry: it is found and adopted, never made twice.
+    @Test func aCreateWhoseAnswerWasLostIsAdoptedNotMadeAgain() throws {
+        let m = try mounted("silo-lost-create")
+        m.fixture.loseNextCreateAnswer()
+        let wait = try m.cli(["pin", "--wait", m.path(Self.beta)])
+        #expect(wait.code == 0, "\(wait.stdout) \(wait.stderr)")
+        let film = m.fixture.movieContentId(title: "Beta")
+        #expect(eventually { entries(m, content: film).first?.status == "completed" }, "\(entries(m, content: film)) \(m.log)")
+        #expect(entries(m, content: film).count == 1)
+        #expect(m.fixture.requestLog.filter { $0.method == "POST" && $0.path.hasSuffix("/downloads") }.count == 1)
+        #expect(try sha256(m.path(Self.beta)) == sha256(expectedTree(m.mediaDir)[Self.beta]!))
+        try m.unmount()
+    }
+
+    /// A daemon killed between a create and its answer: after the restart the entry is adopted,
+    /// so the server holds exactly one for the file, and the copy completes.
+    @Test func aKillBetweenACreateAndItsAnswerLeavesExactlyOneEntry() throws {
+        let m = try mounted("silo-kill-create")
+        m.fixture.holdNextCreateAnswer()
+        #expect(try m.cli(["pin", m.path(Self.gamma)]).code == 0)
+        let film = m.fixture.movieContentId(title: "Gamma")
+        #expect(eventually { entries(m, content: film).count == 1 })
+        kill(m.daemonPid, SIGKILL)
+        #expect(waitForExit(pid: m.daemonPid))
+        m.fixture.releaseCreateAnswer()
+        try m.mount()
+        let wait = try m.cli(["pin", "--wait", m.path(Self.gamma)])
+        #expect(wait.code == 0, "\(wait.stdout) \(wait.stderr)")
+        #expect(eventually { entries(m, content: film).first?.status == "completed" }, "\(entries(m, content: film))")
+        #expect(entries(m, content: film).count == 1)
+        #expect(m.fixture.requestLog.filter { $0.method == "POST" && $0.path.hasSuffix("/downloads") }.count == 1)
+        #expect(try sha256(m.path(Self.gamma)) == sha256(expectedTree(m.mediaDir)[Self.gamma]!))
+        try m.unmount()
+    }
+
+    /// A copy whose bytes do not match the manifest's SHA-256 fails, naming both hashes; its
+    /// bytes are kept, and the server is not told it completed.
+    @Test func aCopyThatDoesNotMatchTheManifestsHashFailsNamingBoth() throws {
+        let m = try mounted("silo-integrity")
+        let source = expectedTree(m.mediaDir)[Self.beta]!
+        let wrong = String(repeating: "ab", count: 32)
+        for id in m.fixture.fileIds(forPath: source) { m.fixture.overrideManifestHash(fileId: id, hash: wrong) }
+        let wait = try m.cli(["pin", "--wait", m.path(Self.beta)])
+        #expect(wait.code != 0)
+        let status = try m.cli(["status", "--json", m.path(Self.beta)])
+        let actual = try sha256(source)
+        #expect(status.stdout.contains("\"failed\"") && status.stdout.contains(wrong) && status.stdout.contains(actual), "\(status.stdout)")
+        // Kept for inspection: the bytes still read, and match what the server served.
+        #expect(try sha256(m.path(Self.beta)) == actual)
+        let film = m.fixture.movieContentId(title: "Beta")
+        #expect(entries(m, content: film).count == 1 && entries(m, content: film).first?.status != "completed")
+        try m.unmount()
+    }
+
+    /// A revoked entry stops the fetch: what is here stays, and status says why.
+    @Test func aRevokedEntryStopsFetchingAndSaysWhy() throws {
+        let m = try mounted("silo-revoked")
+        // The entry's file route is busy until the entry is revoked.
+        m.fixture.inject(.status(503), pathPrefix: "/downloads/dl_", times: nil)
+        #expect(try m.cli(["pin", m.path(Self.gamma)]).code == 0)
+        let film = m.fixture.movieContentId(title: "Gamma")
+        #expect(eventually { m.fixture.requestLog.contains { $0.path.hasSuffix("/file") && $0.status == 503 } })
+        let id = try #require(entries(m, content: film).first?.id)
+        #expect(m.fixture.revokeEntry(id: id))
+        m.fixture.clearFaults()
+        #expect(try m.cli(["retry", m.path(Self.gamma)]).code == 0)
+        #expect(eventually { ((try? m.cli(["status", "--json", m.path(Self.gamma)]))?.stdout ?? "").contains("revoked this download") },
+                "\((try? m.cli(["status", "--json", m.path(Self.gamma)]))?.stdout ?? "") \(m.log)")
+        // Nothing more is fetched, through it or around it, and the entry is the server's to end: not deleted.
+        #expect(try m.cli(["retry", m.path(Self.gamma)]).code == 0)
+        #expect(eventually { ((try? m.cli(["status", "--json", m.path(Self.gamma)]))?.stdout ?? "").contains("revoked this download") })
+        #expect(entries(m, content: film).count == 1)
+        #expect(!m.fixture.requestLog.contains { ($0.path.hasSuffix("/file") && $0.status == 206) || $0.path.hasSuffix("/direct-download") })
+        try m.unmount()
+    }
+}
