@@ -67,8 +67,10 @@ enum Help {
     profile (default: the primary one); a PIN-locked one takes its PIN with --pin-stdin (the last
     line of standard input, after the password or key): only the profile token it gives is stored.
     Only the refresh token (or the key) is stored; it is rotated in place when the server rotates it.
-    Copies at another quality (pin --quality) are not offered for Silo yet. server remove ends
-    the Silo session on the server too.
+    A pin on Silo is a managed download of this machine: registered with the server, fetched
+    through the entry, checked against its manifest's SHA-256, reported completed; unpin deletes
+    the entry. Copies at another quality (pin --quality) are not offered for Silo yet. server
+    remove ends the Silo session on the server too.
 
     list also names each server's libraries left out of the tree, and why (live TV, playlists,
     collections, kinds Labstream cannot place yet). Adding an existing NAME replaces it.

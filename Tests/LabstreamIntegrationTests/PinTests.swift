@@ -239,7 +239,7 @@ import Testing
         // Turn the index back into schema 4, whose digests were SHA-256 of each segment's bytes.
         rig.transfers.stop()
         let partial = try rig.partialPath(alpha)
-        try rig.index.db.exec("ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked; ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='4' WHERE key='schema_version'")
+        try rig.index.db.exec("DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked; ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='4' WHERE key='schema_version'")
         for segment in segments {
             let sha = SHA256Hasher()
             try pread(path: partial, offset: Int(segment.range.lower), length: Int(segment.range.count)).withUnsafeBytes { sha.update($0) }
@@ -352,7 +352,7 @@ import Testing
             try v3.saveDownload(row, committing: .init(range: ByteRange(0, 50), digest: "ab"), now: 1)
             // Turn it back into a version 2 index.
             try v3.db.exec("""
-                ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked;
+                DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked;
                 ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate; DROP TABLE quarantine;
                 ALTER TABLE media_sources DROP COLUMN orphaned; ALTER TABLE segments RENAME COLUMN digest TO sha256;
                 UPDATE meta SET value='2' WHERE key='schema_version';
@@ -377,7 +377,7 @@ import Testing
             let libraries = [LibraryCatalog(id: "L", name: "Movies", items: [movie])]
             try v8.replaceCatalog(server: server, libraries: libraries, tree: TreeBuilder.build(server: "s", libraries: libraries), now: 1)
             try v8.db.exec("""
-                ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc;
+                DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc;
                 ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; UPDATE meta SET value='7' WHERE key='schema_version';
                 """)
         }
@@ -395,6 +395,33 @@ import Testing
         #expect(try index.treeFiles().first { $0.key.itemId == "t" }?.kind == .track)
     }
 
+    /// v9 → v10: download rows are kept; the table of managed entries starts empty and keeps
+    /// what it is given (an intent without an id, then the entry with its manifest).
+    @Test func aVersion9IndexIsUpgradedAndKeepsManagedEntries() throws {
+        let scratch = Scratch("migrate9")
+        let path = scratch.path + "/index.sqlite"
+        let key = FileKey(server: "s", itemId: "movie:a", sourceId: "7")
+        do {
+            let v10 = try OfflineIndex(path: path)
+            var row = DownloadRow(key: key, status: .queued, attempt: AttemptID(1), validator: nil, total: 100, present: RangeSet(), partialPath: "partials/a.part")
+            row.pinned = true
+            try v10.saveDownload(row, now: 1)
+            try v10.db.exec("DROP TABLE managed_entries; UPDATE meta SET value='9' WHERE key='schema_version';")
+        }
+        let index = try OfflineIndex(path: path)
+        #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "\(OfflineIndex.schemaVersion)")
+        #expect(try index.pinnedOriginals(server: "s").map(\.key) == [key])
+        #expect(try index.managedEntries(server: "s").isEmpty)
+        try index.saveManagedEntry(ManagedEntry(itemId: key.itemId, sourceId: key.sourceId, id: nil), server: "s")
+        #expect(try index.managedEntries(server: "s")[key.itemId]?.id == nil)
+        let entry = ManagedEntry(itemId: key.itemId, sourceId: key.sourceId, id: "dl_1", revision: 2, status: "ready", reported: .downloading,
+                                 reportedAt: 1_700_000_000_123, manifest: Array("{\"download_id\":\"dl_1\"}".utf8))
+        try index.saveManagedEntry(entry, server: "s")
+        #expect(try index.managedEntries(server: "s") == [key.itemId: entry])
+        try index.removeManagedEntry(server: "s", item: key.itemId)
+        #expect(try index.managedEntries(server: "s").isEmpty)
+    }
+
     @Test func aVersion3IndexIsUpgradedAndItsRowsAdoptTheCurrentSourceTag() throws {
         let scratch = Scratch("migrate3")
         let layout = DataLayout(root: scratch.path)
@@ -405,7 +432,7 @@ import Testing
                                   present: RangeSet([ByteRange(0, 50)]), partialPath: "partials/a.part", sourceTag: "v1")
             try v4.saveDownload(row, committing: .init(range: ByteRange(0, 50), digest: "ab"), now: 1)
             try v4.db.exec("""
-                ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked;
+                DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked;
                 ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate; DROP TABLE quarantine;
                 ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='3' WHERE key='schema_version';
                 """)

@@ -1,0 +1,126 @@
+import LabstreamBackends
+import LabstreamCore
+import Testing
+
+/// The managed-entry policy (what to do next with a Silo download entry), the reconciliation
+/// of stored entries with the server's listing, the integrity check, and the decoding of the
+/// entry, page and manifest shapes from downloads-api.md § 4.1, § 4.2, § 5 and § 6.
+@Suite struct ManagedEntryTests {
+    func entry(_ id: String? = "dl_1", status: String = "ready", delivery: String = "original", reported: ManagedEntry.Report? = nil) -> ManagedEntry {
+        ManagedEntry(itemId: "mv_1", sourceId: "7", id: id, revision: 1, status: status, deliveryFormat: delivery, reported: reported)
+    }
+
+    @Test func eachPinnedFileIsRegisteredReportedAndRemovedInTurn() {
+        typealias P = ManagedEntryPolicy
+        #expect(P.step(pinned: true, local: .fetching, entry: nil) == .register)
+        #expect(P.step(pinned: true, local: .finished, entry: nil) == .register)   // finished before it was registered
+        #expect(P.step(pinned: false, local: nil, entry: nil) == .none)
+        // An intent whose answer never came is looked up, pinned or not.
+        #expect(P.step(pinned: true, local: .fetching, entry: entry(nil)) == .lookUp)
+        #expect(P.step(pinned: false, local: nil, entry: entry(nil)) == .lookUp)
+        #expect(P.step(pinned: true, local: .fetching, entry: entry()) == .report(.downloading))
+        #expect(P.step(pinned: true, local: .fetching, entry: entry(reported: .downloading)) == .none)
+        #expect(P.step(pinned: true, local: .awaitingCheck, entry: entry(reported: .downloading)) == .none)
+        #expect(P.step(pinned: true, local: .finished, entry: entry(reported: .downloading)) == .report(.completed))
+        #expect(P.step(pinned: true, local: .finished, entry: entry(status: "completed")) == .none)
+        #expect(P.step(pinned: true, local: .failed, entry: entry(reported: .downloading)) == .none)   // a failed check is never reported complete
+        #expect(P.step(pinned: false, local: .finished, entry: entry(reported: .completed)) == .remove)
+        // The server ended the entry: fetching stops (a finished copy stays as it is).
+        #expect(P.step(pinned: true, local: .fetching, entry: entry(status: "revoked")) == .stop(P.whyEnded("revoked")))
+        #expect(P.step(pinned: true, local: .failed, entry: entry(status: "revoked")) == .stop(P.whyEnded("revoked")))
+        #expect(P.step(pinned: true, local: .finished, entry: entry(status: "revoked")) == .none)
+        #expect(P.whyEnded("revoked").contains("revoked") && P.whyEnded("failed").contains("could not prepare"))
+    }
+
+    @Test func onlyAnOriginalEntryRoutesBytesAndOnlyAServableOneIsChecked() {
+        #expect(entry().routesBytes && entry().servesOriginal)
+        #expect(entry(status: "revoked").routesBytes && !entry(status: "revoked").servesOriginal)
+        #expect(!entry(delivery: "remux").routesBytes && !entry(nil).routesBytes)
+        #expect(!entry(status: "preparing").servesOriginal)
+    }
+
+    @Test func aListingAdoptsLostCreatesDropsWhatIsGoneAndLeavesOthersAlone() {
+        let intent = ManagedEntry(itemId: "a", sourceId: "1", id: nil)
+        let known = ManagedEntry(itemId: "b", sourceId: "2", id: "dl_b", revision: 1, status: "ready", reported: .downloading, reportedAt: 5,
+                                 manifest: [1])
+        let gone = ManagedEntry(itemId: "c", sourceId: "3", id: "dl_c", revision: 1, status: "completed", reported: .completed)
+        let neverMade = ManagedEntry(itemId: "d", sourceId: "4", id: nil)
+        let remote = [
+            ManagedEntry(itemId: "a", sourceId: "1", id: "dl_a", revision: 1, status: "ready"),
+            ManagedEntry(itemId: "b", sourceId: "2", id: "dl_b", revision: 1, status: "revoked"),
+            ManagedEntry(itemId: "e", sourceId: "5", id: "dl_e", revision: 3, status: "ready"),     // pinned, not known here
+            ManagedEntry(itemId: "f", sourceId: "6", id: "dl_f", revision: 1, status: "completed"), // not pinned: not ours to touch
+        ]
+        let now = ManagedEntryPolicy.reconcile(stored: ["a": intent, "b": known, "c": gone, "d": neverMade], remote: remote,
+                                               pinned: ["a", "b", "c", "d", "e"])
+        #expect(Set(now.keys) == ["a", "b", "e"])
+        #expect(now["a"]?.id == "dl_a" && now["a"]?.reported == nil)
+        // A known entry takes the server's state and keeps what was reported and the manifest.
+        #expect(now["b"]?.status == "revoked" && now["b"]?.reported == .downloading && now["b"]?.reportedAt == 5 && now["b"]?.manifest == [1])
+        #expect(now["e"]?.revision == 3)
+        // Replaced on the server (a new id): its reports start over.
+        let replaced = ManagedEntryPolicy.reconcile(stored: ["b": known], remote: [ManagedEntry(itemId: "b", sourceId: "2", id: "dl_b2", revision: 2, status: "ready")],
+                                                    pinned: ["b"])
+        #expect(replaced["b"]?.id == "dl_b2" && replaced["b"]?.reported == nil && replaced["b"]?.manifest == nil)
+    }
+
+    @Test func theIntegrityCheckComparesSizeThenSHA256() {
+        let hash = String(repeating: "0f", count: 32)
+        var hashed = 0
+        func local() -> String { hashed += 1; return hash }
+        #expect(IntegrityCheck.judge(Integrity(expectedBytes: 10, sha256: hash), localBytes: 10, localHash: local) == .matches)
+        #expect(IntegrityCheck.judge(Integrity(expectedBytes: 10, sha256: "SHA256:" + hash.uppercased()), localBytes: 10, localHash: local) == .matches)
+        // A size that differs fails without reading the file.
+        let before = hashed
+        guard case .mismatch(let why) = IntegrityCheck.judge(Integrity(expectedBytes: 11, sha256: hash), localBytes: 10, localHash: local) else {
+            Issue.record("a size mismatch passed")
+            return
+        }
+        #expect(why.contains("11") && why.contains("10") && hashed == before)
+        let other = String(repeating: "ab", count: 32)
+        guard case .mismatch(let both) = IntegrityCheck.judge(Integrity(expectedBytes: 10, sha256: other), localBytes: 10, localHash: local) else {
+            Issue.record("a hash mismatch passed")
+            return
+        }
+        #expect(both.contains(other) && both.contains(hash))
+        // A scanner hash, or none, cannot be compared: the size alone is checked.
+        #expect(IntegrityCheck.judge(Integrity(expectedBytes: 10, sha256: "sha256-or-scanner-hash"), localBytes: 10, localHash: local) == .sizeOnly)
+        #expect(IntegrityCheck.judge(Integrity(expectedBytes: nil, sha256: nil), localBytes: 10, localHash: local) == .sizeOnly)
+    }
+
+    @Test func statusEventsCarryMillisecondInstants() {
+        #expect(ISODate.string(epochMilliseconds: 1_767_323_045_007) == "2026-01-02T03:04:05.007Z")
+        #expect(ISODate.string(epochSeconds: 1_767_323_045) == "2026-01-02T03:04:05.000Z")
+        #expect(ISODate.epochSeconds(ISODate.string(epochMilliseconds: 1_767_323_045_999)) == 1_767_323_045)
+    }
+
+    /// The shapes as downloads-api.md shows them (§ 4.1 create answer, § 4.2 page, § 6 manifest).
+    @Test func entriesPagesAndManifestsDecodeFromTheDocumentsShapes() throws {
+        let created = try SiloDecode.created(Array("""
+        {"items":[{"id":"dl_01H","content_id":"mv_123","media_file_id":"4567","device_id":"device-uuid","file_size":8589934592,"bytes_sent":0,
+          "kind":"queued","status":"ready","quality":"original","effective_quality":"original","delivery_format":"original","target_bitrate_kbps":0,
+          "revision":1,"created_at":"2026-06-19T16:04:05Z"}],"skipped":[],"page":{"has_more":false}}
+        """.utf8))
+        #expect(created == ManagedEntry(itemId: "mv_123", sourceId: "4567", id: "dl_01H", revision: 1, status: "ready"))
+        // An episode's entry is the episode's.
+        let page = try SiloDecode.entriesPage(Array("""
+        {"items":[{"id":"dl_2","batch_id":"b_1","content_id":"sr_123","episode_id":"ep_1","media_file_id":"4568","status":"preparing",
+          "quality":"10mbps","effective_quality":"10mbps","delivery_format":"transcode","revision":2}],
+         "page":{"has_more":true,"next_cursor":"opaque"}}
+        """.utf8))
+        #expect(page.next == "opaque" && page.entries == [ManagedEntry(itemId: "ep_1", sourceId: "4568", id: "dl_2", revision: 2, status: "preparing",
+                                                                       deliveryFormat: "transcode")])
+        #expect(try SiloDecode.entriesPage(Array(#"{"items":[],"page":{"has_more":false}}"#.utf8)).next == nil)
+        #expect(throws: LabstreamError.self) { try SiloDecode.entriesPage(Array(#"{"page":{}}"#.utf8)) }
+        // A create that made nothing says why, from its `skipped`.
+        #expect { try SiloDecode.created(Array(#"{"items":[],"skipped":[{"episode_id":"e","reason":"no_file"}],"page":{"has_more":false}}"#.utf8)) }
+            throws: { ($0 as? LabstreamError)?.userMessage.contains("no_file") == true }
+        let integrity = try SiloDecode.integrity(Array("""
+        {"download_id":"dl_1","content_id":"mv_123","type":"movie","revision":1,"media_file_id":"4567","file_size":8589934592,
+         "integrity":{"expected_bytes":8589934592,"media_file_hash":"sha256-or-scanner-hash","metadata_etag":"opaque-server-value"},
+         "manifest_version":3,"generated_at":"2026-06-19T16:05:00.000Z"}
+        """.utf8))
+        #expect(integrity == Integrity(expectedBytes: 8_589_934_592, sha256: "sha256-or-scanner-hash"))
+        #expect(throws: LabstreamError.self) { try SiloDecode.integrity(Array(#"{"type":"problem"}"#.utf8)) }
+    }
+}
