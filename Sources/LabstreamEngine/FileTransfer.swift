@@ -101,11 +101,12 @@ final class FileTransfer: @unchecked Sendable {
     }
 
     /// A file of unknown size is filled by `OpenEndedFill`, which commits its row to the index,
-    /// not to this object: take the index's row, unless it belongs to an older attempt. Returns
-    /// whether the row is such a file's. Call with `condition` held.
+    /// not to this object: take the index's row, unless it belongs to an older attempt, for as
+    /// long as this object's file is the one of unknown size (the row learns the size first).
+    /// Returns whether the row is such a file's. Call with `condition` held.
     @discardableResult
     func adoptOpenEndedProgress() -> Bool {
-        guard OpenEndedFill.applies(row, file) else { return false }
+        guard file.size == 0, DerivedCopy.parse(row.key) == nil else { return false }
         if let stored = try? index.download(row.key), stored.attempt.rawValue >= row.attempt.rawValue { row = stored }
         return true
     }

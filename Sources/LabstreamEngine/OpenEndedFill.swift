@@ -125,10 +125,9 @@ final class OpenEndedFill: Sendable {
             }
             let size = checkpoint   // everything that arrived is committed
             retries.succeeded(row.key)
+            // The size first, still downloading; the tree reloads with it; only then is the file
+            // done: a reader told it is done must not find the tree still saying 0 bytes.
             row.total = size
-            row.apply(.allBytesPresent)
-            row.awaitingValidation = true
-            row.reason = engine.settings.playbackProbe ? StatusReason.awaitingValidation : StatusReason.probeOff
             do { try engine.index.saveDownload(row, learnedSize: true, now: engine.now()) } catch {
                 engine.log("\(name): \(error.userMessage)")
                 return
@@ -138,6 +137,14 @@ final class OpenEndedFill: Sendable {
             // a changed version (size 0 against the row's) before the tree reloads.
             engine.learnedSize(size, of: row.key)
             engine.treeChanged()
+            row.apply(.allBytesPresent)
+            row.awaitingValidation = true
+            row.reason = engine.settings.playbackProbe ? StatusReason.awaitingValidation : StatusReason.probeOff
+            do { try engine.index.saveDownload(row, now: engine.now()) } catch {
+                engine.log("\(name): \(error.userMessage)")
+                return
+            }
+            engine.noteChange()
             engine.validation.wake()
         case .remoteChanged(let why), .restart(let why):
             // Another version of the file: its bytes must not meet the old prefix.
