@@ -308,14 +308,17 @@ public enum SiloDecode {
         let j = try json(body, "/downloads")
         guard let items = j["items"].array else { throw .malformedResponse("/downloads has no items") }
         let next = j["page"]["has_more"].bool == false ? nil : j["page"]["next_cursor"].string.flatMap { $0.isEmpty ? nil : $0 }
+        // The caller reads absence as "gone": a listing that cannot be finished is an error, never a short answer.
+        if j["page"]["has_more"].bool == true && next == nil { throw .malformedResponse("/downloads says it has more entries but gives no cursor") }
         return (items.compactMap(entry), next)
     }
 
-    /// A v3 manifest's integrity data (`integrity.expected_bytes`, `integrity.media_file_hash`, § 6).
-    public static func integrity(_ body: [UInt8]) throws(LabstreamError) -> Integrity {
+    /// A v3 manifest's integrity data (`integrity.expected_bytes`, `integrity.media_file_hash`,
+    /// § 6) and the entry revision it describes.
+    public static func integrity(_ body: [UInt8]) throws(LabstreamError) -> (integrity: Integrity, revision: Int?) {
         let j = try json(body, "/downloads/{id}/manifest")
         guard j.isObject, j["download_id"].string != nil else { throw .malformedResponse("/downloads/{id}/manifest is not a manifest") }
-        return Integrity(expectedBytes: j["integrity"]["expected_bytes"].int64, sha256: j["integrity"]["media_file_hash"].string)
+        return (Integrity(expectedBytes: j["integrity"]["expected_bytes"].int64, hash: j["integrity"]["media_file_hash"].string), j["revision"].int)
     }
 
     /// A file version (`FileVersion`, or an episode's `EpisodeFile`) as a media source. Silo

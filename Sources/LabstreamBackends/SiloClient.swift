@@ -210,7 +210,8 @@ public struct SiloClient: MediaBackend {
             let body = try get({ requests.listDownloads(cursor: cursor, bearer: $0, profile: profile) }, "/downloads")
             let page = try SiloDecode.entriesPage(body)
             out += page.entries
-            guard let next = page.next, seen.insert(next).inserted else { return out }
+            guard let next = page.next else { return out }
+            guard seen.insert(next).inserted else { throw .malformedResponse("/downloads gave the same cursor twice; its listing cannot be finished") }
             cursor = next
         }
     }
@@ -346,7 +347,12 @@ extension SiloClient: ManagedDownloadRegistry {
     public func manifest(of entry: ManagedEntry) throws(LabstreamError) -> (integrity: Integrity, document: [UInt8]) {
         guard let id = entry.id else { throw .invalidArgument("the download entry has no id yet") }
         let body = try get({ requests.manifest(id: id, bearer: $0, profile: profile) }, "/downloads/{id}/manifest")
-        return (try SiloDecode.integrity(body), body)
+        let read = try SiloDecode.integrity(body)
+        // § 6: the manifest's revision is the entry's; another one describes other bytes.
+        if let revision = read.revision, revision != entry.revision {
+            throw .remoteChanged("the download entry moved from revision \(entry.revision) to \(revision)")
+        }
+        return (read.integrity, body)
     }
 
     public func routeBytes(of source: FileKey, through entry: String?) {

@@ -127,40 +127,69 @@ public enum ManagedEntryPolicy {
 /// The server's integrity data for a copy (Silo's manifest `integrity`).
 public struct Integrity: Sendable, Hashable {
     public var expectedBytes: Int64?
-    /// SHA-256 of the served bytes, lower-case hex; nil or another kind of hash: not checked.
-    public var sha256: String?
+    /// `media_file_hash` as the server gave it: a SHA-256 of the served bytes, or the scanner's
+    /// OpenSubtitles hash of the source (16 hex digits); anything else cannot be compared.
+    public var hash: String?
 
-    public init(expectedBytes: Int64?, sha256: String?) {
+    public init(expectedBytes: Int64?, hash: String?) {
         self.expectedBytes = expectedBytes
-        self.sha256 = sha256
+        self.hash = hash
     }
 }
 
 public enum IntegrityCheck {
     public enum Verdict: Sendable, Hashable {
         case matches
-        /// Nothing to compare the hash with (the server gave none, or not a SHA-256): the size was checked.
+        /// Nothing to compare the hash with (the server gave none, or one of an unknown kind): the size was checked.
         case sizeOnly
         case mismatch(String)
     }
 
-    /// A hex SHA-256 the server gave, normalised; nil when the value is not one (the docs allow
-    /// "sha256-or-scanner-hash": a scanner hash cannot be compared).
-    public static func sha256(in value: String?) -> String? {
-        guard var v = value?.lowercased() else { return nil }
-        if v.hasPrefix("sha256:") { v.removeFirst("sha256:".count) }
-        guard v.count == 64, v.allSatisfy(\.isHexDigit) else { return nil }
-        return v
+    /// The kinds of file hash Labstream can compute to compare with the server's.
+    public enum HashKind: String, Sendable, Hashable {
+        case sha256 = "SHA-256"
+        /// The OpenSubtitles hash: size plus the little-endian 64-bit words of the first and last 64 KiB.
+        case osHash = "OpenSubtitles hash"
     }
 
-    /// `localBytes` and `localHash` (lower-case hex SHA-256 of the copy) against the server's data.
-    public static func judge(_ integrity: Integrity, localBytes: Int64, localHash: () -> String) -> Verdict {
+    /// The kind and normalised value of a hash the server gave; nil when it is neither.
+    public static func parse(_ value: String?) -> (kind: HashKind, hex: String)? {
+        guard var v = value?.lowercased() else { return nil }
+        if v.hasPrefix("sha256:") { v.removeFirst("sha256:".count) }
+        guard v.allSatisfy(\.isHexDigit) else { return nil }
+        switch v.count {
+        case 64: return (.sha256, v)
+        case 16: return (.osHash, v)
+        default: return nil
+        }
+    }
+
+    /// `localBytes` and `localHash` (the copy's hash of the kind asked, lower-case hex; nil when
+    /// it cannot be computed) against the server's data.
+    public static func judge(_ integrity: Integrity, localBytes: Int64, localHash: (HashKind) -> String?) -> Verdict {
         if let expected = integrity.expectedBytes, expected != localBytes {
             return .mismatch("integrity check: the server expects \(expected) bytes, the local copy has \(localBytes)")
         }
-        guard let expected = sha256(in: integrity.sha256) else { return .sizeOnly }
-        let local = localHash()
+        guard let (kind, expected) = parse(integrity.hash), let local = localHash(kind) else { return .sizeOnly }
         return local == expected ? .matches
-            : .mismatch("integrity check: the server's SHA-256 is \(expected), the local copy's is \(local); the copy is kept for inspection")
+            : .mismatch("integrity check: the server's \(kind.rawValue) is \(expected), the local copy's is \(local); the copy is kept for inspection")
+    }
+
+    /// The OpenSubtitles hash of a file of `size` bytes from its first and last 64 KiB; nil for
+    /// a file under 128 KiB, which the hash does not cover.
+    public static func osHash(size: Int64, head: [UInt8], tail: [UInt8]) -> String? {
+        let chunk = 64 * 1024
+        guard size >= Int64(2 * chunk), head.count >= chunk, tail.count >= chunk else { return nil }
+        var sum = UInt64(bitPattern: size)
+        for bytes in [head.prefix(chunk), tail.suffix(chunk)] {
+            let base = bytes.startIndex
+            for word in stride(from: 0, to: chunk, by: 8) {
+                var value: UInt64 = 0
+                for i in 0..<8 { value |= UInt64(bytes[base + word + i]) << (8 * UInt64(i)) }
+                sum &+= value
+            }
+        }
+        let hex = String(sum, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
     }
 }

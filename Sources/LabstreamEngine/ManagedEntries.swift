@@ -25,6 +25,12 @@ final class ManagedEntries: Sendable {
 
     func poke() { poked.store(true, ordering: .relaxed) }
 
+    /// The next pass reads `server`'s entries back first.
+    func relist(_ server: String) {
+        listed.withLock { _ = $0.remove(server) }
+        poke()
+    }
+
     /// One pass over every registry server. Returns when it wants to run again without a wake-up.
     func pass(_ engine: TransferEngine) -> Date? {
         let now = Date()

@@ -34,13 +34,15 @@ enum Validation {
                 }
                 do throws(LabstreamError) {
                     let manifest = try registry.manifest(of: entry)
-                    let verdict = IntegrityCheck.judge(manifest.integrity, localBytes: Int64(st.st_size)) { sha256(ofFile: path) ?? "unreadable" }
+                    let verdict = IntegrityCheck.judge(manifest.integrity, localBytes: Int64(st.st_size)) { hash($0, ofFile: path, size: Int64(st.st_size)) }
                     var kept = entry
                     kept.manifest = manifest.document
                     try engine.index.saveManagedEntry(kept, server: server)
                     engine.log("integrity of \(file.path.joined(separator: "/")): \(verdict)")
                     if case .mismatch(let why) = verdict { outcome = .failed(why) }
                 } catch {
+                    // A changed entry is read back before its copy is judged again.
+                    if case .remoteChanged = error { engine.managed.relist(server) }
                     engine.log("integrity of \(file.path.joined(separator: "/")): \(error.userMessage); trying again later")
                     again = Date().addingTimeInterval(30)
                     continue
@@ -62,11 +64,20 @@ enum Validation {
         return again
     }
 
-    /// Lower-case hex SHA-256 of a whole file, read in large pieces; nil when it cannot be read.
-    static func sha256(ofFile path: String) -> String? {
+    /// The file's hash of `kind` (lower-case hex); nil when it cannot be read.
+    static func hash(_ kind: IntegrityCheck.HashKind, ofFile path: String, size: Int64) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
+        guard kind == .sha256 else {
+            func read(at offset: Int64) -> [UInt8]? {
+                var piece = [UInt8](repeating: 0, count: 64 * 1024)
+                let n = piece.withUnsafeMutableBytes { b in try? preadFully(fd, into: b, at: offset, context: path) }
+                return n == piece.count ? piece : nil
+            }
+            guard size >= 128 * 1024, let head = read(at: 0), let tail = read(at: size - 64 * 1024) else { return nil }
+            return IntegrityCheck.osHash(size: size, head: head, tail: tail)
+        }
         let hasher = SHA256Hasher()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var offset: Int64 = 0

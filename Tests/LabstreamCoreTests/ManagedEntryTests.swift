@@ -1,3 +1,4 @@
+import Foundation
 import LabstreamBackends
 import LabstreamCore
 import Testing
@@ -64,28 +65,46 @@ import Testing
         #expect(replaced["b"]?.id == "dl_b2" && replaced["b"]?.reported == nil && replaced["b"]?.manifest == nil)
     }
 
-    @Test func theIntegrityCheckComparesSizeThenSHA256() {
-        let hash = String(repeating: "0f", count: 32)
-        var hashed = 0
-        func local() -> String { hashed += 1; return hash }
-        #expect(IntegrityCheck.judge(Integrity(expectedBytes: 10, sha256: hash), localBytes: 10, localHash: local) == .matches)
-        #expect(IntegrityCheck.judge(Integrity(expectedBytes: 10, sha256: "SHA256:" + hash.uppercased()), localBytes: 10, localHash: local) == .matches)
+    @Test func theIntegrityCheckComparesSizeThenTheServersKindOfHash() {
+        let sha = String(repeating: "0f", count: 32)
+        var asked: [IntegrityCheck.HashKind] = []
+        func local(_ kind: IntegrityCheck.HashKind) -> String? { asked.append(kind); return kind == .sha256 ? sha : "00000000000000ff" }
+        #expect(IntegrityCheck.judge(Integrity(expectedBytes: 10, hash: sha), localBytes: 10, localHash: local) == .matches)
+        #expect(IntegrityCheck.judge(Integrity(expectedBytes: 10, hash: "SHA256:" + sha.uppercased()), localBytes: 10, localHash: local) == .matches)
+        #expect(IntegrityCheck.judge(Integrity(expectedBytes: 10, hash: "00000000000000FF"), localBytes: 10, localHash: local) == .matches)
+        #expect(asked == [.sha256, .sha256, .osHash])
         // A size that differs fails without reading the file.
-        let before = hashed
-        guard case .mismatch(let why) = IntegrityCheck.judge(Integrity(expectedBytes: 11, sha256: hash), localBytes: 10, localHash: local) else {
+        asked = []
+        guard case .mismatch(let why) = IntegrityCheck.judge(Integrity(expectedBytes: 11, hash: sha), localBytes: 10, localHash: local) else {
             Issue.record("a size mismatch passed")
             return
         }
-        #expect(why.contains("11") && why.contains("10") && hashed == before)
+        #expect(why.contains("11") && why.contains("10") && asked.isEmpty)
         let other = String(repeating: "ab", count: 32)
-        guard case .mismatch(let both) = IntegrityCheck.judge(Integrity(expectedBytes: 10, sha256: other), localBytes: 10, localHash: local) else {
+        guard case .mismatch(let both) = IntegrityCheck.judge(Integrity(expectedBytes: 10, hash: other), localBytes: 10, localHash: local) else {
             Issue.record("a hash mismatch passed")
             return
         }
-        #expect(both.contains(other) && both.contains(hash))
-        // A scanner hash, or none, cannot be compared: the size alone is checked.
-        #expect(IntegrityCheck.judge(Integrity(expectedBytes: 10, sha256: "sha256-or-scanner-hash"), localBytes: 10, localHash: local) == .sizeOnly)
-        #expect(IntegrityCheck.judge(Integrity(expectedBytes: nil, sha256: nil), localBytes: 10, localHash: local) == .sizeOnly)
+        #expect(both.contains(other) && both.contains(sha) && both.contains("SHA-256"))
+        // A hash of an unknown kind, none, or one that cannot be computed: the size alone is checked.
+        #expect(IntegrityCheck.judge(Integrity(expectedBytes: 10, hash: "sha256-or-scanner-hash"), localBytes: 10, localHash: local) == .sizeOnly)
+        #expect(IntegrityCheck.judge(Integrity(expectedBytes: nil, hash: nil), localBytes: 10, localHash: local) == .sizeOnly)
+        #expect(IntegrityCheck.judge(Integrity(expectedBytes: 10, hash: "00000000000000ff"), localBytes: 10, localHash: { _ in nil }) == .sizeOnly)
+    }
+
+    /// The OpenSubtitles hash: size plus every little-endian 64-bit word of the first and last 64 KiB, modulo 2^64.
+    @Test func theOpenSubtitlesHashSumsTheEndsWithTheSize() {
+        let size: Int64 = 200_000
+        let ones = [UInt8](repeating: 1, count: 64 * 1024)
+        // 8192 words of 0x0101010101010101 at each end.
+        let expected = (UInt64(size) &+ 16_384 &* 0x0101_0101_0101_0101)
+        #expect(IntegrityCheck.osHash(size: size, head: ones, tail: ones) == String(format: "%016llx", expected))
+        var head = [UInt8](repeating: 0, count: 64 * 1024)
+        head[0] = 0x02   // the first word's low byte
+        head[15] = 0x01  // the second word's high byte
+        #expect(IntegrityCheck.osHash(size: size, head: head, tail: [UInt8](repeating: 0, count: 64 * 1024))
+                == String(format: "%016llx", UInt64(size) + 2 + (1 << 56)))
+        #expect(IntegrityCheck.osHash(size: 100_000, head: ones, tail: ones) == nil)   // under 128 KiB
     }
 
     @Test func statusEventsCarryMillisecondInstants() {
@@ -112,6 +131,8 @@ import Testing
                                                                        deliveryFormat: "transcode")])
         #expect(try SiloDecode.entriesPage(Array(#"{"items":[],"page":{"has_more":false}}"#.utf8)).next == nil)
         #expect(throws: LabstreamError.self) { try SiloDecode.entriesPage(Array(#"{"page":{}}"#.utf8)) }
+        // More to come with no way to ask for it: an error, not a listing taken as complete.
+        #expect(throws: LabstreamError.self) { try SiloDecode.entriesPage(Array(#"{"items":[],"page":{"has_more":true}}"#.utf8)) }
         // A create that made nothing says why, from its `skipped`.
         #expect { try SiloDecode.created(Array(#"{"items":[],"skipped":[{"episode_id":"e","reason":"no_file"}],"page":{"has_more":false}}"#.utf8)) }
             throws: { ($0 as? LabstreamError)?.userMessage.contains("no_file") == true }
@@ -120,7 +141,7 @@ import Testing
          "integrity":{"expected_bytes":8589934592,"media_file_hash":"sha256-or-scanner-hash","metadata_etag":"opaque-server-value"},
          "manifest_version":3,"generated_at":"2026-06-19T16:05:00.000Z"}
         """.utf8))
-        #expect(integrity == Integrity(expectedBytes: 8_589_934_592, sha256: "sha256-or-scanner-hash"))
+        #expect(integrity.integrity == Integrity(expectedBytes: 8_589_934_592, hash: "sha256-or-scanner-hash") && integrity.revision == 1)
         #expect(throws: LabstreamError.self) { try SiloDecode.integrity(Array(#"{"type":"problem"}"#.utf8)) }
     }
 }
