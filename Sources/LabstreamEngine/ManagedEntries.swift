@@ -25,9 +25,13 @@ final class ManagedEntries: Sendable {
 
     func poke() { poked.store(true, ordering: .relaxed) }
 
-    /// The next pass reads `server`'s entries back first.
+    /// Set when a step left work for the very next pass (an entry to read back).
+    let again = Atomic<Bool>(false)
+
+    /// The next pass, a second from now at most, reads `server`'s entries back first.
     func relist(_ server: String) {
         listed.withLock { _ = $0.remove(server) }
+        again.store(true, ordering: .relaxed)
         poke()
     }
 
@@ -68,6 +72,7 @@ final class ManagedEntries: Sendable {
                 soonest = min(soonest ?? due, due)
             }
         }
+        if again.exchange(false, ordering: .relaxed) { soonest = min(soonest ?? now.addingTimeInterval(1), now.addingTimeInterval(1)) }
         return soonest
     }
 
@@ -120,6 +125,11 @@ final class ManagedEntries: Sendable {
             try engine.index.saveManagedEntry(entry, server: server)
             registry.routeBytes(of: Self.key(entry, server), through: entry.routesBytes ? entry.id : nil)
             engine.validation.wake()   // a finished copy found its entry: its integrity can be checked
+            // Pinned again before its journaled delete went through: the entry is in use, kept.
+            for intent in engine.journal.pending where intent.kind == .deleteEntry && intent.server == server && intent.session == entry.id {
+                try engine.journal.remove(intent)
+                engine.log("download entry \(intent.session) on \(server) is in use again; it is kept")
+            }
         }
         listed.withLock { _ = $0.insert(server) }
         return now
@@ -131,7 +141,7 @@ final class ManagedEntries: Sendable {
         case .none:
             return
         case .lookUp:
-            listed.withLock { _ = $0.remove(server) }   // the next pass lists first
+            relist(server)
         case .register:
             guard let row, let file = engine.catalogFile(row.key) else { return }
             // The intent first: after a stop or a lost answer the server is asked what it made.
@@ -147,14 +157,14 @@ final class ManagedEntries: Sendable {
                 let next = ManagedEntryPolicy.step(pinned: true, local: local(row, entry: entry, engine: engine), entry: entry)
                 if case .report = next { try take(next, server: server, item: item, row: row, entry: entry, registry: registry, engine: engine) }
             case .exists:
-                listed.withLock { _ = $0.remove(server) }   // someone else's change: read it, never overwrite it
+                relist(server)   // someone else's change (or a lost answer's): read it, never overwrite it
             }
         case .report(let state):
             guard let entry else { return }
             // Each event later than the last: the server ignores one no newer than its last (§ 4.3).
             let at = max(Int64(Date().timeIntervalSince1970 * 1000), (entry.reportedAt ?? 0) + 1)
             guard let now = try registry.report(entry, state, at: at) else {
-                listed.withLock { _ = $0.remove(server) }   // the revision moved on: re-list
+                relist(server)   // the revision moved on
                 return
             }
             try engine.index.saveManagedEntry(now, server: server)

@@ -15,13 +15,13 @@ enum Validation {
         var again: Date?
         var entries: [String: [String: ManagedEntry]] = [:]
         for row in pending {
-            guard let file = catalog[row.key] ?? engine.treeFile(for: row), let transfer = try? engine.transfer(for: file) else { continue }
             let server = row.key.server
             let registry = engine.backend(for: server) as? any ManagedDownloadRegistry
             if registry != nil && entries[server] == nil { entries[server] = (try? engine.index.managedEntries(server: server)) ?? [:] }
             let entry = entries[server]?[row.key.itemId].flatMap { $0.sourceId == row.key.sourceId && $0.servesOriginal ? $0 : nil }
             // Without the probe, a file is judged only by an integrity check it has.
             guard engine.settings.playbackProbe || entry != nil else { continue }
+            guard let file = catalog[row.key] ?? engine.treeFile(for: row), let transfer = try? engine.transfer(for: file) else { continue }
             let path = engine.layout.absolute(row.partialPath)
             var st = stat()
             var outcome: ProbeOutcome?

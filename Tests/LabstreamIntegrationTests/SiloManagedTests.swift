@@ -126,6 +126,25 @@ import Testing
         try m.unmount()
     }
 
+    /// Unpinned while the server failed the delete, then pinned again: the entry is adopted
+    /// again, and the journaled delete does not take it away.
+    @Test func aFilePinnedAgainBeforeItsEntryWasDeletedKeepsIt() throws {
+        let m = try mounted("silo-repin")
+        #expect(try m.cli(["pin", "--wait", m.path(Self.beta)]).code == 0)
+        let film = m.fixture.movieContentId(title: "Beta")
+        #expect(eventually { entries(m, content: film).first?.status == "completed" })
+        let id = try #require(entries(m, content: film).first?.id)
+        m.fixture.inject(.status(503), pathPrefix: "/downloads/\(id)", times: nil)   // every delete fails, until after the pin
+        #expect(try m.cli(["unpin", m.path(Self.beta)]).code == 0)
+        #expect(eventually { m.fixture.requestLog.contains { $0.method == "DELETE" && $0.status == 503 } })
+        #expect(try m.cli(["pin", "--wait", m.path(Self.beta)]).code == 0)
+        #expect(eventually { m.log.contains("download entry \(id) on test is in use again") }, "\(m.log)")
+        m.fixture.clearFaults()
+        #expect(entries(m, content: film).map(\.id) == [id])
+        #expect(!m.fixture.requestLog.contains { $0.method == "DELETE" && $0.status == 204 })
+        try m.unmount()
+    }
+
     /// A revoked entry stops the fetch: what is here stays, and status says why.
     @Test func aRevokedEntryStopsFetchingAndSaysWhy() throws {
         let m = try mounted("silo-revoked")
