@@ -58,9 +58,10 @@ public protocol PreparedCopySource: MediaBackend {
 /// a pinned file is registered, its progress and completion reported, and its entry deleted
 /// when it is unpinned. One entry per item (a film, an episode), for one of its files.
 public protocol ManagedDownloadRegistry: MediaBackend {
-    /// Creates the entry for `file`. Not idempotent: after a throw the server may have made it
-    /// (`entries` lists it); `.exists` means the server already has one for this item.
-    func register(_ file: TreeFile) throws(LabstreamError) -> Registration
+    /// Creates the entry for `file` at `quality` (the original, or a copy at a preset the
+    /// server offers; one it does not is refused). Not idempotent: after a throw the server may
+    /// have made it (`entries` lists it); `.exists` means the server already has one for this item.
+    func register(_ file: TreeFile, quality: Quality) throws(LabstreamError) -> Registration
     /// This device's entries on the server, every page.
     func entries() throws(LabstreamError) -> [ManagedEntry]
     /// Reports the copy's state (`at`: when it changed locally, milliseconds since the epoch); nil

@@ -113,16 +113,23 @@ public struct SiloRequests: Sendable {
         ]
     }
 
-    /// `POST /downloads` for one film or episode at original quality: a new entry only
+    /// `POST /downloads` for one film or episode at `quality` (a preset): a new entry only
     /// (`expected_revision` 0, § 4.1); `content_id` is the film or the series, `episode_id` the
     /// episode, `media_file_id` the version shown in the tree.
-    public func createDownload(contentId: String, episodeId: String?, mediaFileId: String, bearer: String, profile: String) -> HTTPRequest {
+    public func createDownload(contentId: String, episodeId: String?, mediaFileId: String, quality: String = "original", bearer: String, profile: String) -> HTTPRequest {
         var members = ["\"content_id\":" + jsonString(contentId)]
         if let episodeId { members.append("\"episode_id\":" + jsonString(episodeId)) }
-        members += ["\"media_file_id\":" + jsonString(mediaFileId), "\"quality\":\"original\"", "\"expected_revision\":0"]
+        members += ["\"media_file_id\":" + jsonString(mediaFileId), "\"quality\":" + jsonString(quality), "\"expected_revision\":0"]
         return HTTPRequest(method: "POST", url: api + "/downloads",
                            headers: managedHeaders(bearer: bearer, profile: profile) + [HTTPRequest.Header("Content-Type", "application/json")],
                            body: Array(("{" + members.joined(separator: ",") + "}").utf8))
+    }
+
+    /// `GET /capabilities/downloads` (§ 3), conditional on the copy held.
+    public func downloadCapability(etag: String?, bearer: String, profile: String) -> HTTPRequest {
+        var r = HTTPRequest(url: api + "/capabilities/downloads", headers: headers(bearer: bearer, profile: profile))
+        if let etag { r.headers.append(HTTPRequest.Header("If-None-Match", etag)) }
+        return r
     }
 
     /// `GET /downloads`: this profile and device's entries, one page (§ 4.2, at most 100).
@@ -289,8 +296,10 @@ public enum SiloDecode {
     public static func entry(_ e: JSONValue) -> ManagedEntry? {
         guard let id = e["id"].string, !id.isEmpty, let content = e["content_id"].string, let file = e["media_file_id"].text else { return nil }
         let episode = e["episode_id"].string.flatMap { $0.isEmpty ? nil : $0 }
-        return ManagedEntry(itemId: episode ?? content, sourceId: file, id: id, revision: e["revision"].int ?? 0,
-                            status: e["status"].string ?? "", deliveryFormat: e["delivery_format"].string ?? "original")
+        let quality = e["quality"].string ?? "original"
+        return ManagedEntry(itemId: episode ?? content, sourceId: ManagedEntry.sourceKey(item: episode ?? content, file: file, quality: quality), id: id,
+                            revision: e["revision"].int ?? 0, status: e["status"].string ?? "", deliveryFormat: e["delivery_format"].string ?? "original",
+                            quality: quality)
     }
 
     /// A create's answer (`202 {items, skipped, page}`): its one entry.
@@ -301,6 +310,16 @@ public enum SiloDecode {
             throw .refused("Silo made no download entry" + (skipped.map { " (\($0))" } ?? ""))
         }
         return made
+    }
+
+    /// The presets this profile may ask for now (§ 3: `quality_presets`, empty when `enabled`
+    /// or `allowed` is false).
+    public static func offeredPresets(_ body: [UInt8]) throws(LabstreamError) -> [String] {
+        let j = try json(body, "/capabilities/downloads")
+        guard let presets = j["quality_presets"].array?.compactMap(\.string) else {
+            throw .malformedResponse("/capabilities/downloads has no quality_presets")
+        }
+        return j["enabled"].bool == false || j["allowed"].bool == false ? [] : presets
     }
 
     /// A page of `GET /downloads`: its entries and where the next page starts.
@@ -322,12 +341,12 @@ public enum SiloDecode {
     }
 
     /// A file version (`FileVersion`, or an episode's `EpisodeFile`) as a media source. Silo
-    /// reports bitrates in kilobits per second.
+    /// reports bitrates in kilobits per second (0: not known, never "fits every cap").
     public static func source(_ f: JSONValue, labelled: Bool) -> MediaSource? {
         guard let id = f["file_id"].text, let size = f["file_size"].int64, size >= 0, f["unreadable"].bool != true else { return nil }
         let label = labelled ? ([f["resolution"].string, f["edition_raw"].string].compactMap { $0 }.filter { !$0.isEmpty }.joined(separator: " ")) : ""
         return MediaSource(id: id, name: label.isEmpty ? nil : label, container: f["container"].string.map { $0.lowercased() },
-                           path: f["file_name"].string, size: size, etag: nil, bitrate: f["bitrate"].int.map { $0 * 1000 })
+                           path: f["file_name"].string, size: size, etag: nil, bitrate: f["bitrate"].int.flatMap { $0 > 0 ? $0 * 1000 : nil })
     }
 
     public static func versions(_ body: [UInt8], _ what: String) throws(LabstreamError) -> [MediaSource] {

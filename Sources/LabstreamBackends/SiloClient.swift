@@ -18,8 +18,10 @@ public struct SiloClient: MediaBackend {
     final class Tokens: Sendable {
         let access = Mutex<String?>(nil)
         let refresh: Mutex<String>
-        /// The managed entry each file's bytes are fetched through (by file id), once registered.
+        /// The managed entry each file's bytes are fetched through (by source id), once registered.
         let entryRoutes = Mutex<[String: String]>([:])
+        /// The download capability held, with its ETag (asked again conditionally).
+        let capability = Mutex<(etag: String, presets: [String])?>(nil)
         init(refresh: String) { self.refresh = Mutex(refresh) }
     }
 
@@ -305,12 +307,21 @@ public struct SiloClient: MediaBackend {
 // Managed downloads (downloads-api.md § 4): a pinned film or episode is registered with the
 // server as this device's copy; its bytes then come through the entry's file route.
 extension SiloClient: ManagedDownloadRegistry {
-    public func register(_ file: TreeFile) throws(LabstreamError) -> Registration {
+    public func register(_ file: TreeFile, quality: Quality) throws(LabstreamError) -> Registration {
         let episode = file.kind == .episode ? file.key.itemId : nil
         let content = file.remoteItemId ?? file.key.itemId
+        let preset = quality.description
+        if quality != .original {
+            // Only what the server offers this profile now (§ 3).
+            let offered = try presets()
+            guard offered.contains(preset) else {
+                throw .refused(offered.isEmpty ? "Silo does not let this profile download copies at another quality"
+                               : "Silo does not offer \(preset) to this profile (it offers: \(offered.joined(separator: ", ")))")
+            }
+        }
         // Sent once: creation is not retried (§ 4.1, "non-retryable"); the caller looks first.
         let request = { (bearer: String) in
-            requests.createDownload(contentId: content, episodeId: episode, mediaFileId: file.key.sourceId, bearer: bearer, profile: profile)
+            requests.createDownload(contentId: content, episodeId: episode, mediaFileId: file.key.sourceId, quality: preset, bearer: bearer, profile: profile)
         }
         var answer = try transport.call(request(try bearer()))
         // A spent access token did nothing on the server: the create may be sent again with a new one.
@@ -323,6 +334,17 @@ extension SiloClient: ManagedDownloadRegistry {
     }
 
     public func entries() throws(LabstreamError) -> [ManagedEntry] { try allEntries() }
+
+    /// The presets of the download capability, asked with the ETag of the copy held (`304`: unchanged).
+    func presets() throws(LabstreamError) -> [String] {
+        let held = tokens.capability.withLock { $0 }
+        let answer = try call({ requests.downloadCapability(etag: held?.etag, bearer: $0, profile: profile) }, "/capabilities/downloads")
+        if answer.status == 304, let held { return held.presets }
+        guard answer.status == 200 else { throw Self.failure(answer, "/capabilities/downloads") }
+        let presets = try SiloDecode.offeredPresets(answer.body)
+        if let etag = answer.header("ETag") { tokens.capability.withLock { $0 = (etag, presets) } }
+        return presets
+    }
 
     public func report(_ entry: ManagedEntry, _ state: ManagedEntry.Report, at: Int64) throws(LabstreamError) -> ManagedEntry? {
         guard let id = entry.id else { return nil }

@@ -69,7 +69,8 @@ enum Help {
     Only the refresh token (or the key) is stored; it is rotated in place when the server rotates it.
     A pin on Silo is a managed download of this machine: registered with the server, fetched
     through the entry, checked against its manifest's SHA-256, reported completed; unpin deletes
-    the entry. Copies at another quality (pin --quality) are not offered for Silo yet. server
+    the entry. pin --quality asks for a preset the server offers (no remux); one download per film
+    or episode per device, so the original and a copy of one item are not pinned together. server
     remove ends the Silo session on the server too.
 
     list also names each server's libraries left out of the tree, and why (live TV, playlists,
@@ -137,8 +138,9 @@ enum Help {
     keeps a server-made copy at that bitrate when the original exceeds it, or (remux) the
     original's streams in Matroska when it is in another container: a Jellyfin or Emby live
     stream (restarted from the beginning if interrupted), an Emby Convert job for a capped copy
-    (preparing, then fetched in ranges) or a Plex download-queue item (queued, then fetched in
-    ranges). It appears beside the original as "Title (Year) - 10mbps.mkv" once complete (named
+    (preparing, then fetched in ranges), a Plex download-queue item (queued, then fetched in
+    ranges) or a Silo download entry at a preset it offers (preparing, then fetched in ranges;
+    Silo has no remux). It appears beside the original as "Title (Year) - 10mbps.mkv" once complete (named
     by what its bytes are: Plex's copies are MP4, ".mp4");
     user.labstream.copies on the original shows its state.
 

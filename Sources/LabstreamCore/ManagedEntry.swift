@@ -14,6 +14,9 @@ public struct ManagedEntry: Sendable, Hashable {
     public var status: String
     /// `original`, `remux` or `transcode`: only an `original` entry serves the tree file's bytes.
     public var deliveryFormat: String
+    /// The preset asked for (`original`, `10mbps`…): a copy at a preset is its own row
+    /// (`DerivedCopy`), and its entry is the only place its bytes come from.
+    public var quality: String
     /// What Labstream last told the server (`downloading`, `completed`), and when (the PATCH's
     /// `updated_at`, milliseconds since the epoch: each event is sent later than the one before,
     /// since the server ignores an event no newer than its last).
@@ -27,8 +30,9 @@ public struct ManagedEntry: Sendable, Hashable {
         case downloading, completed
     }
 
-    public init(itemId: String, sourceId: String, id: String?, revision: Int = 0, status: String = "", deliveryFormat: String = "original", reported: Report? = nil,
-                reportedAt: Int64? = nil, manifest: [UInt8]? = nil) {
+    public init(itemId: String, sourceId: String, id: String?, revision: Int = 0, status: String = "", deliveryFormat: String = "original",
+                quality: String = "original", reported: Report? = nil, reportedAt: Int64? = nil, manifest: [UInt8]? = nil) {
+        self.quality = quality
         self.itemId = itemId
         self.sourceId = sourceId
         self.id = id
@@ -43,13 +47,20 @@ public struct ManagedEntry: Sendable, Hashable {
     /// The entry no longer lets the device fetch (downloads-api.md § 5: revoked; a failed artifact job).
     public var endsFetching: Bool { ["revoked", "failed"].contains(status) }
 
-    /// The tree file's bytes are fetched through this entry: it holds the original (not a
-    /// prepared artifact). A revoked entry still routes them, so the server's refusal is what a
-    /// fetch meets (never a way around it).
-    public var routesBytes: Bool { id != nil && deliveryFormat == "original" }
+    /// The file's bytes are fetched through this entry: it holds the original (an original
+    /// that came back as a compatibility artifact does not), or it is a copy at a preset, whose
+    /// bytes exist nowhere else. A revoked entry still routes them, so the server's refusal is
+    /// what a fetch meets (never a way around it).
+    public var routesBytes: Bool { id != nil && (deliveryFormat == "original" || quality != "original") }
 
-    /// Serves the tree file's bytes now, so its manifest's integrity data is theirs.
-    public var servesOriginal: Bool { routesBytes && !endsFetching && status != "preparing" }
+    /// Serves the source's own bytes now, so its manifest's integrity data (the source's) is theirs.
+    public var servesOriginal: Bool { routesBytes && deliveryFormat == "original" && !endsFetching && status != "preparing" }
+
+    /// Labstream's source id for the file an entry holds: the version's, or its copy's at a preset.
+    public static func sourceKey(item: String, file: String, quality: String) -> String {
+        guard let preset = Quality(quality), preset != .original else { return file }
+        return DerivedCopy.key(of: FileKey(server: "", itemId: item, sourceId: file), quality: preset).sourceId
+    }
 }
 
 /// Where the local copy of a file with an entry stands, as the entry policy needs it.
@@ -80,7 +91,8 @@ public enum ManagedEntryPolicy {
     }
 
     public static func step(pinned: Bool, local: LocalCopy?, entry: ManagedEntry?) -> Step {
-        guard let entry else { return pinned ? .register : .none }
+        // A copy that failed (its fetch, a refused create) is registered again once retried.
+        guard let entry else { return pinned && local != .failed ? .register : .none }
         guard entry.id != nil else { return .lookUp }
         guard pinned else { return .remove }
         if entry.endsFetching {
@@ -115,6 +127,16 @@ public enum ManagedEntryPolicy {
             out[item] = server
         }
         return out
+    }
+
+    /// Why a pin at `wanted` (nil: the original) cannot be made on a server that keeps one
+    /// entry per item and device, given what of the item is pinned already; nil when it can.
+    public static func pinConflict(wanted: Quality?, originalPinned: Bool, pinnedCopies: [Quality]) -> String? {
+        if wanted == .remux { return "Silo has no remux preset: pin the original, or at a bitrate (\(Quality.allowedCaps.map { "\($0)mbps" }.joined(separator: ", ")))" }
+        let held = (originalPinned ? [Quality.original] : []) + pinnedCopies
+        guard let other = held.first(where: { $0 != (wanted ?? .original) }) else { return nil }
+        let which = other == .original ? "the original" : "its \(other) copy"
+        return "Silo keeps one download of each film or episode per device, and this one's is \(which) (pinned): unpin it first"
     }
 
     public static func whyEnded(_ status: String) -> String {

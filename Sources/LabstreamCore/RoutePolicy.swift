@@ -85,6 +85,9 @@ public enum Route: Sendable, Hashable {
         case job
         /// A place in the server's download queue (Plex): the row stays `queued`.
         case queue
+        /// A download entry the server prepares at a preset (Silo's managed downloads): the row
+        /// is `preparing`; the entry is kept until the copy is unpinned.
+        case entry
     }
 
     public var resumesFromCheckpoints: Bool {
@@ -96,8 +99,10 @@ public enum Route: Sendable, Hashable {
 
     /// The status a row on this route waits in before bytes flow.
     public var waitingStatus: DownloadStatus {
-        if case .serverPreparedCopy(_, .job) = self { return .preparing }
-        return .queued
+        switch self {
+        case .serverPreparedCopy(_, .job), .serverPreparedCopy(_, .entry): return .preparing
+        default: return .queued
+        }
     }
 }
 
@@ -120,9 +125,8 @@ public enum RoutePolicy {
             // original's bitrate (or the cap).
             return .serverPreparedCopy(bitsPerSecond: cap ?? r.sourceBitrate ?? 20_000_000, preparation: .queue)
         case .silo:
-            // Silo's presets come through its managed downloads, which Labstream does not use
-            // yet: only the original (the engine refuses a pin at another quality).
-            return .original
+            // A preset of Silo's managed downloads (it has no remux preset: the engine refuses one).
+            return originalFits ? .original : .serverPreparedCopy(bitsPerSecond: cap!, preparation: .entry)
         }
     }
 }

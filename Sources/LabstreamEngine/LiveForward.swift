@@ -30,6 +30,7 @@ final class LiveForward: Sendable {
         let route = RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: quality, sourceBitrate: base.bitrate,
                                                         sourceContainer: base.container))
         switch route {
+        case .serverPreparedCopy(_, .entry): return engine.managed.fillCopy(row, quality: quality, engine: engine)
         case .serverPreparedCopy: return engine.prepared.consider(row, base: base, route: route, backend: backend, engine: engine)
         case .liveCopy: break
         case .original, .version, .preparedOutput: return .idle   // not a derived copy's route
@@ -51,6 +52,7 @@ final class LiveForward: Sendable {
         switch route {
         case .serverPreparedCopy(let bps, .job): return "an Emby Convert job at \(bps / 1_000_000) Mbit/s"
         case .serverPreparedCopy(let bps, .queue): return "a Plex download-queue copy at up to \(bps / 1_000_000) Mbit/s"
+        case .serverPreparedCopy(let bps, .entry): return "a Silo download entry at \(bps / 1_000_000)mbps"
         default: return "this route"
         }
     }

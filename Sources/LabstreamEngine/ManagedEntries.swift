@@ -20,6 +20,8 @@ final class ManagedEntries: Sendable {
     /// Set by pins, verdicts and finished fills; a pass without it runs at most once a second.
     let poked = Atomic<Bool>(true)
     let lastPass = Mutex<Date>(.distantPast)
+    /// When each server's entries in preparation are next read back, and how often they were.
+    let preparing = Mutex<[String: (due: Date, polls: Int)]>([:])
     /// Failed attempts the server's entries were read back for (a refused fetch may be a revoked entry).
     let failuresSeen = Mutex<Set<String>>([])
 
@@ -73,6 +75,7 @@ final class ManagedEntries: Sendable {
             }
         }
         if again.exchange(false, ordering: .relaxed) { soonest = min(soonest ?? now.addingTimeInterval(1), now.addingTimeInterval(1)) }
+        for (_, poll) in preparing.withLock({ $0 }) { soonest = min(soonest ?? poll.due, poll.due) }
         return soonest
     }
 
@@ -80,7 +83,7 @@ final class ManagedEntries: Sendable {
 
     /// Brings `server`'s entries in step with its pinned files, one step per item.
     func keep(_ server: String, registry: any ManagedDownloadRegistry, engine: TransferEngine) throws(LabstreamError) {
-        let rows = try engine.index.pinnedOriginals(server: server)
+        let rows = try engine.index.pinnedManaged(server: server)
         let pinned = Dictionary(grouping: rows, by: \.key.itemId)
         var stored = try engine.index.managedEntries(server: server)
         // A fetch that failed for good while its entry looked servable: the server may have ended the entry.
@@ -90,6 +93,22 @@ final class ManagedEntries: Sendable {
         }
         if !listed.withLock({ $0.contains(server) }) || !unexplained.isEmpty || stored.values.contains(where: { $0.id == nil }) {
             stored = try relist(server, registry: registry, stored: stored, pinned: Set(pinned.keys), engine: engine)
+        }
+        // An entry the server is preparing is read back at a backed-off pace until it is ready.
+        if stored.values.contains(where: { $0.status == "preparing" }) {
+            let now = Date()
+            let poll = preparing.withLock { $0[server] } ?? (due: now, polls: 0)
+            if poll.due <= now {
+                relist(server)
+                preparing.withLock { $0[server] = (now.addingTimeInterval(min(pow(2, Double(poll.polls)), 30)), poll.polls + 1) }
+            }
+        } else {
+            preparing.withLock { _ = $0.removeValue(forKey: server) }
+        }
+        // A copy at a preset whose bytes are all here joins the tree beside its original.
+        if rows.contains(where: { DerivedCopy.parse($0.key) != nil && $0.total > 0 && $0.present.contains(ByteRange(0, $0.total))
+                                    && engine.catalogFile($0.key) == nil }) {
+            engine.treeChanged()
         }
         for item in Set(pinned.keys).union(stored.keys).sorted() {
             let entry = stored[item]
@@ -143,10 +162,21 @@ final class ManagedEntries: Sendable {
         case .lookUp:
             relist(server)
         case .register:
-            guard let row, let file = engine.catalogFile(row.key) else { return }
+            // A copy at a preset is registered as its original at that preset.
+            let copy = row.flatMap { DerivedCopy.parse($0.key) }
+            guard let row, let file = engine.catalogFile(copy?.base ?? row.key) else { return }
             // The intent first: after a stop or a lost answer the server is asked what it made.
             try engine.index.saveManagedEntry(ManagedEntry(itemId: item, sourceId: row.key.sourceId, id: nil), server: server)
-            switch try registry.register(file) {
+            let made: Registration
+            do { made = try registry.register(file, quality: copy?.quality ?? .original) } catch {
+                guard case .refused(let why) = error else { throw error }
+                // Refused for good (not offered, not allowed): the copy fails saying so; a retry asks again.
+                try engine.index.removeManagedEntry(server: server, item: item)
+                if let shown = engine.treeFile(for: row) { try engine.transfer(for: shown).stopFetching(reason: why, engine: engine) }
+                engine.log("\(file.path.joined(separator: "/")): \(why)")
+                return
+            }
+            switch made {
             case .made(let made):
                 var entry = made
                 entry.sourceId = row.key.sourceId
@@ -180,6 +210,45 @@ final class ManagedEntries: Sendable {
             try engine.transfer(for: file).stopFetching(reason: why, engine: engine)
             engine.log("\(file.path.joined(separator: "/")): \(why)")
         }
+    }
+
+    /// The background fill of a copy at a preset: it waits (`preparing`) while the server
+    /// prepares its entry, learns its size from the entry's file route once it is ready, then
+    /// is fetched like any file. The managed pass registers it first.
+    func fillCopy(_ queued: DownloadRow, quality: Quality, engine: TransferEngine) -> FileTransfer.FillState {
+        var row = queued
+        guard let registry = engine.backend(for: row.key.server) as? any ManagedDownloadRegistry,
+              let entry = (try? engine.index.managedEntries(server: row.key.server))?[row.key.itemId],
+              entry.sourceId == row.key.sourceId, let id = entry.id, !entry.endsFetching else { return .idle }
+        if entry.status == "preparing" {
+            let why = "the server is preparing the \(quality) copy (download entry \(id))"
+            if row.status != .preparing || row.reason != why {
+                row.apply(.preparationStarted(queued: false))
+                row.reason = why
+                _ = try? engine.index.saveDownload(row, now: engine.now())
+                engine.noteChange()
+            }
+            return .waitUntil(preparing.withLock { $0[row.key.server]?.due } ?? Date().addingTimeInterval(1))
+        }
+        if row.total == 0 {
+            guard var shown = engine.derivedTreeFile(row) else { return .idle }
+            shown.size = 1
+            do throws(LabstreamError) {
+                let probe = try registry.transport.sizeOf(registry.rangeRequest(for: shown, range: ByteRange(0, 1), validator: nil))
+                guard let size = probe.size, size > 0 else {
+                    throw LabstreamError.malformedResponse("the copy's file route did not say its size (HTTP \(probe.status))")
+                }
+                row = row.nextAttempt(status: .queued, reason: nil)
+                row.total = size
+                _ = try engine.index.saveDownload(row, now: engine.now())
+                engine.log("\(shown.path.joined(separator: "/")): the server's \(quality) copy is ready (\(size) bytes)")
+            } catch {
+                engine.log("\(shown.path.joined(separator: "/")): \(error.userMessage); trying again shortly")
+                return .waitUntil(Date().addingTimeInterval(5))
+            }
+        }
+        guard let file = engine.derivedTreeFile(row), let transfer = try? engine.transfer(for: file) else { return .idle }
+        return transfer.fill(engine: engine)
     }
 
     /// Deletes a journaled entry; the journal forgets it once the server has (or never will).

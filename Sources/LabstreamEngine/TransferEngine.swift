@@ -194,12 +194,16 @@ public final class TransferEngine: Sendable {
             if quality != nil && quality != .original && file.kind.media == .audio {
                 throw .invalidArgument("copies at another quality are for video; \(file.path.last ?? "this file") is audio: pin it without --quality")
             }
-            if wanted != .original, backend(for: file.key.server)?.kind == .silo {
-                throw .invalidArgument("copies at another quality from Silo are not supported yet; pin without --quality (the original)")
+            let copy = wanted != .original && DerivedCopy.parse(file.key) == nil && backend(for: file.key.server).map {
+                RoutePolicy.route(for: RouteRequest(backend: $0.kind, quality: wanted, sourceBitrate: file.bitrate, sourceContainer: file.container)) != .original
+            } == true
+            if let backend = backend(for: file.key.server), backend is any ManagedDownloadRegistry,
+               let why = ManagedEntryPolicy.pinConflict(wanted: wanted == .remux ? .remux : copy ? wanted : nil,
+                                                         originalPinned: try index.download(file.key)?.pinned == true,
+                                                         pinnedCopies: try index.derivedCopies(of: file.key).filter(\.pinned).compactMap { DerivedCopy.parse($0.key)?.quality }) {
+                throw .invalidArgument(why)
             }
-            if wanted != .original, DerivedCopy.parse(file.key) == nil, let backend = backend(for: file.key.server),
-               RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: wanted, sourceBitrate: file.bitrate,
-                                                  sourceContainer: file.container)) != .original {
+            if copy {
                 rowsFor.append(TreeFile(path: [], key: DerivedCopy.key(of: file.key, quality: wanted), size: 0, modified: file.modified, etag: nil))
             } else {
                 rowsFor.append(file)

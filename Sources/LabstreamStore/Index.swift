@@ -416,10 +416,10 @@ public final class OfflineIndex: Sendable {
         }
     }
 
-    /// Download rows of `server` that are pinned, originals only (not copies at another quality
-    /// or next versions): the files a managed registry holds entries for.
-    public func pinnedOriginals(server: String) throws(LabstreamError) -> [DownloadRow] {
-        try downloads(where: "server = ? AND pinned = 1", [.text(server)]).filter { DerivedCopy.parse($0.key) == nil && NextVersion.base(of: $0.key) == nil }
+    /// Download rows of `server` that are pinned, originals and copies at a preset (not next
+    /// versions): the files a managed registry holds entries for.
+    public func pinnedManaged(server: String) throws(LabstreamError) -> [DownloadRow] {
+        try downloads(where: "server = ? AND pinned = 1", [.text(server)]).filter { NextVersion.base(of: $0.key) == nil }
     }
 
     // MARK: - Downloads

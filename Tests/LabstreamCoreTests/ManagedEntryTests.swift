@@ -113,6 +113,13 @@ import Testing
         #expect(ISODate.epochSeconds(ISODate.string(epochMilliseconds: 1_767_323_045_999)) == 1_767_323_045)
     }
 
+    /// A version whose bitrate Silo does not know says 0: unknown, not a bitrate every cap fits.
+    @Test func anUnknownBitrateIsNotZero() {
+        let known = SiloDecode.source(JSONValue(raw: ["file_id": "7", "file_size": 10, "bitrate": 8000]), labelled: false)
+        let unknown = SiloDecode.source(JSONValue(raw: ["file_id": "8", "file_size": 10, "bitrate": 0]), labelled: false)
+        #expect(known?.bitrate == 8_000_000 && unknown?.bitrate == nil && unknown?.id == "8")
+    }
+
     /// The shapes as downloads-api.md shows them (§ 4.1 create answer, § 4.2 page, § 6 manifest).
     @Test func entriesPagesAndManifestsDecodeFromTheDocumentsShapes() throws {
         let created = try SiloDecode.created(Array("""
@@ -127,8 +134,9 @@ import Testing
           "quality":"10mbps","effective_quality":"10mbps","delivery_format":"transcode","revision":2}],
          "page":{"has_more":true,"next_cursor":"opaque"}}
         """.utf8))
-        #expect(page.next == "opaque" && page.entries == [ManagedEntry(itemId: "ep_1", sourceId: "4568", id: "dl_2", revision: 2, status: "preparing",
-                                                                       deliveryFormat: "transcode")])
+        // A copy at a preset is the row of the version's copy at that quality.
+        #expect(page.next == "opaque" && page.entries == [ManagedEntry(itemId: "ep_1", sourceId: "4568@10mbps", id: "dl_2", revision: 2, status: "preparing",
+                                                                       deliveryFormat: "transcode", quality: "10mbps")])
         #expect(try SiloDecode.entriesPage(Array(#"{"items":[],"page":{"has_more":false}}"#.utf8)).next == nil)
         #expect(throws: LabstreamError.self) { try SiloDecode.entriesPage(Array(#"{"page":{}}"#.utf8)) }
         // More to come with no way to ask for it: an error, not a listing taken as complete.

@@ -61,12 +61,30 @@ import Testing
 }
 
 @Suite struct SiloRouteTests {
-    /// Silo's quality presets come through its managed downloads, which Labstream does not use
-    /// yet: every request is the original (the engine refuses an explicit other quality).
-    @Test func siloIsAlwaysTheOriginal() {
-        for quality in [Quality.original, .remux, Quality("2mbps")!] {
-            #expect(RoutePolicy.route(for: .init(backend: .silo, quality: quality, sourceBitrate: 30_000_000, sourceContainer: "avi")) == .original)
-        }
+    /// Silo's presets come through its managed downloads: a cap the original does not meet (or
+    /// whose bitrate is unknown) is a download entry the server prepares; one it meets keeps the
+    /// original; remux is no preset (the engine refuses it), so it is never a copy.
+    @Test func siloCopiesAreEntriesItPreparesAtAPreset() {
+        let two = Quality("2mbps")!
+        #expect(RoutePolicy.route(for: .init(backend: .silo, quality: two, sourceBitrate: 30_000_000)) == .serverPreparedCopy(bitsPerSecond: 2_000_000, preparation: .entry))
+        #expect(RoutePolicy.route(for: .init(backend: .silo, quality: two, sourceBitrate: nil)) == .serverPreparedCopy(bitsPerSecond: 2_000_000, preparation: .entry))
+        #expect(RoutePolicy.route(for: .init(backend: .silo, quality: two, sourceBitrate: 1_000_000)) == .original)
+        #expect(RoutePolicy.route(for: .init(backend: .silo, quality: .original, sourceBitrate: 30_000_000)) == .original)
+        #expect(RoutePolicy.route(for: .init(backend: .silo, quality: .remux, sourceContainer: "avi")) == .original)
+        #expect(Route.serverPreparedCopy(bitsPerSecond: 1, preparation: .entry).waitingStatus == .preparing)
+        #expect(!Route.serverPreparedCopy(bitsPerSecond: 1, preparation: .entry).resumesFromCheckpoints)
+    }
+
+    /// One entry per item and device: a pin at one quality refuses while another of the item is pinned.
+    @Test func aSecondQualityOfOneItemIsRefusedNamingTheFirst() {
+        let ten = Quality("10mbps")!, two = Quality("2mbps")!
+        #expect(ManagedEntryPolicy.pinConflict(wanted: nil, originalPinned: false, pinnedCopies: []) == nil)
+        #expect(ManagedEntryPolicy.pinConflict(wanted: nil, originalPinned: true, pinnedCopies: []) == nil)
+        #expect(ManagedEntryPolicy.pinConflict(wanted: ten, originalPinned: false, pinnedCopies: [ten]) == nil)
+        #expect(ManagedEntryPolicy.pinConflict(wanted: ten, originalPinned: true, pinnedCopies: [])?.contains("the original") == true)
+        #expect(ManagedEntryPolicy.pinConflict(wanted: nil, originalPinned: false, pinnedCopies: [ten])?.contains("10mbps") == true)
+        #expect(ManagedEntryPolicy.pinConflict(wanted: two, originalPinned: false, pinnedCopies: [ten])?.contains("10mbps copy") == true)
+        #expect(ManagedEntryPolicy.pinConflict(wanted: .remux, originalPinned: false, pinnedCopies: [])?.contains("no remux preset") == true)
     }
 }
 

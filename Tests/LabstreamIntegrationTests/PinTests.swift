@@ -410,7 +410,7 @@ import Testing
         }
         let index = try OfflineIndex(path: path)
         #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "\(OfflineIndex.schemaVersion)")
-        #expect(try index.pinnedOriginals(server: "s").map(\.key) == [key])
+        #expect(try index.pinnedManaged(server: "s").map(\.key) == [key])
         #expect(try index.managedEntries(server: "s").isEmpty)
         try index.saveManagedEntry(ManagedEntry(itemId: key.itemId, sourceId: key.sourceId, id: nil), server: "s")
         #expect(try index.managedEntries(server: "s")[key.itemId]?.id == nil)

@@ -145,6 +145,41 @@ import Testing
         try m.unmount()
     }
 
+    /// `pin --quality` on Silo asks for the preset the server offers (its download capability):
+    /// the entry is prepared, then its file is fetched through it and shown as the copy.
+    @Test func aPinAtAPresetIsPreparedByTheServerThenFetchedThroughItsEntry() throws {
+        let m = try mounted("silo-preset")
+        let source = expectedTree(m.mediaDir)[Self.alpha]!
+        let wait = try m.cli(["pin", "--quality", "10mbps", "--wait", m.path(Self.alpha)])
+        #expect(wait.code == 0, "\(wait.stdout) \(wait.stderr) \(m.log)")
+        let film = m.fixture.movieContentId(title: "Alpha")
+        let made = entries(m, content: film)
+        #expect(made.count == 1 && made.first?.quality == "10mbps" && made.first?.deliveryFormat == "transcode", "\(made)")
+        let id = try #require(made.first?.id)
+        #expect(m.fixture.requestLog.contains { $0.path.hasSuffix("/capabilities/downloads") && $0.status == 200 })
+        #expect(m.log.contains("the server's 10mbps copy is ready"), "\(m.log)")
+        // The fixture's artifact is the source's bytes: the copy holds what the entry served.
+        let copy = "test/Movies/Alpha (2001)/Alpha (2001) - 10mbps.mkv"
+        #expect(try sha256(m.path(copy)) == sha256(source))
+        #expect(m.fixture.requestLog.filter { $0.path.hasSuffix("/downloads/\(id)/file") && $0.status == 206 }.count >= 1)
+        #expect(eventually { entries(m, content: film).first?.status == "completed" }, "\(entries(m, content: film))")
+        // One entry per film and device: the original cannot be pinned beside the copy, nor a remux at all.
+        let original = try m.cli(["pin", m.path(Self.alpha)])
+        #expect(original.code == 64 && original.stderr.contains("one download of each film") && original.stderr.contains("10mbps"), "\(original.stderr)")
+        let remux = try m.cli(["pin", "--quality", "remux", m.path(Self.beta)])
+        #expect(remux.code == 64 && remux.stderr.contains("no remux preset"), "\(remux.stderr)")
+        // Unpinning the film unpins its copy, and the entry goes.
+        #expect(try m.cli(["unpin", m.path(Self.alpha)]).code == 0)
+        #expect(eventually { entries(m, content: film).isEmpty })
+        // A preset the profile may not have is refused, saying so.
+        m.fixture.setDownloadAllowed(false)
+        let refused = try m.cli(["pin", "--quality", "5mbps", "--wait", m.path(Self.beta)])
+        #expect(refused.code != 0)
+        let status = try m.cli(["status", "--json", m.path(Self.beta)])
+        #expect(status.stdout.contains("does not let this profile download"), "\(status.stdout) \(m.log)")
+        try m.unmount()
+    }
+
     /// A revoked entry stops the fetch: what is here stays, and status says why.
     @Test func aRevokedEntryStopsFetchingAndSaysWhy() throws {
         let m = try mounted("silo-revoked")

@@ -86,9 +86,9 @@ final class MountedSilo: @unchecked Sendable {
         for rel in ["test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv", "test/Shows/Show (2020)/Season 01/Show (2020) - S01E02 - Second.mp4"] {
             #expect(try sha256(m.path(rel)) == sha256(expected[rel]!), "\(rel)")
         }
-        // Copies at another quality are not offered for Silo yet, and it says so.
-        let quality = try m.cli(["pin", "--quality", "2mbps", m.path(alpha)])
-        #expect(quality.code != 0 && quality.stderr.contains("not supported yet"), "\(quality.code) \(quality.stderr)")
+        // Silo has no remux preset, and it says so.
+        let quality = try m.cli(["pin", "--quality", "remux", m.path(alpha)])
+        #expect(quality.code == 64 && quality.stderr.contains("no remux preset"), "\(quality.code) \(quality.stderr)")
         // No token anywhere but the credential store.
         let token = m.credentials.split(separator: "\n").first { $0.hasPrefix("token") }.map { String($0.split(separator: "=").last ?? "").trimmingCharacters(in: .whitespaces) } ?? "?"
         #expect(token.count > 8 && !m.fixtureLog.contains(token))
