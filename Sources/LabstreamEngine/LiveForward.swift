@@ -166,16 +166,7 @@ final class LiveForward: Sendable {
             try? engine.journal.remove(intent)
             return
         }
-        let status = (try? backend.transport.send(request))?.status
-        switch CleanupAnswer.of(status: status) {
-        case .done:
-            do { try engine.journal.remove(intent) } catch { engine.log("cleanup journal: \(error.userMessage)") }
-        case .refused:
-            engine.log("stopping the encoding of session \(intent.session) on \(intent.server) was refused (HTTP \(status ?? 0)) and will not be asked again")
-            do { try engine.journal.remove(intent) } catch { engine.log("cleanup journal: \(error.userMessage)") }
-        case .again:
-            engine.log("stopping the encoding of session \(intent.session) on \(intent.server) failed (HTTP \(status ?? 0)); it stays in the cleanup journal")
-        }
+        engine.settle(intent, status: (try? backend.transport.send(request))?.status, doing: "stopping the encoding of session \(intent.session)")
     }
 
     /// Cleans up what an earlier run left behind (a crash mid-stream, a server that was down),

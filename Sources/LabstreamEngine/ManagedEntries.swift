@@ -254,15 +254,6 @@ final class ManagedEntries: Sendable {
     /// Deletes a journaled entry; the journal forgets it once the server has (or never will).
     static func delete(_ intent: CleanupJournal.Intent, backend: any MediaBackend, engine: TransferEngine) {
         guard let registry = backend as? any ManagedDownloadRegistry else { return }
-        let status = registry.remove(entry: intent.session)
-        let answer = CleanupAnswer.of(status: status)
-        if answer == .again {
-            engine.log("deleting download entry \(intent.session) on \(intent.server) failed (HTTP \(status ?? 0)); it stays in the cleanup journal")
-            return
-        }
-        if answer == .refused { engine.log("deleting download entry \(intent.session) on \(intent.server) was refused (HTTP \(status ?? 0))") }
-        for pending in engine.journal.pending where pending.kind == .deleteEntry && pending.session == intent.session {
-            try? engine.journal.remove(pending)
-        }
+        engine.settle(intent, status: registry.remove(entry: intent.session), doing: "deleting download entry \(intent.session)")
     }
 }

@@ -134,14 +134,22 @@ final class PreparedCopies: Sendable {
     static func cancel(_ intent: CleanupJournal.Intent, backend: any MediaBackend, engine: TransferEngine) {
         let request = (backend as? any PreparedCopySource)?.cancelPreparationRequest(job: intent.session)
         let status = request == nil ? 204 : request.flatMap { try? backend.transport.send($0) }?.status
+        engine.settle(intent, status: status, doing: "cancelling job \(intent.session)")
+    }
+}
+
+extension TransferEngine {
+    /// Acts on the server's answer to a journaled cleanup: kept for the next try, or forgotten
+    /// (done, or refused for good, said once).
+    func settle(_ intent: CleanupJournal.Intent, status: Int?, doing what: String) {
         let answer = CleanupAnswer.of(status: status)
         if answer == .again {
-            engine.log("cancelling job \(intent.session) on \(intent.server) failed (HTTP \(status ?? 0)); it stays in the cleanup journal")
+            log("\(what) on \(intent.server) failed (HTTP \(status ?? 0)); it stays in the cleanup journal")
             return
         }
-        if answer == .refused { engine.log("cancelling job \(intent.session) on \(intent.server) was refused (HTTP \(status ?? 0)) and will not be asked again") }
-        for pending in engine.journal.pending where pending.kind == .cancelJob && pending.session == intent.session {
-            try? engine.journal.remove(pending)
+        if answer == .refused { log("\(what) on \(intent.server) was refused (HTTP \(status ?? 0)) and will not be asked again") }
+        for pending in journal.pending where pending.kind == intent.kind && pending.session == intent.session {
+            do { try journal.remove(pending) } catch { log("cleanup journal: \(error.userMessage)") }
         }
     }
 }
