@@ -62,6 +62,10 @@ public protocol ManagedDownloadRegistry: MediaBackend {
     /// server offers; one it does not is refused). Not idempotent: after a throw the server may
     /// have made it (`entries` lists it); `.exists` means the server already has one for this item.
     func register(_ file: TreeFile, quality: Quality) throws(LabstreamError) -> Registration
+    /// Creates the entries of every episode of one season in one batch (`batch` names it),
+    /// every page; the server picks each episode's version and says which it skipped and why.
+    /// Not idempotent, like `register`.
+    func registerSeason(series: String, season: Int, batch: String) throws(LabstreamError) -> (made: [ManagedEntry], skipped: [(episode: String, reason: String)])
     /// This device's entries on the server, every page.
     func entries() throws(LabstreamError) -> [ManagedEntry]
     /// Reports the copy's state (`at`: when it changed locally, milliseconds since the epoch); nil

@@ -125,6 +125,15 @@ public struct SiloRequests: Sendable {
                            body: Array(("{" + members.joined(separator: ",") + "}").utf8))
     }
 
+    /// `POST /downloads` for a season page (§ 4.1): `series`, the client's `batch_id` and the
+    /// season, original quality only; later pages repeat the body with the page's `cursor`.
+    public func createSeasonDownloads(series: String, season: Int, batch: String, cursor: String?, bearer: String, profile: String) -> HTTPRequest {
+        let body = "{\"content_id\":\(jsonString(series)),\"series\":true,\"season_number\":\(season),\"batch_id\":\(jsonString(batch)),\"quality\":\"original\"}"
+        return HTTPRequest(method: "POST", url: api + "/downloads" + (cursor.map { "?cursor=" + $0.queryEscaped } ?? ""),
+                           headers: managedHeaders(bearer: bearer, profile: profile) + [HTTPRequest.Header("Content-Type", "application/json")],
+                           body: Array(body.utf8))
+    }
+
     /// `GET /capabilities/downloads` (§ 3), conditional on the copy held.
     public func downloadCapability(etag: String?, bearer: String, profile: String) -> HTTPRequest {
         var r = HTTPRequest(url: api + "/capabilities/downloads", headers: headers(bearer: bearer, profile: profile))
@@ -320,6 +329,16 @@ public enum SiloDecode {
             throw .malformedResponse("/capabilities/downloads has no quality_presets")
         }
         return j["enabled"].bool == false || j["allowed"].bool == false ? [] : presets
+    }
+
+    /// A season page's answer: its entries, the episodes skipped and why, and the next page.
+    public static func seasonPage(_ body: [UInt8]) throws(LabstreamError) -> (made: [ManagedEntry], skipped: [(episode: String, reason: String)], next: String?) {
+        let j = try json(body, "/downloads")
+        guard let items = j["items"].array else { throw .malformedResponse("/downloads answered no items") }
+        let skipped = (j["skipped"].array ?? []).compactMap { s in s["episode_id"].string.map { ($0, s["reason"].string ?? "skipped") } }
+        let next = j["page"]["has_more"].bool == true ? j["page"]["next_cursor"].string.flatMap { $0.isEmpty ? nil : $0 } : nil
+        if j["page"]["has_more"].bool == true && next == nil { throw .malformedResponse("/downloads says the season has more pages but gives no cursor") }
+        return (items.compactMap(entry), skipped, next)
     }
 
     /// A page of `GET /downloads`: its entries and where the next page starts.

@@ -335,6 +335,28 @@ extension SiloClient: ManagedDownloadRegistry {
 
     public func entries() throws(LabstreamError) -> [ManagedEntry] { try allEntries() }
 
+    public func registerSeason(series: String, season: Int, batch: String) throws(LabstreamError) -> (made: [ManagedEntry], skipped: [(episode: String, reason: String)]) {
+        var made: [ManagedEntry] = []
+        var skipped: [(episode: String, reason: String)] = []
+        var cursor: String?
+        var seen = Set<String>()
+        while true {
+            // Each page is sent once; a spent access token did nothing, so that one is sent again.
+            let request = { (bearer: String) in requests.createSeasonDownloads(series: series, season: season, batch: batch, cursor: cursor, bearer: bearer, profile: profile) }
+            var answer = try transport.call(request(try bearer()))
+            if answer.status == 401, !isAPIKey { answer = try transport.call(request(try renewAccess())) }
+            // 409: an entry of the season changed meanwhile; the caller reads the registry back.
+            if answer.status == 409 { throw .remoteChanged("a download entry of the season changed on the server") }
+            guard [200, 201, 202].contains(answer.status) else { throw Self.failure(answer, "POST /downloads (season)") }
+            let page = try SiloDecode.seasonPage(answer.body)
+            made += page.made
+            skipped += page.skipped
+            guard let next = page.next else { return (made, skipped) }
+            guard seen.insert(next).inserted else { throw .malformedResponse("/downloads gave the same season cursor twice") }
+            cursor = next
+        }
+    }
+
     /// The presets of the download capability, asked with the ETag of the copy held (`304`: unchanged).
     func presets() throws(LabstreamError) -> [String] {
         let held = tokens.capability.withLock { $0 }

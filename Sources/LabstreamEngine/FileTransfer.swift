@@ -371,8 +371,6 @@ final class FileTransfer: @unchecked Sendable {
         return .filling
     }
 
-    /// Moves the row by `event` (when the table allows it from here) with `reason`, and
-    /// records it. Call with `condition` held.
     /// The server ended this copy (a revoked entry): nothing more is fetched for it, what is
     /// here stays readable, and `reason` says why.
     func stopFetching(reason: String, engine: TransferEngine) throws(LabstreamError) {
@@ -392,6 +390,8 @@ final class FileTransfer: @unchecked Sendable {
         }
     }
 
+    /// Moves the row by `event` (when the table allows it from here) with `reason`, and
+    /// records it. Call with `condition` held.
     func setStatus(_ event: DownloadStatus.Event, reason: String?, engine: TransferEngine) {
         guard let status = row.status.after(event), row.status != status || row.reason != reason else { return }
         row.status = status

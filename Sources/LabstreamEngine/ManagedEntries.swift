@@ -110,6 +110,7 @@ final class ManagedEntries: Sendable {
                                     && engine.catalogFile($0.key) == nil }) {
             engine.treeChanged()
         }
+        for (item, entry) in try registerSeasons(server, rows: rows, stored: stored, registry: registry, engine: engine) { stored[item] = entry }
         for item in Set(pinned.keys).union(stored.keys).sorted() {
             let entry = stored[item]
             let candidates = pinned[item] ?? []
@@ -118,6 +119,51 @@ final class ManagedEntries: Sendable {
             let step = ManagedEntryPolicy.step(pinned: row != nil, local: row.map { local($0, entry: entry, engine: engine) }, entry: entry)
             try take(step, server: server, item: item, row: row, entry: entry, registry: registry, engine: engine)
         }
+    }
+
+    /// Seasons whose every episode (one version each) is pinned and none registered are
+    /// registered in one batch each (downloads-api.md § 4.1), their intents recorded first like
+    /// a single create's. Returns the entries made; what the server skipped is said.
+    func registerSeasons(_ server: String, rows: [DownloadRow], stored: [String: ManagedEntry], registry: any ManagedDownloadRegistry,
+                         engine: TransferEngine) throws(LabstreamError) -> [String: ManagedEntry] {
+        let waiting = rows.filter { row in
+            stored[row.key.itemId] == nil && row.status != .failed && DerivedCopy.parse(row.key) == nil && engine.catalogFile(row.key)?.kind == .episode
+        }
+        guard waiting.count > 1 else { return [:] }
+        let episodes = try engine.index.catalog(server: server).flatMap(\.items).filter { $0.kind == .episode }
+        let rowOf = Dictionary(waiting.map { ($0.key.itemId, $0) }, uniquingKeysWith: { a, _ in a })
+        var made: [String: ManagedEntry] = [:]
+        let seasons = Dictionary(grouping: episodes) { SeasonKey(series: $0.seriesId ?? "", season: $0.seasonNumber ?? -1) }
+        for (season, items) in seasons.sorted(by: { ($0.key.series, $0.key.season) < ($1.key.series, $1.key.season) })
+        where !season.series.isEmpty && season.season >= 0 && items.count > 1 && items.allSatisfy({ rowOf[$0.id] != nil && $0.sources.count == 1 }) {
+            for item in items {
+                try engine.index.saveManagedEntry(ManagedEntry(itemId: item.id, sourceId: rowOf[item.id]!.key.sourceId, id: nil), server: server)
+            }
+            let batch = "labstream-" + UUID().uuidString.lowercased()
+            let answer: (made: [ManagedEntry], skipped: [(episode: String, reason: String)])
+            do { answer = try registry.registerSeason(series: season.series, season: season.season, batch: batch) } catch {
+                if case .remoteChanged = error { relist(server) } else { throw error }
+                continue
+            }
+            for entry in answer.made where rowOf[entry.itemId] != nil {
+                try engine.index.saveManagedEntry(entry, server: server)
+                registry.routeBytes(of: Self.key(entry, server), through: entry.routesBytes ? entry.id : nil)
+                made[entry.itemId] = entry
+            }
+            // A skipped episode's intent goes: it is asked for on its own, and told why if refused.
+            for skipped in answer.skipped where rowOf[skipped.episode] != nil {
+                try engine.index.removeManagedEntry(server: server, item: skipped.episode)
+                engine.log("\(server): the server skipped episode \(skipped.episode) of batch \(batch): \(skipped.reason)")
+            }
+            engine.log("\(server): registered season \(season.season) of \(season.series) as batch \(batch) (\(answer.made.count) entries)")
+            engine.validation.wake()
+        }
+        return made
+    }
+
+    struct SeasonKey: Hashable {
+        var series: String
+        var season: Int
     }
 
     /// Where a pinned row's copy stands, for the policy.

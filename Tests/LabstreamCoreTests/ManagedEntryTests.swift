@@ -144,6 +144,15 @@ import Testing
         // A create that made nothing says why, from its `skipped`.
         #expect { try SiloDecode.created(Array(#"{"items":[],"skipped":[{"episode_id":"e","reason":"no_file"}],"page":{"has_more":false}}"#.utf8)) }
             throws: { ($0 as? LabstreamError)?.userMessage.contains("no_file") == true }
+        // A season page (§ 4.1's example): its entries, what it skipped and why, the next page.
+        let season = try SiloDecode.seasonPage(Array("""
+        {"batch_id":"b_1","items":[{"id":"dl_3","batch_id":"b_1","content_id":"sr_123","episode_id":"ep_1","media_file_id":"4567","status":"ready",
+          "quality":"original","effective_quality":"original","delivery_format":"original","revision":1}],
+         "skipped":[{"episode_id":"ep_missing","reason":"no_file"}],"page":{"has_more":true,"next_cursor":"opaque"}}
+        """.utf8))
+        #expect(season.made.map(\.itemId) == ["ep_1"] && season.made.first?.sourceId == "4567" && season.next == "opaque")
+        #expect(season.skipped.map(\.episode) == ["ep_missing"] && season.skipped.map(\.reason) == ["no_file"])
+        #expect(throws: LabstreamError.self) { try SiloDecode.seasonPage(Array(#"{"items":[],"page":{"has_more":true}}"#.utf8)) }
         let integrity = try SiloDecode.integrity(Array("""
         {"download_id":"dl_1","content_id":"mv_123","type":"movie","revision":1,"media_file_id":"4567","file_size":8589934592,
          "integrity":{"expected_bytes":8589934592,"media_file_hash":"sha256-or-scanner-hash","metadata_etag":"opaque-server-value"},

@@ -52,6 +52,10 @@ import Testing
         #expect(eventually { entries(m, content: show).count == 2 && entries(m, content: show).allSatisfy { $0.status == "completed" } },
                 "\(entries(m, content: show))")
         #expect(Set(entries(m, content: show).map(\.episodeId)) == Set(episodes))
+        // Every episode of the season was pinned: one batch, one create.
+        let batches = Set(entries(m, content: show).map(\.batchId))
+        #expect(batches.count == 1 && batches.first??.hasPrefix("labstream-") == true, "\(batches)")
+        #expect(m.fixture.requestLog.filter { $0.method == "POST" && $0.path.hasSuffix("/downloads") }.count == 2)
         // Unpinning deletes the film's entry on the server; the season's stay.
         #expect(try m.cli(["unpin", m.path(Self.alpha)]).code == 0)
         #expect(eventually { entries(m, content: film).isEmpty })
