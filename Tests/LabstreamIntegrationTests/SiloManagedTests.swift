@@ -184,6 +184,25 @@ import Testing
         try m.unmount()
     }
 
+    /// Real media with the playback check on: a pinned film's copy at a preset is proven
+    /// playable, and the original's pin is checked by hash and probe before it is complete.
+    @Test func aCopyAtAPresetOfRealMediaIsProvenPlayable() throws {
+        let m = try MountedSilo("silo-preset-probe", catalog: LiveForwardTests.clipCatalog, probe: true)
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        let wait = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(LiveForwardTests.original)])
+        #expect(wait.code == 0, "\(wait.stdout) \(wait.stderr) \(m.log)")
+        let copy = m.path(LiveForwardTests.copy)
+        #expect(StatusCommandXattr.get(copy, "state") == "complete", "\(StatusCommandXattr.get(copy, "reason") ?? "") \(m.log)")
+        let played = try runProcess("/usr/bin/mpv", ["--vo=null", "--ao=null", "--frames=10", copy])
+        #expect(played.code == 0, "\(played.stderr)")
+        #expect(try m.cli(["unpin", m.path(LiveForwardTests.original)]).code == 0)
+        #expect(try m.cli(["pin", "--wait", m.path(LiveForwardTests.original)]).code == 0)
+        #expect(StatusCommandXattr.get(m.path(LiveForwardTests.original), "state") == "complete")
+        #expect(m.log.contains("integrity of \(LiveForwardTests.original): matches"), "\(m.log)")
+        try m.unmount()
+    }
+
     /// A revoked entry stops the fetch: what is here stays, and status says why.
     @Test func aRevokedEntryStopsFetchingAndSaysWhy() throws {
         let m = try mounted("silo-revoked")

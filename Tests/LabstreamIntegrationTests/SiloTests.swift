@@ -18,16 +18,21 @@ final class MountedSilo: @unchecked Sendable {
 
     var env: [String: String] { ["LABSTREAM_CONFIG_DIR": configDir, "LABSTREAM_DATA_DIR": dataDir] }
 
-    init(_ name: String, configure: (inout SiloFixture.Configuration) -> Void = { _ in }) throws {
+    /// `probe`: the playback check runs (the catalog's files must then be real media).
+    let probe: Bool
+
+    init(_ name: String, catalog: ((String) -> FixtureCatalog)? = nil, probe: Bool = false,
+         configure: (inout SiloFixture.Configuration) -> Void = { _ in }) throws {
         scratch = Scratch(name)
         mediaDir = scratch.sub("media")
         configDir = scratch.sub("config")
         dataDir = scratch.sub("data")
         mountpoint = scratch.sub("mnt")
+        self.probe = probe
         var configuration = SiloFixture.Configuration()
         configuration.password = "secret-pass"
         configure(&configuration)
-        fixture = SiloFixture(catalog: testCatalog(in: mediaDir), configuration: configuration)
+        fixture = SiloFixture(catalog: (catalog ?? testCatalog)(mediaDir), configuration: configuration)
         baseURL = try fixture.start()
     }
 
@@ -40,7 +45,7 @@ final class MountedSilo: @unchecked Sendable {
     func mount() throws {
         // Test media is random bytes, which the playback probe rightly rejects.
         let conf = configDir + "/labstream.conf"
-        if let text = try? String(contentsOfFile: conf, encoding: .utf8), !text.contains("playback_probe") {
+        if !probe, let text = try? String(contentsOfFile: conf, encoding: .utf8), !text.contains("playback_probe") {
             try (text + "\n[cache]\nplayback_probe = no\n").write(toFile: conf, atomically: true, encoding: .utf8)
         }
         daemonPid = try mountDaemon(at: mountpoint, dataDir: dataDir, cli: cli)
