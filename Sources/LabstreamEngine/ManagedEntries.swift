@@ -106,8 +106,7 @@ final class ManagedEntries: Sendable {
             preparing.withLock { _ = $0.removeValue(forKey: server) }
         }
         // A copy at a preset whose bytes are all here joins the tree beside its original.
-        if rows.contains(where: { DerivedCopy.parse($0.key) != nil && $0.total > 0 && $0.present.contains(ByteRange(0, $0.total))
-                                    && engine.catalogFile($0.key) == nil }) {
+        if rows.contains(where: { DerivedCopy.parse($0.key) != nil && [.complete, .unverified].contains($0.status) && engine.catalogFile($0.key) == nil }) {
             engine.treeChanged()
         }
         for (item, entry) in try registerSeasons(server, rows: rows, stored: stored, registry: registry, engine: engine) { stored[item] = entry }
