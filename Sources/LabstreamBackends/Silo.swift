@@ -34,10 +34,13 @@ public struct SiloRequests: Sendable {
     }
 
     func post(_ path: String, _ members: [(String, String)], bearer: String? = nil, profile: String? = nil) -> HTTPRequest {
-        let body = "{" + members.map { "\(jsonString($0.0)):\(jsonString($0.1))" }.joined(separator: ",") + "}"
-        return HTTPRequest(method: "POST", url: api + path,
-                           headers: headers(bearer: bearer, profile: profile) + [HTTPRequest.Header("Content-Type", "application/json")],
-                           body: Array(body.utf8))
+        json("POST", path, "{" + members.map { "\(jsonString($0.0)):\(jsonString($0.1))" }.joined(separator: ",") + "}",
+             headers: headers(bearer: bearer, profile: profile))
+    }
+
+    /// A request carrying the JSON `body`.
+    func json(_ method: String, _ path: String, _ body: String, headers: [HTTPRequest.Header]) -> HTTPRequest {
+        HTTPRequest(method: method, url: api + path, headers: headers + [HTTPRequest.Header("Content-Type", "application/json")], body: Array(body.utf8))
     }
 
     // MARK: Signing in (auth-api.md)
@@ -120,18 +123,14 @@ public struct SiloRequests: Sendable {
         var members = ["\"content_id\":" + jsonString(contentId)]
         if let episodeId { members.append("\"episode_id\":" + jsonString(episodeId)) }
         members += ["\"media_file_id\":" + jsonString(mediaFileId), "\"quality\":" + jsonString(quality), "\"expected_revision\":0"]
-        return HTTPRequest(method: "POST", url: api + "/downloads",
-                           headers: managedHeaders(bearer: bearer, profile: profile) + [HTTPRequest.Header("Content-Type", "application/json")],
-                           body: Array(("{" + members.joined(separator: ",") + "}").utf8))
+        return json("POST", "/downloads", "{" + members.joined(separator: ",") + "}", headers: managedHeaders(bearer: bearer, profile: profile))
     }
 
     /// `POST /downloads` for a season page (§ 4.1): `series`, the client's `batch_id` and the
     /// season, original quality only; later pages repeat the body with the page's `cursor`.
     public func createSeasonDownloads(series: String, season: Int, batch: String, cursor: String?, bearer: String, profile: String) -> HTTPRequest {
         let body = "{\"content_id\":\(jsonString(series)),\"series\":true,\"season_number\":\(season),\"batch_id\":\(jsonString(batch)),\"quality\":\"original\"}"
-        return HTTPRequest(method: "POST", url: api + "/downloads" + (cursor.map { "?cursor=" + $0.queryEscaped } ?? ""),
-                           headers: managedHeaders(bearer: bearer, profile: profile) + [HTTPRequest.Header("Content-Type", "application/json")],
-                           body: Array(body.utf8))
+        return json("POST", "/downloads" + (cursor.map { "?cursor=" + $0.queryEscaped } ?? ""), body, headers: managedHeaders(bearer: bearer, profile: profile))
     }
 
     /// `GET /capabilities/downloads` (§ 3), conditional on the copy held.
@@ -152,9 +151,7 @@ public struct SiloRequests: Sendable {
     /// milliseconds since the epoch, sent as a millisecond RFC 3339 instant.
     public func reportDownload(id: String, status: String, updatedAt: Int64, revision: Int, bearer: String, profile: String) -> HTTPRequest {
         let body = "{\"status\":\(jsonString(status)),\"updated_at\":\(jsonString(ISODate.string(epochMilliseconds: updatedAt))),\"revision\":\(revision)}"
-        return HTTPRequest(method: "PATCH", url: api + "/downloads/\(id.queryEscaped)",
-                           headers: managedHeaders(bearer: bearer, profile: profile) + [HTTPRequest.Header("Content-Type", "application/json")],
-                           body: Array(body.utf8))
+        return json("PATCH", "/downloads/\(id.queryEscaped)", body, headers: managedHeaders(bearer: bearer, profile: profile))
     }
 
     /// `DELETE /downloads/{id}` (§ 4.4; bodyless 204, 404 when already gone).
@@ -307,8 +304,7 @@ public enum SiloDecode {
         let episode = e["episode_id"].string.flatMap { $0.isEmpty ? nil : $0 }
         let quality = e["quality"].string ?? "original"
         return ManagedEntry(itemId: episode ?? content, sourceId: ManagedEntry.sourceKey(item: episode ?? content, file: file, quality: quality), id: id,
-                            revision: e["revision"].int ?? 0, status: e["status"].string ?? "", deliveryFormat: e["delivery_format"].string ?? "original",
-                            quality: quality)
+                            revision: e["revision"].int ?? 0, status: e["status"].string ?? "", deliveryFormat: e["delivery_format"].string ?? "original")
     }
 
     /// A create's answer (`202 {items, skipped, page}`): its one entry.
@@ -333,22 +329,27 @@ public enum SiloDecode {
 
     /// A season page's answer: its entries, the episodes skipped and why, and the next page.
     public static func seasonPage(_ body: [UInt8]) throws(LabstreamError) -> (made: [ManagedEntry], skipped: [(episode: String, reason: String)], next: String?) {
-        let j = try json(body, "/downloads")
-        guard let items = j["items"].array else { throw .malformedResponse("/downloads answered no items") }
+        let (items, next, j) = try downloadsPage(body)
         let skipped = (j["skipped"].array ?? []).compactMap { s in s["episode_id"].string.map { ($0, s["reason"].string ?? "skipped") } }
-        let next = j["page"]["has_more"].bool == true ? j["page"]["next_cursor"].string.flatMap { $0.isEmpty ? nil : $0 } : nil
-        if j["page"]["has_more"].bool == true && next == nil { throw .malformedResponse("/downloads says the season has more pages but gives no cursor") }
         return (items.compactMap(entry), skipped, next)
     }
 
     /// A page of `GET /downloads`: its entries and where the next page starts.
     public static func entriesPage(_ body: [UInt8]) throws(LabstreamError) -> (entries: [ManagedEntry], next: String?) {
-        let j = try json(body, "/downloads")
-        guard let items = j["items"].array else { throw .malformedResponse("/downloads has no items") }
-        let next = j["page"]["has_more"].bool == false ? nil : j["page"]["next_cursor"].string.flatMap { $0.isEmpty ? nil : $0 }
-        // The caller reads absence as "gone": a listing that cannot be finished is an error, never a short answer.
-        if j["page"]["has_more"].bool == true && next == nil { throw .malformedResponse("/downloads says it has more entries but gives no cursor") }
+        let (items, next, _) = try downloadsPage(body)
         return (items.compactMap(entry), next)
+    }
+
+    /// A `/downloads` page (`{items, page}`, § 4.1, § 4.2): its items and the next cursor. The
+    /// callers read absence as "gone": a page that says it has more but gives no cursor is an
+    /// error, never a short answer.
+    static func downloadsPage(_ body: [UInt8]) throws(LabstreamError) -> (items: [JSONValue], next: String?, document: JSONValue) {
+        let j = try json(body, "/downloads")
+        guard let items = j["items"].array else { throw .malformedResponse("/downloads answered no items") }
+        let more = j["page"]["has_more"].bool
+        let next = more == false ? nil : j["page"]["next_cursor"].string.flatMap { $0.isEmpty ? nil : $0 }
+        if more == true && next == nil { throw .malformedResponse("/downloads says it has more but gives no cursor") }
+        return (items, next, j)
     }
 
     /// A v3 manifest's integrity data (`integrity.expected_bytes`, `integrity.media_file_hash`,

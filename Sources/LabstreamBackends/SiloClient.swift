@@ -77,7 +77,8 @@ public struct SiloClient: MediaBackend {
     }
 
     /// Sends the request `build` makes with the current bearer; a `401` renews the access token
-    /// once and sends it again. Reads ride out a busy server (`CatalogRequestRetry`).
+    /// once and sends it again. Reads ride out a busy server (`CatalogRequestRetry`); anything else
+    /// is sent once (a create that timed out may have been made: the caller looks, never resends).
     func call(_ build: (String) -> HTTPRequest, _ what: String) throws(LabstreamError) -> HTTPResponse {
         let first = try CatalogRequestRetry().call(build(try bearer()), on: transport) { false }
         guard first.status == 401, !isAPIKey else { return first }
@@ -319,13 +320,10 @@ extension SiloClient: ManagedDownloadRegistry {
                                : "Silo does not offer \(preset) to this profile (it offers: \(offered.joined(separator: ", ")))")
             }
         }
-        // Sent once: creation is not retried (§ 4.1, "non-retryable"); the caller looks first.
-        let request = { (bearer: String) in
-            requests.createDownload(contentId: content, episodeId: episode, mediaFileId: file.key.sourceId, quality: preset, bearer: bearer, profile: profile)
-        }
-        var answer = try transport.call(request(try bearer()))
-        // A spent access token did nothing on the server: the create may be sent again with a new one.
-        if answer.status == 401, !isAPIKey { answer = try transport.call(request(try renewAccess())) }
+        // `call` sends a POST once (creation is "non-retryable", § 4.1; the caller looks first),
+        // again only after a 401, which did nothing on the server.
+        let answer = try call({ requests.createDownload(contentId: content, episodeId: episode, mediaFileId: file.key.sourceId, quality: preset,
+                                                        bearer: $0, profile: profile) }, "POST /downloads")
         switch answer.status {
         case 200, 201, 202: return .made(try SiloDecode.created(answer.body))
         case 409: return .exists
@@ -341,10 +339,9 @@ extension SiloClient: ManagedDownloadRegistry {
         var cursor: String?
         var seen = Set<String>()
         while true {
-            // Each page is sent once; a spent access token did nothing, so that one is sent again.
-            let request = { (bearer: String) in requests.createSeasonDownloads(series: series, season: season, batch: batch, cursor: cursor, bearer: bearer, profile: profile) }
-            var answer = try transport.call(request(try bearer()))
-            if answer.status == 401, !isAPIKey { answer = try transport.call(request(try renewAccess())) }
+            // Each page is sent once (again only after a 401), like a single create.
+            let answer = try call({ requests.createSeasonDownloads(series: series, season: season, batch: batch, cursor: cursor, bearer: $0, profile: profile) },
+                                  "POST /downloads (season)")
             // 409: an entry of the season changed meanwhile; the caller reads the registry back.
             if answer.status == 409 { throw .remoteChanged("a download entry of the season changed on the server") }
             guard [200, 201, 202].contains(answer.status) else { throw Self.failure(answer, "POST /downloads (season)") }

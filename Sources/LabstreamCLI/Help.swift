@@ -68,7 +68,7 @@ enum Help {
     line of standard input, after the password or key): only the profile token it gives is stored.
     Only the refresh token (or the key) is stored; it is rotated in place when the server rotates it.
     A pin on Silo is a managed download of this machine: registered with the server, fetched
-    through the entry, checked against its manifest's SHA-256, reported completed; unpin deletes
+    through the entry, checked against its manifest's hash, reported completed; unpin deletes
     the entry. pin --quality asks for a preset the server offers (no remux); one download per film
     or episode per device, so the original and a copy of one item are not pinned together. server
     remove ends the Silo session on the server too.

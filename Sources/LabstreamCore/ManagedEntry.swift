@@ -14,9 +14,6 @@ public struct ManagedEntry: Sendable, Hashable {
     public var status: String
     /// `original`, `remux` or `transcode`: only an `original` entry serves the tree file's bytes.
     public var deliveryFormat: String
-    /// The preset asked for (`original`, `10mbps`…): a copy at a preset is its own row
-    /// (`DerivedCopy`), and its entry is the only place its bytes come from.
-    public var quality: String
     /// What Labstream last told the server (`downloading`, `completed`), and when (the PATCH's
     /// `updated_at`, milliseconds since the epoch: each event is sent later than the one before,
     /// since the server ignores an event no newer than its last).
@@ -31,8 +28,7 @@ public struct ManagedEntry: Sendable, Hashable {
     }
 
     public init(itemId: String, sourceId: String, id: String?, revision: Int = 0, status: String = "", deliveryFormat: String = "original",
-                quality: String = "original", reported: Report? = nil, reportedAt: Int64? = nil, manifest: [UInt8]? = nil) {
-        self.quality = quality
+                reported: Report? = nil, reportedAt: Int64? = nil, manifest: [UInt8]? = nil) {
         self.itemId = itemId
         self.sourceId = sourceId
         self.id = id
@@ -51,7 +47,14 @@ public struct ManagedEntry: Sendable, Hashable {
     /// that came back as a compatibility artifact does not), or it is a copy at a preset, whose
     /// bytes exist nowhere else. A revoked entry still routes them, so the server's refusal is
     /// what a fetch meets (never a way around it).
-    public var routesBytes: Bool { id != nil && (deliveryFormat == "original" || quality != "original") }
+    public var routesBytes: Bool { id != nil && (deliveryFormat == "original" || quality != .original) }
+
+    /// The preset the entry was asked at: a copy at a preset is its own row (`DerivedCopy`),
+    /// whose source id says which.
+    public var quality: Quality { DerivedCopy.parse(FileKey(server: "", itemId: itemId, sourceId: sourceId))?.quality ?? .original }
+
+    /// Whether this entry's integrity data judges the finished copy of `key`.
+    public func checks(_ key: FileKey) -> Bool { key.itemId == itemId && key.sourceId == sourceId && servesOriginal }
 
     /// Serves the source's own bytes now, so its manifest's integrity data (the source's) is theirs.
     public var servesOriginal: Bool { routesBytes && deliveryFormat == "original" && !endsFetching && status != "preparing" }

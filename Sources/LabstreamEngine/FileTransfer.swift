@@ -508,7 +508,7 @@ final class FileTransfer: @unchecked Sendable {
         if next.present.contains(ByteRange(0, next.total)) {
             next.apply(.allBytesPresent)
             next.awaitingValidation = true
-            next.reason = engine.settings.playbackProbe || engine.checksIntegrity(of: row.key) ? StatusReason.awaitingValidation : StatusReason.probeOff
+            next.reason = engine.judges(with: engine.integrityEntry(of: row.key)) ? StatusReason.awaitingValidation : StatusReason.probeOff
         } else {
             next.apply(.bytesCommitted)
         }

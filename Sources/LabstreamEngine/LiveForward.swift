@@ -30,7 +30,7 @@ final class LiveForward: Sendable {
         let route = RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: quality, sourceBitrate: base.bitrate,
                                                         sourceContainer: base.container))
         switch route {
-        case .serverPreparedCopy(_, .entry): return engine.managed.fillCopy(row, quality: quality, engine: engine)
+        case .serverPreparedCopy(_, .entry): return engine.managed.fillCopy(row, engine: engine)
         case .serverPreparedCopy: return engine.prepared.consider(row, base: base, route: route, backend: backend, engine: engine)
         case .liveCopy: break
         case .original, .version, .preparedOutput: return .idle   // not a derived copy's route

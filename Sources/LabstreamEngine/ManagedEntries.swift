@@ -169,9 +169,8 @@ final class ManagedEntries: Sendable {
     func local(_ row: DownloadRow, entry: ManagedEntry?, engine: TransferEngine) -> LocalCopy {
         if row.status == .failed { return .failed }
         guard row.total > 0, row.present.contains(ByteRange(0, row.total)) else { return .fetching }
-        // Without the playback probe, only the integrity check judges a copy (when it has one).
-        let checkPending = row.awaitingValidation && (engine.settings.playbackProbe || entry?.servesOriginal == true)
-        return checkPending ? .awaitingCheck : .finished
+        let judged = engine.judges(with: entry.flatMap { $0.checks(row.key) ? $0 : nil })
+        return row.awaitingValidation && judged ? .awaitingCheck : .finished
     }
 
     func relist(_ server: String, registry: any ManagedDownloadRegistry, stored: [String: ManagedEntry], pinned: Set<String>,
@@ -260,11 +259,12 @@ final class ManagedEntries: Sendable {
     /// The background fill of a copy at a preset: it waits (`preparing`) while the server
     /// prepares its entry, learns its size from the entry's file route once it is ready, then
     /// is fetched like any file. The managed pass registers it first.
-    func fillCopy(_ queued: DownloadRow, quality: Quality, engine: TransferEngine) -> FileTransfer.FillState {
+    func fillCopy(_ queued: DownloadRow, engine: TransferEngine) -> FileTransfer.FillState {
         var row = queued
         guard let registry = engine.backend(for: row.key.server) as? any ManagedDownloadRegistry,
-              let entry = (try? engine.index.managedEntries(server: row.key.server))?[row.key.itemId],
+              let entry = (try? engine.index.managedEntry(server: row.key.server, item: row.key.itemId)) ?? nil,
               entry.sourceId == row.key.sourceId, let id = entry.id, !entry.endsFetching else { return .idle }
+        let quality = entry.quality
         if entry.status == "preparing" {
             let why = "the server is preparing the \(quality) copy (download entry \(id))"
             if row.status != .preparing || row.reason != why {

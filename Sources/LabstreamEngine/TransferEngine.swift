@@ -219,13 +219,16 @@ public final class TransferEngine: Sendable {
         filler.wake()
     }
 
-    /// Whether a finished copy of `key` is checked against the server's integrity data: its
-    /// managed entry serves its bytes (Silo).
-    func checksIntegrity(of key: FileKey) -> Bool {
+    /// The managed entry whose integrity data judges the finished copy of `key` (Silo), if any.
+    func integrityEntry(of key: FileKey) -> ManagedEntry? {
         guard backend(for: key.server) is any ManagedDownloadRegistry,
-              let entry = (try? index.managedEntries(server: key.server))?[key.itemId] else { return false }
-        return entry.sourceId == key.sourceId && entry.servesOriginal
+              let entry = (try? index.managedEntry(server: key.server, item: key.itemId)) ?? nil, entry.checks(key) else { return nil }
+        return entry
     }
+
+    /// Whether a finished copy is judged before it is done: by the playback probe, or by the
+    /// server's integrity data (`entry`, from `integrityEntry`). Otherwise it is done unverified.
+    func judges(with entry: ManagedEntry?) -> Bool { settings.playbackProbe || entry != nil }
 
     /// Bytes stored for `key`, from memory (`OfflineIndex.storedBytes`).
     public func storedBytes(_ key: FileKey) -> Int64 { index.storedBytes(key) }

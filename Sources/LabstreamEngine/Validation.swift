@@ -6,21 +6,18 @@ import Synchronization
 
 /// Runs the completion check on files whose bytes are all present, one at a time: the size,
 /// then the server's integrity data where it keeps an entry for the copy (Silo's manifest: size
-/// and SHA-256), then the libmpv probe (when it is on).
+/// and hash), then the libmpv probe (when it is on).
 enum Validation {
     /// Returns when rows it could not check yet (their server away) should be looked at again.
     static func pass(_ engine: TransferEngine) -> Date? {
         let pending = (try? engine.index.downloadsAwaitingValidation()) ?? []
         let catalog = engine.catalogFiles()
         var again: Date?
-        var entries: [String: [String: ManagedEntry]] = [:]
         for row in pending {
             let server = row.key.server
             let registry = engine.backend(for: server) as? any ManagedDownloadRegistry
-            if registry != nil && entries[server] == nil { entries[server] = (try? engine.index.managedEntries(server: server)) ?? [:] }
-            let entry = entries[server]?[row.key.itemId].flatMap { $0.sourceId == row.key.sourceId && $0.servesOriginal ? $0 : nil }
-            // Without the probe, a file is judged only by an integrity check it has.
-            guard engine.settings.playbackProbe || entry != nil else { continue }
+            let entry = engine.integrityEntry(of: row.key)
+            guard engine.judges(with: entry) else { continue }
             guard let file = catalog[row.key] ?? engine.treeFile(for: row), let transfer = try? engine.transfer(for: file) else { continue }
             let path = engine.layout.absolute(row.partialPath)
             var st = stat()

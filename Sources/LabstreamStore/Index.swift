@@ -386,17 +386,23 @@ public final class OfflineIndex: Sendable {
 
     /// The server's entries for this device's copies on `server`, by item.
     public func managedEntries(server: String) throws(LabstreamError) -> [String: ManagedEntry] {
+        Dictionary(try managedEntries(where: "server=?", [.text(server)]).map { ($0.itemId, $0) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    /// The entry of one item (the one a file's fill or completion check asks about).
+    public func managedEntry(server: String, item: String) throws(LabstreamError) -> ManagedEntry? {
+        try managedEntries(where: "server=? AND item_id=?", [.text(server), .text(item)]).first
+    }
+
+    func managedEntries(where condition: String, _ parameters: [SQLValue]) throws(LabstreamError) -> [ManagedEntry] {
         try read("managed entries") {
-            let rows = try db.query("SELECT item_id, source_id, entry_id, revision, status, delivery, reported, reported_at, manifest FROM managed_entries WHERE server=?",
-                                    [.text(server)])
-            var out: [String: ManagedEntry] = [:]
-            for r in rows {
-                guard let item = r[0].text, let source = r[1].text else { continue }
-                out[item] = ManagedEntry(itemId: item, sourceId: source, id: r[2].text, revision: Int(r[3].int ?? 0), status: r[4].text ?? "",
-                                         deliveryFormat: r[5].text ?? "original", reported: r[6].text.flatMap(ManagedEntry.Report.init(rawValue:)),
-                                         reportedAt: r[7].int, manifest: r[8].text.map { Array($0.utf8) })
+            try db.query("SELECT item_id, source_id, entry_id, revision, status, delivery, reported, reported_at, manifest FROM managed_entries WHERE \(condition)",
+                         parameters).compactMap { r in
+                guard let item = r[0].text, let source = r[1].text else { return nil }
+                return ManagedEntry(itemId: item, sourceId: source, id: r[2].text, revision: Int(r[3].int ?? 0), status: r[4].text ?? "",
+                                    deliveryFormat: r[5].text ?? "original", reported: r[6].text.flatMap(ManagedEntry.Report.init(rawValue:)),
+                                    reportedAt: r[7].int, manifest: r[8].text.map { Array($0.utf8) })
             }
-            return out
         }
     }
 
