@@ -72,14 +72,20 @@ import Testing
     @Test func aCreateWhoseAnswerWasLostIsAdoptedNotMadeAgain() throws {
         let m = try mounted("silo-lost-create")
         m.fixture.loseNextCreateAnswer()
-        let wait = try m.cli(["pin", "--wait", m.path(Self.beta)])
+        try expectOneCompletedEntry(m, film: "Beta", at: Self.beta)
+        try m.unmount()
+    }
+
+    /// `pin --wait` of `rel` ends well, its bytes are the server's, and the server holds exactly
+    /// one entry for the film, completed, made by exactly one create.
+    func expectOneCompletedEntry(_ m: MountedSilo, film title: String, at rel: String) throws {
+        let wait = try m.cli(["pin", "--wait", m.path(rel)])
         #expect(wait.code == 0, "\(wait.stdout) \(wait.stderr)")
-        let film = m.fixture.movieContentId(title: "Beta")
+        let film = m.fixture.movieContentId(title: title)
         #expect(eventually { entries(m, content: film).first?.status == "completed" }, "\(entries(m, content: film)) \(m.log)")
         #expect(entries(m, content: film).count == 1)
         #expect(m.fixture.requestLog.filter { $0.method == "POST" && $0.path.hasSuffix("/downloads") }.count == 1)
-        #expect(try sha256(m.path(Self.beta)) == sha256(expectedTree(m.mediaDir)[Self.beta]!))
-        try m.unmount()
+        #expect(try sha256(m.path(rel)) == sha256(expectedTree(m.mediaDir)[rel]!))
     }
 
     /// A daemon killed between a create and its answer: after the restart the entry is adopted,
@@ -94,12 +100,7 @@ import Testing
         #expect(waitForExit(pid: m.daemonPid))
         m.fixture.releaseCreateAnswer()
         try m.mount()
-        let wait = try m.cli(["pin", "--wait", m.path(Self.gamma)])
-        #expect(wait.code == 0, "\(wait.stdout) \(wait.stderr)")
-        #expect(eventually { entries(m, content: film).first?.status == "completed" }, "\(entries(m, content: film))")
-        #expect(entries(m, content: film).count == 1)
-        #expect(m.fixture.requestLog.filter { $0.method == "POST" && $0.path.hasSuffix("/downloads") }.count == 1)
-        #expect(try sha256(m.path(Self.gamma)) == sha256(expectedTree(m.mediaDir)[Self.gamma]!))
+        try expectOneCompletedEntry(m, film: "Gamma", at: Self.gamma)
         try m.unmount()
     }
 
