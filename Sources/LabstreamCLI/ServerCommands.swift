@@ -227,6 +227,7 @@ enum ServerCommands {
                 if let u = s.user { r["user"] = u }
                 if let t = synced[s.name]?.lastSync { r["last_sync"] = t }
                 r["reachability"] = reachability(s.name) ?? "not mounted"
+                if reachability(s.name) == Reachability.authFailed.rawValue { r["sign_in_again"] = s.signInAgain }
                 let out = leftOut(s.name)
                 if !out.isEmpty { r["left_out"] = out.map { ["library": $0.name, "why": $0.why] } }
                 return r
@@ -242,6 +243,9 @@ enum ServerCommands {
         for s in config.servers {
             let sync = synced[s.name]?.lastSync.map { "last sync " + ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double($0))) } ?? "never synced"
             printOut("\(s.name)\t\(s.kind.rawValue)\t\(s.url)\t\(s.user ?? "-")\t\(creds[s.name] == nil ? "no credentials" : "signed in")\t\(sync)\t\(reachability(s.name) ?? "not mounted")")
+            if reachability(s.name) == Reachability.authFailed.rawValue {
+                printOut("  the server refused the stored sign-in; its transfers are paused until you sign in again: \(s.signInAgain)")
+            }
             for library in leftOut(s.name) { printOut("  left out: \(library.name) (\(library.why))") }
         }
         return ExitCode.ok

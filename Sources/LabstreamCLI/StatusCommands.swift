@@ -30,8 +30,11 @@ enum StatusCommand {
             return ExitCode.ok
         }
         if args.positionals.isEmpty, let mountpoint = DaemonLock.holder(context.layout)?.mountpoint {
+            let servers = (try? context.loadConfig())?.servers ?? []
             for server in ((try? FileManager.default.contentsOfDirectory(atPath: mountpoint)) ?? []).sorted() {
-                if let state = xattr(mountpoint + "/" + server, "reachability") { printOut("server \(server): \(state)") }
+                guard let state = xattr(mountpoint + "/" + server, "reachability") else { continue }
+                let again = servers.first { $0.name == server && state == Reachability.authFailed.rawValue }
+                printOut("server \(server): \(state)" + (again.map { " (the stored sign-in was refused; transfers are paused: sign in again with `\($0.signInAgain)`)" } ?? ""))
             }
         }
         if entries.isEmpty { printOut(args.positionals.isEmpty ? "Nothing is stored locally yet." : "No files there.") }

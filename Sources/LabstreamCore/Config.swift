@@ -24,6 +24,9 @@ public struct LabstreamConfig: Sendable, Hashable {
             self.url = url
             self.user = user
         }
+
+        /// The command that signs in to this server again (a refused sign-in says it).
+        public var signInAgain: String { "labstream server add \(kind.rawValue) \(name) --url \(url)" }
     }
 
     public var servers: [Server] = []

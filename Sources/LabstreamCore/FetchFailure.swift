@@ -22,6 +22,9 @@ public struct FetchFailure: Error, Sendable, Equatable {
         case changedVersion
         /// The local disk is full: park the file until there is room (never blame the server).
         case diskFull
+        /// The server no longer accepts the stored sign-in: park the file until it does (the
+        /// user signs in again); nothing is failed or deleted for it.
+        case signedOut
         /// Asking again cannot help: the file fails with the reason.
         case permanent
     }
@@ -30,6 +33,7 @@ public struct FetchFailure: Error, Sendable, Equatable {
         switch error {
         case .remoteChanged: return .changedVersion
         case .noSpace: return .diskFull
+        case .authenticationFailed: return .signedOut
         default: return RetryPolicy.isTransient(kind) ? .transient : .permanent
         }
     }

@@ -51,14 +51,17 @@ public enum StatusReason {
         return serverUnavailable + ": " + what + ", next try in \(Int(seconds.rounded(.up))) s"
     }
 
-    /// A server that no longer accepts the stored sign-in (its files fail until it is added again).
+    /// A server that no longer accepts the stored sign-in: its pinned files wait, paused, until
+    /// the user signs in again.
     public static func signInRefused(server: String) -> String {
-        "\(server) no longer accepts the stored sign-in (HTTP 401); add the server again with `labstream server add`"
+        "\(server) no longer accepts the stored sign-in (HTTP 401); sign in again with `labstream server add`, and this file resumes"
     }
 
     /// Whether a pause for `reason` lifts by itself (the background fill resumes such a file once
-    /// its server answers); every other pause waits for the user.
-    public static func liftsByItself(_ reason: String?) -> Bool { code(reason, state: .paused) == .serverUnavailable }
+    /// its server answers and accepts the sign-in again); every other pause waits for the user.
+    public static func liftsByItself(_ reason: String?) -> Bool {
+        [.serverUnavailable, .signInRefused].contains(code(reason, state: .paused))
+    }
 
     /// The stable name of a reason, for `--json` and scripts.
     public enum Code: String, Sendable, Hashable, CaseIterable, Codable {

@@ -349,9 +349,9 @@ final class FileTransfer: @unchecked Sendable {
         if let retryAt, retryAt > Date() { return .waitUntil(retryAt) }
         let reachability = engine.reachability(of: file.key.server)
         guard engine.backend(for: file.key.server) != nil, reachability == .online else {
-            // A refused sign-in does not pass by itself: the file fails saying what to do.
+            // A refused sign-in waits for the user to sign in again; nothing is failed for it.
             if reachability == .authFailed {
-                setStatus(.failedPermanently, reason: StatusReason.signInRefused(server: file.key.server), engine: engine)
+                setStatus(.parked, reason: StatusReason.signInRefused(server: file.key.server), engine: engine)
             } else {
                 setStatus(.parked, reason: StatusReason.serverUnavailable, engine: engine)
             }
@@ -455,21 +455,30 @@ final class FileTransfer: @unchecked Sendable {
                background: background, outcome: outcome, engine: engine)
     }
 
-    /// A 401 for bytes: the stored sign-in is checked again once (a server may drop a session and
-    /// still accept the token); if it holds, the fetch is retried, else the file fails with what
-    /// to do and the server is marked auth-failed.
+    /// A 401 for bytes: the stored sign-in is checked (a server may drop a session and still
+    /// accept the token). If it holds, the first such answer is retried and a second refuses
+    /// the file for good; if it does not, the server is marked auth-failed and a pinned file
+    /// waits for the user to sign in again.
     func afterUnauthorized(backend: any MediaBackend, engine: TransferEngine) -> FetchFailure {
         let first = condition.withLock { () -> Bool in
             defer { authRechecked = true }
             return !authRechecked
         }
-        if first && backend.checkReachability() == .online {
+        let server = file.key.server
+        switch backend.checkReachability() {
+        case .online where first:
             engine.log("\(file.path.joined(separator: "/")): HTTP 401, but the stored sign-in still holds; trying again")
             return FetchFailure(error: .serverUnavailable("HTTP 401"), kind: .transientTransport)
+        case .online:
+            return FetchFailure(error: .refused("\(server) accepts the stored sign-in but refuses this file's bytes (HTTP 401)"), kind: .validation)
+        case .authFailed:
+            engine.markUnreachable(server, .authFailed)
+            return FetchFailure(error: .authenticationFailed("\(server) answered HTTP 401 for the file's bytes and the stored sign-in no longer holds"),
+                                kind: .validation)
+        case let state:
+            engine.markUnreachable(server, state)
+            return .transport(.serverUnavailable("\(server) stopped answering after HTTP 401"))
         }
-        engine.markUnreachable(file.key.server, .authFailed)
-        return FetchFailure(error: .authenticationFailed(StatusReason.signInRefused(server: file.key.server)),
-                            kind: .validation)
     }
 
     /// Commits `piece` (durable already) if the assembly policy accepts it: range map and digest
@@ -577,6 +586,8 @@ final class FileTransfer: @unchecked Sendable {
                 if case .remoteChanged(let why) = error { restart(why: why, engine: engine) }
             case .diskFull:
                 setStatus(.parked, reason: StatusReason.storageFull, engine: engine)
+            case .signedOut:
+                if row.pinned { setStatus(.parked, reason: StatusReason.signInRefused(server: file.key.server), engine: engine) }
             case .transient, .permanent:
                 if background || row.pinned { scheduleRetry(after: failure, engine: engine) }
             }

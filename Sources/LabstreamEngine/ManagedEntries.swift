@@ -30,6 +30,13 @@ final class ManagedEntries: Sendable {
     /// Set when a step left work for the very next pass (an entry to read back).
     let again = Atomic<Bool>(false)
 
+    /// `server` has a new backend (signed in again): the next pass hands it the stored entries'
+    /// byte routes and reads the server's entries back.
+    func rebind(_ server: String) {
+        routed.withLock { _ = $0.remove(server) }
+        relist(server)
+    }
+
     /// The next pass, a second from now at most, reads `server`'s entries back first.
     func relist(_ server: String) {
         listed.withLock { _ = $0.remove(server) }
@@ -63,6 +70,7 @@ final class ManagedEntries: Sendable {
                 try keep(server, registry: registry, engine: engine)
                 nextTry.withLock { _ = $0.removeValue(forKey: server) }
             } catch {
+                if case .authenticationFailed = error { engine.markUnreachable(server, .authFailed) }
                 let failures = (nextTry.withLock { $0[server]?.failures } ?? 0) + 1
                 var delay = 5.0
                 if case .retry(let d) = engine.settings.retry.decide(.transientTransport, failures: failures, now: now.timeIntervalSince1970,

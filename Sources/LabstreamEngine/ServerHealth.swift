@@ -36,6 +36,16 @@ final class ServerHealth: Sendable {
         return old != state
     }
 
+    /// `server` is asked at once whether it answers (new credentials were loaded for it).
+    func probeSoon(_ server: String) {
+        let due = entries.withLock { e -> Bool in
+            guard e[server] != nil else { return false }
+            e[server]?.nextProbe = Date()
+            return true
+        }
+        if due { worker.wake() }
+    }
+
     func wake() { worker.wake() }
     func stop() { worker.stop() }
 

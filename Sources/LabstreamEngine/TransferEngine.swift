@@ -112,8 +112,12 @@ public final class TransferEngine: Sendable {
     /// The servers this engine has backends for.
     public var serverNames: [String] { backends.withLock { $0.keys.sorted() } }
 
+    /// A server not answering (or refusing the old sign-in) is asked again at once with the new
+    /// backend: signing in again resumes its paused files without waiting out the backoff.
     public func setBackend(_ backend: any MediaBackend) {
         backends.withLock { $0[backend.serverName] = backend }
+        health.probeSoon(backend.serverName)
+        managed.rebind(backend.serverName)
         filler.wake()
     }
 

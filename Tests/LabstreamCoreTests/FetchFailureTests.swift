@@ -21,7 +21,8 @@ import Testing
         #expect(!missing.error.userMessage.contains("Check that it is running"))
         #expect(FetchFailure.stream(status: 500).error.userMessage.contains("could not make the stream"))
         #expect(FetchFailure.stream(status: 503).class == .transient)
-        #expect(FetchFailure.stream(status: 401).class == .permanent)
+        // A refused sign-in parks the file until the user signs in again; it is not the file's failure.
+        #expect(FetchFailure.stream(status: 401).class == .signedOut)
         #expect(FetchFailure.stream(status: 400).error.userMessage.contains("refused the request"))
     }
 

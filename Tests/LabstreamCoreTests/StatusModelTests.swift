@@ -56,7 +56,7 @@ import Testing
             (StatusReason.waitingForServer(.serverUnavailable("HTTP 503"), retryIn: 3.2), .queued, .serverUnavailable),
             (StatusReason.serverAway(.offline), .notLocal, .serverAway),
             (StatusReason.serverAway(.authFailed), .notLocal, .serverAway),
-            (StatusReason.signInRefused(server: "home"), .failed, .signInRefused),
+            (StatusReason.signInRefused(server: "home"), .paused, .signInRefused),
             (StatusReason.awaitingValidation, .unverified, .awaitingValidation),
             (StatusReason.probeOff, .unverified, .probeOff),
             (StatusReason.evicted, .notLocal, .evicted),
@@ -77,6 +77,8 @@ import Testing
         #expect(StatusReason.code(nil, state: .failed) == nil)
         // Only a server's absence lifts by itself.
         #expect(StatusReason.liftsByItself(StatusReason.serverUnavailable))
+        // Signing in again lifts a pause for a refused sign-in; the user does not also resume it.
+        #expect(StatusReason.liftsByItself(StatusReason.signInRefused(server: "home")))
         #expect(!StatusReason.liftsByItself(StatusReason.storageFull) && !StatusReason.liftsByItself(StatusReason.pausedByUser))
         // The code kept in the index reads as a sentence.
         #expect(StatusReason.sentence(StatusReason.storageFull)?.contains("disk is full") == true)

@@ -225,4 +225,39 @@ import Testing
         #expect(!m.fixture.requestLog.contains { ($0.path.hasSuffix("/file") && $0.status == 206) || $0.path.hasSuffix("/direct-download") })
         try m.unmount()
     }
+
+    /// A session the server ended (signed out elsewhere, expired) pauses a pinned file instead
+    /// of failing it: its entry stays, `server list` and `status` say to sign in again, and
+    /// signing in resumes it through the same entry.
+    @Test func anEndedSessionPausesPinnedFilesUntilTheUserSignsInAgain() throws {
+        let m = try mounted("silo-session-ended")
+        m.fixture.inject(.status(503), pathPrefix: "/downloads/dl_", times: nil)
+        #expect(try m.cli(["pin", m.path(Self.gamma)]).code == 0)
+        let film = m.fixture.movieContentId(title: "Gamma")
+        #expect(eventually { m.fixture.requestLog.contains { $0.path.hasSuffix("/file") && $0.status == 503 } })
+        let id = try #require(entries(m, content: film).first?.id)
+        m.fixture.revokeAllSessions()
+        m.fixture.clearFaults()
+        #expect(try m.cli(["retry", m.path(Self.gamma)]).code == 0)
+        let status = { (try? m.cli(["status", "--json", m.path(Self.gamma)]))?.stdout ?? "" }
+        #expect(eventually { status().contains("\"sign_in_refused\"") }, "\(status()) \(m.log)")
+        #expect(status().contains("\"state\" : \"paused\""), "\(status())")
+        let list = try m.cli(["server", "list"])
+        #expect(list.stdout.contains("sign in again: labstream server add silo test --url \(m.baseURL)"), "\(list.stdout)")
+        #expect(try m.cli(["status"]).stdout.contains("server test: auth-failed (the stored sign-in was refused"))
+        #expect(entries(m, content: film).map(\.id) == [id])
+        // Signing in again resumes it, through the entry it had.
+        m.fixture.clearRequestLog()
+        #expect(try m.addWithPassword().code == 0)
+        // All its bytes, hash matched (the playback probe is off in this suite).
+        #expect(eventually { StatusCommandXattr.get(m.path(Self.gamma), "state") == "unverified" }, "\(status()) \(m.log)")
+        #expect(eventually { m.log.contains("integrity of \(Self.gamma): matches") })
+        #expect(try sha256(m.path(Self.gamma)) == sha256(expectedTree(m.mediaDir)[Self.gamma]!))
+        #expect(eventually { entries(m, content: film).map(\.status) == ["completed"] }, "\(entries(m, content: film))")
+        #expect(entries(m, content: film).map(\.id) == [id])
+        let log = m.fixture.requestLog
+        #expect(log.contains { $0.path.hasSuffix("/downloads/\(id)/file") && $0.status == 206 })
+        #expect(!log.contains { $0.path.hasSuffix("/direct-download") }, "\(log)")
+        try m.unmount()
+    }
 }
