@@ -77,6 +77,9 @@ public protocol ManagedDownloadRegistry: MediaBackend {
     func manifest(of entry: ManagedEntry) throws(LabstreamError) -> (integrity: Integrity, document: [UInt8])
     /// From now on, fetch the bytes of `source` through `entry` (nil: the ordinary route).
     func routeBytes(of source: FileKey, through entry: String?)
+    /// What a byte route's `status` means for `source` when the registry's contract gives it a
+    /// meaning of its own (an entry that will not be served); nil for the ordinary reading.
+    func byteRefusal(of source: FileKey, status: Int) -> String?
 }
 
 public enum Registration: Sendable, Hashable {

@@ -399,4 +399,11 @@ extension SiloClient: ManagedDownloadRegistry {
     public func routeBytes(of source: FileKey, through entry: String?) {
         tokens.entryRoutes.withLock { $0[source.sourceId] = entry }
     }
+
+    /// downloads-api.md § 4.5: the entry's file route answers `409` for an entry that is revoked
+    /// or otherwise not servable.
+    public func byteRefusal(of source: FileKey, status: Int) -> String? {
+        guard status == 409, let entry = tokens.entryRoutes.withLock({ $0[source.sourceId] }) else { return nil }
+        return "the server will not serve download entry \(entry) (HTTP 409: revoked or no longer servable); the entry is read back to say why"
+    }
 }

@@ -180,6 +180,10 @@ final class RangeFetch {
             }
         }
         if case .reject = result.verdict, result.status == 401 { return .failure(transfer.afterUnauthorized(backend: backend, engine: engine)) }
+        if case .reject = result.verdict, let registry = backend as? any ManagedDownloadRegistry,
+           let why = registry.byteRefusal(of: transfer.file.key, status: result.status) {
+            return .failure(FetchFailure(error: .refused(why), kind: .validation))
+        }
         return .failure(FetchFailure.answer(result.verdict, status: result.status, retryAfter: result.retryAfter)!)
     }
 }

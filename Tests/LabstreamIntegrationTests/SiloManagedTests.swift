@@ -260,4 +260,25 @@ import Testing
         #expect(!log.contains { $0.path.hasSuffix("/direct-download") }, "\(log)")
         try m.unmount()
     }
+
+    /// An entry's file route that answers 409 (downloads-api.md § 4.5: not servable) fails the
+    /// copy saying so, in the server's terms; the entry is the server's and stays, and a retry
+    /// once it is servable again completes through it.
+    @Test func anEntryTheServerWillNotServeFailsSayingSoAndKeepsTheEntry() throws {
+        let m = try mounted("silo-409")
+        m.fixture.inject(.status(409), pathPrefix: "/downloads/dl_", times: nil)
+        #expect(try m.cli(["pin", m.path(Self.beta)]).code == 0)
+        let status = { (try? m.cli(["status", "--json", m.path(Self.beta)]))?.stdout ?? "" }
+        #expect(eventually { status().contains("will not serve download entry") && status().contains("\"state\" : \"failed\"") },
+                "\(status()) \(m.log)")
+        let film = m.fixture.movieContentId(title: "Beta")
+        let id = try #require(entries(m, content: film).first?.id)
+        #expect(status().contains("HTTP 409: revoked or no longer servable"))
+        m.fixture.clearFaults()
+        #expect(try m.cli(["retry", m.path(Self.beta)]).code == 0)
+        #expect(eventually { StatusCommandXattr.get(m.path(Self.beta), "state") == "unverified" }, "\(status()) \(m.log)")
+        #expect(try sha256(m.path(Self.beta)) == sha256(expectedTree(m.mediaDir)[Self.beta]!))
+        #expect(entries(m, content: film).map(\.id) == [id])
+        try m.unmount()
+    }
 }
