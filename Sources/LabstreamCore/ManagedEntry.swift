@@ -59,9 +59,12 @@ public struct ManagedEntry: Sendable, Hashable {
     /// Serves the source's own bytes now, so its manifest's integrity data (the source's) is theirs.
     public var servesOriginal: Bool { routesBytes && deliveryFormat == "original" && !endsFetching && status != "preparing" }
 
-    /// Labstream's source id for the file an entry holds: the version's, or its copy's at a preset.
+    /// Labstream's source id for the file an entry holds: the version's, or its copy's at a
+    /// preset. A preset Labstream has no name for keys a copy no row is (never the original's
+    /// key: its bytes are not the original's).
     public static func sourceKey(item: String, file: String, quality: String) -> String {
-        guard let preset = Quality(quality), preset != .original else { return file }
+        if quality.lowercased() == Quality.original.description { return file }
+        guard let preset = Quality(quality) else { return file + "@" + quality }
         return DerivedCopy.key(of: FileKey(server: "", itemId: item, sourceId: file), quality: preset).sourceId
     }
 }

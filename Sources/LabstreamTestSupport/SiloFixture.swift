@@ -30,6 +30,10 @@ public struct SiloLoggedRequest: Sendable, Hashable {
     public var authorized: Bool
     /// The `X-Silo-Device-Id` header exactly as sent.
     public var deviceId: String?
+    /// The optional `X-Silo-Device-Name` and `X-Silo-Device-Platform` headers as sent
+    /// (downloads-api.md § 2, device identity headers).
+    public var deviceName: String?
+    public var devicePlatform: String?
     /// The `X-Profile-Id` header as sent.
     public var profileId: String?
     /// Whether an `X-Profile-Token` header was sent (never its value).
@@ -263,6 +267,19 @@ public final class SiloFixture: Sendable {
     /// it"). Its file and manifest then answer `409 conflict`; listings show `revoked`.
     @discardableResult
     public func revokeEntry(id: String) -> Bool { setStatus(id, "revoked") }
+
+    /// The entry is replaced behind the client's back (as a create with the current
+    /// `expected_revision` does, downloads-api.md § 4.1): same file, revision one higher, so a
+    /// report naming the old revision answers `409 conflict` (§ 4.3).
+    @discardableResult
+    public func replaceEntry(id: String) -> Bool {
+        state.withLock { s in
+            guard let i = s.downloads.firstIndex(where: { $0.id == id }) else { return false }
+            s.downloads[i].revision += 1
+            s.downloads[i].statusEventAt = nil   // the latest event is per revision (§ 4.3)
+            return true
+        }
+    }
 
     /// Sets a preparing entry `failed` (the artifact job exhausted its retries).
     @discardableResult
@@ -2154,6 +2171,8 @@ public final class SiloFixture: Sendable {
                                            range: request.headers["range"], ifRange: request.headers["if-range"],
                                            credential: credential, authorized: credential != nil,
                                            deviceId: request.headers["x-silo-device-id"],
+                                           deviceName: request.headers["x-silo-device-name"],
+                                           devicePlatform: request.headers["x-silo-device-platform"],
                                            profileId: request.headers["x-profile-id"],
                                            sentProfileToken: request.headers["x-profile-token"] != nil,
                                            status: 0, bytesSent: 0))

@@ -33,6 +33,16 @@ import Testing
         #expect(P.whyEnded("revoked").contains("revoked") && P.whyEnded("failed").contains("could not prepare"))
     }
 
+    /// An entry at a preset keys its copy's row; at a preset Labstream cannot name (a server
+    /// with its own ladder) it keys no row, and never the original's.
+    @Test func anEntrysPresetDecidesWhichRowItHolds() {
+        #expect(ManagedEntry.sourceKey(item: "mv_1", file: "7", quality: "original") == "7")
+        #expect(ManagedEntry.sourceKey(item: "mv_1", file: "7", quality: "10mbps") == "7@10mbps")
+        let odd = ManagedEntry(itemId: "mv_1", sourceId: ManagedEntry.sourceKey(item: "mv_1", file: "7", quality: "15mbps"), id: "dl_1",
+                               revision: 1, status: "ready", deliveryFormat: "transcode")
+        #expect(odd.sourceId != "7" && !odd.routesBytes && !odd.checks(FileKey(server: "s", itemId: "mv_1", sourceId: "7")))
+    }
+
     @Test func onlyAnOriginalEntryRoutesBytesAndOnlyAServableOneIsChecked() {
         #expect(entry().routesBytes && entry().servesOriginal)
         #expect(entry(status: "revoked").routesBytes && !entry(status: "revoked").servesOriginal)

@@ -1,5 +1,7 @@
 import Foundation
+import LabstreamBackends
 import LabstreamCore
+import LabstreamHTTP
 import LabstreamFixture
 import LabstreamTestSupport
 import Testing
@@ -176,12 +178,20 @@ import Testing
         // Unpinning the film unpins its copy, and the entry goes.
         #expect(try m.cli(["unpin", m.path(Self.alpha)]).code == 0)
         #expect(eventually { entries(m, content: film).isEmpty })
-        // A preset the profile may not have is refused, saying so.
+        // The capability is asked again conditionally: unchanged, the server answers 304 and the
+        // presets held are used.
+        #expect(try m.cli(["pin", "--quality", "5mbps", "--wait", m.path(Self.gamma)]).code == 0)
+        let gamma = entries(m, content: m.fixture.movieContentId(title: "Gamma"))
+        #expect(gamma.count == 1 && gamma.first?.quality == "5mbps", "\(gamma)")
+        func capabilityAnswers() -> [Int] { m.fixture.requestLog.filter { $0.path.hasSuffix("/capabilities/downloads") }.map(\.status) }
+        #expect(capabilityAnswers() == [200, 304], "\(capabilityAnswers())")
+        // A preset the profile may not have is refused, saying so: the changed capability is read anew.
         m.fixture.setDownloadAllowed(false)
         let refused = try m.cli(["pin", "--quality", "5mbps", "--wait", m.path(Self.beta)])
         #expect(refused.code != 0)
         let status = try m.cli(["status", "--json", m.path(Self.beta)])
         #expect(status.stdout.contains("does not let this profile download"), "\(status.stdout) \(m.log)")
+        #expect(capabilityAnswers() == [200, 304, 200], "\(capabilityAnswers())")
         try m.unmount()
     }
 
@@ -280,5 +290,62 @@ import Testing
         #expect(try sha256(m.path(Self.beta)) == sha256(expectedTree(m.mediaDir)[Self.beta]!))
         #expect(entries(m, content: film).map(\.id) == [id])
         try m.unmount()
+    }
+
+    /// An entry replaced on the server while its copy is fetched (its revision moves on): the
+    /// manifest's revision check notices before the copy is judged, the entry is read back, and
+    /// the completion is reported at the new revision; nothing is made again. Every managed call
+    /// names this device, its name and its platform (downloads-api.md § 2).
+    @Test func anEntryReplacedDuringItsCopyIsReadBackAndReportedAtItsNewRevision() throws {
+        let m = try mounted("silo-stale-revision")
+        // The entry's file route is busy while its progress is reported; then the entry moves on.
+        m.fixture.holdNextCreateAnswer()
+        #expect(try m.cli(["pin", m.path(Self.beta)]).code == 0)
+        let film = m.fixture.movieContentId(title: "Beta")
+        #expect(eventually { entries(m, content: film).count == 1 })
+        let id = try #require(entries(m, content: film).first?.id)
+        m.fixture.inject(.status(503), pathPrefix: "/downloads/\(id)/file", times: nil)
+        m.fixture.releaseCreateAnswer()
+        func reports() -> [SiloLoggedRequest] { m.fixture.requestLog.filter { $0.method == "PATCH" && $0.path.hasSuffix("/downloads/\(id)") } }
+        #expect(eventually { reports().contains { $0.status == 200 } }, "\(reports()) \(m.log)")
+        #expect(entries(m, content: film).map(\.revision) == [1] && entries(m, content: film).map(\.status) == ["downloading"])
+        #expect(m.fixture.replaceEntry(id: id))
+        m.fixture.clearFaults()
+        #expect(try m.cli(["retry", m.path(Self.beta)]).code == 0)
+        #expect(eventually { entries(m, content: film).first?.status == "completed" }, "\(entries(m, content: film)) \(m.log)")
+        #expect(entries(m, content: film).map(\.revision) == [2] && entries(m, content: film).map(\.id) == [id])
+        #expect(eventually { reports().last?.status == 200 }, "\(reports())")
+        #expect(m.log.contains("the download entry moved from revision 1 to 2"), "\(m.log)")
+        let log = m.fixture.requestLog
+        #expect(log.contains { $0.path.hasSuffix("/downloads/\(id)/file") && $0.status == 206 } && !log.contains { $0.path.hasSuffix("/direct-download") })
+        #expect(log.filter { $0.method == "POST" && $0.path.hasSuffix("/downloads") }.count == 1)
+        let device = try String(contentsOfFile: m.dataDir + "/device-id", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let managed = log.filter { $0.path.contains("/downloads") && !$0.path.hasSuffix("/file") }
+        #expect(!managed.isEmpty && managed.allSatisfy { $0.deviceId == device && $0.devicePlatform == "linux" && $0.deviceName?.hasPrefix("Labstream on ") == true },
+                "\(managed)")
+        try m.unmount()
+    }
+
+    /// A report naming a revision the entry has moved past is refused (409, downloads-api.md
+    /// § 4.3): the client says so (nil) instead of retrying it or rewriting the entry, and a
+    /// report at the revision read back is taken.
+    @Test func aReportOnAStaleRevisionIsRefusedAndOneAtTheCurrentRevisionTaken() throws {
+        let m = try mounted("silo-report-409")
+        #expect(try m.cli(["pin", "--wait", m.path(Self.gamma)]).code == 0)
+        let film = m.fixture.movieContentId(title: "Gamma")
+        #expect(eventually { entries(m, content: film).first?.status == "completed" })
+        try m.unmount()
+        let device = try String(contentsOfFile: m.dataDir + "/device-id", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let client = SiloClient(session: ServerSession(name: "test", url: m.baseURL, userId: m.fixture.primaryProfileId, token: m.fixture.configuration.apiKey),
+                                identity: ClientIdentity(device: "test", deviceId: device), transport: CurlTransport())
+        let held = try #require(try client.entries().first { $0.id == entries(m, content: film).first?.id })
+        #expect(m.fixture.replaceEntry(id: held.id!))
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        #expect(try client.report(held, .completed, at: now) == nil)
+        #expect(m.fixture.requestLog.last { $0.method == "PATCH" }?.status == 409)
+        let current = try #require(try client.entries().first { $0.id == held.id })
+        #expect(current.revision == held.revision + 1)
+        let taken = try #require(try client.report(current, .completed, at: now + 1))
+        #expect(taken.revision == current.revision && entries(m, content: film).map(\.status) == ["completed"])
     }
 }
