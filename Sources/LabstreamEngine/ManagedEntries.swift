@@ -157,9 +157,10 @@ final class ManagedEntries: Sendable {
                 registry.routeBytes(of: Self.key(entry, server), through: entry.routesBytes ? entry.id : nil)
                 made[entry.itemId] = entry
             }
-            // A skipped episode's intent goes: it is asked for on its own, and told why if refused.
-            for skipped in answer.skipped where rowOf[skipped.episode] != nil {
-                try engine.index.removeManagedEntry(server: server, item: skipped.episode)
+            // A skipped episode is said with the server's reason; a pinned one's intent goes: it
+            // is asked for on its own, and told why if refused.
+            for skipped in answer.skipped {
+                if rowOf[skipped.episode] != nil { try engine.index.removeManagedEntry(server: server, item: skipped.episode) }
                 engine.log("\(server): the server skipped episode \(skipped.episode) of batch \(batch): \(skipped.reason)")
             }
             engine.log("\(server): registered season \(season.season) of \(season.series) as batch \(batch) (\(answer.made.count) entries)")

@@ -2752,8 +2752,9 @@ fileprivate struct SiloCatalog: Sendable {
             var episodes: [Episode] = []
             for episode in show.episodes {
                 let episodeId = unique("episode:" + stem + "-s" + siloPad2(episode.season) + "e" + siloPad2(episode.number))
-                episodes.append(Episode(contentId: episodeId, season: episode.season, number: episode.number,
-                                        title: episode.title, fileId: addFile(episode.file, episode.container, nil, nil)))
+                // An episode with no file ("" in the catalog) is listed with no files (catalog-api.md).
+                episodes.append(Episode(contentId: episodeId, season: episode.season, number: episode.number, title: episode.title,
+                                        fileId: episode.file.isEmpty ? "" : addFile(episode.file, episode.container, nil, nil)))
             }
             episodes.sort { ($0.season, $0.number) < ($1.season, $1.number) }
             series.append(Series(contentId: contentId, title: show.name, year: show.year, episodes: episodes))

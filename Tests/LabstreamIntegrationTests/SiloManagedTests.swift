@@ -348,4 +348,61 @@ import Testing
         let taken = try #require(try client.report(current, .completed, at: now + 1))
         #expect(taken.revision == current.revision && entries(m, content: film).map(\.status) == ["completed"])
     }
+
+    /// A season with an episode the server has no file for: the tree does not list it, the
+    /// season's pin is one batch of the episodes that have files, and the episode the server
+    /// skipped is said with its reason (downloads-api.md § 4.1, `no_file`).
+    @Test func aSeasonBatchSaysWhichEpisodesTheServerSkipped() throws {
+        let m = try MountedSilo("silo-batch-skipped", catalog: { dir in
+            var catalog = testCatalog(in: dir)
+            catalog.series[0].episodes.append(.init(season: 1, number: 3, title: "Unaired", file: "", container: "mkv"))
+            return catalog
+        })
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        let listed = try FileManager.default.contentsOfDirectory(atPath: m.path(Self.season)).sorted()
+        #expect(listed == ["Show (2020) - S01E01 - Pilot.mkv", "Show (2020) - S01E02 - Second.mp4"], "\(listed)")
+        #expect(try m.cli(["pin", "--wait", m.path(Self.season)]).code == 0)
+        let show = try #require(m.fixture.seriesContentId(name: "Show"))
+        #expect(eventually { entries(m, content: show).count == 2 && entries(m, content: show).allSatisfy { $0.status == "completed" } },
+                "\(entries(m, content: show))")
+        #expect(Set(entries(m, content: show).map(\.batchId)).count == 1)
+        let unaired = try #require(m.fixture.episodeContentId(series: "Show", season: 1, episode: 3))
+        #expect(m.log.contains("the server skipped episode \(unaired) of batch labstream-") && m.log.contains(": no_file"), "\(m.log)")
+        try m.unmount()
+    }
+
+    /// The server's file changes while its pinned copy is part-fetched through its entry: the
+    /// next range asks `If-Range` with the old date, the server's whole-file answer shows the
+    /// change, the copy starts over as the new version (no old bytes mixed in), and it is
+    /// checked against the manifest of the new file.
+    @Test func aFileChangedDuringItsCopyThroughTheEntryStartsOverAsTheNewVersion() throws {
+        let m = try mounted("silo-changed-entry")
+        m.fixture.holdNextCreateAnswer()
+        #expect(try m.cli(["pin", m.path(Self.alpha)]).code == 0)
+        let film = m.fixture.movieContentId(title: "Alpha")
+        #expect(eventually { entries(m, content: film).count == 1 })
+        let id = try #require(entries(m, content: film).first?.id)
+        // Part of the file arrives (a checkpoint is committed), then the route is busy.
+        m.fixture.inject(.dropAfter(6 * Int64(MiB)), pathPrefix: "/downloads/\(id)/file", times: 1)
+        m.fixture.inject(.status(503), pathPrefix: "/downloads/\(id)/file", times: nil)
+        m.fixture.releaseCreateAnswer()
+        func present() -> Int64 { (StatusCommandXattr.get(m.path(Self.alpha), "bytes")?.split(separator: "/").first).flatMap { Int64($0) } ?? 0 }
+        #expect(eventually { present() >= 4 * Int64(MiB) },
+                "\(StatusCommandXattr.get(m.path(Self.alpha), "bytes") ?? "-") \(m.log)")
+        let source = expectedTree(m.mediaDir)[Self.alpha]!
+        var rng = SeededRandom(seed: 99)
+        let changed = rng.bytes(12 * MiB + 37)
+        m.fixture.changeFile(forFile: source, contents: changed)
+        m.fixture.clearFaults()
+        #expect(try m.cli(["retry", m.path(Self.alpha)]).code == 0)
+        #expect(eventually { StatusCommandXattr.get(m.path(Self.alpha), "state") == "unverified" }, "\(m.log)")
+        #expect(try sha256(m.path(Self.alpha)) == sha256(source))
+        #expect(m.log.contains("file changed on the server"), "\(m.log)")
+        #expect(eventually { m.log.contains("integrity of \(Self.alpha): matches") }, "\(m.log)")
+        let file = m.fixture.requestLog.filter { $0.path.hasSuffix("/downloads/\(id)/file") }
+        #expect(file.contains { $0.ifRange != nil && $0.status == 200 }, "\(file)")
+        #expect(entries(m, content: film).map(\.id) == [id])
+        try m.unmount()
+    }
 }
