@@ -30,6 +30,13 @@ public protocol IncrementalCatalog: MediaBackend {
     func fetchChanges(since: Int64, known: [LibraryCatalog], progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]?
 }
 
+/// A server whose incremental catalog does not see watched-state changes (an item's last-saved
+/// date is its metadata's): series monitors ask it directly which episodes were watched.
+public protocol WatchedState: MediaBackend {
+    /// The ids of `series`' episodes the signed-in user has watched.
+    func watchedEpisodes(ofSeries series: String) throws(LabstreamError) -> Set<String>
+}
+
 /// A server that streams a copy at another quality as it transcodes.
 public protocol LiveCopySource: MediaBackend {
     /// A forward-only stream of `file` on a live-copy route, tagged `playSession`; nil when this

@@ -129,12 +129,14 @@ public struct MediaBrowserRequests: Sendable {
         }
     }
 
-    /// Items of `types` below `parentId`; with `savedSince` (ISO 8601) only those saved since.
+    /// Items of `types` below `parentId`; with `savedSince` (ISO 8601) only those saved since;
+    /// `played` true: only those the user has watched.
     public func items(userId: String, parentId: String, types: String, startIndex: Int, limit: Int, token: String,
-                      savedSince: String? = nil) -> HTTPRequest {
+                      savedSince: String? = nil, played: Bool = false) -> HTTPRequest {
         var common = [("parentId", parentId), ("recursive", "true"), ("includeItemTypes", types), ("fields", flavor.itemFields),
-                      ("sortBy", "SortName"), ("startIndex", String(startIndex)), ("limit", String(limit))]
+                      ("enableUserData", "true"), ("sortBy", "SortName"), ("startIndex", String(startIndex)), ("limit", String(limit))]
         if let savedSince { common.append(("minDateLastSaved", savedSince)) }
+        if played { common.append(("isPlayed", "true")) }
         switch flavor {
         case .jellyfin: return get("/Items", [("userId", userId)] + common, token: token)
         case .emby: return get("/Users/\(userId.queryEscaped)/Items", common.map { (name($0.0), $0.1) }, token: token)
@@ -147,7 +149,8 @@ public struct MediaBrowserRequests: Sendable {
 
     public func episodes(seriesId: String, userId: String, startIndex: Int, limit: Int, token: String) -> HTTPRequest {
         get("/Shows/\(seriesId.queryEscaped)/Episodes",
-            [("userId", userId), ("fields", flavor.itemFields), ("startIndex", String(startIndex)), ("limit", String(limit))].map { (name($0.0), $0.1) },
+            [("userId", userId), ("fields", flavor.itemFields), ("enableUserData", "true"), ("startIndex", String(startIndex)), ("limit", String(limit))]
+                .map { (name($0.0), $0.1) },
             token: token)
     }
 
@@ -380,6 +383,8 @@ public enum MediaBrowserDecode {
             albumArtist: kind == .track ? albumArtist : nil,
             discNumber: kind == .track ? j["ParentIndexNumber"].int : nil,
             trackNumber: kind == .track ? j["IndexNumber"].int : nil,
-            modified: modified, sources: sources)
+            modified: modified, sources: sources,
+            // UserItemDataDto.Played: the signed-in user's watched state (asked with enableUserData).
+            played: j["UserData"]["Played"].bool ?? false)
     }
 }

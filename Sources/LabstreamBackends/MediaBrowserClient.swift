@@ -1,7 +1,7 @@
 import LabstreamCore
 
 /// Talks to one Jellyfin or Emby server through an injected transport.
-public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, LiveCopySource, PreparedCopySource {
+public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState, LiveCopySource, PreparedCopySource {
     public let requests: MediaBrowserRequests
     public let transport: any HTTPTransport
     public let session: ServerSession
@@ -150,6 +150,14 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, LiveCopySour
 
     public var reachabilityProbes: (public: HTTPRequest, signedIn: HTTPRequest) {
         (requests.publicInfo(), requests.me(token: session.token))
+    }
+
+    /// The series' episodes with `isPlayed` (Jellyfin `/Items`, Emby `/Users/{UserId}/Items`).
+    public func watchedEpisodes(ofSeries series: String) throws(LabstreamError) -> Set<String> {
+        let raw = try pages("/Items") { start in
+            requests.items(userId: session.userId, parentId: series, types: "Episode", startIndex: start, limit: pageSize, token: session.token, played: true)
+        }
+        return Set(raw.compactMap { $0["Id"].string })
     }
 
     public func startPreparation(of file: TreeFile, route: Route) throws(LabstreamError) -> String {

@@ -273,7 +273,9 @@ public enum PlexDecode {
             albumArtist: kind == .track ? [j["grandparentTitle"].string, j["originalTitle"].string].compactMap { $0 }.first { !$0.isEmpty } : nil,
             discNumber: kind == .track ? j["absoluteIndex"].int : nil,
             trackNumber: kind == .track ? j["index"].int : nil,
-            modified: modified, sources: sources)
+            modified: modified, sources: sources,
+            // Metadata.viewCount: how often the signed-in user played it (absent when never).
+            played: (j["viewCount"].int ?? 0) > 0)
     }
 
     /// Where a part sits in its item: the `mediaIndex` and `partIndex` the download queue takes.

@@ -21,6 +21,10 @@ enum Help {
       labstream unpin PATH…
       labstream pause|resume|retry|cancel|verify PATH…
       labstream pause-all | resume-all
+      labstream monitor add SERIES-FOLDER --mode MODE [--delete-watched] [--max-storage SIZE]
+      labstream monitor set SERIES-FOLDER [--mode MODE] [--delete-watched|--keep-watched] [--max-storage SIZE|--no-max-storage]
+      labstream monitor remove SERIES-FOLDER
+      labstream monitor list [--json]
       labstream repair
       labstream orphans [--purge]
       labstream demo [MOUNTPOINT]
@@ -114,6 +118,32 @@ enum Help {
     With a daemon running, the daemon syncs (over its control socket) and its tree shows the new
     catalog when the command returns. Progress (library, series n/m) is redrawn
     on a terminal and printed a line per step when piped; the last line is "NAME: N files".
+    """
+
+    static let monitor = """
+    Usage:
+      labstream monitor add SERIES-FOLDER --mode MODE [--delete-watched] [--max-storage SIZE]
+      labstream monitor set SERIES-FOLDER [--mode MODE] [--delete-watched|--keep-watched] [--max-storage SIZE|--no-max-storage]
+      labstream monitor remove SERIES-FOLDER
+      labstream monitor list [--json]
+
+    Keeps a series downloaded as the server gains episodes, on every kind of server. At every
+    catalog refresh (and at mount, and when a monitor is made or changed) each monitor of a
+    server that answers is evaluated: episodes in its scope are pinned, one batch per refresh.
+    MODE: all (every episode), future (only episodes added after the monitor was made),
+    latest-season (the newest season; when a new one appears the old one's episodes are
+    unpinned, their bytes kept until eviction needs them), seasons=2,3.
+    --delete-watched: an episode the server marks watched is unpinned and its copy removed,
+    unless you pinned it yourself or it is open. --max-storage SIZE (2G, 500M): a hard cap on what
+    the monitor keeps; pinning in episode order stops at the cap (the rest are held by it, and
+    `monitor list` says how many), watched episodes go first when it needs room, and an open or
+    hand-pinned file is never removed. Pinning an episode yourself makes it yours; unpinning a
+    monitored episode tells the monitor to leave it alone. Offline, monitors wait: nothing is
+    pinned, unpinned or removed because a server is unreachable. remove stops the monitor and
+    never unpins or deletes. The same through attributes:
+    setfattr -n user.labstream.monitor -v 'latest-season,delete-watched,max-storage=2G' SERIES-FOLDER
+    (-v off removes it); getfattr shows user.labstream.monitor and user.labstream.monitor_holds.
+    Needs a live mount, except list.
     """
 
     static let pin = """

@@ -6,7 +6,7 @@ import LabstreamCore
 /// message on stderr and a sysexits code.
 public enum Labstream {
     static let commands: Set<String> = ["server", "mount", "unmount", "umount", "status", "sync", "demo", "fixture", "pin", "unpin",
-                                        "pause", "resume", "retry", "cancel", "verify", "pause-all", "resume-all", "repair", "orphans",
+                                        "pause", "resume", "retry", "cancel", "verify", "pause-all", "resume-all", "repair", "orphans", "monitor",
                                         "-h", "--help", "help", "--version", "version"]
 
     public static func main(_ argv: [String]) -> Int32 {
@@ -51,6 +51,7 @@ public enum Labstream {
             case "pause", "resume", "retry", "cancel", "verify": return try PinCommand.control(QueueAction(rawValue: command)!, rest, all: false)
             case "pause-all": return try PinCommand.control(.pause, rest, all: true)
             case "resume-all": return try PinCommand.control(.resume, rest, all: true)
+            case "monitor": return try MonitorCommand.run(rest)
             case "repair": return try RepairCommand.run(rest)
             case "orphans": return try RepairCommand.orphans(rest)
             case "demo": return try DemoCommand.run(rest)

@@ -69,11 +69,15 @@ public struct CatalogItem: Sendable, Hashable, Codable {
     /// Seconds since the epoch; the file mtime shown by `stat`.
     public var modified: Int64
     public var sources: [MediaSource]
+    /// The signed-in user has watched it (the server's watched state; monitors with
+    /// delete-watched let go of it).
+    public var played: Bool = false
 
     public init(id: String, kind: ItemKind, title: String, year: Int? = nil, seriesId: String? = nil,
                 seriesName: String? = nil, seriesYear: Int? = nil, seasonNumber: Int? = nil,
                 episodeNumber: Int? = nil, album: String? = nil, albumArtist: String? = nil, discNumber: Int? = nil,
-                trackNumber: Int? = nil, folders: [String] = [], modified: Int64 = 0, sources: [MediaSource]) {
+                trackNumber: Int? = nil, folders: [String] = [], modified: Int64 = 0, sources: [MediaSource], played: Bool = false) {
+        self.played = played
         self.album = album
         self.albumArtist = albumArtist
         self.discNumber = discNumber

@@ -66,6 +66,7 @@ final class ServerHealth: Sendable {
                     engine.log("server \(server) is \(state.rawValue)")
                     if state == .online {
                         engine.filler.wake()
+                        engine.monitors.schedule([server])
                         if let listener = engine.onlineListener.withLock({ $0 }) { Thread { listener(server) }.start() }
                     }
                     engine.noteChange()

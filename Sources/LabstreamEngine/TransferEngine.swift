@@ -85,6 +85,7 @@ public final class TransferEngine: Sendable {
     let live = LiveForward()
     let prepared = PreparedCopies()
     let managed = ManagedEntries()
+    let monitors = SeriesMonitors()
     let openEnded = OpenEndedFill()
     let treeListener = Mutex<(@Sendable () -> Void)?>(nil)
 
@@ -125,6 +126,7 @@ public final class TransferEngine: Sendable {
 
     public func setCatalog(_ files: [TreeFile]) {
         catalog.withLock { $0 = Dictionary(files.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a }) }
+        monitors.schedule(Set(files.map(\.key.server)))
         filler.wake()
     }
 
@@ -134,6 +136,7 @@ public final class TransferEngine: Sendable {
         health.start(self)
         // Without the probe the worker still runs the integrity checks of managed copies.
         validation.start { [self] _ in Validation.pass(self) }
+        monitors.start(self)
     }
 
     /// Stops the background work; bodies on the wire end and commit what they received (a
@@ -142,6 +145,7 @@ public final class TransferEngine: Sendable {
         filler.stop()
         health.stop()
         validation.stop()
+        monitors.stop()
         stopping.store(true, ordering: .relaxed)
         let deadline = Date().addingTimeInterval(grace)
         fetchesEnded.lock()
@@ -184,7 +188,7 @@ public final class TransferEngine: Sendable {
     /// Pins (downloads completely, never evicts) or unpins files, all in one transaction. A pin
     /// at `quality` (else the server's configured quality) that the original does not meet
     /// queues a copy at that quality instead; unpinning a file unpins its copies too.
-    public func setPinned(_ pinned: Bool, files targets: [TreeFile], quality: Quality? = nil) throws(LabstreamError) {
+    public func setPinned(_ pinned: Bool, files targets: [TreeFile], quality: Quality? = nil, by origin: PinOrigin = .person) throws(LabstreamError) {
         var rowsFor: [TreeFile] = []
         for file in targets {
             if !pinned {
@@ -214,6 +218,7 @@ public final class TransferEngine: Sendable {
             }
         }
         let rows = try index.setPinned(pinned, files: rowsFor, layout: layout, now: now())
+        if origin == .person { monitors.personPinned(pinned, targets.map(\.key), engine: self) }
         for row in rows {
             if let live = files.withLock({ $0[row.key] }) { live.setPinned(pinned, engine: self) }
         }
@@ -292,6 +297,19 @@ public final class TransferEngine: Sendable {
         return file
     }
 
+    /// The monitor of the series whose folder holds `files`, with what it held at its last
+    /// evaluation (nil when the series is not monitored).
+    public func monitor(of files: [TreeFile]) -> (SeriesMonitor, SeriesMonitorPolicy.Plan?)? { monitors.monitor(of: files) }
+
+    /// Makes, changes or (nil) removes the monitor of a series folder's series; its evaluation
+    /// follows at once when the server answers. Removing one never unpins or deletes.
+    public func setMonitor(_ settings: String?, folder files: [TreeFile]) throws(LabstreamError) {
+        try monitors.set(settings, folder: files, engine: self)
+    }
+
+    /// Whether a handle of `key` is open now.
+    func isOpen(_ key: FileKey) -> Bool { usage.withLock { ($0.open[key] ?? 0) > 0 } }
+
     public func noteOpened(_ key: FileKey) { usage.withLock { $0.open[key, default: 0] += 1; $0.lastUse[key] = now() } }
 
     public func noteClosed(_ key: FileKey) {
@@ -343,8 +361,9 @@ public final class TransferEngine: Sendable {
         return live.inFlight
     }
 
-    /// Pause, resume, retry or cancel downloads. Cancel forgets every local byte of the files.
-    public func control(_ action: QueueAction, files targets: [TreeFile]) throws(LabstreamError) {
+    /// Pause, resume, retry or cancel downloads. Cancel forgets every local byte of the files
+    /// (`reason`, when given, says why in their status).
+    public func control(_ action: QueueAction, files targets: [TreeFile], reason: String? = nil) throws(LabstreamError) {
         if action == .retry || action == .resume {
             // The user says try again: ask a server that failed whether it answers now, before
             // the files are dispatched (a blocking check; this is a FUSE or control thread).
@@ -355,7 +374,7 @@ public final class TransferEngine: Sendable {
             }
         }
         for file in targets {
-            try transfer(for: file).apply(action, engine: self)
+            try transfer(for: file).apply(action, engine: self, reason: reason)
         }
         log("\(action.rawValue) \(targets.count) files")
         managed.poke()

@@ -294,6 +294,10 @@ public final class FilesystemEngine: Sendable {
         } else if let server = files.first?.key.server, files.allSatisfy({ $0.key.server == server }) {
             out.append((Self.xattrPrefix + "server", server))
             out.append((Self.xattrPrefix + "reachability", transfers.reachability(of: server).rawValue))
+            if let (monitor, plan) = transfers.monitor(of: files) {
+                out.append((Self.xattrPrefix + "monitor", monitor.settings))
+                if let plan { out.append((Self.xattrPrefix + "monitor_holds", Self.holds(plan, cap: monitor.maxStorage))) }
+            }
         }
         if ino == InodeTable.rootIno {
             // Every server, also one whose folder is not there yet (no catalog so far).
@@ -317,6 +321,8 @@ public final class FilesystemEngine: Sendable {
 
     /// `user.labstream.pin` = `1` pins the file or every file below the folder, `0` unpins, a
     /// quality (`10mbps`, `original`…) pins at that quality;
+    /// `user.labstream.monitor` = `MODE[,delete-watched][,max-storage=SIZE]` on a series folder
+    /// monitors the series (`off` stops it);
     /// `user.labstream.action` = `pause|resume|retry|cancel` acts on their downloads.
     /// Any other write is refused with no side effect.
     public func setxattr(_ ino: UInt64, name: String, value: [UInt8]) throws(LabstreamError) {
@@ -329,6 +335,9 @@ public final class FilesystemEngine: Sendable {
             }
             return try transfers.control(action, files: files)
         }
+        if name == Self.xattrPrefix + "monitor" {
+            return try transfers.setMonitor(["", "off", "none"].contains(text) ? nil : text, folder: files)
+        }
         guard name == Self.xattrPrefix + "pin" else { throw .unsupportedAttributeWrite(name) }
         switch text {
         case "1": try transfers.setPinned(true, files: files)
@@ -339,6 +348,11 @@ public final class FilesystemEngine: Sendable {
             }
             try transfers.setPinned(true, files: files, quality: quality)
         }
+    }
+
+    /// `user.labstream.monitor_holds`: `episodes=3 bytes=1234 max=2147483648 held_by_cap=2`.
+    static func holds(_ plan: SeriesMonitorPolicy.Plan, cap: Int64?) -> String {
+        "episodes=\(plan.holds.count) bytes=\(plan.heldBytes)" + (cap.map { " max=\($0)" } ?? "") + " held_by_cap=\(plan.heldByCap.count)"
     }
 
     /// A folder's state: the least advanced of its files, except that any local bytes make it

@@ -41,7 +41,10 @@ extension ServerFixture {
             sections.append(section("3", catalog.tracks.isEmpty ? "Music" : catalog.musicLibraryName, "artist"))
             return plexJSON(["MediaContainer": ["size": sections.count, "allowSync": false, "title1": "Plex Library", "Directory": sections]])
         }
-        let removed = state.withLock { $0.removed }
+        // Held-back items (not on the server yet) go wherever removed ones do; a held-back parent's
+        // children answer 404 too (a removed one's are still listed, as before holds).
+        let back = heldBack()
+        let removed = state.withLock { $0.removed }.union(back)
         if parts.count == 4 && parts[0] == "library" && parts[1] == "sections" && parts[3] == "all" {
             let type = request.query["type"]
             let selected: [[String: Any]]
@@ -68,7 +71,7 @@ extension ServerFixture {
             return plexPage([node], request)
         }
         if parts.count == 4 && parts[0] == "library" && parts[1] == "metadata" && parts[3] == "children" {
-            guard let parent = idsByPlexNumber[parts[2]], let node = itemsById[parent] else { return .json("", status: 404) }
+            guard let parent = idsByPlexNumber[parts[2]], let node = itemsById[parent], !back.contains(parent) else { return .json("", status: 404) }
             if let music = plexMusicChildren(of: parent, node, removed: removed) { return plexPage(music, request) }
             let childType = node["Type"] as? String == "Series" ? "Season" : "Episode"
             let children = itemsById.values.filter {
@@ -81,6 +84,29 @@ extension ServerFixture {
 
     /// From now on show sections list episodes whatever `type` asks (a server that ignores it).
     public func listEpisodesInShowSections() { state.withLock { $0.flatShowSections = true } }
+
+    /// The `ratingKey` (Metadata.ratingKey) of the movie, episode or track whose Media holds
+    /// `file`: what `markPlayed`, `hold` and `release` take on Plex, besides `itemId(forFile:)`.
+    /// A movie's other version is a part of the same metadata item, so it names that item.
+    public func ratingKey(forFile file: String) -> String? {
+        guard let id = itemId(forFile: file) else { return nil }
+        if itemsById[id] != nil { return plexNumber(id) }
+        let owner = itemsById.first { entry in
+            ((entry.value["_versions"] as? [[String: Any]]) ?? []).contains { $0["Id"] as? String == id }
+        }
+        return owner.map { plexNumber($0.key) }
+    }
+
+    /// Metadata.viewCount ("the number of consumptions", only once watched: an unwatched item has
+    /// none) and Metadata.lastViewedAt (PlexDateTime, epoch seconds) of a movie, episode or track.
+    func plexWatched(_ raw: [String: Any]) -> [String: Any] {
+        guard let id = raw["Id"] as? String, ["Movie", "Episode", "Audio"].contains(raw["Type"] as? String ?? "") else { return [:] }
+        let (count, last) = state.withLock { ($0.playCounts[id] ?? 0, $0.lastPlayed[id]) }
+        guard count > 0 else { return [:] }
+        var out: [String: Any] = ["viewCount": count]
+        if let last { out["lastViewedAt"] = Int(last) }
+        return out
+    }
 
     func section(_ key: String, _ title: String, _ type: String) -> [String: Any] {
         ["key": key, "title": title, "type": type, "agent": "tv.plex.agents.\(type)", "scanner": "Plex \(type.capitalized)",
@@ -106,9 +132,14 @@ extension ServerFixture {
     func plexMetadata(_ raw: [String: Any]) -> [String: Any] {
         let id = raw["Id"] as! String
         let key = plexNumber(id)
+        // Metadata.addedAt: a released item was added to the library when it arrived (and so
+        // updated no earlier).
+        let addedAt: Int = state.withLock { $0.added[id] }.map { Int($0) } ?? 1_700_000_000
+        let updatedAt: Int = max(addedAt, 1_700_000_000)
         var out: [String: Any] = ["ratingKey": key, "key": "/library/metadata/\(key)" + ((raw["IsFolder"] as? Bool) == true ? "/children" : ""),
                                   "guid": "plex://\(raw["Type"] as! String)/\(id)", "title": raw["Name"] as? String ?? "",
-                                  "addedAt": 1_700_000_000, "updatedAt": 1_700_000_000]
+                                  "addedAt": addedAt, "updatedAt": updatedAt]
+        out.merge(plexWatched(raw)) { _, new in new }
         if let type = plexMusicType(raw) { return plexMusicMetadata(raw, type: type, base: out) }
         switch raw["Type"] as? String {
         case "Movie": out["type"] = "movie"

@@ -180,6 +180,14 @@ public final class ServerFixture: Sendable {
         /// Every page starts at the first item, whatever offset was asked.
         var ignorePaging = false
         var removed: Set<String> = []
+        /// Items the server does not have yet (`hold`), and when each released one arrived.
+        var held: Set<String> = []
+        var added: [String: Int64] = [:]
+        /// The signed-in user's watched state by item id: plays, the last one (epoch seconds),
+        /// and when the user's data for the item was last saved (`markPlayed`).
+        var playCounts: [String: Int] = [:]
+        var lastPlayed: [String: Int64] = [:]
+        var userDataSaved: [String: String] = [:]
         var nextRequestId = 0
         /// Emby Sync (Convert) jobs by id.
         var syncJobs: [Int: ServerJob] = [:]
@@ -415,6 +423,133 @@ public final class ServerFixture: Sendable {
 
     func lastSaved(_ id: String) -> String { state.withLock { $0.lastSaved[id] } ?? Self.defaultLastSaved }
 
+    /// The signed-in user watched `itemId` once more (PlayCount, Plex's viewCount, go up; the last
+    /// play is now) or, with `false`, has not (no plays, no date), as the servers' mark
+    /// played/unplayed do. Either saves the user's data for the item, not the item: a listing
+    /// with `minDateLastSavedForUser` includes it, one with `minDateLastSaved` does not.
+    /// Plex takes the item's ratingKey (`ratingKey(forFile:)`) as well as its fixture id.
+    public func markPlayed(itemId: String, _ played: Bool = true) {
+        let id = fixtureItem(itemId)
+        let now = Int64(Date().timeIntervalSince1970)
+        state.withLock { s in
+            if played {
+                s.playCounts[id, default: 0] += 1
+                s.lastPlayed[id] = now
+            } else {
+                s.playCounts[id] = nil
+                s.lastPlayed[id] = nil
+            }
+            s.userDataSaved[id] = ISODate.string(epochSeconds: now)
+        }
+    }
+
+    /// The server does not have `itemId` yet: no listing, count or lookup shows it or anything
+    /// below it, nor a season, series or album (Plex: artist) it leaves without one episode or
+    /// track, and its files answer 404. Unlike `remove`, `release` undoes it. Plex takes a
+    /// ratingKey as well.
+    public func hold(itemId: String) {
+        let id = fixtureItem(itemId)
+        state.withLock { _ = $0.held.insert(id) }
+    }
+
+    /// The server gains a held item and what is below it: added (`DateCreated`, Plex `addedAt`)
+    /// and saved (`DateLastSaved`) now, so a listing of what changed since before shows it as new.
+    /// An item that was not held is already on the server: nothing changes.
+    public func release(itemId: String) {
+        let id = fixtureItem(itemId)
+        let arriving = [id] + itemsById.filter { ancestors(of: $0.value).contains(id) }.map(\.key)
+        let now = Int64(Date().timeIntervalSince1970)
+        state.withLock { s in
+            guard s.held.remove(id) != nil else { return }
+            for a in arriving where !s.held.contains(a) {
+                s.added[a] = now
+                s.lastSaved[a] = ISODate.string(epochSeconds: now)
+            }
+        }
+    }
+
+    /// The fixture item a test names: its id, or on Plex its ratingKey (numbers are never ids).
+    func fixtureItem(_ given: String) -> String { kind == .plex ? idsByPlexNumber[given] ?? given : given }
+
+    /// The items `item` lives below (season and series of an episode, album of a track; on Plex
+    /// also the artist an album or album-less track is filed under), nearest first.
+    func ancestors(of item: [String: Any]) -> [String] {
+        var out: [String] = []
+        var p = item["ParentId"] as? String
+        while let cur = p, let node = itemsById[cur], !out.contains(cur) {
+            out.append(cur)
+            p = node["ParentId"] as? String
+        }
+        if kind == .plex, let artist = plexArtist(of: item)?.id, artist != item["Id"] as? String,
+           itemsById[artist] != nil, !out.contains(artist) {
+            out.append(artist)
+        }
+        return out
+    }
+
+    /// What holds keep off the server: held items, everything below them, and each season, series
+    /// or album whose episodes or tracks are all gone (held, or removed) with at least one held.
+    /// A container emptied by `remove` alone stays listed, as it always was.
+    func heldBack() -> Set<String> {
+        let (removed, held) = state.withLock { ($0.removed, $0.held) }
+        guard !held.isEmpty else { return [] }
+        struct Tally { var total = 0, gone = 0, held = 0 }
+        var back = held
+        var tallies: [String: Tally] = [:]
+        for (id, item) in itemsById {
+            let above = ancestors(of: item)
+            if above.contains(where: { held.contains($0) }) { back.insert(id) }
+            guard item["Type"] as? String == "Episode" || item["Type"] as? String == "Audio" else { continue }
+            let isHeld = back.contains(id)
+            let gone = isHeld || removed.contains(id)
+            for container in above {
+                tallies[container, default: Tally()].total += 1
+                if gone { tallies[container, default: Tally()].gone += 1 }
+                if isHeld { tallies[container, default: Tally()].held += 1 }
+            }
+        }
+        for (container, t) in tallies where t.gone == t.total && t.held > 0 { back.insert(container) }
+        return back
+    }
+
+    /// A file (item or version id) a hold keeps back: its own item, or the item it is a version of.
+    func isHeldBack(file id: String) -> Bool {
+        let back = heldBack()
+        guard !back.isEmpty else { return false }
+        if back.contains(id) { return true }
+        return itemsById.contains { entry in
+            back.contains(entry.key) && ((entry.value["_versions"] as? [[String: Any]]) ?? []).contains { $0["Id"] as? String == id }
+        }
+    }
+
+    /// `minDateLastSaved` (the item's own saves: `touch`, `release`) and `minDateLastSavedForUser`,
+    /// as the request asks. Jellyfin 10.11 compares the latter with the item's own last save too
+    /// (its spec only says "for the current user"), so a watched change does not show there;
+    /// Emby's is taken as the user's data save (`markPlayed`) or the item's.
+    func savedSinceFilter(_ request: HTTPServer.Request) -> (String) -> Bool {
+        let since = query(request, "minDateLastSaved").flatMap(ISODate.epochSeconds)
+        let userSince = query(request, "minDateLastSavedForUser").flatMap(ISODate.epochSeconds)
+        guard since != nil || userSince != nil else { return { _ in true } }
+        let (saved, userSaved) = state.withLock { ($0.lastSaved, $0.userDataSaved) }
+        let fallback = Self.defaultLastSaved
+        let userDataCounts = kind == .emby
+        return { id in
+            let item = ISODate.epochSeconds(saved[id] ?? fallback) ?? 0
+            if let since, item < since { return false }
+            let user = userDataCounts ? max(item, userSaved[id].flatMap(ISODate.epochSeconds) ?? 0) : item
+            if let userSince, user < userSince { return false }
+            return true
+        }
+    }
+
+    /// `isPlayed` (Jellyfin `/Items`, Emby `IsPlayed`): only items the user has (true) or has not
+    /// (false) watched.
+    func playedFilter(_ request: HTTPServer.Request) -> (String) -> Bool {
+        guard let wanted = query(request, "isPlayed").map({ $0.lowercased() == "true" }) else { return { _ in true } }
+        let counts = state.withLock { $0.playCounts }
+        return { id in ((counts[id] ?? 0) > 0) == wanted }
+    }
+
     public func itemId(forFile file: String) -> String? { filesById.first { $0.value == file }?.key }
 
     /// The `AlbumId` (`BaseItemDto.AlbumId`) a track is listed with: one per album title and album
@@ -613,8 +748,14 @@ public final class ServerFixture: Sendable {
         Set((query(request, "fields") ?? "").split(separator: ",").map(String.init))
     }
 
-    func dto(_ raw: [String: Any], fields: Set<String>) -> [String: Any] {
+    /// `userData`: whether the answer carries `BaseItemDto.UserData` (`enableUserData` is not false).
+    func dto(_ raw: [String: Any], fields: Set<String>, userData: Bool = true) -> [String: Any] {
         var out = raw.filter { !$0.key.hasPrefix("_") }
+        if userData, let data = userItemData(raw) { out["UserData"] = data }
+        // BaseItemDto.DateCreated: a released item was added when it arrived.
+        if out["DateCreated"] != nil, let id = raw["Id"] as? String, let added = state.withLock({ $0.added[id] }) {
+            out["DateCreated"] = ISODate.string(epochSeconds: added)
+        }
         if let versions = raw["_versions"] as? [[String: Any]] {
             let sources: [[String: Any]] = versions.map { v in
                 let file = v["File"] as! String
@@ -648,12 +789,27 @@ public final class ServerFixture: Sendable {
         return out
     }
 
+    /// `BaseItemDto.UserData` (UserItemDataDto) of a movie, episode or track: the signed-in user's
+    /// watched state. The members neither spec marks nullable are always sent; `LastPlayedDate`
+    /// (nullable) only once played, as a server that omits nulls does. Folders get none here (a
+    /// real server derives theirs from their children).
+    func userItemData(_ raw: [String: Any]) -> [String: Any]? {
+        guard let id = raw["Id"] as? String, ["Movie", "Episode", "Audio"].contains(raw["Type"] as? String ?? "") else { return nil }
+        let (count, last) = state.withLock { ($0.playCounts[id] ?? 0, $0.lastPlayed[id]) }
+        var data: [String: Any] = ["Played": count > 0, "PlayCount": count, "PlaybackPositionTicks": 0, "IsFavorite": false,
+                                   "Key": id, "ItemId": id]
+        if count > 0, let last { data["LastPlayedDate"] = ISODate.string(epochSeconds: last) }
+        return data
+    }
+
     func page(_ all: [[String: Any]], _ request: HTTPServer.Request) -> HTTPServer.Response {
         let start = state.withLock { $0.ignorePaging } ? 0 : max(Int(query(request, "startIndex") ?? "0") ?? 0, 0)
         let limit = Int(query(request, "limit") ?? "") ?? Int.max
         let f = fields(request)
+        // `enableUserData` ("Optional, include user data"): user data unless it is false.
+        let userData = query(request, "enableUserData")?.lowercased() != "false"
         let slice = start < all.count ? Array(all[start..<min(all.count, start + min(limit, all.count))]) : []
-        var result: [String: Any] = ["Items": slice.map { dto($0, fields: f) }, "TotalRecordCount": all.count]
+        var result: [String: Any] = ["Items": slice.map { dto($0, fields: f, userData: userData) }, "TotalRecordCount": all.count]
         if kind == .jellyfin { result["StartIndex"] = start }   // Emby's QueryResult has no StartIndex
         return json(result)
     }
@@ -662,11 +818,12 @@ public final class ServerFixture: Sendable {
         let types = state.withLock { $0.ignoreItemTypes } ? [] : Set((query(request, "includeItemTypes") ?? "").split(separator: ",").map(String.init))
         let parent = query(request, "parentId")
         let recursive = query(request, "recursive") == "true"
-        let removed = state.withLock { $0.removed }
-        let savedSince = query(request, "minDateLastSaved").flatMap(ISODate.epochSeconds)
+        let removed = state.withLock { $0.removed }.union(heldBack())
+        let saved = savedSinceFilter(request)
+        let played = playedFilter(request)
         let selected = itemsById.values.filter { item in
             if removed.contains(item["Id"] as! String) { return false }
-            if let savedSince, (ISODate.epochSeconds(lastSaved(item["Id"] as! String)) ?? 0) < savedSince { return false }
+            if !saved(item["Id"] as! String) || !played(item["Id"] as! String) { return false }
             if !types.isEmpty && !types.contains(item["Type"] as! String) { return false }
             guard let parent else { return true }
             if item["ParentId"] as? String == parent { return true }
@@ -686,18 +843,26 @@ public final class ServerFixture: Sendable {
         "\((item["Name"] as? String ?? "").lowercased())\u{0}\(item["Id"] as! String)"
     }
 
+    // A removed series or season is still answered here (as before holds); a held-back one is not
+    // on the server at all.
     func seasons(_ sid: String, _ request: HTTPServer.Request) -> HTTPServer.Response {
-        guard itemsById[sid]?["Type"] as? String == "Series" else { return .json("{\"title\":\"Not Found\"}", status: 404) }
-        let all = itemsById.values.filter { $0["Type"] as? String == "Season" && $0["SeriesId"] as? String == sid }
+        let back = heldBack()
+        guard itemsById[sid]?["Type"] as? String == "Series", !back.contains(sid) else { return .json("{\"title\":\"Not Found\"}", status: 404) }
+        let all = itemsById.values.filter { $0["Type"] as? String == "Season" && $0["SeriesId"] as? String == sid && !back.contains($0["Id"] as! String) }
             .sorted { ($0["IndexNumber"] as! Int) < ($1["IndexNumber"] as! Int) }
         return page(all, request)
     }
 
     func episodes(_ sid: String, _ request: HTTPServer.Request) -> HTTPServer.Response {
-        guard itemsById[sid]?["Type"] as? String == "Series" else { return .json("{\"title\":\"Not Found\"}", status: 404) }
-        let removed = state.withLock { $0.removed }
-        let all = itemsById.values.filter { $0["Type"] as? String == "Episode" && $0["SeriesId"] as? String == sid && !removed.contains($0["Id"] as! String) }
-            .sorted { (($0["ParentIndexNumber"] as! Int), ($0["IndexNumber"] as! Int)) < (($1["ParentIndexNumber"] as! Int), ($1["IndexNumber"] as! Int)) }
+        let back = heldBack()
+        guard itemsById[sid]?["Type"] as? String == "Series", !back.contains(sid) else { return .json("{\"title\":\"Not Found\"}", status: 404) }
+        let removed = state.withLock { $0.removed }.union(back)
+        // Emby's /Shows/{Id}/Episodes takes MinDateLastSaved(ForUser); Jellyfin's has neither.
+        let saved: (String) -> Bool = kind == .emby ? savedSinceFilter(request) : { _ in true }
+        let all = itemsById.values.filter { item -> Bool in
+            let id = item["Id"] as! String
+            return item["Type"] as? String == "Episode" && item["SeriesId"] as? String == sid && !removed.contains(id) && saved(id)
+        }.sorted { (($0["ParentIndexNumber"] as! Int), ($0["IndexNumber"] as! Int)) < (($1["ParentIndexNumber"] as! Int), ($1["IndexNumber"] as! Int)) }
         return page(all, request)
     }
 
@@ -731,7 +896,7 @@ public final class ServerFixture: Sendable {
                 if let i = s.log.lastIndex(where: { $0.id == requestId }) { s.log[i].bytesSent = sent }
             }
         }
-        guard !state.withLock({ $0.removed.contains(id) }), let file = filesById[id] else {
+        guard !state.withLock({ $0.removed.contains(id) }), !isHeldBack(file: id), let file = filesById[id] else {
             return .json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
         }
         return serveFile(file, tagId: id, request, fault, report: report)
@@ -802,7 +967,7 @@ public final class ServerFixture: Sendable {
     /// forward-only (no `Accept-Ranges`, `Range` ignored). The media must be real.
     func stream(_ id: String, container: String, _ request: HTTPServer.Request, _ fault: FixtureFault?, logIndex: Int) -> HTTPServer.Response {
         let version = query(request, "mediaSourceId").flatMap { itemId(ofMediaSource: $0) } ?? id
-        guard itemsById[id] != nil, let file = filesById[version], query(request, "playSessionId") != nil else {
+        guard itemsById[id] != nil, !heldBack().contains(id), let file = filesById[version], query(request, "playSessionId") != nil else {
             return .json("{\"title\":\"Not Found\"}", status: 404)
         }
         let bitrate = Int(query(request, "videoBitRate") ?? "") ?? 2_000_000

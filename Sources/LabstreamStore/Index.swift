@@ -11,7 +11,7 @@ import Synchronization
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
 /// read fails closed.
 public final class OfflineIndex: Sendable {
-    public static let schemaVersion: Int64 = 10
+    public static let schemaVersion: Int64 = 11
     public let db: SQLiteDatabase
 
     public struct ServerRow: Sendable, Hashable {
@@ -225,6 +225,7 @@ public final class OfflineIndex: Sendable {
                             "series_year": number(item.seriesYear), "season": number(item.seasonNumber), "episode": number(item.episodeNumber),
                             "modified": .int(item.modified), "album": text(item.album), "album_artist": text(item.albumArtist),
                             "disc": number(item.discNumber), "track": number(item.trackNumber), "folders": Self.encodeFolders(item.folders),
+                            "played": .int(item.played ? 1 : 0),
                         ]
                         try c.run("INSERT OR REPLACE INTO items(\(columns.map(\.key).joined(separator: ", "))) VALUES(\(columns.map { _ in "?" }.joined(separator: ",")))",
                                   columns.map(\.value))
@@ -256,7 +257,7 @@ public final class OfflineIndex: Sendable {
             let libraries = try db.query("SELECT id, name, left_out FROM libraries WHERE server=? ORDER BY id", [.text(server)])
             let items = try db.query("""
                 SELECT id, library, kind, title, year, series_id, series_name, series_year, season, episode, modified,
-                    album, album_artist, disc, track, folders
+                    album, album_artist, disc, track, folders, played
                 FROM items WHERE server=? ORDER BY id
                 """, [.text(server)])
             let sources = try db.query("""
@@ -276,7 +277,7 @@ public final class OfflineIndex: Sendable {
                     id: id, kind: kind, title: r[3].text ?? "", year: r[4].int.map { Int($0) }, seriesId: r[5].text, seriesName: r[6].text,
                     seriesYear: r[7].int.map { Int($0) }, seasonNumber: r[8].int.map { Int($0) }, episodeNumber: r[9].int.map { Int($0) },
                     album: r[11].text, albumArtist: r[12].text, discNumber: r[13].int.map { Int($0) }, trackNumber: r[14].int.map { Int($0) },
-                    folders: Self.decodeFolders(r[15].text), modified: r[10].int ?? 0, sources: sourcesOf[id] ?? []))
+                    folders: Self.decodeFolders(r[15].text), modified: r[10].int ?? 0, sources: sourcesOf[id] ?? [], played: r[16].int == 1))
             }
             return libraries.compactMap { r in
                 guard let id = r[0].text else { return nil }
@@ -375,7 +376,7 @@ public final class OfflineIndex: Sendable {
             try db.transaction { c in
                 try c.run("UPDATE downloads SET status='paused', reason='server removed; after adding it again, resume with labstream resume' WHERE server=? AND status IN ('queued','downloading','preparing')",
                           [.text(name)])
-                for table in ["servers", "libraries", "items", "media_sources", "managed_entries"] {
+                for table in ["servers", "libraries", "items", "media_sources", "managed_entries", "monitors", "monitored_episodes"] {
                     try c.run("DELETE FROM \(table) WHERE \(table == "servers" ? "name" : "server")=?", [.text(name)])
                 }
             }

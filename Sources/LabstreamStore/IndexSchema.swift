@@ -11,17 +11,19 @@ extension OfflineIndex {
         ("servers", ["name", "type", "url", "server_id", "last_sync"]),
         ("libraries", ["server", "id", "name", "left_out"]),
         ("items", ["server", "id", "library", "kind", "title", "year", "series_id", "series_name", "series_year", "season", "episode", "modified",
-                   "album", "album_artist", "disc", "track", "folders"]),
+                   "album", "album_artist", "disc", "track", "folders", "played"]),
         ("media_sources", ["server", "item_id", "id", "name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate", "remote_item"]),
         ("downloads", ["server", "item_id", "source_id", "status", "attempt", "validator", "total", "ranges", "partial", "reason",
                        "awaiting_validation", "updated", "pinned", "source_tag", "job", "checked"]),
         ("segments", ["server", "item_id", "source_id", "attempt", "lower", "upper", "digest"]),
         ("quarantine", ["id", "source", "row", "partial", "reason", "at"]),
         ("managed_entries", ["server", "item_id", "source_id", "entry_id", "revision", "status", "delivery", "reported", "reported_at", "manifest"]),
+        ("monitors", ["server", "series_id", "mode", "delete_watched", "max_storage", "baseline", "created"]),
+        ("monitored_episodes", ["server", "item_id", "series_id", "source_id", "state"]),
     ]
 
     /// `migrations[n - 1]` takes an index from schema n to n + 1.
-    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10]
+    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11]
 
     static func createV1(_ c: Connection) throws {
         try c.exec("""
@@ -144,6 +146,20 @@ extension OfflineIndex {
             revision INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL DEFAULT '', delivery TEXT NOT NULL DEFAULT 'original',
             reported TEXT, reported_at INTEGER, manifest TEXT, PRIMARY KEY(server, item_id));
         UPDATE meta SET value = '10' WHERE key = 'schema_version';
+        """)
+    }
+
+    /// v11: monitored series (mode, delete-watched, cap, the episodes it had when made) and what
+    /// each monitor did to an episode (`pinned` it, or the person `declined` it by unpinning);
+    /// the user's watched state per item.
+    static func migrateV10toV11(_ c: Connection) throws {
+        try c.exec("""
+        ALTER TABLE items ADD COLUMN played INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE monitors(server TEXT NOT NULL, series_id TEXT NOT NULL, mode TEXT NOT NULL, delete_watched INTEGER NOT NULL DEFAULT 0,
+            max_storage INTEGER, baseline TEXT NOT NULL DEFAULT '', created INTEGER NOT NULL, PRIMARY KEY(server, series_id));
+        CREATE TABLE monitored_episodes(server TEXT NOT NULL, item_id TEXT NOT NULL, series_id TEXT NOT NULL, source_id TEXT NOT NULL,
+            state TEXT NOT NULL, PRIMARY KEY(server, item_id));
+        UPDATE meta SET value = '11' WHERE key = 'schema_version';
         """)
     }
 }

@@ -240,7 +240,7 @@ import Testing
         // Turn the index back into schema 4, whose digests were SHA-256 of each segment's bytes.
         rig.transfers.stop()
         let partial = try rig.partialPath(alpha)
-        try rig.index.db.exec("DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked; ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='4' WHERE key='schema_version'")
+        try rig.index.db.exec(undoSchema11 + "DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked; ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='4' WHERE key='schema_version'")
         for segment in segments {
             let sha = SHA256Hasher()
             try pread(path: partial, offset: Int(segment.range.lower), length: Int(segment.range.count)).withUnsafeBytes { sha.update($0) }
@@ -307,6 +307,9 @@ import Testing
     }
 }
 
+/// Takes a current index back to schema 10 (the start of every older-schema script).
+let undoSchema11 = "DROP TABLE monitors; DROP TABLE monitored_episodes; ALTER TABLE items DROP COLUMN played; "
+
 @Suite struct IndexMigrationTests {
     @Test func aVersion1IndexIsUpgradedAndItsUnverifiableRangesDropped() throws {
         let scratch = Scratch("migrate")
@@ -352,7 +355,7 @@ import Testing
             row.pinned = true
             try v3.saveDownload(row, committing: .init(range: ByteRange(0, 50), digest: "ab"), now: 1)
             // Turn it back into a version 2 index.
-            try v3.db.exec("""
+            try v3.db.exec(undoSchema11 + """
                 DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked;
                 ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate; DROP TABLE quarantine;
                 ALTER TABLE media_sources DROP COLUMN orphaned; ALTER TABLE segments RENAME COLUMN digest TO sha256;
@@ -377,7 +380,7 @@ import Testing
             let v8 = try OfflineIndex(path: path)
             let libraries = [LibraryCatalog(id: "L", name: "Movies", items: [movie])]
             try v8.replaceCatalog(server: server, libraries: libraries, tree: TreeBuilder.build(server: "s", libraries: libraries), now: 1)
-            try v8.db.exec("""
+            try v8.db.exec(undoSchema11 + """
                 DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc;
                 ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; UPDATE meta SET value='7' WHERE key='schema_version';
                 """)
@@ -396,6 +399,37 @@ import Testing
         #expect(try index.treeFiles().first { $0.key.itemId == "t" }?.kind == .track)
     }
 
+    /// v10 → v11: the catalog and pins are kept; items read back unwatched until a refresh says
+    /// otherwise; monitors and what they did are stored and read back.
+    @Test func aVersion10IndexIsUpgradedAndKeepsMonitors() throws {
+        let scratch = Scratch("migrate10")
+        let path = scratch.path + "/index.sqlite"
+        let server = OfflineIndex.ServerRow(name: "s", type: "jellyfin", url: "u", serverId: nil, lastSync: nil)
+        let episode = CatalogItem(id: "e", kind: .episode, title: "Pilot", seriesId: "show", seriesName: "Show", seriesYear: 2020, seasonNumber: 1,
+                                  episodeNumber: 1, sources: [MediaSource(id: "es", container: "mkv", size: 10)], played: true)
+        let libraries = [LibraryCatalog(id: "L", name: "Shows", items: [episode])]
+        do {
+            let v11 = try OfflineIndex(path: path)
+            try v11.replaceCatalog(server: server, libraries: libraries, tree: TreeBuilder.build(server: "s", libraries: libraries), now: 1)
+            #expect(try v11.catalog(server: "s").first?.items.first?.played == true)
+            try v11.db.exec(undoSchema11 + "UPDATE meta SET value='10' WHERE key='schema_version';")
+        }
+        let index = try OfflineIndex(path: path)
+        #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "\(OfflineIndex.schemaVersion)")
+        var unwatched = episode
+        unwatched.played = false
+        #expect(try index.catalog(server: "s").first?.items == [unwatched])
+        #expect(try index.monitors().isEmpty)
+        let monitor = SeriesMonitor(server: "s", seriesId: "show", mode: .seasons([1, 2]), deleteWatched: true, maxStorage: 1 << 30,
+                                    baseline: ["e", "x"], created: 5)
+        try index.saveMonitor(monitor)
+        #expect(try index.monitors(server: "s") == [monitor])
+        try index.setMonitoredEpisode(server: "s", item: "e", .init(seriesId: "show", sourceId: "es", state: .declined))
+        #expect(try index.monitoredEpisodes(server: "s")["e"]?.state == .declined)
+        try index.removeMonitor(server: "s", series: "show")
+        #expect(try index.monitors().isEmpty && index.monitoredEpisodes(server: "s").isEmpty)
+    }
+
     /// v9 → v10: download rows are kept; the table of managed entries starts empty and keeps
     /// what it is given (an intent without an id, then the entry with its manifest).
     @Test func aVersion9IndexIsUpgradedAndKeepsManagedEntries() throws {
@@ -407,7 +441,7 @@ import Testing
             var row = DownloadRow(key: key, status: .queued, attempt: AttemptID(1), validator: nil, total: 100, present: RangeSet(), partialPath: "partials/a.part")
             row.pinned = true
             try v10.saveDownload(row, now: 1)
-            try v10.db.exec("DROP TABLE managed_entries; UPDATE meta SET value='9' WHERE key='schema_version';")
+            try v10.db.exec(undoSchema11 + "DROP TABLE managed_entries; UPDATE meta SET value='9' WHERE key='schema_version';")
         }
         let index = try OfflineIndex(path: path)
         #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "\(OfflineIndex.schemaVersion)")
@@ -432,7 +466,7 @@ import Testing
             let row = DownloadRow(key: file.key, status: .partial, attempt: AttemptID(1), validator: nil, total: 100,
                                   present: RangeSet([ByteRange(0, 50)]), partialPath: "partials/a.part", sourceTag: "v1")
             try v4.saveDownload(row, committing: .init(range: ByteRange(0, 50), digest: "ab"), now: 1)
-            try v4.db.exec("""
+            try v4.db.exec(undoSchema11 + """
                 DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked;
                 ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate; DROP TABLE quarantine;
                 ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='3' WHERE key='schema_version';

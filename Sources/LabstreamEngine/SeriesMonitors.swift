@@ -1,0 +1,197 @@
+import Foundation
+import LabstreamBackends
+import LabstreamCore
+import LabstreamStore
+import Synchronization
+
+/// Keeps monitored series in step with their servers: after each catalog reload (and when a
+/// monitor is made or changed, or its server answers again) every monitor of a server that is
+/// online is evaluated by `SeriesMonitorPolicy` and its plan carried out: pins made (one
+/// transaction per evaluation), pins let go, copies removed. Nothing happens for a server that
+/// is not answering: an offline monitor waits.
+///
+/// A monitor's own pins are recorded (`monitored_episodes`) before they are made, so a stop in
+/// the middle leaves an intent the next evaluation completes, never a pin that looks like the
+/// person's. The person's pin of an episode makes it theirs; their unpin of a monitored episode
+/// is remembered, and the monitor leaves it alone.
+final class SeriesMonitors: Sendable {
+    let worker = Worker(name: "monitors")
+    /// Servers to evaluate at the next pass.
+    let due = Mutex<Set<String>>([])
+    /// What each monitor held after its last evaluation, for `status` and `monitor list`.
+    let lastPlans = Mutex<[String: SeriesMonitorPolicy.Plan]>([:])
+
+    static func id(_ server: String, _ series: String) -> String { server + "\u{0}" + series }
+
+    func start(_ engine: TransferEngine) {
+        worker.start { [self] _ in
+            let servers = due.withLock { d -> Set<String> in
+                defer { d.removeAll() }
+                return d
+            }
+            for server in servers.sorted() {
+                do throws(LabstreamError) { try evaluate(server, engine: engine) } catch {
+                    engine.log("monitors on \(server): \(error.userMessage); trying again at the next refresh")
+                }
+            }
+            return nil
+        }
+    }
+
+    func stop() { worker.stop() }
+
+    /// Evaluates `servers`' monitors soon (on the monitors' own thread).
+    func schedule(_ servers: some Sequence<String>) {
+        due.withLock { $0.formUnion(servers) }
+        worker.wake()
+    }
+
+    /// The catalog's episodes of every monitored series of `server`, with what the monitor and
+    /// the person did to each, planned and carried out.
+    func evaluate(_ server: String, engine: TransferEngine) throws(LabstreamError) {
+        let monitors = try engine.index.monitors(server: server)
+        guard !monitors.isEmpty else { return }
+        let items = try engine.index.catalog(server: server).flatMap(\.items).filter { $0.kind == .episode }
+        refreshLookup(server, monitors: monitors, items: items)
+        // Offline, a monitor waits: nothing is pinned, let go or removed on old news.
+        guard engine.reachability(of: server) == .online else { return }
+        var monitored = try engine.index.monitoredEpisodes(server: server)
+        // An episode counts as pinned when its file or a copy of it at another quality is.
+        let pinnedFiles = Set(try engine.index.pinnedManaged(server: server).map { DerivedCopy.parse($0.key)?.base ?? $0.key })
+        for monitor in monitors {
+            // Watched state from the server itself where a refresh does not carry it.
+            var watched: Set<String>?
+            if let source = engine.backend(for: server) as? any WatchedState { watched = try source.watchedEpisodes(ofSeries: monitor.seriesId) }
+            let episodes = items.filter { $0.seriesId == monitor.seriesId }.compactMap { item -> (MonitoredEpisode, TreeFile)? in
+                let record = monitored[item.id].flatMap { $0.seriesId == monitor.seriesId ? $0 : nil }
+                // The version kept: the one the monitor or the person pinned, else the first listed.
+                let files = item.sources.compactMap { engine.catalogFile(FileKey(server: server, itemId: item.id, sourceId: $0.id)) }
+                guard let file = files.first(where: { $0.key.sourceId == record?.sourceId }) ?? files.first(where: { pinnedFiles.contains($0.key) }) ?? files.first
+                else { return nil }
+                let pinned = pinnedFiles.contains(file.key)
+                let byMonitor = record?.state == .pinned
+                return (MonitoredEpisode(key: file.key, season: item.seasonNumber ?? 0, episode: item.episodeNumber ?? 0, size: file.size,
+                                         played: watched?.contains(item.id) ?? item.played, pinnedByHand: pinned && !byMonitor, pinnedByMonitor: pinned && byMonitor,
+                                         declined: record?.state == .declined, open: engine.isOpen(file.key)), file)
+            }
+            let fileOf = Dictionary(episodes.map { ($0.0.key, $0.1) }, uniquingKeysWith: { a, _ in a })
+            let plan = SeriesMonitorPolicy.plan(monitor, episodes: episodes.map(\.0))
+            lastPlans.withLock { $0[Self.id(server, monitor.seriesId)] = plan }
+            if !plan.pin.isEmpty {
+                for key in plan.pin {
+                    let row = OfflineIndex.MonitoredRow(seriesId: monitor.seriesId, sourceId: key.sourceId, state: .pinned)
+                    try engine.index.setMonitoredEpisode(server: server, item: key.itemId, row)
+                    monitored[key.itemId] = row
+                }
+                try engine.setPinned(true, files: plan.pin.compactMap { fileOf[$0] }, by: .monitor)
+            }
+            let letGo = plan.unpin + plan.remove
+            if !letGo.isEmpty {
+                try engine.setPinned(false, files: letGo.compactMap { fileOf[$0] }, by: .monitor)
+                for key in letGo {
+                    try engine.index.setMonitoredEpisode(server: server, item: key.itemId, nil)
+                    monitored[key.itemId] = nil
+                }
+            }
+            if !plan.remove.isEmpty {
+                try engine.control(.cancel, files: plan.remove.compactMap { fileOf[$0] }, reason: StatusReason.monitorLetGo)
+            }
+            if !(plan.pin.isEmpty && letGo.isEmpty) {
+                engine.log("monitor of \(server)/\(monitor.seriesId) (\(monitor.settings)): pinned \(plan.pin.count), let go of \(plan.unpin.count), "
+                           + "removed \(plan.remove.count); holds \(plan.holds.count) episodes (\(plan.heldBytes) bytes)"
+                           + (plan.heldByCap.isEmpty ? "" : ", \(plan.heldByCap.count) held by the cap"))
+            }
+        }
+    }
+
+    /// Monitored series by episode (`server`/item) and monitors by series, so an attribute read
+    /// asks no index.
+    /// `episodes`: how many episodes with a file each monitored series has (a series folder holds
+    /// them all, a season folder fewer).
+    let lookup = Mutex<(seriesOf: [String: String], monitors: [String: SeriesMonitor], episodes: [String: Int])>(([:], [:], [:]))
+
+    func refreshLookup(_ server: String, monitors: [SeriesMonitor], items: [CatalogItem]) {
+        let series = Set(monitors.map(\.seriesId))
+        lookup.withLock { l in
+            l.seriesOf = l.seriesOf.filter { !$0.key.hasPrefix(server + "/") }
+            l.monitors = l.monitors.filter { !$0.key.hasPrefix(server + "\u{0}") }
+            l.episodes = l.episodes.filter { !$0.key.hasPrefix(server + "\u{0}") }
+            for item in items where !item.sources.isEmpty {
+                guard let s = item.seriesId, series.contains(s) else { continue }
+                l.seriesOf[server + "/" + item.id] = s
+                l.episodes[Self.id(server, s), default: 0] += 1
+            }
+            for m in monitors { l.monitors[Self.id(server, m.seriesId)] = m }
+        }
+    }
+
+    /// The monitor of the series `files` (a series folder's) belong to, and what it held at its
+    /// last evaluation.
+    func monitor(of files: [TreeFile]) -> (SeriesMonitor, SeriesMonitorPolicy.Plan?)? {
+        guard let first = files.first else { return nil }
+        let server = first.key.server
+        // Every episode of the one monitored series (not a library's folder, nor one season's).
+        return lookup.withLock { l -> SeriesMonitor? in
+            guard let series = l.seriesOf[server + "/" + first.key.itemId],
+                  files.allSatisfy({ $0.key.server == server && l.seriesOf[server + "/" + $0.key.itemId] == series }),
+                  Set(files.map(\.key.itemId)).count == l.episodes[Self.id(server, series)] else { return nil }
+            return l.monitors[Self.id(server, series)]
+        }.map { monitor in (monitor, lastPlans.withLock { $0[Self.id(server, monitor.seriesId)] }) }
+    }
+
+    /// Makes, changes (`settings`) or removes (nil) the monitor of the series whose folder holds
+    /// `files`: every episode file of one series, as the series folder does.
+    func set(_ settings: String?, folder files: [TreeFile], engine: TransferEngine) throws(LabstreamError) {
+        guard let server = files.first?.key.server, files.allSatisfy({ $0.key.server == server && $0.kind == .episode }) else {
+            throw .invalidArgument("a monitor is set on a series folder (every file in it an episode of one series)")
+        }
+        let episodes = try engine.index.catalog(server: server).flatMap(\.items).filter { $0.kind == .episode }
+        let seriesOf = Dictionary(episodes.map { ($0.id, $0.seriesId ?? "") }, uniquingKeysWith: { a, _ in a })
+        let series = Set(files.map { seriesOf[$0.key.itemId] ?? "" })
+        guard series.count == 1, let seriesId = series.first, !seriesId.isEmpty else {
+            throw .invalidArgument("a monitor is set on one series' folder; this folder holds episodes of \(series.count) series")
+        }
+        let ofSeries = episodes.filter { $0.seriesId == seriesId }
+        let inTree = Set(ofSeries.flatMap { item in item.sources.compactMap { engine.catalogFile(FileKey(server: server, itemId: item.id, sourceId: $0.id))?.key } })
+        guard inTree.isSubset(of: Set(files.map(\.key))) else {
+            throw .invalidArgument("set the monitor on the series folder itself, not on one of its seasons")
+        }
+        let existing = try engine.index.monitors(server: server).first { $0.seriesId == seriesId }
+        if let settings {
+            let parsed = try SeriesMonitor.parseSettings(settings)
+            var monitor = existing ?? SeriesMonitor(server: server, seriesId: seriesId, mode: parsed.mode,
+                                                    baseline: Set(ofSeries.map(\.id)), created: engine.now())
+            monitor.mode = parsed.mode
+            monitor.deleteWatched = parsed.deleteWatched
+            monitor.maxStorage = parsed.maxStorage
+            try engine.index.saveMonitor(monitor)
+            engine.log("\(existing == nil ? "monitoring" : "monitor changed:") \(server)/\(seriesId) (\(monitor.settings))")
+        } else {
+            guard existing != nil else { return }
+            try engine.index.removeMonitor(server: server, series: seriesId)
+            lastPlans.withLock { _ = $0.removeValue(forKey: Self.id(server, seriesId)) }
+            engine.log("no longer monitoring \(server)/\(seriesId); its pins stay")
+        }
+        refreshLookup(server, monitors: try engine.index.monitors(server: server), items: episodes)
+        schedule([server])
+    }
+
+    /// The person pinned or unpinned `keys` themselves: a pin makes a monitored episode theirs,
+    /// an unpin tells its monitor to leave it alone.
+    func personPinned(_ pinned: Bool, _ keys: [FileKey], engine: TransferEngine) {
+        let servers = Set(keys.map(\.server))
+        for server in servers {
+            guard let monitored = try? engine.index.monitoredEpisodes(server: server), !monitored.isEmpty else { continue }
+            for key in keys where key.server == server {
+                guard var row = monitored[key.itemId], row.sourceId == key.sourceId || !pinned else { continue }
+                row.state = .declined
+                try? engine.index.setMonitoredEpisode(server: server, item: key.itemId, pinned ? nil : row)
+            }
+        }
+    }
+}
+
+/// Who pins or unpins: the person (a command, an attribute write) or a series monitor.
+public enum PinOrigin: Sendable {
+    case person, monitor
+}

@@ -1,0 +1,80 @@
+import Foundation
+import LabstreamCore
+
+/// Monitored series and what each monitor did to its episodes.
+extension OfflineIndex {
+    /// What a monitor did to one episode.
+    public enum MonitoredState: String, Sendable, Hashable {
+        /// The monitor pinned it.
+        case pinned
+        /// The person unpinned it after the monitor had: it is left alone.
+        case declined
+    }
+
+    public struct MonitoredRow: Sendable, Hashable {
+        public var seriesId: String
+        public var sourceId: String
+        public var state: MonitoredState
+
+        public init(seriesId: String, sourceId: String, state: MonitoredState) {
+            self.seriesId = seriesId
+            self.sourceId = sourceId
+            self.state = state
+        }
+    }
+
+    /// Every monitor (of `server`, when given).
+    public func monitors(server: String? = nil) throws(LabstreamError) -> [SeriesMonitor] {
+        try read("monitors") {
+            let condition = server == nil ? "" : " WHERE server=?"
+            return try db.query("SELECT server, series_id, mode, delete_watched, max_storage, baseline, created FROM monitors\(condition) ORDER BY server, series_id",
+                                server.map { [SQLValue.text($0)] } ?? []).compactMap { r in
+                guard let server = r[0].text, let series = r[1].text, let mode = r[2].text.flatMap(SeriesMonitor.Mode.init) else { return nil }
+                let baseline = Set((r[5].text ?? "").split(separator: "\n").map(String.init))
+                return SeriesMonitor(server: server, seriesId: series, mode: mode, deleteWatched: r[3].int == 1, maxStorage: r[4].int,
+                                     baseline: baseline, created: r[6].int ?? 0)
+            }
+        }
+    }
+
+    public func saveMonitor(_ monitor: SeriesMonitor) throws(LabstreamError) {
+        do {
+            try db.run("INSERT OR REPLACE INTO monitors(server, series_id, mode, delete_watched, max_storage, baseline, created) VALUES(?,?,?,?,?,?,?)",
+                       [.text(monitor.server), .text(monitor.seriesId), .text(monitor.mode.description), .int(monitor.deleteWatched ? 1 : 0),
+                        monitor.maxStorage.map(SQLValue.int) ?? .null, .text(monitor.baseline.sorted().joined(separator: "\n")), .int(monitor.created)])
+        } catch { throw .storage("recording the monitor of \(monitor.server)/\(monitor.seriesId) failed: \(error)") }
+    }
+
+    /// Forgets the monitor and what it did; the pins it made stay (the person's now).
+    public func removeMonitor(server: String, series: String) throws(LabstreamError) {
+        do {
+            try db.transaction { c in
+                try c.run("DELETE FROM monitors WHERE server=? AND series_id=?", [.text(server), .text(series)])
+                try c.run("DELETE FROM monitored_episodes WHERE server=? AND series_id=?", [.text(server), .text(series)])
+            }
+        } catch { throw .storage("removing the monitor of \(server)/\(series) failed: \(error)") }
+    }
+
+    /// What monitors did to `server`'s episodes, by item.
+    public func monitoredEpisodes(server: String) throws(LabstreamError) -> [String: MonitoredRow] {
+        try read("monitored episodes") {
+            var out: [String: MonitoredRow] = [:]
+            for r in try db.query("SELECT item_id, series_id, source_id, state FROM monitored_episodes WHERE server=?", [.text(server)]) {
+                guard let item = r[0].text, let series = r[1].text, let source = r[2].text, let state = r[3].text.flatMap(MonitoredState.init) else { continue }
+                out[item] = MonitoredRow(seriesId: series, sourceId: source, state: state)
+            }
+            return out
+        }
+    }
+
+    public func setMonitoredEpisode(server: String, item: String, _ row: MonitoredRow?) throws(LabstreamError) {
+        do {
+            if let row {
+                try db.run("INSERT OR REPLACE INTO monitored_episodes(server, item_id, series_id, source_id, state) VALUES(?,?,?,?,?)",
+                           [.text(server), .text(item), .text(row.seriesId), .text(row.sourceId), .text(row.state.rawValue)])
+            } else {
+                try db.run("DELETE FROM monitored_episodes WHERE server=? AND item_id=?", [.text(server), .text(item)])
+            }
+        } catch { throw .storage("recording what the monitor did to \(server)/\(item) failed: \(error)") }
+    }
+}

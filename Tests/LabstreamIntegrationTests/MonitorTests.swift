@@ -1,0 +1,103 @@
+import Foundation
+import LabstreamCore
+import LabstreamFixture
+import Testing
+
+/// Monitored series on each backend, through the CLI and a real mount: the server gains
+/// episodes and a season, marks episodes watched, and goes away; the monitor keeps the newest
+/// season's unwatched episodes local within its cap.
+@Suite(.serialized) struct MonitorTests {
+    static let series = "test/Shows/Keep (2021)"
+    static func episode(_ season: Int, _ number: Int) -> String {
+        series + String(format: "/Season %02d/Keep (2021) - S%02dE%02d - Part %d.mkv", season, season, number, number)
+    }
+
+    /// The test library plus a series whose later episodes the server does not have yet.
+    static func catalog(_ dir: String) -> FixtureCatalog {
+        var catalog = testCatalog(in: dir)
+        var episodes: [FixtureCatalog.Episode] = []
+        for (season, number) in [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1), (3, 2), (3, 3)] {
+            let file = dir + "/keep-s\(season)e\(number).mkv"
+            writeRandomFile(file, size: 300_000, seed: UInt64(100 + season * 10 + number))
+            episodes.append(.init(season: season, number: number, title: "Part \(number)", file: file, container: "mkv"))
+        }
+        catalog.series.append(.init(name: "Keep", year: 2021, episodes: episodes))
+        return catalog
+    }
+
+    static let later = [(2, 2), (3, 1), (3, 2), (3, 3)]
+
+    func source(_ m: MountedLabstream, _ season: Int, _ number: Int) -> String { m.mediaDir + "/keep-s\(season)e\(number).mkv" }
+    func item(_ m: MountedLabstream, _ season: Int, _ number: Int) throws -> String { try #require(m.fixture.itemId(forFile: source(m, season, number))) }
+    func attr(_ m: MountedLabstream, _ rel: String, _ name: String) -> String? { StatusCommandXattr.get(m.path(rel), name) }
+    func pinned(_ m: MountedLabstream, _ season: Int, _ number: Int) -> Bool { attr(m, Self.episode(season, number), "pinned") == "1" }
+    func stored(_ m: MountedLabstream, _ season: Int, _ number: Int) -> Bool { attr(m, Self.episode(season, number), "state") == "unverified" }
+    func sync(_ m: MountedLabstream) throws { #expect(try m.cli(["sync"]).code == 0) }
+
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby, .plex])
+    func latestSeasonWithDeleteWatchedAndACapKeepsTheNewestUnwatchedEpisodes(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("monitor-\(kind)", kind: kind, catalog: Self.catalog)
+        for (s, e) in Self.later { m.fixture.hold(itemId: try item(m, s, e)) }
+        try m.mount()
+        let add = try m.cli(["monitor", "add", m.path(Self.series), "--mode", "latest-season", "--delete-watched", "--max-storage", "700000"])
+        #expect(add.code == 0, "\(add.stdout) \(add.stderr)")
+        #expect(attr(m, Self.series, "monitor") == "latest-season,delete-watched,max-storage=700000")
+        // Season 2 is the newest the server has: its one episode is pinned, season 1 is not.
+        #expect(eventually { stored(m, 2, 1) }, "\(m.log)")
+        #expect(pinned(m, 2, 1) && !pinned(m, 1, 1) && !pinned(m, 1, 2))
+        #expect(try sha256(m.path(Self.episode(2, 1))) == sha256(source(m, 2, 1)))
+        // A season folder is not the series: a monitor there is refused, saying where it goes.
+        let season = try m.cli(["monitor", "add", m.path(Self.series + "/Season 01"), "--mode", "all"])
+        #expect(season.code == 64 && season.stderr.contains("series folder itself"), "\(season.stderr)")
+
+        // The server gains an episode: the next refresh pins it.
+        m.fixture.release(itemId: try item(m, 2, 2))
+        try sync(m)
+        #expect(eventually { stored(m, 2, 2) && pinned(m, 2, 2) }, "\(m.log)")
+        #expect(eventually { attr(m, Self.series, "monitor_holds") == "episodes=2 bytes=600000 max=700000 held_by_cap=0" },
+                "\(attr(m, Self.series, "monitor_holds") ?? "-")")
+
+        // A watched episode is let go and its copy removed; one pinned by hand is not touched.
+        #expect(try m.cli(["pin", m.path(Self.episode(1, 1))]).code == 0)
+        m.fixture.markPlayed(itemId: try item(m, 2, 1))
+        m.fixture.markPlayed(itemId: try item(m, 1, 1))
+        try sync(m)
+        #expect(eventually { !pinned(m, 2, 1) && attr(m, Self.episode(2, 1), "reason") == StatusReason.monitorLetGo }, "\(m.log)")
+        #expect(attr(m, Self.episode(2, 1), "bytes")?.hasPrefix("0/") == true)
+        #expect(pinned(m, 1, 1) && pinned(m, 2, 2))
+
+        // A new season: latest-season follows it within the cap (two of its three fit); the old
+        // season's episode is unpinned and keeps its bytes.
+        for (s, e) in Self.later where s == 3 { m.fixture.release(itemId: try item(m, s, e)) }
+        try sync(m)
+        #expect(eventually { stored(m, 3, 1) && stored(m, 3, 2) && !pinned(m, 2, 2) }, "\(m.log)")
+        #expect(!pinned(m, 3, 3) && stored(m, 2, 2))
+        #expect(eventually { attr(m, Self.series, "monitor_holds") == "episodes=2 bytes=600000 max=700000 held_by_cap=1" },
+                "\(attr(m, Self.series, "monitor_holds") ?? "-")")
+        let listed = try m.cli(["monitor", "list"])
+        #expect(listed.stdout.contains(Self.series) && listed.stdout.contains("holds 2 episodes") && listed.stdout.contains("1 held by the cap"),
+                "\(listed.stdout)")
+
+        // Unpinning a monitored episode by hand: the monitor leaves it alone, and the cap lets the next one in.
+        #expect(try m.cli(["unpin", m.path(Self.episode(3, 2))]).code == 0)
+        try sync(m)
+        #expect(eventually { pinned(m, 3, 3) }, "\(m.log)")
+        #expect(!pinned(m, 3, 2))
+
+        // Offline, and after a restart offline: the monitor waits, nothing is unpinned or removed.
+        try m.unmount()
+        m.fixture.stop()
+        try m.mount()
+        #expect(try m.cli(["sync"]).code != 0)
+        #expect(attr(m, Self.series, "monitor") == "latest-season,delete-watched,max-storage=700000")
+        #expect(pinned(m, 3, 1) && pinned(m, 3, 3) && pinned(m, 1, 1) && stored(m, 3, 1))
+        let json = try m.cli(["monitor", "list", "--json"])
+        #expect(json.stdout.contains("\"path\" : \"\(Self.series)\"") && json.stdout.contains("\"mode\" : \"latest-season\""), "\(json.stdout)")
+
+        // Removing the monitor keeps every pin.
+        #expect(try m.cli(["monitor", "remove", m.path(Self.series)]).code == 0)
+        #expect(attr(m, Self.series, "monitor") == nil)
+        #expect(pinned(m, 3, 1) && pinned(m, 3, 3))
+        try m.unmount()
+    }
+}
