@@ -89,6 +89,23 @@ public protocol ManagedDownloadRegistry: MediaBackend {
     func byteRefusal(of source: FileKey, status: Int) -> String?
 }
 
+/// A registry that keeps series monitors of its own for this device (Silo's download
+/// subscriptions, downloads-api.md § 8): Labstream's monitors are mirrored there, and the
+/// server's sync registers the episodes' entries, which the managed pass adopts.
+public protocol SeriesSubscriptions: ManagedDownloadRegistry {
+    /// This device's subscriptions, every page.
+    func subscriptions() throws(LabstreamError) -> [SeriesSubscription]
+    /// Makes the monitor's subscription (the device's existing one is answered unchanged).
+    func subscribe(_ monitor: SeriesMonitor) throws(LabstreamError) -> SeriesSubscription
+    /// Changes it to the monitor's settings; nil when its validator moved on (read it again).
+    func update(_ subscription: SeriesSubscription, to monitor: SeriesMonitor) throws(LabstreamError) -> SeriesSubscription?
+    /// Deletes it (its entries stay); false when its validator moved on.
+    func unsubscribe(_ subscription: SeriesSubscription) throws(LabstreamError) -> Bool
+    /// Lets the server register what is due, every page; how many entries it registered, nil
+    /// when the subscription changed meanwhile (read it again).
+    func sync(_ subscription: SeriesSubscription) throws(LabstreamError) -> Int?
+}
+
 public enum Registration: Sendable, Hashable {
     case made(ManagedEntry)
     /// The server has an entry for this item already (made elsewhere, or by a lost answer).

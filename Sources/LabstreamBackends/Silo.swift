@@ -173,6 +173,57 @@ public struct SiloRequests: Sendable {
         return r
     }
 
+    // MARK: Series monitors (downloads-api.md § 8, § 15 "Subscription reads" and "changes")
+
+    /// The members a monitor's subscription is made or changed with.
+    static func subscriptionMembers(_ monitor: SeriesMonitor) -> [String] {
+        let mode = SeriesSubscription.modeName(monitor.mode)
+        var members = ["\"mode\":" + jsonString(mode.name)]
+        if let seasons = mode.seasons { members.append("\"season_numbers\":[" + seasons.map(String.init).joined(separator: ",") + "]") }
+        members += ["\"delete_watched\":\(monitor.deleteWatched)", "\"max_storage_bytes\":\(monitor.maxStorage ?? 0)"]
+        return members
+    }
+
+    /// `POST /downloads/subscriptions`: returns the device's existing monitor of the series
+    /// unchanged when there is one, so it is read (listed) first rather than resent blindly.
+    public func createSubscription(_ monitor: SeriesMonitor, bearer: String, profile: String) -> HTTPRequest {
+        let body = "{\"series_id\":" + jsonString(monitor.seriesId) + "," + Self.subscriptionMembers(monitor).joined(separator: ",") + "}"
+        return json("POST", "/downloads/subscriptions", body, headers: managedHeaders(bearer: bearer, profile: profile))
+    }
+
+    /// `GET /downloads/subscriptions`: one page (at most 100) of this device's monitors.
+    public func listSubscriptions(cursor: String?, bearer: String, profile: String) -> HTTPRequest {
+        var url = api + "/downloads/subscriptions?limit=100"
+        if let cursor { url += "&cursor=" + cursor.queryEscaped }
+        return HTTPRequest(url: url, headers: managedHeaders(bearer: bearer, profile: profile))
+    }
+
+    /// `PATCH /downloads/subscriptions/{id}` with every setting, under `If-Match`.
+    public func updateSubscription(id: String, etag: String, to monitor: SeriesMonitor, bearer: String, profile: String) -> HTTPRequest {
+        json("PATCH", "/downloads/subscriptions/\(id.queryEscaped)", "{" + Self.subscriptionMembers(monitor).joined(separator: ",") + "}",
+             headers: managedHeaders(bearer: bearer, profile: profile) + [HTTPRequest.Header("If-Match", etag)])
+    }
+
+    /// `DELETE /downloads/subscriptions/{id}` under `If-Match` (the entries it registered stay).
+    public func deleteSubscription(id: String, etag: String, bearer: String, profile: String) -> HTTPRequest {
+        HTTPRequest(method: "DELETE", url: api + "/downloads/subscriptions/\(id.queryEscaped)",
+                    headers: managedHeaders(bearer: bearer, profile: profile) + [HTTPRequest.Header("If-Match", etag)])
+    }
+
+    /// `POST /downloads/subscriptions/sync` for one monitor, one page of at most 100 episodes.
+    public func syncSubscription(id: String, etag: String, cursor: String?, bearer: String, profile: String) -> HTTPRequest {
+        var path = "/downloads/subscriptions/sync?limit=100"
+        if let cursor { path += "&cursor=" + cursor.queryEscaped }
+        return json("POST", path, "{\"subscription_id\":\(jsonString(id)),\"etag\":\(jsonString(etag))}", headers: managedHeaders(bearer: bearer, profile: profile))
+    }
+
+    /// `GET /progress?status=completed` (§ 7.2): one page of what the profile has finished.
+    public func completedProgress(cursor: String?, bearer: String, profile: String) -> HTTPRequest {
+        var url = api + "/progress?status=completed"
+        if let cursor { url += "&cursor=" + cursor.queryEscaped }
+        return HTTPRequest(url: url, headers: headers(bearer: bearer, profile: profile))
+    }
+
     // MARK: Bytes (downloads-api.md § 4.10)
 
     /// `GET /direct-download?file_id=` for a closed range, `If-Range` by the validator held.
@@ -305,6 +356,23 @@ public enum SiloDecode {
         let quality = e["quality"].string ?? "original"
         return ManagedEntry(itemId: episode ?? content, sourceId: ManagedEntry.sourceKey(item: episode ?? content, file: file, quality: quality), id: id,
                             revision: e["revision"].int ?? 0, status: e["status"].string ?? "", deliveryFormat: e["delivery_format"].string ?? "original")
+    }
+
+    /// A `DownloadSubscription` (§ 8.3); nil without an id, series, validator or a mode Labstream knows.
+    public static func subscription(_ j: JSONValue) -> SeriesSubscription? {
+        guard let id = j["id"].text, let series = j["series_id"].text, let etag = j["etag"].string,
+              let mode = SeriesSubscription.mode(named: j["mode"].string ?? "", seasons: (j["season_numbers"].array ?? []).compactMap(\.int)) else { return nil }
+        let cap = j["max_storage_bytes"].int64 ?? 0
+        return SeriesSubscription(id: id, seriesId: series, mode: mode, deleteWatched: j["delete_watched"].bool ?? false,
+                                  maxStorage: cap > 0 ? cap : nil, active: j["active"].bool ?? true, etag: etag)
+    }
+
+    /// A cursor page `{items, page: {next_cursor, has_more}}`: its items and where the next starts.
+    public static func cursorPage(_ body: [UInt8], _ what: String) throws(LabstreamError) -> (items: [JSONValue], next: String?) {
+        let j = try json(body, what)
+        guard let items = j["items"].array else { throw .malformedResponse("\(what) has no items") }
+        let next = j["page"]["next_cursor"].string.flatMap { $0.isEmpty ? nil : $0 }
+        return (items, j["page"]["has_more"].bool == false ? nil : next)
     }
 
     /// A create's answer (`202 {items, skipped, page}`): its one entry.

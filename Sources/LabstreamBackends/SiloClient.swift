@@ -407,3 +407,81 @@ extension SiloClient: ManagedDownloadRegistry {
         return "the server will not serve download entry \(entry) (HTTP 409: revoked or no longer servable); the entry is read back to say why"
     }
 }
+
+extension SiloClient: SeriesSubscriptions, WatchedState {
+    public func subscriptions() throws(LabstreamError) -> [SeriesSubscription] {
+        var out: [SeriesSubscription] = []
+        var cursor: String?
+        var seen = Set<String>()
+        while true {
+            let page = try SiloDecode.cursorPage(try get({ requests.listSubscriptions(cursor: cursor, bearer: $0, profile: profile) }, "/downloads/subscriptions"),
+                                                 "/downloads/subscriptions")
+            out += page.items.compactMap(SiloDecode.subscription)
+            guard let next = page.next else { return out }
+            guard seen.insert(next).inserted else { throw .malformedResponse("/downloads/subscriptions gave the same cursor twice") }
+            cursor = next
+        }
+    }
+
+    public func subscribe(_ monitor: SeriesMonitor) throws(LabstreamError) -> SeriesSubscription {
+        let answer = try call({ requests.createSubscription(monitor, bearer: $0, profile: profile) }, "POST /downloads/subscriptions")
+        guard [200, 201].contains(answer.status) else { throw Self.failure(answer, "POST /downloads/subscriptions") }
+        return try Self.subscription(answer, "POST /downloads/subscriptions")
+    }
+
+    public func update(_ subscription: SeriesSubscription, to monitor: SeriesMonitor) throws(LabstreamError) -> SeriesSubscription? {
+        let answer = try call({ requests.updateSubscription(id: subscription.id, etag: subscription.etag, to: monitor, bearer: $0, profile: profile) },
+                              "PATCH /downloads/subscriptions/{id}")
+        if [409, 412].contains(answer.status) { return nil }
+        guard answer.status == 200 else { throw Self.failure(answer, "PATCH /downloads/subscriptions/{id}") }
+        return try Self.subscription(answer, "PATCH /downloads/subscriptions/{id}")
+    }
+
+    public func unsubscribe(_ subscription: SeriesSubscription) throws(LabstreamError) -> Bool {
+        let answer = try call({ requests.deleteSubscription(id: subscription.id, etag: subscription.etag, bearer: $0, profile: profile) },
+                              "DELETE /downloads/subscriptions/{id}")
+        if [409, 412].contains(answer.status) { return false }
+        guard [200, 204, 404].contains(answer.status) else { throw Self.failure(answer, "DELETE /downloads/subscriptions/{id}") }
+        return true
+    }
+
+    public func sync(_ subscription: SeriesSubscription) throws(LabstreamError) -> Int? {
+        var registered = 0
+        var cursor: String?
+        var seen = Set<String>()
+        while true {
+            // Each page continues the walk under the same validator (§ 8.2); a changed monitor is 409.
+            let answer = try call({ requests.syncSubscription(id: subscription.id, etag: subscription.etag, cursor: cursor, bearer: $0, profile: profile) },
+                                  "POST /downloads/subscriptions/sync")
+            if [409, 412].contains(answer.status) { return nil }
+            guard answer.status == 200 else { throw Self.failure(answer, "POST /downloads/subscriptions/sync") }
+            let j = try SiloDecode.json(answer.body, "/downloads/subscriptions/sync")
+            registered += j["registered"].int ?? 0
+            guard j["page"]["has_more"].bool == true, let next = j["page"]["next_cursor"].string, !next.isEmpty else { return registered }
+            guard seen.insert(next).inserted else { throw .malformedResponse("/downloads/subscriptions/sync gave the same cursor twice") }
+            cursor = next
+        }
+    }
+
+    /// Everything the profile has finished (`GET /progress?status=completed`, § 7.2); the
+    /// caller keeps the series' episodes of it.
+    public func watchedEpisodes(ofSeries series: String) throws(LabstreamError) -> Set<String> {
+        var out = Set<String>()
+        var cursor: String?
+        var seen = Set<String>()
+        while true {
+            let page = try SiloDecode.cursorPage(try get({ requests.completedProgress(cursor: cursor, bearer: $0, profile: profile) }, "/progress"), "/progress")
+            for item in page.items where item["completed"].bool != false { if let id = item["media_item_id"].text { out.insert(id) } }
+            guard let next = page.next else { return out }
+            guard seen.insert(next).inserted else { throw .malformedResponse("/progress gave the same cursor twice") }
+            cursor = next
+        }
+    }
+
+    static func subscription(_ answer: HTTPResponse, _ what: String) throws(LabstreamError) -> SeriesSubscription {
+        guard let read = SiloDecode.subscription(try SiloDecode.json(answer.body, what)) else {
+            throw .malformedResponse("\(what) answered no subscription Labstream can read")
+        }
+        return read
+    }
+}

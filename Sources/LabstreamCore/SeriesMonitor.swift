@@ -47,9 +47,15 @@ public struct SeriesMonitor: Sendable, Hashable {
     public var baseline: Set<String>
     /// Seconds since the epoch.
     public var created: Int64
+    /// The server's own record of it (`SeriesSubscription`), when the server keeps one: its id
+    /// and the validator last seen.
+    public var remoteId: String?
+    public var remoteEtag: String?
 
     public init(server: String, seriesId: String, mode: Mode, deleteWatched: Bool = false, maxStorage: Int64? = nil,
-                baseline: Set<String> = [], created: Int64 = 0) {
+                baseline: Set<String> = [], created: Int64 = 0, remoteId: String? = nil, remoteEtag: String? = nil) {
+        self.remoteId = remoteId
+        self.remoteEtag = remoteEtag
         self.server = server
         self.seriesId = seriesId
         self.mode = mode

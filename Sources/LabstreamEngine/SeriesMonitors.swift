@@ -49,12 +49,16 @@ final class SeriesMonitors: Sendable {
     /// The catalog's episodes of every monitored series of `server`, with what the monitor and
     /// the person did to each, planned and carried out.
     func evaluate(_ server: String, engine: TransferEngine) throws(LabstreamError) {
-        let monitors = try engine.index.monitors(server: server)
+        var monitors = try engine.index.monitors(server: server)
         guard !monitors.isEmpty else { return }
         let items = try engine.index.catalog(server: server).flatMap(\.items).filter { $0.kind == .episode }
         refreshLookup(server, monitors: monitors, items: items)
         // Offline, a monitor waits: nothing is pinned, let go or removed on old news.
         guard engine.reachability(of: server) == .online else { return }
+        if let registry = engine.backend(for: server) as? any SeriesSubscriptions {
+            monitors = try mirror(monitors, to: registry, server: server, engine: engine)
+            refreshLookup(server, monitors: monitors, items: items)
+        }
         var monitored = try engine.index.monitoredEpisodes(server: server)
         // An episode counts as pinned when its file or a copy of it at another quality is.
         let pinnedFiles = Set(try engine.index.pinnedManaged(server: server).map { DerivedCopy.parse($0.key)?.base ?? $0.key })
@@ -103,6 +107,85 @@ final class SeriesMonitors: Sendable {
             }
         }
     }
+
+    /// Keeps the server's own monitors (subscriptions) in step with `monitors`, then lets the
+    /// server register what each is due; returns the monitors as they now are (settings changed
+    /// on the server are taken, never overwritten). A server that does not offer monitoring
+    /// leaves them as they are: they are evaluated here all the same.
+    func mirror(_ monitors: [SeriesMonitor], to registry: any SeriesSubscriptions, server: String,
+                engine: TransferEngine) throws(LabstreamError) -> [SeriesMonitor] {
+        let remote: [SeriesSubscription]
+        do { remote = try registry.subscriptions() } catch {
+            guard case .refused(let why) = error else { throw error }
+            if refusedOnce.withLock({ $0.insert(server).inserted }) { engine.log("\(server) keeps no series monitors of its own (\(why)); evaluating them here") }
+            return monitors
+        }
+        let bySeries = Dictionary(remote.map { ($0.seriesId, $0) }, uniquingKeysWith: { a, _ in a })
+        var out: [SeriesMonitor] = []
+        var registered = 0
+        for original in monitors {
+            var monitor = original
+            var subscription: SeriesSubscription?
+            switch SeriesSubscriptionPolicy.step(monitor, remote: bySeries[monitor.seriesId]) {
+            case .keep(let held):
+                subscription = held
+            case .create:
+                // An existing one (a lost answer's) comes back unchanged: it is then brought in step.
+                let made = try registry.subscribe(monitor)
+                subscription = made.sameSettings(as: monitor) ? made : try registry.update(made, to: monitor)
+                engine.log("\(server): monitor of \(monitor.seriesId) kept on the server as \(made.id)")
+            case .update(let held):
+                subscription = try registry.update(held, to: monitor)
+                if subscription == nil { engine.log("\(server): monitor \(held.id) changed on the server meanwhile; it is read again") }
+            case .adopt(let theirs):
+                monitor.mode = theirs.mode
+                monitor.deleteWatched = theirs.deleteWatched
+                monitor.maxStorage = theirs.maxStorage
+                subscription = theirs
+                engine.log("\(server): monitor \(theirs.id) was changed on the server; taking its settings (\(monitor.settings))")
+            }
+            if let subscription {
+                monitor.remoteId = subscription.id
+                monitor.remoteEtag = subscription.etag
+                if subscription.active {
+                    do throws(LabstreamError) {
+                        if let made = try registry.sync(subscription) { registered += made } else {
+                            monitor.remoteEtag = nil   // changed meanwhile: read again next time
+                        }
+                    } catch {
+                        guard case .refused(let why) = error else { throw error }
+                        engine.log("\(server): syncing monitor \(subscription.id) was refused: \(why)")
+                    }
+                }
+            }
+            if monitor != original { try engine.index.saveMonitor(monitor) }
+            out.append(monitor)
+        }
+        // What the server registered is read back before the pins look for entries.
+        if registered > 0 {
+            engine.log("\(server): its monitors registered \(registered) episodes")
+            engine.managed.relist(server)
+        }
+        return out
+    }
+
+    /// The server's monitor of a series whose monitor was removed here is deleted too (its
+    /// entries stay); a changed validator is read again once. Best effort: a server that does
+    /// not answer keeps it, and says so in the log.
+    func unmirror(_ monitor: SeriesMonitor, engine: TransferEngine) {
+        guard let registry = engine.backend(for: monitor.server) as? any SeriesSubscriptions, let id = monitor.remoteId else { return }
+        do throws(LabstreamError) {
+            for _ in 0..<2 {
+                guard let held = try registry.subscriptions().first(where: { $0.id == id }) else { return }
+                if try registry.unsubscribe(held) { return }
+            }
+            engine.log("\(monitor.server): monitor \(id) keeps changing on the server; it was not deleted there")
+        } catch {
+            engine.log("\(monitor.server): deleting monitor \(id) on the server failed: \(error.userMessage); it stays there")
+        }
+    }
+
+    let refusedOnce = Mutex<Set<String>>([])
 
     /// Monitored series by episode (`server`/item) and monitors by series, so an attribute read
     /// asks no index.
@@ -167,8 +250,9 @@ final class SeriesMonitors: Sendable {
             try engine.index.saveMonitor(monitor)
             engine.log("\(existing == nil ? "monitoring" : "monitor changed:") \(server)/\(seriesId) (\(monitor.settings))")
         } else {
-            guard existing != nil else { return }
+            guard let existing else { return }
             try engine.index.removeMonitor(server: server, series: seriesId)
+            unmirror(existing, engine: engine)
             lastPlans.withLock { _ = $0.removeValue(forKey: Self.id(server, seriesId)) }
             engine.log("no longer monitoring \(server)/\(seriesId); its pins stay")
         }

@@ -18,7 +18,7 @@ extension OfflineIndex {
         ("segments", ["server", "item_id", "source_id", "attempt", "lower", "upper", "digest"]),
         ("quarantine", ["id", "source", "row", "partial", "reason", "at"]),
         ("managed_entries", ["server", "item_id", "source_id", "entry_id", "revision", "status", "delivery", "reported", "reported_at", "manifest"]),
-        ("monitors", ["server", "series_id", "mode", "delete_watched", "max_storage", "baseline", "created"]),
+        ("monitors", ["server", "series_id", "mode", "delete_watched", "max_storage", "baseline", "created", "remote_id", "remote_etag"]),
         ("monitored_episodes", ["server", "item_id", "series_id", "source_id", "state"]),
     ]
 
@@ -149,14 +149,16 @@ extension OfflineIndex {
         """)
     }
 
-    /// v11: monitored series (mode, delete-watched, cap, the episodes it had when made) and what
+    /// v11: monitored series (mode, delete-watched, cap, the episodes it had when made, the
+    /// server's own record of it and its validator) and what
     /// each monitor did to an episode (`pinned` it, or the person `declined` it by unpinning);
     /// the user's watched state per item.
     static func migrateV10toV11(_ c: Connection) throws {
         try c.exec("""
         ALTER TABLE items ADD COLUMN played INTEGER NOT NULL DEFAULT 0;
         CREATE TABLE monitors(server TEXT NOT NULL, series_id TEXT NOT NULL, mode TEXT NOT NULL, delete_watched INTEGER NOT NULL DEFAULT 0,
-            max_storage INTEGER, baseline TEXT NOT NULL DEFAULT '', created INTEGER NOT NULL, PRIMARY KEY(server, series_id));
+            max_storage INTEGER, baseline TEXT NOT NULL DEFAULT '', created INTEGER NOT NULL, remote_id TEXT, remote_etag TEXT,
+            PRIMARY KEY(server, series_id));
         CREATE TABLE monitored_episodes(server TEXT NOT NULL, item_id TEXT NOT NULL, series_id TEXT NOT NULL, source_id TEXT NOT NULL,
             state TEXT NOT NULL, PRIMARY KEY(server, item_id));
         UPDATE meta SET value = '11' WHERE key = 'schema_version';

@@ -1,3 +1,4 @@
+import LabstreamBackends
 import LabstreamCore
 import Testing
 
@@ -79,5 +80,53 @@ import Testing
         #expect(throws: LabstreamError.self) { try SeriesMonitor.parseSettings("delete-watched") }             // no mode
         #expect(throws: LabstreamError.self) { try SeriesMonitor.parseSettings("all future") }                // two modes
         #expect(throws: LabstreamError.self) { try SeriesMonitor.parseSettings("all max-storage=lots") }
+    }
+}
+
+/// Mirroring a monitor on a server that keeps its own (Silo's subscriptions): made when
+/// missing, changed when changed here, taken when changed there.
+@Suite struct SeriesSubscriptionTests {
+    let monitor = SeriesMonitor(server: "s", seriesId: "sr_1", mode: .latestSeason, deleteWatched: true, maxStorage: 1 << 30)
+
+    func remote(_ mode: SeriesMonitor.Mode = .latestSeason, etag: String = "\"a\"") -> SeriesSubscription {
+        SeriesSubscription(id: "sub_1", seriesId: "sr_1", mode: mode, deleteWatched: true, maxStorage: 1 << 30, etag: etag)
+    }
+
+    @Test func eachCaseHasItsStep() {
+        typealias P = SeriesSubscriptionPolicy
+        #expect(P.step(monitor, remote: nil) == .create)
+        #expect(P.step(monitor, remote: remote()) == .keep(remote()))
+        // Never mirrored, or mirrored at this validator: the monitor's settings are sent.
+        #expect(P.step(monitor, remote: remote(.all)) == .update(remote(.all)))
+        var seen = monitor
+        seen.remoteEtag = "\"a\""
+        #expect(P.step(seen, remote: remote(.all)) == .update(remote(.all)))
+        // Another validator than the one last seen: changed on the server, taken from there.
+        #expect(P.step(seen, remote: remote(.all, etag: "\"b\"")) == .adopt(remote(.all, etag: "\"b\"")))
+        #expect(P.step(seen, remote: remote(etag: "\"b\"")) == .keep(remote(etag: "\"b\"")))
+    }
+
+    @Test func silosModeNamesMapBothWays() {
+        for mode in [SeriesMonitor.Mode.all, .future, .latestSeason, .seasons([0, 2])] {
+            let named = SeriesSubscription.modeName(mode)
+            #expect(SeriesSubscription.mode(named: named.name, seasons: named.seasons ?? []) == mode)
+        }
+        #expect(SeriesSubscription.modeName(.latestSeason).name == "latest_season")
+        #expect(SeriesSubscription.mode(named: "specific_seasons", seasons: []) == nil && SeriesSubscription.mode(named: "weekly", seasons: []) == nil)
+    }
+
+    /// The subscription shape of downloads-api.md § 8.3 (with its `etag`, § 15).
+    @Test func aSubscriptionDecodesFromTheDocumentsShape() throws {
+        let doc = """
+        {"id": "sub_7", "series_id": "sr_55", "mode": "latest_season", "target_season": 4, "delete_watched": true,
+         "max_storage_bytes": 21474836480, "active": true, "created_at": "2026-06-19T16:00:00Z", "updated_at": "2026-06-19T16:00:00Z",
+         "etag": "\\"9f\\""}
+        """
+        let read = try #require(SiloDecode.subscription(try JSONValue.parse(Array(doc.utf8))))
+        #expect(read == SeriesSubscription(id: "sub_7", seriesId: "sr_55", mode: .latestSeason, deleteWatched: true, maxStorage: 21_474_836_480, etag: "\"9f\""))
+        let unlimited = try #require(SiloDecode.subscription(try JSONValue.parse(Array(
+            #"{"id":"sub_8","series_id":"sr_1","mode":"specific_seasons","season_numbers":[3,0],"max_storage_bytes":0,"active":false,"etag":"\"x\""}"#.utf8))))
+        #expect(unlimited.mode == .seasons([0, 3]) && unlimited.maxStorage == nil && !unlimited.active && !unlimited.deleteWatched)
+        #expect(SiloDecode.subscription(try JSONValue.parse(Array(#"{"id":"sub_9","series_id":"sr_1","mode":"weekly","etag":"\"x\""}"#.utf8))) == nil)
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import LabstreamCore
 import LabstreamFixture
+import LabstreamTestSupport
 import Testing
 
 /// Monitored series on each backend, through the CLI and a real mount: the server gains
@@ -98,6 +99,68 @@ import Testing
         #expect(try m.cli(["monitor", "remove", m.path(Self.series)]).code == 0)
         #expect(attr(m, Self.series, "monitor") == nil)
         #expect(pinned(m, 3, 1) && pinned(m, 3, 3))
+        try m.unmount()
+    }
+}
+
+/// On Silo a monitor is also the server's own: a download subscription of this device, synced
+/// at each evaluation so the server registers the entries; one changed on the server is taken,
+/// not overwritten; removing the monitor deletes it there (its entries stay).
+@Suite(.serialized) struct SiloMonitorTests {
+    func attr(_ m: MountedSilo, _ rel: String, _ name: String) -> String? { StatusCommandXattr.get(m.path(rel), name) }
+    func pinned(_ m: MountedSilo, _ season: Int, _ number: Int) -> Bool { attr(m, MonitorTests.episode(season, number), "pinned") == "1" }
+    func stored(_ m: MountedSilo, _ season: Int, _ number: Int) -> Bool { attr(m, MonitorTests.episode(season, number), "state") == "unverified" }
+    func episode(_ m: MountedSilo, _ season: Int, _ number: Int) throws -> String {
+        try #require(m.fixture.episodeContentId(series: "Keep", season: season, episode: number))
+    }
+    func entries(_ m: MountedSilo, _ episode: String) -> [SiloDownloadSnapshot] { m.fixture.downloadEntries.filter { $0.episodeId == episode } }
+
+    @Test func aMonitorIsTheDevicesSubscriptionAndTakesChangesMadeOnTheServer() throws {
+        let m = try MountedSilo("silo-monitor", catalog: MonitorTests.catalog)
+        for (s, e) in MonitorTests.later { #expect(m.fixture.hold(episodeContentId: try episode(m, s, e))) }
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        let series = MonitorTests.series
+        let add = try m.cli(["monitor", "add", m.path(series), "--mode", "latest-season", "--delete-watched", "--max-storage", "700000"])
+        #expect(add.code == 0, "\(add.stderr)")
+        #expect(eventually { m.fixture.subscriptions.count == 1 }, "\(m.log)")
+        let made = try #require(m.fixture.subscriptions.first)
+        let device = try String(contentsOfFile: m.dataDir + "/device-id", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(made.mode == "latest_season" && made.deleteWatched && made.maxStorageBytes == 700_000 && made.deviceId == device, "\(made)")
+        #expect(m.fixture.requestLog.contains { $0.path.hasSuffix("/downloads/subscriptions/sync") && $0.status == 200 })
+        // Season 2's one episode: pinned, fetched, one entry on the server for it.
+        #expect(eventually { stored(m, 2, 1) }, "\(m.log)")
+        let twoOne = try episode(m, 2, 1)
+        #expect(eventually { entries(m, twoOne).count == 1 && entries(m, twoOne).first?.status == "completed" }, "\(entries(m, twoOne))")
+        #expect(!pinned(m, 1, 1))
+
+        // Watched on the server: let go here, and its entry deleted there; the monitor does not register it again.
+        m.fixture.markWatched(contentId: twoOne)
+        #expect(try m.cli(["sync"]).code == 0)
+        #expect(eventually { !pinned(m, 2, 1) && attr(m, MonitorTests.episode(2, 1), "reason") == StatusReason.monitorLetGo }, "\(m.log)")
+        #expect(eventually { entries(m, twoOne).isEmpty }, "\(entries(m, twoOne))")
+
+        // Changed on the server (another app of this device): taken here, never overwritten.
+        #expect(m.fixture.changeSubscriptionBehindClient(id: made.id, mode: "all"))
+        #expect(try m.cli(["sync"]).code == 0)
+        #expect(eventually { attr(m, series, "monitor") == "all,delete-watched,max-storage=700000" }, "\(attr(m, series, "monitor") ?? "-") \(m.log)")
+        #expect(m.fixture.subscriptions.first?.mode == "all" && m.log.contains("was changed on the server; taking its settings"))
+        #expect(eventually { stored(m, 1, 1) && stored(m, 1, 2) }, "\(m.log)")   // 600 000 bytes: within the cap
+        #expect(!pinned(m, 2, 1))
+        #expect(try entries(m, episode(m, 1, 1)).count == 1 && entries(m, episode(m, 1, 2)).count == 1)
+
+        // Changed here: sent under If-Match.
+        #expect(try m.cli(["monitor", "set", m.path(series), "--mode", "seasons=1"]).code == 0)
+        #expect(eventually { m.fixture.subscriptions.first?.mode == "specific_seasons" && m.fixture.subscriptions.first?.seasonNumbers == [1] },
+                "\(m.fixture.subscriptions) \(m.log)")
+        let patches = m.fixture.requestLog.filter { $0.method == "PATCH" && $0.path.contains("/downloads/subscriptions/") }
+        #expect(!patches.isEmpty && patches.allSatisfy { $0.status == 200 }, "\(patches)")
+
+        // Removed: gone on the server too; the pins and entries stay.
+        #expect(try m.cli(["monitor", "remove", m.path(series)]).code == 0)
+        #expect(m.fixture.subscriptions.isEmpty)
+        #expect(pinned(m, 1, 1) && pinned(m, 1, 2))
+        #expect(try entries(m, episode(m, 1, 1)).count == 1)
         try m.unmount()
     }
 }
