@@ -37,6 +37,17 @@ enum StatusCommand {
                 printOut("server \(server): \(state)" + (again.map { " (the stored sign-in was refused; transfers are paused: sign in again with `\($0.signInAgain)`)" } ?? ""))
             }
         }
+        // A monitored series: its monitor and what it holds, above its files.
+        for path in args.positionals {
+            guard let settings = xattr(path, "monitor") else { continue }
+            let held = MonitorCommand.holds(xattr(path, "monitor_holds"))
+            var line = "monitor: \(MonitorCommand.describe(settings))"
+            if let n = held["episodes"], let bytes = held["bytes"] {
+                line += "; holds \(n) episodes, \(ByteCount.text(bytes))" + (held["max"].map { " of \(ByteCount.text($0))" } ?? "")
+                if let back = held["held_by_cap"], back > 0 { line += "; \(back) held back by the cap" }
+            }
+            printOut(line)
+        }
         if entries.isEmpty { printOut(args.positionals.isEmpty ? "Nothing is stored locally yet." : "No files there.") }
         printOut(table(entries).joined(separator: "\n"), newline: !entries.isEmpty)
         return ExitCode.ok

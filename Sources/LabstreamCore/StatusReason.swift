@@ -17,6 +17,8 @@ public enum StatusReason {
     public static let evicted = "evicted to stay within the cache limits"
     /// A series monitor let go of the episode (watched, with delete-watched, or over its cap).
     public static let monitorLetGo = "removed by its series monitor (watched, or over the monitor's storage cap)"
+    /// In a series monitor's scope, but over its storage cap: not pinned.
+    public static let heldByCap = "held back by its series monitor's storage cap"
     /// A file its server no longer lists.
     public static let orphaned = "orphaned: removed on the server; the local copy is kept until you remove it"
     public static let localFileVanished = "the local file vanished; fetching it again"
@@ -76,6 +78,7 @@ public enum StatusReason {
         case probeOff = "probe_off"
         case evicted
         case monitorLetGo = "monitor_removed"
+        case heldByCap = "held_by_cap"
         case orphaned
         case fileChanged = "file_changed"
         case localFileVanished = "local_file_vanished"
@@ -98,7 +101,7 @@ public enum StatusReason {
     /// Sentences by their opening words, most specific first.
     static let openings: [(String, Code)] = [
         (storageFull, .storageFull), (pausedByUser, .pausedByUser), (serverUnavailable, .serverUnavailable),
-        (awaitingValidation, .awaitingValidation), (probeOff, .probeOff), (evicted, .evicted), (monitorLetGo, .monitorLetGo), ("orphaned:", .orphaned),
+        (awaitingValidation, .awaitingValidation), (probeOff, .probeOff), (evicted, .evicted), (monitorLetGo, .monitorLetGo), (heldByCap, .heldByCap), ("orphaned:", .orphaned),
         ("file changed on the server", .fileChanged), ("the file keeps changing", .fileChanged),
         (localFileVanished, .localFileVanished), (damagedBytes, .damagedBytes),
         ("the server is preparing the copy", .preparingCopy), ("the live stream", .liveStream), ("size unknown", .sizeUnknown),

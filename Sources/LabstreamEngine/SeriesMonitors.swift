@@ -20,6 +20,8 @@ final class SeriesMonitors: Sendable {
     let due = Mutex<Set<String>>([])
     /// What each monitor held after its last evaluation, for `status` and `monitor list`.
     let lastPlans = Mutex<[String: SeriesMonitorPolicy.Plan]>([:])
+    /// Files in a monitor's scope that its cap holds back (their `status` says so).
+    let heldByCap = Mutex<Set<FileKey>>([])
 
     static func id(_ server: String, _ series: String) -> String { server + "\u{0}" + series }
 
@@ -81,6 +83,8 @@ final class SeriesMonitors: Sendable {
             let fileOf = Dictionary(episodes.map { ($0.0.key, $0.1) }, uniquingKeysWith: { a, _ in a })
             let plan = SeriesMonitorPolicy.plan(monitor, episodes: episodes.map(\.0))
             lastPlans.withLock { $0[Self.id(server, monitor.seriesId)] = plan }
+            let scope = Set(episodes.map(\.0.key))
+            heldByCap.withLock { held in held = held.subtracting(scope).union(plan.heldByCap) }
             if !plan.pin.isEmpty {
                 for key in plan.pin {
                     let row = OfflineIndex.MonitoredRow(seriesId: monitor.seriesId, sourceId: key.sourceId, state: .pinned)

@@ -307,6 +307,9 @@ public final class TransferEngine: Sendable {
         try monitors.set(settings, folder: files, engine: self)
     }
 
+    /// Whether a series monitor's cap holds `key` back (as of its last evaluation).
+    public func heldByMonitorCap(_ key: FileKey) -> Bool { monitors.heldByCap.withLock { $0.contains(key) } }
+
     /// Whether a handle of `key` is open now.
     func isOpen(_ key: FileKey) -> Bool { usage.withLock { ($0.open[key] ?? 0) > 0 } }
 

@@ -383,6 +383,7 @@ public final class FilesystemEngine: Sendable {
             if status.reason == nil, status.state == .notLocal, case let away = transfers.reachability(of: file.key.server), away != .online {
                 status.reason = StatusReason.serverAway(away)
             }
+            if status.reason == nil, transfers.heldByMonitorCap(file.key) { status.reason = StatusReason.heldByCap }
             return status
         }
     }

@@ -75,6 +75,11 @@ import Testing
         #expect(!pinned(m, 3, 3) && stored(m, 2, 2))
         #expect(eventually { attr(m, Self.series, "monitor_holds") == "episodes=2 bytes=600000 max=700000 held_by_cap=1" },
                 "\(attr(m, Self.series, "monitor_holds") ?? "-")")
+        let status = try m.cli(["status", m.path(Self.series)])
+        #expect(status.stdout.contains("monitor: latest-season, watched episodes removed, at most") && status.stdout.contains("1 held back by the cap"),
+                "\(status.stdout)")
+        let held = try m.cli(["status", "--json", m.path(Self.episode(3, 3))])
+        #expect(held.stdout.contains("\"reason\" : \"held_by_cap\""), "\(held.stdout)")
         let listed = try m.cli(["monitor", "list"])
         #expect(listed.stdout.contains(Self.series) && listed.stdout.contains("holds 2 episodes") && listed.stdout.contains("1 held by the cap"),
                 "\(listed.stdout)")
@@ -99,6 +104,23 @@ import Testing
         #expect(try m.cli(["monitor", "remove", m.path(Self.series)]).code == 0)
         #expect(attr(m, Self.series, "monitor") == nil)
         #expect(pinned(m, 3, 1) && pinned(m, 3, 3))
+        try m.unmount()
+    }
+
+    /// `future` takes only what the server gains after the monitor was made; restarting the
+    /// daemon keeps the monitor and what it holds.
+    @Test func futureTakesOnlyEpisodesAddedAfterTheMonitorWasMade() throws {
+        let m = try MountedLabstream("monitor-future", catalog: Self.catalog)
+        m.fixture.hold(itemId: try item(m, 2, 2))
+        try m.mount()
+        #expect(try m.cli(["monitor", "add", m.path(Self.series), "--mode", "future"]).code == 0)
+        m.fixture.release(itemId: try item(m, 2, 2))
+        try sync(m)
+        #expect(eventually { stored(m, 2, 2) }, "\(m.log)")
+        #expect(!pinned(m, 1, 1) && !pinned(m, 1, 2) && !pinned(m, 2, 1))
+        try m.unmount()
+        try m.mount()
+        #expect(attr(m, Self.series, "monitor") == "future" && pinned(m, 2, 2) && !pinned(m, 2, 1))
         try m.unmount()
     }
 }
@@ -162,5 +184,42 @@ import Testing
         #expect(pinned(m, 1, 1) && pinned(m, 1, 2))
         #expect(try entries(m, episode(m, 1, 1)).count == 1)
         try m.unmount()
+    }
+}
+
+/// The engine side of a monitor, without a mount: a stop between recording a monitor's pin and
+/// making it, and an open file.
+@Suite(.serialized) struct MonitorEngineTests {
+    static let show = "test/Shows/Show (2020)"
+    static let pilot = show + "/Season 01/Show (2020) - S01E01 - Pilot.mkv"
+    static let second = show + "/Season 01/Show (2020) - S01E02 - Second.mp4"
+
+    func pinned(_ rig: EngineRig, _ rel: String) throws -> Bool { rig.transfers.row(for: try rig.file(rel).tree)?.pinned == true }
+    func evaluate(_ rig: EngineRig) { rig.transfers.setCatalog(rig.tree) }   // a catalog reload
+
+    /// A pin the monitor recorded but did not make (the daemon stopped between the two) is made
+    /// by the next evaluation as the monitor's own: it is let go once watched, unlike a hand pin.
+    /// An open episode is not removed while it is open.
+    @Test func aRecordedPinIsCompletedAsTheMonitorsAndAnOpenEpisodeStays() throws {
+        let rig = try EngineRig("monitor-intent")
+        let pilot = try rig.file(Self.pilot).tree.key
+        let series = try #require(try rig.index.catalog(server: "test").flatMap(\.items).first { $0.id == pilot.itemId }?.seriesId)
+        try rig.index.saveMonitor(SeriesMonitor(server: "test", seriesId: series, mode: .seasons([1]), deleteWatched: true, created: 1))
+        try rig.index.setMonitoredEpisode(server: "test", item: pilot.itemId, .init(seriesId: series, sourceId: pilot.sourceId, state: .pinned))
+        evaluate(rig)
+        #expect(eventually { (try? pinned(rig, Self.pilot)) == true && (try? pinned(rig, Self.second)) == true })
+        #expect(try rig.index.monitoredEpisodes(server: "test")[pilot.itemId]?.state == .pinned)
+        // Both watched; the second is open: only the pilot goes.
+        let open = try rig.fs.open(try rig.file(Self.second).ino, writeRequested: false)
+        for rel in [Self.pilot, Self.second] { rig.fixture.markPlayed(itemId: try #require(rig.fixture.itemId(forFile: try rig.file(rel).source))) }
+        evaluate(rig)
+        let pilotFile = try rig.file(Self.pilot).tree
+        #expect(eventually { (try? pinned(rig, Self.pilot)) == false }, "\(String(describing: rig.transfers.row(for: pilotFile)))")
+        #expect(rig.transfers.row(for: pilotFile)?.reason == StatusReason.monitorLetGo)
+        #expect(try pinned(rig, Self.second))
+        // Closed, it goes at the next evaluation.
+        rig.fs.release(handle: open)
+        evaluate(rig)
+        #expect(eventually { (try? pinned(rig, Self.second)) == false })
     }
 }
