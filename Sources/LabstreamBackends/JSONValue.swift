@@ -48,6 +48,9 @@ public struct JSONValue: @unchecked Sendable {
     public var array: [JSONValue]? { (raw as? [Any]).map { $0.map(JSONValue.init(raw:)) } }
 
     public var bool: Bool? { raw as? Bool }
+
+    /// An object's members (keys as sent).
+    public var object: [String: JSONValue]? { (raw as? [String: Any]).map { $0.mapValues(JSONValue.init(raw:)) } }
 }
 
 /// JSON true/false decode to NSNumber too; their objCType is "c".

@@ -53,7 +53,9 @@ public enum MediaBrowserFlavor: String, Sendable, Hashable {
 
     /// Item fields each server is asked for. Emby 4.8 has no `DateLastSaved` in BaseItemDto.
     var itemFields: String {
-        self == .jellyfin ? "MediaSources,Path,Etag,DateCreated,DateLastSaved" : "MediaSources,Path,Etag,Chapters,DateCreated"
+        // Overview, Genres, Studios, ProviderIds (and Jellyfin's OriginalTitle): what an `.nfo` says.
+        self == .jellyfin ? "MediaSources,Path,Etag,DateCreated,DateLastSaved,Overview,Genres,Studios,ProviderIds,OriginalTitle"
+            : "MediaSources,Path,Etag,Chapters,DateCreated,Overview,Genres,Studios,ProviderIds"
     }
 }
 
@@ -385,6 +387,24 @@ public enum MediaBrowserDecode {
             trackNumber: kind == .track ? j["IndexNumber"].int : nil,
             modified: modified, sources: sources,
             // UserItemDataDto.Played: the signed-in user's watched state (asked with enableUserData).
-            played: j["UserData"]["Played"].bool ?? false)
+            played: j["UserData"]["Played"].bool ?? false, details: kind == .track ? nil : details(j))
+    }
+
+    /// What BaseItemDto says beyond names (`Overview`, `Genres`, `Studios`, `ProviderIds`,
+    /// `OriginalTitle`, `CommunityRating`, `PremiereDate`, `RunTimeTicks`); nil when nothing.
+    public static func details(_ j: JSONValue) -> ItemDetails? {
+        var ids: [String: String] = [:]
+        for (provider, value) in j["ProviderIds"].object ?? [:] {
+            if let id = value.string, !id.isEmpty { ids[provider.lowercased()] = id }
+        }
+        let ticks = j["RunTimeTicks"].int64
+        return ItemDetails(originalTitle: j["OriginalTitle"].string.flatMap { $0.isEmpty || $0 == j["Name"].string ? nil : $0 },
+                           plot: j["Overview"].string.flatMap { $0.isEmpty ? nil : $0 },
+                           runtimeSeconds: ticks.map { Int($0 / 10_000_000) },
+                           genres: (j["Genres"].array ?? []).compactMap(\.string),
+                           studios: (j["Studios"].array ?? []).compactMap { $0["Name"].string },
+                           rating: j["CommunityRating"].double,
+                           premiered: j["PremiereDate"].string.map { String($0.prefix(10)) },
+                           ids: ids).orNil
     }
 }

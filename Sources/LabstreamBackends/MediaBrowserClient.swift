@@ -91,9 +91,11 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                     requests.items(userId: session.userId, parentId: view.id, types: "Series", startIndex: start, limit: pageSize, token: token)
                 }
                 var episodes: [CatalogItem] = []
+                var seriesDetails: [String: ItemDetails] = [:]
                 // A server that ignores includeItemTypes answers seasons and episodes too: series only.
                 for (index, s) in series.enumerated() where (s["Type"].string ?? "Series") == "Series" {
                     guard let sid = s["Id"].string, !sid.isEmpty else { continue }
+                    seriesDetails[sid] = MediaBrowserDecode.details(s)
                     let name = s["Name"].string ?? "Unknown Series"
                     progress("\(view.name): \(name) (\(index + 1)/\(series.count))")
                     let seasons = try MediaBrowserDecode.seasonNumbers(get(requests.seasons(seriesId: sid, userId: session.userId, token: token), "/Shows/{id}/Seasons"))
@@ -102,7 +104,7 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                     }
                     episodes += raw.compactMap { MediaBrowserDecode.item($0, series: (sid, name, s["ProductionYear"].int), seasons: seasons) }
                 }
-                libraries.append(LibraryCatalog(id: view.id, name: view.name, items: episodes))
+                libraries.append(LibraryCatalog(id: view.id, name: view.name, items: episodes, seriesDetails: seriesDetails))
             default:
                 // Music videos, home videos, photos, live TV, playlists…: said, not mounted.
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: [], leftOut: LibraryCatalog.whyLeftOut(kind: view.collectionType)))

@@ -58,8 +58,10 @@ public struct PlexRequests: Sendable {
 
     /// One page of a section: `type` 1 = movies, 2 = shows.
     public func sectionItems(section: String, type: Int, start: Int, size: Int, token: String) -> HTTPRequest {
+        // includeGuids: the provider ids (imdb://, tmdb://, tvdb://) an `.nfo` names.
         paged(get("/library/sections/\(section.queryEscaped)/all",
-                  [("type", String(type)), ("X-Plex-Container-Start", String(start)), ("X-Plex-Container-Size", String(size))], token: token),
+                  [("type", String(type)), ("includeGuids", "1"), ("X-Plex-Container-Start", String(start)), ("X-Plex-Container-Size", String(size))],
+                  token: token),
               start: start, size: size)
     }
 
@@ -69,7 +71,7 @@ public struct PlexRequests: Sendable {
 
     public func children(of ratingKey: String, start: Int, size: Int, token: String) -> HTTPRequest {
         paged(get("/library/metadata/\(ratingKey.queryEscaped)/children",
-                  [("X-Plex-Container-Start", String(start)), ("X-Plex-Container-Size", String(size))], token: token),
+                  [("includeGuids", "1"), ("X-Plex-Container-Start", String(start)), ("X-Plex-Container-Size", String(size))], token: token),
               start: start, size: size)
     }
 
@@ -275,7 +277,27 @@ public enum PlexDecode {
             trackNumber: kind == .track ? j["index"].int : nil,
             modified: modified, sources: sources,
             // Metadata.viewCount: how often the signed-in user played it (absent when never).
-            played: (j["viewCount"].int ?? 0) > 0)
+            played: (j["viewCount"].int ?? 0) > 0, details: kind == .track ? nil : details(j))
+    }
+
+    /// What Metadata says beyond names (`summary`, `originalTitle`, `Genre`, `studio`, `Guid`,
+    /// `audienceRating`/`rating`, `originallyAvailableAt`, `duration` in ms); nil when nothing.
+    public static func details(_ j: JSONValue) -> ItemDetails? {
+        var ids: [String: String] = [:]
+        for guid in j["Guid"].array ?? [] {
+            // `imdb://tt0111161`, `tmdb://278`, `tvdb://…`
+            guard let text = guid["id"].string, let split = text.range(of: "://") else { continue }
+            let value = String(text[split.upperBound...])
+            if !value.isEmpty { ids[String(text[..<split.lowerBound]).lowercased()] = value }
+        }
+        return ItemDetails(originalTitle: j["originalTitle"].string.flatMap { $0.isEmpty ? nil : $0 },
+                           plot: j["summary"].string.flatMap { $0.isEmpty ? nil : $0 },
+                           runtimeSeconds: j["duration"].int.map { $0 / 1000 },
+                           genres: (j["Genre"].array ?? []).compactMap { $0["tag"].string },
+                           studios: j["studio"].string.map { [$0] } ?? [],
+                           rating: j["audienceRating"].double ?? j["rating"].double,
+                           premiered: j["originallyAvailableAt"].string.map { String($0.prefix(10)) },
+                           ids: ids).orNil
     }
 
     /// Where a part sits in its item: the `mediaIndex` and `partIndex` the download queue takes.

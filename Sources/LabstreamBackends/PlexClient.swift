@@ -117,8 +117,10 @@ public struct PlexClient: MediaBackend, PreparedCopySource {
                     item.seriesYear = years[showKey] ?? nil
                     episodes.append(item)
                 }
+                var showDetails: [String: ItemDetails] = [:]
                 for (index, show) in shows.enumerated() where show["type"].string ?? "show" == "show" {
                     guard let showKey = show["ratingKey"].text, !showKey.isEmpty else { continue }
+                    showDetails[showKey] = PlexDecode.details(show)
                     let title = show["title"].string ?? "Unknown Series"
                     progress("\(section.title): \(title) (\(index + 1)/\(shows.count))")
                     let seasons = try children(of: showKey)
@@ -131,7 +133,7 @@ public struct PlexClient: MediaBackend, PreparedCopySource {
                         }
                     }
                 }
-                libraries.append(LibraryCatalog(id: section.key, name: section.title, items: episodes))
+                libraries.append(LibraryCatalog(id: section.key, name: section.title, items: episodes, seriesDetails: showDetails))
             default:
                 // Photos and anything else Labstream cannot place yet: said, not mounted.
                 libraries.append(LibraryCatalog(id: section.key, name: section.title, items: [], leftOut: LibraryCatalog.whyLeftOut(kind: section.type)))

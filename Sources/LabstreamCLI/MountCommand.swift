@@ -262,7 +262,15 @@ struct Daemon {
         let files: [TreeFile]
         do { files = try index.treeFiles() } catch { throw CLIError(error) }
         let ownership = FilesystemEngine.Ownership(uid: options.uid ?? geteuid(), gid: options.gid ?? getegid(), umask: options.umask)
-        let fs = FilesystemEngine(transfers: transfers, files: files, ownership: ownership, sizes: config.sizes,
+        // The `.nfo` beside each film and episode and in each series folder, made from the index.
+        let sideAssets = config.sideAssets
+        let generated: @Sendable ([TreeFile]) -> [GeneratedFile] = { files in
+            guard sideAssets != .off else { return [] }
+            return Dictionary(grouping: files, by: \.key.server).sorted { $0.key < $1.key }.flatMap { server, tree in
+                SideFiles.nfos(tree: tree, libraries: (try? index.catalog(server: server)) ?? [])
+            }
+        }
+        let fs = FilesystemEngine(transfers: transfers, files: files, generated: generated(files), ownership: ownership, sizes: config.sizes,
                                   offlineView: options.offlineView)
         transfers.startBackgroundFill()
         let control: ControlChannel.Server?
@@ -284,7 +292,11 @@ struct Daemon {
         fs.onAttributesChanged { ino in mount.invalidateAttributes(ino) }
 
         let reload: @Sendable () -> Void = {
-            do { fs.reload(files: try index.treeFiles()); log.info("catalog reloaded from the index") } catch {
+            do {
+                let files = try index.treeFiles()
+                fs.reload(files: files, generated: generated(files))
+                log.info("catalog reloaded from the index")
+            } catch {
                 log.warn("reloading the catalog failed: \(describe(error))")
             }
         }

@@ -72,12 +72,16 @@ public struct CatalogItem: Sendable, Hashable, Codable {
     /// The signed-in user has watched it (the server's watched state; monitors with
     /// delete-watched let go of it).
     public var played: Bool = false
+    /// What an `.nfo` beside its file says (plot, genres, ids…), when the server told.
+    public var details: ItemDetails?
 
     public init(id: String, kind: ItemKind, title: String, year: Int? = nil, seriesId: String? = nil,
                 seriesName: String? = nil, seriesYear: Int? = nil, seasonNumber: Int? = nil,
                 episodeNumber: Int? = nil, album: String? = nil, albumArtist: String? = nil, discNumber: Int? = nil,
-                trackNumber: Int? = nil, folders: [String] = [], modified: Int64 = 0, sources: [MediaSource], played: Bool = false) {
+                trackNumber: Int? = nil, folders: [String] = [], modified: Int64 = 0, sources: [MediaSource], played: Bool = false,
+                details: ItemDetails? = nil) {
         self.played = played
+        self.details = details
         self.album = album
         self.albumArtist = albumArtist
         self.discNumber = discNumber
@@ -103,12 +107,15 @@ public struct LibraryCatalog: Sendable, Hashable {
     public var items: [CatalogItem]
     /// Why this library is not in the tree (a kind Labstream cannot place); nil when it is.
     public var leftOut: String?
+    /// The series' own details (their `tvshow.nfo`), by series id.
+    public var seriesDetails: [String: ItemDetails]
 
-    public init(id: String, name: String, items: [CatalogItem], leftOut: String? = nil) {
+    public init(id: String, name: String, items: [CatalogItem], leftOut: String? = nil, seriesDetails: [String: ItemDetails] = [:]) {
         self.id = id
         self.name = name
         self.items = items
         self.leftOut = leftOut
+        self.seriesDetails = seriesDetails
     }
 
     /// Why a library of `kind` (as the server names kinds) is left out of the tree.
@@ -145,6 +152,7 @@ extension LibraryCatalog {
             }
             let changedIds = Set(change.items.map(\.id))
             out[i].name = change.name
+            out[i].seriesDetails.merge(change.seriesDetails) { _, new in new }
             out[i].items = out[i].items.filter { !changedIds.contains($0.id) } + change.items
         }
         return out

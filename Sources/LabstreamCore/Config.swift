@@ -39,8 +39,11 @@ public struct LabstreamConfig: Sendable, Hashable {
     /// Cache size cap (0: none) and free-space floor for the data dir, in bytes.
     public var maxCacheSize: Int64 = 0
     public var minFree: Int64 = 0
-    /// Pinned files filled at once, and segment requests in flight per file.
     public var playbackProbe = true
+    /// What appears beside the media: with `off`, only the media files (no `.nfo`).
+    public var sideAssets: SideAssets = .all
+    public enum SideAssets: String, Sendable, Hashable, CaseIterable { case all, pinned, off }
+    /// Pinned files filled at once, and segment requests in flight per file.
     /// Bytes per second for all transfers together; 0 is unlimited.
     public var rateLimit: Int64 = 0
     /// Seconds between full catalog refreshes while mounted; 0 turns them off.
@@ -154,6 +157,9 @@ public struct LabstreamConfig: Sendable, Hashable {
                 case "playback_probe":
                     guard value == "yes" || value == "no" else { throw ParseError(line: lineNo, message: "playback_probe must be yes or no") }
                     config.playbackProbe = value == "yes"
+                case "side_assets":
+                    guard let v = SideAssets(rawValue: value) else { throw ParseError(line: lineNo, message: "side_assets must be all, pinned or off") }
+                    config.sideAssets = v
                 case "max_size":
                     config.maxCacheSize = try size(value, line: lineNo)
                 case "min_free":
@@ -221,6 +227,7 @@ public struct LabstreamConfig: Sendable, Hashable {
         if maxCacheSize != 0 { cache.append("max_size = \(maxCacheSize)") }
         if minFree != 0 { cache.append("min_free = \(minFree)") }
         if !playbackProbe { cache.append("playback_probe = no") }
+        if sideAssets != .all { cache.append("side_assets = \(sideAssets.rawValue)") }
         if rateLimit != 0 { cache.append("rate_limit = \(rateLimit)") }
         if refreshInterval != 900 { cache.append("refresh_interval = \(refreshInterval)") }
         if maxConcurrentFiles != 3 { cache.append("max_concurrent_files = \(maxConcurrentFiles)") }

@@ -47,7 +47,8 @@ public final class FilesystemEngine: Sendable {
     }
 
     let table = Mutex(InodeTable())
-    let handles = Mutex<(next: UInt64, open: [UInt64: OpenFile])>((1, [:]))
+    /// Open handles: of catalog files, and of generated files (their bytes, as opened).
+    let handles = Mutex<(next: UInt64, open: [UInt64: OpenFile], generated: [UInt64: [UInt8]])>((1, [:], [:]))
     /// Listings taken at opendir: a directory is read in many chunks, and each chunk must come
     /// from the same listing (and not cost a fresh sort of thousands of names).
     let listings = Mutex<(next: UInt64, open: [UInt64: [DirectoryEntry]])>((1, [:]))
@@ -59,13 +60,13 @@ public final class FilesystemEngine: Sendable {
     let sizes: TransferSizes
     public let offlineView: MountOptions.OfflineView
 
-    public init(transfers: TransferEngine, files: [TreeFile], ownership: Ownership, sizes: TransferSizes,
+    public init(transfers: TransferEngine, files: [TreeFile], generated: [GeneratedFile] = [], ownership: Ownership, sizes: TransferSizes,
                 offlineView: MountOptions.OfflineView = .all) {
         self.transfers = transfers
         self.ownership = ownership
         self.sizes = sizes
         self.offlineView = offlineView
-        table.withLock { $0 = InodeTable(files: files) }
+        table.withLock { $0 = InodeTable(files: files, generated: generated) }
         transfers.setCatalog(files)
     }
 
@@ -88,10 +89,10 @@ public final class FilesystemEngine: Sendable {
 
     /// Swaps in a new catalog, keeping inode numbers of unchanged paths, and has the kernel
     /// forget the names that changed.
-    public func reload(files: [TreeFile]) {
+    public func reload(files: [TreeFile], generated: [GeneratedFile] = []) {
         let changed = table.withLock { t -> [(UInt64, String)] in
             let old = t
-            t = InodeTable(files: files, previous: old)
+            t = InodeTable(files: files, generated: generated, previous: old)
             var out: [(UInt64, String)] = []
             for (ino, node) in old.nodes where node.isDirectory {
                 let before = Set(node.children.keys), after = Set(t.node(ino)?.children.keys ?? [:].keys)
@@ -102,6 +103,7 @@ public final class FilesystemEngine: Sendable {
             }
             // The same file at a new version: its cached pages and size go ("" names the inode).
             for (ino, node) in t.nodes {
+                if let now = node.generated, let before = old.node(ino)?.generated, now.bytes != before.bytes { out.append((ino, "")) }
                 guard let now = node.file, let before = old.node(ino)?.file, now.size != before.size || now.etag != before.etag else { continue }
                 out.append((ino, ""))
             }
@@ -125,6 +127,9 @@ public final class FilesystemEngine: Sendable {
         case .file(let f):
             return Attributes(ino: node.ino, size: f.size, isDirectory: false, mode: fileMode, nlink: 1,
                               mtime: f.modified, uid: ownership.uid, gid: ownership.gid, storedBytes: min(transfers.storedBytes(f.key), f.size))
+        case .generated(let g):
+            return Attributes(ino: node.ino, size: Int64(g.bytes.count), isDirectory: false, mode: fileMode, nlink: 1,
+                              mtime: g.modified, uid: ownership.uid, gid: ownership.gid, storedBytes: Int64(g.bytes.count))
         }
     }
 
@@ -191,14 +196,26 @@ public final class FilesystemEngine: Sendable {
         }
         let entries = try result.get()
         guard offlineView == .local else { return entries }
-        let under = table.withLock { t in Dictionary(entries.dropFirst(2).map { ($0.ino, t.files(under: $0.ino)) }, uniquingKeysWith: { a, _ in a }) }
-        return Array(entries.prefix(2)) + entries.dropFirst(2).filter { isVisible(under[$0.ino] ?? []) }
+        let (under, generated) = table.withLock { t in
+            (Dictionary(entries.dropFirst(2).map { ($0.ino, t.files(under: $0.ino)) }, uniquingKeysWith: { a, _ in a }),
+             Set(entries.dropFirst(2).filter { t.node($0.ino)?.generated != nil }.map(\.ino)))
+        }
+        // A generated file is always here: it shows wherever its folder does.
+        return Array(entries.prefix(2)) + entries.dropFirst(2).filter { generated.contains($0.ino) || isVisible(under[$0.ino] ?? []) }
     }
 
     /// Opens a file for reading. Any write access is refused: the mount is read-only.
     public func open(_ ino: UInt64, writeRequested: Bool) throws(LabstreamError) -> UInt64 {
         if writeRequested { throw .readOnly }
         guard let node = table.withLock({ $0.node(ino) }) else { throw .notFound("inode \(ino)") }
+        if let made = node.generated {
+            return handles.withLock { h in
+                let id = h.next
+                h.next += 1
+                h.generated[id] = made.bytes
+                return id
+            }
+        }
         guard let file = node.file else { throw .isADirectory(node.name) }
         transfers.noteOpened(file.key)
         return handles.withLock { h in
@@ -211,6 +228,7 @@ public final class FilesystemEngine: Sendable {
 
     /// Whether a handle's file is entirely local, so the kernel may keep its page cache.
     public func isFullyLocal(handle: UInt64) -> Bool {
+        if handles.withLock({ $0.generated[handle] != nil }) { return true }
         guard let file = handles.withLock({ $0.open[handle]?.file }) else { return false }
         return transfers.row(for: file).map { $0.present.contains(ByteRange(0, file.size)) } ?? (file.size == 0)
     }
@@ -229,13 +247,19 @@ public final class FilesystemEngine: Sendable {
     }
 
     public func read(handle: UInt64, offset: Int64, size: Int) throws(LabstreamError) -> [UInt8] {
-        let planned = handles.withLock { h -> (TreeFile, ByteRange?)? in
-            guard var open = h.open[handle] else { return nil }
+        enum Planned { case media(TreeFile, ByteRange?), generated([UInt8]) }
+        let planned = handles.withLock { h -> Planned? in
+            guard var open = h.open[handle] else { return h.generated[handle].map(Planned.generated) }
             let ahead = open.readAhead.observe(read: ByteRange(offset: offset, length: Int64(size)), total: open.file.size)
             h.open[handle] = open
-            return (open.file, ahead)
+            return .media(open.file, ahead)
         }
-        guard let (file, ahead) = planned else { throw .invalidArgument("bad file handle") }
+        guard let planned else { throw .invalidArgument("bad file handle") }
+        guard case .media(let file, let ahead) = planned else {
+            guard case .generated(let made) = planned, offset >= 0, size >= 0 else { throw .invalidArgument("bad read range") }
+            let start = Int(min(offset, Int64(made.count)))
+            return Array(made[start..<min(made.count, start + size)])
+        }
         let (bytes, served) = try transfers.read(file, range: ByteRange(offset: offset, length: Int64(size)), readAhead: ahead)
         guard let served else { return bytes }
         let admitted = handles.withLock { h -> Bool in
@@ -250,6 +274,7 @@ public final class FilesystemEngine: Sendable {
     }
 
     public func release(handle: UInt64) {
+        if handles.withLock({ $0.generated.removeValue(forKey: handle) }) != nil { return }
         if let closed = handles.withLock({ $0.open.removeValue(forKey: handle) }) { transfers.noteClosed(closed.file.key) }
     }
 
@@ -261,6 +286,11 @@ public final class FilesystemEngine: Sendable {
     public func xattrs(_ ino: UInt64) throws(LabstreamError) -> [(String, String)] {
         let (node, files) = table.withLock { t in (t.node(ino), t.files(under: ino)) }
         guard let node else { throw .notFound("inode \(ino)") }
+        if let made = node.generated {
+            // Made here from the catalog: whole, and nothing to fetch or pin.
+            return [(Self.xattrPrefix + "state", DisplayState.complete.rawValue), (Self.xattrPrefix + "bytes", "\(made.bytes.count)/\(made.bytes.count)"),
+                    (Self.xattrPrefix + "generated", "1")]
+        }
         var present: Int64 = 0, total: Int64 = 0
         var states: [DisplayState] = []
         var reason: String?

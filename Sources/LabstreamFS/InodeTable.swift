@@ -8,6 +8,8 @@ public struct InodeTable: Sendable {
     public enum Kind: Sendable, Hashable {
         case directory
         case file(TreeFile)
+        /// A file Labstream makes itself (an `.nfo`): its bytes are here, always.
+        case generated(GeneratedFile)
     }
 
     public struct Node: Sendable, Hashable {
@@ -21,6 +23,7 @@ public struct InodeTable: Sendable {
 
         public var isDirectory: Bool { if case .directory = kind { return true }; return false }
         public var file: TreeFile? { if case .file(let f) = kind { return f }; return nil }
+        public var generated: GeneratedFile? { if case .generated(let g) = kind { return g }; return nil }
     }
 
     public private(set) var nodes: [UInt64: Node] = [:]
@@ -28,13 +31,15 @@ public struct InodeTable: Sendable {
     public private(set) var inodeOfPath: [String: UInt64] = [:]
     var nextIno: UInt64 = 2
 
-    public init(files: [TreeFile] = [], previous: InodeTable? = nil) {
+    /// `generated` files go in after the media, so a name a media file has stays the media's.
+    public init(files: [TreeFile] = [], generated: [GeneratedFile] = [], previous: InodeTable? = nil) {
         if let previous {
             inodeOfPath = previous.inodeOfPath
             nextIno = previous.nextIno
         }
         nodes[Self.rootIno] = Node(ino: Self.rootIno, parent: Self.rootIno, name: "", kind: .directory, mtime: 0)
-        for file in files { insert(file) }
+        for file in files { insert(file.path, .file(file), modified: file.modified) }
+        for file in generated { insert(file.path, .generated(file), modified: file.modified) }
     }
 
     mutating func ino(for path: String) -> UInt64 {
@@ -45,24 +50,24 @@ public struct InodeTable: Sendable {
         return ino
     }
 
-    mutating func insert(_ file: TreeFile) {
+    mutating func insert(_ components: [String], _ kind: Kind, modified: Int64) {
         var parent = Self.rootIno
         var path = ""
-        for (i, component) in file.path.enumerated() {
+        for (i, component) in components.enumerated() {
             path += (path.isEmpty ? "" : "/") + component
-            let last = i == file.path.count - 1
+            let last = i == components.count - 1
             if let existing = nodes[parent]!.children[component] {
                 guard !last, nodes[existing]!.isDirectory else { return } // a name clash the builder should have prevented
-                nodes[existing]!.mtime = max(nodes[existing]!.mtime, file.modified)
+                nodes[existing]!.mtime = max(nodes[existing]!.mtime, modified)
                 parent = existing
                 continue
             }
             let ino = ino(for: path)
-            nodes[ino] = Node(ino: ino, parent: parent, name: component, kind: last ? .file(file) : .directory, mtime: file.modified)
+            nodes[ino] = Node(ino: ino, parent: parent, name: component, kind: last ? kind : .directory, mtime: modified)
             nodes[parent]!.children[component] = ino
             parent = ino
         }
-        nodes[Self.rootIno]!.mtime = max(nodes[Self.rootIno]!.mtime, file.modified)
+        nodes[Self.rootIno]!.mtime = max(nodes[Self.rootIno]!.mtime, modified)
     }
 
     public func node(_ ino: UInt64) -> Node? { nodes[ino] }

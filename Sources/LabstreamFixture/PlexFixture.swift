@@ -68,7 +68,8 @@ extension ServerFixture {
         }
         if parts.count == 3 && parts[0] == "library" && parts[1] == "metadata" {
             guard let id = idsByPlexNumber[parts[2]], let node = itemsById[id], !removed.contains(id) else { return .json("", status: 404) }
-            return plexPage([node], request)
+            // An item's own metadata carries its Guids unasked (no includeGuids on this path).
+            return plexPage([node], request, guids: true)
         }
         if parts.count == 4 && parts[0] == "library" && parts[1] == "metadata" && parts[3] == "children" {
             guard let parent = idsByPlexNumber[parts[2]], let node = itemsById[parent], !back.contains(parent) else { return .json("", status: 404) }
@@ -118,18 +119,24 @@ extension ServerFixture {
     func changestamp(_ id: String) -> String { String(1_700_000_000 + state.withLock { $0.validatorGeneration[id] ?? 0 }) }
 
     /// `X-Plex-Container-Start/Size` from the query (the spec) or the headers (what clients send).
-    func plexPage(_ all: [[String: Any]], _ request: HTTPServer.Request) -> HTTPServer.Response {
+    /// `guids`: the items carry their Metadata.Guid whatever the query says (an item's own
+    /// metadata); else only with `includeGuids=1`, which "Adds the Guid object to the response"
+    /// (GET /library/sections/{sectionId}/all, BoolInt). Listings of children are taken to honour
+    /// it the same way (the 1.1.1 spec has no such path; v0.0.3's lists no Guid there).
+    func plexPage(_ all: [[String: Any]], _ request: HTTPServer.Request, guids: Bool = false) -> HTTPServer.Response {
         func value(_ name: String) -> Int? { Int(request.query[name] ?? request.headers[name.lowercased()] ?? "") }
         let start = max(value("X-Plex-Container-Start") ?? 0, 0)
         let size = max(value("X-Plex-Container-Size") ?? 50, 0)   // the spec's default page
         let slice = start < all.count ? Array(all[start..<min(all.count, start + size)]) : []
+        let withGuids = guids || request.query["includeGuids"] == "1"
         var response = plexJSON(["MediaContainer": ["size": slice.count, "totalSize": all.count, "offset": start,
-                                                     "Metadata": slice.map(plexMetadata)] as [String: Any]])
+                                                     "Metadata": slice.map { plexMetadata($0, guids: withGuids) }] as [String: Any]])
         response.headers += [("X-Plex-Container-Start", String(start)), ("X-Plex-Container-Total-Size", String(all.count))]
         return response
     }
 
-    func plexMetadata(_ raw: [String: Any]) -> [String: Any] {
+    /// `guids`: whether the item carries its Metadata.Guid (see `plexPage`).
+    func plexMetadata(_ raw: [String: Any], guids: Bool = false) -> [String: Any] {
         let id = raw["Id"] as! String
         let key = plexNumber(id)
         // Metadata.addedAt: a released item was added to the library when it arrived (and so
@@ -151,6 +158,7 @@ extension ServerFixture {
         if let year = raw["ProductionYear"] as? Int { out["year"] = year }
         if let index = raw["IndexNumber"] as? Int { out["index"] = index }
         if let season = raw["ParentIndexNumber"] as? Int { out["parentIndex"] = season }
+        out.merge(plexDetails(raw, guids: guids)) { _, new in new }
         if let parent = raw["ParentId"] as? String, raw["Type"] as? String != "Movie", raw["Type"] as? String != "Series" {
             out["parentRatingKey"] = plexNumber(parent)
         }
@@ -172,6 +180,38 @@ extension ServerFixture {
                         "Part": [["id": Int(plexNumber(vid))!, "key": "/library/parts/\(plexNumber(vid))/\(changestamp(vid))/\(name)",
                                   "file": "/media/" + name, "size": size, "container": container]]]
             }
+        }
+        return out
+    }
+
+    /// The descriptive Metadata members of a movie, episode or show with catalog details
+    /// (`_details`), by the names and types of plex-api-spec.yaml components.schemas.Metadata; all
+    /// are optional ("When present"), so unset ones are not sent and an item without details
+    /// answers as before. Metadata.Guid only with `guids` (see `plexPage`).
+    func plexDetails(_ raw: [String: Any], guids: Bool) -> [String: Any] {
+        guard let d = raw["_details"] as? FixtureCatalog.Details else { return [:] }
+        var out: [String: Any] = [:]
+        if let plot = d.plot { out["summary"] = plot }                          // string: "e.g. movie plot"
+        if let original = d.originalTitle { out["originalTitle"] = original }   // string: "a movie's foreign title"
+        if !d.genres.isEmpty { out["Genre"] = d.genres.map { ["tag": $0] } }    // array of Tag (`tag` required)
+        // studio: one string ("the studio or label which produced an item"); the schema has no
+        // Studio array, so only the first studio.
+        if let studio = d.studios.first { out["studio"] = studio }
+        // rating and audienceRating: numbers (float, 0–10); "some rating systems separate reviewer
+        // ratings from audience ratings". The catalog has one (community) rating: both carry it.
+        if let rating = d.rating {
+            out["rating"] = rating
+            out["audienceRating"] = rating
+        }
+        if let content = d.contentRating { out["contentRating"] = content }   // string, "e.g. MPAA"
+        if let day = d.premiered { out["originallyAvailableAt"] = day }       // string (date), "YYYY-MM-DD"
+        if let seconds = d.runtimeSeconds { out["duration"] = seconds * 1000 } // integer (int32): milliseconds
+        if guids {
+            // Guid: array of objects with `id` (required) matching ^(imdb|tmdb|tvdb)://.+$.
+            let ids = [("imdb", d.imdb), ("tmdb", d.tmdb), ("tvdb", d.tvdb)].compactMap { scheme, value in
+                value.map { ["id": "\(scheme)://\($0)"] }
+            }
+            if !ids.isEmpty { out["Guid"] = ids }
         }
         return out
     }

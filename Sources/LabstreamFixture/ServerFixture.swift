@@ -16,12 +16,15 @@ public struct FixtureCatalog: Sendable {
         public var versions: [(label: String, file: String)] = []
         /// `MediaSourceInfo.Bitrate` (bits per second), when the server is to report one.
         public var bitrate: Int?
+        /// What a Kodi-style .nfo is made from; none by default (the item is listed as before).
+        public var details: Details
 
-        public init(title: String, year: Int?, file: String, container: String) {
+        public init(title: String, year: Int?, file: String, container: String, details: Details = Details()) {
             self.title = title
             self.year = year
             self.file = file
             self.container = container
+            self.details = details
         }
     }
 
@@ -31,13 +34,16 @@ public struct FixtureCatalog: Sendable {
         public var title: String
         public var file: String
         public var container: String
+        /// The episode's own descriptive metadata (plot, air date, ids…); none by default.
+        public var details: Details
 
-        public init(season: Int, number: Int, title: String, file: String, container: String) {
+        public init(season: Int, number: Int, title: String, file: String, container: String, details: Details = Details()) {
             self.season = season
             self.number = number
             self.title = title
             self.file = file
             self.container = container
+            self.details = details
         }
     }
 
@@ -45,12 +51,61 @@ public struct FixtureCatalog: Sendable {
         public var name: String
         public var year: Int?
         public var episodes: [Episode]
+        /// The show's own descriptive metadata (a tvshow.nfo's); none by default.
+        public var details: Details
 
-        public init(name: String, year: Int?, episodes: [Episode]) {
+        public init(name: String, year: Int?, episodes: [Episode], details: Details = Details()) {
             self.name = name
             self.year = year
             self.episodes = episodes
+            self.details = details
         }
+    }
+
+    /// Descriptive metadata of a movie, episode or series: what a Kodi-style .nfo is made from.
+    /// Each server serves it under its spec's names (Jellyfin/Emby `BaseItemDto`, Plex `Metadata`;
+    /// see `ServerFixture.detailMembers` and `plexDetails`). Nil or empty members are not sent.
+    public struct Details: Sendable, Hashable {
+        /// BaseItemDto.Overview; Plex Metadata.summary.
+        public var plot: String?
+        /// BaseItemDto.OriginalTitle; Plex Metadata.originalTitle.
+        public var originalTitle: String?
+        /// BaseItemDto.Genres (strings); Plex Metadata.Genre (Tag `tag`s).
+        public var genres: [String]
+        /// BaseItemDto.Studios (Jellyfin NameGuidPair, Emby NameLongIdPair); Plex Metadata.studio
+        /// (one string: the first).
+        public var studios: [String]
+        /// BaseItemDto.CommunityRating; Plex Metadata.rating and audienceRating (0–10).
+        public var rating: Double?
+        /// BaseItemDto.OfficialRating; Plex Metadata.contentRating (e.g. "PG-13", "TV-MA").
+        public var contentRating: String?
+        /// "YYYY-MM-DD": BaseItemDto.PremiereDate (that day, 00:00 UTC); Plex Metadata.originallyAvailableAt.
+        public var premiered: String?
+        /// BaseItemDto.RunTimeTicks (×10 000 000); Plex Metadata.duration (×1000, milliseconds).
+        public var runtimeSeconds: Int?
+        /// BaseItemDto.ProviderIds "Imdb"/"Tmdb"/"Tvdb"; Plex Metadata.Guid `imdb://…`, `tmdb://…`, `tvdb://…`.
+        public var imdb: String?
+        public var tmdb: String?
+        public var tvdb: String?
+
+        public init(plot: String? = nil, originalTitle: String? = nil, genres: [String] = [], studios: [String] = [],
+                    rating: Double? = nil, contentRating: String? = nil, premiered: String? = nil, runtimeSeconds: Int? = nil,
+                    imdb: String? = nil, tmdb: String? = nil, tvdb: String? = nil) {
+            self.plot = plot
+            self.originalTitle = originalTitle
+            self.genres = genres
+            self.studios = studios
+            self.rating = rating
+            self.contentRating = contentRating
+            self.premiered = premiered
+            self.runtimeSeconds = runtimeSeconds
+            self.imdb = imdb
+            self.tmdb = tmdb
+            self.tvdb = tvdb
+        }
+
+        /// No member set: the item carries no `_details` and is answered exactly as before.
+        public var isEmpty: Bool { self == Details() }
     }
 
     /// A music file (Jellyfin/Emby `BaseItemDto` of `Type` "Audio"; Plex `Metadata` of `type` "track"
@@ -255,12 +310,16 @@ public final class ServerFixture: Sendable {
                 "DateCreated": "2024-03-01T12:00:00.0000000Z",
                 "_versions": versions.map { clean(["Id": $0.0, "Name": $0.1, "File": $0.2, "Container": movie.container, "Bitrate": movie.bitrate]) },
             ])
+            // `_details`: the catalog's descriptive metadata, turned into each server's members when
+            // answered (`detailMembers`, `plexDetails`); an item without any has none.
+            if !movie.details.isEmpty { items[id]?["_details"] = movie.details }
         }
         for series in catalog.series {
             let sid = fixtureId("series:\(series.name):\(series.year ?? 0)")
             items[sid] = clean(["Name": series.name, "ServerId": serverId, "Id": sid, "Type": "Series", "IsFolder": true,
                           "ProductionYear": series.year, "ParentId": showLibraryId, "LocationType": "FileSystem",
                           "DateCreated": "2023-05-01T08:00:00.0000000Z"])
+            if !series.details.isEmpty { items[sid]?["_details"] = series.details }
             for ep in series.episodes {
                 let seasonId = fixtureId("season:\(sid):\(ep.season)")
                 if items[seasonId] == nil {
@@ -276,6 +335,7 @@ public final class ServerFixture: Sendable {
                               "SeriesName": series.name, "ParentId": seasonId, "Container": ep.container,
                               "DateCreated": "2024-04-02T09:30:00.0000000Z",
                               "_versions": [["Id": eid, "Name": ep.title, "File": ep.file, "Container": ep.container]]]
+                if !ep.details.isEmpty { items[eid]?["_details"] = ep.details }
             }
         }
         // Music: each track is an `Audio` item below its `MusicAlbum`, each album below the music view.
@@ -751,6 +811,7 @@ public final class ServerFixture: Sendable {
     /// `userData`: whether the answer carries `BaseItemDto.UserData` (`enableUserData` is not false).
     func dto(_ raw: [String: Any], fields: Set<String>, userData: Bool = true) -> [String: Any] {
         var out = raw.filter { !$0.key.hasPrefix("_") }
+        out.merge(detailMembers(raw, fields: fields)) { _, new in new }
         if userData, let data = userItemData(raw) { out["UserData"] = data }
         // BaseItemDto.DateCreated: a released item was added when it arrived.
         if out["DateCreated"] != nil, let id = raw["Id"] as? String, let added = state.withLock({ $0.added[id] }) {
@@ -786,6 +847,47 @@ public final class ServerFixture: Sendable {
             let generations = state.withLock { s in ids.map { String(s.validatorGeneration[$0] ?? 0) } }
             out["Etag"] = String(fixtureId("etag:\(raw["Id"]!):" + generations.joined(separator: ",")).prefix(16))
         }
+        return out
+    }
+
+    /// The descriptive `BaseItemDto` members of a movie, episode or series with catalog details
+    /// (`_details`), each by its spec's name and type (jellyfin-openapi.json and emby-openapi.json,
+    /// components.schemas.BaseItemDto). A member the spec lets a client ask for through `fields`
+    /// (Jellyfin: the `ItemFields` enum of `/Items`' `fields`; Emby: the "Options:" list of `Fields`
+    /// on `/Users/{UserId}/Items` and `/Shows/{Id}/Episodes`) is sent only when the request names
+    /// it, as a real server leaves it out otherwise; the others are always sent. Unset members
+    /// (nil, or an empty list) are not sent at all, so an item without details answers as before.
+    func detailMembers(_ raw: [String: Any], fields: Set<String>) -> [String: Any] {
+        guard let d = raw["_details"] as? FixtureCatalog.Details else { return [:] }
+        var out: [String: Any] = [:]
+        // Not ItemFields members (nor in Emby's Fields options): always sent.
+        if let rating = d.rating { out["CommunityRating"] = rating }          // number (float)
+        if let official = d.contentRating { out["OfficialRating"] = official } // string
+        // PremiereDate (string, date-time): the day at midnight UTC, as the servers write DateTimes.
+        if let day = d.premiered { out["PremiereDate"] = day + "T00:00:00.0000000Z" }
+        // RunTimeTicks (integer, int64): 10 000 000 ticks a second (.NET TimeSpan ticks).
+        if let seconds = d.runtimeSeconds { out["RunTimeTicks"] = Int64(seconds) * 10_000_000 }
+        // OriginalTitle: a Jellyfin ItemFields member; Emby's Fields options do not name it, so Emby
+        // always sends it.
+        if let original = d.originalTitle, kind == .emby || fields.contains("OriginalTitle") { out["OriginalTitle"] = original }
+        // ItemFields members in both specs (and in Emby's Fields options): only when asked.
+        if let plot = d.plot, fields.contains("Overview") { out["Overview"] = plot }       // string
+        if !d.genres.isEmpty, fields.contains("Genres") { out["Genres"] = d.genres }        // array of strings
+        if !d.studios.isEmpty, fields.contains("Studios") {
+            out["Studios"] = d.studios.map { name -> [String: Any] in
+                let id = fixtureId("studio:" + name)
+                // Jellyfin: NameGuidPair (`Name`, `Id` a uuid, written as item ids are here). Emby:
+                // NameLongIdPair (`Name`, `Id` an integer, int64).
+                var pair: [String: Any] = ["Name": name, "Id": id]
+                if kind == .emby { pair["Id"] = Int(id.prefix(12), radix: 16)! }
+                return pair
+            }
+        }
+        // ProviderIds: Jellyfin an object of strings, Emby ProviderIdDictionary (the same). The keys
+        // are the servers' MetadataProvider names (MediaBrowser.Model.Entities.MetadataProvider:
+        // Imdb, Tmdb, Tvdb); neither spec lists them.
+        let providerIds = clean(["Imdb": d.imdb, "Tmdb": d.tmdb, "Tvdb": d.tvdb])
+        if !providerIds.isEmpty, fields.contains("ProviderIds") { out["ProviderIds"] = providerIds }
         return out
     }
 

@@ -193,7 +193,7 @@ public final class OfflineIndex: Sendable {
                     guard let item = r[0].text, let source = r[1].text else { continue }
                     if !newKeys.contains(FileKey(server: server.name, itemId: item, sourceId: source)) { keep.append((item, source)) }
                 }
-                for table in ["libraries", "items"] {
+                for table in ["libraries", "items", "series_details"] {
                     try c.run("DELETE FROM \(table) WHERE server=?", [.text(server.name)])
                 }
                 try c.run("DELETE FROM media_sources WHERE server=?" + (keep.isEmpty ? "" : " AND NOT (" + keep.map { _ in "(item_id=? AND id=?)" }.joined(separator: " OR ") + ")"),
@@ -216,6 +216,10 @@ public final class OfflineIndex: Sendable {
                 for library in libraries {
                     try c.run("INSERT OR REPLACE INTO libraries(server, id, name, left_out) VALUES(?,?,?,?)",
                               [.text(server.name), .text(library.id), .text(library.name), library.leftOut.map(SQLValue.text) ?? .null])
+                    for (series, details) in library.seriesDetails {
+                        try c.run("INSERT OR REPLACE INTO series_details(server, series_id, details) VALUES(?,?,?)",
+                                  [.text(server.name), .text(series), Self.encodeDetails(details)])
+                    }
                     for item in library.items {
                         func number(_ n: Int?) -> SQLValue { n.map { .int(Int64($0)) } ?? .null }
                         func text(_ t: String?) -> SQLValue { t.map(SQLValue.text) ?? .null }
@@ -225,7 +229,7 @@ public final class OfflineIndex: Sendable {
                             "series_year": number(item.seriesYear), "season": number(item.seasonNumber), "episode": number(item.episodeNumber),
                             "modified": .int(item.modified), "album": text(item.album), "album_artist": text(item.albumArtist),
                             "disc": number(item.discNumber), "track": number(item.trackNumber), "folders": Self.encodeFolders(item.folders),
-                            "played": .int(item.played ? 1 : 0),
+                            "played": .int(item.played ? 1 : 0), "details": Self.encodeDetails(item.details),
                         ]
                         try c.run("INSERT OR REPLACE INTO items(\(columns.map(\.key).joined(separator: ", "))) VALUES(\(columns.map { _ in "?" }.joined(separator: ",")))",
                                   columns.map(\.value))
@@ -257,7 +261,7 @@ public final class OfflineIndex: Sendable {
             let libraries = try db.query("SELECT id, name, left_out FROM libraries WHERE server=? ORDER BY id", [.text(server)])
             let items = try db.query("""
                 SELECT id, library, kind, title, year, series_id, series_name, series_year, season, episode, modified,
-                    album, album_artist, disc, track, folders, played
+                    album, album_artist, disc, track, folders, played, details
                 FROM items WHERE server=? ORDER BY id
                 """, [.text(server)])
             let sources = try db.query("""
@@ -277,11 +281,19 @@ public final class OfflineIndex: Sendable {
                     id: id, kind: kind, title: r[3].text ?? "", year: r[4].int.map { Int($0) }, seriesId: r[5].text, seriesName: r[6].text,
                     seriesYear: r[7].int.map { Int($0) }, seasonNumber: r[8].int.map { Int($0) }, episodeNumber: r[9].int.map { Int($0) },
                     album: r[11].text, albumArtist: r[12].text, discNumber: r[13].int.map { Int($0) }, trackNumber: r[14].int.map { Int($0) },
-                    folders: Self.decodeFolders(r[15].text), modified: r[10].int ?? 0, sources: sourcesOf[id] ?? [], played: r[16].int == 1))
+                    folders: Self.decodeFolders(r[15].text), modified: r[10].int ?? 0, sources: sourcesOf[id] ?? [], played: r[16].int == 1,
+                    details: Self.decodeDetails(r[17].text)))
+            }
+            var seriesDetails: [String: ItemDetails] = [:]
+            for r in try db.query("SELECT series_id, details FROM series_details WHERE server=?", [.text(server)]) {
+                if let series = r[0].text, let details = Self.decodeDetails(r[1].text) { seriesDetails[series] = details }
             }
             return libraries.compactMap { r in
                 guard let id = r[0].text else { return nil }
-                return LibraryCatalog(id: id, name: r[1].text ?? id, items: itemsOf[id] ?? [], leftOut: r[2].text)
+                let items = itemsOf[id] ?? []
+                let ofSeries = Set(items.compactMap(\.seriesId))
+                return LibraryCatalog(id: id, name: r[1].text ?? id, items: items, leftOut: r[2].text,
+                                      seriesDetails: seriesDetails.filter { ofSeries.contains($0.key) })
             }
         }
     }
@@ -376,7 +388,7 @@ public final class OfflineIndex: Sendable {
             try db.transaction { c in
                 try c.run("UPDATE downloads SET status='paused', reason='server removed; after adding it again, resume with labstream resume' WHERE server=? AND status IN ('queued','downloading','preparing')",
                           [.text(name)])
-                for table in ["servers", "libraries", "items", "media_sources", "managed_entries", "monitors", "monitored_episodes"] {
+                for table in ["servers", "libraries", "items", "media_sources", "managed_entries", "monitors", "monitored_episodes", "series_details"] {
                     try c.run("DELETE FROM \(table) WHERE \(table == "servers" ? "name" : "server")=?", [.text(name)])
                 }
             }

@@ -11,7 +11,7 @@ extension OfflineIndex {
         ("servers", ["name", "type", "url", "server_id", "last_sync"]),
         ("libraries", ["server", "id", "name", "left_out"]),
         ("items", ["server", "id", "library", "kind", "title", "year", "series_id", "series_name", "series_year", "season", "episode", "modified",
-                   "album", "album_artist", "disc", "track", "folders", "played"]),
+                   "album", "album_artist", "disc", "track", "folders", "played", "details"]),
         ("media_sources", ["server", "item_id", "id", "name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate", "remote_item"]),
         ("downloads", ["server", "item_id", "source_id", "status", "attempt", "validator", "total", "ranges", "partial", "reason",
                        "awaiting_validation", "updated", "pinned", "source_tag", "job", "checked"]),
@@ -20,6 +20,7 @@ extension OfflineIndex {
         ("managed_entries", ["server", "item_id", "source_id", "entry_id", "revision", "status", "delivery", "reported", "reported_at", "manifest"]),
         ("monitors", ["server", "series_id", "mode", "delete_watched", "max_storage", "baseline", "created", "remote_id", "remote_etag"]),
         ("monitored_episodes", ["server", "item_id", "series_id", "source_id", "state"]),
+        ("series_details", ["server", "series_id", "details"]),
     ]
 
     /// `migrations[n - 1]` takes an index from schema n to n + 1.
@@ -128,6 +129,17 @@ extension OfflineIndex {
     static func encodeFolders(_ folders: [String]) -> SQLValue { folders.isEmpty ? .null : .text(folders.joined(separator: "\u{1F}")) }
     static func decodeFolders(_ value: String?) -> [String] { value.map { $0.split(separator: "\u{1F}").map(String.init) } ?? [] }
 
+    /// An item's or series' details as JSON (NULL when the server told nothing).
+    static func encodeDetails(_ details: ItemDetails?) -> SQLValue {
+        guard let details = details?.orNil, let data = try? JSONEncoder().encode(details) else { return .null }
+        return .text(String(decoding: data, as: UTF8.self))
+    }
+
+    /// A details column read back; an unreadable one is as if the server had told nothing.
+    static func decodeDetails(_ value: String?) -> ItemDetails? {
+        value.flatMap { try? JSONDecoder().decode(ItemDetails.self, from: Data($0.utf8)) }
+    }
+
     /// v9: a library Labstream cannot place is kept with why (`server list` says it), instead of
     /// being forgotten. Existing libraries are all placed ones.
     static func migrateV8toV9(_ c: Connection) throws {
@@ -150,12 +162,15 @@ extension OfflineIndex {
     }
 
     /// v11: monitored series (mode, delete-watched, cap, the episodes it had when made, the
-    /// server's own record of it and its validator) and what
+    /// server's own record of it and its validator), what the server says of each item and
+    /// series (their `.nfo`, as JSON), and what
     /// each monitor did to an episode (`pinned` it, or the person `declined` it by unpinning);
     /// the user's watched state per item.
     static func migrateV10toV11(_ c: Connection) throws {
         try c.exec("""
         ALTER TABLE items ADD COLUMN played INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE items ADD COLUMN details TEXT;
+        CREATE TABLE series_details(server TEXT NOT NULL, series_id TEXT NOT NULL, details TEXT NOT NULL, PRIMARY KEY(server, series_id));
         CREATE TABLE monitors(server TEXT NOT NULL, series_id TEXT NOT NULL, mode TEXT NOT NULL, delete_watched INTEGER NOT NULL DEFAULT 0,
             max_storage INTEGER, baseline TEXT NOT NULL DEFAULT '', created INTEGER NOT NULL, remote_id TEXT, remote_etag TEXT,
             PRIMARY KEY(server, series_id));

@@ -93,7 +93,7 @@ import Testing
     @Test func requestsCarryIdentityAndTheTokenOnlyInAHeader() {
         let r = PlexRequests(baseURL: "http://pms:32400/", identity: ClientIdentity(device: "nas", deviceId: "cid-1"))
         let page = r.sectionItems(section: "3", type: 1, start: 100, size: 50, token: "sekret")
-        #expect(page.url == "http://pms:32400/library/sections/3/all?type=1&X-Plex-Container-Start=100&X-Plex-Container-Size=50")
+        #expect(page.url == "http://pms:32400/library/sections/3/all?type=1&includeGuids=1&X-Plex-Container-Start=100&X-Plex-Container-Size=50")
         #expect(page.headers.contains(.init("X-Plex-Token", "sekret")) && page.headers.contains(.init("X-Plex-Client-Identifier", "cid-1")))
         #expect(page.headers.contains(.init("Accept", "application/json")))
         let part = r.part(key: "/library/parts/5/1699/f.mkv", range: ByteRange(10, 20), validator: nil, token: "sekret")

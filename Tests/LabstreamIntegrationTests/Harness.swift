@@ -126,10 +126,13 @@ func filesBelow(_ root: String) -> [String] {
     let walker = FileManager.default.enumerator(atPath: root)
     while let rel = walker?.nextObject() as? String {
         var dir: ObjCBool = false
-        if FileManager.default.fileExists(atPath: root + "/" + rel, isDirectory: &dir), !dir.boolValue { out.append(rel) }
+        if FileManager.default.fileExists(atPath: root + "/" + rel, isDirectory: &dir), !dir.boolValue, !isGenerated(rel) { out.append(rel) }
     }
     return out.sorted()
 }
+
+/// The `.nfo` files Labstream makes beside the media (the media tests look past them).
+func isGenerated(_ name: String) -> Bool { name.hasSuffix(".nfo") }
 
 /// Waits for a condition another process brings about (a daemon, a fixture) — with a deadline,
 /// checking every 20 ms; false if it never held.

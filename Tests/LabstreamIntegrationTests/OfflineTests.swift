@@ -103,7 +103,9 @@ import Testing
         var files = Set<String>()
         let walker = FileManager.default.enumerator(atPath: m.mountpoint)
         while let rel = walker?.nextObject() as? String { files.insert(rel) }
-        #expect(files == ["test", "test/Movies", "test/Movies/Beta (2002)", "test/Movies/Beta (2002)/Beta (2002).mp4"], "\(files)")
+        // The film's .nfo shows with its folder: it is always here.
+        #expect(files == ["test", "test/Movies", "test/Movies/Beta (2002)", "test/Movies/Beta (2002)/Beta (2002).mp4", "test/Movies/Beta (2002)/Beta (2002).nfo"],
+                "\(files)")
         let bad = try m.cli(["mount", m.scratch.sub("other"), "-o", "offline_view=some"])
         #expect(bad.code == 64)
         #expect(try m.cli(["unmount", m.mountpoint]).code == 0)

@@ -308,7 +308,7 @@ import Testing
 }
 
 /// Takes a current index back to schema 10 (the start of every older-schema script).
-let undoSchema11 = "DROP TABLE monitors; DROP TABLE monitored_episodes; ALTER TABLE items DROP COLUMN played; "
+let undoSchema11 = "DROP TABLE monitors; DROP TABLE monitored_episodes; DROP TABLE series_details; ALTER TABLE items DROP COLUMN played; ALTER TABLE items DROP COLUMN details; "
 
 @Suite struct IndexMigrationTests {
     @Test func aVersion1IndexIsUpgradedAndItsUnverifiableRangesDropped() throws {

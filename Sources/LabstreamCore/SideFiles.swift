@@ -1,0 +1,150 @@
+/// What a server says about a film, an episode or a series beyond its name: what a Kodi-style
+/// `.nfo` beside its file is made of.
+public struct ItemDetails: Sendable, Hashable, Codable {
+    public var originalTitle: String?
+    public var plot: String?
+    public var runtimeSeconds: Int?
+    public var genres: [String]
+    public var studios: [String]
+    /// The community rating, out of 10.
+    public var rating: Double?
+    /// `YYYY-MM-DD`.
+    public var premiered: String?
+    /// Provider ids by provider: `tmdb`, `imdb`, `tvdb`.
+    public var ids: [String: String]
+
+    public init(originalTitle: String? = nil, plot: String? = nil, runtimeSeconds: Int? = nil, genres: [String] = [], studios: [String] = [],
+                rating: Double? = nil, premiered: String? = nil, ids: [String: String] = [:]) {
+        self.originalTitle = originalTitle
+        self.plot = plot
+        self.runtimeSeconds = runtimeSeconds
+        self.genres = genres
+        self.studios = studios
+        self.rating = rating
+        self.premiered = premiered
+        self.ids = ids
+    }
+
+    public var isEmpty: Bool { self == ItemDetails() }
+
+    /// nil when there is nothing to keep.
+    public var orNil: ItemDetails? { isEmpty ? nil : self }
+}
+
+/// A file of the tree that Labstream makes itself rather than fetches (an `.nfo`): its bytes
+/// are known, so its size is exact before any read, and it reads the same offline.
+public struct GeneratedFile: Sendable, Hashable {
+    public var path: [String]
+    public var bytes: [UInt8]
+    public var modified: Int64
+
+    public init(path: [String], bytes: [UInt8], modified: Int64) {
+        self.path = path
+        self.bytes = bytes
+        self.modified = modified
+    }
+}
+
+/// The `.nfo` files of a server's tree (Kodi's schema, which Jellyfin and Plex scanners read
+/// too): `<media file>.nfo` beside each film and episode, `tvshow.nfo` in each series folder.
+/// Pure.
+public enum SideFiles {
+    public static func nfos(tree: [TreeFile], libraries: [LibraryCatalog]) -> [GeneratedFile] {
+        var itemOf: [String: CatalogItem] = [:]
+        var seriesDetails: [String: ItemDetails] = [:]
+        for library in libraries {
+            for item in library.items { itemOf[item.id] = item }
+            seriesDetails.merge(library.seriesDetails) { a, _ in a }
+        }
+        var out: [GeneratedFile] = []
+        var seriesFolders = Set<[String]>()
+        for file in tree where DerivedCopy.parse(file.key) == nil && [.movie, .episode].contains(file.kind) {
+            guard let item = itemOf[file.key.itemId], let name = file.path.last else { continue }
+            let stem = name.lastIndex(of: ".").map { String(name[..<$0]) } ?? name
+            let document = item.kind == .movie ? NFO.movie(item) : NFO.episode(item)
+            out.append(GeneratedFile(path: file.path.dropLast() + [stem + ".nfo"], bytes: document, modified: file.modified))
+            // SERVER/LIBRARY/Series (Year)/Season NN/file: the series folder is two above.
+            if item.kind == .episode, file.path.count >= 3, let series = item.seriesId {
+                let folder = Array(file.path.dropLast(2))
+                if seriesFolders.insert(folder).inserted {
+                    out.append(GeneratedFile(path: folder + ["tvshow.nfo"],
+                                             bytes: NFO.tvshow(title: item.seriesName ?? folder.last ?? "", year: item.seriesYear, seriesDetails[series]),
+                                             modified: file.modified))
+                }
+            }
+        }
+        return out
+    }
+}
+
+/// Kodi `.nfo` documents (movie, episodedetails, tvshow), XML-escaped; characters XML 1.0
+/// cannot hold (NUL and other controls) are left out, so any plot makes a valid document.
+public enum NFO {
+    public static func movie(_ item: CatalogItem) -> [UInt8] {
+        document("movie", [element("title", item.title)] + common(item.details, year: item.year))
+    }
+
+    public static func episode(_ item: CatalogItem) -> [UInt8] {
+        var lines = [element("title", item.title), element("showtitle", item.seriesName ?? "")]
+        if let s = item.seasonNumber { lines.append(element("season", String(s))) }
+        if let e = item.episodeNumber { lines.append(element("episode", String(e))) }
+        if let aired = item.details?.premiered { lines.append(element("aired", aired)) }
+        return document("episodedetails", lines + common(item.details, year: nil))
+    }
+
+    public static func tvshow(title: String, year: Int?, _ details: ItemDetails?) -> [UInt8] {
+        document("tvshow", [element("title", title)] + common(details, year: year))
+    }
+
+    /// The members every kind shares, in Kodi's order; ids with the first of tmdb, imdb, tvdb
+    /// as the default.
+    static func common(_ details: ItemDetails?, year: Int?) -> [String] {
+        var lines: [String] = []
+        if let original = details?.originalTitle { lines.append(element("originaltitle", original)) }
+        if let year { lines.append(element("year", String(year))) }
+        if let plot = details?.plot { lines.append(element("plot", plot)) }
+        if let runtime = details?.runtimeSeconds { lines.append(element("runtime", String((runtime + 30) / 60))) }
+        for genre in details?.genres ?? [] { lines.append(element("genre", genre)) }
+        for studio in details?.studios ?? [] { lines.append(element("studio", studio)) }
+        if let rating = details?.rating {
+            lines.append("<ratings><rating name=\"default\" max=\"10\" default=\"true\"><value>\(rating)</value></rating></ratings>")
+        }
+        if let premiered = details?.premiered { lines.append(element("premiered", premiered)) }
+        let ids = details?.ids ?? [:]
+        let order = ["tmdb", "imdb", "tvdb"].filter { ids[$0] != nil } + ids.keys.filter { !["tmdb", "imdb", "tvdb"].contains($0) }.sorted()
+        for (i, provider) in order.enumerated() {
+            lines.append("<uniqueid type=\"\(escape(provider))\"\(i == 0 ? " default=\"true\"" : "")>\(escape(ids[provider]!))</uniqueid>")
+        }
+        return lines
+    }
+
+    static func element(_ name: String, _ value: String) -> String { "<\(name)>\(escape(value))</\(name)>" }
+
+    static func document(_ root: String, _ lines: [String]) -> [UInt8] {
+        var xml = "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"yes\"?>\n<\(root)>\n"
+        for line in lines { xml += "  " + line + "\n" }
+        xml += "</\(root)>\n"
+        return Array(xml.utf8)
+    }
+
+    /// Text as XML character data: the five markup characters escaped, characters XML 1.0
+    /// does not allow dropped.
+    public static func escape(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&apos;"
+            case "\t", "\n", "\r": out.unicodeScalars.append(scalar)
+            default:
+                let v = scalar.value
+                if (0x20...0xD7FF).contains(v) || (0xE000...0xFFFD).contains(v) || v >= 0x10000 { out.unicodeScalars.append(scalar) }
+            }
+        }
+        return out
+    }
+}

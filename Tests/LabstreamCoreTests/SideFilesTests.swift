@@ -1,0 +1,44 @@
+import LabstreamCore
+import Testing
+
+/// The `.nfo` files made beside films and episodes and in series folders: where they go, what
+/// they say, and that any text makes valid XML.
+@Suite struct SideFilesTests {
+    let details = ItemDetails(originalTitle: "Alfa", plot: "A plot.", runtimeSeconds: 5_430, genres: ["Drama", "War"], studios: ["Ealing"],
+                              rating: 7.5, premiered: "2001-05-04", ids: ["imdb": "tt0000001", "tmdb": "11"])
+
+    @Test func eachFilmAndEpisodeGetsOneBesideItAndEachSeriesOneInItsFolder() {
+        let movie = CatalogItem(id: "m", kind: .movie, title: "Alpha", year: 2001, sources: [MediaSource(id: "ms", container: "mkv", size: 1)], details: details)
+        let e1 = CatalogItem(id: "e1", kind: .episode, title: "Pilot", seriesId: "s", seriesName: "Show", seriesYear: 2020, seasonNumber: 1, episodeNumber: 1,
+                             sources: [MediaSource(id: "e1s", container: "mkv", size: 1)])
+        let e2 = CatalogItem(id: "e2", kind: .episode, title: "Two", seriesId: "s", seriesName: "Show", seriesYear: 2020, seasonNumber: 1, episodeNumber: 2,
+                             sources: [MediaSource(id: "e2s", container: "mp4", size: 1)])
+        let libraries = [LibraryCatalog(id: "L", name: "Movies", items: [movie]),
+                         LibraryCatalog(id: "T", name: "Shows", items: [e1, e2], seriesDetails: ["s": ItemDetails(plot: "The show.")])]
+        let tree = TreeBuilder.build(server: "srv", libraries: libraries)
+        let made = SideFiles.nfos(tree: tree, libraries: libraries)
+        let paths = Set(made.map { $0.path.joined(separator: "/") })
+        #expect(paths == ["srv/Movies/Alpha (2001)/Alpha (2001).nfo", "srv/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.nfo",
+                          "srv/Shows/Show (2020)/Season 01/Show (2020) - S01E02 - Two.nfo", "srv/Shows/Show (2020)/tvshow.nfo"], "\(paths)")
+        let film = String(decoding: made.first { $0.path.last == "Alpha (2001).nfo" }!.bytes, as: UTF8.self)
+        for part in ["<movie>", "<title>Alpha</title>", "<originaltitle>Alfa</originaltitle>", "<year>2001</year>", "<plot>A plot.</plot>",
+                     "<runtime>91</runtime>", "<genre>Drama</genre>", "<genre>War</genre>", "<studio>Ealing</studio>", "<value>7.5</value>",
+                     "<premiered>2001-05-04</premiered>", "<uniqueid type=\"tmdb\" default=\"true\">11</uniqueid>", "<uniqueid type=\"imdb\">tt0000001</uniqueid>"] {
+            #expect(film.contains(part), "\(part) in \(film)")
+        }
+        let show = String(decoding: made.first { $0.path.last == "tvshow.nfo" }!.bytes, as: UTF8.self)
+        #expect(show.contains("<tvshow>") && show.contains("<title>Show</title>") && show.contains("<year>2020</year>") && show.contains("<plot>The show.</plot>"))
+        let episode = String(decoding: made.first { $0.path.last?.hasSuffix("Pilot.nfo") == true }!.bytes, as: UTF8.self)
+        #expect(episode.contains("<episodedetails>") && episode.contains("<season>1</season>") && episode.contains("<episode>1</episode>")
+                && episode.contains("<showtitle>Show</showtitle>"))
+    }
+
+    @Test func hostileTextIsEscapedAndCharactersXMLCannotHoldAreLeftOut() {
+        #expect(NFO.escape("a & b < c > d \"e\" 'f' ]]>") == "a &amp; b &lt; c &gt; d &quot;e&quot; &apos;f&apos; ]]&gt;")
+        #expect(NFO.escape("nul\u{0}bell\u{7}tab\tline\nend\u{FFFE}") == "nulbelltab\tline\nend")
+        #expect(NFO.escape("Amélie 🎬") == "Amélie 🎬")
+        let item = CatalogItem(id: "m", kind: .movie, title: "</title><x>", sources: [], details: ItemDetails(plot: String(repeating: "&\u{1}", count: 3)))
+        let text = String(decoding: NFO.movie(item), as: UTF8.self)
+        #expect(text.contains("<title>&lt;/title&gt;&lt;x&gt;</title>") && text.contains("<plot>&amp;&amp;&amp;</plot>"))
+    }
+}

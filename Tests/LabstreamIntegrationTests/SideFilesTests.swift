@@ -1,0 +1,79 @@
+import Foundation
+import LabstreamCore
+import LabstreamFixture
+import Testing
+
+/// `.nfo` files through a real mount, from each backend's own metadata: exact sizes before any
+/// read, valid XML for any text (parsed by Python's XML parser), readable offline, and gone with
+/// `side_assets = off`.
+@Suite(.serialized) struct MountedSideFilesTests {
+    static let film = "test/Movies/Alpha (2001)/Alpha (2001).nfo"
+    static let show = "test/Shows/Show (2020)/tvshow.nfo"
+    static let pilot = "test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.nfo"
+    /// A plot of over a megabyte, with markup, a CDATA end, NUL and other controls in it.
+    static let hostilePlot = "It begins ]]> & <b>ends</b> \u{0}\u{1}\u{8} \"quoted\" — " + String(repeating: "long plot. ", count: 100_000)
+
+    static func catalog(_ dir: String) -> FixtureCatalog {
+        var catalog = testCatalog(in: dir)
+        catalog.movies[0].details = .init(plot: hostilePlot, originalTitle: "Alfa", genres: ["Drama", "War"], studios: ["Ealing"], rating: 7.5,
+                                          premiered: "2001-05-04", runtimeSeconds: 5_430, imdb: "tt0000001", tmdb: "11")
+        catalog.series[0].details = .init(plot: "A show & its plot.", genres: ["Comedy"], premiered: "2020-01-02", tvdb: "321")
+        catalog.series[0].episodes[0].details = .init(plot: "The first one.", premiered: "2020-01-02", runtimeSeconds: 1_500)
+        return catalog
+    }
+
+    /// The document's root and its children's text (first of each name), by Python's parser.
+    func parsed(_ path: String) throws -> (root: String, fields: [String: String], genres: [String], ids: [String: String]) {
+        let script = """
+        import json, sys, xml.etree.ElementTree as E
+        r = E.parse(sys.argv[1]).getroot()
+        fields = {}
+        for c in r:
+            fields.setdefault(c.tag, c.text or "")
+        print(json.dumps({"root": r.tag, "fields": fields, "genres": [g.text for g in r.findall("genre")],
+                          "ids": {u.get("type"): u.text for u in r.findall("uniqueid")}}))
+        """
+        let run = try runProcess("/usr/bin/python3", ["-c", script, path])
+        try #require(run.code == 0, "not valid XML: \(run.stderr.prefix(500))")
+        let j = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
+        return (j["root"] as? String ?? "", j["fields"] as? [String: String] ?? [:], j["genres"] as? [String] ?? [], j["ids"] as? [String: String] ?? [:])
+    }
+
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby, .plex])
+    func nfoFilesSayWhatTheServerKnowsAndReadOffline(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("nfo-\(kind)", kind: kind, catalog: Self.catalog)
+        try m.mount()
+        var st = stat()
+        #expect(stat(m.path(Self.film), &st) == 0)
+        let film = try Data(contentsOf: URL(fileURLWithPath: m.path(Self.film)))
+        #expect(Int(st.st_size) == film.count && film.count > 1_000_000)   // the size said before the read is the bytes' size
+        let movie = try parsed(m.path(Self.film))
+        #expect(movie.root == "movie" && movie.fields["title"] == "Alpha" && movie.fields["year"] == "2001" && movie.fields["originaltitle"] == "Alfa")
+        #expect(movie.fields["plot"]?.hasPrefix("It begins ]]> & <b>ends</b>  \"quoted\" — long plot.") == true, "\(movie.fields["plot"]?.prefix(80) ?? "")")
+        #expect(movie.genres == ["Drama", "War"] && movie.fields["studio"] == "Ealing" && movie.fields["premiered"] == "2001-05-04")
+        #expect(movie.fields["runtime"] == "91" && movie.ids == ["imdb": "tt0000001", "tmdb": "11"], "\(movie.ids)")
+        let show = try parsed(m.path(Self.show))
+        #expect(show.root == "tvshow" && show.fields["title"] == "Show" && show.fields["year"] == "2020" && show.fields["plot"] == "A show & its plot.")
+        #expect(show.genres == ["Comedy"] && show.ids == ["tvdb": "321"], "\(show)")
+        let pilot = try parsed(m.path(Self.pilot))
+        #expect(pilot.root == "episodedetails" && pilot.fields["title"] == "Pilot" && pilot.fields["season"] == "1" && pilot.fields["episode"] == "1")
+        #expect(pilot.fields["plot"] == "The first one." && pilot.fields["aired"] == "2020-01-02" && pilot.fields["runtime"] == "25")
+        // Made here: nothing to pin or fetch, and whole.
+        #expect(StatusCommandXattr.get(m.path(Self.film), "state") == "complete")
+        // Offline after a restart: the same bytes.
+        try m.unmount()
+        m.fixture.stop()
+        try m.mount()
+        #expect(try Data(contentsOf: URL(fileURLWithPath: m.path(Self.film))) == film)
+        try m.unmount()
+    }
+
+    @Test func sideAssetsOffShowsOnlyTheMedia() throws {
+        let m = try MountedLabstream("nfo-off", catalog: Self.catalog, cacheConfig: "side_assets = off")
+        try m.mount()
+        let folder = try FileManager.default.contentsOfDirectory(atPath: m.path("test/Movies/Alpha (2001)"))
+        #expect(folder == ["Alpha (2001).mkv"], "\(folder)")
+        #expect(!FileManager.default.fileExists(atPath: m.path(Self.show)))
+        try m.unmount()
+    }
+}
