@@ -53,8 +53,8 @@ public enum MediaBrowserFlavor: String, Sendable, Hashable {
 
     /// Item fields each server is asked for. Emby 4.8 has no `DateLastSaved` in BaseItemDto.
     var itemFields: String {
-        // Overview, Genres, Studios, ProviderIds (and Jellyfin's OriginalTitle): what an `.nfo` says.
-        self == .jellyfin ? "MediaSources,Path,Etag,DateCreated,DateLastSaved,Overview,Genres,Studios,ProviderIds,OriginalTitle"
+        // Overview, Genres, Studios, ProviderIds (and Jellyfin's OriginalTitle): what an `.nfo` says; Chapters: its chapters.
+        self == .jellyfin ? "MediaSources,Path,Etag,DateCreated,DateLastSaved,Overview,Genres,Studios,ProviderIds,OriginalTitle,Chapters"
             : "MediaSources,Path,Etag,Chapters,DateCreated,Overview,Genres,Studios,ProviderIds"
     }
 }
@@ -405,6 +405,10 @@ public enum MediaBrowserDecode {
                            studios: (j["Studios"].array ?? []).compactMap { $0["Name"].string },
                            rating: j["CommunityRating"].double,
                            premiered: j["PremiereDate"].string.map { String($0.prefix(10)) },
-                           ids: ids).orNil
+                           ids: ids,
+                           // ChapterInfo: StartPositionTicks (10 000 000 a second) and Name.
+                           chapters: (j["Chapters"].array ?? []).compactMap { c in
+                               c["StartPositionTicks"].int64.map { ItemDetails.Chapter(start: Double($0) / 10_000_000, name: c["Name"].string ?? "") }
+                           }).orNil
     }
 }

@@ -262,16 +262,21 @@ struct Daemon {
         let files: [TreeFile]
         do { files = try index.treeFiles() } catch { throw CLIError(error) }
         let ownership = FilesystemEngine.Ownership(uid: options.uid ?? geteuid(), gid: options.gid ?? getegid(), umask: options.umask)
-        // The `.nfo` beside each film and episode and in each series folder, made from the index.
+        // The `.nfo` beside each film and episode and in each series folder, made from the index,
+        // and the chapters the server knows, as each file's user.labstream.chapters.
         let sideAssets = config.sideAssets
-        let generated: @Sendable ([TreeFile]) -> [GeneratedFile] = { files in
-            guard sideAssets != .off else { return [] }
-            return Dictionary(grouping: files, by: \.key.server).sorted { $0.key < $1.key }.flatMap { server, tree in
-                SideFiles.nfos(tree: tree, libraries: (try? index.catalog(server: server)) ?? [])
+        let beside: @Sendable ([TreeFile]) -> (files: [GeneratedFile], chapters: [FileKey: String]) = { files in
+            var made: (files: [GeneratedFile], chapters: [FileKey: String]) = ([], [:])
+            for (server, tree) in Dictionary(grouping: files, by: \.key.server).sorted(by: { $0.key < $1.key }) {
+                let libraries = (try? index.catalog(server: server)) ?? []
+                if sideAssets != .off { made.files += SideFiles.nfos(tree: tree, libraries: libraries) }
+                made.chapters.merge(SideFiles.chapters(tree: tree, libraries: libraries)) { a, _ in a }
             }
+            return made
         }
-        let fs = FilesystemEngine(transfers: transfers, files: files, generated: generated(files), ownership: ownership, sizes: config.sizes,
-                                  offlineView: options.offlineView)
+        let made = beside(files)
+        let fs = FilesystemEngine(transfers: transfers, files: files, generated: made.files, chapters: made.chapters, ownership: ownership,
+                                  sizes: config.sizes, offlineView: options.offlineView)
         transfers.startBackgroundFill()
         let control: ControlChannel.Server?
         do { control = try ControlChannel.Server(layout: context.layout, fs: fs, log: log) } catch {
@@ -294,7 +299,8 @@ struct Daemon {
         let reload: @Sendable () -> Void = {
             do {
                 let files = try index.treeFiles()
-                fs.reload(files: files, generated: generated(files))
+                let made = beside(files)
+                fs.reload(files: files, generated: made.files, chapters: made.chapters)
                 log.info("catalog reloaded from the index")
             } catch {
                 log.warn("reloading the catalog failed: \(describe(error))")

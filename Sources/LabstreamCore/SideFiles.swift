@@ -12,9 +12,22 @@ public struct ItemDetails: Sendable, Hashable, Codable {
     public var premiered: String?
     /// Provider ids by provider: `tmdb`, `imdb`, `tvdb`.
     public var ids: [String: String]
+    /// The chapters the server knows, in order.
+    public var chapters: [Chapter]
+
+    public struct Chapter: Sendable, Hashable, Codable {
+        /// Seconds from the start.
+        public var start: Double
+        public var name: String
+        public init(start: Double, name: String) {
+            self.start = start
+            self.name = name
+        }
+    }
 
     public init(originalTitle: String? = nil, plot: String? = nil, runtimeSeconds: Int? = nil, genres: [String] = [], studios: [String] = [],
-                rating: Double? = nil, premiered: String? = nil, ids: [String: String] = [:]) {
+                rating: Double? = nil, premiered: String? = nil, ids: [String: String] = [:], chapters: [Chapter] = []) {
+        self.chapters = chapters
         self.originalTitle = originalTitle
         self.plot = plot
         self.runtimeSeconds = runtimeSeconds
@@ -23,6 +36,16 @@ public struct ItemDetails: Sendable, Hashable, Codable {
         self.rating = rating
         self.premiered = premiered
         self.ids = ids
+    }
+
+    /// Members a later release adds read back as absent from what an earlier one stored.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(originalTitle: try c.decodeIfPresent(String.self, forKey: .originalTitle), plot: try c.decodeIfPresent(String.self, forKey: .plot),
+                  runtimeSeconds: try c.decodeIfPresent(Int.self, forKey: .runtimeSeconds), genres: try c.decodeIfPresent([String].self, forKey: .genres) ?? [],
+                  studios: try c.decodeIfPresent([String].self, forKey: .studios) ?? [], rating: try c.decodeIfPresent(Double.self, forKey: .rating),
+                  premiered: try c.decodeIfPresent(String.self, forKey: .premiered), ids: try c.decodeIfPresent([String: String].self, forKey: .ids) ?? [:],
+                  chapters: try c.decodeIfPresent([Chapter].self, forKey: .chapters) ?? [])
     }
 
     public var isEmpty: Bool { self == ItemDetails() }
@@ -74,6 +97,32 @@ public enum SideFiles {
             }
         }
         return out
+    }
+}
+
+extension SideFiles {
+    /// `user.labstream.chapters` of each file whose item has chapters: one line per chapter,
+    /// `HH:MM:SS.mmm NAME` (the start, then the name with line breaks made spaces).
+    public static func chapters(tree: [TreeFile], libraries: [LibraryCatalog]) -> [FileKey: String] {
+        var chaptersOf: [String: [ItemDetails.Chapter]] = [:]
+        for library in libraries {
+            for item in library.items { if let c = item.details?.chapters, !c.isEmpty { chaptersOf[item.id] = c } }
+        }
+        guard !chaptersOf.isEmpty else { return [:] }
+        var out: [FileKey: String] = [:]
+        for file in tree where DerivedCopy.parse(file.key) == nil {
+            guard let chapters = chaptersOf[file.key.itemId] else { continue }
+            out[file.key] = chapters.map { timestamp($0.start) + " " + $0.name.split(whereSeparator: \.isNewline).joined(separator: " ") }.joined(separator: "\n")
+        }
+        return out
+    }
+
+    /// `01:02:03.450`.
+    public static func timestamp(_ seconds: Double) -> String {
+        let millis = Int((max(seconds, 0) * 1000).rounded())
+        let h = millis / 3_600_000, m = millis / 60_000 % 60, s = millis / 1000 % 60, ms = millis % 1000
+        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return "\(two(h)):\(two(m)):\(two(s))." + String(String(ms + 1000).dropFirst())
     }
 }
 

@@ -60,12 +60,16 @@ public final class FilesystemEngine: Sendable {
     let sizes: TransferSizes
     public let offlineView: MountOptions.OfflineView
 
-    public init(transfers: TransferEngine, files: [TreeFile], generated: [GeneratedFile] = [], ownership: Ownership, sizes: TransferSizes,
-                offlineView: MountOptions.OfflineView = .all) {
+    /// `user.labstream.chapters` by file (`SideFiles.chapters`).
+    let chapters = Mutex<[FileKey: String]>([:])
+
+    public init(transfers: TransferEngine, files: [TreeFile], generated: [GeneratedFile] = [], chapters: [FileKey: String] = [:],
+                ownership: Ownership, sizes: TransferSizes, offlineView: MountOptions.OfflineView = .all) {
         self.transfers = transfers
         self.ownership = ownership
         self.sizes = sizes
         self.offlineView = offlineView
+        self.chapters.withLock { $0 = chapters }
         table.withLock { $0 = InodeTable(files: files, generated: generated) }
         transfers.setCatalog(files)
     }
@@ -89,7 +93,8 @@ public final class FilesystemEngine: Sendable {
 
     /// Swaps in a new catalog, keeping inode numbers of unchanged paths, and has the kernel
     /// forget the names that changed.
-    public func reload(files: [TreeFile], generated: [GeneratedFile] = []) {
+    public func reload(files: [TreeFile], generated: [GeneratedFile] = [], chapters: [FileKey: String] = [:]) {
+        self.chapters.withLock { $0 = chapters }
         let changed = table.withLock { t -> [(UInt64, String)] in
             let old = t
             t = InodeTable(files: files, generated: generated, previous: old)
@@ -316,6 +321,7 @@ public final class FilesystemEngine: Sendable {
             out.append((Self.xattrPrefix + "item_id", f.key.itemId))
             if f.orphaned { reason = StatusReason.orphaned }
             if let reason { out.append((Self.xattrPrefix + "reason", reason)) }
+            if let marks = chapters.withLock({ $0[f.key] }) { out.append((Self.xattrPrefix + "chapters", marks)) }
             // Copies at other qualities: `10mbps=downloading;2mbps=complete`.
             let copies = transfers.copies(of: f.key).compactMap { row in
                 DerivedCopy.parse(row.key).map { "\($0.quality)=\(row.status.rawValue)" }

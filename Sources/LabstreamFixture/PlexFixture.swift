@@ -68,8 +68,11 @@ extension ServerFixture {
         }
         if parts.count == 3 && parts[0] == "library" && parts[1] == "metadata" {
             guard let id = idsByPlexNumber[parts[2]], let node = itemsById[id], !removed.contains(id) else { return .json("", status: 404) }
-            // An item's own metadata carries its Guids unasked (no includeGuids on this path).
-            return plexPage([node], request, guids: true)
+            // An item's own metadata carries its Guids unasked (no includeGuids on this path), and a
+            // movie's or episode's Chapter with `includeChapters` ("Include chapter details", boolean:
+            // v0.0.3 spec, GET /library/metadata/{ratingKey}; the 1.1.1 spec has neither).
+            let chapters = ["1", "true"].contains(request.query["includeChapters"]?.lowercased() ?? "")
+            return plexPage([node], request, guids: true, chapters: chapters)
         }
         if parts.count == 4 && parts[0] == "library" && parts[1] == "metadata" && parts[3] == "children" {
             guard let parent = idsByPlexNumber[parts[2]], let node = itemsById[parent], !back.contains(parent) else { return .json("", status: 404) }
@@ -123,20 +126,21 @@ extension ServerFixture {
     /// metadata); else only with `includeGuids=1`, which "Adds the Guid object to the response"
     /// (GET /library/sections/{sectionId}/all, BoolInt). Listings of children are taken to honour
     /// it the same way (the 1.1.1 spec has no such path; v0.0.3's lists no Guid there).
-    func plexPage(_ all: [[String: Any]], _ request: HTTPServer.Request, guids: Bool = false) -> HTTPServer.Response {
+    /// `chapters`: the items carry their Metadata.Chapter (see `plexDetails`); listings never do.
+    func plexPage(_ all: [[String: Any]], _ request: HTTPServer.Request, guids: Bool = false, chapters: Bool = false) -> HTTPServer.Response {
         func value(_ name: String) -> Int? { Int(request.query[name] ?? request.headers[name.lowercased()] ?? "") }
         let start = max(value("X-Plex-Container-Start") ?? 0, 0)
         let size = max(value("X-Plex-Container-Size") ?? 50, 0)   // the spec's default page
         let slice = start < all.count ? Array(all[start..<min(all.count, start + size)]) : []
         let withGuids = guids || request.query["includeGuids"] == "1"
         var response = plexJSON(["MediaContainer": ["size": slice.count, "totalSize": all.count, "offset": start,
-                                                     "Metadata": slice.map { plexMetadata($0, guids: withGuids) }] as [String: Any]])
+                                                     "Metadata": slice.map { plexMetadata($0, guids: withGuids, chapters: chapters) }] as [String: Any]])
         response.headers += [("X-Plex-Container-Start", String(start)), ("X-Plex-Container-Total-Size", String(all.count))]
         return response
     }
 
-    /// `guids`: whether the item carries its Metadata.Guid (see `plexPage`).
-    func plexMetadata(_ raw: [String: Any], guids: Bool = false) -> [String: Any] {
+    /// `guids`: whether the item carries its Metadata.Guid (see `plexPage`); `chapters` its Chapter.
+    func plexMetadata(_ raw: [String: Any], guids: Bool = false, chapters: Bool = false) -> [String: Any] {
         let id = raw["Id"] as! String
         let key = plexNumber(id)
         // Metadata.addedAt: a released item was added to the library when it arrived (and so
@@ -158,7 +162,7 @@ extension ServerFixture {
         if let year = raw["ProductionYear"] as? Int { out["year"] = year }
         if let index = raw["IndexNumber"] as? Int { out["index"] = index }
         if let season = raw["ParentIndexNumber"] as? Int { out["parentIndex"] = season }
-        out.merge(plexDetails(raw, guids: guids)) { _, new in new }
+        out.merge(plexDetails(raw, guids: guids, chapters: chapters)) { _, new in new }
         if let parent = raw["ParentId"] as? String, raw["Type"] as? String != "Movie", raw["Type"] as? String != "Series" {
             out["parentRatingKey"] = plexNumber(parent)
         }
@@ -187,8 +191,8 @@ extension ServerFixture {
     /// The descriptive Metadata members of a movie, episode or show with catalog details
     /// (`_details`), by the names and types of plex-api-spec.yaml components.schemas.Metadata; all
     /// are optional ("When present"), so unset ones are not sent and an item without details
-    /// answers as before. Metadata.Guid only with `guids` (see `plexPage`).
-    func plexDetails(_ raw: [String: Any], guids: Bool) -> [String: Any] {
+    /// answers as before. Metadata.Guid only with `guids` (see `plexPage`), Chapter only with `chapters`.
+    func plexDetails(_ raw: [String: Any], guids: Bool, chapters: Bool = false) -> [String: Any] {
         guard let d = raw["_details"] as? FixtureCatalog.Details else { return [:] }
         var out: [String: Any] = [:]
         if let plot = d.plot { out["summary"] = plot }                          // string: "e.g. movie plot"
@@ -213,7 +217,34 @@ extension ServerFixture {
             }
             if !ids.isEmpty { out["Guid"] = ids }
         }
+        if chapters, !d.chapters.isEmpty, ["Movie", "Episode"].contains(raw["Type"] as? String ?? "") {
+            out["Chapter"] = plexChapters(d, itemId: raw["Id"] as! String)
+        }
         return out
+    }
+
+    /// Metadata.Chapter (v0.0.3 spec, GET /library/metadata/{ratingKey} 200): `id` (integer),
+    /// `filter` ("thumb=<id>", as its example `id` 4 / `thumb=4`), `index` (integer, from 1, as its
+    /// example and `/library/media/{mediaId}/chapterImages/{chapter}` "The index of the chapter"),
+    /// `startTimeOffset` and `endTimeOffset` (integers, milliseconds: the example's 100100 for a
+    /// chapter at 0), in start order. A chapter ends where the next starts, the last at the item's
+    /// duration; without one (no `runtimeSeconds`) the last has no `endTimeOffset`. The name is
+    /// `tag`, which the spec's Chapter does not list (a real server's chapters carry it, as its
+    /// other tag lists do). `thumb` is not sent: the fixture has no chapter images.
+    func plexChapters(_ d: FixtureCatalog.Details, itemId: String) -> [[String: Any]] {
+        let ordered = d.orderedChapters
+        func ms(_ seconds: Double) -> Int { Int((seconds * 1000).rounded()) }
+        return ordered.enumerated().map { i, chapter -> [String: Any] in
+            let id = Int(plexNumber(fixtureId("chapter:\(itemId):\(i)")))!
+            var out: [String: Any] = ["id": id, "filter": "thumb=\(id)", "index": i + 1,
+                                      "startTimeOffset": ms(chapter.start), "tag": chapter.name]
+            if i + 1 < ordered.count {
+                out["endTimeOffset"] = ms(ordered[i + 1].start)
+            } else if let seconds = d.runtimeSeconds, seconds * 1000 >= ms(chapter.start) {
+                out["endTimeOffset"] = seconds * 1000
+            }
+            return out
+        }
     }
 
     func plexJSON(_ object: Any) -> HTTPServer.Response { json(object) }

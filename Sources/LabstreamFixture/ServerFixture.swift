@@ -87,10 +87,14 @@ public struct FixtureCatalog: Sendable {
         public var imdb: String?
         public var tmdb: String?
         public var tvdb: String?
+        /// The file's chapters (movies and episodes): BaseItemDto.Chapters (ChapterInfo), only when
+        /// the request's fields/Fields names `Chapters`; Plex Metadata.Chapter, only on
+        /// `/library/metadata/{id}` with `includeChapters`. Served in start order. Empty: none sent.
+        public var chapters: [Chapter]
 
         public init(plot: String? = nil, originalTitle: String? = nil, genres: [String] = [], studios: [String] = [],
                     rating: Double? = nil, contentRating: String? = nil, premiered: String? = nil, runtimeSeconds: Int? = nil,
-                    imdb: String? = nil, tmdb: String? = nil, tvdb: String? = nil) {
+                    imdb: String? = nil, tmdb: String? = nil, tvdb: String? = nil, chapters: [Chapter] = []) {
             self.plot = plot
             self.originalTitle = originalTitle
             self.genres = genres
@@ -102,10 +106,27 @@ public struct FixtureCatalog: Sendable {
             self.imdb = imdb
             self.tmdb = tmdb
             self.tvdb = tvdb
+            self.chapters = chapters
         }
 
         /// No member set: the item carries no `_details` and is answered exactly as before.
         public var isEmpty: Bool { self == Details() }
+
+        /// `chapters` by start (those starting together in the order given), as each server lists them.
+        var orderedChapters: [Chapter] {
+            chapters.enumerated().sorted { ($0.element.start, $0.offset) < ($1.element.start, $1.offset) }.map(\.element)
+        }
+    }
+
+    /// A chapter of a movie or episode file: where it starts (seconds from the file's start) and its name.
+    public struct Chapter: Sendable, Hashable {
+        public var start: Double
+        public var name: String
+
+        public init(start: Double, name: String) {
+            self.start = start
+            self.name = name
+        }
     }
 
     /// A music file (Jellyfin/Emby `BaseItemDto` of `Type` "Audio"; Plex `Metadata` of `type` "track"
@@ -888,6 +909,19 @@ public final class ServerFixture: Sendable {
         // Imdb, Tmdb, Tvdb); neither spec lists them.
         let providerIds = clean(["Imdb": d.imdb, "Tmdb": d.tmdb, "Tvdb": d.tvdb])
         if !providerIds.isEmpty, fields.contains("ProviderIds") { out["ProviderIds"] = providerIds }
+        // Chapters (array of ChapterInfo) of a movie or episode: a Jellyfin ItemFields member and in
+        // Emby's Fields options, so only when asked. ChapterInfo.StartPositionTicks (integer, int64):
+        // seconds × 10 000 000; Name (string). Emby's also ChapterIndex (integer, int32): the
+        // chapter's place in the list, from 0. The image members (Jellyfin ImagePath,
+        // ImageDateModified, ImageTag; Emby ImageTag) and Emby's MarkerType are not sent: the
+        // fixture has no chapter images and the catalog says nothing of markers.
+        if !d.chapters.isEmpty, fields.contains("Chapters"), ["Movie", "Episode"].contains(raw["Type"] as? String ?? "") {
+            out["Chapters"] = d.orderedChapters.enumerated().map { index, chapter -> [String: Any] in
+                var info: [String: Any] = ["StartPositionTicks": Int64((chapter.start * 10_000_000).rounded()), "Name": chapter.name]
+                if kind == .emby { info["ChapterIndex"] = index }
+                return info
+            }
+        }
         return out
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import LabstreamCore
 import Testing
 
@@ -40,5 +41,24 @@ import Testing
         let item = CatalogItem(id: "m", kind: .movie, title: "</title><x>", sources: [], details: ItemDetails(plot: String(repeating: "&\u{1}", count: 3)))
         let text = String(decoding: NFO.movie(item), as: UTF8.self)
         #expect(text.contains("<title>&lt;/title&gt;&lt;x&gt;</title>") && text.contains("<plot>&amp;&amp;&amp;</plot>"))
+    }
+
+    @Test func chaptersAreOneLineEachWithTheirStart() {
+        let chapters = [ItemDetails.Chapter(start: 0, name: "Opening"), ItemDetails.Chapter(start: 3_723.45, name: "Two\nlines")]
+        let item = CatalogItem(id: "m", kind: .movie, title: "Alpha", year: 2001, sources: [MediaSource(id: "ms", container: "mkv", size: 1)],
+                               details: ItemDetails(chapters: chapters))
+        let libraries = [LibraryCatalog(id: "L", name: "Movies", items: [item])]
+        let tree = TreeBuilder.build(server: "srv", libraries: libraries)
+        #expect(SideFiles.chapters(tree: tree, libraries: libraries) == [tree[0].key: "00:00:00.000 Opening\n01:02:03.450 Two lines"])
+        #expect(SideFiles.timestamp(59.9996) == "00:01:00.000" && SideFiles.timestamp(-1) == "00:00:00.000")
+    }
+
+    /// Details stored by a release that knew fewer members read back with the rest absent.
+    @Test func detailsStoredWithFewerMembersStillRead() throws {
+        let older = #"{"plot":"A plot.","genres":["Drama"]}"#
+        let read = try JSONDecoder().decode(ItemDetails.self, from: Data(older.utf8))
+        #expect(read == ItemDetails(plot: "A plot.", genres: ["Drama"]))
+        let again = try JSONDecoder().decode(ItemDetails.self, from: JSONEncoder().encode(details))
+        #expect(again == details)
     }
 }
