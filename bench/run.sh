@@ -43,8 +43,8 @@ ffmpeg -v error -f lavfi -i testsrc2=size=1920x1080:rate=30 -t 60 -c:v libx264 -
 chmod 644 "$W"/media/*
 ln "$W/media/bench.mkv" "$W/floor-big/"; ln "$W"/media/s?.mkv "$W/floor-small/"
 for i in $(seq 1 "$MANY"); do : > "$W/many/m$i.mkv"; done
-# The same tree on the local disk, B5's reference.
-mkdir -p "$W/local-tree"; (cd "$W/local-tree" && seq 1 "$MANY" | sed 's/^/m/' | xargs mkdir && for i in $(seq 1 "$MANY"); do : > "m$i/m$i.mkv"; done)
+# The same tree on the local disk, B5's reference (with the .nfo Labstream shows beside each film).
+mkdir -p "$W/local-tree"; (cd "$W/local-tree" && seq 1 "$MANY" | sed 's/^/m/' | xargs mkdir && for i in $(seq 1 "$MANY"); do : > "m$i/m$i.mkv"; : > "m$i/m$i.nfo"; done)
 
 $BIN fixture "$W/media" > "$W/fixture.url" &
 FIXTURE_PID=$!
