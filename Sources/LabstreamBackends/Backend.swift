@@ -93,6 +93,8 @@ public protocol ManagedDownloadRegistry: MediaBackend {
 /// subscriptions, downloads-api.md § 8): Labstream's monitors are mirrored there, and the
 /// server's sync registers the episodes' entries, which the managed pass adopts.
 public protocol SeriesSubscriptions: ManagedDownloadRegistry {
+    /// Whether this server keeps monitors for this profile now (its capability says so).
+    func keepsMonitors() throws(LabstreamError) -> Bool
     /// This device's subscriptions, every page.
     func subscriptions() throws(LabstreamError) -> [SeriesSubscription]
     /// Makes the monitor's subscription (the device's existing one is answered unchanged).

@@ -388,11 +388,20 @@ public enum SiloDecode {
     /// The presets this profile may ask for now (§ 3: `quality_presets`, empty when `enabled`
     /// or `allowed` is false).
     public static func offeredPresets(_ body: [UInt8]) throws(LabstreamError) -> [String] {
+        try downloadCapability(body).presets
+    }
+
+    /// The download capability (§ 3): the presets offered, and whether series monitors can be
+    /// read, made and synced (`series_monitoring`, `subscription_reads`,
+    /// `subscription_mutations`, `bounded_subscription_sync`; an absent flag is no).
+    public static func downloadCapability(_ body: [UInt8]) throws(LabstreamError) -> (presets: [String], monitors: Bool) {
         let j = try json(body, "/capabilities/downloads")
         guard let presets = j["quality_presets"].array?.compactMap(\.string) else {
             throw .malformedResponse("/capabilities/downloads has no quality_presets")
         }
-        return j["enabled"].bool == false || j["allowed"].bool == false ? [] : presets
+        let off = j["enabled"].bool == false || j["allowed"].bool == false
+        let monitors = ["series_monitoring", "subscription_reads", "subscription_mutations", "bounded_subscription_sync"].allSatisfy { j[$0].bool == true }
+        return (off ? [] : presets, !off && monitors)
     }
 
     /// A season page's answer: its entries, the episodes skipped and why, and the next page.

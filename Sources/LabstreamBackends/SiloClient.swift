@@ -21,7 +21,7 @@ public struct SiloClient: MediaBackend {
         /// The managed entry each file's bytes are fetched through (by source id), once registered.
         let entryRoutes = Mutex<[String: String]>([:])
         /// The download capability held, with its ETag (asked again conditionally).
-        let capability = Mutex<(etag: String, presets: [String])?>(nil)
+        let capability = Mutex<(etag: String, presets: [String], monitors: Bool)?>(nil)
         init(refresh: String) { self.refresh = Mutex(refresh) }
     }
 
@@ -355,14 +355,16 @@ extension SiloClient: ManagedDownloadRegistry {
     }
 
     /// The presets of the download capability, asked with the ETag of the copy held (`304`: unchanged).
-    func presets() throws(LabstreamError) -> [String] {
+    func presets() throws(LabstreamError) -> [String] { try capability().presets }
+
+    func capability() throws(LabstreamError) -> (presets: [String], monitors: Bool) {
         let held = tokens.capability.withLock { $0 }
         let answer = try call({ requests.downloadCapability(etag: held?.etag, bearer: $0, profile: profile) }, "/capabilities/downloads")
-        if answer.status == 304, let held { return held.presets }
+        if answer.status == 304, let held { return (held.presets, held.monitors) }
         guard answer.status == 200 else { throw Self.failure(answer, "/capabilities/downloads") }
-        let presets = try SiloDecode.offeredPresets(answer.body)
-        if let etag = answer.header("ETag") { tokens.capability.withLock { $0 = (etag, presets) } }
-        return presets
+        let read = try SiloDecode.downloadCapability(answer.body)
+        if let etag = answer.header("ETag") { tokens.capability.withLock { $0 = (etag, read.presets, read.monitors) } }
+        return read
     }
 
     public func report(_ entry: ManagedEntry, _ state: ManagedEntry.Report, at: Int64) throws(LabstreamError) -> ManagedEntry? {
@@ -409,6 +411,8 @@ extension SiloClient: ManagedDownloadRegistry {
 }
 
 extension SiloClient: SeriesSubscriptions, WatchedState {
+    public func keepsMonitors() throws(LabstreamError) -> Bool { try capability().monitors }
+
     public func subscriptions() throws(LabstreamError) -> [SeriesSubscription] {
         var out: [SeriesSubscription] = []
         var cursor: String?

@@ -58,8 +58,15 @@ final class SeriesMonitors: Sendable {
         // Offline, a monitor waits: nothing is pinned, let go or removed on old news.
         guard engine.reachability(of: server) == .online else { return }
         if let registry = engine.backend(for: server) as? any SeriesSubscriptions {
-            monitors = try mirror(monitors, to: registry, server: server, engine: engine)
-            refreshLookup(server, monitors: monitors, items: items)
+            // The server's monitors failing (busy, refused, not offered) does not stop them
+            // being evaluated here: the pins register one by one instead of by the server's sync.
+            do throws(LabstreamError) {
+                monitors = try mirror(monitors, to: registry, server: server, engine: engine)
+                refreshLookup(server, monitors: monitors, items: items)
+            } catch {
+                engine.log("\(server): its own series monitors could not be kept this time (\(error.userMessage)); evaluating them here")
+                monitors = try engine.index.monitors(server: server)
+            }
         }
         var monitored = try engine.index.monitoredEpisodes(server: server)
         // An episode counts as pinned when its file or a copy of it at another quality is.
@@ -118,12 +125,11 @@ final class SeriesMonitors: Sendable {
     /// leaves them as they are: they are evaluated here all the same.
     func mirror(_ monitors: [SeriesMonitor], to registry: any SeriesSubscriptions, server: String,
                 engine: TransferEngine) throws(LabstreamError) -> [SeriesMonitor] {
-        let remote: [SeriesSubscription]
-        do { remote = try registry.subscriptions() } catch {
-            guard case .refused(let why) = error else { throw error }
-            if refusedOnce.withLock({ $0.insert(server).inserted }) { engine.log("\(server) keeps no series monitors of its own (\(why)); evaluating them here") }
+        guard try registry.keepsMonitors() else {
+            if refusedOnce.withLock({ $0.insert(server).inserted }) { engine.log("\(server) keeps no series monitors of its own; evaluating them here") }
             return monitors
         }
+        let remote = try registry.subscriptions()
         let bySeries = Dictionary(remote.map { ($0.seriesId, $0) }, uniquingKeysWith: { a, _ in a })
         var out: [SeriesMonitor] = []
         var registered = 0

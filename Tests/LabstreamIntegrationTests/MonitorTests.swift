@@ -149,7 +149,7 @@ import Testing
         let made = try #require(m.fixture.subscriptions.first)
         let device = try String(contentsOfFile: m.dataDir + "/device-id", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(made.mode == "latest_season" && made.deleteWatched && made.maxStorageBytes == 700_000 && made.deviceId == device, "\(made)")
-        #expect(m.fixture.requestLog.contains { $0.path.hasSuffix("/downloads/subscriptions/sync") && $0.status == 200 })
+        #expect(eventually { m.fixture.requestLog.contains { $0.path.hasSuffix("/downloads/subscriptions/sync") && $0.status == 200 } })
         // Season 2's one episode: pinned, fetched, one entry on the server for it.
         #expect(eventually { stored(m, 2, 1) }, "\(m.log)")
         let twoOne = try episode(m, 2, 1)
@@ -183,6 +183,22 @@ import Testing
         #expect(m.fixture.subscriptions.isEmpty)
         #expect(pinned(m, 1, 1) && pinned(m, 1, 2))
         #expect(try entries(m, episode(m, 1, 1)).count == 1)
+        try m.unmount()
+    }
+
+    /// A server whose capability does not offer monitors: the monitor is evaluated here all the
+    /// same, its episodes registered one by one, and no subscription route is asked.
+    @Test func withoutTheServersMonitorsTheMonitorIsKeptHere() throws {
+        let m = try MountedSilo("silo-monitor-off", catalog: MonitorTests.catalog)
+        m.fixture.setSeriesMonitoring(false)
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        #expect(try m.cli(["monitor", "add", m.path(MonitorTests.series), "--mode", "seasons=1"]).code == 0)
+        #expect(eventually { stored(m, 1, 1) && stored(m, 1, 2) }, "\(m.log)")
+        #expect(!pinned(m, 2, 1))
+        #expect(try entries(m, episode(m, 1, 1)).count == 1 && entries(m, episode(m, 1, 2)).count == 1)
+        #expect(!m.fixture.requestLog.contains { $0.path.contains("/downloads/subscriptions") }, "\(m.fixture.requestLog.filter { $0.path.contains("subscriptions") })")
+        #expect(m.log.contains("keeps no series monitors of its own"))
         try m.unmount()
     }
 }
