@@ -387,7 +387,7 @@ public enum MediaBrowserDecode {
             trackNumber: kind == .track ? j["IndexNumber"].int : nil,
             modified: modified, sources: sources,
             // UserItemDataDto.Played: the signed-in user's watched state (asked with enableUserData).
-            played: j["UserData"]["Played"].bool ?? false, details: kind == .track ? nil : details(j))
+            played: j["UserData"]["Played"].bool ?? false, details: details(j))
     }
 
     /// What BaseItemDto says beyond names (`Overview`, `Genres`, `Studios`, `ProviderIds`,
@@ -400,7 +400,7 @@ public enum MediaBrowserDecode {
         let ticks = j["RunTimeTicks"].int64
         return ItemDetails(originalTitle: j["OriginalTitle"].string.flatMap { $0.isEmpty || $0 == j["Name"].string ? nil : $0 },
                            plot: j["Overview"].string.flatMap { $0.isEmpty ? nil : $0 },
-                           runtimeSeconds: ticks.map { Int($0 / 10_000_000) },
+                           runtimeSeconds: ticks.map { Double($0) / 10_000_000 },
                            genres: (j["Genres"].array ?? []).compactMap(\.string),
                            studios: (j["Studios"].array ?? []).compactMap { $0["Name"].string },
                            rating: j["CommunityRating"].double,

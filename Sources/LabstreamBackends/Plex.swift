@@ -277,7 +277,7 @@ public enum PlexDecode {
             trackNumber: kind == .track ? j["index"].int : nil,
             modified: modified, sources: sources,
             // Metadata.viewCount: how often the signed-in user played it (absent when never).
-            played: (j["viewCount"].int ?? 0) > 0, details: kind == .track ? nil : details(j))
+            played: (j["viewCount"].int ?? 0) > 0, details: details(j))
     }
 
     /// What Metadata says beyond names (`summary`, `originalTitle`, `Genre`, `studio`, `Guid`,
@@ -292,7 +292,7 @@ public enum PlexDecode {
         }
         return ItemDetails(originalTitle: j["originalTitle"].string.flatMap { $0.isEmpty ? nil : $0 },
                            plot: j["summary"].string.flatMap { $0.isEmpty ? nil : $0 },
-                           runtimeSeconds: j["duration"].int.map { $0 / 1000 },
+                           runtimeSeconds: j["duration"].double.map { $0 / 1000 },
                            genres: (j["Genre"].array ?? []).compactMap { $0["tag"].string },
                            studios: j["studio"].string.map { [$0] } ?? [],
                            rating: j["audienceRating"].double ?? j["rating"].double,

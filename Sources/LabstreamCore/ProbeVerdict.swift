@@ -34,7 +34,9 @@ public enum ProbeOutcome: Sendable, Hashable {
 /// mpv events and properties → outcome. Pure.
 public enum ProbeVerdict {
     /// `expecting`: what the file is meant to hold (a track is audio; cover art is not video).
-    public static func judge(_ o: ProbeObservation, expecting: MediaKind = .video) -> ProbeOutcome {
+    /// `serverDuration`: how long the server says a track plays (seconds); one that plays more
+    /// than a second longer or shorter is not the server's track.
+    public static func judge(_ o: ProbeObservation, expecting: MediaKind = .video, serverDuration: Double? = nil) -> ProbeOutcome {
         if let problem = o.problem { return .unverified(problem) }
         guard o.mpvAvailable else { return .unverified("libmpv unavailable") }
         if let error = o.endFileError { return .failed("mpv: \(error)") }
@@ -46,8 +48,13 @@ public enum ProbeVerdict {
         if o.endedAfterSeek { return .failed("playback stopped after seeking to 90 %: the file looks truncated") }
         if let error = o.decodeError { return .failed("decoding failed: \(error)") }
         guard let d = o.duration, d > 0 else { return .unverified("no duration") }
+        if expecting == .audio, let expected = serverDuration, expected > 0, abs(d - expected) > 1 {
+            return .failed("it plays \(seconds(d)), the server says \(seconds(expected)): a damaged or different file")
+        }
         if o.timedOut { return .unverified("probe timed out") }
         guard o.reachedPlayback else { return .unverified("playback never started") }
         return o.advancedAfterSeek ? .complete : .unverified("playback did not advance after seeking to 90 %")
     }
+
+    static func seconds(_ s: Double) -> String { "\((s * 10).rounded() / 10) s" }
 }

@@ -3,7 +3,7 @@
 public struct ItemDetails: Sendable, Hashable, Codable {
     public var originalTitle: String?
     public var plot: String?
-    public var runtimeSeconds: Int?
+    public var runtimeSeconds: Double?
     public var genres: [String]
     public var studios: [String]
     /// The community rating, out of 10.
@@ -25,7 +25,7 @@ public struct ItemDetails: Sendable, Hashable, Codable {
         }
     }
 
-    public init(originalTitle: String? = nil, plot: String? = nil, runtimeSeconds: Int? = nil, genres: [String] = [], studios: [String] = [],
+    public init(originalTitle: String? = nil, plot: String? = nil, runtimeSeconds: Double? = nil, genres: [String] = [], studios: [String] = [],
                 rating: Double? = nil, premiered: String? = nil, ids: [String: String] = [:], chapters: [Chapter] = []) {
         self.chapters = chapters
         self.originalTitle = originalTitle
@@ -42,7 +42,7 @@ public struct ItemDetails: Sendable, Hashable, Codable {
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init(originalTitle: try c.decodeIfPresent(String.self, forKey: .originalTitle), plot: try c.decodeIfPresent(String.self, forKey: .plot),
-                  runtimeSeconds: try c.decodeIfPresent(Int.self, forKey: .runtimeSeconds), genres: try c.decodeIfPresent([String].self, forKey: .genres) ?? [],
+                  runtimeSeconds: try c.decodeIfPresent(Double.self, forKey: .runtimeSeconds), genres: try c.decodeIfPresent([String].self, forKey: .genres) ?? [],
                   studios: try c.decodeIfPresent([String].self, forKey: .studios) ?? [], rating: try c.decodeIfPresent(Double.self, forKey: .rating),
                   premiered: try c.decodeIfPresent(String.self, forKey: .premiered), ids: try c.decodeIfPresent([String: String].self, forKey: .ids) ?? [:],
                   chapters: try c.decodeIfPresent([Chapter].self, forKey: .chapters) ?? [])
@@ -152,7 +152,7 @@ public enum NFO {
         if let original = details?.originalTitle { lines.append(element("originaltitle", original)) }
         if let year { lines.append(element("year", String(year))) }
         if let plot = details?.plot { lines.append(element("plot", plot)) }
-        if let runtime = details?.runtimeSeconds { lines.append(element("runtime", String((runtime + 30) / 60))) }
+        if let runtime = details?.runtimeSeconds { lines.append(element("runtime", String(Int((runtime / 60).rounded())))) }
         for genre in details?.genres ?? [] { lines.append(element("genre", genre)) }
         for studio in details?.studios ?? [] { lines.append(element("studio", studio)) }
         if let rating = details?.rating {

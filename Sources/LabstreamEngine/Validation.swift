@@ -48,7 +48,9 @@ enum Validation {
             if outcome == nil {
                 if engine.settings.playbackProbe {
                     let started = Date()
-                    outcome = ProbeVerdict.judge(PlaybackProbe.observe(path: path), expecting: file.kind.media)
+                    // A track is also checked against how long the server says it plays.
+                    let duration = file.kind.media == .audio ? ((try? engine.index.itemDetails(server: server, item: file.key.itemId)) ?? nil)?.runtimeSeconds : nil
+                    outcome = ProbeVerdict.judge(PlaybackProbe.observe(path: path), expecting: file.kind.media, serverDuration: duration)
                     engine.log("probe of \(file.path.joined(separator: "/")): \(outcome!) in \(Int(Date().timeIntervalSince(started) * 1000)) ms")
                 } else {
                     outcome = .unverified(StatusReason.probeOff)

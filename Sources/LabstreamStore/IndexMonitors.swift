@@ -78,4 +78,11 @@ extension OfflineIndex {
             }
         } catch { throw .storage("recording what the monitor did to \(server)/\(item) failed: \(error)") }
     }
+
+    /// What the server says of one item (its `.nfo`, a track's duration); nil when nothing.
+    public func itemDetails(server: String, item: String) throws(LabstreamError) -> ItemDetails? {
+        try read("item details") {
+            Self.decodeDetails(try db.query("SELECT details FROM items WHERE server=? AND id=?", [.text(server), .text(item)]).first?[0].text)
+        }
+    }
 }

@@ -117,6 +117,11 @@ import Testing
         #expect(seen.hasAudio && !seen.hasVideo, "\(seen)")
         if case .unverified = ProbeVerdict.judge(seen) {} else { Issue.record("audio where a video was expected: \(ProbeVerdict.judge(seen))") }
         #expect(ProbeVerdict.judge(seen, expecting: .audio) == .complete, "\(seen)")
+        // Checked against the server's duration: within a second it is the track, else not.
+        #expect(ProbeVerdict.judge(seen, expecting: .audio, serverDuration: 6.4) == .complete, "\(seen)")
+        if case .failed(let why) = ProbeVerdict.judge(seen, expecting: .audio, serverDuration: 9) {
+            #expect(why.contains("the server says 9.0 s"), "\(why)")
+        } else { Issue.record("a 6 s file where the server says 9 s: \(ProbeVerdict.judge(seen, expecting: .audio, serverDuration: 9))") }
         let flac = scratch.path + "/track.flac"
         #expect(try runProcess("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=220:duration=6", flac]).code == 0)
         #expect(ProbeVerdict.judge(PlaybackProbe.observe(path: flac, timeout: 10), expecting: .audio) == .complete)
