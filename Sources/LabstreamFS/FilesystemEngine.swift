@@ -233,8 +233,9 @@ public final class FilesystemEngine: Sendable {
 
     /// Whether a handle's file is entirely local, so the kernel may keep its page cache.
     public func isFullyLocal(handle: UInt64) -> Bool {
-        if handles.withLock({ $0.generated[handle] != nil }) { return true }
-        guard let file = handles.withLock({ $0.open[handle]?.file }) else { return false }
+        let (generated, file) = handles.withLock { h in (h.generated[handle] != nil, h.open[handle]?.file) }
+        if generated { return true }
+        guard let file else { return false }
         return transfers.row(for: file).map { $0.present.contains(ByteRange(0, file.size)) } ?? (file.size == 0)
     }
 
@@ -279,8 +280,8 @@ public final class FilesystemEngine: Sendable {
     }
 
     public func release(handle: UInt64) {
-        if handles.withLock({ $0.generated.removeValue(forKey: handle) }) != nil { return }
-        if let closed = handles.withLock({ $0.open.removeValue(forKey: handle) }) { transfers.noteClosed(closed.file.key) }
+        let closed = handles.withLock { h -> OpenFile? in h.generated.removeValue(forKey: handle) == nil ? h.open.removeValue(forKey: handle) : nil }
+        if let closed { transfers.noteClosed(closed.file.key) }
     }
 
     // MARK: - Extended attributes
@@ -362,8 +363,10 @@ public final class FilesystemEngine: Sendable {
     /// `user.labstream.action` = `pause|resume|retry|cancel` acts on their downloads.
     /// Any other write is refused with no side effect.
     public func setxattr(_ ino: UInt64, name: String, value: [UInt8]) throws(LabstreamError) {
-        let files = table.withLock { $0.node(ino) == nil ? nil : $0.files(under: ino) }
-        guard let files else { throw .notFound("inode \(ino)") }
+        let (node, files) = table.withLock { ($0.node(ino), $0.files(under: ino)) }
+        guard let node else { throw .notFound("inode \(ino)") }
+        // A generated file has nothing to pin, fetch or monitor.
+        if node.generated != nil { throw .unsupportedAttributeWrite(name) }
         let text = String(decoding: value, as: UTF8.self).trimming(" \t\r\n")
         if name == Self.xattrPrefix + "action" {
             guard let action = QueueAction(rawValue: text) else {
