@@ -53,6 +53,7 @@ enum DemoCommand {
               ls -R \(shown)
               mpv --vo=null --ao=null "\(shown)/demo/Movies/Test Pattern (2021)/Test Pattern (2021).mp4"
               ffprobe "\(shown)/demo/Shows/Signal Tests (2020)/Season 01/Signal Tests (2020) - S01E01 - Pilot Tone.mkv"
+              mpv --vo=null "\(shown)/demo/Music/Oscillator/Test Tones (2022)/1-01 - A 440.flac"
               \(env) labstream status
               labstream status --json "\(shown)/demo/Movies"
             Press Ctrl-C here to unmount and stop the demo server.

@@ -234,7 +234,8 @@ enum Help {
     static let demo = """
     Usage: labstream demo [MOUNTPOINT]
 
-    Starts an embedded Jellyfin-compatible server on loopback with generated media (ffmpeg), adds it
+    Starts an embedded Jellyfin-compatible server on loopback with generated media (ffmpeg: films,
+    a show, and a music library of tones), adds it
     as server "demo" in a separate demo profile under the data dir, and mounts it in the foreground
     at MOUNTPOINT (default mountpoints/demo). Ctrl-C unmounts and stops it.
     """

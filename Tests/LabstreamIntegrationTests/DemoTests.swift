@@ -34,6 +34,12 @@ import Testing
         #expect(try sha256(shown) == sha256(movie.file))
         let episodes = try FileManager.default.subpathsOfDirectory(atPath: mountpoint + "/demo/Shows").filter { $0.hasSuffix(".mkv") || $0.hasSuffix(".mp4") }
         #expect(episodes.count == catalog.series.first?.episodes.count)
+        // And its music: an album of two discs, a single; a track plays as it is.
+        let music = Set(try FileManager.default.subpathsOfDirectory(atPath: mountpoint + "/demo/Music").filter { $0.hasSuffix(".flac") })
+        #expect(music == ["Oscillator/Test Tones (2022)/1-01 - A 440.flac", "Oscillator/Test Tones (2022)/1-02 - E 330.flac",
+                          "Oscillator/Test Tones (2022)/2-01 - Low C.flac", "Oscillator/Singles/Sweep.flac"], "\(music)")
+        let track = mountpoint + "/demo/Music/Oscillator/Test Tones (2022)/1-01 - A 440.flac"
+        #expect(try runProcess("/usr/bin/mpv", ["--vo=null", "--ao=null", "--length=1", track]).code == 0)
         let aside = try FileManager.default.contentsOfDirectory(atPath: data + "/demo/data").filter { $0.hasPrefix("index.sqlite.unusable-") }
         #expect(aside.count == 1)
         #expect(FileManager.default.contents(atPath: data + "/demo/data/" + (aside.first ?? "")) == leftover)
