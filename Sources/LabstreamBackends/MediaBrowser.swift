@@ -348,13 +348,16 @@ public enum MediaBrowserDecode {
     /// One BaseItemDto to a catalog item; nil for entries that are not movies, episodes or
     /// music tracks (`Audio`) or lack an id. Items with no media source come back with an empty
     /// `sources` list.
-    public static func item(_ j: JSONValue, series: (id: String, name: String, year: Int?)? = nil, seasons: [String: Int] = [:]) -> CatalogItem? {
+    public static func item(_ j: JSONValue, series: (id: String, name: String, year: Int?)? = nil, seasons: [String: Int] = [:],
+                            homeVideo: Bool = false) -> CatalogItem? {
         guard let id = j["Id"].string, !id.isEmpty, let type = j["Type"].string else { return nil }
         let kind: ItemKind
         switch type {
         case "Movie": kind = .movie
         case "Episode": kind = .episode
         case "Audio": kind = .track
+        // A home video, in a home-video library only: placed by its folders (`folderItems`).
+        case "Video" where homeVideo: kind = .other
         default: return nil
         }
         let sources: [MediaSource] = (j["MediaSources"].array ?? []).compactMap { s in
@@ -388,6 +391,28 @@ public enum MediaBrowserDecode {
             modified: modified, sources: sources,
             // UserItemDataDto.Played: the signed-in user's watched state (asked with enableUserData).
             played: j["UserData"]["Played"].bool ?? false, details: details(j))
+    }
+
+    /// A home-video library's videos, each with the names of the `Folder` items between it and
+    /// the library (`root`) as its folders, outermost first. A parent the listing did not
+    /// include ends the walk.
+    public static func folderItems(_ raw: [JSONValue], root: String) -> [CatalogItem] {
+        var folders: [String: (name: String, parent: String?)] = [:]
+        for j in raw where j["Type"].string == "Folder" {
+            if let id = j["Id"].string { folders[id] = (j["Name"].string ?? id, j["ParentId"].string) }
+        }
+        return raw.compactMap { j -> CatalogItem? in
+            guard j["Type"].string == "Video", var item = item(j, homeVideo: true) else { return nil }
+            var chain: [String] = []
+            var parent = j["ParentId"].string
+            var seen = Set<String>()
+            while let id = parent, id != root, let folder = folders[id], seen.insert(id).inserted {
+                chain.insert(folder.name, at: 0)
+                parent = folder.parent
+            }
+            item.folders = chain
+            return item
+        }
     }
 
     /// What BaseItemDto says beyond names (`Overview`, `Genres`, `Studios`, `ProviderIds`,

@@ -105,8 +105,14 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                     episodes += raw.compactMap { MediaBrowserDecode.item($0, series: (sid, name, s["ProductionYear"].int), seasons: seasons) }
                 }
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: episodes, seriesDetails: seriesDetails))
+            case "homevideos":
+                // The videos in the server's own folders (photos are not placed yet).
+                let raw = try pages("/Items") { start in
+                    requests.items(userId: session.userId, parentId: view.id, types: "Folder,Video", startIndex: start, limit: pageSize, token: token)
+                }
+                libraries.append(LibraryCatalog(id: view.id, name: view.name, items: MediaBrowserDecode.folderItems(raw, root: view.id)))
             default:
-                // Music videos, home videos, photos, live TV, playlists…: said, not mounted.
+                // Music videos, photos, live TV, playlists…: said, not mounted.
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: [], leftOut: LibraryCatalog.whyLeftOut(kind: view.collectionType)))
             }
             progress("\(view.name): \(libraries.last?.items.count ?? 0) items")

@@ -158,17 +158,39 @@ public struct FixtureCatalog: Sendable {
         }
     }
 
+    /// A file of a home-video library (Jellyfin/Emby `BaseItemDto` of `Type` "Video" in the view of
+    /// `CollectionType` "homevideos", below one `Folder` item per directory in `folders`).
+    public struct HomeVideo: Sendable {
+        public var title: String
+        /// The directories it lies in below the library root, outermost first (e.g. ["2019", "Trip"]);
+        /// empty: directly in the library.
+        public var folders: [String]
+        public var file: String
+        public var container: String
+
+        public init(title: String, folders: [String] = [], file: String, container: String) {
+            self.title = title
+            self.folders = folders
+            self.file = file
+            self.container = container
+        }
+    }
+
     public var movieLibrary = "Movies"
     public var showLibrary = "Shows"
     public var musicLibraryName = "Music"
+    public var homeVideoLibraryName = "Home Videos"
     public var movies: [Movie] = []
     public var series: [Series] = []
     public var tracks: [Track] = []
+    /// Served by Jellyfin and Emby only; none: no home-video view (everything answers as before).
+    public var homeVideos: [HomeVideo] = []
 
-    public init(movies: [Movie], series: [Series], tracks: [Track] = []) {
+    public init(movies: [Movie], series: [Series], tracks: [Track] = [], homeVideos: [HomeVideo] = []) {
         self.movies = movies
         self.series = series
         self.tracks = tracks
+        self.homeVideos = homeVideos
     }
 }
 
@@ -293,6 +315,9 @@ public final class ServerFixture: Sendable {
     let showLibraryId: String
     /// The music library view (`BaseItemDto.CollectionType` "music"); `catalog.tracks` live below it.
     public let musicLibraryId: String
+    /// The home-video library view (`BaseItemDto.CollectionType` "homevideos"), listed when
+    /// `catalog.homeVideos` has any; their folders and videos live below it (Jellyfin/Emby).
+    public let homeVideoLibraryId: String
     /// `Content-Type` of a download that is not video (tracks), by item id.
     let contentTypes: [String: String]
     /// Immutable after init.
@@ -409,6 +434,39 @@ public final class ServerFixture: Sendable {
             // Plex: the artist an album-less track is filed under (a track on an album uses the album's).
             if kind == .plex, let artist = track.albumArtist ?? track.artists.first { node["_artistName"] = artist }
             items[id] = node
+        }
+        // Home videos (Jellyfin/Emby; Plex serves no such section): the library's directory tree as
+        // `Folder` items (BaseItemKind "Folder", IsFolder true), one per distinct directory path,
+        // each below its parent directory's folder or, at the top, the view; each file a `Video`
+        // item (BaseItemKind "Video", MediaType "Video") below its innermost folder or the view.
+        // Ids follow the path, so one directory named in many videos is one folder.
+        let homeId = fixtureId("library:homevideos")
+        self.homeVideoLibraryId = homeId
+        if kind != .plex {
+            for video in catalog.homeVideos {
+                let folders = video.folders.filter { !$0.isEmpty }
+                var parent = homeId
+                // BaseItemDto.Path / MediaSourceInfo.Path: a server-side path below the library's root.
+                var path = "/media/homevideos"
+                for depth in folders.indices {
+                    let folderId = ServerFixture.homeVideoFolderId(Array(folders[...depth]))
+                    path += "/" + folders[depth].replacingOccurrences(of: "/", with: "_")
+                    if items[folderId] == nil {
+                        items[folderId] = ["Name": folders[depth], "ServerId": serverId, "Id": folderId, "Type": "Folder",
+                                           "IsFolder": true, "ParentId": parent, "LocationType": "FileSystem",
+                                           "DateCreated": "2024-07-01T12:00:00.0000000Z", "_path": path]
+                    }
+                    parent = folderId
+                }
+                let id = fixtureId("homevideo:\(folders.joined(separator: "\u{0}")):\(video.title):\(video.file)")
+                files[id] = video.file
+                let filePath = path + "/" + (video.file as NSString).lastPathComponent
+                items[id] = [
+                    "Name": video.title, "ServerId": serverId, "Id": id, "Type": "Video", "IsFolder": false,
+                    "MediaType": "Video", "LocationType": "FileSystem", "ParentId": parent, "Container": video.container,
+                    "DateCreated": "2024-07-01T12:00:00.0000000Z",
+                    "_versions": [["Id": id, "Name": video.title, "File": video.file, "Container": video.container, "Path": filePath]]]
+            }
         }
         if kind == .plex {
             // Plex's music section is artist > album > track (spec `/library/sections/all` description):
@@ -568,8 +626,9 @@ public final class ServerFixture: Sendable {
         return out
     }
 
-    /// What holds keep off the server: held items, everything below them, and each season, series
-    /// or album whose episodes or tracks are all gone (held, or removed) with at least one held.
+    /// What holds keep off the server: held items, everything below them, and each season, series,
+    /// album or home-video folder whose episodes, tracks or videos are all gone (held, or removed)
+    /// with at least one held.
     /// A container emptied by `remove` alone stays listed, as it always was.
     func heldBack() -> Set<String> {
         let (removed, held) = state.withLock { ($0.removed, $0.held) }
@@ -580,7 +639,7 @@ public final class ServerFixture: Sendable {
         for (id, item) in itemsById {
             let above = ancestors(of: item)
             if above.contains(where: { held.contains($0) }) { back.insert(id) }
-            guard item["Type"] as? String == "Episode" || item["Type"] as? String == "Audio" else { continue }
+            guard ["Episode", "Audio", "Video"].contains(item["Type"] as? String ?? "") else { continue }
             let isHeld = back.contains(id)
             let gone = isHeld || removed.contains(id)
             for container in above {
@@ -637,6 +696,12 @@ public final class ServerFixture: Sendable {
     /// artist, nil for a track without an album.
     public static func albumId(of track: FixtureCatalog.Track) -> String? {
         track.album.map { fixtureId("album:\(track.albumArtist ?? ""):\($0)") }
+    }
+
+    /// The id of the home-video `Folder` item for a directory path below the library root
+    /// (`HomeVideo.folders` or a leading part of it, outermost first; empty names are skipped).
+    public static func homeVideoFolderId(_ folders: [String]) -> String {
+        fixtureId("homefolder:" + folders.filter { !$0.isEmpty }.joined(separator: "\u{0}"))
     }
 
     /// A track download's `Content-Type` (Jellyfin's `/Items/{itemId}/Download` answers `audio/*` for audio).
@@ -812,6 +877,12 @@ public final class ServerFixture: Sendable {
         // BaseItemDto.CollectionType "music" (listed even when empty, as before tracks existed).
         views.append(["Name": catalog.musicLibraryName, "ServerId": serverId, "Id": musicLibraryId, "Type": "CollectionFolder",
                       "CollectionType": "music", "IsFolder": true])
+        // BaseItemDto.CollectionType "homevideos" (Jellyfin's CollectionType enum; Emby's spec types
+        // it as a plain string, its servers send the same value), only when there are home videos.
+        if !catalog.homeVideos.isEmpty {
+            views.append(["Name": catalog.homeVideoLibraryName, "ServerId": serverId, "Id": homeVideoLibraryId,
+                          "Type": "CollectionFolder", "CollectionType": "homevideos", "IsFolder": true])
+        }
         // BaseItemDto.CollectionType "livetv" (the spec's CollectionType enum): a view that holds
         // channels, not files; a client must leave it out.
         views.append(["Name": "Live TV", "ServerId": serverId, "Id": fixtureId("view:livetv"), "Type": "UserView",
@@ -862,6 +933,8 @@ public final class ServerFixture: Sendable {
             if fields.contains("Path") { out["Path"] = sources.first?["Path"] }
             if versions.count > 1 && kind == .jellyfin { out["MediaSourceCount"] = versions.count }   // not in Emby's BaseItemDto
         }
+        // A home-video folder's own directory (BaseItemDto.Path), asked for as a file's is.
+        if fields.contains("Path"), out["Path"] == nil, let path = raw["_path"] as? String { out["Path"] = path }
         if fields.contains("Etag") {
             // The item's tag changes when any of its files does (Emby's only change signal).
             let ids = (raw["_versions"] as? [[String: Any]])?.compactMap { $0["Id"] as? String } ?? [raw["Id"] as! String]
@@ -925,12 +998,12 @@ public final class ServerFixture: Sendable {
         return out
     }
 
-    /// `BaseItemDto.UserData` (UserItemDataDto) of a movie, episode or track: the signed-in user's
-    /// watched state. The members neither spec marks nullable are always sent; `LastPlayedDate`
+    /// `BaseItemDto.UserData` (UserItemDataDto) of a movie, episode, track or home video: the
+    /// signed-in user's watched state. The members neither spec marks nullable are always sent; `LastPlayedDate`
     /// (nullable) only once played, as a server that omits nulls does. Folders get none here (a
     /// real server derives theirs from their children).
     func userItemData(_ raw: [String: Any]) -> [String: Any]? {
-        guard let id = raw["Id"] as? String, ["Movie", "Episode", "Audio"].contains(raw["Type"] as? String ?? "") else { return nil }
+        guard let id = raw["Id"] as? String, ["Movie", "Episode", "Audio", "Video"].contains(raw["Type"] as? String ?? "") else { return nil }
         let (count, last) = state.withLock { ($0.playCounts[id] ?? 0, $0.lastPlayed[id]) }
         var data: [String: Any] = ["Played": count > 0, "PlayCount": count, "PlaybackPositionTicks": 0, "IsFavorite": false,
                                    "Key": id, "ItemId": id]

@@ -107,4 +107,20 @@ import Testing
         let item = MediaBrowserDecode.item(j, series: ("s", "Show", 2020), seasons: ["S2": 2])
         #expect(item?.seasonNumber == 2 && item?.seriesName == "Show" && item?.episodeNumber == 1)
     }
+
+    /// A home-video library: each `Video` sits in the `Folder` items between it and the
+    /// library, outermost first; a video in a movie listing is not taken for a film.
+    @Test func homeVideosArePlacedByTheirFolders() throws {
+        let raw = try JSONValue.parse(Array("""
+        [{"Id": "f1", "Type": "Folder", "IsFolder": true, "Name": "2019", "ParentId": "lib"},
+         {"Id": "f2", "Type": "Folder", "IsFolder": true, "Name": "Trip", "ParentId": "f1"},
+         {"Id": "v1", "Type": "Video", "Name": "Beach", "ParentId": "f2",
+          "MediaSources": [{"Id": "v1", "Protocol": "File", "Container": "mp4", "Size": 10, "Path": "/home/2019/Trip/beach.mp4"}]},
+         {"Id": "v2", "Type": "Video", "Name": "Top", "ParentId": "lib", "MediaSources": [{"Id": "v2", "Protocol": "File", "Container": "mkv", "Size": 5}]}]
+        """.utf8)).array ?? []
+        let items = MediaBrowserDecode.folderItems(raw, root: "lib")
+        #expect(items.map(\.id) == ["v1", "v2"] && items.allSatisfy { $0.kind == .other })
+        #expect(items[0].folders == ["2019", "Trip"] && items[1].folders == [] && items[0].sources.first?.size == 10)
+        #expect(MediaBrowserDecode.item(raw[2]) == nil)   // outside a home-video library
+    }
 }

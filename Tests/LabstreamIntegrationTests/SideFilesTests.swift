@@ -82,3 +82,29 @@ import Testing
         try m.unmount()
     }
 }
+
+/// A home-video library appears as the server's own folders, each video under its own name,
+/// and reads byte for byte (issue 19).
+@Suite(.serialized) struct HomeVideoTests {
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby])
+    func homeVideosAppearInTheServersFolders(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("homevideo-\(kind)", kind: kind) { dir in
+            var catalog = testCatalog(in: dir)
+            for (name, size, seed) in [("beach.mp4", 300_000, 41), ("cake.mkv", 200_000, 42), ("loose.mkv", 100_000, 43)] {
+                writeRandomFile(dir + "/" + name, size: size, seed: UInt64(seed))
+            }
+            catalog.homeVideos = [.init(title: "Beach", folders: ["2019", "Trip"], file: dir + "/beach.mp4", container: "mp4"),
+                                  .init(title: "Cake", folders: ["2019"], file: dir + "/cake.mkv", container: "mkv"),
+                                  .init(title: "Loose", folders: [], file: dir + "/loose.mkv", container: "mkv")]
+            return catalog
+        }
+        try m.mount()
+        let home = Set(filesBelow(m.path("test/Home Videos")))
+        #expect(home == ["2019/Trip/Beach.mp4", "2019/Cake.mkv", "Loose.mkv"], "\(home)")
+        #expect(try sha256(m.path("test/Home Videos/2019/Trip/Beach.mp4")) == sha256(m.mediaDir + "/beach.mp4"))
+        #expect(try sha256(m.path("test/Home Videos/Loose.mkv")) == sha256(m.mediaDir + "/loose.mkv"))
+        // The films and shows are as they were.
+        #expect(FileManager.default.fileExists(atPath: m.path("test/Movies/Alpha (2001)/Alpha (2001).mkv")))
+        try m.unmount()
+    }
+}
