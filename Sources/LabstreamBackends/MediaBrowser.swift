@@ -358,6 +358,8 @@ public enum MediaBrowserDecode {
         case "Audio": kind = .track
         // A home video, in a home-video library only: placed by its folders (`folderItems`).
         case "Video" where homeVideo: kind = .other
+        // A music video: `Artist/Title (Year).ext`, its artist as its one folder.
+        case "MusicVideo": kind = .other
         default: return nil
         }
         let sources: [MediaSource] = (j["MediaSources"].array ?? []).compactMap { s in
@@ -388,6 +390,7 @@ public enum MediaBrowserDecode {
             albumArtist: kind == .track ? albumArtist : nil,
             discNumber: kind == .track ? j["ParentIndexNumber"].int : nil,
             trackNumber: kind == .track ? j["IndexNumber"].int : nil,
+            folders: type == "MusicVideo" ? [j["Artists"].array?.first?.string ?? j["AlbumArtist"].string ?? "Unknown Artist"] : [],
             modified: modified, sources: sources,
             // UserItemDataDto.Played: the signed-in user's watched state (asked with enableUserData).
             played: j["UserData"]["Played"].bool ?? false, details: details(j))

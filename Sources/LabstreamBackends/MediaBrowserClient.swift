@@ -84,7 +84,7 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                 let type = view.collectionType == "music" ? "Audio" : "Movie"
                 let items = try pages("/Items") { start in
                     requests.items(userId: session.userId, parentId: view.id, types: type, startIndex: start, limit: pageSize, token: token)
-                }.compactMap { MediaBrowserDecode.item($0) }
+                }.compactMap { MediaBrowserDecode.item($0) }.filter { $0.kind != .other }   // what a server ignoring the type sends too
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: items))
             case "tvshows":
                 let series = try pages("/Items") { start in
@@ -105,6 +105,15 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                     episodes += raw.compactMap { MediaBrowserDecode.item($0, series: (sid, name, s["ProductionYear"].int), seasons: seasons) }
                 }
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: episodes, seriesDetails: seriesDetails))
+            case "musicvideos":
+                let items = try pages("/Items") { start in
+                    requests.items(userId: session.userId, parentId: view.id, types: "MusicVideo", startIndex: start, limit: pageSize, token: token)
+                }.compactMap { MediaBrowserDecode.item($0) }.map { video in
+                    var titled = video
+                    titled.title = Naming.titled(video.title, year: video.year)
+                    return titled
+                }
+                libraries.append(LibraryCatalog(id: view.id, name: view.name, items: items))
             case "homevideos":
                 // The videos in the server's own folders (photos are not placed yet).
                 let raw = try pages("/Items") { start in
@@ -112,7 +121,7 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                 }
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: MediaBrowserDecode.folderItems(raw, root: view.id)))
             default:
-                // Music videos, photos, live TV, playlists…: said, not mounted.
+                // Photos, live TV, playlists…: said, not mounted.
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: [], leftOut: LibraryCatalog.whyLeftOut(kind: view.collectionType)))
             }
             progress("\(view.name): \(libraries.last?.items.count ?? 0) items")

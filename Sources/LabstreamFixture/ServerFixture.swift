@@ -176,21 +176,44 @@ public struct FixtureCatalog: Sendable {
         }
     }
 
+    /// A file of a music-video library (Jellyfin/Emby `BaseItemDto` of `Type` "MusicVideo", directly
+    /// below the view of `CollectionType` "musicvideos"), with its performers (`Artists`, `ArtistItems`).
+    public struct MusicVideo: Sendable {
+        public var title: String
+        public var artists: [String]
+        public var year: Int?
+        public var file: String
+        public var container: String
+
+        public init(title: String, artists: [String], year: Int?, file: String, container: String) {
+            self.title = title
+            self.artists = artists
+            self.year = year
+            self.file = file
+            self.container = container
+        }
+    }
+
     public var movieLibrary = "Movies"
     public var showLibrary = "Shows"
     public var musicLibraryName = "Music"
     public var homeVideoLibraryName = "Home Videos"
+    public var musicVideoLibraryName = "Music Videos"
     public var movies: [Movie] = []
     public var series: [Series] = []
     public var tracks: [Track] = []
     /// Served by Jellyfin and Emby only; none: no home-video view (everything answers as before).
     public var homeVideos: [HomeVideo] = []
+    /// Served by Jellyfin and Emby only; none: no music-video view (everything answers as before).
+    public var musicVideos: [MusicVideo] = []
 
-    public init(movies: [Movie], series: [Series], tracks: [Track] = [], homeVideos: [HomeVideo] = []) {
+    public init(movies: [Movie], series: [Series], tracks: [Track] = [], homeVideos: [HomeVideo] = [],
+                musicVideos: [MusicVideo] = []) {
         self.movies = movies
         self.series = series
         self.tracks = tracks
         self.homeVideos = homeVideos
+        self.musicVideos = musicVideos
     }
 }
 
@@ -318,6 +341,9 @@ public final class ServerFixture: Sendable {
     /// The home-video library view (`BaseItemDto.CollectionType` "homevideos"), listed when
     /// `catalog.homeVideos` has any; their folders and videos live below it (Jellyfin/Emby).
     public let homeVideoLibraryId: String
+    /// The music-video library view (`BaseItemDto.CollectionType` "musicvideos"), listed when
+    /// `catalog.musicVideos` has any; their items live directly below it (Jellyfin/Emby).
+    public let musicVideoLibraryId: String
     /// `Content-Type` of a download that is not video (tracks), by item id.
     let contentTypes: [String: String]
     /// Immutable after init.
@@ -466,6 +492,32 @@ public final class ServerFixture: Sendable {
                     "MediaType": "Video", "LocationType": "FileSystem", "ParentId": parent, "Container": video.container,
                     "DateCreated": "2024-07-01T12:00:00.0000000Z",
                     "_versions": [["Id": id, "Name": video.title, "File": video.file, "Container": video.container, "Path": filePath]]]
+            }
+        }
+        // Music videos (Jellyfin/Emby; Plex serves no such section): each file a `MusicVideo` item
+        // (BaseItemKind "MusicVideo", MediaType "Video", IsFolder false) directly below the view,
+        // with one media source as a movie has (`_versions`, answered by `dto`).
+        let musicVideoId = fixtureId("library:musicvideos")
+        self.musicVideoLibraryId = musicVideoId
+        if kind != .plex {
+            for video in catalog.musicVideos {
+                let id = fixtureId("musicvideo:\(video.title):\(video.year ?? 0):\(video.file)")
+                files[id] = video.file
+                // MediaSourceInfo.Path (and BaseItemDto.Path): a server-side path below the library's root.
+                let path = "/media/musicvideos/" + (video.file as NSString).lastPathComponent
+                var node = clean([
+                    "Name": video.title, "ServerId": serverId, "Id": id, "Type": "MusicVideo", "IsFolder": false,
+                    "MediaType": "Video", "LocationType": "FileSystem", "ParentId": musicVideoId,
+                    "ProductionYear": video.year,               // BaseItemDto.ProductionYear (int32, nullable)
+                    "Container": video.container, "DateCreated": "2024-08-01T12:00:00.0000000Z",
+                    "_versions": [["Id": id, "Name": video.title, "File": video.file, "Container": video.container, "Path": path]],
+                ])
+                // BaseItemDto.Artists: array of strings (always sent, empty when there are none), as for tracks.
+                node["Artists"] = video.artists
+                // BaseItemDto.ArtistItems: Jellyfin NameGuidPair, Emby NameIdPair (`Name`, `Id` a string
+                // in both), the same artist ids as tracks' so one performer is one artist.
+                node["ArtistItems"] = video.artists.map { ["Name": $0, "Id": fixtureId("artist:" + $0)] }
+                items[id] = node
             }
         }
         if kind == .plex {
@@ -883,6 +935,12 @@ public final class ServerFixture: Sendable {
             views.append(["Name": catalog.homeVideoLibraryName, "ServerId": serverId, "Id": homeVideoLibraryId,
                           "Type": "CollectionFolder", "CollectionType": "homevideos", "IsFolder": true])
         }
+        // BaseItemDto.CollectionType "musicvideos" (Jellyfin's CollectionType enum; Emby's spec types
+        // it as a plain string), only when there are music videos.
+        if !catalog.musicVideos.isEmpty {
+            views.append(["Name": catalog.musicVideoLibraryName, "ServerId": serverId, "Id": musicVideoLibraryId,
+                          "Type": "CollectionFolder", "CollectionType": "musicvideos", "IsFolder": true])
+        }
         // BaseItemDto.CollectionType "livetv" (the spec's CollectionType enum): a view that holds
         // channels, not files; a client must leave it out.
         views.append(["Name": "Live TV", "ServerId": serverId, "Id": fixtureId("view:livetv"), "Type": "UserView",
@@ -998,12 +1056,12 @@ public final class ServerFixture: Sendable {
         return out
     }
 
-    /// `BaseItemDto.UserData` (UserItemDataDto) of a movie, episode, track or home video: the
+    /// `BaseItemDto.UserData` (UserItemDataDto) of a movie, episode, track, home or music video: the
     /// signed-in user's watched state. The members neither spec marks nullable are always sent; `LastPlayedDate`
     /// (nullable) only once played, as a server that omits nulls does. Folders get none here (a
     /// real server derives theirs from their children).
     func userItemData(_ raw: [String: Any]) -> [String: Any]? {
-        guard let id = raw["Id"] as? String, ["Movie", "Episode", "Audio", "Video"].contains(raw["Type"] as? String ?? "") else { return nil }
+        guard let id = raw["Id"] as? String, ["Movie", "Episode", "Audio", "Video", "MusicVideo"].contains(raw["Type"] as? String ?? "") else { return nil }
         let (count, last) = state.withLock { ($0.playCounts[id] ?? 0, $0.lastPlayed[id]) }
         var data: [String: Any] = ["Played": count > 0, "PlayCount": count, "PlaybackPositionTicks": 0, "IsFavorite": false,
                                    "Key": id, "ItemId": id]

@@ -123,4 +123,11 @@ import Testing
         #expect(items[0].folders == ["2019", "Trip"] && items[1].folders == [] && items[0].sources.first?.size == 10)
         #expect(MediaBrowserDecode.item(raw[2]) == nil)   // outside a home-video library
     }
+
+    /// A music video sits in its (first) artist's folder.
+    @Test func aMusicVideoIsPlacedByItsArtist() throws {
+        let j = try JSONValue.parse(Array(#"{"Id": "mv", "Type": "MusicVideo", "Name": "Song", "ProductionYear": 1999, "Artists": ["Band", "Guest"], "MediaSources": [{"Id": "mv", "Protocol": "File", "Container": "mp4", "Size": 7}]}"#.utf8))
+        let item = try #require(MediaBrowserDecode.item(j))
+        #expect(item.kind == .other && item.folders == ["Band"] && item.year == 1999)
+    }
 }

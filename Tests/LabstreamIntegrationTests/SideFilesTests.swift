@@ -83,8 +83,8 @@ import Testing
     }
 }
 
-/// A home-video library appears as the server's own folders, each video under its own name,
-/// and reads byte for byte (issue 19).
+/// A home-video library appears as the server's own folders, each video under its own name;
+/// a music-video library as Artist/Title (Year); both read byte for byte (issue 19).
 @Suite(.serialized) struct HomeVideoTests {
     @Test(arguments: [ServerFixture.Kind.jellyfin, .emby])
     func homeVideosAppearInTheServersFolders(kind: ServerFixture.Kind) throws {
@@ -96,6 +96,8 @@ import Testing
             catalog.homeVideos = [.init(title: "Beach", folders: ["2019", "Trip"], file: dir + "/beach.mp4", container: "mp4"),
                                   .init(title: "Cake", folders: ["2019"], file: dir + "/cake.mkv", container: "mkv"),
                                   .init(title: "Loose", folders: [], file: dir + "/loose.mkv", container: "mkv")]
+            writeRandomFile(dir + "/song.mp4", size: 150_000, seed: 44)
+            catalog.musicVideos = [.init(title: "Song", artists: ["Band", "Guest"], year: 1999, file: dir + "/song.mp4", container: "mp4")]
             return catalog
         }
         try m.mount()
@@ -103,6 +105,9 @@ import Testing
         #expect(home == ["2019/Trip/Beach.mp4", "2019/Cake.mkv", "Loose.mkv"], "\(home)")
         #expect(try sha256(m.path("test/Home Videos/2019/Trip/Beach.mp4")) == sha256(m.mediaDir + "/beach.mp4"))
         #expect(try sha256(m.path("test/Home Videos/Loose.mkv")) == sha256(m.mediaDir + "/loose.mkv"))
+        // A music video: Artist/Title (Year).ext.
+        #expect(filesBelow(m.path("test/Music Videos")) == ["Band/Song (1999).mp4"], "\(filesBelow(m.path("test/Music Videos")))")
+        #expect(try sha256(m.path("test/Music Videos/Band/Song (1999).mp4")) == sha256(m.mediaDir + "/song.mp4"))
         // The films and shows are as they were.
         #expect(FileManager.default.fileExists(atPath: m.path("test/Movies/Alpha (2001)/Alpha (2001).mkv")))
         try m.unmount()
