@@ -175,6 +175,7 @@ final class SeriesMonitors: Sendable {
         if registered > 0 {
             engine.log("\(server): its monitors registered \(registered) episodes")
             engine.managed.relist(server)
+            engine.filler.wake()
         }
         return out
     }

@@ -39,7 +39,11 @@ enum Validation {
                     if case .mismatch(let why) = verdict { outcome = .failed(why) }
                 } catch {
                     // A changed entry is read back before its copy is judged again.
-                    if case .remoteChanged = error { engine.managed.relist(server) }
+                    // (The registry pass runs on the fill's thread: woken, it reads the entry now.)
+                    if case .remoteChanged = error {
+                        engine.managed.relist(server)
+                        engine.filler.wake()
+                    }
                     engine.log("integrity of \(file.path.joined(separator: "/")): \(error.userMessage); trying again later")
                     again = Date().addingTimeInterval(30)
                     continue
