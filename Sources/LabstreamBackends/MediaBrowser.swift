@@ -396,16 +396,17 @@ public enum MediaBrowserDecode {
             played: j["UserData"]["Played"].bool ?? false, details: details(j))
     }
 
-    /// A home-video library's videos, each with the names of the `Folder` items between it and
-    /// the library (`root`) as its folders, outermost first. A parent the listing did not
-    /// include ends the walk.
+    /// A home-video or mixed library's videos and films, each with the names of the `Folder`
+    /// items between it and the library (`root`) as its folders, outermost first, under its own
+    /// name. A parent the listing did not include ends the walk.
     public static func folderItems(_ raw: [JSONValue], root: String) -> [CatalogItem] {
         var folders: [String: (name: String, parent: String?)] = [:]
         for j in raw where j["Type"].string == "Folder" {
             if let id = j["Id"].string { folders[id] = (j["Name"].string ?? id, j["ParentId"].string) }
         }
         return raw.compactMap { j -> CatalogItem? in
-            guard j["Type"].string == "Video", var item = item(j, homeVideo: true) else { return nil }
+            guard ["Video", "Movie"].contains(j["Type"].string ?? ""), var item = item(j, homeVideo: true) else { return nil }
+            item.kind = .other
             var chain: [String] = []
             var parent = j["ParentId"].string
             var seen = Set<String>()

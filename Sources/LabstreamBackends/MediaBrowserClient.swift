@@ -114,10 +114,12 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                     return titled
                 }
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: items))
-            case "homevideos":
-                // The videos in the server's own folders (photos are not placed yet).
+            case "homevideos", "folders", "mixed", nil:
+                // The videos (and, in a mixed library, films) in the server's own folders;
+                // photos are not placed yet. Jellyfin says `folders` for a mixed library, Emby
+                // leaves CollectionType out.
                 let raw = try pages("/Items") { start in
-                    requests.items(userId: session.userId, parentId: view.id, types: "Folder,Video", startIndex: start, limit: pageSize, token: token)
+                    requests.items(userId: session.userId, parentId: view.id, types: "Folder,Video,Movie", startIndex: start, limit: pageSize, token: token)
                 }
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: MediaBrowserDecode.folderItems(raw, root: view.id)))
             default:

@@ -199,6 +199,7 @@ public struct FixtureCatalog: Sendable {
     public var musicLibraryName = "Music"
     public var homeVideoLibraryName = "Home Videos"
     public var musicVideoLibraryName = "Music Videos"
+    public var mixedLibraryName = "Mixed"
     public var movies: [Movie] = []
     public var series: [Series] = []
     public var tracks: [Track] = []
@@ -206,14 +207,19 @@ public struct FixtureCatalog: Sendable {
     public var homeVideos: [HomeVideo] = []
     /// Served by Jellyfin and Emby only; none: no music-video view (everything answers as before).
     public var musicVideos: [MusicVideo] = []
+    /// A mixed-content library (a view with no content type of its own), laid out as the home
+    /// videos are: `Folder` items per directory, `Video` items per file. Served by Jellyfin and
+    /// Emby only; none: no mixed view (everything answers as before).
+    public var mixedVideos: [HomeVideo] = []
 
     public init(movies: [Movie], series: [Series], tracks: [Track] = [], homeVideos: [HomeVideo] = [],
-                musicVideos: [MusicVideo] = []) {
+                musicVideos: [MusicVideo] = [], mixedVideos: [HomeVideo] = []) {
         self.movies = movies
         self.series = series
         self.tracks = tracks
         self.homeVideos = homeVideos
         self.musicVideos = musicVideos
+        self.mixedVideos = mixedVideos
     }
 }
 
@@ -344,6 +350,9 @@ public final class ServerFixture: Sendable {
     /// The music-video library view (`BaseItemDto.CollectionType` "musicvideos"), listed when
     /// `catalog.musicVideos` has any; their items live directly below it (Jellyfin/Emby).
     public let musicVideoLibraryId: String
+    /// The mixed-content library view (Jellyfin `CollectionType` "folders", Emby none), listed when
+    /// `catalog.mixedVideos` has any; their folders and videos live below it as home videos do.
+    public let mixedLibraryId: String
     /// `Content-Type` of a download that is not video (tracks), by item id.
     let contentTypes: [String: String]
     /// Immutable after init.
@@ -466,32 +475,43 @@ public final class ServerFixture: Sendable {
         // each below its parent directory's folder or, at the top, the view; each file a `Video`
         // item (BaseItemKind "Video", MediaType "Video") below its innermost folder or the view.
         // Ids follow the path, so one directory named in many videos is one folder.
+        // The mixed library (`catalog.mixedVideos`) is laid out the same way below its own view,
+        // with its own folder and video ids (distinct from the home videos' even for equal names).
         let homeId = fixtureId("library:homevideos")
         self.homeVideoLibraryId = homeId
+        let mixedId = fixtureId("library:mixed")
+        self.mixedLibraryId = mixedId
+        let folderLibraries: [(videos: [FixtureCatalog.HomeVideo], viewId: String, root: String, idPrefix: String,
+                               folderId: ([String]) -> String)] = [
+            (catalog.homeVideos, homeId, "/media/homevideos", "homevideo:", ServerFixture.homeVideoFolderId),
+            (catalog.mixedVideos, mixedId, "/media/mixed", "mixedvideo:", ServerFixture.mixedFolderId),
+        ]
         if kind != .plex {
-            for video in catalog.homeVideos {
-                let folders = video.folders.filter { !$0.isEmpty }
-                var parent = homeId
-                // BaseItemDto.Path / MediaSourceInfo.Path: a server-side path below the library's root.
-                var path = "/media/homevideos"
-                for depth in folders.indices {
-                    let folderId = ServerFixture.homeVideoFolderId(Array(folders[...depth]))
-                    path += "/" + folders[depth].replacingOccurrences(of: "/", with: "_")
-                    if items[folderId] == nil {
-                        items[folderId] = ["Name": folders[depth], "ServerId": serverId, "Id": folderId, "Type": "Folder",
-                                           "IsFolder": true, "ParentId": parent, "LocationType": "FileSystem",
-                                           "DateCreated": "2024-07-01T12:00:00.0000000Z", "_path": path]
+            for library in folderLibraries {
+                for video in library.videos {
+                    let folders = video.folders.filter { !$0.isEmpty }
+                    var parent = library.viewId
+                    // BaseItemDto.Path / MediaSourceInfo.Path: a server-side path below the library's root.
+                    var path = library.root
+                    for depth in folders.indices {
+                        let folderId = library.folderId(Array(folders[...depth]))
+                        path += "/" + folders[depth].replacingOccurrences(of: "/", with: "_")
+                        if items[folderId] == nil {
+                            items[folderId] = ["Name": folders[depth], "ServerId": serverId, "Id": folderId, "Type": "Folder",
+                                               "IsFolder": true, "ParentId": parent, "LocationType": "FileSystem",
+                                               "DateCreated": "2024-07-01T12:00:00.0000000Z", "_path": path]
+                        }
+                        parent = folderId
                     }
-                    parent = folderId
+                    let id = fixtureId(library.idPrefix + "\(folders.joined(separator: "\u{0}")):\(video.title):\(video.file)")
+                    files[id] = video.file
+                    let filePath = path + "/" + (video.file as NSString).lastPathComponent
+                    items[id] = [
+                        "Name": video.title, "ServerId": serverId, "Id": id, "Type": "Video", "IsFolder": false,
+                        "MediaType": "Video", "LocationType": "FileSystem", "ParentId": parent, "Container": video.container,
+                        "DateCreated": "2024-07-01T12:00:00.0000000Z",
+                        "_versions": [["Id": id, "Name": video.title, "File": video.file, "Container": video.container, "Path": filePath]]]
                 }
-                let id = fixtureId("homevideo:\(folders.joined(separator: "\u{0}")):\(video.title):\(video.file)")
-                files[id] = video.file
-                let filePath = path + "/" + (video.file as NSString).lastPathComponent
-                items[id] = [
-                    "Name": video.title, "ServerId": serverId, "Id": id, "Type": "Video", "IsFolder": false,
-                    "MediaType": "Video", "LocationType": "FileSystem", "ParentId": parent, "Container": video.container,
-                    "DateCreated": "2024-07-01T12:00:00.0000000Z",
-                    "_versions": [["Id": id, "Name": video.title, "File": video.file, "Container": video.container, "Path": filePath]]]
             }
         }
         // Music videos (Jellyfin/Emby; Plex serves no such section): each file a `MusicVideo` item
@@ -756,6 +776,12 @@ public final class ServerFixture: Sendable {
         fixtureId("homefolder:" + folders.filter { !$0.isEmpty }.joined(separator: "\u{0}"))
     }
 
+    /// The id of the mixed library's `Folder` item for a directory path below its root
+    /// (`FixtureCatalog.mixedVideos[i].folders` or a leading part of it, as `homeVideoFolderId`).
+    public static func mixedFolderId(_ folders: [String]) -> String {
+        fixtureId("mixedfolder:" + folders.filter { !$0.isEmpty }.joined(separator: "\u{0}"))
+    }
+
     /// A track download's `Content-Type` (Jellyfin's `/Items/{itemId}/Download` answers `audio/*` for audio).
     static func audioContentType(_ container: String) -> String {
         switch container.lowercased() {
@@ -940,6 +966,18 @@ public final class ServerFixture: Sendable {
         if !catalog.musicVideos.isEmpty {
             views.append(["Name": catalog.musicVideoLibraryName, "ServerId": serverId, "Id": musicVideoLibraryId,
                           "Type": "CollectionFolder", "CollectionType": "musicvideos", "IsFolder": true])
+        }
+        // A mixed-content library, only when there are mixed videos. Jellyfin: BaseItemDto.CollectionType
+        // is the CollectionType enum, which has "folders" (jellyfin-openapi.json line 56185, in the
+        // schema at line 56171; there is no "mixed" there, that is only CollectionTypeOptions (line 56199)
+        // for creating a library), and the property is `"nullable": true` (line 54849),
+        // so absent would be allowed too; "folders" is sent. Emby: BaseItemDto.CollectionType is a
+        // plain string (emby-openapi.json line 80185) with no value for mixed content, so it is left out.
+        if !catalog.mixedVideos.isEmpty {
+            var view: [String: Any] = ["Name": catalog.mixedLibraryName, "ServerId": serverId, "Id": mixedLibraryId,
+                                       "Type": "CollectionFolder", "IsFolder": true]
+            if kind == .jellyfin { view["CollectionType"] = "folders" }
+            views.append(view)
         }
         // BaseItemDto.CollectionType "livetv" (the spec's CollectionType enum): a view that holds
         // channels, not files; a client must leave it out.

@@ -97,6 +97,8 @@ import Testing
                                   .init(title: "Cake", folders: ["2019"], file: dir + "/cake.mkv", container: "mkv"),
                                   .init(title: "Loose", folders: [], file: dir + "/loose.mkv", container: "mkv")]
             writeRandomFile(dir + "/song.mp4", size: 150_000, seed: 44)
+            writeRandomFile(dir + "/talk.mkv", size: 120_000, seed: 45)
+            catalog.mixedVideos = [.init(title: "Talk", folders: ["Lectures"], file: dir + "/talk.mkv", container: "mkv")]
             catalog.musicVideos = [.init(title: "Song", artists: ["Band", "Guest"], year: 1999, file: dir + "/song.mp4", container: "mp4")]
             return catalog
         }
@@ -108,6 +110,9 @@ import Testing
         // A music video: Artist/Title (Year).ext.
         #expect(filesBelow(m.path("test/Music Videos")) == ["Band/Song (1999).mp4"], "\(filesBelow(m.path("test/Music Videos")))")
         #expect(try sha256(m.path("test/Music Videos/Band/Song (1999).mp4")) == sha256(m.mediaDir + "/song.mp4"))
+        // A mixed library (Jellyfin says `folders`, Emby names no kind): its folders too.
+        #expect(filesBelow(m.path("test/Mixed")) == ["Lectures/Talk.mkv"], "\(filesBelow(m.path("test/Mixed")))")
+        #expect(try sha256(m.path("test/Mixed/Lectures/Talk.mkv")) == sha256(m.mediaDir + "/talk.mkv"))
         // The films and shows are as they were.
         #expect(FileManager.default.fileExists(atPath: m.path("test/Movies/Alpha (2001)/Alpha (2001).mkv")))
         try m.unmount()
