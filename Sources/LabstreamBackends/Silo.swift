@@ -367,14 +367,6 @@ public enum SiloDecode {
                                   maxStorage: cap > 0 ? cap : nil, active: j["active"].bool ?? true, etag: etag)
     }
 
-    /// A cursor page `{items, page: {next_cursor, has_more}}`: its items and where the next starts.
-    public static func cursorPage(_ body: [UInt8], _ what: String) throws(LabstreamError) -> (items: [JSONValue], next: String?) {
-        let j = try json(body, what)
-        guard let items = j["items"].array else { throw .malformedResponse("\(what) has no items") }
-        let next = j["page"]["next_cursor"].string.flatMap { $0.isEmpty ? nil : $0 }
-        return (items, j["page"]["has_more"].bool == false ? nil : next)
-    }
-
     /// A create's answer (`202 {items, skipped, page}`): its one entry.
     public static func created(_ body: [UInt8]) throws(LabstreamError) -> ManagedEntry {
         let j = try json(body, "/downloads")
@@ -406,26 +398,27 @@ public enum SiloDecode {
 
     /// A season page's answer: its entries, the episodes skipped and why, and the next page.
     public static func seasonPage(_ body: [UInt8]) throws(LabstreamError) -> (made: [ManagedEntry], skipped: [(episode: String, reason: String)], next: String?) {
-        let (items, next, j) = try downloadsPage(body)
+        let (items, next, j) = try cursorPage(body, "/downloads")
         let skipped = (j["skipped"].array ?? []).compactMap { s in s["episode_id"].string.map { ($0, s["reason"].string ?? "skipped") } }
         return (items.compactMap(entry), skipped, next)
     }
 
     /// A page of `GET /downloads`: its entries and where the next page starts.
     public static func entriesPage(_ body: [UInt8]) throws(LabstreamError) -> (entries: [ManagedEntry], next: String?) {
-        let (items, next, _) = try downloadsPage(body)
+        let (items, next, _) = try cursorPage(body, "/downloads")
         return (items.compactMap(entry), next)
     }
 
-    /// A `/downloads` page (`{items, page}`, § 4.1, § 4.2): its items and the next cursor. The
-    /// callers read absence as "gone": a page that says it has more but gives no cursor is an
-    /// error, never a short answer.
-    static func downloadsPage(_ body: [UInt8]) throws(LabstreamError) -> (items: [JSONValue], next: String?, document: JSONValue) {
-        let j = try json(body, "/downloads")
-        guard let items = j["items"].array else { throw .malformedResponse("/downloads answered no items") }
+    /// A cursor page (`{items, page: {has_more, next_cursor}}`: `/downloads` § 4.1–4.2,
+    /// subscriptions § 8.3, `/progress` § 7.2): its items and the next cursor. The callers read
+    /// absence as "gone": a page that says it has more but gives no cursor is an error, never a
+    /// short answer.
+    static func cursorPage(_ body: [UInt8], _ what: String) throws(LabstreamError) -> (items: [JSONValue], next: String?, document: JSONValue) {
+        let j = try json(body, what)
+        guard let items = j["items"].array else { throw .malformedResponse("\(what) answered no items") }
         let more = j["page"]["has_more"].bool
         let next = more == false ? nil : j["page"]["next_cursor"].string.flatMap { $0.isEmpty ? nil : $0 }
-        if more == true && next == nil { throw .malformedResponse("/downloads says it has more but gives no cursor") }
+        if more == true && next == nil { throw .malformedResponse("\(what) says it has more but gives no cursor") }
         return (items, next, j)
     }
 

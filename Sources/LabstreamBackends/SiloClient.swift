@@ -203,20 +203,24 @@ public struct SiloClient: MediaBackend {
         }
     }
 
-    /// Every page of a paged listing (`GET /downloads`), following `page.next_cursor`; a cursor
-    /// that comes back again ends the walk.
-    func allEntries() throws(LabstreamError) -> [ManagedEntry] {
-        var out: [ManagedEntry] = []
+    /// Every item of a cursor-paged listing (`request` builds a page's request from its cursor
+    /// and the bearer), following `page.next_cursor`; a cursor that comes back again is an
+    /// error, since the listing could not be finished.
+    func everyPage(_ what: String, _ request: (String?, String) -> HTTPRequest) throws(LabstreamError) -> [JSONValue] {
+        var out: [JSONValue] = []
         var cursor: String?
         var seen = Set<String>()
         while true {
-            let body = try get({ requests.listDownloads(cursor: cursor, bearer: $0, profile: profile) }, "/downloads")
-            let page = try SiloDecode.entriesPage(body)
-            out += page.entries
+            let page = try SiloDecode.cursorPage(try get({ request(cursor, $0) }, what), what)
+            out += page.items
             guard let next = page.next else { return out }
-            guard seen.insert(next).inserted else { throw .malformedResponse("/downloads gave the same cursor twice; its listing cannot be finished") }
+            guard seen.insert(next).inserted else { throw .malformedResponse("\(what) gave the same cursor twice; its listing cannot be finished") }
             cursor = next
         }
+    }
+
+    func allEntries() throws(LabstreamError) -> [ManagedEntry] {
+        try everyPage("/downloads") { requests.listDownloads(cursor: $0, bearer: $1, profile: profile) }.compactMap(SiloDecode.entry)
     }
 
     /// Ends this sign-in's session on the server (`POST /auth/logout`); an API key has no
@@ -414,17 +418,7 @@ extension SiloClient: SeriesSubscriptions, WatchedState {
     public func keepsMonitors() throws(LabstreamError) -> Bool { try capability().monitors }
 
     public func subscriptions() throws(LabstreamError) -> [SeriesSubscription] {
-        var out: [SeriesSubscription] = []
-        var cursor: String?
-        var seen = Set<String>()
-        while true {
-            let page = try SiloDecode.cursorPage(try get({ requests.listSubscriptions(cursor: cursor, bearer: $0, profile: profile) }, "/downloads/subscriptions"),
-                                                 "/downloads/subscriptions")
-            out += page.items.compactMap(SiloDecode.subscription)
-            guard let next = page.next else { return out }
-            guard seen.insert(next).inserted else { throw .malformedResponse("/downloads/subscriptions gave the same cursor twice") }
-            cursor = next
-        }
+        try everyPage("/downloads/subscriptions") { requests.listSubscriptions(cursor: $0, bearer: $1, profile: profile) }.compactMap(SiloDecode.subscription)
     }
 
     public func subscribe(_ monitor: SeriesMonitor) throws(LabstreamError) -> SeriesSubscription {
@@ -467,19 +461,11 @@ extension SiloClient: SeriesSubscriptions, WatchedState {
         }
     }
 
-    /// Everything the profile has finished (`GET /progress?status=completed`, § 7.2); the
-    /// caller keeps the series' episodes of it.
-    public func watchedEpisodes(ofSeries series: String) throws(LabstreamError) -> Set<String> {
-        var out = Set<String>()
-        var cursor: String?
-        var seen = Set<String>()
-        while true {
-            let page = try SiloDecode.cursorPage(try get({ requests.completedProgress(cursor: cursor, bearer: $0, profile: profile) }, "/progress"), "/progress")
-            for item in page.items where item["completed"].bool != false { if let id = item["media_item_id"].text { out.insert(id) } }
-            guard let next = page.next else { return out }
-            guard seen.insert(next).inserted else { throw .malformedResponse("/progress gave the same cursor twice") }
-            cursor = next
-        }
+    /// Everything the profile has finished (`GET /progress?status=completed`, § 7.2), in one
+    /// walk: every series' episodes are in it.
+    public func watchedEpisodes(ofSeries series: [String]) throws(LabstreamError) -> Set<String> {
+        let finished = try everyPage("/progress") { requests.completedProgress(cursor: $0, bearer: $1, profile: profile) }
+        return Set(finished.filter { $0["completed"].bool != false }.compactMap { $0["media_item_id"].text })
     }
 
     static func subscription(_ answer: HTTPResponse, _ what: String) throws(LabstreamError) -> SeriesSubscription {
