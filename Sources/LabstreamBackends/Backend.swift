@@ -33,8 +33,9 @@ public protocol IncrementalCatalog: MediaBackend {
 /// A server whose incremental catalog does not see watched-state changes (an item's last-saved
 /// date is its metadata's): series monitors ask it directly which episodes were watched.
 public protocol WatchedState: MediaBackend {
-    /// The ids of `series`' episodes the signed-in user has watched.
-    func watchedEpisodes(ofSeries series: String) throws(LabstreamError) -> Set<String>
+    /// The ids of the episodes of `series` the signed-in user has watched (asked once per
+    /// evaluation of a server's monitors; more may come back, never fewer).
+    func watchedEpisodes(ofSeries series: [String]) throws(LabstreamError) -> Set<String>
 }
 
 /// A server that streams a copy at another quality as it transcodes.

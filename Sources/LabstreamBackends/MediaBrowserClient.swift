@@ -172,11 +172,14 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
     }
 
     /// The series' episodes with `isPlayed` (Jellyfin `/Items`, Emby `/Users/{UserId}/Items`).
-    public func watchedEpisodes(ofSeries series: String) throws(LabstreamError) -> Set<String> {
-        let raw = try pages("/Items") { start in
-            requests.items(userId: session.userId, parentId: series, types: "Episode", startIndex: start, limit: pageSize, token: session.token, played: true)
+    public func watchedEpisodes(ofSeries series: [String]) throws(LabstreamError) -> Set<String> {
+        var out = Set<String>()
+        for id in series {
+            out.formUnion(try pages("/Items") { start in
+                requests.items(userId: session.userId, parentId: id, types: "Episode", startIndex: start, limit: pageSize, token: session.token, played: true)
+            }.compactMap { $0["Id"].string })
         }
-        return Set(raw.compactMap { $0["Id"].string })
+        return out
     }
 
     public func startPreparation(of file: TreeFile, route: Route) throws(LabstreamError) -> String {

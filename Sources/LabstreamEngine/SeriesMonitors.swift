@@ -20,8 +20,8 @@ final class SeriesMonitors: Sendable {
     let due = Mutex<Set<String>>([])
     /// What each monitor held after its last evaluation, for `status` and `monitor list`.
     let lastPlans = Mutex<[String: SeriesMonitorPolicy.Plan]>([:])
-    /// Files in a monitor's scope that its cap holds back (their `status` says so).
-    let heldByCap = Mutex<Set<FileKey>>([])
+    /// Whether a monitor's cap held `key` back at its last evaluation (its `status` says so).
+    func heldByCap(_ key: FileKey) -> Bool { lastPlans.withLock { $0.values.contains { $0.heldByCap.contains(key) } } }
 
     static func id(_ server: String, _ series: String) -> String { server + "\u{0}" + series }
 
@@ -71,10 +71,10 @@ final class SeriesMonitors: Sendable {
         var monitored = try engine.index.monitoredEpisodes(server: server)
         // An episode counts as pinned when its file or a copy of it at another quality is.
         let pinnedFiles = Set(try engine.index.pinnedManaged(server: server).map { DerivedCopy.parse($0.key)?.base ?? $0.key })
+        // Watched state from the server itself where a refresh does not carry it, once for all.
+        var watched: Set<String>?
+        if let source = engine.backend(for: server) as? any WatchedState { watched = try source.watchedEpisodes(ofSeries: monitors.map(\.seriesId)) }
         for monitor in monitors {
-            // Watched state from the server itself where a refresh does not carry it.
-            var watched: Set<String>?
-            if let source = engine.backend(for: server) as? any WatchedState { watched = try source.watchedEpisodes(ofSeries: monitor.seriesId) }
             let episodes = items.filter { $0.seriesId == monitor.seriesId }.compactMap { item -> (MonitoredEpisode, TreeFile)? in
                 let record = monitored[item.id].flatMap { $0.seriesId == monitor.seriesId ? $0 : nil }
                 // The version kept: the one the monitor or the person pinned, else the first listed.
@@ -90,8 +90,6 @@ final class SeriesMonitors: Sendable {
             let fileOf = Dictionary(episodes.map { ($0.0.key, $0.1) }, uniquingKeysWith: { a, _ in a })
             let plan = SeriesMonitorPolicy.plan(monitor, episodes: episodes.map(\.0))
             lastPlans.withLock { $0[Self.id(server, monitor.seriesId)] = plan }
-            let scope = Set(episodes.map(\.0.key))
-            heldByCap.withLock { held in held = held.subtracting(scope).union(plan.heldByCap) }
             if !plan.pin.isEmpty {
                 for key in plan.pin {
                     let row = OfflineIndex.MonitoredRow(seriesId: monitor.seriesId, sourceId: key.sourceId, state: .pinned)

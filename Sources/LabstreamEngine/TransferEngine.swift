@@ -308,7 +308,7 @@ public final class TransferEngine: Sendable {
     }
 
     /// Whether a series monitor's cap holds `key` back (as of its last evaluation).
-    public func heldByMonitorCap(_ key: FileKey) -> Bool { monitors.heldByCap.withLock { $0.contains(key) } }
+    public func heldByMonitorCap(_ key: FileKey) -> Bool { monitors.heldByCap(key) }
 
     /// Whether a handle of `key` is open now.
     func isOpen(_ key: FileKey) -> Bool { usage.withLock { ($0.open[key] ?? 0) > 0 } }
