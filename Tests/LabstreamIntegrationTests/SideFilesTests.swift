@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import LabstreamCore
 import LabstreamFixture
@@ -63,8 +64,10 @@ import Testing
         if kind != .plex {
             #expect(StatusCommandXattr.get(m.path("test/Movies/Alpha (2001)/Alpha (2001).mkv"), "chapters") == "00:00:00.000 Opening\n01:02:03.450 The Raid")
         }
-        // Made here: nothing to pin or fetch, and whole.
+        // Made here: nothing to pin or fetch, and whole; pinning one is refused.
         #expect(StatusCommandXattr.get(m.path(Self.film), "state") == "complete")
+        let pin = Array("1".utf8)
+        #expect(setxattr(m.path(Self.film), "user.labstream.pin", pin, pin.count, 0) != 0 && errno == EPERM)
         // Offline after a restart: the same bytes.
         try m.unmount()
         m.fixture.stop()
