@@ -91,8 +91,14 @@ enum MonitorCommand {
         let mountpoint = DaemonLock.holder(context.layout)?.mountpoint
         let paths = (try? index.treeFiles()) ?? []
         var rows: [[String: Any]] = []
+        // Each server's episodes by series, read once.
+        var episodesOf: [String: [String: Set<String>]] = [:]
+        for server in Set(monitors.map(\.server)) {
+            let episodes = ((try? index.catalog(server: server)) ?? []).flatMap(\.items).filter { $0.kind == .episode }
+            episodesOf[server] = Dictionary(grouping: episodes, by: { $0.seriesId ?? "" }).mapValues { Set($0.map(\.id)) }
+        }
         for monitor in monitors {
-            let items = Set(((try? index.catalog(server: monitor.server)) ?? []).flatMap(\.items).filter { $0.seriesId == monitor.seriesId }.map(\.id))
+            let items = episodesOf[monitor.server]?[monitor.seriesId] ?? []
             // The series folder: SERVER/LIBRARY/Series (Year) above every episode's season folder.
             let folder = paths.first { $0.key.server == monitor.server && items.contains($0.key.itemId) }.map { $0.path.prefix(3).joined(separator: "/") }
             var row: [String: Any] = ["server": monitor.server, "series_id": monitor.seriesId, "mode": monitor.mode.description,
