@@ -349,17 +349,16 @@ public enum MediaBrowserDecode {
     /// music tracks (`Audio`) or lack an id. Items with no media source come back with an empty
     /// `sources` list.
     public static func item(_ j: JSONValue, series: (id: String, name: String, year: Int?)? = nil, seasons: [String: Int] = [:],
-                            homeVideo: Bool = false) -> CatalogItem? {
+                            otherVideos: Bool = false) -> CatalogItem? {
         guard let id = j["Id"].string, !id.isEmpty, let type = j["Type"].string else { return nil }
         let kind: ItemKind
         switch type {
         case "Movie": kind = .movie
         case "Episode": kind = .episode
         case "Audio": kind = .track
-        // A home video, in a home-video library only: placed by its folders (`folderItems`).
-        case "Video" where homeVideo: kind = .other
-        // A music video: `Artist/Title (Year).ext`, its artist as its one folder.
-        case "MusicVideo": kind = .other
+        // Only in a library of their kind: a home video, placed by its folders (`folderItems`),
+        // and a music video, `Artist/Title (Year).ext` with its artist as its one folder.
+        case "Video" where otherVideos, "MusicVideo" where otherVideos: kind = .other
         default: return nil
         }
         let sources: [MediaSource] = (j["MediaSources"].array ?? []).compactMap { s in
@@ -405,7 +404,7 @@ public enum MediaBrowserDecode {
             if let id = j["Id"].string { folders[id] = (j["Name"].string ?? id, j["ParentId"].string) }
         }
         return raw.compactMap { j -> CatalogItem? in
-            guard ["Video", "Movie"].contains(j["Type"].string ?? ""), var item = item(j, homeVideo: true) else { return nil }
+            guard ["Video", "Movie"].contains(j["Type"].string ?? ""), var item = item(j, otherVideos: true) else { return nil }
             item.kind = .other
             var chain: [String] = []
             var parent = j["ParentId"].string

@@ -84,7 +84,7 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                 let type = view.collectionType == "music" ? "Audio" : "Movie"
                 let items = try pages("/Items") { start in
                     requests.items(userId: session.userId, parentId: view.id, types: type, startIndex: start, limit: pageSize, token: token)
-                }.compactMap { MediaBrowserDecode.item($0) }.filter { $0.kind != .other }   // what a server ignoring the type sends too
+                }.compactMap { MediaBrowserDecode.item($0) }
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: items))
             case "tvshows":
                 let series = try pages("/Items") { start in
@@ -108,7 +108,7 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
             case "musicvideos":
                 let items = try pages("/Items") { start in
                     requests.items(userId: session.userId, parentId: view.id, types: "MusicVideo", startIndex: start, limit: pageSize, token: token)
-                }.compactMap { MediaBrowserDecode.item($0) }.map { video in
+                }.compactMap { MediaBrowserDecode.item($0, otherVideos: true) }.filter { $0.kind == .other }.map { video in
                     var titled = video
                     titled.title = Naming.titled(video.title, year: video.year)
                     return titled

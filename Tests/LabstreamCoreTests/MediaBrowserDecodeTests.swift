@@ -124,10 +124,11 @@ import Testing
         #expect(MediaBrowserDecode.item(raw[2]) == nil)   // outside a home-video library
     }
 
-    /// A music video sits in its (first) artist's folder.
+    /// A music video sits in its (first) artist's folder, in a music-video library only.
     @Test func aMusicVideoIsPlacedByItsArtist() throws {
         let j = try JSONValue.parse(Array(#"{"Id": "mv", "Type": "MusicVideo", "Name": "Song", "ProductionYear": 1999, "Artists": ["Band", "Guest"], "MediaSources": [{"Id": "mv", "Protocol": "File", "Container": "mp4", "Size": 7}]}"#.utf8))
-        let item = try #require(MediaBrowserDecode.item(j))
+        let item = try #require(MediaBrowserDecode.item(j, otherVideos: true))
         #expect(item.kind == .other && item.folders == ["Band"] && item.year == 1999)
+        #expect(MediaBrowserDecode.item(j) == nil)   // not in a film or music listing
     }
 }
