@@ -359,9 +359,10 @@ public enum MediaBrowserDecode {
         // Only in a library of their kind: a home video, placed by its folders (`folderItems`),
         // and a music video, `Artist/Title (Year).ext` with its artist as its one folder.
         case "Video" where otherVideos, "MusicVideo" where otherVideos: kind = .other
+        case "Photo" where otherVideos: kind = .photo
         default: return nil
         }
-        let sources: [MediaSource] = (j["MediaSources"].array ?? []).compactMap { s in
+        var sources: [MediaSource] = (j["MediaSources"].array ?? []).compactMap { s in
             guard let sid = s["Id"].string, !sid.isEmpty else { return nil }
             if let proto = s["Protocol"].string, proto != "File" { return nil }
             return MediaSource(id: sid, name: s["Name"].string, container: s["Container"].string ?? j["Container"].string,
@@ -369,6 +370,11 @@ public enum MediaBrowserDecode {
                                // Emby 4.8's MediaSourceInfo has no ETag: its change signal is the item's Etag.
                                etag: s["ETag"].string ?? j["Etag"].string,
                                bitrate: s["Bitrate"].int, itemId: s["ItemId"].string)
+        }
+        if kind == .photo && sources.isEmpty && j["LocationType"].string != "Virtual" {
+            // A photo has no media sources: the item is its one file (`Path`, Emby's `Size`;
+            // Jellyfin says no size, and the client asks the download route for it).
+            sources = [MediaSource(id: id, container: j["Container"].string, path: j["Path"].string, size: j["Size"].int64, etag: j["Etag"].string)]
         }
         let modified = (j["DateCreated"].string).flatMap(ISODate.epochSeconds)
             ?? (j["PremiereDate"].string).flatMap(ISODate.epochSeconds) ?? 0
@@ -395,17 +401,17 @@ public enum MediaBrowserDecode {
             played: j["UserData"]["Played"].bool ?? false, details: details(j))
     }
 
-    /// A home-video or mixed library's videos and films, each with the names of the `Folder`
-    /// items between it and the library (`root`) as its folders, outermost first, under its own
-    /// name. A parent the listing did not include ends the walk.
+    /// A home-video, photo or mixed library's videos, films and photos, each with the names of
+    /// the `Folder` (or `PhotoAlbum`) items between it and the library (`root`) as its folders,
+    /// outermost first, under its own name. A parent the listing did not include ends the walk.
     public static func folderItems(_ raw: [JSONValue], root: String) -> [CatalogItem] {
         var folders: [String: (name: String, parent: String?)] = [:]
-        for j in raw where j["Type"].string == "Folder" {
+        for j in raw where ["Folder", "PhotoAlbum"].contains(j["Type"].string ?? "") {
             if let id = j["Id"].string { folders[id] = (j["Name"].string ?? id, j["ParentId"].string) }
         }
         return raw.compactMap { j -> CatalogItem? in
-            guard ["Video", "Movie"].contains(j["Type"].string ?? ""), var item = item(j, otherVideos: true) else { return nil }
-            item.kind = .other
+            guard ["Video", "Movie", "Photo"].contains(j["Type"].string ?? ""), var item = item(j, otherVideos: true) else { return nil }
+            if item.kind != .photo { item.kind = .other }
             var chain: [String] = []
             var parent = j["ParentId"].string
             var seen = Set<String>()

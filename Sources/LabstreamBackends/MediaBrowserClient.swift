@@ -114,14 +114,16 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                     return titled
                 }
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: items))
-            case "homevideos", "folders", "mixed", nil:
-                // The videos (and, in a mixed library, films) in the server's own folders;
-                // photos are not placed yet. Jellyfin says `folders` for a mixed library, Emby
-                // leaves CollectionType out.
+            case "homevideos", "photos", "folders", "mixed", nil:
+                // The videos, photos (and, in a mixed library, films) in the server's own
+                // folders. Jellyfin says `folders` for a mixed library, Emby leaves
+                // CollectionType out.
                 let raw = try pages("/Items") { start in
-                    requests.items(userId: session.userId, parentId: view.id, types: "Folder,Video,Movie", startIndex: start, limit: pageSize, token: token)
+                    requests.items(userId: session.userId, parentId: view.id, types: "Folder,PhotoAlbum,Video,Movie,Photo", startIndex: start,
+                                   limit: pageSize, token: token)
                 }
-                libraries.append(LibraryCatalog(id: view.id, name: view.name, items: MediaBrowserDecode.folderItems(raw, root: view.id)))
+                let items = try MediaBrowserDecode.folderItems(raw, root: view.id).map { item throws(LabstreamError) in try sized(item) }
+                libraries.append(LibraryCatalog(id: view.id, name: view.name, items: items))
             default:
                 // Photos, live TV, playlists…: said, not mounted.
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: [], leftOut: LibraryCatalog.whyLeftOut(kind: view.collectionType)))
@@ -129,6 +131,18 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
             progress("\(view.name): \(libraries.last?.items.count ?? 0) items")
         }
         return libraries
+    }
+
+    /// A photo whose listing gave no size (Jellyfin's BaseItemDto has none) with the size its
+    /// download route answers a one-byte range with.
+    func sized(_ item: CatalogItem) throws(LabstreamError) -> CatalogItem {
+        guard item.kind == .photo, let source = item.sources.first, source.size == nil else { return item }
+        let probe = try transport.sizeOf(requests.download(itemId: item.id, range: ByteRange(0, 1), validator: nil, token: session.token))
+        if probe.status == 401 || probe.status == 403 { throw .authenticationFailed("/Items/{itemId}/Download answered \(probe.status)") }
+        var sized = item
+        // One the server will not serve or size is left out of the tree; the library stays.
+        if let size = probe.size { sized.sources[0].size = size } else { sized.sources = [] }
+        return sized
     }
 
     /// `minDateLastSaved` over each movie and TV library. A changed episode of a series the

@@ -56,11 +56,11 @@ public struct PlexRequests: Sendable {
         get(newerPath ? "/library/sections/all" : "/library/sections", token: token)
     }
 
-    /// One page of a section: `type` 1 = movies, 2 = shows.
-    public func sectionItems(section: String, type: Int, start: Int, size: Int, token: String) -> HTTPRequest {
+    /// One page of a section: `type` 1 = movies, 2 = shows; none: the section's top level.
+    public func sectionItems(section: String, type: Int?, start: Int, size: Int, token: String) -> HTTPRequest {
         // includeGuids: the provider ids (imdb://, tmdb://, tvdb://) an `.nfo` names.
         paged(get("/library/sections/\(section.queryEscaped)/all",
-                  [("type", String(type)), ("includeGuids", "1"), ("X-Plex-Container-Start", String(start)), ("X-Plex-Container-Size", String(size))],
+                  (type.map { [("type", String($0))] } ?? []) + [("includeGuids", "1"), ("X-Plex-Container-Start", String(start)), ("X-Plex-Container-Size", String(size))],
                   token: token),
               start: start, size: size)
     }
@@ -170,6 +170,15 @@ public enum PlexDecode {
         public var key: String
         public var title: String
         public var type: String
+        /// LibrarySection.agent: a movie section with no metadata agent holds home videos.
+        public var agent: String? = nil
+        /// LibrarySection.Location[].path: the section's folders on the server's disk.
+        public var locations: [String] = []
+
+        /// Plex's "Other Videos" (personal media): a movie section whose agent fetches nothing.
+        public var holdsHomeVideos: Bool {
+            type == "movie" && ["tv.plex.agents.none", "com.plexapp.agents.none"].contains(agent ?? "")
+        }
     }
 
     public struct Page: Sendable {
@@ -222,7 +231,8 @@ public enum PlexDecode {
         guard j.isObject else { throw .malformedResponse("/library/sections has no MediaContainer") }
         return (j["Directory"].array ?? []).compactMap { d in
             guard let key = d["key"].text, !key.isEmpty, let type = d["type"].string else { return nil }
-            return Section(key: key, title: d["title"].string ?? key, type: type)
+            return Section(key: key, title: d["title"].string ?? key, type: type, agent: d["agent"].string,
+                           locations: (d["Location"].array ?? []).compactMap { $0["path"].string })
         }
     }
 
@@ -238,15 +248,21 @@ public enum PlexDecode {
     /// `Media` are versions (labelled by resolution), several `Part`s of one `Media` are the
     /// pieces of a stacked file. The part `key` embeds the changestamp, so it is the source's
     /// identity tag: a new key means new bytes.
-    public static func item(_ j: JSONValue, show: (id: String, title: String, year: Int?)? = nil) -> CatalogItem? {
+    /// `placedBelow`: the section's folders on disk (`Location` paths) when the item is placed
+    /// by where its file lies below them (home videos), not by its metadata.
+    public static func item(_ j: JSONValue, show: (id: String, title: String, year: Int?)? = nil, placedBelow roots: [String]? = nil) -> CatalogItem? {
         guard let id = j["ratingKey"].text, !id.isEmpty, let type = j["type"].string else { return nil }
-        let kind: ItemKind
+        var kind: ItemKind
         switch type {
         case "movie": kind = .movie
         case "episode": kind = .episode
         case "track": kind = .track
+        // A photo section's pictures and videos (`clip`), placed in their albums by the caller.
+        case "photo": kind = .photo
+        case "clip": kind = .other
         default: return nil
         }
+        if roots != nil && kind != .photo { kind = .other }
         let media = j["Media"].array ?? []
         var sources: [MediaSource] = []
         for (mediaIndex, m) in media.enumerated() {
@@ -275,9 +291,21 @@ public enum PlexDecode {
             albumArtist: kind == .track ? [j["grandparentTitle"].string, j["originalTitle"].string].compactMap { $0 }.first { !$0.isEmpty } : nil,
             discNumber: kind == .track ? j["absoluteIndex"].int : nil,
             trackNumber: kind == .track ? j["index"].int : nil,
+            folders: roots.map { folders(of: sources.first?.path, below: $0) } ?? [],
             modified: modified, sources: sources,
             // Metadata.viewCount: how often the signed-in user played it (absent when never).
             played: (j["viewCount"].int ?? 0) > 0, details: details(j))
+    }
+
+    /// The directories between the deepest of `roots` that holds `file` and the file, outermost
+    /// first; none when no root holds it.
+    static func folders(of file: String?, below roots: [String]) -> [String] {
+        guard let file else { return [] }
+        let directories = file.split(separator: "/", omittingEmptySubsequences: true).dropLast().map(String.init)
+        let holding = roots.map { $0.split(separator: "/", omittingEmptySubsequences: true).map(String.init) }
+            .filter { $0.count <= directories.count && Array(directories.prefix($0.count)) == $0 }
+        guard let root = holding.max(by: { $0.count < $1.count }) else { return [] }
+        return Array(directories.dropFirst(root.count))
     }
 
     /// What Metadata says beyond names (`summary`, `originalTitle`, `Genre`, `studio`, `Guid`,

@@ -93,13 +93,22 @@ public struct PlexClient: MediaBackend, PreparedCopySource {
         var libraries: [LibraryCatalog] = []
         for section in try sections() {
             switch section.type {
-            case "movie", "artist":
-                // Plex metadata types: 1 is a movie, 10 a track.
-                let type = section.type == "artist" ? 10 : 1
+            case "movie" where section.holdsHomeVideos:
+                // Home videos in the server's folders: where each file lies below the section's locations.
                 let items = try pages("/library/sections/{id}/all") { start in
-                    requests.sectionItems(section: section.key, type: type, start: start, size: pageSize, token: session.token)
+                    requests.sectionItems(section: section.key, type: 1, start: start, size: pageSize, token: session.token)
+                }.compactMap { PlexDecode.item($0, placedBelow: section.locations) }
+                libraries.append(LibraryCatalog(id: section.key, name: section.title, items: items))
+            case "photo":
+                libraries.append(LibraryCatalog(id: section.key, name: section.title, items: try photos(in: section)))
+            case "movie":
+                // Plex metadata type 1: a movie.
+                let items = try pages("/library/sections/{id}/all") { start in
+                    requests.sectionItems(section: section.key, type: 1, start: start, size: pageSize, token: session.token)
                 }.compactMap { PlexDecode.item($0) }
                 libraries.append(LibraryCatalog(id: section.key, name: section.title, items: items))
+            case "artist":
+                libraries.append(LibraryCatalog(id: section.key, name: section.title, items: try tracks(in: section)))
             case "show":
                 let shows = try pages("/library/sections/{id}/all") { start in
                     requests.sectionItems(section: section.key, type: 2, start: start, size: pageSize, token: session.token)
@@ -135,7 +144,7 @@ public struct PlexClient: MediaBackend, PreparedCopySource {
                 }
                 libraries.append(LibraryCatalog(id: section.key, name: section.title, items: episodes, seriesDetails: showDetails))
             default:
-                // Photos and anything else Labstream cannot place yet: said, not mounted.
+                // Anything else Labstream cannot place: said, not mounted.
                 libraries.append(LibraryCatalog(id: section.key, name: section.title, items: [], leftOut: LibraryCatalog.whyLeftOut(kind: section.type)))
             }
             progress("\(section.title): \(libraries.last?.items.count ?? 0) items")
@@ -230,6 +239,53 @@ public struct PlexClient: MediaBackend, PreparedCopySource {
             return try PlexDecode.sections(Self.expectOK(try transport.call(requests.sections(token: session.token, newerPath: true)), "/library/sections/all"))
         }
         return try PlexDecode.sections(Self.expectOK(first, "/library/sections"))
+    }
+
+    /// A music section's tracks: metadata type 10, the number Plex answers to and the spec's own
+    /// examples use; a server that refuses it or lists no track there is asked for 7, the
+    /// number the spec's `type` enum gives a track.
+    func tracks(in section: PlexDecode.Section) throws(LabstreamError) -> [CatalogItem] {
+        var found: [CatalogItem] = []
+        for type in [10, 7] where found.isEmpty {
+            do {
+                found = try pages("/library/sections/{id}/all") { start in
+                    requests.sectionItems(section: section.key, type: type, start: start, size: pageSize, token: session.token)
+                }.compactMap { PlexDecode.item($0) }.filter { $0.kind == .track }
+            } catch .refused where type == 10 {
+                continue
+            }
+        }
+        return found
+    }
+
+    /// A photo section's pictures and videos in their albums (Plex's photo albums are the
+    /// section's folders), walked from the section's top level, so no metadata type number is
+    /// asked for (the spec's numbers for photos are not the ones Plex answers to). A photo listed
+    /// both in an album and at the top (a server that lists the section flat) keeps its album.
+    func photos(in section: PlexDecode.Section) throws(LabstreamError) -> [CatalogItem] {
+        var placed: [String: CatalogItem] = [:]
+        var order: [String] = []
+        var walked = Set<String>()
+        func walk(_ listing: [JSONValue], folders: [String]) throws(LabstreamError) {
+            for j in listing {
+                if j["type"].string == "photoalbum" {
+                    guard let key = j["ratingKey"].text, walked.insert(key).inserted else { continue }
+                    try walk(children(of: key), folders: folders + [j["title"].string ?? key])
+                } else if var item = PlexDecode.item(j), item.kind == .photo || item.kind == .other {
+                    item.folders = folders
+                    if let known = placed[item.id] {
+                        if known.folders.count < folders.count { placed[item.id] = item }
+                    } else {
+                        placed[item.id] = item
+                        order.append(item.id)
+                    }
+                }
+            }
+        }
+        try walk(pages("/library/sections/{id}/all") { start in
+            requests.sectionItems(section: section.key, type: nil, start: start, size: pageSize, token: session.token)
+        }, folders: [])
+        return order.compactMap { placed[$0] }
     }
 
     func children(of key: String) throws(LabstreamError) -> [JSONValue] {

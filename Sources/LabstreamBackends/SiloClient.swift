@@ -136,7 +136,7 @@ public struct SiloClient: MediaBackend {
         for library in libraries {
             let types = Self.cardTypes(ofLibrary: library.type)
             guard !types.isEmpty else {
-                out.append(LibraryCatalog(id: library.id, name: library.name, items: [], leftOut: LibraryCatalog.whyLeftOut(kind: library.type)))
+                out.append(LibraryCatalog(id: library.id, name: library.name, items: [], leftOut: Self.whyLeftOut(kind: library.type)))
                 continue
             }
             var items: [CatalogItem] = []
@@ -170,6 +170,16 @@ public struct SiloClient: MediaBackend {
     }
 
     /// The card types a library of `type` holds that Labstream can place.
+    /// Silo's downloads carry films and episodes only (downloads-api.md); its audiobooks and
+    /// podcasts are served through its Audiobookshelf-compatible endpoint instead.
+    static func whyLeftOut(kind: String) -> String {
+        let k = kind.lowercased()
+        if ["book", "podcast", "music", "photo", "comic", "manga"].contains(where: k.contains) {
+            return "Silo's /api/v2 downloads carry films and episodes only; its \(kind) library is not files Labstream can fetch through it"
+        }
+        return LibraryCatalog.whyLeftOut(kind: kind)
+    }
+
     static func cardTypes(ofLibrary type: String) -> [String] {
         let t = type.lowercased()
         if t.contains("movie") || t.contains("film") { return ["movie"] }

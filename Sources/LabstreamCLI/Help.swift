@@ -78,7 +78,7 @@ enum Help {
     remove ends the Silo session on the server too.
 
     list also names each server's libraries left out of the tree, and why (live TV, playlists,
-    collections, kinds Labstream cannot place yet). Adding an existing NAME replaces it.
+    collections, Silo's audiobooks and podcasts, kinds Labstream cannot place). Adding an existing NAME replaces it.
     """
 
     static let mount = """

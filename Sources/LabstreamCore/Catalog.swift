@@ -10,14 +10,22 @@ public enum ItemKind: String, Sendable, Hashable, Codable, CaseIterable {
     case track
     /// Anything else (home videos, a mixed library): the server's own folders, then `Title.ext`.
     case other
+    /// A still image: placed as `other` is; its check decodes it instead of playing it.
+    case photo
 
     /// What the playback check expects to find in a file of this kind.
-    public var media: MediaKind { self == .track ? .audio : .video }
+    public var media: MediaKind {
+        switch self {
+        case .track: .audio
+        case .photo: .image
+        case .movie, .episode, .other: .video
+        }
+    }
 }
 
-/// What a playable file holds.
+/// What a file holds.
 public enum MediaKind: String, Sendable, Hashable {
-    case video, audio
+    case video, audio, image
 }
 
 public struct MediaSource: Sendable, Hashable, Codable {

@@ -127,7 +127,7 @@ public enum TreeBuilder {
                 case .track:
                     let artist = artistFolderName(item)
                     return ("artist:" + artist, artist)
-                case .other: return nil
+                case .other, .photo: return nil
                 }
             }
             for (key, name) in folderKeys.compactMap({ $0 }).sorted(by: { $0.key < $1.key }) where folderOf[key] == nil {
@@ -172,7 +172,7 @@ public enum TreeBuilder {
                     let number = item.trackNumber.map { Naming.twoDigits(max($0, 0)) }
                     let position = number.map { multiDisc.contains(key) ? "\(max(item.discNumber ?? 1, 1))-\($0) - " : "\($0) - " } ?? ""
                     stem = position + (item.title.isEmpty ? "Track \(number ?? item.id)" : item.title)
-                case .other:
+                case .other, .photo:
                     dir = root + item.folders.map { Naming.sanitize($0) }.filter { !$0.isEmpty }
                     stem = item.title.isEmpty ? item.id : item.title
                 }

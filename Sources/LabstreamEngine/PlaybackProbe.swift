@@ -12,7 +12,8 @@ public enum PlaybackProbe {
         return exe.deletingLastPathComponent().appendingPathComponent("labstream-probe").path
     }
 
-    public static func observe(path: String, timeout: Double = 10, helper: String = helperPath) -> ProbeObservation {
+    /// `expecting` `.image`: the helper decodes one picture instead of playing.
+    public static func observe(path: String, expecting: MediaKind = .video, timeout: Double = 10, helper: String = helperPath) -> ProbeObservation {
         var failed = ProbeObservation()
         guard FileManager.default.isExecutableFile(atPath: helper) else {
             failed.problem = "the playback probe helper \(helper) is missing; reinstall Labstream (make install puts it beside labstream)"
@@ -20,7 +21,7 @@ public enum PlaybackProbe {
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: helper)
-        process.arguments = [path, String(timeout)]
+        process.arguments = [path, String(timeout)] + (expecting == .image ? ["image"] : [])
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice

@@ -197,10 +197,10 @@ public final class TransferEngine: Sendable {
                 continue
             }
             let library = file.path.count > 1 ? settings.qualities[file.key.server + "/" + file.path[1]] : nil
-            // A server's or library's configured quality is for video: audio is kept as it is.
-            let wanted = file.kind.media == .audio ? .original : quality ?? library ?? settings.qualities[file.key.server] ?? .original
-            if quality != nil && quality != .original && file.kind.media == .audio {
-                throw .invalidArgument("copies at another quality are for video; \(file.path.last ?? "this file") is audio: pin it without --quality")
+            // A server's or library's configured quality is for video: audio and images are kept as they are.
+            let wanted = file.kind.media != .video ? .original : quality ?? library ?? settings.qualities[file.key.server] ?? .original
+            if quality != nil && quality != .original && file.kind.media != .video {
+                throw .invalidArgument("copies at another quality are for video; \(file.path.last ?? "this file") is \(file.kind.media == .audio ? "audio" : "an image"): pin it without --quality")
             }
             let copy = wanted != .original && DerivedCopy.parse(file.key) == nil && backend(for: file.key.server).map {
                 RoutePolicy.route(for: RouteRequest(backend: $0.kind, quality: wanted, sourceBitrate: file.bitrate, sourceContainer: file.container)) != .original

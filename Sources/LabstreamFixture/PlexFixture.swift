@@ -9,7 +9,9 @@ func plexNumber(_ id: String) -> String { String(UInt64(id.prefix(12), radix: 16
 /// `/library/sections` (and the newer `/library/sections/all`), paged section listings,
 /// `/library/metadata/{key}/children`, and parts at `/library/parts/{id}/{changestamp}/{file}`.
 /// With `catalog.tracks`, section 3 is a music library: artists, albums (`type=9`) and tracks
-/// (`type=10`), each track's part served like a movie's.
+/// (`type=10`), each track's part served like a movie's. With `catalog.homeVideos`, section 4 lists
+/// them as movies (`type=1`); with `catalog.photos`, section 5 is a photo library: albums (`type=8`)
+/// and photos (`type=9`), each photo's part served like a movie's.
 extension ServerFixture {
     var plexCodes: [String: Int] { ["movies": 1, "shows": 2] }
 
@@ -39,6 +41,17 @@ extension ServerFixture {
             // LibrarySection.title: the music library's name once it has tracks (before, always "Music");
             // LibrarySection.type "artist" (MediaTypeString) for a music library.
             sections.append(section("3", catalog.tracks.isEmpty ? "Music" : catalog.musicLibraryName, "artist"))
+            // Home videos: a LibrarySection of type "movie" (MediaTypeString) kept as its files are, as a
+            // server's "Other Videos" library is (the agent that fetches nothing, the plain video scanner).
+            if !catalog.homeVideos.isEmpty {
+                sections.append(section("4", catalog.homeVideoLibraryName, "movie", agent: "tv.plex.agents.none",
+                                        scanner: "Plex Video Files Scanner", location: "/media/homevideos"))
+            }
+            // Photos: a LibrarySection of type "photo" (MediaTypeString), with Plex's photo agent and scanner.
+            if !catalog.photos.isEmpty {
+                sections.append(section("5", catalog.photoLibraryName, "photo", agent: "com.plexapp.agents.none",
+                                        scanner: "Plex Photo Scanner", location: "/media/photos"))
+            }
             return plexJSON(["MediaContainer": ["size": sections.count, "allowSync": false, "title1": "Plex Library", "Directory": sections]])
         }
         // Held-back items (not on the server yet) go wherever removed ones do; a held-back parent's
@@ -47,12 +60,25 @@ extension ServerFixture {
         let removed = state.withLock { $0.removed }.union(back)
         if parts.count == 4 && parts[0] == "library" && parts[1] == "sections" && parts[3] == "all" {
             let type = request.query["type"]
+            // Sections 4 and 5 are there only with home videos and photos (as `/library/sections` lists them).
+            if (parts[2] == "4" && catalog.homeVideos.isEmpty) || (parts[2] == "5" && catalog.photos.isEmpty) {
+                return .json("", status: 404)
+            }
             let selected: [[String: Any]]
             switch (parts[2], type) {
             case ("1", "1"?), ("1", nil): selected = itemsById.values.filter { $0["Type"] as? String == "Movie" }
             case ("2", _) where state.withLock({ $0.flatShowSections }): selected = itemsById.values.filter { $0["Type"] as? String == "Episode" }
             case ("2", "2"?), ("2", nil): selected = itemsById.values.filter { $0["Type"] as? String == "Series" }
-            case ("1", _), ("2", _): selected = []
+            // Home videos: their `Video` items, answered as Metadata type "movie" (`type` 1, as section 1's).
+            case ("4", "1"?), ("4", nil): selected = itemsById.values.filter { $0["Type"] as? String == "Video" }
+            case ("1", _), ("2", _), ("4", _): selected = []
+            case ("5", _):
+                // `type` (components/parameters/type, the MediaType enum): 8 = photo_album, 9 = photo; any
+                // other lists nothing. No type lists the section's top level: the albums not inside
+                // another and the photos in no album (albums first, as `/children` lists an album's).
+                guard let type else { return plexPage(plexPhotoChildren(of: nil, removed: removed), request) }
+                let wanted = ["8": "PhotoAlbum", "9": "Photo"][type]
+                selected = itemsById.values.filter { wanted != nil && $0["Type"] as? String == wanted }
             case ("3", _):
                 // GET /library/sections/{sectionId}/all `type` (MediaQuery.type). The spec's MediaType enum says
                 // 5/6/7 for artist/album/track, but its own examples for this path (PUT `type=10` tracks,
@@ -60,7 +86,14 @@ extension ServerFixture {
                 // track") use Plex's numbers, which a real server answers: 8 artist, 9 album, 10 track.
                 // No type lists the section's top level (artists); any other type lists nothing. An
                 // empty music section lists nothing either (a section that exists answers, empty).
-                let wanted = ["8": "MusicArtist", "9": "MusicAlbum", "10": "Audio"][type ?? "8"]
+                // `numberMusicByTheSpecsEnum` turns it into a server written from the enum alone: 5/6/7, and
+                // Plex's own numbers refused as values outside it (400).
+                let specEnum = state.withLock { $0.musicBySpecEnum }
+                if specEnum, let type, !["5", "6", "7"].contains(type) {
+                    return .json("{\"errors\":[{\"code\":1000,\"message\":\"type is not a MediaType\",\"status\":400}]}", status: 400)
+                }
+                let numbers = specEnum ? ["5": "MusicArtist", "6": "MusicAlbum", "7": "Audio"] : ["8": "MusicArtist", "9": "MusicAlbum", "10": "Audio"]
+                let wanted = numbers[type ?? (specEnum ? "5" : "8")]
                 selected = itemsById.values.filter { wanted != nil && $0["Type"] as? String == wanted }
             default: return .json("", status: 404)
             }
@@ -77,6 +110,7 @@ extension ServerFixture {
         if parts.count == 4 && parts[0] == "library" && parts[1] == "metadata" && parts[3] == "children" {
             guard let parent = idsByPlexNumber[parts[2]], let node = itemsById[parent], !back.contains(parent) else { return .json("", status: 404) }
             if let music = plexMusicChildren(of: parent, node, removed: removed) { return plexPage(music, request) }
+            if node["Type"] as? String == "PhotoAlbum" { return plexPage(plexPhotoChildren(of: parent, removed: removed), request) }
             let childType = node["Type"] as? String == "Series" ? "Season" : "Episode"
             let children = itemsById.values.filter {
                 $0["Type"] as? String == childType && $0["ParentId"] as? String == parent && !removed.contains($0["Id"] as! String)
@@ -88,6 +122,10 @@ extension ServerFixture {
 
     /// From now on show sections list episodes whatever `type` asks (a server that ignores it).
     public func listEpisodesInShowSections() { state.withLock { $0.flatShowSections = true } }
+
+    /// From now on the music section takes the spec's MediaType enum (5 artist, 6 album, 7 track)
+    /// and refuses any other `type`.
+    public func numberMusicByTheSpecsEnum() { state.withLock { $0.musicBySpecEnum = true } }
 
     /// The `ratingKey` (Metadata.ratingKey) of the movie, episode or track whose Media holds
     /// `file`: what `markPlayed`, `hold` and `release` take on Plex, besides `itemId(forFile:)`.
@@ -102,9 +140,10 @@ extension ServerFixture {
     }
 
     /// Metadata.viewCount ("the number of consumptions", only once watched: an unwatched item has
-    /// none) and Metadata.lastViewedAt (PlexDateTime, epoch seconds) of a movie, episode or track.
+    /// none) and Metadata.lastViewedAt (PlexDateTime, epoch seconds) of a movie (home videos are
+    /// movies here), episode or track.
     func plexWatched(_ raw: [String: Any]) -> [String: Any] {
-        guard let id = raw["Id"] as? String, ["Movie", "Episode", "Audio"].contains(raw["Type"] as? String ?? "") else { return [:] }
+        guard let id = raw["Id"] as? String, ["Movie", "Episode", "Audio", "Video"].contains(raw["Type"] as? String ?? "") else { return [:] }
         let (count, last) = state.withLock { ($0.playCounts[id] ?? 0, $0.lastPlayed[id]) }
         guard count > 0 else { return [:] }
         var out: [String: Any] = ["viewCount": count]
@@ -112,11 +151,18 @@ extension ServerFixture {
         return out
     }
 
-    func section(_ key: String, _ title: String, _ type: String) -> [String: Any] {
-        ["key": key, "title": title, "type": type, "agent": "tv.plex.agents.\(type)", "scanner": "Plex \(type.capitalized)",
-         "language": "en-US", "uuid": fixtureId("section:\(key)"), "allowSync": true, "content": true, "directory": true,
-         "filters": true, "hidden": false, "refreshing": false, "updatedAt": 1_700_000_000, "createdAt": 1_690_000_000,
-         "scannedAt": 1_700_000_000, "contentChangedAt": 1_700_000_000]
+    /// A LibrarySection. `agent` and `scanner` (strings): the type's own unless given; `Location`
+    /// (array of `id` (integer), `path`: "a top-level location on disk where media in this library
+    /// section is stored"): one, numbered as the section, only when `location` is given.
+    func section(_ key: String, _ title: String, _ type: String, agent: String? = nil, scanner: String? = nil,
+                 location: String? = nil) -> [String: Any] {
+        var out: [String: Any] = [
+            "key": key, "title": title, "type": type, "agent": agent ?? "tv.plex.agents.\(type)", "scanner": scanner ?? "Plex \(type.capitalized)",
+            "language": "en-US", "uuid": fixtureId("section:\(key)"), "allowSync": true, "content": true, "directory": true,
+            "filters": true, "hidden": false, "refreshing": false, "updatedAt": 1_700_000_000, "createdAt": 1_690_000_000,
+            "scannedAt": 1_700_000_000, "contentChangedAt": 1_700_000_000]
+        if let location { out["Location"] = [["id": Int(key)!, "path": location]] }
+        return out
     }
 
     func changestamp(_ id: String) -> String { String(1_700_000_000 + state.withLock { $0.validatorGeneration[id] ?? 0 }) }
@@ -152,8 +198,9 @@ extension ServerFixture {
                                   "addedAt": addedAt, "updatedAt": updatedAt]
         out.merge(plexWatched(raw)) { _, new in new }
         if let type = plexMusicType(raw) { return plexMusicMetadata(raw, type: type, base: out) }
+        if let type = plexPhotoType(raw) { return plexPhotoMetadata(raw, type: type, base: out) }
         switch raw["Type"] as? String {
-        case "Movie": out["type"] = "movie"
+        case "Movie", "Video": out["type"] = "movie"     // a home video is a movie of its section (4)
         case "Series": out["type"] = "show"
         case "Season": out["type"] = "season"
         case "Episode": out["type"] = "episode"
@@ -174,18 +221,27 @@ extension ServerFixture {
         if let versions = raw["_versions"] as? [[String: Any]] {
             out["Media"] = versions.enumerated().map { index, v -> [String: Any] in
                 let vid = v["Id"] as! String
-                let file = v["File"] as! String
-                let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int64) ?? 0
-                let name = (file as NSString).lastPathComponent
                 let container = v["Container"] as? String ?? "mkv"
                 // Versions differ by resolution in a real library; the fixture labels them so.
                 let resolution = versions.count > 1 ? (index == 0 ? "1080" : "720") : "1080"
                 return ["id": Int(plexNumber(vid + ":media"))!, "container": container, "videoResolution": resolution,
-                        "Part": [["id": Int(plexNumber(vid))!, "key": "/library/parts/\(plexNumber(vid))/\(changestamp(vid))/\(name)",
-                                  "file": "/media/" + name, "size": size, "container": container]]]
+                        "Part": [plexPart(v, container: container)]]
             }
         }
         return out
+    }
+
+    /// Media.Part of one file (a `_versions` entry): Part.id (integer, int64); Part.key (string) the
+    /// part route with the file's changestamp, as the spec's example `/library/parts/1/1531779263/file.mov`,
+    /// its last segment `keyName` (the file's name unless given); Part.file ("the local file path at
+    /// which the part is stored on the server": the entry's `Path`, else below /media); Part.size
+    /// (integer, int64: bytes); Part.container.
+    func plexPart(_ v: [String: Any], container: String, keyName: String? = nil) -> [String: Any] {
+        let vid = v["Id"] as! String
+        let file = v["File"] as! String
+        let name = (file as NSString).lastPathComponent
+        return ["id": Int(plexNumber(vid))!, "key": "/library/parts/\(plexNumber(vid))/\(changestamp(vid))/\(keyName ?? name)",
+                "file": v["Path"] as? String ?? "/media/" + name, "size": fileSize(file), "container": container]
     }
 
     /// The descriptive Metadata members of a movie, episode or show with catalog details
@@ -337,24 +393,66 @@ extension ServerFixture {
                 out["Media"] = versions.map { v -> [String: Any] in    // Metadata.Media: array of Media
                     let vid = v["Id"] as! String
                     let file = v["File"] as! String
-                    let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int64) ?? 0
                     let container = v["Container"] as? String ?? ""
                     let ext = (file as NSString).pathExtension.isEmpty ? container : (file as NSString).pathExtension
-                    let part: [String: Any] = [
-                        "id": Int(plexNumber(vid))!,                                  // Part.id (integer, int64)
-                        // Part.key (string), as the spec's example `/library/parts/1/1531779263/file.mov`:
-                        // the route movies' parts use; its last segment is not the file's name.
-                        "key": "/library/parts/\(plexNumber(vid))/\(changestamp(vid))/file.\(ext)",
-                        "file": v["Path"] as? String ?? "/media/" + (file as NSString).lastPathComponent,   // Part.file: server path
-                        "size": size,                                                 // Part.size (integer, int64): bytes
-                        "container": container]                                       // Part.container
+                    // Part.key's last segment is not the file's name here (as the spec's example `file.mov`).
                     return ["id": Int(plexNumber(vid + ":media"))!,                   // Media.id (integer, int64, required)
                             "container": container,                                   // Media.container
-                            "Part": [part]]                                           // Media.Part: array of Part
+                            "Part": [plexPart(v, container: container, keyName: "file.\(ext)")]]   // Media.Part: array of Part
                 }
             }
         default:
             break
+        }
+        return out
+    }
+}
+
+// MARK: - Photos
+
+extension ServerFixture {
+    /// Metadata.type (MediaTypeString "photoalbum", "photo") of a photo-section item, nil for others.
+    func plexPhotoType(_ raw: [String: Any]) -> String? {
+        switch raw["Type"] as? String {
+        case "PhotoAlbum"?: return "photoalbum"
+        case "Photo"?: return "photo"
+        default: return nil
+        }
+    }
+
+    /// The photo section's items directly below `parent` (an album; nil: the section's top level):
+    /// its albums, then its photos, each by title. The spec's Metadata description: "A similar
+    /// hierarchy exists with ... photos and photo album".
+    func plexPhotoChildren(of parent: String?, removed: Set<String>) -> [[String: Any]] {
+        let below = itemsById.values.filter { item in
+            plexPhotoType(item) != nil && item["ParentId"] as? String == parent && !removed.contains(item["Id"] as! String)
+        }
+        func order(_ item: [String: Any]) -> (Int, String) { (item["Type"] as? String == "PhotoAlbum" ? 0 : 1, sortKey(item)) }
+        return below.sorted { order($0) < order($1) }
+    }
+
+    func plexPhotoMetadata(_ raw: [String: Any], type: String, base: [String: Any]) -> [String: Any] {
+        let id = raw["Id"] as! String
+        var out = base
+        out["type"] = type                                        // Metadata.type: MediaTypeString photoalbum/photo
+        out["guid"] = "plex://\(type)/\(id)"                       // Metadata.guid
+        // A photo's (or album's) album: the innermost directory it lies in; none at the section's top.
+        if let parent = raw["ParentId"] as? String, let album = itemsById[parent] {
+            let key = plexNumber(parent)
+            out["parentRatingKey"] = key                          // Metadata.parentRatingKey (string): the album
+            out["parentKey"] = "/library/metadata/\(key)"         // Metadata.parentKey
+            out["parentTitle"] = album["Name"] as? String ?? ""   // Metadata.parentTitle: the album's title (its folder's name)
+            out["parentGuid"] = "plex://photoalbum/\(parent)"     // Metadata.parentGuid
+        }
+        if let versions = raw["_versions"] as? [[String: Any]] {
+            out["Media"] = versions.map { v -> [String: Any] in    // Metadata.Media: array of Media
+                let container = v["Container"] as? String ?? ""
+                return clean(["id": Int(plexNumber((v["Id"] as! String) + ":media"))!,   // Media.id (integer, int64, required)
+                              "width": raw["Width"] as? Int,                             // Media.width (integer, int32): pixels
+                              "height": raw["Height"] as? Int,                           // Media.height (integer, int32): pixels
+                              "container": container,                                    // Media.container
+                              "Part": [plexPart(v, container: container)]])              // Media.Part: array of Part
+            }
         }
         return out
     }

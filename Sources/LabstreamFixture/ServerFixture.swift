@@ -176,6 +176,33 @@ public struct FixtureCatalog: Sendable {
         }
     }
 
+    /// A picture file. Jellyfin/Emby: a `BaseItemDto` of `Type` "Photo" (BaseItemKind), `MediaType`
+    /// "Photo", in the home-video view (CollectionType "homevideos", which Jellyfin names "Home
+    /// Videos and Photos") below the same `Folder` items the home videos of the same directories
+    /// use. Plex: a `Metadata` of `type` "photo" in the photo section (key 5), below one
+    /// "photoalbum" per directory.
+    public struct Photo: Sendable {
+        public var title: String
+        /// The directories it lies in below the library root, outermost first (as `HomeVideo.folders`);
+        /// empty: directly in the library.
+        public var folders: [String]
+        public var file: String
+        /// "jpg", "png" (BaseItemDto.Container; Plex Media.container and Part.container).
+        public var container: String
+        /// Pixels (BaseItemDto.Width and Height; Plex Media.width and height).
+        public var width: Int
+        public var height: Int
+
+        public init(title: String, folders: [String] = [], file: String, container: String, width: Int, height: Int) {
+            self.title = title
+            self.folders = folders
+            self.file = file
+            self.container = container
+            self.width = width
+            self.height = height
+        }
+    }
+
     /// A file of a music-video library (Jellyfin/Emby `BaseItemDto` of `Type` "MusicVideo", directly
     /// below the view of `CollectionType` "musicvideos"), with its performers (`Artists`, `ArtistItems`).
     public struct MusicVideo: Sendable {
@@ -200,11 +227,18 @@ public struct FixtureCatalog: Sendable {
     public var homeVideoLibraryName = "Home Videos"
     public var musicVideoLibraryName = "Music Videos"
     public var mixedLibraryName = "Mixed"
+    /// Plex's photo section's LibrarySection.title (Jellyfin/Emby list photos in the home-video view).
+    public var photoLibraryName = "Photos"
     public var movies: [Movie] = []
     public var series: [Series] = []
     public var tracks: [Track] = []
-    /// Served by Jellyfin and Emby only; none: no home-video view (everything answers as before).
+    /// Jellyfin and Emby: the home-video view; Plex: section 4 (a "movie" section of the Plex Video
+    /// Files Scanner). None: no Plex section 4, and without photos no view either (everything
+    /// answers as before).
     public var homeVideos: [HomeVideo] = []
+    /// Jellyfin and Emby: in the home-video view (listed for these alone too); Plex: section 5 (a
+    /// "photo" section). None: no photos, no photo section (everything answers as before).
+    public var photos: [Photo] = []
     /// Served by Jellyfin and Emby only; none: no music-video view (everything answers as before).
     public var musicVideos: [MusicVideo] = []
     /// A mixed-content library (a view with no content type of its own), laid out as the home
@@ -213,13 +247,14 @@ public struct FixtureCatalog: Sendable {
     public var mixedVideos: [HomeVideo] = []
 
     public init(movies: [Movie], series: [Series], tracks: [Track] = [], homeVideos: [HomeVideo] = [],
-                musicVideos: [MusicVideo] = [], mixedVideos: [HomeVideo] = []) {
+                musicVideos: [MusicVideo] = [], mixedVideos: [HomeVideo] = [], photos: [Photo] = []) {
         self.movies = movies
         self.series = series
         self.tracks = tracks
         self.homeVideos = homeVideos
         self.musicVideos = musicVideos
         self.mixedVideos = mixedVideos
+        self.photos = photos
     }
 }
 
@@ -302,6 +337,7 @@ public final class ServerFixture: Sendable {
         var totalless: Set<String> = []
         /// Plex: show sections list their episodes, as a server that ignores `type` would.
         var flatShowSections = false
+        var musicBySpecEnum = false
         /// Jellyfin/Emby: `/Items` ignores includeItemTypes (everything below the parent).
         var ignoreItemTypes = false
         /// Every page starts at the first item, whatever offset was asked.
@@ -345,7 +381,8 @@ public final class ServerFixture: Sendable {
     /// The music library view (`BaseItemDto.CollectionType` "music"); `catalog.tracks` live below it.
     public let musicLibraryId: String
     /// The home-video library view (`BaseItemDto.CollectionType` "homevideos"), listed when
-    /// `catalog.homeVideos` has any; their folders and videos live below it (Jellyfin/Emby).
+    /// `catalog.homeVideos` or `catalog.photos` has any; their folders, videos and photos live below
+    /// it (Jellyfin/Emby).
     public let homeVideoLibraryId: String
     /// The music-video library view (`BaseItemDto.CollectionType` "musicvideos"), listed when
     /// `catalog.musicVideos` has any; their items live directly below it (Jellyfin/Emby).
@@ -470,13 +507,15 @@ public final class ServerFixture: Sendable {
             if kind == .plex, let artist = track.albumArtist ?? track.artists.first { node["_artistName"] = artist }
             items[id] = node
         }
-        // Home videos (Jellyfin/Emby; Plex serves no such section): the library's directory tree as
-        // `Folder` items (BaseItemKind "Folder", IsFolder true), one per distinct directory path,
-        // each below its parent directory's folder or, at the top, the view; each file a `Video`
-        // item (BaseItemKind "Video", MediaType "Video") below its innermost folder or the view.
-        // Ids follow the path, so one directory named in many videos is one folder.
+        // Home videos: the library's directory tree as `Folder` items (BaseItemKind "Folder", IsFolder
+        // true), one per distinct directory path, each below its parent directory's folder or, at the
+        // top, the view; each file a `Video` item (BaseItemKind "Video", MediaType "Video") below its
+        // innermost folder or the view. Ids follow the path, so one directory named in many videos
+        // (or photos, below) is one folder.
         // The mixed library (`catalog.mixedVideos`) is laid out the same way below its own view,
         // with its own folder and video ids (distinct from the home videos' even for equal names).
+        // Plex serves the home videos alone (section 4, see PlexFixture.swift), flat: the same
+        // `Video` items with no folders and no parent, their directories only in their path.
         let homeId = fixtureId("library:homevideos")
         self.homeVideoLibraryId = homeId
         let mixedId = fixtureId("library:mixed")
@@ -486,33 +525,52 @@ public final class ServerFixture: Sendable {
             (catalog.homeVideos, homeId, "/media/homevideos", "homevideo:", ServerFixture.homeVideoFolderId),
             (catalog.mixedVideos, mixedId, "/media/mixed", "mixedvideo:", ServerFixture.mixedFolderId),
         ]
-        if kind != .plex {
-            for library in folderLibraries {
-                for video in library.videos {
-                    let folders = video.folders.filter { !$0.isEmpty }
-                    var parent = library.viewId
-                    // BaseItemDto.Path / MediaSourceInfo.Path: a server-side path below the library's root.
-                    var path = library.root
-                    for depth in folders.indices {
-                        let folderId = library.folderId(Array(folders[...depth]))
-                        path += "/" + folders[depth].replacingOccurrences(of: "/", with: "_")
-                        if items[folderId] == nil {
-                            items[folderId] = ["Name": folders[depth], "ServerId": serverId, "Id": folderId, "Type": "Folder",
-                                               "IsFolder": true, "ParentId": parent, "LocationType": "FileSystem",
-                                               "DateCreated": "2024-07-01T12:00:00.0000000Z", "_path": path]
-                        }
-                        parent = folderId
-                    }
-                    let id = fixtureId(library.idPrefix + "\(folders.joined(separator: "\u{0}")):\(video.title):\(video.file)")
-                    files[id] = video.file
-                    let filePath = path + "/" + (video.file as NSString).lastPathComponent
-                    items[id] = [
-                        "Name": video.title, "ServerId": serverId, "Id": id, "Type": "Video", "IsFolder": false,
-                        "MediaType": "Video", "LocationType": "FileSystem", "ParentId": parent, "Container": video.container,
-                        "DateCreated": "2024-07-01T12:00:00.0000000Z",
-                        "_versions": [["Id": id, "Name": video.title, "File": video.file, "Container": video.container, "Path": filePath]]]
-                }
+        for library in folderLibraries where kind != .plex || library.viewId == homeId {
+            for video in library.videos {
+                let folders = video.folders.filter { !$0.isEmpty }
+                let parent = kind == .plex ? nil : ServerFixture.fileFolders(folders, below: library.viewId, root: library.root, type: "Folder",
+                                                                              serverId: serverId, id: library.folderId, into: &items)
+                let id = fixtureId(library.idPrefix + "\(folders.joined(separator: "\u{0}")):\(video.title):\(video.file)")
+                files[id] = video.file
+                // BaseItemDto.Path / MediaSourceInfo.Path (Plex Part.file): a server-side path below the library's root.
+                let filePath = ServerFixture.serverPath(library.root, folders + [(video.file as NSString).lastPathComponent])
+                items[id] = clean([
+                    "Name": video.title, "ServerId": serverId, "Id": id, "Type": "Video", "IsFolder": false,
+                    "MediaType": "Video", "LocationType": "FileSystem", "ParentId": parent, "Container": video.container,
+                    "DateCreated": "2024-07-01T12:00:00.0000000Z",
+                    "_versions": [["Id": id, "Name": video.title, "File": video.file, "Container": video.container, "Path": filePath]]])
             }
+        }
+        // Photos. Jellyfin/Emby: each a `Photo` item (BaseItemKind "Photo", MediaType "Photo", IsFolder
+        // false) in the home-video view, below the home videos' `Folder` item for its directory (one
+        // folder per path, whichever of videos and photos names it). Neither server attaches media
+        // sources to a photo, so it has no `_versions`: its file is its own (`_path`, BaseItemDto.Path;
+        // Emby's BaseItemDto.Size, see `dto`). Plex: each in the photo section (5) below one
+        // `PhotoAlbum` item per directory path (an album at the top has no parent), with one Media
+        // of one Part (`_versions`, answered by `plexPhotoMetadata`).
+        for photo in catalog.photos {
+            let folders = photo.folders.filter { !$0.isEmpty }
+            let root = kind == .plex ? "/media/photos" : "/media/homevideos"
+            let parent = kind == .plex
+                ? ServerFixture.fileFolders(folders, below: nil, root: root, type: "PhotoAlbum", serverId: serverId,
+                                            id: ServerFixture.photoAlbumId, into: &items)
+                : ServerFixture.fileFolders(folders, below: homeId, root: root, type: "Folder", serverId: serverId,
+                                            id: ServerFixture.homeVideoFolderId, into: &items)
+            let id = fixtureId("photo:\(folders.joined(separator: "\u{0}")):\(photo.title):\(photo.file)")
+            files[id] = photo.file
+            mimeTypes[id] = ServerFixture.imageContentType(photo.container)
+            // BaseItemDto.Path (Plex Part.file): a server-side path below the library's root.
+            let path = ServerFixture.serverPath(root, folders + [(photo.file as NSString).lastPathComponent])
+            var node = clean([
+                "Name": photo.title, "ServerId": serverId, "Id": id, "Type": "Photo", "IsFolder": false,
+                "MediaType": "Photo", "LocationType": "FileSystem", "ParentId": parent,
+                "Container": photo.container,               // BaseItemDto.Container (string)
+                "Width": photo.width, "Height": photo.height, // BaseItemDto.Width, Height (int32, nullable)
+                "DateCreated": "2024-07-01T12:00:00.0000000Z", "_path": path])
+            if kind == .plex {
+                node["_versions"] = [["Id": id, "Name": photo.title, "File": photo.file, "Container": photo.container, "Path": path]]
+            }
+            items[id] = node
         }
         // Music videos (Jellyfin/Emby; Plex serves no such section): each file a `MusicVideo` item
         // (BaseItemKind "MusicVideo", MediaType "Video", IsFolder false) directly below the view,
@@ -699,8 +757,8 @@ public final class ServerFixture: Sendable {
     }
 
     /// What holds keep off the server: held items, everything below them, and each season, series,
-    /// album or home-video folder whose episodes, tracks or videos are all gone (held, or removed)
-    /// with at least one held.
+    /// album, home-video folder or photo album whose episodes, tracks, videos or photos are all gone
+    /// (held, or removed) with at least one held.
     /// A container emptied by `remove` alone stays listed, as it always was.
     func heldBack() -> Set<String> {
         let (removed, held) = state.withLock { ($0.removed, $0.held) }
@@ -711,7 +769,7 @@ public final class ServerFixture: Sendable {
         for (id, item) in itemsById {
             let above = ancestors(of: item)
             if above.contains(where: { held.contains($0) }) { back.insert(id) }
-            guard ["Episode", "Audio", "Video"].contains(item["Type"] as? String ?? "") else { continue }
+            guard ["Episode", "Audio", "Video", "Photo"].contains(item["Type"] as? String ?? "") else { continue }
             let isHeld = back.contains(id)
             let gone = isHeld || removed.contains(id)
             for container in above {
@@ -780,6 +838,48 @@ public final class ServerFixture: Sendable {
     /// (`FixtureCatalog.mixedVideos[i].folders` or a leading part of it, as `homeVideoFolderId`).
     public static func mixedFolderId(_ folders: [String]) -> String {
         fixtureId("mixedfolder:" + folders.filter { !$0.isEmpty }.joined(separator: "\u{0}"))
+    }
+
+    /// The id of the Plex photo section's `PhotoAlbum` item (Metadata type "photoalbum", its
+    /// ratingKey `plexNumber` of it) for a directory path below the section's root
+    /// (`Photo.folders` or a leading part of it, outermost first; empty names are skipped).
+    public static func photoAlbumId(_ folders: [String]) -> String {
+        fixtureId("photoalbum:" + folders.filter { !$0.isEmpty }.joined(separator: "\u{0}"))
+    }
+
+    /// A server-side path (BaseItemDto.Path, MediaSourceInfo.Path, Plex Part.file): `root`, then each
+    /// of `names` (directories, then the file's name), a "/" inside a name made "_".
+    static func serverPath(_ root: String, _ names: [String]) -> String {
+        ([root] + names.map { $0.replacingOccurrences(of: "/", with: "_") }).joined(separator: "/")
+    }
+
+    /// Files `folders` (outermost first, no empty names) into `items`: one item of `type` (Jellyfin/Emby
+    /// "Folder", Plex "PhotoAlbum"; BaseItemKind, IsFolder true) per directory path not there yet, with
+    /// its name, its own directory (`_path`, BaseItemDto.Path) and below its parent directory's item or,
+    /// at the top, `top` (none: no parent). Answers the innermost one's id, `top` without folders.
+    static func fileFolders(_ folders: [String], below top: String?, root: String, type: String, serverId: String,
+                            id folderId: ([String]) -> String, into items: inout [String: [String: Any]]) -> String? {
+        var parent = top
+        for depth in folders.indices {
+            let id = folderId(Array(folders[...depth]))
+            if items[id] == nil {
+                items[id] = clean(["Name": folders[depth], "ServerId": serverId, "Id": id, "Type": type,
+                                   "IsFolder": true, "ParentId": parent, "LocationType": "FileSystem",
+                                   "DateCreated": "2024-07-01T12:00:00.0000000Z", "_path": serverPath(root, Array(folders[...depth]))])
+            }
+            parent = id
+        }
+        return parent
+    }
+
+    /// A photo download's `Content-Type` (the spec's `/Items/{itemId}/Download` lists only `video/*`
+    /// and `audio/*`; a picture is answered as what it is).
+    static func imageContentType(_ container: String) -> String {
+        switch container.lowercased() {
+        case "jpg", "jpeg": return "image/jpeg"
+        case "tif", "tiff": return "image/tiff"
+        default: return "image/" + container.lowercased()
+        }
     }
 
     /// A track download's `Content-Type` (Jellyfin's `/Items/{itemId}/Download` answers `audio/*` for audio).
@@ -956,8 +1056,9 @@ public final class ServerFixture: Sendable {
         views.append(["Name": catalog.musicLibraryName, "ServerId": serverId, "Id": musicLibraryId, "Type": "CollectionFolder",
                       "CollectionType": "music", "IsFolder": true])
         // BaseItemDto.CollectionType "homevideos" (Jellyfin's CollectionType enum; Emby's spec types
-        // it as a plain string, its servers send the same value), only when there are home videos.
-        if !catalog.homeVideos.isEmpty {
+        // it as a plain string, its servers send the same value), only when there are home videos or
+        // photos (both live in it: Jellyfin's "Home Videos and Photos").
+        if !catalog.homeVideos.isEmpty || !catalog.photos.isEmpty {
             views.append(["Name": catalog.homeVideoLibraryName, "ServerId": serverId, "Id": homeVideoLibraryId,
                           "Type": "CollectionFolder", "CollectionType": "homevideos", "IsFolder": true])
         }
@@ -1008,7 +1109,7 @@ public final class ServerFixture: Sendable {
         if let versions = raw["_versions"] as? [[String: Any]] {
             let sources: [[String: Any]] = versions.map { v in
                 let file = v["File"] as! String
-                let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int64) ?? 0
+                let size = fileSize(file)
                 let itemId = v["Id"] as! String
                 let path = v["Path"] as? String ?? "/media/" + (file as NSString).lastPathComponent
                 var source: [String: Any] = [
@@ -1029,8 +1130,19 @@ public final class ServerFixture: Sendable {
             if fields.contains("Path") { out["Path"] = sources.first?["Path"] }
             if versions.count > 1 && kind == .jellyfin { out["MediaSourceCount"] = versions.count }   // not in Emby's BaseItemDto
         }
-        // A home-video folder's own directory (BaseItemDto.Path), asked for as a file's is.
+        // A home-video folder's own directory, or a photo's file (BaseItemDto.Path), asked for as a
+        // file's is (`Path`: an ItemFields member, and in Emby's Fields options).
         if fields.contains("Path"), out["Path"] == nil, let path = raw["_path"] as? String { out["Path"] = path }
+        // BaseItemDto.Width and Height (a photo's): Jellyfin ItemFields members, so only when asked;
+        // Emby's Fields options name neither, so Emby always sends them.
+        if kind == .jellyfin { for member in ["Width", "Height"] where !fields.contains(member) { out[member] = nil } }
+        // BaseItemDto.Size (Emby only: integer, int64, nullable; Jellyfin's BaseItemDto has none): a
+        // photo has no media source to carry its file's bytes, its item does. Not in Emby's Fields
+        // options: always sent (but for a file `hideSize` names, as its sources would lose theirs).
+        if kind == .emby, raw["Type"] as? String == "Photo", let id = raw["Id"] as? String, let file = filesById[id],
+           !state.withLock({ $0.sizeless.contains(id) }) {
+            out["Size"] = fileSize(file)
+        }
         if fields.contains("Etag") {
             // The item's tag changes when any of its files does (Emby's only change signal).
             let ids = (raw["_versions"] as? [[String: Any]])?.compactMap { $0["Id"] as? String } ?? [raw["Id"] as! String]
@@ -1094,12 +1206,12 @@ public final class ServerFixture: Sendable {
         return out
     }
 
-    /// `BaseItemDto.UserData` (UserItemDataDto) of a movie, episode, track, home or music video: the
-    /// signed-in user's watched state. The members neither spec marks nullable are always sent; `LastPlayedDate`
+    /// `BaseItemDto.UserData` (UserItemDataDto) of a movie, episode, track, home or music video or
+    /// photo: the signed-in user's watched state. The members neither spec marks nullable are always sent; `LastPlayedDate`
     /// (nullable) only once played, as a server that omits nulls does. Folders get none here (a
     /// real server derives theirs from their children).
     func userItemData(_ raw: [String: Any]) -> [String: Any]? {
-        guard let id = raw["Id"] as? String, ["Movie", "Episode", "Audio", "Video", "MusicVideo"].contains(raw["Type"] as? String ?? "") else { return nil }
+        guard let id = raw["Id"] as? String, ["Movie", "Episode", "Audio", "Video", "MusicVideo", "Photo"].contains(raw["Type"] as? String ?? "") else { return nil }
         let (count, last) = state.withLock { ($0.playCounts[id] ?? 0, $0.lastPlayed[id]) }
         var data: [String: Any] = ["Played": count > 0, "PlayCount": count, "PlaybackPositionTicks": 0, "IsFavorite": false,
                                    "Key": id, "ItemId": id]
@@ -1179,9 +1291,12 @@ public final class ServerFixture: Sendable {
         kind == .emby ? filesById.keys.first { mediaSourceId(ofItem: $0) == id } : id
     }
 
+    /// A file's byte count (0 for a file that is missing).
+    func fileSize(_ file: String) -> Int64 { (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int64) ?? 0 }
+
     func etag(for id: String, file: String) -> String {
         let gen = state.withLock { $0.validatorGeneration[id] ?? 0 }
-        let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int64) ?? 0
+        let size = fileSize(file)
         return "\"\(String(size, radix: 16))-\(fixtureId("\(id):\(gen)").prefix(12))\""
     }
 

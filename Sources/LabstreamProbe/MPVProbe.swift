@@ -2,12 +2,14 @@ import CMpv
 import Foundation
 import LabstreamCore
 
-/// A headless libmpv playback probe: load, reach playback, seek to about 90 % and advance.
+/// A headless libmpv playback probe: load, reach playback, seek to about 90 % and advance; a
+/// still image (`image`) only has to be decoded and shown once.
 /// `mpv_wait_event` blocks, so each probe runs on the calling (dedicated) thread, never on
 /// Swift's cooperative pool.
 public enum MPVProbe {
-    public static func observe(path: String, timeout: Double = 10) -> ProbeObservation {
+    public static func observe(path: String, timeout: Double = 10, image: Bool = false) -> ProbeObservation {
         var o = ProbeObservation()
+        if image { o.imageFormat = ContainerSniff.imageExtension(ofHeader: header(of: path)) }
         guard let mpv = mpv_create() else {
             o.mpvAvailable = false
             return o
@@ -28,6 +30,20 @@ public enum MPVProbe {
         // One stray decoder complaint (seen on good files under load) proves nothing; a damaged
         // stream produces a burst of them.
         var decodeErrors: [String] = []
+        func takeLog(_ event: mpv_event) {
+            guard event.event_id == MPV_EVENT_LOG_MESSAGE, o.loaded,
+                  let message = event.data?.assumingMemoryBound(to: mpv_event_log_message.self).pointee, let text = message.text else { return }
+            let prefix = message.prefix.map { String(cString: $0) } ?? ""
+            // Decoder errors only: demuxer trouble shows up as end-file errors or truncation.
+            if prefix.hasPrefix("ffmpeg/video") || prefix.hasPrefix("ffmpeg/audio") || prefix == "vd" || prefix == "ad" {
+                decodeErrors.append("\(prefix): \(String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines))")
+                // An image is one picture: one complaint is a damaged one.
+                if decodeErrors.count >= (image ? 1 : 3) { o.decodeError = decodeErrors[0] }
+            }
+        }
+        func drainLogs() {
+            while let queued = mpv_wait_event(mpv, 0)?.pointee, queued.event_id != MPV_EVENT_NONE { takeLog(queued) }
+        }
         while true {
             let remaining = deadline.timeIntervalSinceNow
             if remaining <= 0 { o.timedOut = true; return o }
@@ -42,7 +58,16 @@ public enum MPVProbe {
                 }
                 o.hasAudio = (0..<max(tracks, 0)).contains { string(mpv, "track-list/\($0)/type") == "audio" }
                 if !o.hasVideo && !o.hasAudio { return o }   // nothing to play
+                if image && !o.hasVideo { return o }
             case MPV_EVENT_PLAYBACK_RESTART:
+                if image {
+                    // The picture was decoded and handed to the (null) video output. mpv hands out
+                    // queued events before log lines, so the decoder's complaints about this
+                    // picture are read now.
+                    o.reachedPlayback = true
+                    drainLogs()
+                    return o
+                }
                 if seekTarget == nil {
                     o.reachedPlayback = true
                     guard let d = o.duration, d > 0 else { return o }
@@ -57,6 +82,8 @@ public enum MPVProbe {
                 let end = event.data?.assumingMemoryBound(to: mpv_event_end_file.self).pointee
                 if let end, end.reason == MPV_END_FILE_REASON_ERROR {
                     o.endFileError = String(cString: mpv_error_string(end.error))
+                } else if image {
+                    drainLogs()
                 } else if seekTarget != nil && !o.advancedAfterSeek {
                     o.endedAfterSeek = true
                 } else if seekTarget == nil {
@@ -64,15 +91,7 @@ public enum MPVProbe {
                 }
                 return o
             case MPV_EVENT_LOG_MESSAGE:
-                if o.loaded, let message = event.data?.assumingMemoryBound(to: mpv_event_log_message.self).pointee,
-                   let text = message.text {
-                    let prefix = message.prefix.map { String(cString: $0) } ?? ""
-                    // Decoder errors only: demuxer trouble shows up as end-file errors or truncation.
-                    if prefix.hasPrefix("ffmpeg/video") || prefix.hasPrefix("ffmpeg/audio") || prefix == "vd" || prefix == "ad" {
-                        decodeErrors.append("\(prefix): \(String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines))")
-                        if decodeErrors.count >= 3 { o.decodeError = decodeErrors[0] }
-                    }
-                }
+                takeLog(event)
             case MPV_EVENT_NONE:
                 break
             default:
@@ -84,6 +103,12 @@ public enum MPVProbe {
                 if t > target + 0.25 || o.decodeError != nil { return o }
             }
         }
+    }
+
+    static func header(of path: String) -> [UInt8] {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return [] }
+        defer { try? handle.close() }
+        return [UInt8]((try? handle.read(upToCount: 16)) ?? Data())
     }
 
     static func command(_ mpv: OpaquePointer, _ args: [String]) {

@@ -1040,6 +1040,10 @@ public final class SiloFixture: Sendable {
                    ("type", SiloJ.string("movies")), ("sort_order", SiloJ.num(0))]),
             SiloJ.obj([("id", SiloJ.string("2")), ("name", SiloJ.string(catalog.showLibraryName)),
                    ("type", SiloJ.string("series")), ("sort_order", SiloJ.num(1))]),
+            // An audiobook library (catalog-api.md § Search media scopes names `audiobook`): its
+            // catalog holds no films or episodes, and downloads-api.md serves nothing else.
+            SiloJ.obj([("id", SiloJ.string("3")), ("name", SiloJ.string("Audiobooks")),
+                   ("type", SiloJ.string("audiobook")), ("sort_order", SiloJ.num(2))]),
         ]))]))
     }
 

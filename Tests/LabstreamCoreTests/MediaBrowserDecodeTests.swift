@@ -124,6 +124,23 @@ import Testing
         #expect(MediaBrowserDecode.item(raw[2]) == nil)   // outside a home-video library
     }
 
+    /// A photo has no media sources: the item is its file (Emby's `Size`; Jellyfin's DTO has
+    /// none, so the size is left for the client to ask), in its `PhotoAlbum` or `Folder`.
+    @Test func photosAreTheirOwnFileInTheirAlbums() throws {
+        let raw = try JSONValue.parse(Array("""
+        [{"Id": "a1", "Type": "PhotoAlbum", "IsFolder": true, "Name": "Trip", "ParentId": "lib"},
+         {"Id": "p1", "Type": "Photo", "Name": "IMG_1", "ParentId": "a1", "Path": "/photos/Trip/IMG_1.jpg", "Size": 2000, "Etag": "t1"},
+         {"Id": "p2", "Type": "Photo", "Name": "IMG_2", "ParentId": "lib", "Container": "png"},
+         {"Id": "p3", "Type": "Photo", "Name": "Gone", "ParentId": "lib", "LocationType": "Virtual"}]
+        """.utf8)).array ?? []
+        let items = MediaBrowserDecode.folderItems(raw, root: "lib")
+        #expect(items.map(\.id) == ["p1", "p2", "p3"] && items.allSatisfy { $0.kind == .photo })
+        #expect(items[0].folders == ["Trip"] && items[0].sources == [MediaSource(id: "p1", path: "/photos/Trip/IMG_1.jpg", size: 2000, etag: "t1")])
+        #expect(items[1].sources.first?.size == nil && items[1].sources.first?.container == "png")
+        #expect(items[2].sources.isEmpty)   // nothing on disk: not a file
+        #expect(MediaBrowserDecode.item(raw[1]) == nil)   // outside a home-video or photo library
+    }
+
     /// A music video sits in its (first) artist's folder, in a music-video library only.
     @Test func aMusicVideoIsPlacedByItsArtist() throws {
         let j = try JSONValue.parse(Array(#"{"Id": "mv", "Type": "MusicVideo", "Name": "Song", "ProductionYear": 1999, "Artists": ["Band", "Guest"], "MediaSources": [{"Id": "mv", "Protocol": "File", "Container": "mp4", "Size": 7}]}"#.utf8))

@@ -117,6 +117,13 @@ import Testing
         #expect(ContainerSniff.fileExtension(ofHeader: [0x47, 0x40, 0x00, 0x10]) == "ts")
         #expect(ContainerSniff.fileExtension(ofHeader: Array("<html>".utf8)) == nil)
         #expect(ContainerSniff.fileExtension(ofHeader: []) == nil)
+        #expect(ContainerSniff.imageExtension(ofHeader: [0xFF, 0xD8, 0xFF, 0xE0, 0, 0x10]) == "jpg")
+        #expect(ContainerSniff.imageExtension(ofHeader: [0x89] + Array("PNG\r\n".utf8) + [0x1A, 0x0A, 0]) == "png")
+        #expect(ContainerSniff.imageExtension(ofHeader: Array("RIFF".utf8) + [1, 2, 3, 4] + Array("WEBPVP8 ".utf8)) == "webp")
+        #expect(ContainerSniff.imageExtension(ofHeader: Array("GIF89a".utf8)) == "gif")
+        #expect(ContainerSniff.imageExtension(ofHeader: [0, 0, 0, 0x18] + Array("ftypheic".utf8)) == "heic")
+        #expect(ContainerSniff.imageExtension(ofHeader: [0, 0, 0, 0x20] + Array("ftypisom".utf8)) == nil)
+        #expect(ContainerSniff.imageExtension(ofHeader: [0xFF, 0xD8]) == nil)
         #expect(DerivedCopy.fileName(besides: "Clip (2020).mkv", quality: .capped(megabitsPerSecond: 2), extension: "mp4") == "Clip (2020) - 2mbps.mp4")
     }
 }

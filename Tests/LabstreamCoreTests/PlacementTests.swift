@@ -42,4 +42,14 @@ import Testing
         #expect(!path.split(separator: "/").contains(".." ) && path.split(separator: "/").count == 6, "\(path)")
         #expect(ItemKind.other.media == .video && ItemKind.movie.media == .video)
     }
+
+    @Test func photosSitInTheServersFoldersUnderTheirOwnNames() {
+        let photo = CatalogItem(id: "p1", kind: .photo, title: "IMG_0001", folders: ["2019", "Trip"],
+                                sources: [MediaSource(id: "p1", container: "jpg", size: 10)])
+        let twin = CatalogItem(id: "p2", kind: .photo, title: "IMG_0001", folders: ["2019", "Trip"],
+                               sources: [MediaSource(id: "p2", path: "/srv/photos/IMG_0001.PNG", size: 10)])
+        let tree = TreeBuilder.build(server: "home", libraries: [LibraryCatalog(id: "L", name: "Photos", items: [photo, twin])])
+        #expect(Set(tree.map { $0.path.joined(separator: "/") }) == ["home/Photos/2019/Trip/IMG_0001.jpg", "home/Photos/2019/Trip/IMG_0001.png"])
+        #expect(tree.allSatisfy { $0.kind == .photo } && ItemKind.photo.media == .image)
+    }
 }

@@ -26,13 +26,39 @@ import Testing
         let item = try #require(PlexDecode.item(e, show: ("9", "Show", 2020)))
         #expect(item.id == "77" && item.kind == .episode && item.seriesName == "Show" && item.seriesYear == 2020)
         #expect(item.seasonNumber == 2 && item.episodeNumber == 1 && item.sources.map(\.name) == [nil])
-        #expect(PlexDecode.item(JSONValue(raw: ["ratingKey": "1", "type": "photo"])) == nil)
+        #expect(PlexDecode.item(JSONValue(raw: ["ratingKey": "1", "type": "photoalbum"])) == nil)
         // A track: album, album artist, disc (absoluteIndex, only on multi-disc albums) and number.
         let track = PlexDecode.item(JSONValue(raw: ["ratingKey": "7", "type": "track", "title": "Song", "parentTitle": "Album",
                                                     "grandparentTitle": "Band", "index": 3, "parentIndex": 1, "absoluteIndex": 2, "year": 2004]))
         #expect(track?.kind == .track && track?.album == "Album" && track?.albumArtist == "Band" && track?.discNumber == 2 && track?.trackNumber == 3 && track?.year == 2004)
         let single = PlexDecode.item(JSONValue(raw: ["ratingKey": "8", "type": "track", "title": "Lone", "grandparentTitle": "Band", "index": 1, "parentIndex": 1]))
         #expect(single?.album == nil && single?.discNumber == nil)
+    }
+
+    /// Home videos (a movie section without a metadata agent) are placed by where their file lies
+    /// below the section's locations; photos and a photo section's clips decode as such.
+    @Test func homeVideosAndPhotosArePlacedByTheirFiles() throws {
+        let sections = try PlexDecode.sections(bytes("""
+        {"MediaContainer":{"size":2,"Directory":[
+          {"key":"4","title":"Home","type":"movie","agent":"tv.plex.agents.none","Location":[{"id":1,"path":"/srv/home"},{"id":2,"path":"/srv/home/old"}]},
+          {"key":"1","title":"Films","type":"movie","agent":"tv.plex.agents.movie","Location":[{"id":3,"path":"/srv/films"}]}]}}
+        """))
+        #expect(sections.map(\.holdsHomeVideos) == [true, false])
+        #expect(sections[0].locations == ["/srv/home", "/srv/home/old"])
+        func video(_ file: String) -> JSONValue {
+            JSONValue(raw: ["ratingKey": "5", "type": "movie", "title": "Cake", "year": 2019,
+                            "Media": [["Part": [["id": 9, "key": "/library/parts/9/1/cake.mkv", "size": 3, "file": file]]]]])
+        }
+        let home = try #require(PlexDecode.item(video("/srv/home/old/2019/Party/cake.mkv"), placedBelow: sections[0].locations))
+        // The deepest location holding the file is its root.
+        #expect(home.kind == .other && home.folders == ["2019", "Party"])
+        #expect(PlexDecode.item(video("/elsewhere/cake.mkv"), placedBelow: sections[0].locations)?.folders == [])
+        #expect(PlexDecode.item(video("/srv/homework/cake.mkv"), placedBelow: ["/srv/home"])?.folders == [])
+        #expect(PlexDecode.item(video("/srv/films/cake.mkv"))?.kind == .movie)
+        let photo = try #require(PlexDecode.item(JSONValue(raw: ["ratingKey": "6", "type": "photo", "title": "Beach",
+            "Media": [["width": 64, "height": 48, "container": "jpeg", "Part": [["id": 10, "key": "/library/parts/10/1/beach.jpg", "size": 2000]]]]])))
+        #expect(photo.kind == .photo && photo.kind.media == .image && photo.sources.first?.size == 2000)
+        #expect(PlexDecode.item(JSONValue(raw: ["ratingKey": "7", "type": "clip", "title": "Waves"]))?.kind == .other)
     }
 
     /// The download queue: which part to add, what the server says of the item, and the

@@ -45,6 +45,20 @@ import Testing
         try m.unmount()
     }
 
+    /// A Plex server that numbers tracks by the spec's MediaType enum (7) and refuses Plex's own
+    /// 10: the music section still lists its tracks.
+    @Test func aPlexServerNumberingTracksByTheSpecsEnumStillListsThem() throws {
+        let m = try MountedLabstream("plex-enum", kind: .plex, catalog: MusicTests.catalog)
+        m.fixture.numberMusicByTheSpecsEnum()
+        let sync = try m.cli(["sync"])
+        #expect(sync.code == 0, "\(sync.stderr)")
+        try m.mount()
+        #expect(FileManager.default.fileExists(atPath: m.path(MusicTests.closing)), "\(filesBelow(m.path("test/Music")))")
+        let asked = m.fixture.requestLog.filter { $0.path == "/library/sections/3/all" }.compactMap { $0.query["type"] }
+        #expect(asked.contains("10") && asked.contains("7"), "\(asked)")
+        try m.unmount()
+    }
+
     /// A Jellyfin or Emby server that ignores includeItemTypes: seasons and episodes in the
     /// series listing are skipped, the tree is the same.
     @Test(arguments: [ServerFixture.Kind.jellyfin, .emby])

@@ -42,6 +42,26 @@ import Testing
         noDuration.duration = nil
         #expect(ProbeVerdict.judge(noDuration) == .unverified("no duration"))
     }
+
+    @Test func imageVerdicts() {
+        var shown = ProbeObservation()
+        shown.loaded = true; shown.hasVideo = true; shown.reachedPlayback = true; shown.imageFormat = "jpg"
+        // No duration, no seek: one decoded picture is the proof.
+        #expect(ProbeVerdict.judge(shown, expecting: .image, serverFormat: "jpeg") == .complete)
+        var damaged = shown
+        damaged.decodeError = "ffmpeg/video: mjpeg: overread 8"
+        #expect(ProbeVerdict.judge(damaged, expecting: .image) == .failed("decoding failed: ffmpeg/video: mjpeg: overread 8"))
+        var unopened = ProbeObservation()
+        unopened.loaded = true; unopened.imageFormat = "png"
+        #expect(ProbeVerdict.judge(unopened, expecting: .image) == .failed("mpv could not decode the png image"))
+        var raw = ProbeObservation()
+        raw.loaded = true
+        if case .unverified = ProbeVerdict.judge(raw, expecting: .image, serverFormat: "nef") {} else { Issue.record("a raw camera file is unproven, not failed") }
+        #expect(ProbeVerdict.judge(raw, expecting: .image, serverFormat: "JPEG") == .failed("the server calls it a jpg image, but its bytes are not one"))
+        var heic = raw
+        heic.imageFormat = "heic"; heic.endFileError = "unrecognized file format"
+        if case .unverified = ProbeVerdict.judge(heic, expecting: .image, serverFormat: "heic") {} else { Issue.record("HEIC mpv cannot open is unproven") }
+    }
 }
 
 /// The real libmpv probe on media made with ffmpeg.
@@ -133,5 +153,36 @@ import Testing
         let random = scratch.path + "/random.flac"
         writeRandomFile(random, size: 200_000, seed: 9)
         if case .failed = ProbeVerdict.judge(PlaybackProbe.observe(path: random, timeout: 10), expecting: .audio) {} else { Issue.record("random bytes as a track") }
+    }
+
+    /// A photo is judged by decoding its one picture: whole JPEG/PNG files are complete, cut or
+    /// forged ones fail, and a format mpv cannot read (no known signature) stays unverified.
+    @Test func anImageIsJudgedByDecodingIt() throws {
+        let scratch = Scratch("probe-image")
+        func image(_ name: String) throws -> String {
+            let path = scratch.path + "/" + name
+            try #require(try runProcess("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=320x240", "-frames:v", "1", path]).code == 0)
+            return path
+        }
+        func judged(_ path: String, as format: String?) -> ProbeOutcome {
+            ProbeVerdict.judge(PlaybackProbe.observe(path: path, expecting: .image, timeout: 10), expecting: .image, serverFormat: format)
+        }
+        let jpg = try image("good.jpg"), png = try image("good.png")
+        let seen = PlaybackProbe.observe(path: jpg, expecting: .image, timeout: 10)
+        #expect(seen.imageFormat == "jpg" && seen.reachedPlayback, "\(seen)")
+        #expect(judged(jpg, as: "jpg") == .complete)
+        #expect(judged(png, as: "png") == .complete)
+        // Cut short: the JPEG's decoder complains, the PNG does not load.
+        for (source, format) in [(jpg, "jpg"), (png, "png")] {
+            let cutImage = try cut(source, to: scratch.path + "/cut." + format, fraction: 0.45)
+            if case .failed = judged(cutImage, as: format) {} else { Issue.record("a cut \(format): \(judged(cutImage, as: format))") }
+        }
+        // Random bytes the server calls a JPEG fail; bytes of no format anyone names stay unproven.
+        let random = scratch.path + "/random.jpg"
+        writeRandomFile(random, size: 5_000, seed: 11)
+        #expect(judged(random, as: "jpg") == .failed("the server calls it a jpg image, but its bytes are not one"))
+        let raw = scratch.path + "/random.cr2"
+        writeRandomFile(raw, size: 5_000, seed: 11)
+        if case .unverified = judged(raw, as: "cr2") {} else { Issue.record("an unknown format: \(judged(raw, as: "cr2"))") }
     }
 }

@@ -121,3 +121,60 @@ import Testing
         try m.unmount()
     }
 }
+
+/// Photos (issue 19) in the server's own folders on every backend, and Plex's home-video
+/// sections: read byte for byte, pinned, and proven by decoding the picture; a damaged photo fails.
+@Suite(.serialized) struct PhotoTests {
+    static func catalog(_ dir: String) -> FixtureCatalog {
+        var c = testCatalog(in: dir)
+        func image(_ name: String, _ size: String) -> String {
+            let path = dir + "/" + name
+            if !FileManager.default.fileExists(atPath: path) {
+                _ = try? runProcess("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=\(size)", "-frames:v", "1", path])
+            }
+            return path
+        }
+        let sunset = image("sunset.jpg", "320x240"), map = image("map.png", "160x120"), whole = image("whole.jpg", "320x240")
+        // A JPEG cut short: whole on the server's disk as far as sizes go, damaged as a picture.
+        if let bytes = FileManager.default.contents(atPath: whole) {
+            FileManager.default.createFile(atPath: dir + "/broken.jpg", contents: bytes.prefix(bytes.count * 45 / 100))
+        }
+        c.photos = [.init(title: "Sunset", folders: ["2019", "Trip"], file: sunset, container: "jpg", width: 320, height: 240),
+                    .init(title: "Map", folders: [], file: map, container: "png", width: 160, height: 120),
+                    .init(title: "Broken", folders: ["2019"], file: dir + "/broken.jpg", container: "jpg", width: 320, height: 240)]
+        writeRandomFile(dir + "/cake.mkv", size: 200_000, seed: 42)
+        c.homeVideos = [.init(title: "Cake", folders: ["2019"], file: dir + "/cake.mkv", container: "mkv")]
+        return c
+    }
+
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby, .plex])
+    func photosAppearReadAndAreCheckedAsImages(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("photos-\(kind)", kind: kind, catalog: Self.catalog, probe: true)
+        try m.mount()
+        // Jellyfin and Emby keep photos beside the home videos; Plex has a section of each.
+        let photos = kind == .plex ? "test/Photos" : "test/Home Videos"
+        let expected: Set<String> = kind == .plex ? ["2019/Trip/Sunset.jpg", "Map.png", "2019/Broken.jpg"]
+                                                  : ["2019/Trip/Sunset.jpg", "Map.png", "2019/Broken.jpg", "2019/Cake.mkv"]
+        #expect(Set(filesBelow(m.path(photos))) == expected, "\(filesBelow(m.path(photos)))")
+        if kind == .plex {
+            #expect(filesBelow(m.path("test/Home Videos")) == ["2019/Cake.mkv"], "\(filesBelow(m.path("test/Home Videos")))")
+        }
+        #expect(try sha256(m.path("test/Home Videos/2019/Cake.mkv")) == sha256(m.mediaDir + "/cake.mkv"))
+        // The size is the server's file's before any byte is read (Jellyfin's listing has none).
+        let sunset = m.path(photos + "/2019/Trip/Sunset.jpg")
+        let onDisk = try FileManager.default.attributesOfItem(atPath: m.mediaDir + "/sunset.jpg")[.size] as? Int
+        #expect(try FileManager.default.attributesOfItem(atPath: sunset)[.size] as? Int == onDisk)
+        #expect(try sha256(m.path(photos + "/Map.png")) == sha256(m.mediaDir + "/map.png"))
+        // Pinned, a whole photo is proven by decoding it, a damaged one fails.
+        for (name, state) in [("2019/Trip/Sunset.jpg", "complete"), ("Map.png", "complete"), ("2019/Broken.jpg", "failed")] {
+            let path = m.path(photos + "/" + name)
+            let wait = try m.cli(["pin", "--wait", path])
+            #expect(StatusCommandXattr.get(path, "state") == state, "\(name): \(StatusCommandXattr.get(path, "reason") ?? "") \(wait.stdout) \(wait.stderr)")
+        }
+        // Copies at another quality are for video.
+        let quality = try m.cli(["pin", "--quality", "2mbps", sunset])
+        #expect(quality.code == 64 && quality.stderr.contains("is an image"), "\(quality.code) \(quality.stderr)")
+        try m.unmount()
+    }
+}
+

@@ -91,6 +91,10 @@ final class MountedSilo: @unchecked Sendable {
         for rel in ["test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv", "test/Shows/Show (2020)/Season 01/Show (2020) - S01E02 - Second.mp4"] {
             #expect(try sha256(m.path(rel)) == sha256(expected[rel]!), "\(rel)")
         }
+        // Its audiobook library is not in the tree, and `server list` says why.
+        #expect(!FileManager.default.fileExists(atPath: m.path("test/Audiobooks")))
+        let list = try m.cli(["server", "list"])
+        #expect(list.stdout.contains("left out: Audiobooks (Silo's /api/v2 downloads carry films and episodes only"), "\(list.stdout)")
         // Silo has no remux preset, and it says so.
         let quality = try m.cli(["pin", "--quality", "remux", m.path(alpha)])
         #expect(quality.code == 64 && quality.stderr.contains("no remux preset"), "\(quality.code) \(quality.stderr)")

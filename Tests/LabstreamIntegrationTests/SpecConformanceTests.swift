@@ -94,6 +94,11 @@ import Testing
             try DemoMedia.generate(path: scratch.path + "/m/clip.mkv", seconds: 2, size: "320x240")
             catalog.movies.append(.init(title: "Clip", year: 2020, file: scratch.path + "/m/clip.mkv", container: "mkv"))
         }
+        // A home-video library with a folder, a video and a photo.
+        writeRandomFile(scratch.path + "/m/beach.jpg", size: 3000, seed: 5)
+        writeRandomFile(scratch.path + "/m/cake.mkv", size: 3000, seed: 6)
+        catalog.photos = [.init(title: "Beach", folders: ["Trip"], file: scratch.path + "/m/beach.jpg", container: "jpg", width: 64, height: 48)]
+        catalog.homeVideos = [.init(title: "Cake", folders: ["Trip"], file: scratch.path + "/m/cake.mkv", container: "mkv")]
         let fixture = try ServerFixture(kind: kind, catalog: catalog, userName: "demo", password: "pw")
         try fixture.start()
         defer { fixture.stop() }
@@ -111,6 +116,8 @@ import Testing
         ]
         let views = requests.userViews(userId: user, token: token)
         let movies = requests.items(userId: user, parentId: fixtureId("library:movies"), types: "Movie", startIndex: 0, limit: 50, token: token)
+        let home = requests.items(userId: user, parentId: fixture.homeVideoLibraryId, types: "Folder,PhotoAlbum,Video,Movie,Photo", startIndex: 0, limit: 50, token: token)
+        calls += [("get", kind == .jellyfin ? "/Items" : "/Users/{UserId}/Items", home)]
         let series = fixtureId("series:Show:2020")
         let seasons = requests.seasons(seriesId: series, userId: user, token: token)
         let episodes = requests.episodes(seriesId: series, userId: user, startIndex: 0, limit: 50, token: token)
@@ -155,6 +162,10 @@ import Testing
         // Download-queue transcodes need real media.
         try DemoMedia.generate(path: scratch.path + "/m/clip.mkv", seconds: 2, size: "320x240")
         catalog.movies.append(.init(title: "Clip", year: 2020, file: scratch.path + "/m/clip.mkv", container: "mkv"))
+        // A home-video section (no metadata agent) and a photo section with an album.
+        writeRandomFile(scratch.path + "/m/beach.jpg", size: 3000, seed: 5)
+        catalog.photos = [.init(title: "Beach", folders: ["Trip"], file: scratch.path + "/m/beach.jpg", container: "jpg", width: 64, height: 48)]
+        catalog.homeVideos = [.init(title: "Cake", folders: ["2019"], file: scratch.path + "/m/clip.mkv", container: "mkv")]
         let fixture = try ServerFixture(kind: .plex, catalog: catalog)
         try fixture.start()
         defer { fixture.stop() }
@@ -167,6 +178,9 @@ import Testing
         let seasons = requests.children(of: show, start: 0, size: 50, token: token)
         let seasonList = try get(seasons.url, seasons.headers) as? [String: Any]
         let season = try #require(((seasonList?["MediaContainer"] as? [String: Any])?["Metadata"] as? [[String: Any]])?.first?["ratingKey"] as? String)
+        let photoTop = requests.sectionItems(section: "5", type: nil, start: 0, size: 50, token: token)
+        let photoList = try get(photoTop.url, photoTop.headers) as? [String: Any]
+        let album = try #require(((photoList?["MediaContainer"] as? [String: Any])?["Metadata"] as? [[String: Any]])?.first { $0["type"] as? String == "photoalbum" }?["ratingKey"] as? String)
         let calls: [(String, HTTPRequest)] = [
             ("/identity", requests.identityRequest()),
             ("/library/sections/all", requests.sections(token: token, newerPath: true)),
@@ -174,6 +188,9 @@ import Testing
             ("/library/sections/{sectionId}/all", shows),
             ("/library/metadata/{ids}", seasons),
             ("/library/metadata/{ids}", requests.children(of: season, start: 0, size: 50, token: token)),
+            ("/library/sections/{sectionId}/all", requests.sectionItems(section: "4", type: 1, start: 0, size: 50, token: token)),
+            ("/library/sections/{sectionId}/all", photoTop),
+            ("/library/metadata/{ids}", requests.children(of: album, start: 0, size: 50, token: token)),
         ]
         for (route, request) in calls {
             let schema = try #require(spec.responseSchema("get", route), "no JSON answer for \(route)")
