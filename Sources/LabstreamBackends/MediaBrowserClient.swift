@@ -106,24 +106,9 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                 }
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: episodes, seriesDetails: seriesDetails))
             case "musicvideos":
-                let items = try pages("/Items") { start in
-                    requests.items(userId: session.userId, parentId: view.id, types: "MusicVideo", startIndex: start, limit: pageSize, token: token)
-                }.compactMap { MediaBrowserDecode.item($0, otherVideos: true) }.filter { $0.kind == .other }.map { video in
-                    var titled = video
-                    titled.title = Naming.titled(video.title, year: video.year)
-                    return titled
-                }
-                libraries.append(LibraryCatalog(id: view.id, name: view.name, items: items))
-            case "homevideos", "photos", "folders", "mixed", nil:
-                // The videos, photos (and, in a mixed library, films) in the server's own
-                // folders. Jellyfin says `folders` for a mixed library, Emby leaves
-                // CollectionType out.
-                let raw = try pages("/Items") { start in
-                    requests.items(userId: session.userId, parentId: view.id, types: "Folder,PhotoAlbum,Video,Movie,Photo", startIndex: start,
-                                   limit: pageSize, token: token)
-                }
-                let items = try MediaBrowserDecode.folderItems(raw, root: view.id).map { item throws(LabstreamError) in try sized(item) }
-                libraries.append(LibraryCatalog(id: view.id, name: view.name, items: items))
+                libraries.append(LibraryCatalog(id: view.id, name: view.name, items: try musicVideos(in: view)))
+            case let kind where Self.isFolderLibrary(kind):
+                libraries.append(LibraryCatalog(id: view.id, name: view.name, items: try folderItems(in: view)))
             default:
                 // Photos, live TV, playlists…: said, not mounted.
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: [], leftOut: LibraryCatalog.whyLeftOut(kind: view.collectionType)))
@@ -133,16 +118,31 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
         return libraries
     }
 
-    /// A photo whose listing gave no size (Jellyfin's BaseItemDto has none) with the size its
-    /// download route answers a one-byte range with.
-    func sized(_ item: CatalogItem) throws(LabstreamError) -> CatalogItem {
-        guard item.kind == .photo, let source = item.sources.first, source.size == nil else { return item }
-        let probe = try transport.sizeOf(requests.download(itemId: item.id, range: ByteRange(0, 1), validator: nil, token: session.token))
-        if probe.status == 401 || probe.status == 403 { throw .authenticationFailed("/Items/{itemId}/Download answered \(probe.status)") }
-        var sized = item
-        // One the server will not serve or size is left out of the tree; the library stays.
-        if let size = probe.size { sized.sources[0].size = size } else { sized.sources = [] }
-        return sized
+    /// Home-video, photo and mixed libraries: the server's own folders. Jellyfin says `folders`
+    /// for a mixed library, Emby leaves CollectionType out.
+    static func isFolderLibrary(_ kind: String?) -> Bool { ["homevideos", "photos", "folders", "mixed", nil].contains(kind) }
+
+    /// The videos, photos (and, in a mixed library, films) of a folder library, in its folders.
+    func folderItems(in view: MediaBrowserDecode.View) throws(LabstreamError) -> [CatalogItem] {
+        let raw = try pages("/Items") { start in
+            requests.items(userId: session.userId, parentId: view.id, types: "Folder,PhotoAlbum,Video,Movie,Photo", startIndex: start,
+                           limit: pageSize, token: session.token)
+        }
+        // A photo's size (Jellyfin's DTO has none) is learnt at sync like any unsized file's.
+        return MediaBrowserDecode.folderItems(raw, root: view.id)
+    }
+
+    /// A music-video library's videos as `Title (Year)` in their artist's folder; `savedSince`:
+    /// only those saved since then.
+    func musicVideos(in view: MediaBrowserDecode.View, savedSince: String? = nil) throws(LabstreamError) -> [CatalogItem] {
+        try pages("/Items") { start in
+            requests.items(userId: session.userId, parentId: view.id, types: "MusicVideo", startIndex: start, limit: pageSize,
+                           token: session.token, savedSince: savedSince)
+        }.compactMap { MediaBrowserDecode.item($0, otherVideos: true) }.filter { $0.kind == .other }.map { video in
+            var titled = video
+            titled.title = Naming.titled(video.title, year: video.year)
+            return titled
+        }
     }
 
     /// `minDateLastSaved` over each movie and TV library. A changed episode of a series the
@@ -158,6 +158,21 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
             case "movies": types = "Movie"
             case "tvshows": types = "Episode"
             case "music": types = "Audio"
+            case "musicvideos":
+                let items = try musicVideos(in: view, savedSince: stamp)
+                progress("\(view.name): \(items.count) changed")
+                out.append(LibraryCatalog(id: view.id, name: view.name, items: items))
+                continue
+            case let kind where Self.isFolderLibrary(kind):
+                // A changed file's folders may not have changed: anything changed in the library
+                // re-reads that library (only that one) whole.
+                let changed = try MediaBrowserDecode.page(get(requests.items(userId: session.userId, parentId: view.id, types: "Video,Movie,Photo",
+                                                                             startIndex: 0, limit: 1, token: token, savedSince: stamp), "/Items"), "/Items")
+                guard !changed.items.isEmpty else { continue }
+                let items = try folderItems(in: view)
+                progress("\(view.name): changed, \(items.count) items")
+                out.append(LibraryCatalog(id: view.id, name: view.name, items: items))
+                continue
             default: continue
             }
             let raw = try pages("/Items") { start in

@@ -34,7 +34,7 @@ enum CatalogSync {
         }
         var libraries: [LibraryCatalog]
         if let merged { libraries = merged } else { libraries = try backend.fetchCatalog(progress: report) }
-        libraries = learnUnknownSizes(libraries, backend: backend, server: server.name, log: log)
+        libraries = learnUnknownSizes(libraries, backend: backend, server: server.name, log: log) { (try? index.catalog(server: server.name)) ?? [] }
         let tree = TreeBuilder.build(server: server.name, libraries: libraries)
         let skipped = libraries.reduce(0) { $0 + $1.items.filter { $0.sources.isEmpty }.count }
         if skipped > 0 { log.info("sync \(server.name): \(skipped) items have no media file and are not shown") }
@@ -50,17 +50,30 @@ enum CatalogSync {
     /// Sources the server lists without a size (not yet probed on its side) would show as empty
     /// files: a one-byte ranged request asks the server for the total (`sizeOf`), so they can be
     /// read and pinned like any other. At most `limit` per sync.
+    /// `known`: the stored catalog, whose sizes stand for sources whose tag has not changed
+    /// (read only when some source needs one). Jellyfin's photos all come without a size.
     static func learnUnknownSizes(_ libraries: [LibraryCatalog], backend: any MediaBackend, server: String, log: Logger,
-                                  limit: Int = 200) -> [LibraryCatalog] {
+                                  known: () -> [LibraryCatalog] = { [] }, limit: Int = 2000) -> [LibraryCatalog] {
         var out = libraries
-        var asked = 0, learned = 0
+        var asked = 0, learned = 0, kept = 0
+        var stored: [FileKey: MediaSource]?
         for l in out.indices {
             for i in out[l].items.indices {
-                for s in out[l].items[i].sources.indices where out[l].items[i].sources[s].size == nil && asked < limit {
-                    asked += 1
+                for s in out[l].items[i].sources.indices where out[l].items[i].sources[s].size == nil {
                     let source = out[l].items[i].sources[s]
-                    let probe = TreeFile(path: [], key: FileKey(server: server, itemId: out[l].items[i].id, sourceId: source.id),
-                                         size: 0, modified: 0, etag: source.etag, remoteItemId: source.itemId)
+                    let key = FileKey(server: server, itemId: out[l].items[i].id, sourceId: source.id)
+                    if stored == nil {
+                        stored = Dictionary(known().flatMap { lib in lib.items.flatMap { item in item.sources.map { (FileKey(server: server, itemId: item.id, sourceId: $0.id), $0) } } },
+                                            uniquingKeysWith: { a, _ in a })
+                    }
+                    if let before = stored?[key], let size = before.size, let tag = source.etag, before.etag == tag {
+                        out[l].items[i].sources[s].size = size
+                        kept += 1
+                        continue
+                    }
+                    guard asked < limit else { continue }
+                    asked += 1
+                    let probe = TreeFile(path: [], key: key, size: 0, modified: 0, etag: source.etag, remoteItemId: source.itemId)
                     guard let total = (try? backend.transport.sizeOf(backend.rangeRequest(for: probe, range: ByteRange(0, 1), validator: nil)))?.size else {
                         continue
                     }
@@ -70,6 +83,7 @@ enum CatalogSync {
             }
         }
         if asked > 0 { log.info("sync \(server): \(asked) files had no size in the catalog; the server gave \(learned) of them") }
+        if kept > 0 { log.debug("sync \(server): \(kept) unsized files keep the size learnt before (unchanged tag)") }
         return out
     }
 

@@ -176,5 +176,28 @@ import Testing
         #expect(quality.code == 64 && quality.stderr.contains("is an image"), "\(quality.code) \(quality.stderr)")
         try m.unmount()
     }
+
+    /// A photo arriving in a Jellyfin home-video library shows at the next incremental refresh
+    /// (the library, and only it, is re-read), and the photos already known keep the size
+    /// learnt before instead of being asked again.
+    @Test func aNewPhotoArrivesIncrementallyAndKnownSizesAreNotAskedAgain() throws {
+        let m = try MountedLabstream("photos-incremental", kind: .jellyfin, catalog: Self.catalog, cacheConfig: "refresh_interval = 1")
+        let map = try #require(m.fixture.itemId(forFile: m.mediaDir + "/map.png"))
+        let sunset = try #require(m.fixture.itemId(forFile: m.mediaDir + "/sunset.jpg"))
+        m.fixture.hold(itemId: map)
+        try m.mount()
+        let mapPath = m.path("test/Home Videos/Map.png")
+        #expect(!FileManager.default.fileExists(atPath: mapPath))
+        #expect(FileManager.default.fileExists(atPath: m.path("test/Home Videos/2019/Trip/Sunset.jpg")))
+        m.fixture.clearLog()
+        m.fixture.release(itemId: map)
+        #expect(eventually { FileManager.default.fileExists(atPath: mapPath) })
+        let onDisk = try FileManager.default.attributesOfItem(atPath: m.mediaDir + "/map.png")[.size] as? Int
+        #expect(try FileManager.default.attributesOfItem(atPath: mapPath)[.size] as? Int == onDisk)
+        #expect(m.fixture.requestLog.contains { $0.query["minDateLastSaved"] != nil && $0.query["parentId"] == m.fixture.homeVideoLibraryId })
+        let asked = m.fixture.requestLog.filter { $0.path.hasSuffix("/Download") }.map(\.path)
+        #expect(asked.contains("/Items/\(map)/Download") && !asked.contains("/Items/\(sunset)/Download"), "\(asked)")
+        try m.unmount()
+    }
 }
 
