@@ -38,6 +38,12 @@ public protocol WatchedState: MediaBackend {
     func watchedEpisodes(ofSeries series: [String]) throws(LabstreamError) -> Set<String>
 }
 
+/// A server that serves artwork and subtitles beside its media.
+public protocol SideAssetSource: MediaBackend {
+    /// The request for `asset`'s bytes; nil when this server cannot serve it.
+    func assetRequest(_ asset: PlannedAsset) -> HTTPRequest?
+}
+
 /// A server that streams a copy at another quality as it transcodes.
 public protocol LiveCopySource: MediaBackend {
     /// A forward-only stream of `file` on a live-copy route, tagged `playSession`; nil when this

@@ -222,6 +222,21 @@ public struct MediaBrowserRequests: Sendable {
     }
 
     /// The original file, one closed range of it. `If-Range` carries the pinned validator.
+    /// An image (`Items/{itemId}/Images/{imageType}[/{imageIndex}]`, with its `tag`) or a text
+    /// subtitle stream in its own format (`Videos/{itemId}/{mediaSourceId}/Subtitles/{index}/Stream.{format}`).
+    public func asset(_ asset: RemoteAsset, format: String?, token: String) -> HTTPRequest? {
+        let parts = asset.ref.split(separator: "/").map(String.init)
+        if asset.kind == .subtitle {
+            guard parts.count == 3, let format else { return nil }
+            return HTTPRequest(method: "GET", url: baseURL + "/Videos/\(parts[0].queryEscaped)/\(parts[1].queryEscaped)/Subtitles/\(parts[2].queryEscaped)/Stream.\(format)",
+                               headers: headers(token: token))
+        }
+        guard (2...3).contains(parts.count) else { return nil }
+        let query = asset.tag.map { "?tag=" + $0.queryEscaped } ?? ""
+        return HTTPRequest(method: "GET", url: baseURL + "/Items/\(parts[0].queryEscaped)/Images/" + parts.dropFirst().map(\.queryEscaped).joined(separator: "/") + query,
+                           headers: headers(token: token))
+    }
+
     public func download(itemId: String, range: ByteRange, validator: Validator?, token: String) -> HTTPRequest {
         var r = HTTPRequest(method: "GET", url: baseURL + "/Items/\(itemId.queryEscaped)/Download",
                             headers: headers(token: token) + [HTTPRequest.Header("Range", range.httpRange)])
@@ -336,13 +351,44 @@ public enum MediaBrowserDecode {
         }
     }
 
-    /// A season id → season number map from `/Shows/{id}/Seasons`.
-    public static func seasonNumbers(_ body: [UInt8]) throws(LabstreamError) -> [String: Int] {
+    /// A season id → season number map from `/Shows/{id}/Seasons`, and each season's poster
+    /// (its `ImageTags.Primary`) as an asset of the series.
+    public static func seasons(_ body: [UInt8]) throws(LabstreamError) -> (numbers: [String: Int], posters: [RemoteAsset]) {
         var map: [String: Int] = [:]
+        var posters: [RemoteAsset] = []
         for s in try page(body, "/Shows/{id}/Seasons").items {
-            if let id = s["Id"].string, let n = s["IndexNumber"].int { map[id] = n }
+            guard let id = s["Id"].string, let n = s["IndexNumber"].int else { continue }
+            map[id] = n
+            if let tag = s["ImageTags"]["Primary"].string {
+                posters.append(RemoteAsset(kind: .poster, ref: id + "/Primary", tag: tag, season: n))
+            }
         }
-        return map
+        return (map, posters)
+    }
+
+    /// The artwork (`ImageTags` Primary and Logo, `BackdropImageTags`) and text subtitle streams
+    /// (each media source's `MediaStreams` of Type `Subtitle`) of one BaseItemDto. A ref names
+    /// the item the route takes (`<item>/<ImageType>[/<index>]`, `<item>/<source>/<stream index>`).
+    static func assets(_ j: JSONValue) -> [RemoteAsset] {
+        guard let id = j["Id"].string else { return [] }
+        var out: [RemoteAsset] = []
+        let episode = j["Type"].string == "Episode"
+        if let tag = j["ImageTags"]["Primary"].string { out.append(RemoteAsset(kind: episode ? .thumb : .poster, ref: id + "/Primary", tag: tag)) }
+        if !episode, let tag = j["ImageTags"]["Logo"].string { out.append(RemoteAsset(kind: .logo, ref: id + "/Logo", tag: tag)) }
+        if !episode, let tag = j["BackdropImageTags"].array?.first?.string { out.append(RemoteAsset(kind: .fanart, ref: id + "/Backdrop/0", tag: tag)) }
+        for source in j["MediaSources"].array ?? [] {
+            guard let sid = source["Id"].string else { continue }
+            let owner = source["ItemId"].string ?? id
+            for stream in source["MediaStreams"].array ?? [] where stream["Type"].string == "Subtitle" {
+                // Bitmap subtitles (PGS, VobSub) stay inside the media; text ones are fetched.
+                guard stream["IsTextSubtitleStream"].bool ?? (SideAssetPlan.subtitleExtension(stream["Codec"].string) != nil),
+                      let index = stream["Index"].int else { continue }
+                out.append(RemoteAsset(kind: .subtitle, ref: "\(owner)/\(sid)/\(index)", tag: source["ETag"].string ?? j["Etag"].string, sourceId: sid,
+                                       language: stream["Language"].string, forced: stream["IsForced"].bool ?? false,
+                                       hearingImpaired: stream["IsHearingImpaired"].bool ?? false, codec: stream["Codec"].string))
+            }
+        }
+        return out
     }
 
     /// One BaseItemDto to a catalog item; nil for entries that are not movies, episodes or
@@ -443,6 +489,6 @@ public enum MediaBrowserDecode {
                            // ChapterInfo: StartPositionTicks (10 000 000 a second) and Name.
                            chapters: (j["Chapters"].array ?? []).compactMap { c in
                                c["StartPositionTicks"].int64.map { ItemDetails.Chapter(start: Double($0) / 10_000_000, name: c["Name"].string ?? "") }
-                           }).orNil
+                           }, assets: assets(j)).orNil
     }
 }

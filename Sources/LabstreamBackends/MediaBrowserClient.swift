@@ -1,7 +1,7 @@
 import LabstreamCore
 
 /// Talks to one Jellyfin or Emby server through an injected transport.
-public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState, LiveCopySource, PreparedCopySource {
+public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState, LiveCopySource, PreparedCopySource, SideAssetSource {
     public let requests: MediaBrowserRequests
     public let transport: any HTTPTransport
     public let session: ServerSession
@@ -98,7 +98,8 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                     seriesDetails[sid] = MediaBrowserDecode.details(s)
                     let name = s["Name"].string ?? "Unknown Series"
                     progress("\(view.name): \(name) (\(index + 1)/\(series.count))")
-                    let seasons = try MediaBrowserDecode.seasonNumbers(get(requests.seasons(seriesId: sid, userId: session.userId, token: token), "/Shows/{id}/Seasons"))
+                    let (seasons, posters) = try MediaBrowserDecode.seasons(get(requests.seasons(seriesId: sid, userId: session.userId, token: token), "/Shows/{id}/Seasons"))
+                    if !posters.isEmpty { seriesDetails[sid, default: ItemDetails()].assets += posters }
                     let raw = try pages("/Shows/{id}/Episodes") { start in
                         requests.episodes(seriesId: sid, userId: session.userId, startIndex: start, limit: pageSize, token: token)
                     }
@@ -209,6 +210,10 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
             }.compactMap { $0["Id"].string })
         }
         return out
+    }
+
+    public func assetRequest(_ asset: PlannedAsset) -> HTTPRequest? {
+        requests.asset(asset.asset, format: asset.fileExtension, token: session.token)
     }
 
     public func startPreparation(of file: TreeFile, route: Route) throws(LabstreamError) -> String {

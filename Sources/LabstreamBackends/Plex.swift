@@ -65,6 +65,12 @@ public struct PlexRequests: Sendable {
               start: start, size: size)
     }
 
+    /// An image or subtitle at the path the server named for it (`thumb`, `art`, a stream's `key`).
+    public func asset(path: String, token: String) -> HTTPRequest? {
+        guard path.hasPrefix("/"), !path.contains("..") else { return nil }
+        return get(path, token: token)
+    }
+
     public func metadata(_ ratingKey: String, token: String) -> HTTPRequest {
         get("/library/metadata/\(ratingKey.queryEscaped)", token: token)
     }
@@ -297,6 +303,33 @@ public enum PlexDecode {
             played: (j["viewCount"].int ?? 0) > 0, details: details(j))
     }
 
+    /// The artwork (`thumb`, `art`, an `Image` of type `clearLogo`) and external text subtitles
+    /// (`Part.Stream` of streamType 3 with a `key`) of one Metadata. A ref is the path the
+    /// server serves it at; a new stamp in it is a new tag.
+    static func assets(_ j: JSONValue) -> [RemoteAsset] {
+        var out: [RemoteAsset] = []
+        let episode = j["type"].string == "episode"
+        if let thumb = j["thumb"].string, thumb.hasPrefix("/") { out.append(RemoteAsset(kind: episode ? .thumb : .poster, ref: thumb, tag: thumb)) }
+        if !episode, let art = j["art"].string, art.hasPrefix("/") { out.append(RemoteAsset(kind: .fanart, ref: art, tag: art)) }
+        if !episode, let logo = (j["Image"].array ?? []).first(where: { $0["type"].string == "clearLogo" })?["url"].string, logo.hasPrefix("/") {
+            out.append(RemoteAsset(kind: .logo, ref: logo, tag: logo))
+        }
+        for media in j["Media"].array ?? [] {
+            for part in media["Part"].array ?? [] {
+                guard let partId = part["id"].text else { continue }
+                for stream in part["Stream"].array ?? [] where stream["streamType"].int == 3 {
+                    guard let key = stream["key"].string, key.hasPrefix("/") else { continue }   // embedded: only through the transcoder
+                    out.append(RemoteAsset(kind: .subtitle, ref: key, tag: key, sourceId: partId,
+                                           language: stream["languageCode"].string ?? stream["languageTag"].string,
+                                           forced: stream["forced"].bool ?? (stream["forced"].int == 1),
+                                           hearingImpaired: stream["hearingImpaired"].bool ?? (stream["hearingImpaired"].int == 1),
+                                           codec: stream["codec"].string))
+                }
+            }
+        }
+        return out
+    }
+
     /// The directories between the deepest of `roots` that holds `file` and the file, outermost
     /// first; none when no root holds it.
     static func folders(of file: String?, below roots: [String]) -> [String] {
@@ -325,7 +358,7 @@ public enum PlexDecode {
                            studios: j["studio"].string.map { [$0] } ?? [],
                            rating: j["audienceRating"].double ?? j["rating"].double,
                            premiered: j["originallyAvailableAt"].string.map { String($0.prefix(10)) },
-                           ids: ids).orNil
+                           ids: ids, assets: assets(j)).orNil
     }
 
     /// Where a part sits in its item: the `mediaIndex` and `partIndex` the download queue takes.

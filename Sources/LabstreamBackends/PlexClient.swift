@@ -2,7 +2,7 @@ import Foundation
 import LabstreamCore
 
 /// Talks to one Plex Media Server with a server access token.
-public struct PlexClient: MediaBackend, PreparedCopySource {
+public struct PlexClient: MediaBackend, PreparedCopySource, SideAssetSource {
     public let requests: PlexRequests
     public let transport: any HTTPTransport
     public let session: ServerSession
@@ -135,6 +135,9 @@ public struct PlexClient: MediaBackend, PreparedCopySource {
                     let seasons = try children(of: showKey)
                     for season in seasons where season["type"].string == "season" {
                         guard let seasonKey = season["ratingKey"].text else { continue }
+                        if let thumb = season["thumb"].string, thumb.hasPrefix("/"), let number = season["index"].int {
+                            showDetails[showKey, default: ItemDetails()].assets.append(RemoteAsset(kind: .poster, ref: thumb, tag: thumb, season: number))
+                        }
                         episodes += try children(of: seasonKey).compactMap { e in
                             var item = PlexDecode.item(e, show: (showKey, title, show["year"].int))
                             if item?.seasonNumber == nil { item?.seasonNumber = season["index"].int }
@@ -154,6 +157,10 @@ public struct PlexClient: MediaBackend, PreparedCopySource {
 
     public var reachabilityProbes: (public: HTTPRequest, signedIn: HTTPRequest) {
         (requests.identityRequest(), requests.sections(token: session.token))
+    }
+
+    public func assetRequest(_ asset: PlannedAsset) -> HTTPRequest? {
+        requests.asset(path: asset.asset.ref, token: session.token)
     }
 
     public func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest {

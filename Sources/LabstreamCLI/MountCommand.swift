@@ -264,7 +264,9 @@ struct Daemon {
         let ownership = FilesystemEngine.Ownership(uid: options.uid ?? geteuid(), gid: options.gid ?? getegid(), umask: options.umask)
         // The `.nfo` beside each film and episode and in each series folder, made from the index,
         // and the chapters the server knows, as each file's user.labstream.chapters.
+        // The artwork and subtitles stored beside them join the same list.
         let sideAssets = config.sideAssets
+        let fetcher = SideAssetFetcher(engine: transfers, mode: sideAssets)
         let beside: @Sendable ([TreeFile]) -> (files: [GeneratedFile], chapters: [FileKey: String]) = { files in
             var made: (files: [GeneratedFile], chapters: [FileKey: String]) = ([], [:])
             for (server, tree) in Dictionary(grouping: files, by: \.key.server).sorted(by: { $0.key < $1.key }) {
@@ -272,6 +274,7 @@ struct Daemon {
                 if sideAssets != .off { made.files += SideFiles.nfos(tree: tree, libraries: libraries) }
                 made.chapters.merge(SideFiles.chapters(tree: tree, libraries: libraries)) { a, _ in a }
             }
+            made.files += fetcher.replan(tree: files)
             return made
         }
         let made = beside(files)
@@ -307,6 +310,13 @@ struct Daemon {
             }
         }
         transfers.onTreeChange(reload)   // a finished copy at another quality joins the tree
+        fetcher.onChange(reload)   // stored (or dropped) artwork and subtitles show
+        fs.onListed { fetcher.listed($0) }
+        fs.onSideAssetStatus { fetcher.status(of: $0) }
+        transfers.onMediaDropped { fetcher.mediaDropped($0) }
+        transfers.onPinned { fetcher.wake() }
+        fetcher.start()
+        defer { fetcher.stop() }
         // A server that answers again and has no good catalog is synced now, not at the next
         // refresh (on a home server the mount usually starts before the media server does).
         // A sync that fails again waits longer before the next try.

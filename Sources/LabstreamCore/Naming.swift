@@ -26,6 +26,12 @@ public enum Naming {
         return truncate(out, reserving: suffix.utf8.count) + suffix
     }
 
+    /// A file name without its extension (`Film (2001).mkv` → `Film (2001)`).
+    public static func stem(of name: String) -> String {
+        guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return name }
+        return String(name[..<dot])
+    }
+
     public static func sanitizeExtension(_ raw: String) -> String {
         let cleaned = raw.lowercased().unicodeScalars.filter { ($0.properties.isAlphabetic && $0.isASCII) || ("0"..."9").contains($0) }
         let s = String(String.UnicodeScalarView(cleaned))

@@ -14,6 +14,8 @@ public struct ItemDetails: Sendable, Hashable, Codable {
     public var ids: [String: String]
     /// The chapters the server knows, in order.
     public var chapters: [Chapter]
+    /// The artwork and subtitles the server has for it (a series' also its seasons' posters).
+    public var assets: [RemoteAsset]
 
     public struct Chapter: Sendable, Hashable, Codable {
         /// Seconds from the start.
@@ -26,8 +28,9 @@ public struct ItemDetails: Sendable, Hashable, Codable {
     }
 
     public init(originalTitle: String? = nil, plot: String? = nil, runtimeSeconds: Double? = nil, genres: [String] = [], studios: [String] = [],
-                rating: Double? = nil, premiered: String? = nil, ids: [String: String] = [:], chapters: [Chapter] = []) {
+                rating: Double? = nil, premiered: String? = nil, ids: [String: String] = [:], chapters: [Chapter] = [], assets: [RemoteAsset] = []) {
         self.chapters = chapters
+        self.assets = assets
         self.originalTitle = originalTitle
         self.plot = plot
         self.runtimeSeconds = runtimeSeconds
@@ -45,7 +48,8 @@ public struct ItemDetails: Sendable, Hashable, Codable {
                   runtimeSeconds: try c.decodeIfPresent(Double.self, forKey: .runtimeSeconds), genres: try c.decodeIfPresent([String].self, forKey: .genres) ?? [],
                   studios: try c.decodeIfPresent([String].self, forKey: .studios) ?? [], rating: try c.decodeIfPresent(Double.self, forKey: .rating),
                   premiered: try c.decodeIfPresent(String.self, forKey: .premiered), ids: try c.decodeIfPresent([String: String].self, forKey: .ids) ?? [:],
-                  chapters: try c.decodeIfPresent([Chapter].self, forKey: .chapters) ?? [])
+                  chapters: try c.decodeIfPresent([Chapter].self, forKey: .chapters) ?? [],
+                  assets: (try? c.decodeIfPresent([RemoteAsset].self, forKey: .assets)) ?? [])
     }
 
     public var isEmpty: Bool { self == ItemDetails() }
@@ -56,16 +60,33 @@ public struct ItemDetails: Sendable, Hashable, Codable {
 
 /// A file of the tree that Labstream makes itself rather than fetches (an `.nfo`): its bytes
 /// are known, so its size is exact before any read, and it reads the same offline.
+/// A fetched side asset (artwork, a subtitle) is one too: its bytes are stored whole at
+/// `storedAt` before it appears, and are read from there when it is opened.
 public struct GeneratedFile: Sendable, Hashable {
     public var path: [String]
     public var bytes: [UInt8]
     public var modified: Int64
+    /// A stored side asset's file (absolute) and size; nil for a file made in memory.
+    public var storedAt: String?
+    public var storedSize: Int64
 
     public init(path: [String], bytes: [UInt8], modified: Int64) {
         self.path = path
         self.bytes = bytes
         self.modified = modified
+        self.storedAt = nil
+        self.storedSize = 0
     }
+
+    public init(path: [String], storedAt: String, size: Int64, modified: Int64) {
+        self.path = path
+        self.bytes = []
+        self.modified = modified
+        self.storedAt = storedAt
+        self.storedSize = size
+    }
+
+    public var size: Int64 { storedAt == nil ? Int64(bytes.count) : storedSize }
 }
 
 /// The `.nfo` files of a server's tree (Kodi's schema, which Jellyfin and Plex scanners read

@@ -105,6 +105,16 @@ public final class TransferEngine: Sendable {
 
     func treeChanged() { treeListener.withLock { $0 }?() }
 
+    let droppedListener = Mutex<(@Sendable (FileKey) -> Void)?>(nil)
+    let pinnedListener = Mutex<(@Sendable () -> Void)?>(nil)
+
+    /// Called when files were pinned (their side assets are fetched with them). Must not block.
+    public func onPinned(_ listener: @escaping @Sendable () -> Void) { pinnedListener.withLock { $0 = listener } }
+
+    /// Called when a file's local bytes were freed (cancelled or evicted): what was stored
+    /// beside it goes too.
+    public func onMediaDropped(_ listener: @escaping @Sendable (FileKey) -> Void) { droppedListener.withLock { $0 = listener } }
+
     let onlineListener = Mutex<(@Sendable (String) -> Void)?>(nil)
 
     /// Called (on its own thread) when a server that was not answering answers again.
@@ -223,6 +233,7 @@ public final class TransferEngine: Sendable {
             if let live = files.withLock({ $0[row.key] }) { live.setPinned(pinned, engine: self) }
         }
         if !pinned { live.cancel(Set(rows.map(\.key))) }
+        if pinned { pinnedListener.withLock { $0 }?() }
         managed.poke()
         log("\(pinned ? "pinned" : "unpinned") \(rows.count) files")
         filler.wake()

@@ -1,3 +1,4 @@
+import Glibc
 import LabstreamCore
 import LabstreamEngine
 import LabstreamStore
@@ -81,6 +82,17 @@ public final class FilesystemEngine: Sendable {
 
     /// Told about a file whose attributes changed (its stored bytes), so the kernel asks again.
     let attributesChanged = Mutex<(@Sendable (UInt64) -> Void)?>(nil)
+    let listed = Mutex<(@Sendable ([String]) -> Void)?>(nil)
+    let sideAssetStatus = Mutex<(@Sendable (FileKey) -> [(name: String, state: String, reason: String?)])?>(nil)
+
+    /// What is stored, missing or failed beside a media file (its `user.labstream.side_assets`).
+    public func onSideAssetStatus(_ body: @escaping @Sendable (FileKey) -> [(name: String, state: String, reason: String?)]) {
+        sideAssetStatus.withLock { $0 = body }
+    }
+
+    /// Told the path of each folder listed (its side assets are fetched then). Called without
+    /// the table's lock; it must not block.
+    public func onListed(_ handler: @escaping @Sendable ([String]) -> Void) { listed.withLock { $0 = handler } }
 
     public func onAttributesChanged(_ handler: @escaping @Sendable (UInt64) -> Void) {
         attributesChanged.withLock { $0 = handler }
@@ -108,7 +120,7 @@ public final class FilesystemEngine: Sendable {
             }
             // The same file at a new version: its cached pages and size go ("" names the inode).
             for (ino, node) in t.nodes {
-                if let now = node.generated, let before = old.node(ino)?.generated, now.bytes != before.bytes { out.append((ino, "")) }
+                if let now = node.generated, let before = old.node(ino)?.generated, now != before { out.append((ino, "")) }
                 guard let now = node.file, let before = old.node(ino)?.file, now.size != before.size || now.etag != before.etag else { continue }
                 out.append((ino, ""))
             }
@@ -133,8 +145,8 @@ public final class FilesystemEngine: Sendable {
             return Attributes(ino: node.ino, size: f.size, isDirectory: false, mode: fileMode, nlink: 1,
                               mtime: f.modified, uid: ownership.uid, gid: ownership.gid, storedBytes: min(transfers.storedBytes(f.key), f.size))
         case .generated(let g):
-            return Attributes(ino: node.ino, size: Int64(g.bytes.count), isDirectory: false, mode: fileMode, nlink: 1,
-                              mtime: g.modified, uid: ownership.uid, gid: ownership.gid, storedBytes: Int64(g.bytes.count))
+            return Attributes(ino: node.ino, size: g.size, isDirectory: false, mode: fileMode, nlink: 1,
+                              mtime: g.modified, uid: ownership.uid, gid: ownership.gid, storedBytes: g.size)
         }
     }
 
@@ -200,6 +212,10 @@ public final class FilesystemEngine: Sendable {
             return .success(out)
         }
         let entries = try result.get()
+        if let hook = listed.withLock({ $0 }) {
+            let path = table.withLock { $0.path(of: ino) }
+            hook(path.isEmpty ? [] : path.split(separator: "/").map(String.init))
+        }
         guard offlineView == .local else { return entries }
         let (under, generated) = table.withLock { t in
             (Dictionary(entries.dropFirst(2).map { ($0.ino, t.files(under: $0.ino)) }, uniquingKeysWith: { a, _ in a }),
@@ -214,10 +230,19 @@ public final class FilesystemEngine: Sendable {
         if writeRequested { throw .readOnly }
         guard let node = table.withLock({ $0.node(ino) }) else { throw .notFound("inode \(ino)") }
         if let made = node.generated {
+            // A stored side asset is small and whole: read once, it stays readable even if it
+            // is evicted while open.
+            let bytes: [UInt8]
+            if let stored = made.storedAt {
+                guard let read = Self.readWhole(stored, size: made.size) else { throw .notFound(node.name) }
+                bytes = read
+            } else {
+                bytes = made.bytes
+            }
             return handles.withLock { h in
                 let id = h.next
                 h.next += 1
-                h.generated[id] = made.bytes
+                h.generated[id] = bytes
                 return id
             }
         }
@@ -288,14 +313,24 @@ public final class FilesystemEngine: Sendable {
 
     public static let xattrPrefix = "user.labstream."
 
+    /// A stored side asset's bytes; nil when it is gone or not the size it was stored at.
+    static func readWhole(_ path: String, size: Int64) -> [UInt8]? {
+        let fd = path.withCString { Glibc.open($0, O_RDONLY | O_CLOEXEC) }
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: Int(size))
+        let got = bytes.withUnsafeMutableBytes { try? preadFully(fd, into: $0, at: 0, context: path) }
+        return got == Int(size) ? bytes : nil
+    }
+
     /// Attribute name → value for `ino`. Never a token or a URL.
     public func xattrs(_ ino: UInt64) throws(LabstreamError) -> [(String, String)] {
         let (node, files) = table.withLock { t in (t.node(ino), t.files(under: ino)) }
         guard let node else { throw .notFound("inode \(ino)") }
         if let made = node.generated {
             // Made here from the catalog: whole, and nothing to fetch or pin.
-            return [(Self.xattrPrefix + "state", DisplayState.complete.rawValue), (Self.xattrPrefix + "bytes", "\(made.bytes.count)/\(made.bytes.count)"),
-                    (Self.xattrPrefix + "generated", "1")]
+            return [(Self.xattrPrefix + "state", DisplayState.complete.rawValue), (Self.xattrPrefix + "bytes", "\(made.size)/\(made.size)"),
+                    made.storedAt == nil ? (Self.xattrPrefix + "generated", "1") : (Self.xattrPrefix + "side_asset", "stored")]
         }
         var present: Int64 = 0, total: Int64 = 0
         var states: [DisplayState] = []
@@ -328,6 +363,9 @@ public final class FilesystemEngine: Sendable {
                 DerivedCopy.parse(row.key).map { "\($0.quality)=\(row.status.rawValue)" }
             }
             if !copies.isEmpty { out.append((Self.xattrPrefix + "copies", copies.joined(separator: ";"))) }
+            // Artwork and subtitles beside it: `poster.jpg=stored;Film.eng.srt=failed`.
+            let beside = sideAssetStatus.withLock { $0 }?(f.key) ?? []
+            if !beside.isEmpty { out.append((Self.xattrPrefix + "side_assets", beside.map { "\($0.name)=\($0.state)" }.joined(separator: ";"))) }
         } else if let server = files.first?.key.server, files.allSatisfy({ $0.key.server == server }) {
             out.append((Self.xattrPrefix + "server", server))
             out.append((Self.xattrPrefix + "reachability", transfers.reachability(of: server).rawValue))

@@ -11,7 +11,8 @@ func plexNumber(_ id: String) -> String { String(UInt64(id.prefix(12), radix: 16
 /// With `catalog.tracks`, section 3 is a music library: artists, albums (`type=9`) and tracks
 /// (`type=10`), each track's part served like a movie's. With `catalog.homeVideos`, section 4 lists
 /// them as movies (`type=1`); with `catalog.photos`, section 5 is a photo library: albums (`type=8`)
-/// and photos (`type=9`), each photo's part served like a movie's.
+/// and photos (`type=9`), each photo's part served like a movie's. Catalog artwork is served at
+/// `/library/metadata/{key}/{element}/{timestamp}`, sidecar subtitles at `/library/streams/{id}`.
 extension ServerFixture {
     var plexCodes: [String: Int] { ["movies": 1, "shows": 2] }
 
@@ -29,6 +30,12 @@ extension ServerFixture {
                 return .json("{\"errors\":[{\"code\":1002,\"message\":\"The part doesn't exist\"}]}", status: 404)
             }
             return download(id, request, fault, logIndex: logIndex)
+        }
+        if (m == "GET" || m == "HEAD") && parts.count == 5 && parts[0] == "library" && parts[1] == "metadata" {
+            return plexImageAnswer(key: parts[2], element: parts[3], timestamp: parts[4])
+        }
+        if (m == "GET" || m == "HEAD") && parts.count == 3 && parts[0] == "library" && parts[1] == "streams" {
+            return plexStreamAnswer(parts[2])
         }
         guard m == "GET" else { return nil }
         guard (request.headers["accept"] ?? "").contains("application/json") else {
@@ -105,7 +112,8 @@ extension ServerFixture {
             // movie's or episode's Chapter with `includeChapters` ("Include chapter details", boolean:
             // v0.0.3 spec, GET /library/metadata/{ratingKey}; the 1.1.1 spec has neither).
             let chapters = ["1", "true"].contains(request.query["includeChapters"]?.lowercased() ?? "")
-            return plexPage([node], request, guids: true, chapters: chapters)
+            // And its parts' Stream (see `plexPart`), which listings leave out.
+            return plexPage([node], request, guids: true, chapters: chapters, streams: true)
         }
         if parts.count == 4 && parts[0] == "library" && parts[1] == "metadata" && parts[3] == "children" {
             guard let parent = idsByPlexNumber[parts[2]], let node = itemsById[parent], !back.contains(parent) else { return .json("", status: 404) }
@@ -173,20 +181,23 @@ extension ServerFixture {
     /// (GET /library/sections/{sectionId}/all, BoolInt). Listings of children are taken to honour
     /// it the same way (the 1.1.1 spec has no such path; v0.0.3's lists no Guid there).
     /// `chapters`: the items carry their Metadata.Chapter (see `plexDetails`); listings never do.
-    func plexPage(_ all: [[String: Any]], _ request: HTTPServer.Request, guids: Bool = false, chapters: Bool = false) -> HTTPServer.Response {
+    /// `streams`: their parts carry Part.Stream (see `plexPart`); listings never do.
+    func plexPage(_ all: [[String: Any]], _ request: HTTPServer.Request, guids: Bool = false, chapters: Bool = false,
+                  streams: Bool = false) -> HTTPServer.Response {
         func value(_ name: String) -> Int? { Int(request.query[name] ?? request.headers[name.lowercased()] ?? "") }
         let start = max(value("X-Plex-Container-Start") ?? 0, 0)
         let size = max(value("X-Plex-Container-Size") ?? 50, 0)   // the spec's default page
         let slice = start < all.count ? Array(all[start..<min(all.count, start + size)]) : []
         let withGuids = guids || request.query["includeGuids"] == "1"
         var response = plexJSON(["MediaContainer": ["size": slice.count, "totalSize": all.count, "offset": start,
-                                                     "Metadata": slice.map { plexMetadata($0, guids: withGuids, chapters: chapters) }] as [String: Any]])
+                                                     "Metadata": slice.map { plexMetadata($0, guids: withGuids, chapters: chapters, streams: streams) }] as [String: Any]])
         response.headers += [("X-Plex-Container-Start", String(start)), ("X-Plex-Container-Total-Size", String(all.count))]
         return response
     }
 
-    /// `guids`: whether the item carries its Metadata.Guid (see `plexPage`); `chapters` its Chapter.
-    func plexMetadata(_ raw: [String: Any], guids: Bool = false, chapters: Bool = false) -> [String: Any] {
+    /// `guids`: whether the item carries its Metadata.Guid (see `plexPage`); `chapters` its Chapter;
+    /// `streams` its parts' Stream.
+    func plexMetadata(_ raw: [String: Any], guids: Bool = false, chapters: Bool = false, streams: Bool = false) -> [String: Any] {
         let id = raw["Id"] as! String
         let key = plexNumber(id)
         // Metadata.addedAt: a released item was added to the library when it arrived (and so
@@ -197,6 +208,7 @@ extension ServerFixture {
                                   "guid": "plex://\(raw["Type"] as! String)/\(id)", "title": raw["Name"] as? String ?? "",
                                   "addedAt": addedAt, "updatedAt": updatedAt]
         out.merge(plexWatched(raw)) { _, new in new }
+        out.merge(plexImageMembers(raw, key: key)) { _, new in new }
         if let type = plexMusicType(raw) { return plexMusicMetadata(raw, type: type, base: out) }
         if let type = plexPhotoType(raw) { return plexPhotoMetadata(raw, type: type, base: out) }
         switch raw["Type"] as? String {
@@ -225,7 +237,7 @@ extension ServerFixture {
                 // Versions differ by resolution in a real library; the fixture labels them so.
                 let resolution = versions.count > 1 ? (index == 0 ? "1080" : "720") : "1080"
                 return ["id": Int(plexNumber(vid + ":media"))!, "container": container, "videoResolution": resolution,
-                        "Part": [plexPart(v, container: container)]]
+                        "Part": [plexPart(v, container: container, streams: streams)]]
             }
         }
         return out
@@ -235,13 +247,20 @@ extension ServerFixture {
     /// part route with the file's changestamp, as the spec's example `/library/parts/1/1531779263/file.mov`,
     /// its last segment `keyName` (the file's name unless given); Part.file ("the local file path at
     /// which the part is stored on the server": the entry's `Path`, else below /media); Part.size
-    /// (integer, int64: bytes); Part.container.
-    func plexPart(_ v: [String: Any], container: String, keyName: String? = nil) -> [String: Any] {
+    /// (integer, int64: bytes); Part.container. With `streams`, Part.Stream ("array of Stream"): the
+    /// file's catalog subtitles (`plexSubtitleStreams`), when it has any; the fixture lists no video
+    /// or audio streams.
+    func plexPart(_ v: [String: Any], container: String, keyName: String? = nil, streams: Bool = false) -> [String: Any] {
         let vid = v["Id"] as! String
         let file = v["File"] as! String
         let name = (file as NSString).lastPathComponent
-        return ["id": Int(plexNumber(vid))!, "key": "/library/parts/\(plexNumber(vid))/\(changestamp(vid))/\(keyName ?? name)",
-                "file": v["Path"] as? String ?? "/media/" + name, "size": fileSize(file), "container": container]
+        var part: [String: Any] = ["id": Int(plexNumber(vid))!, "key": "/library/parts/\(plexNumber(vid))/\(changestamp(vid))/\(keyName ?? name)",
+                                   "file": v["Path"] as? String ?? "/media/" + name, "size": fileSize(file), "container": container]
+        if streams {
+            let subtitles = plexSubtitleStreams(ofFile: file)
+            if !subtitles.isEmpty { part["Stream"] = subtitles }
+        }
+        return part
     }
 
     /// The descriptive Metadata members of a movie, episode or show with catalog details
@@ -455,6 +474,128 @@ extension ServerFixture {
             }
         }
         return out
+    }
+}
+
+// MARK: - Artwork and subtitles
+
+extension ServerFixture {
+    /// Plex images of an item by Metadata element (the `{element}` of GET
+    /// /library/metadata/{ids}/{element}/{timestamp}, whose enum has thumb, art and clearLogo):
+    /// "thumb" (a poster, a season's poster, an episode's thumbnail), "art" (fanart), "clearLogo"
+    /// (logo), the first of each kind, each with its stamp: the route's `timestamp` (an integer,
+    /// "used for cache management in the client"; epoch seconds in the spec's examples), made
+    /// from the image's tag so that it changes when the bytes do.
+    func plexImages(_ raw: [String: Any]) -> [String: (bytes: Data, stamp: Int)] {
+        var out: [String: (bytes: Data, stamp: Int)] = [:]
+        for image in artwork(raw) {
+            let element: String
+            switch image.kind {
+            case .poster: element = "thumb"
+            case .fanart: element = "art"
+            case .logo: element = "clearLogo"
+            }
+            if out[element] == nil { out[element] = (image.bytes, 1_700_000_000 + Int(image.tag.prefix(7), radix: 16)!) }
+        }
+        return out
+    }
+
+    /// Metadata.thumb ("the URL for the poster or thumbnail for the item"), Metadata.art ("the URL
+    /// for the background artwork") and Metadata.Image (array of Image: `type` coverPoster for the
+    /// thumb, background for the art, clearLogo for the logo (the Image type enum's names), `url`
+    /// "the relative path", `alt` "title to use for accessibility": the item's title), each URL
+    /// "/library/metadata/<ratingKey>/<element>/<stamp>" as the spec's examples. Listings and the
+    /// item's own metadata alike; only for an item with images (one without answers as before).
+    func plexImageMembers(_ raw: [String: Any], key: String) -> [String: Any] {
+        guard raw["_artwork"] != nil else { return [:] }
+        let images = plexImages(raw)
+        var out: [String: Any] = [:]
+        var list: [[String: Any]] = []
+        for (element, type) in [("thumb", "coverPoster"), ("art", "background"), ("clearLogo", "clearLogo")] {
+            guard let image = images[element] else { continue }
+            let url = "/library/metadata/\(key)/\(element)/\(image.stamp)"
+            if element != "clearLogo" { out[element] = url }   // Metadata has no clearLogo member: Image only
+            list.append(["type": type, "url": url, "alt": raw["Name"] as? String ?? ""])
+        }
+        if !list.isEmpty { out["Image"] = list }
+        return out
+    }
+
+    /// GET /library/metadata/{ids}/{element}/{timestamp}: the image's bytes (`imageAnswer`), whatever
+    /// the timestamp (an integer; the client's cache key, so an old one still gets the current
+    /// image, as the spec gives the server no use for it). 404 for an item that is not there, an
+    /// element it has no image for, or a timestamp that is no integer.
+    func plexImageAnswer(key: String, element: String, timestamp: String) -> HTTPServer.Response {
+        guard Int(timestamp) != nil, let id = idsByPlexNumber[key], let item = presentItem(id), let image = plexImages(item)[element] else {
+            return .json("{\"errors\":[{\"code\":1002,\"message\":\"Not Found\"}]}", status: 404)
+        }
+        return imageAnswer(image.bytes)
+    }
+
+    /// Stream.codec of a catalog subtitle: srt, ass, vtt (webvtt), pgs (pgssub); any other as given.
+    static func plexSubtitleCodec(_ codec: String) -> String {
+        subtitleFormat(codec) ?? (codec.lowercased() == "pgssub" ? "pgs" : codec.lowercased())
+    }
+
+    /// Stream.id (integer, int32, "unique stream identifier") of the `offset`-th catalog subtitle of
+    /// `file`: 28 bits of a hash of both, never 0.
+    func plexStreamId(file: String, offset: Int) -> Int { Int(fixtureId("stream:\(file)\u{0}\(offset)").prefix(7), radix: 16)! + 1 }
+
+    /// Part.Stream entries of a part's file's catalog subtitles, only on the item's own
+    /// `/library/metadata/{id}` (`plexPage` `streams`). Section listings and `/children` do not
+    /// carry them: Part.Stream is optional in every schema (1.1.1 Part; v0.0.3 shows it on the
+    /// section listing's and the item's answers alike), a real server sends it on the item's own
+    /// metadata, and a client that needs streams must ask there; a fixture sending more would hide
+    /// that. Each: `id`, `streamType` 3 (SUBTITLE), `codec` (`plexSubtitleCodec`), `forced`,
+    /// `hearingImpaired`, `displayTitle` and `extendedDisplayTitle` (`subtitleTitle`; v0.0.3 requires
+    /// both), `languageCode` (the ISO 639-2 code) and `language` (its English name) when there is
+    /// one. A sidecar (external) also `key` "/library/streams/<id>" ("key to access this stream
+    /// part", served by `plexStreamAnswer`) and `format` (its codec); an embedded one instead its
+    /// `index` in the file and no `key`: a real server serves those through its transcoder, out of
+    /// this fixture's scope (the 1.1.1 schema lists `key` as required; v0.0.3's does not).
+    func plexSubtitleStreams(ofFile file: String) -> [[String: Any]] {
+        numberedSubtitles(ofFile: file).enumerated().map { offset, entry in
+            let sub = entry.subtitle
+            let id = plexStreamId(file: file, offset: offset)
+            var stream: [String: Any] = [
+                "id": id, "streamType": 3, "codec": Self.plexSubtitleCodec(sub.codec), "forced": sub.forced,
+                "hearingImpaired": sub.hearingImpaired, "displayTitle": Self.subtitleTitle(sub, extended: false),
+                "extendedDisplayTitle": Self.subtitleTitle(sub, extended: true)]
+            if let code = sub.language {
+                stream["languageCode"] = code
+                stream["language"] = Self.languageName(code)
+            }
+            if sub.external {
+                stream["key"] = "/library/streams/\(id)"
+                stream["format"] = Self.plexSubtitleCodec(sub.codec)
+            } else {
+                stream["index"] = entry.index
+            }
+            return stream
+        }
+    }
+
+    /// GET /library/streams/{streamId} and /library/streams/{streamId}.{ext} ("get a stream (such as
+    /// a sidecar subtitle stream)"): a sidecar subtitle's bytes (`subtitleFileAnswer`). `ext` must be
+    /// its codec's (srt, ass, vtt, pgs) or its file's extension: the file is served as it is, never
+    /// converted. 404 for an embedded stream, an unknown id or another extension, and while the
+    /// file's item is removed or held back.
+    func plexStreamAnswer(_ name: String) -> HTTPServer.Response {
+        let notFound = HTTPServer.Response.json("{\"errors\":[{\"code\":1002,\"message\":\"Not Found\"}]}", status: 404)
+        let pieces = name.split(separator: ".", maxSplits: 1).map(String.init)
+        guard let id = Int(pieces.first ?? "") else { return notFound }
+        let removed = state.withLock { $0.removed }
+        for (file, subtitles) in catalog.subtitles {
+            for (offset, sub) in subtitles.enumerated() where sub.external && plexStreamId(file: file, offset: offset) == id {
+                guard let owner = itemId(forFile: file), !removed.contains(owner), !isHeldBack(file: owner) else { return notFound }
+                if pieces.count == 2 {
+                    let ext = pieces[1].lowercased()
+                    guard ext == Self.plexSubtitleCodec(sub.codec) || ext == (sub.file as NSString).pathExtension.lowercased() else { return notFound }
+                }
+                return subtitleFileAnswer(sub)
+            }
+        }
+        return notFound
     }
 }
 

@@ -221,6 +221,49 @@ public struct FixtureCatalog: Sendable {
         }
     }
 
+    /// An image of a movie or series (a file whose bytes are served). Jellyfin/Emby: `poster` is
+    /// BaseItemDto.ImageTags "Primary", `logo` ImageTags "Logo", `fanart` BackdropImageTags (in the
+    /// order given: image index 0, 1, …), each tag a hash of the file's bytes. Plex: `poster` is
+    /// Metadata.thumb, `fanart` Metadata.art, `logo` a Metadata.Image of `type` "clearLogo" (the
+    /// first of each kind), each URL ending in a stamp made from the bytes. An image file that
+    /// is missing is not listed (and answers 404).
+    public struct Artwork: Sendable {
+        public enum Kind: String, Sendable { case poster, fanart, logo }
+        public var kind: Kind
+        /// Local path of the image's bytes (JPEG or PNG).
+        public var file: String
+
+        public init(_ kind: Kind, file: String) {
+            self.kind = kind
+            self.file = file
+        }
+    }
+
+    /// A subtitle of a movie's or episode's file. Jellyfin/Emby: a MediaStream of `Type`
+    /// "Subtitle" in that file's media source (see `ServerFixture.subtitleStreams`); Plex: a Stream
+    /// of `streamType` 3 in its Part (see `plexSubtitleStreams`).
+    public struct Subtitle: Sendable {
+        /// ISO 639-2 code ("eng", "fre"): MediaStream.Language, Plex Stream.languageCode; nil: none.
+        public var language: String?
+        public var forced: Bool
+        public var hearingImpaired: Bool
+        /// "srt", "ass", "webvtt" (text) or "pgssub" (bitmap).
+        public var codec: String
+        /// A sidecar file next to the media (true) or a stream inside it (false).
+        public var external: Bool
+        /// Local path of its bytes (for an embedded one: what the server would extract).
+        public var file: String
+
+        public init(language: String?, forced: Bool = false, hearingImpaired: Bool = false, codec: String, external: Bool, file: String) {
+            self.language = language
+            self.forced = forced
+            self.hearingImpaired = hearingImpaired
+            self.codec = codec
+            self.external = external
+            self.file = file
+        }
+    }
+
     public var movieLibrary = "Movies"
     public var showLibrary = "Shows"
     public var musicLibraryName = "Music"
@@ -245,6 +288,19 @@ public struct FixtureCatalog: Sendable {
     /// videos are: `Folder` items per directory, `Video` items per file. Served by Jellyfin and
     /// Emby only; none: no mixed view (everything answers as before).
     public var mixedVideos: [HomeVideo] = []
+    /// A movie's images, by its `Movie.file`. None: the movie answers as before.
+    public var movieArtwork: [String: [Artwork]] = [:]
+    /// A series' images, by its `Series.name`.
+    public var seriesArtwork: [String: [Artwork]] = [:]
+    /// A season's poster (image file), by "<series name>/<season number>" (e.g. "Signal/1", "Signal/0"
+    /// for the specials): the Season item's ImageTags "Primary", Plex the season's thumb.
+    public var seasonPosters: [String: String] = [:]
+    /// An episode's thumbnail (image file), by its `Episode.file`: the episode's ImageTags "Primary",
+    /// Plex the episode's thumb.
+    public var episodeThumbs: [String: String] = [:]
+    /// The subtitles of a media file (a movie's, a movie version's or an episode's `file`), in the
+    /// order its media source lists them. None: the file answers as before.
+    public var subtitles: [String: [Subtitle]] = [:]
 
     public init(movies: [Movie], series: [Series], tracks: [Track] = [], homeVideos: [HomeVideo] = [],
                 musicVideos: [MusicVideo] = [], mixedVideos: [HomeVideo] = [], photos: [Photo] = []) {
@@ -431,6 +487,9 @@ public final class ServerFixture: Sendable {
             // `_details`: the catalog's descriptive metadata, turned into each server's members when
             // answered (`detailMembers`, `plexDetails`); an item without any has none.
             if !movie.details.isEmpty { items[id]?["_details"] = movie.details }
+            // `_artwork`: the catalog's images, answered by each server (`mediaBrowserImages`,
+            // `plexImages`) with tags made from their bytes when asked; an item without any has none.
+            if let art = catalog.movieArtwork[movie.file], !art.isEmpty { items[id]?["_artwork"] = art }
         }
         for series in catalog.series {
             let sid = fixtureId("series:\(series.name):\(series.year ?? 0)")
@@ -438,12 +497,17 @@ public final class ServerFixture: Sendable {
                           "ProductionYear": series.year, "ParentId": showLibraryId, "LocationType": "FileSystem",
                           "DateCreated": "2023-05-01T08:00:00.0000000Z"])
             if !series.details.isEmpty { items[sid]?["_details"] = series.details }
+            if let art = catalog.seriesArtwork[series.name], !art.isEmpty { items[sid]?["_artwork"] = art }
             for ep in series.episodes {
                 let seasonId = fixtureId("season:\(sid):\(ep.season)")
                 if items[seasonId] == nil {
                     items[seasonId] = ["Name": ep.season == 0 ? "Specials" : "Season \(ep.season)", "Id": seasonId,
                                        "ServerId": serverId, "Type": "Season", "IsFolder": true, "IndexNumber": ep.season,
                                        "SeriesId": sid, "SeriesName": series.name, "ParentId": sid]
+                    // A season's poster is its primary image (Plex: its thumb).
+                    if let poster = catalog.seasonPosters["\(series.name)/\(ep.season)"] {
+                        items[seasonId]?["_artwork"] = [FixtureCatalog.Artwork(.poster, file: poster)]
+                    }
                 }
                 let eid = fixtureId("episode:\(sid):\(ep.season):\(ep.number):\(ep.file)")
                 files[eid] = ep.file
@@ -454,6 +518,8 @@ public final class ServerFixture: Sendable {
                               "DateCreated": "2024-04-02T09:30:00.0000000Z",
                               "_versions": [["Id": eid, "Name": ep.title, "File": ep.file, "Container": ep.container]]]
                 if !ep.details.isEmpty { items[eid]?["_details"] = ep.details }
+                // An episode's thumbnail is its primary image (Plex: its thumb), as a poster is a movie's.
+                if let thumb = catalog.episodeThumbs[ep.file] { items[eid]?["_artwork"] = [FixtureCatalog.Artwork(.poster, file: thumb)] }
             }
         }
         // Music: each track is an `Audio` item below its `MusicAlbum`, each album below the music view.
@@ -958,6 +1024,10 @@ public final class ServerFixture: Sendable {
                    "Version": "4.8.11.0", "Id": serverId])
         } else if m == "POST" && parts == ["Users", "AuthenticateByName"] {
             response = authenticate(request, auth)
+        } else if authorized || kind == .jellyfin, let answer = mediaBrowserAssetRoute(request, parts: parts) {
+            // Images and subtitle files. Jellyfin's spec gives their GET and HEAD no `security`
+            // (anonymous); Emby's requires a user's (apikeyauth or embyauth), as every other route.
+            return answer
         } else if !authorized {
             response = .json("", status: 401)
         } else if kind == .jellyfin && m == "GET" && parts == ["Users", "Me"] {
@@ -1097,10 +1167,12 @@ public final class ServerFixture: Sendable {
         Set((query(request, "fields") ?? "").split(separator: ",").map(String.init))
     }
 
-    /// `userData`: whether the answer carries `BaseItemDto.UserData` (`enableUserData` is not false).
-    func dto(_ raw: [String: Any], fields: Set<String>, userData: Bool = true) -> [String: Any] {
+    /// `userData`: whether the answer carries `BaseItemDto.UserData` (`enableUserData` is not false);
+    /// `images`: which of its ImageTags and BackdropImageTags (see `imageMembers`).
+    func dto(_ raw: [String: Any], fields: Set<String>, userData: Bool = true, images: ImageOptions = ImageOptions()) -> [String: Any] {
         var out = raw.filter { !$0.key.hasPrefix("_") }
         out.merge(detailMembers(raw, fields: fields)) { _, new in new }
+        out.merge(imageMembers(raw, images)) { _, new in new }
         if userData, let data = userItemData(raw) { out["UserData"] = data }
         // BaseItemDto.DateCreated: a released item was added when it arrived.
         if out["DateCreated"] != nil, let id = raw["Id"] as? String, let added = state.withLock({ $0.added[id] }) {
@@ -1124,9 +1196,17 @@ public final class ServerFixture: Sendable {
                 }
                 if state.withLock({ $0.sizeless.contains(itemId) }) { source.removeValue(forKey: "Size") }
                 if let bitrate = v["Bitrate"] { source["Bitrate"] = bitrate }
+                // MediaSourceInfo.MediaStreams (array of MediaStream; a source's own member, not a
+                // `fields` one, so every listed source carries it): the file's catalog subtitles.
+                // None: not sent, as before.
+                let subtitles = subtitleStreams(ofFile: file, path: path)
+                if !subtitles.isEmpty { source["MediaStreams"] = subtitles }
                 return source
             }
             if fields.contains("MediaSources") { out["MediaSources"] = sources }
+            // BaseItemDto.MediaStreams: the default (first) source's streams, only when asked (an
+            // ItemFields member, and in Emby's Fields options).
+            if fields.contains("MediaStreams"), let streams = sources.first?["MediaStreams"] { out["MediaStreams"] = streams }
             if fields.contains("Path") { out["Path"] = sources.first?["Path"] }
             if versions.count > 1 && kind == .jellyfin { out["MediaSourceCount"] = versions.count }   // not in Emby's BaseItemDto
         }
@@ -1226,7 +1306,8 @@ public final class ServerFixture: Sendable {
         // `enableUserData` ("Optional, include user data"): user data unless it is false.
         let userData = query(request, "enableUserData")?.lowercased() != "false"
         let slice = start < all.count ? Array(all[start..<min(all.count, start + min(limit, all.count))]) : []
-        var result: [String: Any] = ["Items": slice.map { dto($0, fields: f, userData: userData) }, "TotalRecordCount": all.count]
+        let images = imageOptions(request)
+        var result: [String: Any] = ["Items": slice.map { dto($0, fields: f, userData: userData, images: images) }, "TotalRecordCount": all.count]
         if kind == .jellyfin { result["StartIndex"] = start }   // Emby's QueryResult has no StartIndex
         return json(result)
     }
@@ -1429,10 +1510,203 @@ public final class ServerFixture: Sendable {
     }
 }
 
+// MARK: - Artwork and subtitles
+
+extension ServerFixture {
+    /// An item's catalog images (`_artwork`) whose files can be read now, in catalog order, each
+    /// with its bytes and tag: `fixtureId` of the bytes, so a rewritten image has a new tag at once.
+    func artwork(_ raw: [String: Any]) -> [(kind: FixtureCatalog.Artwork.Kind, bytes: Data, tag: String)] {
+        ((raw["_artwork"] as? [FixtureCatalog.Artwork]) ?? []).compactMap { art in
+            FileManager.default.contents(atPath: art.file).map { (art.kind, $0, fixtureId(bytes: $0)) }
+        }
+    }
+
+    /// Jellyfin/Emby images of an item by ImageType (both specs' enum): "Primary" (a poster, a
+    /// season's poster, an episode's thumbnail) and "Logo", the first of each (ImageTags has one
+    /// tag per type); "Backdrop" every fanart, in order: its position is the image routes' index.
+    func mediaBrowserImages(_ raw: [String: Any]) -> [String: [(bytes: Data, tag: String)]] {
+        var out: [String: [(bytes: Data, tag: String)]] = [:]
+        for image in artwork(raw) {
+            let type: String
+            switch image.kind {
+            case .poster: type = "Primary"
+            case .logo: type = "Logo"
+            case .fanart: type = "Backdrop"
+            }
+            if type != "Backdrop", out[type] != nil { continue }
+            out[type, default: []].append((image.bytes, image.tag))
+        }
+        return out
+    }
+
+    /// What a listing asks of the items' images (both specs' `/Items` (Emby `/Users/{UserId}/Items`),
+    /// `/Shows/{Id}/Seasons` and `/Shows/{Id}/Episodes`): `enableImages` ("include image information
+    /// in output"; only false leaves it out), `enableImageTypes` ("the image types to include in
+    /// the output", comma-separated; none: every type), `imageTypeLimit` ("the max number of images
+    /// to return, per image type"; none: no limit).
+    struct ImageOptions {
+        var enabled = true
+        var types: Set<String>? = nil
+        var limit = Int.max
+    }
+
+    func imageOptions(_ request: HTTPServer.Request) -> ImageOptions {
+        ImageOptions(enabled: query(request, "enableImages")?.lowercased() != "false",
+                     types: query(request, "enableImageTypes").map { Set($0.split(separator: ",").map(String.init)) },
+                     limit: Int(query(request, "imageTypeLimit") ?? "") ?? .max)
+    }
+
+    /// BaseItemDto.ImageTags (object: ImageType → tag) and BackdropImageTags (array of tags in image
+    /// index order): not `fields` members, so sent unasked, but only for an item with images (one
+    /// without answers as before), and only what `options` leaves of them.
+    func imageMembers(_ raw: [String: Any], _ options: ImageOptions) -> [String: Any] {
+        guard options.enabled, raw["_artwork"] != nil else { return [:] }
+        var tags: [String: String] = [:]
+        var backdrops: [String] = []
+        for (type, images) in mediaBrowserImages(raw) where options.types?.contains(type) ?? true {
+            let kept = images.prefix(max(options.limit, 0)).map(\.tag)
+            if type == "Backdrop" { backdrops = kept } else if let tag = kept.first { tags[type] = tag }
+        }
+        var out: [String: Any] = [:]
+        if !tags.isEmpty { out["ImageTags"] = tags }
+        if !backdrops.isEmpty { out["BackdropImageTags"] = backdrops }
+        return out
+    }
+
+    /// The item `id` names while it is on the server (neither removed nor held back).
+    func presentItem(_ id: String) -> [String: Any]? {
+        guard let item = itemsById[id], !state.withLock({ $0.removed.contains(id) }), !heldBack().contains(id) else { return nil }
+        return item
+    }
+
+    /// Jellyfin/Emby images and subtitle files; nil for any other request.
+    /// - GET/HEAD /Items/{Id}/Images/{Type} (the index from the query: Jellyfin `imageIndex`, Emby
+    ///   `Index`; default 0) and /Items/{Id}/Images/{Type}/{Index}: the image's bytes (see
+    ///   `imageAnswer`); 404 for an item that is not there or has no image of that type and index.
+    ///   The resizing and format parameters are ignored: the image is answered as it is.
+    /// - GET /Videos/{Id}/{MediaSourceId}/Subtitles/{Index}/Stream.{Format}; Emby also HEAD, and the
+    ///   same below /Items (see `subtitleAnswer`). The variants with a StartPositionTicks segment
+    ///   are not served.
+    func mediaBrowserAssetRoute(_ request: HTTPServer.Request, parts: [String]) -> HTTPServer.Response? {
+        let m = request.method
+        let notFound = HTTPServer.Response.json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
+        if (m == "GET" || m == "HEAD") && (parts.count == 4 || parts.count == 5) && parts[0] == "Items" && parts[2] == "Images" {
+            let index = parts.count == 5 ? Int(parts[4]) : Int(request.query[kind == .jellyfin ? "imageIndex" : "Index"] ?? "0")
+            guard let item = presentItem(parts[1]), let index, let images = mediaBrowserImages(item)[parts[3]],
+                  images.indices.contains(index) else { return notFound }
+            // `tag` (Emby `Tag`): "supply the cache tag from the item object to receive strong caching headers".
+            return imageAnswer(images[index].bytes, cacheable: query(request, "tag") == images[index].tag)
+        }
+        let subtitleRoots = kind == .jellyfin ? ["Videos"] : ["Videos", "Items"]
+        if (m == "GET" || (m == "HEAD" && kind == .emby)) && parts.count == 6 && subtitleRoots.contains(parts[0])
+            && parts[3] == "Subtitles" && parts[5].hasPrefix("Stream.") {
+            return subtitleAnswer(item: parts[1], mediaSource: parts[2], index: parts[4], format: String(parts[5].dropFirst("Stream.".count)))
+        }
+        return nil
+    }
+
+    /// An image's bytes: 200 with its Content-Type (`imageContentType(sniffing:)`; the HTTP server
+    /// adds Content-Length), and, `cacheable`, a long-lived Cache-Control.
+    func imageAnswer(_ bytes: Data, cacheable: Bool = false) -> HTTPServer.Response {
+        var headers = [("Content-Type", Self.imageContentType(sniffing: bytes))]
+        if cacheable { headers.append(("Cache-Control", "public, max-age=31536000")) }
+        return HTTPServer.Response(status: 200, headers: headers, body: .bytes(Array(bytes)))
+    }
+
+    /// An image's Content-Type from its first bytes: image/jpeg (FF D8 FF), image/png (the PNG
+    /// signature), anything else application/octet-stream.
+    static func imageContentType(sniffing bytes: Data) -> String {
+        if bytes.starts(with: [0xFF, 0xD8, 0xFF]) { return "image/jpeg" }
+        if bytes.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) { return "image/png" }
+        return "application/octet-stream"
+    }
+
+    /// The catalog subtitles of a media file with their stream indexes (MediaStream.Index, Plex
+    /// Stream.index), in catalog order after the file's other streams. The fixture lists no video
+    /// or audio streams (it does not probe files), so the first subtitle is 0.
+    func numberedSubtitles(ofFile file: String) -> [(index: Int, subtitle: FixtureCatalog.Subtitle)] {
+        let before = 0
+        return (catalog.subtitles[file] ?? []).enumerated().map { (before + $0.offset, $0.element) }
+    }
+
+    /// A MediaStream (both specs) per catalog subtitle of a media source's file (server-side `path`):
+    /// `Type` "Subtitle" (MediaStreamType), `Index`, `Codec` as the catalog names it, `Language` (the
+    /// ISO 639-2 code; not sent without one), `IsForced`, `IsHearingImpaired`, `IsExternal`,
+    /// `IsTextSubtitleStream` (srt, ass, webvtt; not pgssub) and `SupportsExternalStream` (the same:
+    /// a text stream can be fetched on its own), `IsDefault` false (the catalog has no default),
+    /// `DisplayTitle` (`subtitleTitle`), and for a sidecar its `Path` ("the filename": server-side,
+    /// beside the media file). DeliveryMethod and DeliveryUrl are not sent: SubtitleDeliveryMethod
+    /// is the "delivery method to use during playback", a server's playback-info decision for a
+    /// device profile, which this fixture does not make; a client fetches the Stream route.
+    func subtitleStreams(ofFile file: String, path: String) -> [[String: Any]] {
+        numberedSubtitles(ofFile: file).map { index, sub in
+            let text = Self.subtitleFormat(sub.codec) != nil
+            var stream: [String: Any] = [
+                "Type": "Subtitle", "Index": index, "Codec": sub.codec, "IsForced": sub.forced, "IsHearingImpaired": sub.hearingImpaired,
+                "IsExternal": sub.external, "IsTextSubtitleStream": text, "SupportsExternalStream": text, "IsDefault": false,
+                "DisplayTitle": Self.subtitleTitle(sub, extended: true)]
+            if let language = sub.language { stream["Language"] = language }
+            if sub.external {
+                stream["Path"] = ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent((sub.file as NSString).lastPathComponent)
+            }
+            return stream
+        }
+    }
+
+    /// The subtitle stream `index` of media source `mediaSource` of `item`, in `format`: the file's
+    /// bytes for a text stream asked in its own format (srt, ass, vtt for webvtt). Any other format,
+    /// or a bitmap stream (pgssub), answers 404: a real server converts text subtitles between
+    /// formats (and can extract or render others); this fixture does not. 404 too for an item
+    /// that is not there, a source that is not the item's, or an index that is no subtitle.
+    func subtitleAnswer(item id: String, mediaSource: String, index: String, format: String) -> HTTPServer.Response {
+        let notFound = HTTPServer.Response.json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
+        guard let item = presentItem(id), let version = itemId(ofMediaSource: mediaSource), let index = Int(index),
+              let file = ((item["_versions"] as? [[String: Any]]) ?? []).first(where: { $0["Id"] as? String == version })?["File"] as? String,
+              let sub = numberedSubtitles(ofFile: file).first(where: { $0.index == index })?.subtitle,
+              Self.subtitleFormat(sub.codec) == format.lowercased() else { return notFound }
+        return subtitleFileAnswer(sub)
+    }
+
+    /// A subtitle file's bytes, with a `text/*` Content-Type (Jellyfin's spec for its subtitle
+    /// stream): text/plain for srt, text/x-ssa for ass, text/vtt for vtt; application/octet-stream
+    /// for a bitmap one (Plex serves those as sidecars). 404 when the file cannot be read.
+    func subtitleFileAnswer(_ sub: FixtureCatalog.Subtitle) -> HTTPServer.Response {
+        guard let bytes = FileManager.default.contents(atPath: sub.file) else {
+            return .json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
+        }
+        let type = ["srt": "text/plain", "ass": "text/x-ssa", "vtt": "text/vtt"][Self.subtitleFormat(sub.codec) ?? ""] ?? "application/octet-stream"
+        return HTTPServer.Response(status: 200, headers: [("Content-Type", type)], body: .bytes(Array(bytes)))
+    }
+
+    /// The format a text subtitle is served in (Jellyfin/Emby `Stream.{Format}`; Plex's codec name and
+    /// file extension): srt, ass, vtt (webvtt); nil for a bitmap one (pgssub) or any other codec.
+    static func subtitleFormat(_ codec: String) -> String? { ["srt": "srt", "ass": "ass", "webvtt": "vtt"][codec.lowercased()] }
+
+    /// A subtitle's title (MediaStream.DisplayTitle; Plex Stream.displayTitle and
+    /// extendedDisplayTitle; no spec gives a form): its language's English name ("Unknown" without
+    /// one), "Forced", "SDH" (hearing impaired), then the codec in capitals (Plex's names: SRT, ASS,
+    /// VTT, PGS) in parentheses, `extended` with "External" for a sidecar: "English Forced (SRT External)".
+    static func subtitleTitle(_ sub: FixtureCatalog.Subtitle, extended: Bool) -> String {
+        let language = sub.language.map(languageName) ?? "Unknown"
+        let flags = [sub.forced ? "Forced" : nil, sub.hearingImpaired ? "SDH" : nil].compactMap { $0 }
+        let codec = plexSubtitleCodec(sub.codec).uppercased() + (extended && sub.external ? " External" : "")
+        return ([language] + flags).joined(separator: " ") + " (\(codec))"
+    }
+
+    /// An ISO 639 code's English name ("eng" → "English"; Plex Stream.language's example), the code
+    /// itself when Foundation knows none.
+    static func languageName(_ code: String) -> String {
+        Locale(identifier: "en_US").localizedString(forLanguageCode: code) ?? code
+    }
+}
+
 /// A Jellyfin-style id: 32 lower-case hex digits, derived deterministically from `seed`.
-public func fixtureId(_ seed: String) -> String {
+public func fixtureId(_ seed: String) -> String { fixtureId(bytes: seed.utf8) }
+
+/// The same hash of any bytes (an image file's: its tag changes when its content does).
+func fixtureId<Bytes: Sequence>(bytes: Bytes) -> String where Bytes.Element == UInt8 {
     var h1: UInt64 = 0xcbf29ce484222325, h2: UInt64 = 0x84222325cbf29ce4
-    for b in seed.utf8 {
+    for b in bytes {
         h1 = (h1 ^ UInt64(b)) &* 0x100000001b3
         h2 = (h2 ^ UInt64(b)) &* 0x100000001b3 &+ 0x9e3779b97f4a7c15
     }

@@ -21,10 +21,11 @@ extension OfflineIndex {
         ("monitors", ["server", "series_id", "mode", "delete_watched", "max_storage", "baseline", "created", "remote_id", "remote_etag"]),
         ("monitored_episodes", ["server", "item_id", "series_id", "source_id", "state"]),
         ("series_details", ["server", "series_id", "details"]),
+        ("side_assets", ["server", "item_id", "asset", "state", "tag", "file", "ext", "size", "reason", "attempts", "retry_at"]),
     ]
 
     /// `migrations[n - 1]` takes an index from schema n to n + 1.
-    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11]
+    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11, migrateV11toV12]
 
     static func createV1(_ c: Connection) throws {
         try c.exec("""
@@ -177,6 +178,16 @@ extension OfflineIndex {
         CREATE TABLE monitored_episodes(server TEXT NOT NULL, item_id TEXT NOT NULL, series_id TEXT NOT NULL, source_id TEXT NOT NULL,
             state TEXT NOT NULL, PRIMARY KEY(server, item_id));
         UPDATE meta SET value = '11' WHERE key = 'schema_version';
+        """)
+    }
+
+    /// v12: artwork and subtitles stored beside the media (`side/`), or why the last try failed.
+    static func migrateV11toV12(_ c: Connection) throws {
+        try c.exec("""
+        CREATE TABLE side_assets(server TEXT NOT NULL, item_id TEXT NOT NULL, asset TEXT NOT NULL, state TEXT NOT NULL, tag TEXT, file TEXT,
+            ext TEXT, size INTEGER NOT NULL DEFAULT 0, reason TEXT, attempts INTEGER NOT NULL DEFAULT 0, retry_at INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY(server, item_id, asset));
+        UPDATE meta SET value = '12' WHERE key = 'schema_version';
         """)
     }
 }

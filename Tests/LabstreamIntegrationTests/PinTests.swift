@@ -308,7 +308,9 @@ import Testing
 }
 
 /// Takes a current index back to schema 10 (the start of every older-schema script).
-let undoSchema11 = "DROP TABLE monitors; DROP TABLE monitored_episodes; DROP TABLE series_details; ALTER TABLE items DROP COLUMN played; ALTER TABLE items DROP COLUMN details; "
+/// Takes a current index back to schema 11 (`undoSchema11` on to 10).
+let undoSchema12 = "DROP TABLE side_assets; "
+let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_episodes; DROP TABLE series_details; ALTER TABLE items DROP COLUMN played; ALTER TABLE items DROP COLUMN details; "
 
 @Suite struct IndexMigrationTests {
     @Test func aVersion1IndexIsUpgradedAndItsUnverifiableRangesDropped() throws {
@@ -401,6 +403,36 @@ let undoSchema11 = "DROP TABLE monitors; DROP TABLE monitored_episodes; DROP TAB
 
     /// v10 → v11: the catalog and pins are kept; items read back unwatched until a refresh says
     /// otherwise; monitors and what they did are stored and read back.
+    /// A v11 index (before side assets) opens, keeps its rows, and stores side assets after.
+    @Test func aVersion11IndexIsUpgradedAndStoresSideAssets() throws {
+        let scratch = Scratch("migrate11")
+        let path = scratch.path + "/index.sqlite"
+        let server = OfflineIndex.ServerRow(name: "s", type: "jellyfin", url: "u", serverId: nil, lastSync: nil)
+        let film = CatalogItem(id: "m", kind: .movie, title: "Film", sources: [MediaSource(id: "ms", container: "mkv", size: 10)],
+                               details: ItemDetails(plot: "p", assets: [RemoteAsset(kind: .poster, ref: "Primary", tag: "t1")]))
+        let libraries = [LibraryCatalog(id: "L", name: "Movies", items: [film])]
+        do {
+            let v12 = try OfflineIndex(path: path)
+            try v12.replaceCatalog(server: server, libraries: libraries, tree: TreeBuilder.build(server: "s", libraries: libraries), now: 1)
+            try v12.db.exec(undoSchema12 + "UPDATE meta SET value='11' WHERE key='schema_version';")
+        }
+        let index = try OfflineIndex(path: path)
+        #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "\(OfflineIndex.schemaVersion)")
+        #expect(try index.catalog(server: "s").first?.items == [film])
+        #expect(try index.sideAssets().isEmpty)
+        let key = SideAssetKey(server: "s", itemId: "m", asset: "poster:Primary")
+        let row = OfflineIndex.SideAssetRow(key: key, state: .stored, tag: "t1", file: "side/x.jpg", fileExtension: "jpg", size: 5, reason: nil,
+                                            attempts: 1, retryAt: 0)
+        try index.saveSideAsset(row)
+        #expect(try index.sideAssets(server: "s") == [row])
+        // A row pointing outside `side/` is not believed.
+        var hostile = row
+        hostile.file = "../../etc/passwd"
+        try index.saveSideAsset(hostile)
+        let read = try #require(try index.sideAssets().first)
+        #expect(read.state == .failed && read.file == nil)
+    }
+
     @Test func aVersion10IndexIsUpgradedAndKeepsMonitors() throws {
         let scratch = Scratch("migrate10")
         let path = scratch.path + "/index.sqlite"

@@ -174,6 +174,9 @@ import Testing
         // Copies at another quality are for video.
         let quality = try m.cli(["pin", "--quality", "2mbps", sunset])
         #expect(quality.code == 64 && quality.stderr.contains("is an image"), "\(quality.code) \(quality.stderr)")
+        // A pinned photo reads with the server gone.
+        m.fixture.stop()
+        #expect(try sha256(sunset) == sha256(m.mediaDir + "/sunset.jpg"))
         try m.unmount()
     }
 
@@ -201,3 +204,116 @@ import Testing
     }
 }
 
+
+/// Artwork and subtitles (issue 18): fetched beside the media when a folder is listed (or its
+/// file pinned), checked, stored, named the way players look for them, readable offline, and
+/// gone with their media.
+@Suite(.serialized) struct SideAssetTests {
+    static func catalog(_ dir: String) -> FixtureCatalog {
+        var c = testCatalog(in: dir)
+        func image(_ name: String, _ size: String) -> String {
+            let path = dir + "/" + name
+            if !FileManager.default.fileExists(atPath: path) {
+                _ = try? runProcess("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=\(size)", "-frames:v", "1", path])
+            }
+            return path
+        }
+        func text(_ name: String, _ bytes: [UInt8]) -> String {
+            let path = dir + "/" + name
+            FileManager.default.createFile(atPath: path, contents: Data(bytes))
+            return path
+        }
+        let alpha = dir + "/alpha.mkv", pilot = dir + "/s1e1.mkv"
+        c.movieArtwork[alpha] = [.init(.poster, file: image("poster.jpg", "120x180")), .init(.fanart, file: image("fanart.png", "320x180")),
+                                 .init(.logo, file: image("logo.png", "100x40"))]
+        c.seriesArtwork["Show"] = [.init(.poster, file: image("show.jpg", "120x180"))]
+        c.seasonPosters["Show/1"] = image("season1.jpg", "120x180")
+        c.episodeThumbs[pilot] = image("thumb.jpg", "160x90")
+        let srt = Array("1\n00:00:01,000 --> 00:00:02,000\nHello\n".utf8)
+        // Windows-1252 (an old French SRT): "Été" with 0xC9 and 0xE9.
+        let latin: [UInt8] = Array("1\n00:00:01,000 --> 00:00:02,000\n".utf8) + [0xC9, 0x74, 0xE9, 0x0A]
+        let ass = Array("[Script Info]\nTitle: x\n\n[Events]\nFormat: Layer, Start, End, Text\nDialogue: 0,0:00:01.00,0:00:02.00,Hi\n".utf8)
+        c.subtitles[alpha] = [.init(language: "eng", codec: "srt", external: true, file: text("alpha.eng.srt", srt)),
+                              .init(language: "fre", forced: true, codec: "srt", external: true, file: text("alpha.fre.srt", latin)),
+                              .init(language: "eng", hearingImpaired: true, codec: "ass", external: true, file: text("alpha.sdh.ass", ass)),
+                              .init(language: "eng", codec: "srt", external: true, file: text("alpha.two.srt", srt)),
+                              .init(language: nil, codec: "pgssub", external: false, file: text("alpha.sup", [0x50, 0x47, 1, 2]))]
+        c.subtitles[pilot] = [.init(language: "ger", codec: "srt", external: false, file: text("pilot.srt", srt))]
+        return c
+    }
+
+    static let movie = "test/Movies/Alpha (2001)"
+    static let season = "test/Shows/Show (2020)/Season 01"
+
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby, .plex])
+    func artworkAndSubtitlesAppearBesideTheMediaAndReadOffline(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("side-\(kind)", kind: kind, catalog: Self.catalog)
+        try m.mount()
+        // Listing the film's folder fetches what belongs in it; the names show once stored.
+        _ = try FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))
+        var expected = ["poster.jpg", "fanart.png", "logo.png"]
+        if kind != .plex {
+            // Plex lists subtitle streams only item by item; see aPlexFilmsSubtitlesArriveWithItsPin.
+            expected += ["Alpha (2001).eng.srt", "Alpha (2001).fre.forced.srt", "Alpha (2001).eng.sdh.ass", "Alpha (2001).eng.2.srt"]
+        }
+        #expect(eventually { Set(expected).isSubset(of: Set((try? FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))) ?? [])) },
+                "\((try? FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))) ?? [])")
+        let names = Set(try FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie)))
+        #expect(!names.contains { $0.hasSuffix(".sup") || $0.contains(".und.") }, "bitmap subtitles stay inside the media: \(names)")
+        #expect(try sha256(m.path(Self.movie + "/poster.jpg")) == sha256(m.mediaDir + "/poster.jpg"))
+        #expect(try sha256(m.path(Self.movie + "/fanart.png")) == sha256(m.mediaDir + "/fanart.png"))
+        if kind != .plex {
+            #expect(try String(contentsOfFile: m.path(Self.movie + "/Alpha (2001).fre.forced.srt"), encoding: .utf8).contains("Été"))
+            #expect(try sha256(m.path(Self.movie + "/Alpha (2001).eng.sdh.ass")) == sha256(m.mediaDir + "/alpha.sdh.ass"))
+        }
+        let film = m.path(Self.movie + "/Alpha (2001).mkv")
+        #expect(StatusCommandXattr.get(film, "side_assets")?.contains("poster.jpg=stored") == true, "\(StatusCommandXattr.get(film, "side_assets") ?? "")")
+        // A series: its poster, its season's poster, an episode's thumbnail (and, but for Plex, its embedded text subtitle).
+        _ = try FileManager.default.contentsOfDirectory(atPath: m.path(Self.season))
+        _ = try FileManager.default.contentsOfDirectory(atPath: m.path("test/Shows/Show (2020)"))
+        var episodeSide = [Self.season + "/poster.jpg", Self.season + "/Show (2020) - S01E01 - Pilot-thumb.jpg", "test/Shows/Show (2020)/poster.jpg"]
+        if kind != .plex { episodeSide.append(Self.season + "/Show (2020) - S01E01 - Pilot.ger.srt") }
+        #expect(eventually { episodeSide.allSatisfy { FileManager.default.fileExists(atPath: m.path($0)) } },
+                "\((try? FileManager.default.contentsOfDirectory(atPath: m.path(Self.season))) ?? [])")
+        #expect(try sha256(m.path(Self.season + "/poster.jpg")) == sha256(m.mediaDir + "/season1.jpg"))
+        // Stored, they read with the server gone.
+        m.fixture.stop()
+        #expect(try sha256(m.path(Self.movie + "/poster.jpg")) == sha256(m.mediaDir + "/poster.jpg"))
+        try m.unmount()
+    }
+
+    /// With `side_assets = pinned`, a listing fetches nothing; a pin fetches its file's assets,
+    /// and cancelling the file takes them away with its bytes.
+    @Test func pinnedOnlyFetchesWithThePinAndTheyGoWithTheMedia() throws {
+        let m = try MountedLabstream("side-pinned", kind: .jellyfin, catalog: Self.catalog, cacheConfig: "side_assets = pinned")
+        try m.mount()
+        let poster = m.path(Self.movie + "/poster.jpg")
+        _ = try FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))
+        let film = m.path(Self.movie + "/Alpha (2001).mkv")
+        #expect(StatusCommandXattr.get(film, "side_assets")?.contains("poster.…=missing") == true, "\(StatusCommandXattr.get(film, "side_assets") ?? "")")
+        #expect(!m.fixture.requestLog.contains { $0.path.contains("/Images/") })
+        #expect(try m.cli(["pin", "--wait", film]).code == 0)
+        #expect(eventually { FileManager.default.fileExists(atPath: poster) })
+        #expect(try m.cli(["cancel", film]).code == 0)
+        #expect(eventually { !FileManager.default.fileExists(atPath: poster) })
+        #expect(try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/side").isEmpty)
+        try m.unmount()
+    }
+
+    /// A payload that is not what it claims is not shown, and is tried again later.
+    @Test func aBadPayloadIsNotShown() throws {
+        let m = try MountedLabstream("side-bad", kind: .jellyfin) { dir in
+            var c = Self.catalog(dir)
+            FileManager.default.createFile(atPath: dir + "/html.jpg", contents: Data("<html>not an image</html>".utf8))
+            c.movieArtwork[dir + "/alpha.mkv"] = [.init(.poster, file: dir + "/html.jpg")]
+            return c
+        }
+        try m.mount()
+        _ = try FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))
+        let film = m.path(Self.movie + "/Alpha (2001).mkv")
+        #expect(eventually { StatusCommandXattr.get(film, "side_assets")?.contains("poster.…=failed") == true }, "\(StatusCommandXattr.get(film, "side_assets") ?? "")")
+        #expect(!(try FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))).contains { $0.hasPrefix("poster") })
+        #expect(eventually { m.log.contains("not a JPEG, PNG, WebP or GIF image") })
+        try m.unmount()
+    }
+}

@@ -1,0 +1,265 @@
+import Foundation
+import LabstreamBackends
+import LabstreamCore
+import LabstreamStore
+import Synchronization
+
+/// Fetches the artwork and subtitles of pinned files and, with `side_assets = all`, of folders
+/// listed while their server answers: a few per pass, each checked (`SideAssetCheck`) and stored
+/// durably (write, fdatasync, rename, then the index row) before its name appears. A bad payload
+/// is retried later and never shown. An asset goes when every media file it belongs with has been
+/// evicted or cancelled, never before. Runs on its own thread.
+public final class SideAssetFetcher: Sendable {
+    let engine: TransferEngine
+    let mode: LabstreamConfig.SideAssets
+    let worker = Worker(name: "side-assets")
+    /// Assets fetched per pass before the tree is told; then the next pass.
+    static let perPass = 4
+    /// Bytes an asset may have (a poster is well below; a bigger answer is not artwork).
+    static let largest = 32 << 20
+
+    struct State {
+        var planned: [SideAssetKey: PlannedAsset] = [:]
+        /// Folder → the assets planned in it (a listing looks here, never through them all).
+        var inDirectory: [[String]: [SideAssetKey]] = [:]
+        var rows: [SideAssetKey: OfflineIndex.SideAssetRow] = [:]
+        /// Folders listed while `all` is on: their assets are wanted though nothing is pinned.
+        var listed: Set<[String]> = []
+    }
+    private let state = Mutex(State())
+    private let storedHook = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Worker thread only: a change not yet announced, and when the last announcement was (the
+    /// tree is rebuilt at most once a second however fast assets arrive).
+    private let announced = Mutex<(pending: Bool, at: Date)>((false, .distantPast))
+
+    public init(engine: TransferEngine, mode: LabstreamConfig.SideAssets) {
+        self.engine = engine
+        self.mode = mode
+    }
+
+    /// Told when a pass stored or dropped something, so the tree shows it.
+    public func onChange(_ body: @escaping @Sendable () -> Void) { storedHook.withLock { $0 = body } }
+
+    public func start() {
+        guard mode != .off else { return }
+        worker.start { [self] _ in pass() }
+    }
+
+    public func stop() { worker.stop() }
+
+    /// Something was pinned: its assets are due.
+    public func wake() { worker.wake() }
+
+    /// Plans the assets of `tree` from the index and returns the stored ones as tree files.
+    public func replan(tree: [TreeFile]) -> [GeneratedFile] {
+        guard mode != .off else { return [] }
+        var planned: [SideAssetKey: PlannedAsset] = [:]
+        for (server, files) in Dictionary(grouping: tree, by: \.key.server) {
+            let libraries = (try? engine.index.catalog(server: server)) ?? []
+            for p in SideAssetPlan.plan(tree: files, libraries: libraries) { planned[p.key] = p }
+        }
+        let rows = Dictionary(((try? engine.index.sideAssets()) ?? []).map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
+        let inDirectory = Dictionary(grouping: planned.values, by: \.directory).mapValues { $0.map(\.key) }
+        state.withLock { s in
+            s.planned = planned
+            s.inDirectory = inDirectory
+            s.rows = rows
+        }
+        worker.wake()
+        return planned.values.compactMap { p in
+            guard let row = rows[p.key], row.state == .stored, let file = row.file, let ext = row.fileExtension else { return nil }
+            return GeneratedFile(path: p.directory + [p.stem + "." + ext], storedAt: engine.layout.absolute(file), size: row.size, modified: 0)
+        }.sorted { $0.path.lexicographicallyPrecedes($1.path) }
+    }
+
+    /// A folder was listed: with `all`, its assets are fetched (in the background).
+    public func listed(_ directory: [String]) {
+        guard mode == .all else { return }
+        let new = state.withLock { s in
+            guard let here = s.inDirectory[directory], s.listed.insert(directory).inserted else { return false }
+            return here.contains { s.rows[$0]?.state != .stored }
+        }
+        if new { worker.wake() }
+    }
+
+    /// What is stored, missing or failed beside `file`: `(name, state, reason)`.
+    public func status(of file: FileKey) -> [(name: String, state: String, reason: String?)] {
+        state.withLock { s in
+            s.planned.values.filter { $0.owners.contains(file) }.sorted { $0.stem < $1.stem }.map { p in
+                let row = s.rows[p.key]
+                let name = p.stem + "." + (row?.fileExtension ?? p.fileExtension ?? "…")
+                switch row?.state {
+                case .stored?: return (name, "stored", nil)
+                case .failed?: return (name, "failed", row?.reason)
+                case nil: return (name, "missing", nil)
+                }
+            }
+        }
+    }
+
+    /// One pass: drop the assets whose media all went, then fetch what is wanted and missing or
+    /// changed on the server, a few at a time.
+    func pass() -> Date? {
+        let pinned = Set(((try? engine.index.downloads()) ?? []).filter(\.pinned).map(\.key))
+        let now = Int64(Date().timeIntervalSince1970)
+        let (planned, rows, listed) = state.withLock { ($0.planned, $0.rows, $0.listed) }
+        var changed = false
+        // An item gone from the catalog takes its assets with it.
+        for (key, row) in rows where planned[key] == nil && !planned.isEmpty {
+            drop(row)
+            changed = true
+        }
+        var due: [PlannedAsset] = []
+        var next: Date?
+        for p in planned.values.sorted(by: { $0.key.description < $1.key.description }) {
+            let wanted = p.owners.contains { pinned.contains($0) } || (mode == .all && listed.contains(p.directory))
+            guard wanted, engine.reachability(of: p.server) == .online else { continue }
+            let row = rows[p.key]
+            if row?.state == .stored && row?.tag == p.asset.tag { continue }
+            if let row, row.state == .failed, row.tag == p.asset.tag, row.retryAt > now {
+                next = min(next ?? .distantFuture, Date(timeIntervalSince1970: TimeInterval(row.retryAt)))
+                continue
+            }
+            due.append(p)
+        }
+        for p in due.prefix(Self.perPass) {
+            if fetch(p, previous: rows[p.key]) { changed = true }
+        }
+        if changed { announced.withLock { $0.pending = true } }
+        if let at = announce() { next = min(next ?? at, at) }
+        if due.count > Self.perPass { return Date() }
+        return next
+    }
+
+    /// Tells the tree of changes, unless it was told less than a second ago: then when to.
+    func announce() -> Date? {
+        let now = Date()
+        let due: Date? = announced.withLock { a in
+            guard a.pending else { return nil }
+            if now.timeIntervalSince(a.at) < 1 { return a.at.addingTimeInterval(1) }
+            a = (false, now)
+            return .distantPast
+        }
+        guard let due else { return nil }
+        if due == .distantPast {
+            storedHook.withLock { $0 }?()
+            return nil
+        }
+        return due
+    }
+
+    /// Fetches, checks and stores one asset; true when it now shows (or changed).
+    func fetch(_ p: PlannedAsset, previous: OfflineIndex.SideAssetRow?) -> Bool {
+        guard let backend = engine.backend(for: p.server) as? any SideAssetSource, var request = backend.assetRequest(p) else { return false }
+        request.bodyLimit = Self.largest
+        let failure: String
+        do {
+            let answer = try backend.transport.call(request)
+            switch answer.status {
+            case 200:
+                switch SideAssetCheck.judge(answer.body, as: p) {
+                case .keep(let bytes, let ext): return store(p, bytes: bytes, extension: ext, previous: previous)
+                case .reject(let why): failure = why
+                }
+            case 401, 403: failure = "the server refused the sign-in (HTTP \(answer.status))"
+            case 404: failure = "the server has no such file (HTTP 404)"
+            default: failure = "the server answered HTTP \(answer.status)"
+            }
+        } catch {
+            failure = error.userMessage
+        }
+        let attempts = (previous?.tag == p.asset.tag ? previous?.attempts ?? 0 : 0) + 1
+        // A minute, doubling to a day: a bad payload is tried again later, never shown.
+        let wait = Int64(min(60 << min(attempts - 1, 10), 86_400))
+        var row = previous ?? OfflineIndex.SideAssetRow(key: p.key, state: .failed, tag: nil, file: nil, fileExtension: nil, size: 0, reason: nil,
+                                                        attempts: 0, retryAt: 0)
+        // Bytes stored at an older tag stay shown until new ones pass.
+        if row.state != .stored { row.state = .failed }
+        row.reason = failure
+        row.attempts = attempts
+        row.retryAt = Int64(Date().timeIntervalSince1970) + wait
+        if row.state == .failed { row.tag = p.asset.tag }
+        try? engine.index.saveSideAsset(row)
+        state.withLock { $0.rows[p.key] = row }
+        engine.log("side asset \((p.directory + [p.stem]).joined(separator: "/")): \(failure); trying again in \(wait) s")
+        return false
+    }
+
+    func store(_ p: PlannedAsset, bytes: [UInt8], extension ext: String, previous: OfflineIndex.SideAssetRow?) -> Bool {
+        let relative = engine.layout.sideAssetRelativePath(for: p.key, extension: ext)
+        let path = engine.layout.absolute(relative)
+        do {
+            try FileManager.default.createDirectory(atPath: engine.layout.sideAssetsDir, withIntermediateDirectories: true)
+            try Self.writeDurably(bytes, to: path)
+        } catch {
+            engine.log("storing side asset \((p.directory + [p.stem]).joined(separator: "/")) failed: \(error); trying again later")
+            return false
+        }
+        let row = OfflineIndex.SideAssetRow(key: p.key, state: .stored, tag: p.asset.tag, file: relative, fileExtension: ext, size: Int64(bytes.count),
+                                            reason: nil, attempts: 0, retryAt: 0)
+        do { try engine.index.saveSideAsset(row) } catch {
+            engine.log(error.userMessage)
+            return false
+        }
+        // The same asset named by other bytes (a poster now PNG): the old file goes.
+        if let old = previous?.file, old != relative { unlink(engine.layout.absolute(old)) }
+        state.withLock { $0.rows[p.key] = row }
+        return true
+    }
+
+    /// `key`'s media was evicted or cancelled: the assets that belong with it and with no other
+    /// media still here go too.
+    public func mediaDropped(_ key: FileKey) {
+        let owned = state.withLock { s in s.planned.values.filter { $0.owners.contains(key) } }
+        guard !owned.isEmpty else { return }
+        let downloads = Dictionary(((try? engine.index.downloads()) ?? []).map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
+        var dropped = false
+        for p in owned {
+            let others = p.owners.filter { $0 != key }
+            guard !others.contains(where: { downloads[$0].map { $0.pinned || $0.present.byteCount > 0 } ?? false }),
+                  let row = state.withLock({ $0.rows[p.key] }) else { continue }
+            drop(row)
+            dropped = true
+        }
+        state.withLock { s in for p in owned { s.listed.remove(p.directory) } }
+        if dropped {
+            announced.withLock { $0.pending = true }
+            worker.wake()
+        }
+    }
+
+    func drop(_ row: OfflineIndex.SideAssetRow) {
+        do { try engine.index.removeSideAsset(row.key) } catch {
+            engine.log(error.userMessage)
+            return
+        }
+        if let file = row.file { unlink(engine.layout.absolute(file)) }
+        state.withLock { _ = $0.rows.removeValue(forKey: row.key) }
+    }
+
+    /// Write to a temporary name, fdatasync, rename over, fsync the directory: a crash leaves
+    /// the old file or the new one, never a torn one.
+    static func writeDurably(_ bytes: [UInt8], to path: String) throws {
+        let temporary = path + ".tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw SyscallError(function: "open", context: temporary, code: errno) }
+        do {
+            try bytes.withUnsafeBytes { try pwriteAll(fd, $0, at: 0, context: temporary) }
+            _ = try syscall("fdatasync", temporary) { fdatasync(fd) }
+            close(fd)
+        } catch {
+            close(fd)
+            unlink(temporary)
+            throw error
+        }
+        _ = try syscall("rename", path) { rename(temporary, path) }
+        let dir = open((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dir >= 0 {
+            fsync(dir)
+            close(dir)
+        }
+    }
+
+    /// Bytes of stored side assets (counted in the cache's size).
+    public var storedBytes: Int64 { state.withLock { $0.rows.values.filter { $0.state == .stored }.reduce(0) { $0 + $1.size } } }
+}

@@ -1,0 +1,84 @@
+import Foundation
+import LabstreamCore
+
+/// Artwork and subtitles fetched beside the media: one row per asset, its bytes in `side/`.
+extension OfflineIndex {
+    public enum SideAssetState: String, Sendable, Hashable {
+        /// Its bytes are in `file`, checked.
+        case stored
+        /// The last try failed (`reason`); tried again after `retryAt`.
+        case failed
+    }
+
+    public struct SideAssetRow: Sendable, Hashable {
+        public var key: SideAssetKey
+        public var state: SideAssetState
+        /// The server's tag the bytes were fetched at.
+        public var tag: String?
+        /// Relative to the data directory; set when stored.
+        public var file: String?
+        public var fileExtension: String?
+        public var size: Int64
+        public var reason: String?
+        public var attempts: Int
+        public var retryAt: Int64
+
+        public init(key: SideAssetKey, state: SideAssetState, tag: String?, file: String?, fileExtension: String?, size: Int64,
+                    reason: String?, attempts: Int, retryAt: Int64) {
+            self.key = key
+            self.state = state
+            self.tag = tag
+            self.file = file
+            self.fileExtension = fileExtension
+            self.size = size
+            self.reason = reason
+            self.attempts = attempts
+            self.retryAt = retryAt
+        }
+    }
+
+    public func sideAssets(server: String? = nil) throws(LabstreamError) -> [SideAssetRow] {
+        try read("side assets") {
+            let condition = server == nil ? "" : " WHERE server=?"
+            return try db.query("SELECT server, item_id, asset, state, tag, file, ext, size, reason, attempts, retry_at FROM side_assets\(condition)",
+                                server.map { [SQLValue.text($0)] } ?? []).compactMap { r in
+                guard let server = r[0].text, let item = r[1].text, let asset = r[2].text, let state = r[3].text.flatMap(SideAssetState.init) else { return nil }
+                // A stored file must be one of ours (a damaged index cannot point elsewhere).
+                let file = r[5].text.flatMap { DataLayout.isValidSideAssetPath($0) ? $0 : nil }
+                return SideAssetRow(key: SideAssetKey(server: server, itemId: item, asset: asset), state: state == .stored && file == nil ? .failed : state,
+                                    tag: r[4].text, file: file, fileExtension: r[6].text, size: r[7].int ?? 0, reason: r[8].text,
+                                    attempts: Int(r[9].int ?? 0), retryAt: r[10].int ?? 0)
+            }
+        }
+    }
+
+    public func saveSideAsset(_ row: SideAssetRow) throws(LabstreamError) {
+        do {
+            try db.run("INSERT OR REPLACE INTO side_assets(server, item_id, asset, state, tag, file, ext, size, reason, attempts, retry_at) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                       [.text(row.key.server), .text(row.key.itemId), .text(row.key.asset), .text(row.state.rawValue), row.tag.map(SQLValue.text) ?? .null,
+                        row.file.map(SQLValue.text) ?? .null, row.fileExtension.map(SQLValue.text) ?? .null, .int(row.size),
+                        row.reason.map(SQLValue.text) ?? .null, .int(Int64(row.attempts)), .int(row.retryAt)])
+        } catch { throw .storage("recording the side asset \(row.key) failed: \(error)") }
+    }
+
+    public func removeSideAsset(_ key: SideAssetKey) throws(LabstreamError) {
+        do {
+            try db.run("DELETE FROM side_assets WHERE server=? AND item_id=? AND asset=?", [.text(key.server), .text(key.itemId), .text(key.asset)])
+        } catch { throw .storage("forgetting the side asset \(key) failed: \(error)") }
+    }
+}
+
+extension DataLayout {
+    public var sideAssetsDir: String { root + "/side" }
+
+    /// Where an asset's bytes go, relative to the data dir: a digest of its key, so hostile ids
+    /// cannot leave the directory.
+    public func sideAssetRelativePath(for key: SideAssetKey, extension ext: String) -> String {
+        "side/" + digestName(key.description) + "." + Naming.sanitizeExtension(ext)
+    }
+
+    public static func isValidSideAssetPath(_ p: String) -> Bool {
+        let parts = p.split(separator: "/", omittingEmptySubsequences: false)
+        return parts.count == 2 && parts[0] == "side" && !parts[1].hasPrefix(".") && !parts[1].isEmpty
+    }
+}
