@@ -112,9 +112,10 @@ public final class SideAssetFetcher: Sendable {
         var due: [PlannedAsset] = []
         var next: Date?
         for p in planned.values.sorted(by: { $0.key.description < $1.key.description }) {
-            let wanted = p.owners.contains { pinned.contains($0) } || (mode == .all && listed.contains(p.directory))
-            guard wanted, engine.reachability(of: p.server) == .online else { continue }
             let row = rows[p.key]
+            // One stored at an older tag is fetched anew (a new poster on the server) whoever wanted it.
+            let wanted = p.owners.contains { pinned.contains($0) } || (mode == .all && listed.contains(p.directory)) || row?.state == .stored
+            guard wanted, engine.reachability(of: p.server) == .online else { continue }
             if row?.state == .stored && row?.tag == p.asset.tag { continue }
             if let row, row.state == .failed, row.tag == p.asset.tag, row.retryAt > now {
                 next = min(next ?? .distantFuture, Date(timeIntervalSince1970: TimeInterval(row.retryAt)))

@@ -129,6 +129,9 @@ import Testing
         m.fixture.touch(itemId: try #require(m.fixture.itemId(forFile: source)))
         #expect(try m.cli(["sync"]).code == 0)
         #expect(eventually { m.log.contains("the new version replaced the old copy") }, "\(m.log)")
+        // The tree shows the new version once the daemon reloaded it after the sync; an open
+        // before that is of the old version and shares the old backing file.
+        #expect(eventually { (try? FileManager.default.attributesOfItem(atPath: m.path(Self.beta))[.size] as? Int) == old.count + 5000 })
         let second = open(m.path(Self.beta), O_RDONLY)
         let openError = errno
         if Self.kernelPassesThrough {
