@@ -93,20 +93,16 @@ public struct PlexClient: MediaBackend, PreparedCopySource, SideAssetSource {
         var libraries: [LibraryCatalog] = []
         for section in try sections() {
             switch section.type {
-            case "movie" where section.holdsHomeVideos:
-                // Home videos in the server's folders: where each file lies below the section's locations.
+            case "movie":
+                // Plex metadata type 1: a movie. Home videos ("Other Videos") are placed in the
+                // server's folders instead: where each file lies below the section's locations.
+                let placedBelow = section.holdsHomeVideos ? section.locations : nil
                 let items = try pages("/library/sections/{id}/all") { start in
                     requests.sectionItems(section: section.key, type: 1, start: start, size: pageSize, token: session.token)
-                }.compactMap { PlexDecode.item($0, placedBelow: section.locations) }
+                }.compactMap { PlexDecode.item($0, placedBelow: placedBelow) }
                 libraries.append(LibraryCatalog(id: section.key, name: section.title, items: items))
             case "photo":
                 libraries.append(LibraryCatalog(id: section.key, name: section.title, items: try photos(in: section)))
-            case "movie":
-                // Plex metadata type 1: a movie.
-                let items = try pages("/library/sections/{id}/all") { start in
-                    requests.sectionItems(section: section.key, type: 1, start: start, size: pageSize, token: session.token)
-                }.compactMap { PlexDecode.item($0) }
-                libraries.append(LibraryCatalog(id: section.key, name: section.title, items: items))
             case "artist":
                 libraries.append(LibraryCatalog(id: section.key, name: section.title, items: try tracks(in: section)))
             case "show":
