@@ -213,11 +213,11 @@ public final class SideAssetFetcher: Sendable {
     public func mediaDropped(_ key: FileKey) {
         let owned = state.withLock { s in s.planned.values.filter { $0.owners.contains(key) } }
         guard !owned.isEmpty else { return }
-        let downloads = Dictionary(((try? engine.index.downloads()) ?? []).map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
+        // Only the few other owners' rows are read: an eviction pass drops many files in a row.
+        func kept(_ owner: FileKey) -> Bool { ((try? engine.index.download(owner)) ?? nil).map { $0.pinned || $0.present.byteCount > 0 } ?? false }
         var dropped = false
         for p in owned {
-            let others = p.owners.filter { $0 != key }
-            guard !others.contains(where: { downloads[$0].map { $0.pinned || $0.present.byteCount > 0 } ?? false }),
+            guard !p.owners.contains(where: { $0 != key && kept($0) }),
                   let row = state.withLock({ $0.rows[p.key] }) else { continue }
             drop(row)
             dropped = true
@@ -261,6 +261,4 @@ public final class SideAssetFetcher: Sendable {
         }
     }
 
-    /// Bytes of stored side assets (counted in the cache's size).
-    public var storedBytes: Int64 { state.withLock { $0.rows.values.filter { $0.state == .stored }.reduce(0) { $0 + $1.size } } }
 }

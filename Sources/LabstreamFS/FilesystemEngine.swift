@@ -200,9 +200,12 @@ public final class FilesystemEngine: Sendable {
     }
 
     public func readdir(_ ino: UInt64) throws(LabstreamError) -> [DirectoryEntry] {
+        let hook = listed.withLock { $0 }
+        var path = ""
         let result = table.withLock { t -> Result<[DirectoryEntry], LabstreamError> in
             guard let node = t.node(ino) else { return .failure(.notFound("inode \(ino)")) }
             guard node.isDirectory else { return .failure(.notADirectory(t.path(of: ino))) }
+            if hook != nil { path = t.path(of: ino) }
             var out = [DirectoryEntry(ino: ino, name: ".", isDirectory: true),
                        DirectoryEntry(ino: node.parent, name: "..", isDirectory: true)]
             for name in node.children.keys.sorted() {
@@ -212,10 +215,7 @@ public final class FilesystemEngine: Sendable {
             return .success(out)
         }
         let entries = try result.get()
-        if let hook = listed.withLock({ $0 }) {
-            let path = table.withLock { $0.path(of: ino) }
-            hook(path.isEmpty ? [] : path.split(separator: "/").map(String.init))
-        }
+        hook?(path.isEmpty ? [] : path.split(separator: "/").map(String.init))
         guard offlineView == .local else { return entries }
         let (under, generated) = table.withLock { t in
             (Dictionary(entries.dropFirst(2).map { ($0.ino, t.files(under: $0.ino)) }, uniquingKeysWith: { a, _ in a }),

@@ -127,13 +127,7 @@ import Testing
 @Suite(.serialized) struct PhotoTests {
     static func catalog(_ dir: String) -> FixtureCatalog {
         var c = testCatalog(in: dir)
-        func image(_ name: String, _ size: String) -> String {
-            let path = dir + "/" + name
-            if !FileManager.default.fileExists(atPath: path) {
-                _ = try? runProcess("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=\(size)", "-frames:v", "1", path])
-            }
-            return path
-        }
+        func image(_ name: String, _ size: String) -> String { testImage(dir + "/" + name, size: size) }
         let sunset = image("sunset.jpg", "320x240"), map = image("map.png", "160x120"), whole = image("whole.jpg", "320x240")
         // A JPEG cut short: whole on the server's disk as far as sizes go, damaged as a picture.
         if let bytes = FileManager.default.contents(atPath: whole) {
@@ -211,13 +205,7 @@ import Testing
 @Suite(.serialized) struct SideAssetTests {
     static func catalog(_ dir: String) -> FixtureCatalog {
         var c = testCatalog(in: dir)
-        func image(_ name: String, _ size: String) -> String {
-            let path = dir + "/" + name
-            if !FileManager.default.fileExists(atPath: path) {
-                _ = try? runProcess("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=\(size)", "-frames:v", "1", path])
-            }
-            return path
-        }
+        func image(_ name: String, _ size: String) -> String { testImage(dir + "/" + name, size: size) }
         func text(_ name: String, _ bytes: [UInt8]) -> String {
             let path = dir + "/" + name
             FileManager.default.createFile(atPath: path, contents: Data(bytes))
@@ -316,4 +304,12 @@ import Testing
         #expect(eventually { m.log.contains("not a JPEG, PNG, WebP or GIF image") })
         try m.unmount()
     }
+}
+
+/// A one-frame test picture made with ffmpeg (its format by `path`'s extension), once.
+func testImage(_ path: String, size: String) -> String {
+    if !FileManager.default.fileExists(atPath: path) {
+        _ = try? runProcess("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=\(size)", "-frames:v", "1", path])
+    }
+    return path
 }
