@@ -98,7 +98,10 @@ import Testing
         try rig.pin(alpha)
         let key = try rig.file(alpha).tree.key
         #expect(eventually { rig.fixture.downloadRequests.count >= 6 })   // more tries than the policy's attempts
-        let waiting = try #require(rig.transfers.row(for: try rig.file(alpha).tree))
+        // The fixture logs a request before the engine has taken its 503: the row says so a moment later.
+        let tree = try rig.file(alpha).tree
+        #expect(eventually { rig.transfers.row(for: tree)?.status == .queued })
+        let waiting = try #require(rig.transfers.row(for: tree))
         #expect(waiting.status == .queued, "\(waiting.status) \(waiting.reason ?? "")")
         #expect(waiting.reason?.hasPrefix("server unavailable: HTTP 503, next try in ") == true, "\(waiting.reason ?? "")")
         #expect(try rig.index.download(key)?.status != .failed)
