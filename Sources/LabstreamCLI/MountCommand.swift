@@ -315,6 +315,7 @@ struct Daemon {
         fs.onSideAssetStatus { fetcher.status(of: $0) }
         transfers.onMediaDropped { fetcher.mediaDropped($0) }
         transfers.onPinned { fetcher.wake() }
+        transfers.onVerify { fetcher.verify($0) }
         fetcher.start()
         defer { fetcher.stop() }
         // A server that answers again and has no good catalog is synced now, not at the next

@@ -218,7 +218,14 @@ enum PinCommand {
             }
             switch verdict {
             case .following: break
-            case .done: return ExitCode.ok
+            case .done:
+                // A failed poster or subtitle does not fail the pin (it is tried again later), but is said.
+                for e in entries {
+                    for a in e.sideAssets where a.state == .failed {
+                        writeToStderr("labstream: \(e.path): \(a.name) could not be fetched (\(a.reason ?? "no reason given")); it is tried again later")
+                    }
+                }
+                return ExitCode.ok
             case .failed:
                 for f in failed { writeToStderr("labstream: \(f.path) failed: \(StatusReason.sentence(f.reason) ?? "unknown reason")") }
                 return ExitCode.ioErr

@@ -194,7 +194,8 @@ enum StatusCommand {
             return FileStatus.Part(quality: halves[0], state: DisplayState(rawValue: halves[1]) ?? .partial, present: 0, total: 0, reason: nil)
         }
         return FileStatus(path: path, state: DisplayState(rawValue: state) ?? .notLocal, present: bytes.first ?? 0, total: bytes.count > 1 ? bytes[1] : 0,
-                          reason: xattr(path, "reason"), pinned: xattr(path, "pinned") == "1", copies: copies)
+                          reason: xattr(path, "reason"), pinned: xattr(path, "pinned") == "1", copies: copies,
+                          sideAssets: SideAssetStatus.parse(attribute: xattr(path, "side_assets") ?? ""))
     }
 
     static func xattr(_ path: String, _ name: String) -> String? {
@@ -290,6 +291,14 @@ extension FileStatus {
             r["copies"] = copies.map { c in fields(c.state, c.present, c.total, c.reason).merging(["quality": c.quality ?? ""]) { a, _ in a } }
         }
         if let v = newVersion { r["new_version"] = fields(v.state, v.present, v.total, v.reason) }
+        if !sideAssets.isEmpty {
+            // A side asset's reason is always a failure's sentence: `reason` on the wire, `message` in public JSON.
+            r["side_assets"] = sideAssets.map { a -> [String: Any] in
+                var o: [String: Any] = ["name": a.name, "state": a.state.rawValue]
+                if let why = a.reason { o[wire ? "reason" : "message"] = why }
+                return o
+            }
+        }
         return r
     }
 
@@ -302,7 +311,11 @@ extension FileStatus {
         }
         guard let path = r["path"] as? String, let own = part(r) else { return nil }
         self.init(path: path, state: own.state, present: own.present, total: own.total, reason: own.reason, pinned: r["pinned"] as? Bool ?? false,
-                  copies: (r["copies"] as? [Any] ?? []).compactMap(part), newVersion: part(r["new_version"]))
+                  copies: (r["copies"] as? [Any] ?? []).compactMap(part), newVersion: part(r["new_version"]),
+                  sideAssets: (r["side_assets"] as? [[String: Any]] ?? []).compactMap { o in
+                      guard let name = o["name"] as? String, let state = (o["state"] as? String).flatMap(SideAssetStatus.State.init(rawValue:)) else { return nil }
+                      return SideAssetStatus(name: name, state: state, reason: o["reason"] as? String)
+                  })
     }
 }
 

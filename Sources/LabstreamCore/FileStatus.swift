@@ -31,9 +31,11 @@ public struct FileStatus: Sendable, Hashable {
     public var pinned: Bool
     public var copies: [Part]
     public var newVersion: Part?
+    /// Its artwork and subtitles (none when the server has none or side assets are off).
+    public var sideAssets: [SideAssetStatus] = []
 
     public init(path: String, state: DisplayState, present: Int64, total: Int64, reason: String?, pinned: Bool = false,
-                copies: [Part] = [], newVersion: Part? = nil) {
+                copies: [Part] = [], newVersion: Part? = nil, sideAssets: [SideAssetStatus] = []) {
         self.path = path
         self.state = state
         self.present = present
@@ -42,6 +44,13 @@ public struct FileStatus: Sendable, Hashable {
         self.pinned = pinned
         self.copies = copies
         self.newVersion = newVersion
+        self.sideAssets = sideAssets
+    }
+
+    /// Adds what belongs beside the file, and what that makes its state (`shown`).
+    public mutating func attach(sideAssets: [SideAssetStatus]) {
+        self.sideAssets = sideAssets
+        (state, reason) = Self.shown(state: state, reason: reason, pinned: pinned, sideAssets: sideAssets)
     }
 
     /// The status of a file of `size` bytes from its own download row (nil: never read) and the

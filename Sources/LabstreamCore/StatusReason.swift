@@ -23,6 +23,8 @@ public enum StatusReason {
     public static let orphaned = "orphaned: removed on the server; the local copy is kept until you remove it"
     public static let localFileVanished = "the local file vanished; fetching it again"
     public static let damagedBytes = "damaged bytes found on disk were dropped and will be fetched again"
+    /// A pinned file whose media is whole while its subtitles and artwork are still on their way.
+    public static let fetchingSideAssets = "the media is here; fetching its subtitles and artwork"
     /// Set by the index itself (SQL), matched by its opening words.
     static let serverRemovedOpening = "server removed"
     static let indexUpgradedOpening = "index upgraded"
@@ -83,6 +85,7 @@ public enum StatusReason {
         case fileChanged = "file_changed"
         case localFileVanished = "local_file_vanished"
         case damagedBytes = "damaged_bytes"
+        case fetchingSideAssets = "fetching_side_assets"
         case preparingCopy = "preparing_copy"
         case liveStream = "live_stream"
         case sizeUnknown = "size_unknown"
@@ -103,7 +106,7 @@ public enum StatusReason {
         (storageFull, .storageFull), (pausedByUser, .pausedByUser), (serverUnavailable, .serverUnavailable),
         (awaitingValidation, .awaitingValidation), (probeOff, .probeOff), (evicted, .evicted), (monitorLetGo, .monitorLetGo), (heldByCap, .heldByCap), ("orphaned:", .orphaned),
         ("file changed on the server", .fileChanged), ("the file keeps changing", .fileChanged),
-        (localFileVanished, .localFileVanished), (damagedBytes, .damagedBytes),
+        (localFileVanished, .localFileVanished), (damagedBytes, .damagedBytes), (fetchingSideAssets, .fetchingSideAssets),
         ("the server is preparing the copy", .preparingCopy), ("the live stream", .liveStream), ("size unknown", .sizeUnknown),
         (serverRemovedOpening, .serverRemoved), (indexUpgradedOpening, .indexUpgraded),
         ("server offline", .serverAway), ("server auth-failed", .serverAway),

@@ -22,6 +22,10 @@ public final class SideAssetFetcher: Sendable {
         var planned: [SideAssetKey: PlannedAsset] = [:]
         /// Folder → the assets planned in it (a listing looks here, never through them all).
         var inDirectory: [[String]: [SideAssetKey]] = [:]
+        /// Media file → the assets that belong with it (status is asked per file).
+        var byOwner: [FileKey: [SideAssetKey]] = [:]
+        /// Asked for again by `verify`: fetched anew at the next pass whatever their tag.
+        var forced: Set<SideAssetKey> = []
         var rows: [SideAssetKey: OfflineIndex.SideAssetRow] = [:]
         /// Folders listed while `all` is on: their assets are wanted though nothing is pinned.
         var listed: Set<[String]> = []
@@ -60,9 +64,12 @@ public final class SideAssetFetcher: Sendable {
         }
         let rows = Dictionary(((try? engine.index.sideAssets()) ?? []).map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
         let inDirectory = Dictionary(grouping: planned.values, by: \.directory).mapValues { $0.map(\.key) }
+        var byOwner: [FileKey: [SideAssetKey]] = [:]
+        for p in planned.values.sorted(by: { $0.stem < $1.stem }) { for owner in p.owners { byOwner[owner, default: []].append(p.key) } }
         state.withLock { s in
             s.planned = planned
             s.inDirectory = inDirectory
+            s.byOwner = byOwner
             s.rows = rows
         }
         worker.wake()
@@ -83,18 +90,42 @@ public final class SideAssetFetcher: Sendable {
     }
 
     /// What is stored, missing or failed beside `file`: `(name, state, reason)`.
-    public func status(of file: FileKey) -> [(name: String, state: String, reason: String?)] {
+    public func status(of file: FileKey) -> [SideAssetStatus] {
         state.withLock { s in
-            s.planned.values.filter { $0.owners.contains(file) }.sorted { $0.stem < $1.stem }.map { p in
-                let row = s.rows[p.key]
+            (s.byOwner[file] ?? []).compactMap { key in
+                guard let p = s.planned[key] else { return nil }
+                let row = s.rows[key]
                 let name = p.stem + "." + (row?.fileExtension ?? p.fileExtension ?? "…")
                 switch row?.state {
-                case .stored?: return (name, "stored", nil)
-                case .failed?: return (name, "failed", row?.reason)
-                case nil: return (name, "missing", nil)
+                case .stored?: return SideAssetStatus(name: name, state: .stored)
+                case .failed?: return SideAssetStatus(name: name, state: .failed, reason: row?.reason)
+                case nil: return SideAssetStatus(name: name, state: .missing)
                 }
             }
         }
+    }
+
+    /// `labstream verify` on media files: their stored assets are checked again on disk (a
+    /// damaged or vanished one is dropped), and every one of them is fetched anew at the next
+    /// pass while the server answers, so a changed poster or a new subtitle arrives without
+    /// touching the media. Bytes already stored stay shown until new ones pass.
+    public func verify(_ files: [FileKey]) {
+        let owned: [(PlannedAsset, OfflineIndex.SideAssetRow?)] = state.withLock { s in
+            files.flatMap { s.byOwner[$0] ?? [] }.compactMap { key in s.planned[key].map { ($0, s.rows[key]) } }
+        }
+        guard !owned.isEmpty else { return }
+        var dropped = false
+        for (p, row) in owned {
+            guard let row, row.state == .stored, let file = row.file else { continue }
+            let bytes = FileManager.default.contents(atPath: engine.layout.absolute(file)).map { [UInt8]($0) }
+            if let bytes, bytes.count == row.size, case .keep = SideAssetCheck.judge(bytes, as: p) { continue }
+            engine.log("side asset \((p.directory + [p.stem]).joined(separator: "/")): the stored copy is \(bytes == nil ? "gone" : "damaged"); fetching it again")
+            drop(row)
+            dropped = true
+        }
+        state.withLock { s in s.forced.formUnion(owned.map(\.0.key)) }
+        if dropped { announced.withLock { $0.pending = true } }
+        worker.wake()
     }
 
     /// One pass: drop the assets whose media all went, then fetch what is wanted and missing or
@@ -102,7 +133,7 @@ public final class SideAssetFetcher: Sendable {
     func pass() -> Date? {
         let pinned = Set(((try? engine.index.downloads()) ?? []).filter(\.pinned).map(\.key))
         let now = Int64(Date().timeIntervalSince1970)
-        let (planned, rows, listed) = state.withLock { ($0.planned, $0.rows, $0.listed) }
+        let (planned, rows, listed, forced) = state.withLock { ($0.planned, $0.rows, $0.listed, $0.forced) }
         var changed = false
         // An item gone from the catalog takes its assets with it.
         for (key, row) in rows where planned[key] == nil && !planned.isEmpty {
@@ -114,10 +145,11 @@ public final class SideAssetFetcher: Sendable {
         for p in planned.values.sorted(by: { $0.key.description < $1.key.description }) {
             let row = rows[p.key]
             // One stored at an older tag is fetched anew (a new poster on the server) whoever wanted it.
-            let wanted = p.owners.contains { pinned.contains($0) } || (mode == .all && listed.contains(p.directory)) || row?.state == .stored
+            let asked = forced.contains(p.key)
+            let wanted = asked || p.owners.contains { pinned.contains($0) } || (mode == .all && listed.contains(p.directory)) || row?.state == .stored
             guard wanted, engine.reachability(of: p.server) == .online else { continue }
-            if row?.state == .stored && row?.tag == p.asset.tag { continue }
-            if let row, row.state == .failed, row.tag == p.asset.tag, row.retryAt > now {
+            if !asked, row?.state == .stored && row?.tag == p.asset.tag { continue }
+            if !asked, let row, row.state == .failed, row.tag == p.asset.tag, row.retryAt > now {
                 next = min(next ?? .distantFuture, Date(timeIntervalSince1970: TimeInterval(row.retryAt)))
                 continue
             }
@@ -125,6 +157,9 @@ public final class SideAssetFetcher: Sendable {
         }
         for p in due.prefix(Self.perPass) {
             if fetch(p, previous: rows[p.key]) { changed = true }
+            state.withLock { _ = $0.forced.remove(p.key) }
+            // A follower (`pin --wait`, `status --watch`) hears of every try, stored or failed.
+            engine.noteChange()
         }
         if changed { announced.withLock { $0.pending = true } }
         if let at = announce() { next = min(next ?? at, at) }
@@ -151,23 +186,10 @@ public final class SideAssetFetcher: Sendable {
 
     /// Fetches, checks and stores one asset; true when it now shows (or changed).
     func fetch(_ p: PlannedAsset, previous: OfflineIndex.SideAssetRow?) -> Bool {
-        guard let backend = engine.backend(for: p.server) as? any SideAssetSource, var request = backend.assetRequest(p) else { return false }
-        request.bodyLimit = Self.largest
         let failure: String
-        do {
-            let answer = try backend.transport.call(request)
-            switch answer.status {
-            case 200:
-                switch SideAssetCheck.judge(answer.body, as: p) {
-                case .keep(let bytes, let ext): return store(p, bytes: bytes, extension: ext, previous: previous)
-                case .reject(let why): failure = why
-                }
-            case 401, 403: failure = "the server refused the sign-in (HTTP \(answer.status))"
-            case 404: failure = "the server has no such file (HTTP 404)"
-            default: failure = "the server answered HTTP \(answer.status)"
-            }
-        } catch {
-            failure = error.userMessage
+        switch download(p) {
+        case .keep(let bytes, let ext): return store(p, bytes: bytes, extension: ext, previous: previous)
+        case .reject(let why): failure = why
         }
         let attempts = (previous?.tag == p.asset.tag ? previous?.attempts ?? 0 : 0) + 1
         // A minute, doubling to a day: a bad payload is tried again later, never shown.
@@ -184,6 +206,25 @@ public final class SideAssetFetcher: Sendable {
         state.withLock { $0.rows[p.key] = row }
         engine.log("side asset \((p.directory + [p.stem]).joined(separator: "/")): \(failure); trying again in \(wait) s")
         return false
+    }
+
+    /// The asset's bytes from its server, checked; or why not.
+    func download(_ p: PlannedAsset) -> SideAssetCheck.Verdict {
+        guard let backend = engine.backend(for: p.server) as? any SideAssetSource, var request = backend.assetRequest(p) else {
+            return .reject("this server offers no route for it")
+        }
+        request.bodyLimit = Self.largest
+        do {
+            let answer = try backend.transport.call(request)
+            switch answer.status {
+            case 200: return SideAssetCheck.judge(answer.body, as: p)
+            case 401, 403: return .reject("the server refused the sign-in (HTTP \(answer.status))")
+            case 404: return .reject("the server has no such file (HTTP 404)")
+            default: return .reject("the server answered HTTP \(answer.status)")
+            }
+        } catch {
+            return .reject(error.userMessage)
+        }
     }
 
     func store(_ p: PlannedAsset, bytes: [UInt8], extension ext: String, previous: OfflineIndex.SideAssetRow?) -> Bool {

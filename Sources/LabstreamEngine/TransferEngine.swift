@@ -107,6 +107,11 @@ public final class TransferEngine: Sendable {
 
     let droppedListener = Mutex<(@Sendable (FileKey) -> Void)?>(nil)
     let pinnedListener = Mutex<(@Sendable () -> Void)?>(nil)
+    let verifyListener = Mutex<(@Sendable ([FileKey]) -> Void)?>(nil)
+
+    /// Called when files are to be checked again (`labstream verify`): what is stored beside
+    /// them is checked too. Must not block.
+    public func onVerify(_ listener: @escaping @Sendable ([FileKey]) -> Void) { verifyListener.withLock { $0 = listener } }
 
     /// Called when files were pinned (their side assets are fetched with them). Must not block.
     public func onPinned(_ listener: @escaping @Sendable () -> Void) { pinnedListener.withLock { $0 = listener } }
@@ -345,7 +350,8 @@ public final class TransferEngine: Sendable {
             EvictionPolicy.Candidate(key: row.key, bytes: row.present.byteCount, lastUse: lastUse[row.key] ?? 0, pinned: row.pinned,
                                      open: open[row.key] != nil, inTransfer: !(files.withLock { $0[row.key] }?.isIdle ?? true))
         }
-        let used = rows.reduce(Int64(0)) { $0 + $1.present.byteCount }
+        // Artwork and subtitles count too; they go with their media, never before it.
+        let used = rows.reduce(Int64(0)) { $0 + $1.present.byteCount } + ((try? index.storedSideAssetBytes()) ?? 0)
         let catalog = catalog.withLock { $0 }
         for key in EvictionPolicy.choose(candidates, used: used, free: free, limits: limits) {
             guard let file = catalog[key], let transfer = try? transfer(for: file) else { continue }
@@ -390,6 +396,7 @@ public final class TransferEngine: Sendable {
         for file in targets {
             try transfer(for: file).apply(action, engine: self, reason: reason)
         }
+        if action == .verify { verifyListener.withLock { $0 }?(targets.map(\.key)) }
         log("\(action.rawValue) \(targets.count) files")
         managed.poke()
         filler.wake()

@@ -83,12 +83,14 @@ public final class FilesystemEngine: Sendable {
     /// Told about a file whose attributes changed (its stored bytes), so the kernel asks again.
     let attributesChanged = Mutex<(@Sendable (UInt64) -> Void)?>(nil)
     let listed = Mutex<(@Sendable ([String]) -> Void)?>(nil)
-    let sideAssetStatus = Mutex<(@Sendable (FileKey) -> [(name: String, state: String, reason: String?)])?>(nil)
+    let sideAssetStatus = Mutex<(@Sendable (FileKey) -> [SideAssetStatus])?>(nil)
 
     /// What is stored, missing or failed beside a media file (its `user.labstream.side_assets`).
-    public func onSideAssetStatus(_ body: @escaping @Sendable (FileKey) -> [(name: String, state: String, reason: String?)]) {
+    public func onSideAssetStatus(_ body: @escaping @Sendable (FileKey) -> [SideAssetStatus]) {
         sideAssetStatus.withLock { $0 = body }
     }
+
+    func sideAssets(of key: FileKey) -> [SideAssetStatus] { sideAssetStatus.withLock { $0 }?(key) ?? [] }
 
     /// Told the path of each folder listed (its side assets are fetched then). Called without
     /// the table's lock; it must not block.
@@ -341,8 +343,12 @@ public final class FilesystemEngine: Sendable {
             pinned = pinned && row?.pinned == true
             present += row.map { min($0.present.byteCount, f.size) } ?? 0
             total += f.size
-            states.append(FileStatus.state(of: row))
-            if reason == nil { reason = row?.reason }
+            var state = FileStatus.state(of: row), why = row?.reason
+            if row?.pinned == true, state == .complete || state == .unverified {
+                (state, why) = FileStatus.shown(state: state, reason: why, pinned: true, sideAssets: sideAssets(of: f.key))
+            }
+            states.append(state)
+            if reason == nil { reason = why }
         }
         var out: [(String, String)] = [
             (Self.xattrPrefix + "state", Self.aggregate(states).rawValue),
@@ -364,8 +370,8 @@ public final class FilesystemEngine: Sendable {
             }
             if !copies.isEmpty { out.append((Self.xattrPrefix + "copies", copies.joined(separator: ";"))) }
             // Artwork and subtitles beside it: `poster.jpg=stored;Film.eng.srt=failed`.
-            let beside = sideAssetStatus.withLock { $0 }?(f.key) ?? []
-            if !beside.isEmpty { out.append((Self.xattrPrefix + "side_assets", beside.map { "\($0.name)=\($0.state)" }.joined(separator: ";"))) }
+            let beside = sideAssets(of: f.key)
+            if !beside.isEmpty { out.append((Self.xattrPrefix + "side_assets", SideAssetStatus.attribute(beside))) }
         } else if let server = files.first?.key.server, files.allSatisfy({ $0.key.server == server }) {
             out.append((Self.xattrPrefix + "server", server))
             out.append((Self.xattrPrefix + "reachability", transfers.reachability(of: server).rawValue))
@@ -461,6 +467,7 @@ public final class FilesystemEngine: Sendable {
                 status.reason = StatusReason.serverAway(away)
             }
             if status.reason == nil, transfers.heldByMonitorCap(file.key) { status.reason = StatusReason.heldByCap }
+            status.attach(sideAssets: sideAssets(of: file.key))
             return status
         }
     }

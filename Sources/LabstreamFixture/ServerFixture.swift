@@ -380,6 +380,24 @@ public final class ServerFixture: Sendable {
 
     public func onDownloadRequest(_ hook: (@Sendable (Int) -> Void)?) { downloadHook.withLock { $0 = hook } }
 
+    /// While closed, image and subtitle requests wait (each on its own connection's thread)
+    /// until it opens: a test sees what the daemon says while its side assets are on the way.
+    let assetGate = NSCondition()
+    nonisolated(unsafe) var assetGateClosed = false   // guarded by assetGate
+
+    public func holdSideAssets(_ held: Bool) {
+        assetGate.lock()
+        assetGateClosed = held
+        assetGate.broadcast()
+        assetGate.unlock()
+    }
+
+    func passAssetGate() {
+        assetGate.lock()
+        while assetGateClosed { assetGate.wait() }
+        assetGate.unlock()
+    }
+
     struct State {
         var log: [LoggedRequest] = []
         var faults: [(prefix: String, fault: FixtureFault, remaining: Int?)] = []
@@ -1590,16 +1608,19 @@ extension ServerFixture {
     func mediaBrowserAssetRoute(_ request: HTTPServer.Request, parts: [String]) -> HTTPServer.Response? {
         let m = request.method
         let notFound = HTTPServer.Response.json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
-        if (m == "GET" || m == "HEAD") && (parts.count == 4 || parts.count == 5) && parts[0] == "Items" && parts[2] == "Images" {
+        let image = (m == "GET" || m == "HEAD") && (parts.count == 4 || parts.count == 5) && parts[0] == "Items" && parts[2] == "Images"
+        let subtitleRoots = kind == .jellyfin ? ["Videos"] : ["Videos", "Items"]
+        let subtitle = (m == "GET" || (m == "HEAD" && kind == .emby)) && parts.count == 6 && subtitleRoots.contains(parts[0])
+            && parts[3] == "Subtitles" && parts[5].hasPrefix("Stream.")
+        if image || subtitle { passAssetGate() }
+        if image {
             let index = parts.count == 5 ? Int(parts[4]) : Int(request.query[kind == .jellyfin ? "imageIndex" : "Index"] ?? "0")
             guard let item = presentItem(parts[1]), let index, let images = mediaBrowserImages(item)[parts[3]],
                   images.indices.contains(index) else { return notFound }
             // `tag` (Emby `Tag`): "supply the cache tag from the item object to receive strong caching headers".
             return imageAnswer(images[index].bytes, cacheable: query(request, "tag") == images[index].tag)
         }
-        let subtitleRoots = kind == .jellyfin ? ["Videos"] : ["Videos", "Items"]
-        if (m == "GET" || (m == "HEAD" && kind == .emby)) && parts.count == 6 && subtitleRoots.contains(parts[0])
-            && parts[3] == "Subtitles" && parts[5].hasPrefix("Stream.") {
+        if subtitle {
             return subtitleAnswer(item: parts[1], mediaSource: parts[2], index: parts[4], format: String(parts[5].dropFirst("Stream.".count)))
         }
         return nil

@@ -52,6 +52,11 @@ extension OfflineIndex {
         }
     }
 
+    /// The bytes of every stored side asset (they count in the cache size).
+    public func storedSideAssetBytes() throws(LabstreamError) -> Int64 {
+        try read("side assets") { try db.query("SELECT COALESCE(SUM(size), 0) FROM side_assets WHERE state='stored'", []).first?[0].int ?? 0 }
+    }
+
     public func saveSideAsset(_ row: SideAssetRow) throws(LabstreamError) {
         do {
             try db.run("INSERT OR REPLACE INTO side_assets(server, item_id, asset, state, tag, file, ext, size, reason, attempts, retry_at) VALUES(?,?,?,?,?,?,?,?,?,?,?)",

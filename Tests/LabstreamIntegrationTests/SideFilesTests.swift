@@ -288,6 +288,64 @@ import Testing
         try m.unmount()
     }
 
+    /// A pinned file is complete only once its side assets are stored: while they are on their
+    /// way it shows as downloading (media whole), `pin --wait` waits for them, and `status
+    /// --json` names each one with its state.
+    @Test func aPinnedFileIsCompleteOnlyWithItsSideAssets() throws {
+        let m = try MountedLabstream("side-wait", kind: .jellyfin, catalog: Self.catalog, cacheConfig: "side_assets = pinned")
+        try m.mount()
+        m.fixture.holdSideAssets(true)
+        defer { m.fixture.holdSideAssets(false) }
+        let film = m.path(Self.movie + "/Alpha (2001).mkv")
+        #expect(try m.cli(["pin", film]).code == 0)
+        #expect(eventually { StatusCommandXattr.get(film, "reason") == StatusReason.fetchingSideAssets },
+                "\(StatusCommandXattr.get(film, "state") ?? "") \(StatusCommandXattr.get(film, "reason") ?? "")")
+        #expect(StatusCommandXattr.get(film, "state") == "downloading")
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: film)[.size] as? Int)
+        #expect(StatusCommandXattr.get(film, "bytes") == "\(size)/\(size)")
+        func status() throws -> [String: Any] {
+            let rows = try JSONSerialization.jsonObject(with: Data(try m.cli(["status", "--json", film]).stdout.utf8)) as? [[String: Any]]
+            return try #require(rows?.first)
+        }
+        let waiting = try status()
+        #expect(waiting["reason"] as? String == "fetching_side_assets")
+        let missing = (waiting["side_assets"] as? [[String: Any]] ?? []).filter { $0["state"] as? String == "missing" }
+        #expect(!missing.isEmpty, "\(waiting)")
+        m.fixture.holdSideAssets(false)
+        #expect(try m.cli(["pin", "--wait", film]).code == 0)
+        let done = try status()
+        // The test film is not a real video: the playback check leaves it unverified.
+        #expect(["complete", "unverified"].contains(done["state"] as? String), "\(done)")
+        #expect(done["reason"] as? String != "fetching_side_assets", "\(done)")
+        let assets = done["side_assets"] as? [[String: Any]] ?? []
+        #expect(Set(assets.compactMap { $0["name"] as? String }).isSuperset(of: ["poster.jpg", "fanart.png", "logo.png", "Alpha (2001).eng.srt"]), "\(assets)")
+        #expect(assets.allSatisfy { $0["state"] as? String == "stored" }, "\(assets)")
+        try m.unmount()
+    }
+
+    /// `labstream verify` checks the stored side assets again: one damaged on disk is fetched
+    /// anew (the media untouched), and every one is asked of the server again.
+    @Test func verifyRepairsADamagedSideAsset() throws {
+        let m = try MountedLabstream("side-verify", kind: .jellyfin, catalog: Self.catalog, cacheConfig: "side_assets = pinned")
+        try m.mount()
+        let film = m.path(Self.movie + "/Alpha (2001).mkv"), poster = m.path(Self.movie + "/poster.jpg")
+        #expect(try m.cli(["pin", "--wait", film]).code == 0)
+        #expect(eventually { FileManager.default.fileExists(atPath: poster) })
+        let mediaRequests = m.fixture.requestLog.filter { $0.path.hasPrefix("/Items/") && $0.path.hasSuffix("/Download") }.count
+        let imageRequests = m.fixture.requestLog.filter { $0.path.contains("/Images/") }.count
+        // Damage the stored poster behind the daemon's back.
+        let side = m.dataDir + "/side"
+        let stored = try #require(try FileManager.default.contentsOfDirectory(atPath: side).first { $0.hasSuffix(".jpg") })
+        let damaged = Data(repeating: 0x41, count: 64)
+        FileManager.default.createFile(atPath: side + "/" + stored, contents: damaged)
+        #expect(try m.cli(["verify", film]).code == 0)
+        #expect(eventually { m.fixture.requestLog.filter { $0.path.contains("/Images/") }.count >= imageRequests + 3 })
+        #expect(eventually { (try? sha256(poster)) == (try? sha256(m.mediaDir + "/poster.jpg")) })
+        #expect(eventually { m.log.contains("the stored copy is damaged; fetching it again") })
+        #expect(m.fixture.requestLog.filter { $0.path.hasPrefix("/Items/") && $0.path.hasSuffix("/Download") }.count == mediaRequests)
+        try m.unmount()
+    }
+
     /// A payload that is not what it claims is not shown, and is tried again later.
     @Test func aBadPayloadIsNotShown() throws {
         let m = try MountedLabstream("side-bad", kind: .jellyfin) { dir in
