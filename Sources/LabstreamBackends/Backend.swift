@@ -44,6 +44,13 @@ public protocol SideAssetSource: MediaBackend {
     func assetRequest(_ asset: PlannedAsset) -> HTTPRequest?
 }
 
+/// A server that tells some side assets only on an item's own route (Plex lists its parts'
+/// subtitle streams and its chapters there, not in section listings).
+public protocol ItemExtrasSource: SideAssetSource {
+    /// What the item's own route adds to its listing; nil when it says nothing more.
+    func extras(of itemId: String) throws(LabstreamError) -> ItemDetails?
+}
+
 /// A server that streams a copy at another quality as it transcodes.
 public protocol LiveCopySource: MediaBackend {
     /// A forward-only stream of `file` on a live-copy route, tagged `playSession`; nil when this

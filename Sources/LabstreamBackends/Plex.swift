@@ -71,8 +71,9 @@ public struct PlexRequests: Sendable {
         return get(path, token: token)
     }
 
-    public func metadata(_ ratingKey: String, token: String) -> HTTPRequest {
-        get("/library/metadata/\(ratingKey.queryEscaped)", token: token)
+    /// `includeChapters`: "Include chapter details" (boolean; v0.0.3 spec, GET /library/metadata/{ratingKey}).
+    public func metadata(_ ratingKey: String, token: String, chapters: Bool = false) -> HTTPRequest {
+        get("/library/metadata/\(ratingKey.queryEscaped)", chapters ? [("includeChapters", "1")] : [], token: token)
     }
 
     public func children(of ratingKey: String, start: Int, size: Int, token: String) -> HTTPRequest {
@@ -328,6 +329,18 @@ public enum PlexDecode {
             }
         }
         return out
+    }
+
+    /// What an item's own Metadata adds to its listing: its parts' text subtitle streams and its
+    /// `Chapter`s (`startTimeOffset` in ms; the name is `tag`, which the spec's Chapter does not
+    /// list, else "Chapter <index>"); nil when neither.
+    public static func extras(_ j: JSONValue) -> ItemDetails? {
+        let chapters = (j["Chapter"].array ?? []).compactMap { c -> ItemDetails.Chapter? in
+            guard let start = c["startTimeOffset"].double else { return nil }
+            let name = c["tag"].string.flatMap { $0.isEmpty ? nil : $0 } ?? c["index"].int.map { "Chapter \($0)" } ?? ""
+            return ItemDetails.Chapter(start: start / 1000, name: name)
+        }.sorted { $0.start < $1.start }
+        return ItemDetails(chapters: chapters, assets: assets(j).filter { $0.kind == .subtitle }).orNil
     }
 
     /// The directories between the deepest of `roots` that holds `file` and the file, outermost

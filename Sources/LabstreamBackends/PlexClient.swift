@@ -2,7 +2,7 @@ import Foundation
 import LabstreamCore
 
 /// Talks to one Plex Media Server with a server access token.
-public struct PlexClient: MediaBackend, PreparedCopySource, SideAssetSource {
+public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
     public let requests: PlexRequests
     public let transport: any HTTPTransport
     public let session: ServerSession
@@ -230,6 +230,14 @@ public struct PlexClient: MediaBackend, PreparedCopySource, SideAssetSource {
 
     public func cancelPreparationRequest(job: String) -> HTTPRequest? {
         Self.queueJob(job).map { requests.removeDownloadQueueItem($0.queue, item: $0.item, token: session.token) }
+    }
+
+    public func extras(of itemId: String) throws(LabstreamError) -> ItemDetails? {
+        let what = "/library/metadata/{id}"
+        guard let item = try PlexDecode.page(get(requests.metadata(itemId, token: session.token, chapters: true), what), what).metadata.first else {
+            throw .malformedResponse("\(what) answered no Metadata for item \(itemId)")
+        }
+        return PlexDecode.extras(item)
     }
 
     func get(_ request: HTTPRequest, _ what: String) throws(LabstreamError) -> [UInt8] {

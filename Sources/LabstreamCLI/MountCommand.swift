@@ -270,7 +270,7 @@ struct Daemon {
         let beside: @Sendable ([TreeFile]) -> (files: [GeneratedFile], chapters: [FileKey: String]) = { files in
             var made: (files: [GeneratedFile], chapters: [FileKey: String]) = ([], [:])
             for (server, tree) in Dictionary(grouping: files, by: \.key.server).sorted(by: { $0.key < $1.key }) {
-                let libraries = (try? index.catalog(server: server)) ?? []
+                let libraries = fetcher.catalog(server: server)
                 if sideAssets != .off { made.files += SideFiles.nfos(tree: tree, libraries: libraries) }
                 made.chapters.merge(SideFiles.chapters(tree: tree, libraries: libraries)) { a, _ in a }
             }

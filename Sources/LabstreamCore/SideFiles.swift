@@ -218,3 +218,31 @@ public enum NFO {
         return out
     }
 }
+
+extension ItemDetails {
+    /// These details with what the server tells only item by item (Plex: its parts' subtitle
+    /// streams, its chapters): assets not already known are added, and chapters fill in where
+    /// the listing had none.
+    public func adding(extras: ItemDetails) -> ItemDetails {
+        var out = self
+        let known = Set(assets.map(\.id))
+        out.assets += extras.assets.filter { !known.contains($0.id) }
+        if out.chapters.isEmpty { out.chapters = extras.chapters }
+        return out
+    }
+}
+
+extension LibraryCatalog {
+    /// The catalog with each item's extras (by item id) added to its details.
+    public func adding(extras: [String: ItemDetails]) -> LibraryCatalog {
+        guard !extras.isEmpty else { return self }
+        var out = self
+        out.items = items.map { item in
+            guard let more = extras[item.id] else { return item }
+            var item = item
+            item.details = (item.details ?? ItemDetails()).adding(extras: more).orNil
+            return item
+        }
+        return out
+    }
+}

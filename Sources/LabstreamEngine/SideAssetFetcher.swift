@@ -29,6 +29,25 @@ public final class SideAssetFetcher: Sendable {
         var rows: [SideAssetKey: OfflineIndex.SideAssetRow] = [:]
         /// Folders listed while `all` is on: their assets are wanted though nothing is pinned.
         var listed: Set<[String]> = []
+        /// The tree last planned (planned again when an item's extras arrive).
+        var tree: [TreeFile] = []
+        /// Items whose server tells more on their own route (`ItemExtrasSource`) and has not been
+        /// asked at their current version; and when one that failed may be asked again.
+        var extrasDue: [ItemRef: ExtrasCandidate] = [:]
+        var extrasRetry: [ItemRef: Date] = [:]
+        var extrasIn: Set<[String]> = []
+    }
+
+    struct ItemRef: Hashable {
+        var server: String
+        var itemId: String
+    }
+
+    struct ExtrasCandidate {
+        /// The item's version (`modified`) the answer is kept for.
+        var tag: String
+        var directory: [String]
+        var owners: [FileKey]
     }
     private let state = Mutex(State())
     private let storedHook = Mutex<(@Sendable () -> Void)?>(nil)
@@ -58,9 +77,20 @@ public final class SideAssetFetcher: Sendable {
     public func replan(tree: [TreeFile]) -> [GeneratedFile] {
         guard mode != .off else { return [] }
         var planned: [SideAssetKey: PlannedAsset] = [:]
+        var extrasDue: [ItemRef: ExtrasCandidate] = [:]
         for (server, files) in Dictionary(grouping: tree, by: \.key.server) {
-            let libraries = (try? engine.index.catalog(server: server)) ?? []
+            let extras = (try? engine.index.itemExtras(server: server)) ?? [:]
+            let libraries = catalog(server: server, extras: extras)
             for p in SideAssetPlan.plan(tree: files, libraries: libraries) { planned[p.key] = p }
+            guard engine.backend(for: server) is any ItemExtrasSource else { continue }
+            let filesOf = Dictionary(grouping: files.filter { DerivedCopy.parse($0.key) == nil }, by: \.key.itemId)
+            for library in libraries {
+                for item in library.items where item.kind == .movie || item.kind == .episode {
+                    let tag = String(item.modified)
+                    guard extras[item.id]?.tag != tag, let mine = filesOf[item.id], let first = mine.first else { continue }
+                    extrasDue[ItemRef(server: server, itemId: item.id)] = ExtrasCandidate(tag: tag, directory: Array(first.path.dropLast()), owners: mine.map(\.key))
+                }
+            }
         }
         let rows = Dictionary(((try? engine.index.sideAssets()) ?? []).map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
         let inDirectory = Dictionary(grouping: planned.values, by: \.directory).mapValues { $0.map(\.key) }
@@ -71,6 +101,9 @@ public final class SideAssetFetcher: Sendable {
             s.inDirectory = inDirectory
             s.byOwner = byOwner
             s.rows = rows
+            s.tree = tree
+            s.extrasDue = extrasDue
+            s.extrasIn = Set(extrasDue.values.map(\.directory))
         }
         worker.wake()
         return planned.values.compactMap { p in
@@ -79,12 +112,50 @@ public final class SideAssetFetcher: Sendable {
         }.sorted { $0.path.lexicographicallyPrecedes($1.path) }
     }
 
+    /// `server`'s catalog from the index with what it told item by item added (`extras`, read
+    /// from the index when not given).
+    public func catalog(server: String, extras: [String: (tag: String, details: ItemDetails?)]? = nil) -> [LibraryCatalog] {
+        let libraries = (try? engine.index.catalog(server: server)) ?? []
+        let told = (extras ?? (try? engine.index.itemExtras(server: server)) ?? [:]).compactMapValues(\.details)
+        return libraries.map { $0.adding(extras: told) }
+    }
+
+    /// Asks the server of each wanted item that has more to tell on its own route, a few per
+    /// pass: whether something was learnt (the assets are then planned again), and whether more
+    /// are wanted than one pass asks.
+    func askExtras(pinned: Set<FileKey>) -> (learnt: Bool, more: Bool) {
+        let now = Date()
+        let (due, listed, retry) = state.withLock { ($0.extrasDue, $0.listed, $0.extrasRetry) }
+        let wanted = due.filter { ref, c in
+            (c.owners.contains { pinned.contains($0) } || (mode == .all && listed.contains(c.directory)))
+                && (retry[ref] ?? .distantPast) <= now && engine.reachability(of: ref.server) == .online
+        }.sorted { ($0.key.server, $0.key.itemId) < ($1.key.server, $1.key.itemId) }
+        var learnt = false
+        for (ref, candidate) in wanted.prefix(Self.perPass) {
+            guard let backend = engine.backend(for: ref.server) as? any ItemExtrasSource else { continue }
+            do {
+                let extras = try backend.extras(of: ref.itemId)
+                try engine.index.saveItemExtras(server: ref.server, itemId: ref.itemId, tag: candidate.tag, details: extras)
+                state.withLock { s in
+                    s.extrasDue[ref] = nil
+                    s.extrasRetry[ref] = nil
+                }
+                learnt = true
+            } catch {
+                // Asked again in ten minutes; the rest of what belongs beside it is fetched meanwhile.
+                state.withLock { $0.extrasRetry[ref] = now.addingTimeInterval(600) }
+                engine.log("asking \(ref.server) for the subtitles and chapters of item \(ref.itemId) failed: \(error.userMessage); asking again later")
+            }
+        }
+        return (learnt, wanted.count > Self.perPass)
+    }
+
     /// A folder was listed: with `all`, its assets are fetched (in the background).
     public func listed(_ directory: [String]) {
         guard mode == .all else { return }
         let new = state.withLock { s in
-            guard let here = s.inDirectory[directory], s.listed.insert(directory).inserted else { return false }
-            return here.contains { s.rows[$0]?.state != .stored }
+            guard s.listed.insert(directory).inserted else { return false }
+            return (s.inDirectory[directory] ?? []).contains { s.rows[$0]?.state != .stored } || s.extrasIn.contains(directory)
         }
         if new { worker.wake() }
     }
@@ -132,6 +203,11 @@ public final class SideAssetFetcher: Sendable {
     /// changed on the server, a few at a time.
     func pass() -> Date? {
         let pinned = Set(((try? engine.index.downloads()) ?? []).filter(\.pinned).map(\.key))
+        let extras = askExtras(pinned: pinned)
+        if extras.learnt {
+            _ = replan(tree: state.withLock { $0.tree })
+            announced.withLock { $0.pending = true }   // the chapters it told show on the files
+        }
         let now = Int64(Date().timeIntervalSince1970)
         let (planned, rows, listed, forced) = state.withLock { ($0.planned, $0.rows, $0.listed, $0.forced) }
         var changed = false
@@ -163,7 +239,7 @@ public final class SideAssetFetcher: Sendable {
         }
         if changed { announced.withLock { $0.pending = true } }
         if let at = announce() { next = min(next ?? at, at) }
-        if due.count > Self.perPass { return Date() }
+        if due.count > Self.perPass || extras.more { return Date() }
         return next
     }
 

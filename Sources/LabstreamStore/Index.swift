@@ -11,7 +11,7 @@ import Synchronization
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
 /// read fails closed.
 public final class OfflineIndex: Sendable {
-    public static let schemaVersion: Int64 = 12
+    public static let schemaVersion: Int64 = 13
     public let db: SQLiteDatabase
 
     public struct ServerRow: Sendable, Hashable {
@@ -388,7 +388,7 @@ public final class OfflineIndex: Sendable {
             try db.transaction { c in
                 try c.run("UPDATE downloads SET status='paused', reason='server removed; after adding it again, resume with labstream resume' WHERE server=? AND status IN ('queued','downloading','preparing')",
                           [.text(name)])
-                for table in ["servers", "libraries", "items", "media_sources", "managed_entries", "monitors", "monitored_episodes", "series_details"] {
+                for table in ["servers", "libraries", "items", "media_sources", "managed_entries", "monitors", "monitored_episodes", "series_details", "item_extras"] {
                     try c.run("DELETE FROM \(table) WHERE \(table == "servers" ? "name" : "server")=?", [.text(name)])
                 }
             }

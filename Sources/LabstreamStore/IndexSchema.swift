@@ -22,10 +22,11 @@ extension OfflineIndex {
         ("monitored_episodes", ["server", "item_id", "series_id", "source_id", "state"]),
         ("series_details", ["server", "series_id", "details"]),
         ("side_assets", ["server", "item_id", "asset", "state", "tag", "file", "ext", "size", "reason", "attempts", "retry_at"]),
+        ("item_extras", ["server", "item_id", "tag", "details"]),
     ]
 
     /// `migrations[n - 1]` takes an index from schema n to n + 1.
-    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11, migrateV11toV12]
+    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11, migrateV11toV12, migrateV12toV13]
 
     static func createV1(_ c: Connection) throws {
         try c.exec("""
@@ -188,6 +189,15 @@ extension OfflineIndex {
             ext TEXT, size INTEGER NOT NULL DEFAULT 0, reason TEXT, attempts INTEGER NOT NULL DEFAULT 0, retry_at INTEGER NOT NULL DEFAULT 0,
             PRIMARY KEY(server, item_id, asset));
         UPDATE meta SET value = '12' WHERE key = 'schema_version';
+        """)
+    }
+
+    /// v13: what a server tells only item by item (Plex: subtitle streams, chapters), asked once
+    /// per version of the item (`tag`) and kept apart from the catalog, which a sync rewrites.
+    static func migrateV12toV13(_ c: Connection) throws {
+        try c.exec("""
+        CREATE TABLE item_extras(server TEXT NOT NULL, item_id TEXT NOT NULL, tag TEXT NOT NULL, details TEXT, PRIMARY KEY(server, item_id));
+        UPDATE meta SET value = '13' WHERE key = 'schema_version';
         """)
     }
 }

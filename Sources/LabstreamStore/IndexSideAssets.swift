@@ -71,6 +71,28 @@ extension OfflineIndex {
             try db.run("DELETE FROM side_assets WHERE server=? AND item_id=? AND asset=?", [.text(key.server), .text(key.itemId), .text(key.asset)])
         } catch { throw .storage("forgetting the side asset \(key) failed: \(error)") }
     }
+
+    // MARK: - Item extras
+
+    /// What `server` told item by item, by item id: the item's version it was asked at (`tag`)
+    /// and the details (nil: it had nothing more to say).
+    public func itemExtras(server: String) throws(LabstreamError) -> [String: (tag: String, details: ItemDetails?)] {
+        try read("item extras") {
+            var out: [String: (tag: String, details: ItemDetails?)] = [:]
+            for r in try db.query("SELECT item_id, tag, details FROM item_extras WHERE server=?", [.text(server)]) {
+                if let item = r[0].text, let tag = r[1].text { out[item] = (tag, Self.decodeDetails(r[2].text)) }
+            }
+            return out
+        }
+    }
+
+    public func saveItemExtras(server: String, itemId: String, tag: String, details: ItemDetails?) throws(LabstreamError) {
+        do {
+            try db.run("INSERT OR REPLACE INTO item_extras(server, item_id, tag, details) VALUES(?,?,?,?)",
+                       [.text(server), .text(itemId), .text(tag), Self.encodeDetails(details)])
+        } catch { throw .storage("recording what \(server) said of item \(itemId) failed: \(error)") }
+    }
+
 }
 
 extension DataLayout {

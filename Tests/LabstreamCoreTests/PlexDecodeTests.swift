@@ -20,6 +20,32 @@ import Testing
         #expect(item.sources[1].container == "mp4" && item.sources[0].size == 1000)
     }
 
+    /// An item's own route adds its parts' sidecar subtitles (streamType 3 with a `key`; an
+    /// embedded one has none) and its chapters in start order (ms; `tag`, else "Chapter N").
+    @Test func anItemsOwnRouteAddsSubtitlesAndChapters() throws {
+        let page = try PlexDecode.page(bytes("""
+        {"MediaContainer":{"size":1,"Metadata":[{"ratingKey":"42","type":"movie","title":"Heat","thumb":"/library/metadata/42/thumb/1",
+          "Media":[{"id":1,"Part":[{"id":101,"key":"/library/parts/101/1/heat.mkv","Stream":[
+            {"id":5,"streamType":3,"codec":"srt","languageCode":"eng","key":"/library/streams/5"},
+            {"id":6,"streamType":3,"codec":"srt","languageCode":"ger"},
+            {"id":7,"streamType":3,"codec":"ass","languageCode":"fre","forced":true,"key":"/library/streams/7"},
+            {"id":8,"streamType":2,"codec":"aac"}]}]}],
+          "Chapter":[{"id":2,"filter":"thumb=2","index":2,"startTimeOffset":61500,"endTimeOffset":90000},
+                     {"id":1,"filter":"thumb=1","index":1,"startTimeOffset":0,"endTimeOffset":61500,"tag":"Opening"}]}]}}
+        """), "/library/metadata/{id}")
+        let extras = try #require(PlexDecode.extras(page.metadata[0]))
+        #expect(extras.chapters == [.init(start: 0, name: "Opening"), .init(start: 61.5, name: "Chapter 2")])
+        #expect(extras.assets.map(\.ref) == ["/library/streams/5", "/library/streams/7"])
+        #expect(extras.assets.allSatisfy { $0.kind == .subtitle && $0.sourceId == "101" })
+        #expect(extras.assets[1].forced && extras.assets[1].language == "fre" && extras.assets[1].codec == "ass")
+        // Nothing more to say: nil, so nothing is kept.
+        #expect(PlexDecode.extras(JSONValue(raw: ["ratingKey": "1", "type": "movie", "thumb": "/t"])) == nil)
+        // Added to what the listing said, an asset known already is not doubled, and listed chapters win.
+        let listed = ItemDetails(plot: "p", chapters: [.init(start: 5, name: "Listed")], assets: [extras.assets[0]])
+        let merged = listed.adding(extras: extras)
+        #expect(merged.assets == extras.assets && merged.chapters == [.init(start: 5, name: "Listed")] && merged.plot == "p")
+    }
+
     @Test func episodesTakeTheirShowAndNumericIdsDecodeToo() throws {
         let e = JSONValue(raw: ["ratingKey": 77, "type": "episode", "title": "Pilot", "index": 1, "parentIndex": 2, "grandparentTitle": "Show",
                                 "grandparentRatingKey": "9", "Media": [["Part": [["id": 5, "key": "/library/parts/5/1/p.mkv", "size": 3]]]]])

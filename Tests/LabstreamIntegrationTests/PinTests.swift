@@ -312,7 +312,8 @@ import Testing
 
 /// Takes a current index back to schema 10 (the start of every older-schema script).
 /// Takes a current index back to schema 11 (`undoSchema11` on to 10).
-let undoSchema12 = "DROP TABLE side_assets; "
+let undoSchema13 = "DROP TABLE item_extras; "
+let undoSchema12 = undoSchema13 + "DROP TABLE side_assets; "
 let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_episodes; DROP TABLE series_details; ALTER TABLE items DROP COLUMN played; ALTER TABLE items DROP COLUMN details; "
 
 @Suite struct IndexMigrationTests {
@@ -434,6 +435,45 @@ let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_epi
         try index.saveSideAsset(hostile)
         let read = try #require(try index.sideAssets().first)
         #expect(read.state == .failed && read.file == nil)
+    }
+
+    /// A v12 index opens with its side assets and catalog, and keeps what a server told item by
+    /// item (a Plex film's subtitles and chapters) across a catalog rewrite; stored side assets
+    /// count in the cache size.
+    @Test func aVersion12IndexIsUpgradedAndKeepsItemExtras() throws {
+        let scratch = Scratch("migrate12")
+        let path = scratch.path + "/index.sqlite"
+        let server = OfflineIndex.ServerRow(name: "s", type: "plex", url: "u", serverId: nil, lastSync: nil)
+        let film = CatalogItem(id: "m", kind: .movie, title: "Film", modified: 7, sources: [MediaSource(id: "ms", container: "mkv", size: 10)])
+        let libraries = [LibraryCatalog(id: "L", name: "Movies", items: [film])]
+        let stored = OfflineIndex.SideAssetRow(key: SideAssetKey(server: "s", itemId: "m", asset: "poster:/t"), state: .stored, tag: "t", file: "side/p.jpg",
+                                               fileExtension: "jpg", size: 500, reason: nil, attempts: 0, retryAt: 0)
+        do {
+            let v13 = try OfflineIndex(path: path)
+            try v13.replaceCatalog(server: server, libraries: libraries, tree: TreeBuilder.build(server: "s", libraries: libraries), now: 1)
+            try v13.saveSideAsset(stored)
+            try v13.db.exec(undoSchema13 + "UPDATE meta SET value='12' WHERE key='schema_version';")
+        }
+        let index = try OfflineIndex(path: path)
+        #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "\(OfflineIndex.schemaVersion)")
+        #expect(try index.sideAssets() == [stored])
+        #expect(try index.itemExtras(server: "s").isEmpty)
+        let extras = ItemDetails(chapters: [.init(start: 0, name: "Opening")],
+                                 assets: [RemoteAsset(kind: .subtitle, ref: "/library/streams/9", tag: "/library/streams/9", sourceId: "1", language: "eng", codec: "srt")])
+        try index.saveItemExtras(server: "s", itemId: "m", tag: "7", details: extras)
+        try index.saveItemExtras(server: "s", itemId: "n", tag: "3", details: nil)
+        // A sync rewrites the catalog; what was told item by item stays.
+        try index.replaceCatalog(server: server, libraries: libraries, tree: TreeBuilder.build(server: "s", libraries: libraries), now: 2)
+        let read = try index.itemExtras(server: "s")
+        #expect(read["m"]?.tag == "7" && read["m"]?.details == extras)
+        #expect(read["n"]?.tag == "3" && read["n"]?.details == nil)
+        var failed = stored
+        failed.key.asset = "fanart:/a"
+        failed.state = .failed
+        try index.saveSideAsset(failed)
+        #expect(try index.storedSideAssetBytes() == 500)
+        try index.removeServer("s")
+        #expect(try index.itemExtras(server: "s").isEmpty)
     }
 
     @Test func aVersion10IndexIsUpgradedAndKeepsMonitors() throws {

@@ -60,9 +60,13 @@ import Testing
         let pilot = try parsed(m.path(Self.pilot))
         #expect(pilot.root == "episodedetails" && pilot.fields["title"] == "Pilot" && pilot.fields["season"] == "1" && pilot.fields["episode"] == "1")
         #expect(pilot.fields["plot"] == "The first one." && pilot.fields["aired"] == "2020-01-02" && pilot.fields["runtime"] == "25")
-        // The chapters the server knows (Jellyfin and Emby list them; Plex only item by item, not read yet).
-        if kind != .plex {
-            #expect(StatusCommandXattr.get(m.path("test/Movies/Alpha (2001)/Alpha (2001).mkv"), "chapters") == "00:00:00.000 Opening\n01:02:03.450 The Raid")
+        // The chapters the server knows: Jellyfin and Emby list them; Plex tells them item by
+        // item, asked when the film's folder is listed.
+        let media = m.path("test/Movies/Alpha (2001)/Alpha (2001).mkv"), marks = "00:00:00.000 Opening\n01:02:03.450 The Raid"
+        _ = try FileManager.default.contentsOfDirectory(atPath: m.path("test/Movies/Alpha (2001)"))
+        #expect(eventually { StatusCommandXattr.get(media, "chapters") == marks }, "\(StatusCommandXattr.get(media, "chapters") ?? "none")")
+        if kind == .plex {
+            #expect(m.fixture.requestLog.contains { $0.path.hasPrefix("/library/metadata/") && $0.query["includeChapters"] == "1" })
         }
         // Made here: nothing to pin or fetch, and whole; pinning one is refused.
         #expect(StatusCommandXattr.get(m.path(Self.film), "state") == "complete")
@@ -73,6 +77,7 @@ import Testing
         m.fixture.stop()
         try m.mount()
         #expect(try Data(contentsOf: URL(fileURLWithPath: m.path(Self.film))) == film)
+        #expect(StatusCommandXattr.get(media, "chapters") == marks)
         try m.unmount()
     }
 
@@ -239,21 +244,17 @@ import Testing
         try m.mount()
         // Listing the film's folder fetches what belongs in it; the names show once stored.
         _ = try FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))
-        var expected = ["poster.jpg", "fanart.png", "logo.png"]
-        if kind != .plex {
-            // Plex lists subtitle streams only item by item; see aPlexFilmsSubtitlesArriveWithItsPin.
-            expected += ["Alpha (2001).eng.srt", "Alpha (2001).fre.forced.srt", "Alpha (2001).eng.sdh.ass", "Alpha (2001).eng.2.srt"]
-        }
+        // Plex lists subtitle streams only on the item's own route: asked for once the folder is listed.
+        let expected = ["poster.jpg", "fanart.png", "logo.png",
+                        "Alpha (2001).eng.srt", "Alpha (2001).fre.forced.srt", "Alpha (2001).eng.sdh.ass", "Alpha (2001).eng.2.srt"]
         #expect(eventually { Set(expected).isSubset(of: Set((try? FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))) ?? [])) },
                 "\((try? FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))) ?? [])")
         let names = Set(try FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie)))
         #expect(!names.contains { $0.hasSuffix(".sup") || $0.contains(".und.") }, "bitmap subtitles stay inside the media: \(names)")
         #expect(try sha256(m.path(Self.movie + "/poster.jpg")) == sha256(m.mediaDir + "/poster.jpg"))
         #expect(try sha256(m.path(Self.movie + "/fanart.png")) == sha256(m.mediaDir + "/fanart.png"))
-        if kind != .plex {
-            #expect(try String(contentsOfFile: m.path(Self.movie + "/Alpha (2001).fre.forced.srt"), encoding: .utf8).contains("Été"))
-            #expect(try sha256(m.path(Self.movie + "/Alpha (2001).eng.sdh.ass")) == sha256(m.mediaDir + "/alpha.sdh.ass"))
-        }
+        #expect(try String(contentsOfFile: m.path(Self.movie + "/Alpha (2001).fre.forced.srt"), encoding: .utf8).contains("Été"))
+        #expect(try sha256(m.path(Self.movie + "/Alpha (2001).eng.sdh.ass")) == sha256(m.mediaDir + "/alpha.sdh.ass"))
         let film = m.path(Self.movie + "/Alpha (2001).mkv")
         #expect(StatusCommandXattr.get(film, "side_assets")?.contains("poster.jpg=stored") == true, "\(StatusCommandXattr.get(film, "side_assets") ?? "")")
         // A series: its poster, its season's poster, an episode's thumbnail (and, but for Plex, its embedded text subtitle).
