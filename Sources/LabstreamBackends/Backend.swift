@@ -47,8 +47,11 @@ public protocol SideAssetSource: MediaBackend {
 /// A server that tells some side assets only on an item's own route (Plex lists its parts'
 /// subtitle streams and its chapters there, not in section listings).
 public protocol ItemExtrasSource: SideAssetSource {
+    /// True when that route is the item's managed download entry (Silo's offline manifest): it
+    /// is asked only once the item has one, with it.
+    var extrasNeedEntry: Bool { get }
     /// What the item's own route adds to its listing; nil when it says nothing more.
-    func extras(of itemId: String) throws(LabstreamError) -> ItemDetails?
+    func extras(of itemId: String, entry: ManagedEntry?) throws(LabstreamError) -> ItemDetails?
 }
 
 /// A server that streams a copy at another quality as it transcodes.

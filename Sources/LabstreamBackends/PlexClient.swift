@@ -232,7 +232,9 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
         Self.queueJob(job).map { requests.removeDownloadQueueItem($0.queue, item: $0.item, token: session.token) }
     }
 
-    public func extras(of itemId: String) throws(LabstreamError) -> ItemDetails? {
+    public var extrasNeedEntry: Bool { false }
+
+    public func extras(of itemId: String, entry: ManagedEntry?) throws(LabstreamError) -> ItemDetails? {
         let what = "/library/metadata/{id}"
         guard let item = try PlexDecode.page(get(requests.metadata(itemId, token: session.token, chapters: true), what), what).metadata.first else {
             throw .malformedResponse("\(what) answered no Metadata for item \(itemId)")

@@ -164,6 +164,19 @@ public struct SiloRequests: Sendable {
         HTTPRequest(url: api + "/downloads/\(id.queryEscaped)/manifest", headers: managedHeaders(bearer: bearer, profile: profile))
     }
 
+    /// An artwork or subtitle proxy path a manifest named (`/api/v2/downloads/{id}/artwork/{kind}`,
+    /// `/api/v2/downloads/{id}/subtitles/{ref}`, § 4.8–4.9; X-Silo-Device-Id required); nil for
+    /// any other path, so a hostile manifest cannot send the token elsewhere.
+    public func downloadAsset(path: String, bearer: String, profile: String) -> HTTPRequest? {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 7, parts[0].isEmpty, parts[1] == "api", parts[2] == "v2", parts[3] == "downloads",
+              ["artwork", "subtitles"].contains(parts[5]), !parts[4].isEmpty, !parts[6].isEmpty,
+              !parts.contains(".."), !path.contains("?"), !path.contains("#") else { return nil }
+        var r = HTTPRequest(url: serverBase + path, headers: managedHeaders(bearer: bearer, profile: profile))
+        r.headers.removeAll { $0.name == "Accept" }   // an image or a subtitle, not JSON
+        return r
+    }
+
     /// `GET /downloads/{id}/file` for a closed range (§ 4.5), `If-Range` by the validator held.
     public func downloadFile(id: String, range: ByteRange, validator: Validator?, bearer: String, profile: String) -> HTTPRequest {
         var r = HTTPRequest(url: api + "/downloads/\(id.queryEscaped)/file",
@@ -428,6 +441,34 @@ public enum SiloDecode {
         let j = try json(body, "/downloads/{id}/manifest")
         guard j.isObject, j["download_id"].string != nil else { throw .malformedResponse("/downloads/{id}/manifest is not a manifest") }
         return (Integrity(expectedBytes: j["integrity"]["expected_bytes"].int64, hash: j["integrity"]["media_file_hash"].string), j["revision"].int)
+    }
+
+    /// What an offline manifest (§ 6) adds beside the media: a film's `artwork_urls` (poster,
+    /// backdrop, logo), every entry's `subtitles` (`fetch_url`, `language` as ISO 639-1,
+    /// `format`, `forced`, `hearing_impaired`; a downloaded one's `revision` changes with its
+    /// bytes) and `chapters` (`title`, `start_seconds`). Tags carry `integrity.metadata_etag`,
+    /// so changed metadata fetches the assets anew. An episode's artwork is left out: the
+    /// manifest does not say whether it is the episode's or its series'.
+    public static func extras(_ body: [UInt8]) throws(LabstreamError) -> ItemDetails? {
+        let j = try json(body, "/downloads/{id}/manifest")
+        guard j.isObject, j["download_id"].string != nil else { throw .malformedResponse("/downloads/{id}/manifest is not a manifest") }
+        let stamp = j["integrity"]["metadata_etag"].string ?? j["revision"].int.map { "r\($0)" } ?? ""
+        var assets: [RemoteAsset] = []
+        if j["type"].string == "movie" {
+            for (key, kind) in [("poster", RemoteAsset.Kind.poster), ("backdrop", .fanart), ("logo", .logo)] {
+                if let path = j["artwork_urls"][key].string, path.hasPrefix("/") { assets.append(RemoteAsset(kind: kind, ref: path, tag: path + "#" + stamp)) }
+            }
+        }
+        for sub in j["subtitles"].array ?? [] {
+            guard let path = sub["fetch_url"].string, path.hasPrefix("/") else { continue }
+            assets.append(RemoteAsset(kind: .subtitle, ref: path, tag: path + "#" + (sub["revision"].string ?? stamp), sourceId: j["media_file_id"].text,
+                                      language: sub["language"].string, forced: sub["forced"].bool ?? false,
+                                      hearingImpaired: sub["hearing_impaired"].bool ?? false, codec: sub["format"].string))
+        }
+        let chapters = (j["chapters"].array ?? []).compactMap { c -> ItemDetails.Chapter? in
+            c["start_seconds"].double.map { ItemDetails.Chapter(start: $0, name: c["title"].string ?? "") }
+        }.sorted { $0.start < $1.start }
+        return ItemDetails(chapters: chapters, assets: assets).orNil
     }
 
     /// A file version (`FileVersion`, or an episode's `EpisodeFile`) as a media source. Silo

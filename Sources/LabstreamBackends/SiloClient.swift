@@ -6,7 +6,7 @@ import Synchronization
 /// API key, used as it is); access tokens live in memory only and are renewed on the first
 /// request and whenever the server says the one held is spent (`401`), once per request. The
 /// stored profile id is the acting profile (`X-Profile-Id`).
-public struct SiloClient: MediaBackend {
+public struct SiloClient: MediaBackend, ItemExtrasSource {
     public let requests: SiloRequests
     public let transport: any HTTPTransport
     public let session: ServerSession
@@ -410,6 +410,20 @@ extension SiloClient: ManagedDownloadRegistry {
             throw .remoteChanged("the download entry moved from revision \(entry.revision) to \(revision)")
         }
         return (read.integrity, body)
+    }
+
+    // MARK: Side assets (§ 4.8–4.9, § 6)
+
+    public var extrasNeedEntry: Bool { true }
+
+    /// The entry's manifest: its artwork, subtitles and chapters.
+    public func extras(of itemId: String, entry: ManagedEntry?) throws(LabstreamError) -> ItemDetails? {
+        guard let entry else { throw .invalidArgument("item \(itemId) has no download entry to ask") }
+        return try SiloDecode.extras(try manifest(of: entry).document)
+    }
+
+    public func assetRequest(_ asset: PlannedAsset) -> HTTPRequest? {
+        requests.downloadAsset(path: asset.asset.ref, bearer: (try? bearer()) ?? "", profile: profile)
     }
 
     public func routeBytes(of source: FileKey, through entry: String?) {

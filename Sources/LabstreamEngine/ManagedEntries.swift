@@ -237,6 +237,7 @@ final class ManagedEntries: Sendable {
                 registry.routeBytes(of: row.key, through: entry.routesBytes ? entry.id : nil)
                 engine.log("\(file.path.joined(separator: "/")): registered with \(server) as download entry \(entry.id ?? "?")")
                 engine.validation.wake()
+                engine.pinnedListener.withLock { $0 }?()   // its manifest names what goes beside it
                 let next = ManagedEntryPolicy.step(pinned: true, local: local(row, entry: entry, engine: engine), entry: entry)
                 if case .report = next { try take(next, server: server, item: item, row: row, entry: entry, registry: registry, engine: engine) }
             case .exists:

@@ -36,6 +36,9 @@ public final class SideAssetFetcher: Sendable {
         var extrasDue: [ItemRef: ExtrasCandidate] = [:]
         var extrasRetry: [ItemRef: Date] = [:]
         var extrasIn: Set<[String]> = []
+        /// The films and episodes of servers whose extras come with a download entry
+        /// (`extrasNeedEntry`): due once the item has one, at the entry's revision.
+        var entryItems: [ItemRef: ExtrasCandidate] = [:]
     }
 
     struct ItemRef: Hashable {
@@ -44,6 +47,8 @@ public final class SideAssetFetcher: Sendable {
     }
 
     struct ExtrasCandidate {
+        /// The item's download entry, for a server that tells extras through it.
+        var entry: ManagedEntry?
         /// The item's version (`modified`) the answer is kept for.
         var tag: String
         var directory: [String]
@@ -77,18 +82,23 @@ public final class SideAssetFetcher: Sendable {
     public func replan(tree: [TreeFile]) -> [GeneratedFile] {
         guard mode != .off else { return [] }
         var planned: [SideAssetKey: PlannedAsset] = [:]
-        var extrasDue: [ItemRef: ExtrasCandidate] = [:]
+        var extrasDue: [ItemRef: ExtrasCandidate] = [:], entryItems: [ItemRef: ExtrasCandidate] = [:]
         for (server, files) in Dictionary(grouping: tree, by: \.key.server) {
             let extras = (try? engine.index.itemExtras(server: server)) ?? [:]
             let libraries = catalog(server: server, extras: extras)
             for p in SideAssetPlan.plan(tree: files, libraries: libraries) { planned[p.key] = p }
-            guard engine.backend(for: server) is any ItemExtrasSource else { continue }
+            guard let source = engine.backend(for: server) as? any ItemExtrasSource else { continue }
             let filesOf = Dictionary(grouping: files.filter { DerivedCopy.parse($0.key) == nil }, by: \.key.itemId)
             for library in libraries {
                 for item in library.items where item.kind == .movie || item.kind == .episode {
                     let tag = String(item.modified)
-                    guard extras[item.id]?.tag != tag, let mine = filesOf[item.id], let first = mine.first else { continue }
-                    extrasDue[ItemRef(server: server, itemId: item.id)] = ExtrasCandidate(tag: tag, directory: Array(first.path.dropLast()), owners: mine.map(\.key))
+                    guard let mine = filesOf[item.id], let first = mine.first else { continue }
+                    let candidate = ExtrasCandidate(tag: tag, directory: Array(first.path.dropLast()), owners: mine.map(\.key))
+                    if source.extrasNeedEntry {
+                        entryItems[ItemRef(server: server, itemId: item.id)] = candidate
+                    } else if extras[item.id]?.tag != tag {
+                        extrasDue[ItemRef(server: server, itemId: item.id)] = candidate
+                    }
                 }
             }
         }
@@ -104,6 +114,7 @@ public final class SideAssetFetcher: Sendable {
             s.tree = tree
             s.extrasDue = extrasDue
             s.extrasIn = Set(extrasDue.values.map(\.directory))
+            s.entryItems = entryItems
         }
         worker.wake()
         return planned.values.compactMap { p in
@@ -125,16 +136,27 @@ public final class SideAssetFetcher: Sendable {
     /// are wanted than one pass asks.
     func askExtras(pinned: Set<FileKey>) -> (learnt: Bool, more: Bool) {
         let now = Date()
-        let (due, listed, retry) = state.withLock { ($0.extrasDue, $0.listed, $0.extrasRetry) }
+        var (due, listed, retry, entryItems) = state.withLock { ($0.extrasDue, $0.listed, $0.extrasRetry, $0.entryItems) }
+        // An item with a download entry is wanted (it is pinned); its extras are due at each new revision.
+        for server in Set(entryItems.keys.map(\.server)) where engine.reachability(of: server) == .online {
+            let told = (try? engine.index.itemExtras(server: server)) ?? [:]
+            for (itemId, entry) in (try? engine.index.managedEntries(server: server)) ?? [:] {
+                let ref = ItemRef(server: server, itemId: itemId)
+                guard let id = entry.id, var candidate = entryItems[ref] else { continue }
+                candidate.tag += "/\(id)@\(entry.revision)"
+                candidate.entry = entry
+                if told[itemId]?.tag != candidate.tag { due[ref] = candidate }
+            }
+        }
         let wanted = due.filter { ref, c in
-            (c.owners.contains { pinned.contains($0) } || (mode == .all && listed.contains(c.directory)))
+            (c.entry != nil || c.owners.contains { pinned.contains($0) } || (mode == .all && listed.contains(c.directory)))
                 && (retry[ref] ?? .distantPast) <= now && engine.reachability(of: ref.server) == .online
         }.sorted { ($0.key.server, $0.key.itemId) < ($1.key.server, $1.key.itemId) }
         var learnt = false
         for (ref, candidate) in wanted.prefix(Self.perPass) {
             guard let backend = engine.backend(for: ref.server) as? any ItemExtrasSource else { continue }
             do {
-                let extras = try backend.extras(of: ref.itemId)
+                let extras = try backend.extras(of: ref.itemId, entry: candidate.entry)
                 try engine.index.saveItemExtras(server: ref.server, itemId: ref.itemId, tag: candidate.tag, details: extras)
                 state.withLock { s in
                     s.extrasDue[ref] = nil

@@ -172,4 +172,46 @@ import Testing
         #expect(integrity.integrity == Integrity(expectedBytes: 8_589_934_592, hash: "sha256-or-scanner-hash") && integrity.revision == 1)
         #expect(throws: LabstreamError.self) { try SiloDecode.integrity(Array(#"{"type":"problem"}"#.utf8)) }
     }
+
+    /// § 6's manifest names what goes beside the media: a film's artwork, every entry's
+    /// subtitles (ISO 639-1 languages, a downloaded one's `revision`) and its chapters.
+    @Test func aManifestNamesArtworkSubtitlesAndChapters() throws {
+        let film = try #require(try SiloDecode.extras(Array("""
+        {"download_id":"dl_1","content_id":"mv_123","type":"movie","revision":1,"media_file_id":"4567",
+         "artwork_urls":{"poster":"/api/v2/downloads/dl_1/artwork/poster","backdrop":"/api/v2/downloads/dl_1/artwork/backdrop"},
+         "chapters":[{"index":1,"title":"Heist","start_seconds":142.5,"end_seconds":900},{"index":0,"title":"Cold Open","start_seconds":0,"end_seconds":142.5}],
+         "subtitles":[{"language":"en","format":"srt","forced":false,"hearing_impaired":true,"external":true,"fetch_url":"/api/v2/downloads/dl_1/subtitles/external:0","file_size":41234},
+                      {"language":"fr","format":"ass","forced":true,"external":false,"fetch_url":"/api/v2/downloads/dl_1/subtitles/embedded:1","revision":"r7"}],
+         "integrity":{"expected_bytes":10,"media_file_hash":"h","metadata_etag":"e1"},"manifest_version":3}
+        """.utf8)))
+        #expect(film.chapters == [.init(start: 0, name: "Cold Open"), .init(start: 142.5, name: "Heist")])
+        #expect(film.assets.map(\.kind) == [.poster, .fanart, .subtitle, .subtitle])
+        #expect(film.assets[0].ref == "/api/v2/downloads/dl_1/artwork/poster" && film.assets[0].tag == "/api/v2/downloads/dl_1/artwork/poster#e1")
+        let (en, fr) = (film.assets[2], film.assets[3])
+        #expect(en.hearingImpaired && !en.forced && en.codec == "srt" && en.sourceId == "4567" && SideAssetPlan.language(en.language) == "eng")
+        #expect(fr.forced && fr.tag == "/api/v2/downloads/dl_1/subtitles/embedded:1#r7")
+        // An episode's artwork may be its series': left out; its subtitles stay.
+        let episode = try #require(try SiloDecode.extras(Array("""
+        {"download_id":"dl_2","type":"episode","artwork_urls":{"poster":"/api/v2/downloads/dl_2/artwork/poster"},
+         "subtitles":[{"language":"de","format":"srt","fetch_url":"/api/v2/downloads/dl_2/subtitles/external:0"}]}
+        """.utf8)))
+        #expect(episode.assets.map(\.kind) == [.subtitle])
+        #expect(try SiloDecode.extras(Array(#"{"download_id":"dl_3","type":"movie","artwork_urls":{}}"#.utf8)) == nil)
+        #expect(throws: LabstreamError.self) { try SiloDecode.extras(Array(#"{"code":"not_found"}"#.utf8)) }
+    }
+
+    /// Only the proxy paths of § 4.8–4.9 are asked, with the device's headers: a hostile
+    /// manifest cannot send the bearer elsewhere.
+    @Test func onlyTheDocumentsProxyPathsAreAsked() throws {
+        let requests = SiloRequests(serverBase: "http://silo.lan:8080", identity: ClientIdentity(device: "d", deviceId: "dev-1"))
+        let poster = try #require(requests.downloadAsset(path: "/api/v2/downloads/dl_1/artwork/poster", bearer: "b", profile: "p"))
+        #expect(poster.url == "http://silo.lan:8080/api/v2/downloads/dl_1/artwork/poster")
+        #expect(poster.headers.contains { $0.name == "X-Silo-Device-Id" && $0.value == "dev-1" })
+        #expect(requests.downloadAsset(path: "/api/v2/downloads/dl_1/subtitles/external:0", bearer: "b", profile: "p") != nil)
+        for hostile in ["//evil.example/api/v2/downloads/x/artwork/poster", "/api/v2/downloads/../auth/artwork/poster", "/api/v2/user/libraries",
+                        "/api/v2/downloads/dl_1/file", "/api/v2/downloads/dl_1/artwork/poster?x=1", "http://evil/api/v2/downloads/a/artwork/poster",
+                        "/api/v2/downloads/dl_1/artwork/"] {
+            #expect(requests.downloadAsset(path: hostile, bearer: "b", profile: "p") == nil, "\(hostile)")
+        }
+    }
 }
