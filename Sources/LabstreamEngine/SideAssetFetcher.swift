@@ -70,6 +70,10 @@ public final class SideAssetFetcher: Sendable {
 
     public func start() {
         guard mode != .off else { return }
+        // A decode check cut short by a stop leaves its scratch copy behind.
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: engine.layout.sideAssetsDir)) ?? [] where name.hasPrefix(".decode-") {
+            unlink(engine.layout.sideAssetsDir + "/" + name)
+        }
         worker.start { [self] _ in pass() }
     }
 
@@ -286,7 +290,9 @@ public final class SideAssetFetcher: Sendable {
     func fetch(_ p: PlannedAsset, previous: OfflineIndex.SideAssetRow?) -> Bool {
         let failure: String
         switch download(p) {
-        case .keep(let bytes, let ext): return store(p, bytes: bytes, extension: ext, previous: previous)
+        case .keep(let bytes, let ext):
+            guard p.asset.kind != .subtitle, let why = undecodable(bytes, extension: ext) else { return store(p, bytes: bytes, extension: ext, previous: previous) }
+            failure = why
         case .reject(let why): failure = why
         }
         let attempts = (previous?.tag == p.asset.tag ? previous?.attempts ?? 0 : 0) + 1
@@ -304,6 +310,22 @@ public final class SideAssetFetcher: Sendable {
         state.withLock { $0.rows[p.key] = row }
         engine.log("side asset \((p.directory + [p.stem]).joined(separator: "/")): \(failure); trying again in \(wait) s")
         return false
+    }
+
+    /// Why an image whose bytes look right does not decode (the playback probe's helper decodes
+    /// it, when the probe is on); nil when it decodes, or cannot be proven either way.
+    func undecodable(_ bytes: [UInt8], extension ext: String) -> String? {
+        guard engine.settings.playbackProbe else { return nil }
+        let scratch = engine.layout.sideAssetsDir + "/.decode-\(UUID().uuidString).\(ext)"
+        do {
+            try FileManager.default.createDirectory(atPath: engine.layout.sideAssetsDir, withIntermediateDirectories: true)
+            guard FileManager.default.createFile(atPath: scratch, contents: Data(bytes), attributes: [.posixPermissions: 0o600]) else { return nil }
+        } catch { return nil }
+        defer { unlink(scratch) }
+        if case .failed(let why) = ProbeVerdict.judge(PlaybackProbe.observe(path: scratch, expecting: .image), expecting: .image, serverFormat: ext) {
+            return "the image does not decode (\(why))"
+        }
+        return nil
     }
 
     /// The asset's bytes from its server, checked; or why not.

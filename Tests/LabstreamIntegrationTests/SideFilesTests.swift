@@ -363,6 +363,28 @@ import Testing
         #expect(eventually { m.log.contains("not a JPEG, PNG, WebP or GIF image") })
         try m.unmount()
     }
+
+    /// A picture whose first bytes are right but which does not decode (cut short) is not shown.
+    @Test func aCorruptImageIsNotShown() throws {
+        let catalog: (String) -> FixtureCatalog = { dir in
+            var c = Self.catalog(dir)
+            let whole = try! Data(contentsOf: URL(fileURLWithPath: testImage(dir + "/whole.jpg", size: "640x360")))
+            FileManager.default.createFile(atPath: dir + "/cut.jpg", contents: whole.prefix(whole.count * 45 / 100))
+            c.movieArtwork[dir + "/alpha.mkv"] = [.init(.poster, file: dir + "/cut.jpg"), .init(.fanart, file: dir + "/whole.jpg")]
+            return c
+        }
+        // The decode is the playback probe's helper's (the test film is never pinned, so never probed).
+        let m = try MountedLabstream("side-corrupt", kind: .jellyfin, catalog: catalog, probe: true)
+        try m.mount()
+        _ = try FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))
+        let film = m.path(Self.movie + "/Alpha (2001).mkv")
+        #expect(eventually { StatusCommandXattr.get(film, "side_assets")?.contains("poster.…=failed") == true }, "\(StatusCommandXattr.get(film, "side_assets") ?? "")")
+        #expect(eventually { FileManager.default.fileExists(atPath: m.path(Self.movie + "/fanart.jpg")) })
+        #expect(!(try FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))).contains { $0.hasPrefix("poster") })
+        #expect(m.log.contains("the image does not decode"))
+        #expect(!(try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/side")).contains { $0.hasPrefix(".decode-") })
+        try m.unmount()
+    }
 }
 
 /// A one-frame test picture made with ffmpeg (its format by `path`'s extension), once.
