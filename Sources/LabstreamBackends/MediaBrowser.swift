@@ -366,12 +366,17 @@ public enum MediaBrowserDecode {
         return (map, posters)
     }
 
-    /// The artwork (`ImageTags` Primary and Logo, `BackdropImageTags`) and text subtitle streams
-    /// (each media source's `MediaStreams` of Type `Subtitle`) of one BaseItemDto. A ref names
+    /// The artwork (`ImageTags` Primary and Logo, `BackdropImageTags`; a track's album cover)
+    /// and text subtitle streams (each media source's `MediaStreams` of Type `Subtitle`) of one BaseItemDto. A ref names
     /// the item the route takes (`<item>/<ImageType>[/<index>]`, `<item>/<source>/<stream index>`).
     static func assets(_ j: JSONValue) -> [RemoteAsset] {
         guard let id = j["Id"].string else { return [] }
         var out: [RemoteAsset] = []
+        if j["Type"].string == "Audio" {
+            // A track's album cover: its album's Primary image (`AlbumId`, `AlbumPrimaryImageTag`).
+            guard let album = j["AlbumId"].string, !album.isEmpty, let tag = j["AlbumPrimaryImageTag"].string else { return [] }
+            return [RemoteAsset(kind: .poster, ref: album + "/Primary", tag: tag)]
+        }
         let episode = j["Type"].string == "Episode"
         if let tag = j["ImageTags"]["Primary"].string { out.append(RemoteAsset(kind: episode ? .thumb : .poster, ref: id + "/Primary", tag: tag)) }
         if !episode, let tag = j["ImageTags"]["Logo"].string { out.append(RemoteAsset(kind: .logo, ref: id + "/Logo", tag: tag)) }

@@ -309,6 +309,11 @@ public enum PlexDecode {
     /// server serves it at; a new stamp in it is a new tag.
     static func assets(_ j: JSONValue) -> [RemoteAsset] {
         var out: [RemoteAsset] = []
+        if j["type"].string == "track" {
+            // A track's album cover: its album's (parent's) thumb.
+            guard let cover = j["parentThumb"].string ?? j["thumb"].string, cover.hasPrefix("/") else { return [] }
+            return [RemoteAsset(kind: .poster, ref: cover, tag: cover)]
+        }
         let episode = j["type"].string == "episode"
         if let thumb = j["thumb"].string, thumb.hasPrefix("/") { out.append(RemoteAsset(kind: episode ? .thumb : .poster, ref: thumb, tag: thumb)) }
         if !episode, let art = j["art"].string, art.hasPrefix("/") { out.append(RemoteAsset(kind: .fanart, ref: art, tag: art)) }

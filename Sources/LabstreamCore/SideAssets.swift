@@ -54,6 +54,16 @@ public struct PlannedAsset: Sendable, Hashable {
     public var fileExtension: String?
     public var owners: [FileKey]
 
+    public init(server: String, itemId: String, asset: RemoteAsset, directory: [String], stem: String, fileExtension: String? = nil, owners: [FileKey]) {
+        self.server = server
+        self.itemId = itemId
+        self.asset = asset
+        self.directory = directory
+        self.stem = stem
+        self.fileExtension = fileExtension
+        self.owners = owners
+    }
+
     /// The key it is stored under.
     public var key: SideAssetKey { SideAssetKey(server: server, itemId: itemId, asset: asset.id) }
 }
@@ -93,10 +103,20 @@ public enum SideAssetPlan {
                 planned[p.key]?.owners.append(owner)
             }
         }
+        /// The album cover a folder already has (the first track's album wins a folder of several).
+        var coverOf: [[String]: String] = [:]
         for file in tree.sorted(by: { $0.path.lexicographicallyPrecedes($1.path) }) {
-            guard let item = itemOf[file.key.itemId], file.path.count >= 3, [.movie, .episode].contains(item.kind) else { continue }
+            guard let item = itemOf[file.key.itemId], file.path.count >= 3, [.movie, .episode, .track].contains(item.kind) else { continue }
             let dir = Array(file.path.dropLast())
             let stem = Naming.stem(of: file.path.last!)
+            if item.kind == .track {
+                // A track's poster is its album's cover: `cover.<ext>` in the album's folder, one
+                // asset for all its tracks (keyed by the image, not the track).
+                guard let cover = item.details?.assets.first(where: { $0.kind == .poster }), coverOf[dir, default: cover.ref] == cover.ref else { continue }
+                coverOf[dir] = cover.ref
+                add(PlannedAsset(server: file.key.server, itemId: "album:" + cover.ref, asset: cover, directory: dir, stem: "cover", owners: [file.key]))
+                continue
+            }
             for asset in item.details?.assets ?? [] {
                 switch asset.kind {
                 case .poster, .fanart, .logo:

@@ -80,6 +80,17 @@ import Testing
         #expect(remote?.sources.isEmpty == true)
     }
 
+    /// A track's album cover is its album's Primary image (BaseItemDto `AlbumId`,
+    /// `AlbumPrimaryImageTag`, in both specs); a track without one has none.
+    @Test func aTracksCoverIsItsAlbumsPrimaryImage() {
+        let track = MediaBrowserDecode.details(JSONValue(raw: ["Id": "t", "Type": "Audio", "Name": "Song", "AlbumId": "al", "AlbumPrimaryImageTag": "tag1",
+                                                               "ImageTags": ["Primary": "own"]]))
+        #expect(track?.assets == [RemoteAsset(kind: .poster, ref: "al/Primary", tag: "tag1")])
+        #expect(MediaBrowserDecode.details(JSONValue(raw: ["Id": "t", "Type": "Audio", "AlbumId": "al"]))?.assets ?? [] == [])
+        let plex = PlexDecode.details(JSONValue(raw: ["ratingKey": "7", "type": "track", "thumb": "/library/metadata/7/thumb/1", "parentThumb": "/library/metadata/6/thumb/2"]))
+        #expect(plex?.assets == [RemoteAsset(kind: .poster, ref: "/library/metadata/6/thumb/2", tag: "/library/metadata/6/thumb/2")])
+    }
+
     /// Emby (spec: `getItemsByIdDownload` takes an item id; `MediaSourceInfo` names it as `ItemId`
     /// and has no ETag) against Jellyfin (a source id is its version's item id; sources carry ETag).
     @Test func theDownloadRouteTakesTheSourcesItemAndEmbyChangesShowInTheItemsEtag() throws {

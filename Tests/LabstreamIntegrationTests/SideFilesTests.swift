@@ -364,6 +364,28 @@ import Testing
         try m.unmount()
     }
 
+    /// What players do with it: ffprobe reads the stored `.srt` as SubRip, and mpv's
+    /// `--sub-auto=fuzzy` loads it beside the film, both through the mount.
+    @Test func playersPickUpTheSubtitleBesideTheFilm() throws {
+        let m = try MountedLabstream("side-players", kind: .jellyfin, catalog: { dir in
+            let clip = dir + "/clip.mkv", srt = dir + "/clip.eng.srt"
+            try? DemoMedia.generate(path: clip, seconds: 2, size: "160x120")
+            FileManager.default.createFile(atPath: srt, contents: Data("1\n00:00:00,000 --> 00:00:01,500\nHello\n".utf8))
+            var c = FixtureCatalog(movies: [.init(title: "Clip", year: 2024, file: clip, container: "mkv")], series: [])
+            c.subtitles[clip] = [.init(language: "eng", codec: "srt", external: true, file: srt)]
+            return c
+        })
+        try m.mount()
+        let folder = m.path("test/Movies/Clip (2024)"), srt = folder + "/Clip (2024).eng.srt"
+        _ = try FileManager.default.contentsOfDirectory(atPath: folder)
+        #expect(eventually { FileManager.default.fileExists(atPath: srt) })
+        let probe = try runProcess("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "stream=codec_name", "-of", "csv=p=0", srt])
+        #expect(probe.code == 0 && probe.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "subrip", "\(probe.stdout) \(probe.stderr)")
+        let play = try runProcess("/usr/bin/mpv", ["--no-config", "--vo=null", "--ao=null", "--sub-auto=fuzzy", "--frames=1", folder + "/Clip (2024).mkv"])
+        #expect(play.stdout.contains("'Clip (2024).eng.srt' (subrip) (external)"), "\(play.stdout) \(play.stderr)")
+        try m.unmount()
+    }
+
     /// A picture whose first bytes are right but which does not decode (cut short) is not shown.
     @Test func aCorruptImageIsNotShown() throws {
         let catalog: (String) -> FixtureCatalog = { dir in
