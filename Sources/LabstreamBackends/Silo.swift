@@ -447,17 +447,16 @@ public enum SiloDecode {
     /// backdrop, logo), every entry's `subtitles` (`fetch_url`, `language` as ISO 639-1,
     /// `format`, `forced`, `hearing_impaired`; a downloaded one's `revision` changes with its
     /// bytes) and `chapters` (`title`, `start_seconds`). Tags carry `integrity.metadata_etag`,
-    /// so changed metadata fetches the assets anew. An episode's artwork is left out: the
-    /// manifest does not say whether it is the episode's or its series'.
+    /// so changed metadata fetches the assets anew. An episode's `poster` is its still (Silo's
+    /// `internal/downloads/manifest.go`: "poster is the episode still"), kept as its thumbnail.
     public static func extras(_ body: [UInt8]) throws(LabstreamError) -> ItemDetails? {
         let j = try json(body, "/downloads/{id}/manifest")
         guard j.isObject, j["download_id"].string != nil else { throw .malformedResponse("/downloads/{id}/manifest is not a manifest") }
         let stamp = j["integrity"]["metadata_etag"].string ?? j["revision"].int.map { "r\($0)" } ?? ""
         var assets: [RemoteAsset] = []
-        if j["type"].string == "movie" {
-            for (key, kind) in [("poster", RemoteAsset.Kind.poster), ("backdrop", .fanart), ("logo", .logo)] {
-                if let path = j["artwork_urls"][key].string, path.hasPrefix("/") { assets.append(RemoteAsset(kind: kind, ref: path, tag: path + "#" + stamp)) }
-            }
+        let kinds: [(String, RemoteAsset.Kind)] = j["type"].string == "episode" ? [("poster", .thumb)] : [("poster", .poster), ("backdrop", .fanart), ("logo", .logo)]
+        for (key, kind) in kinds {
+            if let path = j["artwork_urls"][key].string, path.hasPrefix("/") { assets.append(RemoteAsset(kind: kind, ref: path, tag: path + "#" + stamp)) }
         }
         for sub in j["subtitles"].array ?? [] {
             guard let path = sub["fetch_url"].string, path.hasPrefix("/") else { continue }

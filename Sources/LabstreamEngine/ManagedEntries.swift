@@ -164,6 +164,7 @@ final class ManagedEntries: Sendable {
                 engine.log("\(server): the server skipped episode \(skipped.episode) of batch \(batch): \(skipped.reason)")
             }
             engine.log("\(server): registered season \(season.season) of \(season.series) as batch \(batch) (\(answer.made.count) entries)")
+            engine.pinnedListener.withLock { $0 }?()   // their manifests name what goes beside them
             engine.validation.wake()
         }
         return made

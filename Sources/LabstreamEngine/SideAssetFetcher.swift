@@ -39,6 +39,10 @@ public final class SideAssetFetcher: Sendable {
         /// The films and episodes of servers whose extras come with a download entry
         /// (`extrasNeedEntry`): due once the item has one, at the entry's revision.
         var entryItems: [ItemRef: ExtrasCandidate] = [:]
+        /// Items whose server has told its extras at some version.
+        var extrasKnown: Set<ItemRef> = []
+        /// Why the last ask of an item failed (it is asked again later).
+        var extrasFailed: [ItemRef: String] = [:]
     }
 
     struct ItemRef: Hashable {
@@ -86,12 +90,13 @@ public final class SideAssetFetcher: Sendable {
     public func replan(tree: [TreeFile]) -> [GeneratedFile] {
         guard mode != .off else { return [] }
         var planned: [SideAssetKey: PlannedAsset] = [:]
-        var extrasDue: [ItemRef: ExtrasCandidate] = [:], entryItems: [ItemRef: ExtrasCandidate] = [:]
+        var extrasDue: [ItemRef: ExtrasCandidate] = [:], entryItems: [ItemRef: ExtrasCandidate] = [:], extrasKnown: Set<ItemRef> = []
         for (server, files) in Dictionary(grouping: tree, by: \.key.server) {
             let extras = (try? engine.index.itemExtras(server: server)) ?? [:]
             let libraries = catalog(server: server, extras: extras)
             for p in SideAssetPlan.plan(tree: files, libraries: libraries) { planned[p.key] = p }
             guard let source = engine.backend(for: server) as? any ItemExtrasSource else { continue }
+            extrasKnown.formUnion(extras.keys.map { ItemRef(server: server, itemId: $0) })
             let filesOf = Dictionary(grouping: files.filter { DerivedCopy.parse($0.key) == nil }, by: \.key.itemId)
             for library in libraries {
                 for item in library.items where item.kind == .movie || item.kind == .episode {
@@ -119,6 +124,7 @@ public final class SideAssetFetcher: Sendable {
             s.extrasDue = extrasDue
             s.extrasIn = Set(extrasDue.values.map(\.directory))
             s.entryItems = entryItems
+            s.extrasKnown = extrasKnown
         }
         worker.wake()
         return planned.values.compactMap { p in
@@ -165,11 +171,16 @@ public final class SideAssetFetcher: Sendable {
                 state.withLock { s in
                     s.extrasDue[ref] = nil
                     s.extrasRetry[ref] = nil
+                    s.extrasFailed[ref] = nil
+                    s.extrasKnown.insert(ref)
                 }
                 learnt = true
             } catch {
                 // Asked again in ten minutes; the rest of what belongs beside it is fetched meanwhile.
-                state.withLock { $0.extrasRetry[ref] = now.addingTimeInterval(600) }
+                state.withLock { s in
+                    s.extrasRetry[ref] = now.addingTimeInterval(600)
+                    s.extrasFailed[ref] = error.userMessage
+                }
                 engine.log("asking \(ref.server) for the subtitles and chapters of item \(ref.itemId) failed: \(error.userMessage); asking again later")
             }
         }
@@ -189,7 +200,11 @@ public final class SideAssetFetcher: Sendable {
     /// What is stored, missing or failed beside `file`: `(name, state, reason)`.
     public func status(of file: FileKey) -> [SideAssetStatus] {
         state.withLock { s in
-            (s.byOwner[file] ?? []).compactMap { key in
+            // What the server tells only item by item is not known yet: it may name more.
+            let ref = ItemRef(server: file.server, itemId: file.itemId)
+            let asking: [SideAssetStatus] = s.extrasDue[ref] != nil || (s.entryItems[ref] != nil && !s.extrasKnown.contains(ref))
+                ? [SideAssetStatus(name: Self.askingName, state: s.extrasFailed[ref] == nil ? .missing : .failed, reason: s.extrasFailed[ref])] : []
+            return asking + (s.byOwner[file] ?? []).compactMap { key in
                 guard let p = s.planned[key] else { return nil }
                 let row = s.rows[key]
                 let name = p.stem + "." + (row?.fileExtension ?? p.fileExtension ?? "…")
@@ -201,6 +216,9 @@ public final class SideAssetFetcher: Sendable {
             }
         }
     }
+
+    /// Stands for what a server tells item by item (Plex, Silo) until it has been asked.
+    public static let askingName = "(subtitles and artwork, asking the server)"
 
     /// `labstream verify` on media files: their stored assets are checked again on disk (a
     /// damaged or vanished one is dropped), and every one of them is fetched anew at the next

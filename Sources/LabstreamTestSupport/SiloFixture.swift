@@ -93,7 +93,10 @@ public struct SiloSubscriptionSnapshot: Sendable, Hashable {
 ///
 /// Everything the docs mark as a server decision that a test needs to steer has a control:
 /// device approval, token expiry, role change, session revocation, file changes, revocation of
-/// download entries, preparation, lost answers and injected faults. Series monitors
+/// download entries, preparation, lost answers, injected faults and a failing artwork store
+/// (`failArtwork(times:status:)`). Offline side assets (manifest `artwork_urls`, `subtitles`,
+/// `chapters`, and the artwork and subtitle proxies) come from the catalog's `movieArtwork`,
+/// `episodeThumbs`, `subtitles` and details' `chapters`. Series monitors
 /// (`/downloads/subscriptions`) and watch progress (`/progress`) have theirs too: a monitor
 /// changed by another client, episodes that arrive later (`hold`/`release`) and watched state.
 public final class SiloFixture: Sendable {
@@ -493,8 +496,22 @@ public final class SiloFixture: Sendable {
         state.withLock { $0.faults.append(SiloFaultRule(fault: fault, prefix: pathPrefix, remaining: times)) }
     }
 
+    /// Removes every injected fault, and any `failArtwork(times:status:)` still pending.
     public func clearFaults() {
-        state.withLock { $0.faults.removeAll() }
+        state.withLock { s in
+            s.faults.removeAll()
+            s.artworkFailure = nil
+        }
+    }
+
+    /// The artwork store behind `GET /downloads/{id}/artwork/{kind}` answers `status` to the next
+    /// `times` artwork reads (only reads that pass authorization and name a kind the item has reach
+    /// the store). As downloads-api.md § 4.8 says: a 429 or 5xx from the store makes the route answer
+    /// `503 dependency_unavailable` with `Retry-After: 5` (retry the same request later); any other
+    /// store answer (e.g. 404) is `404 not_found`, which won't succeed on a retry. A later call
+    /// replaces a pending one; `clearFaults()` clears it.
+    public func failArtwork(times: Int = 1, status: Int = 503) {
+        state.withLock { $0.artworkFailure = times > 0 ? (remaining: times, status: status) : nil }
     }
 
     /// Every request answered so far, oldest first.
@@ -662,6 +679,9 @@ public final class SiloFixture: Sendable {
                 "HEAD": { c, p in try self.downloadFile(c, p[0]) },
             ]),
             route("downloads/*/manifest", ["GET": { c, p in try self.getDownloadManifest(c, p[0]) }]),
+            // downloads-api.md § 4.8 / § 4.9: GET only (Go registers no HEAD for them), binary answers.
+            route("downloads/*/artwork/*", raw: true, ["GET": { c, p in try self.downloadArtwork(c, p[0], p[1]) }]),
+            route("downloads/*/subtitles/*", raw: true, ["GET": { c, p in try self.downloadSubtitle(c, p[0], p[1]) }]),
             route("progress", ["GET": { c, _ in try self.listProgress(c) }]),
         ]
     }
@@ -1598,6 +1618,116 @@ public final class SiloFixture: Sendable {
         return json(SiloJ.obj([("items", SiloJ.array(items)), ("skipped", SiloJ.array(skipped)), ("page", pageJSON(next))]))
     }
 
+    // GET /downloads/{id}/artwork/{kind} — downloads-api.md § 4.8 Artwork proxy (kind poster,
+    // backdrop or logo; X-Silo-Device-Id required; whole-object, privately cached, no byte ranges;
+    // a failing artwork store is 503 dependency_unavailable with Retry-After: 5; other failures
+    // such as 404 not_found are not retryable), § 15 File and asset delivery (current content access
+    // is checked before delivery; failures before the body are v2 problems), § 12 (access denials
+    // are 404). Go: download_delivery.go (GET only; media type image/*), downloads/offline.go
+    // ServeArtwork (an unknown kind or a kind the item lacks is not found; Cache-Control
+    // "private, max-age=31536000, immutable").
+    private func downloadArtwork(_ c: SiloCtx, _ id: String, _ kind: String) throws -> HTTPServer.Response {
+        let row = try managedAssetEntry(c, id)
+        guard let path = artworkFiles(row).first(where: { $0.kind == kind })?.path else {
+            throw problem(c, .notFound, "The download has no such artwork.")
+        }
+        // § 4.8: the store failing, timing out, or answering 429 or 5xx is 503 dependency_unavailable
+        // with Retry-After: 5; any other store failure is 404 not_found.
+        let failure: Int? = state.withLock { s in
+            guard let pending = s.artworkFailure else { return nil }
+            s.artworkFailure = pending.remaining > 1 ? (remaining: pending.remaining - 1, status: pending.status) : nil
+            return pending.status
+        }
+        if let failure {
+            if failure == 429 || failure >= 500 {
+                throw problem(c, .dependencyUnavailable, "The artwork store is unavailable; retry the same request later.",
+                              headers: [("Retry-After", "5")])
+            }
+            throw problem(c, .notFound, "The artwork could not be read.")
+        }
+        guard let bytes = FileManager.default.contents(atPath: path) else {
+            throw problem(c, .notFound, "The artwork could not be read.")
+        }
+        return HTTPServer.Response(status: 200, headers: [
+            ("Content-Type", siloImageType(Array(bytes.prefix(8)))),
+            ("Cache-Control", "private, max-age=31536000, immutable"),
+        ], body: .bytes(Array(bytes)))
+    }
+
+    // GET /downloads/{id}/subtitles/{ref} — downloads-api.md § 4.9 Subtitle proxy (ref from
+    // subtitles[].fetch_url: external:{index}, embedded:{ordinal} or downloaded:{id};
+    // X-Silo-Device-Id required; `embedded` names an embedded ASS/SSA or PGS track by subtitle
+    // ordinal and returns the complete track as an ASS script or a .sup stream; invalid refs are
+    // 422 validation_failed), § 4.8 (assets are whole-object, privately cached, no byte ranges),
+    // § 12 (an asset missing is 404 not_found). Go: downloads/offline.go ServeSubtitle (the entry is
+    // authorized before the ref is parsed; a well-formed ref naming nothing, or an embedded track
+    // that is not ASS/SSA or PGS, is not found), parseSubtitleRef; download_delivery.go media types
+    // (application/x-subrip, text/vtt, text/x-ssa, application/octet-stream).
+    private func downloadSubtitle(_ c: SiloCtx, _ id: String, _ ref: String) throws -> HTTPServer.Response {
+        let row = try managedAssetEntry(c, id)
+        let parts = ref.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+        // § 4.9 ref grammar; indexes and ordinals are non-negative decimals, a downloaded id a
+        // canonical positive decimal string (§ 15 Canonical decimal string IDs).
+        guard parts.count == 2, ["external", "embedded", "downloaded"].contains(parts[0]),
+              parts[0] == "downloaded" ? siloIsCanonicalPositive(parts[1]) : (parts[1] == "0" || siloIsCanonicalPositive(parts[1])),
+              let number = Int(parts[1]) else {
+            throw validation(c, [("path.ref", "invalid", "expected external:{index}, embedded:{ordinal} or downloaded:{id}")])
+        }
+        let notFound = problem(c, .notFound, "The download has no such subtitle.")
+        let (external, embedded) = subtitleTracks(row.mediaFileId)
+        let chosen: (subtitle: FixtureCatalog.Subtitle, format: String)
+        switch parts[0] {
+        case "external":
+            guard external.indices.contains(number) else { throw notFound }
+            chosen = (external[number], siloSubtitleFormat(external[number].codec))
+        case "embedded":
+            // § 4.9: only an embedded ASS/SSA or PGS track is extracted; an embedded SRT or WebVTT
+            // track (carried inside the delivered file, § 1 Metadata included offline) is not an
+            // asset of this route: 404.
+            guard embedded.indices.contains(number), let format = siloSidecarFormat(embedded[number].codec) else { throw notFound }
+            chosen = (embedded[number], format)
+        default:
+            // The fixture stores no downloaded (downloaded:{id}) subtitles.
+            throw notFound
+        }
+        guard let bytes = FileManager.default.contents(atPath: chosen.subtitle.file) else { throw notFound }
+        // Validator model of § 4.9 (strong ETag, `Cache-Control: private, no-cache`, If-None-Match →
+        // 304), which Go also applies to external sidecars (serveExternalSubtitle); the fixture
+        // uses it for embedded sidecars too (the spec only says "privately cached", § 4.8).
+        let etag = "\"" + String(siloHexString(siloSHA256Digest(Array(bytes))).prefix(32)) + "\""
+        if let ifNoneMatch = c.header("if-none-match"), siloETagMatches(ifNoneMatch, etag, weak: true) {
+            return HTTPServer.Response(status: 304, headers: [("ETag", etag), ("Cache-Control", "private, no-cache")])
+        }
+        return HTTPServer.Response(status: 200, headers: [
+            ("Content-Type", siloSubtitleType(chosen.format)),
+            ("Cache-Control", "private, no-cache"),
+            ("ETag", etag),
+        ], body: .bytes(Array(bytes)))
+    }
+
+    /// The managed entry an asset route serves (downloads-api.md § 4.8 / § 4.9: X-Silo-Device-Id is
+    /// required; § 1 Key invariants and § 14 Authorization: the row is authorized on account,
+    /// profile and header device, and every managed asset re-checks content access; § 12: denials
+    /// are 404). Like the manifest, a missing device header is 422 at header.x-silo-device-id (Go:
+    /// download_delivery.go). A revoked entry is 409 conflict, as on the file route (§ 4.5; Go:
+    /// offline.go authorizeManagedAsset refuses only revoked entries).
+    private func managedAssetEntry(_ c: SiloCtx, _ id: String) throws -> SiloDownloadRow {
+        let who = try authenticate(c)
+        try rejectUnknownQuery(c, [])
+        let profile = try resolveProfile(c, who, required: true) ?? ""
+        guard let device = deviceHeader(c) else {
+            throw validation(c, [("header.x-silo-device-id", "required", "The X-Silo-Device-Id header is required.")])
+        }
+        guard let row = state.withLock({ s in s.downloads.first(where: { $0.id == id && $0.profileId == profile && $0.deviceId == device }) }) else {
+            throw problem(c, .notFound, "Download not found.")
+        }
+        if row.status == "revoked" { throw problem(c, .conflict, "The download is no longer active.") }
+        guard catalog.node(row.episodeId ?? row.contentId) != nil, catalog.files[row.mediaFileId] != nil else {
+            throw problem(c, .notFound, "Download not found.")
+        }
+        return row
+    }
+
     // MARK: - Series monitors
 
     /// downloads-api.md § 8 ("All subscription endpoints are managed-only") and § 2 (managed
@@ -2158,15 +2288,20 @@ public final class SiloFixture: Sendable {
             ("series_title", SiloJ.optStr(seriesTitle)),
             ("season_number", SiloJ.optNum(season)),
             ("episode_number", SiloJ.optNum(episode)),
-            ("artwork_urls", SiloJ.obj([])),
+            // § 6 / § 4.8: only the kinds the item has; always an object (Go: ArtworkURLs struct
+            // with omitempty members).
+            ("artwork_urls", artworkURLsJSON(row)),
             ("container", SiloJ.string(file.container)),
             ("codec_video", SiloJ.string("")),
             ("codec_audio", SiloJ.string("")),
             ("resolution", SiloJ.string("")),
             ("hdr", SiloJ.bool(false)),
             ("duration_seconds", SiloJ.num(0)),
+            // § 6 `chapters` (omitted when the file has none: § 6 Notes; Go `omitempty`).
+            ("chapters", chaptersJSON(row)),
             ("marker_segments", SiloJ.array([])),
-            ("subtitles", SiloJ.array([])),
+            // § 6 `subtitles`: always an array (Go: `json:"subtitles"`, no omitempty).
+            ("subtitles", subtitlesJSON(row)),
             ("stable_identity", SiloJ.obj([
                 ("stable_type", SiloJ.string(type)),
                 ("provider_ids", SiloJ.obj([])),
@@ -2181,6 +2316,100 @@ public final class SiloFixture: Sendable {
             ("manifest_version", SiloJ.num(3)),
             ("generated_at", SiloJ.string(siloInstant(Date()))),
         ])
+    }
+
+    /// The entry's images whose files exist, in the order poster, backdrop, logo (an image file
+    /// that is missing is not there: no URL, and the route answers 404).
+    private func artworkFiles(_ row: SiloDownloadRow) -> [(kind: String, path: String)] {
+        let kinds = catalog.artwork[row.episodeId ?? row.contentId] ?? [:]
+        return ["poster", "backdrop", "logo"].compactMap { kind in
+            guard let path = kinds[kind], FileManager.default.fileExists(atPath: path) else { return nil }
+            return (kind, path)
+        }
+    }
+
+    /// § 6 `artwork_urls` / § 4.8: `/api/v2/downloads/{download_id}/artwork/{kind}` for each kind the
+    /// item has. The paths are exactly as § 6 shows them (Go mints them under "/api/v2/downloads/"),
+    /// i.e. below the server base, without a reverse proxy's path prefix (`Configuration.basePath`):
+    /// a client appends them to its saved server base, as it does `native_start_path`.
+    private func artworkURLsJSON(_ row: SiloDownloadRow) -> SiloJ {
+        SiloJ.obj(artworkFiles(row).map { ($0.kind, SiloJ.string("/api/v2/downloads/\(row.id)/artwork/\($0.kind)")) })
+    }
+
+    /// A media file's subtitles split as the refs of § 4.9 count them: `external` sidecars by their
+    /// place among the file's sidecars (external:{index}), and embedded tracks by subtitle ordinal
+    /// (embedded:{ordinal}; Go: "its subtitle ordinal (0:s:N)", so every embedded subtitle stream
+    /// counts, whatever its codec), both in catalog order.
+    private func subtitleTracks(_ fileId: String) -> (external: [FixtureCatalog.Subtitle], embedded: [FixtureCatalog.Subtitle]) {
+        let all = catalog.subtitles[fileId] ?? []
+        return (all.filter(\.external), all.filter { !$0.external })
+    }
+
+    /// § 6 `subtitles[]`: `language`, `format`, `forced`, `hearing_impaired`, `external`,
+    /// `fetch_url`, and `file_size` where known (§ 1: "known subtitle file sizes"; Go `omitempty`).
+    /// - Every external sidecar, as external:{index}, with its size on disk.
+    /// - An embedded ASS/SSA track as an `ass` sidecar and a PGS track as a `sup` sidecar
+    ///   (embedded:{ordinal}, no size) — only for a prepared (remux/transcode) entry: § 1 Metadata
+    ///   included offline says prepared MP4s list those tracks because MP4 cannot carry them, while an
+    ///   original delivery is the source file with its embedded tracks inside (Go: manifest.go
+    ///   buildSubtitles lists embedded sidecars only for a prepared artifact).
+    /// - An embedded SRT or WebVTT track is never listed: § 1 says a prepared MP4 carries plain-text
+    ///   subtitles inside as timed text (and an original file has them inside already), and § 4.9
+    ///   extracts only ASS/SSA and PGS.
+    /// - DVD and DVB bitmap tracks are not carried (§ 1), so not listed either.
+    /// `language`: the catalog's ISO 639-2 codes ("eng", "fre", "ger") become the ISO 639-1 codes
+    /// § 6 shows ("en"); a code without a two-letter form is passed as it is, and a subtitle without
+    /// a language has "" (Go: `json:"language"`, always present).
+    private func subtitlesJSON(_ row: SiloDownloadRow) -> SiloJ {
+        let (external, embedded) = subtitleTracks(row.mediaFileId)
+        func entry(_ sub: FixtureCatalog.Subtitle, format: String, ref: String, size: Int64?) -> SiloJ {
+            SiloJ.obj([
+                ("language", SiloJ.string(sub.language.map(siloISO6391) ?? "")),
+                ("format", SiloJ.string(format)),
+                ("forced", SiloJ.bool(sub.forced)),
+                ("hearing_impaired", SiloJ.bool(sub.hearingImpaired)),
+                ("external", SiloJ.bool(sub.external)),
+                ("fetch_url", SiloJ.string("/api/v2/downloads/\(row.id)/subtitles/\(ref)")),
+                ("file_size", size.flatMap { $0 > 0 ? SiloJ.int($0) : nil }),
+            ])
+        }
+        var items: [SiloJ] = external.enumerated().map { index, sub in
+            entry(sub, format: siloSubtitleFormat(sub.codec), ref: "external:\(index)", size: diskInfo(sub.file)?.size)
+        }
+        if row.deliveryFormat != "original" {
+            for (ordinal, sub) in embedded.enumerated() {
+                guard let format = siloSidecarFormat(sub.codec) else { continue }
+                items.append(entry(sub, format: format, ref: "embedded:\(ordinal)", size: nil))
+            }
+        }
+        return SiloJ.array(items)
+    }
+
+    /// § 6 `chapters[]`: `index` (from 0, in start order), `title` (omitted when the chapter has no
+    /// name; Go `omitempty`), `start_seconds`, `end_seconds`. A chapter ends where the next one
+    /// starts; the last ends at the item's runtime (Details.runtimeSeconds) when that lies after its
+    /// start, else at its own start (the spec does not say how an unknown end is given, and the
+    /// fixture does not probe durations). nil (member omitted) without chapters (§ 6 Notes).
+    private func chaptersJSON(_ row: SiloDownloadRow) -> SiloJ? {
+        let key = row.episodeId ?? row.contentId
+        guard let chapters = catalog.chapters[key], !chapters.isEmpty else { return nil }
+        let runtime = catalog.runtimes[key].map(Double.init)
+        return SiloJ.array(chapters.enumerated().map { index, chapter in
+            let end: Double
+            if index + 1 < chapters.count {
+                end = chapters[index + 1].start
+            } else if let runtime, runtime > chapter.start {
+                end = runtime
+            } else {
+                end = chapter.start
+            }
+            return SiloJ.obj([
+                ("index", SiloJ.num(index)),
+                ("title", chapter.name.isEmpty ? nil : SiloJ.string(chapter.name)),
+                ("start_seconds", SiloJ.double(chapter.start)),
+                ("end_seconds", SiloJ.double(end)),
+            ])
+        })
     }
 
     private func setStatus(_ id: String, _ status: String) -> Bool {
@@ -2964,6 +3193,8 @@ fileprivate struct SiloState: Sendable {
     var modifiedOverride: [String: Date] = [:]
     var hashCache: [String: SiloHashEntry] = [:]
     var manifestHashOverride: [String: String] = [:]
+    /// `failArtwork(times:status:)`: the artwork store's answer and how many more reads get it.
+    var artworkFailure: (remaining: Int, status: Int)? = nil
     var seriesMonitoring = true
     var subscriptions: [SiloSubscription] = []
     /// Episodes the server does not have yet (`hold(episodeContentId:)`).
@@ -3540,6 +3771,16 @@ fileprivate struct SiloCatalog: Sendable {
     let series: [Series]
     let files: [String: File]
     let addedAt: Date
+    /// Offline artwork (downloads-api.md § 4.8 kinds `poster`, `backdrop`, `logo`) by a movie's or
+    /// an episode's content id: kind → image file. See `init` for where each kind comes from.
+    let artwork: [String: [String: String]]
+    /// A media file's subtitles (FixtureCatalog.subtitles of its path), by file id, in catalog order.
+    let subtitles: [String: [FixtureCatalog.Subtitle]]
+    /// A movie's or episode's chapters in start order (those starting together in catalog order),
+    /// by content id.
+    let chapters: [String: [FixtureCatalog.Chapter]]
+    /// Details.runtimeSeconds by movie or episode content id (ends the last chapter).
+    let runtimes: [String: Int]
 
     init(_ source: FixtureCatalog) {
         var files: [String: File] = [:]
@@ -3561,15 +3802,45 @@ fileprivate struct SiloCatalog: Sendable {
             files[id] = File(id: id, path: path, container: container, label: label, bitrate: bitrate)
             return id
         }
+        var artwork: [String: [String: String]] = [:]
+        var subtitles: [String: [FixtureCatalog.Subtitle]] = [:]
+        var chapters: [String: [FixtureCatalog.Chapter]] = [:]
+        var runtimes: [String: Int] = [:]
+        func addDetails(_ contentId: String, _ details: FixtureCatalog.Details) {
+            if !details.chapters.isEmpty {
+                chapters[contentId] = details.chapters.enumerated()
+                    .sorted { ($0.element.start, $0.offset) < ($1.element.start, $1.offset) }.map(\.element)
+            }
+            if let runtime = details.runtimeSeconds { runtimes[contentId] = runtime }
+        }
+        func addSubtitles(_ fileId: String, _ path: String) {
+            if let subs = source.subtitles[path], !subs.isEmpty { subtitles[fileId] = subs }
+        }
         var movies: [Movie] = []
         for movie in source.movies {
             let contentId = unique("movie:" + siloSlug(movie.title) + (movie.year.map { "-\($0)" } ?? ""))
             var ids = [addFile(movie.file, movie.container, nil, movie.bitrate)]
+            addSubtitles(ids[0], movie.file)
             for version in movie.versions {
                 let ext = URL(fileURLWithPath: version.file).pathExtension
                 ids.append(addFile(version.file, ext.isEmpty ? movie.container : ext, version.label, nil))
+                addSubtitles(ids[ids.count - 1], version.file)
             }
             movies.append(Movie(contentId: contentId, title: movie.title, year: movie.year, fileIds: ids))
+            // A movie's own images (the first of each kind, as the other fixtures serve them):
+            // poster → `poster`, fanart → `backdrop`, logo → `logo` (downloads-api.md § 4.8).
+            var kinds: [String: String] = [:]
+            for art in source.movieArtwork[movie.file] ?? [] {
+                let kind: String
+                switch art.kind {
+                case .poster: kind = "poster"
+                case .fanart: kind = "backdrop"
+                case .logo: kind = "logo"
+                }
+                if kinds[kind] == nil { kinds[kind] = art.file }
+            }
+            if !kinds.isEmpty { artwork[contentId] = kinds }
+            addDetails(contentId, movie.details)
         }
         var series: [Series] = []
         for show in source.series {
@@ -3579,8 +3850,19 @@ fileprivate struct SiloCatalog: Sendable {
             for episode in show.episodes {
                 let episodeId = unique("episode:" + stem + "-s" + siloPad2(episode.season) + "e" + siloPad2(episode.number))
                 // An episode with no file ("" in the catalog) is listed with no files (catalog-api.md).
+                let fileId = episode.file.isEmpty ? "" : addFile(episode.file, episode.container, nil, nil)
                 episodes.append(Episode(contentId: episodeId, season: episode.season, number: episode.number, title: episode.title,
-                                        fileId: episode.file.isEmpty ? "" : addFile(episode.file, episode.container, nil, nil)))
+                                        fileId: fileId))
+                if !fileId.isEmpty { addSubtitles(fileId, episode.file) }
+                // An episode's artwork: downloads-api.md says only "poster, backdrop, and logo when
+                // available" (§ 1, § 4.8, § 6) and nothing of which image an episode's poster is.
+                // Followed Go (internal/apiv2/download_manifests.go DownloadManifest: "poster is the
+                // episode still"; internal/downloads/manifest.go uses the episode's own item
+                // detail): `poster` is the episode's thumbnail; the catalog has no episode backdrop
+                // or logo, so those are absent. Go's extra `series_poster` kind is not in the spec's
+                // kinds (§ 4.8), so the fixture has none (the spec wins).
+                if !episode.file.isEmpty, let thumb = source.episodeThumbs[episode.file] { artwork[episodeId] = ["poster": thumb] }
+                addDetails(episodeId, episode.details)
             }
             episodes.sort { ($0.season, $0.number) < ($1.season, $1.number) }
             series.append(Series(contentId: contentId, title: show.name, year: show.year, episodes: episodes))
@@ -3591,6 +3873,10 @@ fileprivate struct SiloCatalog: Sendable {
         self.series = series
         self.files = files
         self.addedAt = Date(timeIntervalSince1970: 1_767_225_600)
+        self.artwork = artwork
+        self.subtitles = subtitles
+        self.chapters = chapters
+        self.runtimes = runtimes
     }
 
     func node(_ id: String) -> Node? {
@@ -4093,6 +4379,68 @@ fileprivate func siloMimeType(container: String, path: String) -> String {
     case "m4a": return "audio/mp4"
     default: return "application/octet-stream"
     }
+}
+
+/// An image's Content-Type from its first bytes (image/jpeg: FF D8 FF; image/png: the PNG
+/// signature; image/gif: GIF8), else application/octet-stream. Go: download_delivery.go declares image/*.
+fileprivate func siloImageType(_ head: [UInt8]) -> String {
+    if head.starts(with: [0xFF, 0xD8, 0xFF]) { return "image/jpeg" }
+    if head.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) { return "image/png" }
+    if head.starts(with: Array("GIF8".utf8)) { return "image/gif" }
+    return "application/octet-stream"
+}
+
+/// A subtitle's `format` (downloads-api.md § 6 shows "srt") from the catalog codec: srt (also
+/// subrip), ass, ssa, vtt (webvtt), sup (pgssub, PGS: § 1 names a PGS sidecar `sup`), else the codec
+/// lowercased.
+fileprivate func siloSubtitleFormat(_ codec: String) -> String {
+    switch codec.lowercased() {
+    case "srt", "subrip": return "srt"
+    case "webvtt", "vtt": return "vtt"
+    case "pgssub", "pgs", "hdmv_pgs_subtitle", "sup": return "sup"
+    case let other: return other
+    }
+}
+
+/// The sidecar an embedded track is extracted as (downloads-api.md § 1 and § 4.9): ASS/SSA → `ass`,
+/// PGS → `sup`; nil for every other codec (SRT and WebVTT travel inside the file; DVD and DVB
+/// bitmaps are not carried).
+fileprivate func siloSidecarFormat(_ codec: String) -> String? {
+    switch codec.lowercased() {
+    case "ass", "ssa": return "ass"
+    case "pgssub", "pgs", "hdmv_pgs_subtitle": return "sup"
+    default: return nil
+    }
+}
+
+/// A subtitle answer's Content-Type, from the media types Go declares for the route
+/// (download_delivery.go: application/x-subrip, text/vtt, text/x-ssa, application/octet-stream).
+fileprivate func siloSubtitleType(_ format: String) -> String {
+    switch format {
+    case "srt": return "application/x-subrip; charset=utf-8"
+    case "vtt": return "text/vtt; charset=utf-8"
+    case "ass", "ssa": return "text/x-ssa; charset=utf-8"
+    default: return "application/octet-stream"
+    }
+}
+
+/// ISO 639-2 (bibliographic or terminology) → ISO 639-1, for `subtitles[].language` (downloads-api.md
+/// § 6 shows "en"). A two-letter code is kept; a code this table does not know is passed as it is.
+fileprivate func siloISO6391(_ code: String) -> String {
+    let lower = code.lowercased()
+    if lower.count == 2 { return lower }
+    let table: [String: String] = [
+        "eng": "en", "fre": "fr", "fra": "fr", "ger": "de", "deu": "de", "spa": "es", "ita": "it", "por": "pt",
+        "dut": "nl", "nld": "nl", "swe": "sv", "nor": "no", "nob": "nb", "nno": "nn", "dan": "da", "fin": "fi",
+        "ice": "is", "isl": "is", "pol": "pl", "cze": "cs", "ces": "cs", "slo": "sk", "slk": "sk", "slv": "sl",
+        "hun": "hu", "rum": "ro", "ron": "ro", "bul": "bg", "hrv": "hr", "srp": "sr", "bos": "bs", "mac": "mk",
+        "mkd": "mk", "alb": "sq", "sqi": "sq", "gre": "el", "ell": "el", "tur": "tr", "rus": "ru", "ukr": "uk",
+        "bel": "be", "est": "et", "lav": "lv", "lit": "lt", "cat": "ca", "baq": "eu", "eus": "eu", "glg": "gl",
+        "wel": "cy", "cym": "cy", "gle": "ga", "ara": "ar", "heb": "he", "per": "fa", "fas": "fa", "hin": "hi",
+        "ben": "bn", "tam": "ta", "tel": "te", "urd": "ur", "tha": "th", "vie": "vi", "ind": "id", "may": "ms",
+        "msa": "ms", "tgl": "tl", "chi": "zh", "zho": "zh", "jpn": "ja", "kor": "ko", "lat": "la",
+    ]
+    return table[lower] ?? code
 }
 
 fileprivate func siloFileName(_ path: String) -> String { URL(fileURLWithPath: path).lastPathComponent }

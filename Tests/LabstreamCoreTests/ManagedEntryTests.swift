@@ -190,12 +190,12 @@ import Testing
         let (en, fr) = (film.assets[2], film.assets[3])
         #expect(en.hearingImpaired && !en.forced && en.codec == "srt" && en.sourceId == "4567" && SideAssetPlan.language(en.language) == "eng")
         #expect(fr.forced && fr.tag == "/api/v2/downloads/dl_1/subtitles/embedded:1#r7")
-        // An episode's artwork may be its series': left out; its subtitles stay.
+        // An episode's poster is its still: its thumbnail.
         let episode = try #require(try SiloDecode.extras(Array("""
         {"download_id":"dl_2","type":"episode","artwork_urls":{"poster":"/api/v2/downloads/dl_2/artwork/poster"},
          "subtitles":[{"language":"de","format":"srt","fetch_url":"/api/v2/downloads/dl_2/subtitles/external:0"}]}
         """.utf8)))
-        #expect(episode.assets.map(\.kind) == [.subtitle])
+        #expect(episode.assets.map(\.kind) == [.thumb, .subtitle])
         #expect(try SiloDecode.extras(Array(#"{"download_id":"dl_3","type":"movie","artwork_urls":{}}"#.utf8)) == nil)
         #expect(throws: LabstreamError.self) { try SiloDecode.extras(Array(#"{"code":"not_found"}"#.utf8)) }
     }

@@ -71,6 +71,47 @@ import Testing
     }
 
     /// A create whose answer is lost did make the entry: it is found and adopted, never made twice.
+    /// A pinned film's manifest names its artwork, subtitles and chapters (§ 6): fetched through
+    /// the proxy routes (§ 4.8–4.9) with the device's headers, stored beside it, its chapters on
+    /// the file, all of it read offline; the pin is complete only with them.
+    @Test func aPinnedFilmsManifestBringsItsArtworkSubtitlesAndChapters() throws {
+        let m = try MountedSilo("silo-side", catalog: { dir in
+            var c = SideAssetTests.catalog(dir)
+            c.movies[0].details = .init(chapters: [.init(start: 0, name: "Opening"), .init(start: 61.5, name: "The Raid")])
+            return c
+        })
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        let film = m.path(Self.alpha), folder = m.path("test/Movies/Alpha (2001)")
+        let wait = try m.cli(["pin", "--wait", film])
+        #expect(wait.code == 0, "\(wait.stdout) \(wait.stderr)")
+        // The pin waited for them: each is stored by the time it returned.
+        let status = try JSONSerialization.jsonObject(with: Data(try m.cli(["status", "--json", film]).stdout.utf8)) as? [[String: Any]]
+        let assets = status?.first?["side_assets"] as? [[String: Any]] ?? []
+        #expect(Set(assets.compactMap { $0["name"] as? String }).isSuperset(of: ["poster.jpg", "fanart.png", "logo.png", "Alpha (2001).eng.srt",
+                                                                                  "Alpha (2001).fre.forced.srt", "Alpha (2001).eng.sdh.ass"]), "\(assets)")
+        #expect(assets.allSatisfy { $0["state"] as? String == "stored" }, "\(assets)")
+        let names = ["poster.jpg", "fanart.png", "Alpha (2001).eng.srt", "Alpha (2001).eng.sdh.ass"]
+        #expect(eventually { names.allSatisfy { FileManager.default.fileExists(atPath: folder + "/" + $0) } },
+                "\((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [])")
+        #expect(StatusCommandXattr.get(film, "chapters") == "00:00:00.000 Opening\n00:01:01.500 The Raid")
+        // An episode's manifest poster is its still: its thumbnail beside it.
+        #expect(try m.cli(["pin", "--wait", m.path(Self.season)]).code == 0)
+        let thumb = m.path(Self.season + "/Show (2020) - S01E01 - Pilot-thumb.jpg")
+        #expect(eventually { FileManager.default.fileExists(atPath: thumb) }, "\((try? FileManager.default.contentsOfDirectory(atPath: m.path(Self.season))) ?? [])")
+        let asked = m.fixture.requestLog.filter { $0.path.contains("/artwork/") || $0.path.contains("/subtitles/") }
+        #expect(!asked.isEmpty && asked.allSatisfy { $0.deviceId != nil && $0.credential == "bearer" && $0.status == 200 }, "\(asked)")
+        // Offline, after a restart: the same bytes and chapters.
+        try m.unmount()
+        m.fixture.stop()
+        try m.mount()
+        #expect(try sha256(folder + "/poster.jpg") == sha256(m.mediaDir + "/poster.jpg"))
+        #expect(try sha256(folder + "/Alpha (2001).eng.sdh.ass") == sha256(m.mediaDir + "/alpha.sdh.ass"))
+        #expect(StatusCommandXattr.get(film, "chapters") == "00:00:00.000 Opening\n00:01:01.500 The Raid")
+        #expect(try sha256(thumb) == sha256(m.mediaDir + "/thumb.jpg"))
+        try m.unmount()
+    }
+
     @Test func aCreateWhoseAnswerWasLostIsAdoptedNotMadeAgain() throws {
         let m = try mounted("silo-lost-create")
         m.fixture.loseNextCreateAnswer()
