@@ -284,6 +284,9 @@ public final class SideAssetFetcher: Sendable {
         if changed { announced.withLock { $0.pending = true } }
         if let at = announce() { next = min(next ?? at, at) }
         if due.count > Self.perPass || extras.more { return Date() }
+        // Entries are made on paths that do not all wake this worker (monitors, adopted entries):
+        // a server whose extras come with them is looked at again every few seconds.
+        if !state.withLock({ $0.entryItems.isEmpty }) { next = min(next ?? .distantFuture, Date().addingTimeInterval(5)) }
         return next
     }
 
