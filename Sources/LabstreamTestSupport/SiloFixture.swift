@@ -1564,15 +1564,7 @@ public final class SiloFixture: Sendable {
     // Go: download_manifests.go DownloadManifest (X-Silo-Device-Id required; marker_segments and
     // subtitles always arrays).
     private func getDownloadManifest(_ c: SiloCtx, _ id: String) throws -> HTTPServer.Response {
-        let who = try authenticate(c)
-        try rejectUnknownQuery(c, [])
-        let profile = try resolveProfile(c, who, required: true) ?? ""
-        guard let device = deviceHeader(c) else {
-            throw validation(c, [("header.x-silo-device-id", "required", "The X-Silo-Device-Id header is required.")])
-        }
-        guard let row = state.withLock({ s in s.downloads.first(where: { $0.id == id && $0.profileId == profile && $0.deviceId == device }) }) else {
-            throw problem(c, .notFound, "Download not found.")
-        }
+        let row = try callersEntry(c, id)
         try requireServable(c, row)
         let manifest = try manifestJSON(c, row)
         return json(manifest)
@@ -1705,13 +1697,10 @@ public final class SiloFixture: Sendable {
         ], body: .bytes(Array(bytes)))
     }
 
-    /// The managed entry an asset route serves (downloads-api.md § 4.8 / § 4.9: X-Silo-Device-Id is
-    /// required; § 1 Key invariants and § 14 Authorization: the row is authorized on account,
-    /// profile and header device, and every managed asset re-checks content access; § 12: denials
-    /// are 404). Like the manifest, a missing device header is 422 at header.x-silo-device-id (Go:
-    /// download_delivery.go). A revoked entry is 409 conflict, as on the file route (§ 4.5; Go:
-    /// offline.go authorizeManagedAsset refuses only revoked entries).
-    private func managedAssetEntry(_ c: SiloCtx, _ id: String) throws -> SiloDownloadRow {
+    /// The caller's entry `id` (authorized on account, profile and X-Silo-Device-Id; a missing
+    /// device header is 422, another device's or profile's entry 404), shared by the manifest
+    /// and asset routes.
+    private func callersEntry(_ c: SiloCtx, _ id: String) throws -> SiloDownloadRow {
         let who = try authenticate(c)
         try rejectUnknownQuery(c, [])
         let profile = try resolveProfile(c, who, required: true) ?? ""
@@ -1721,6 +1710,17 @@ public final class SiloFixture: Sendable {
         guard let row = state.withLock({ s in s.downloads.first(where: { $0.id == id && $0.profileId == profile && $0.deviceId == device }) }) else {
             throw problem(c, .notFound, "Download not found.")
         }
+        return row
+    }
+
+    /// The managed entry an asset route serves (downloads-api.md § 4.8 / § 4.9: X-Silo-Device-Id is
+    /// required; § 1 Key invariants and § 14 Authorization: the row is authorized on account,
+    /// profile and header device, and every managed asset re-checks content access; § 12: denials
+    /// are 404). Like the manifest, a missing device header is 422 at header.x-silo-device-id (Go:
+    /// download_delivery.go). A revoked entry is 409 conflict, as on the file route (§ 4.5; Go:
+    /// offline.go authorizeManagedAsset refuses only revoked entries).
+    private func managedAssetEntry(_ c: SiloCtx, _ id: String) throws -> SiloDownloadRow {
+        let row = try callersEntry(c, id)
         if row.status == "revoked" { throw problem(c, .conflict, "The download is no longer active.") }
         guard catalog.node(row.episodeId ?? row.contentId) != nil, catalog.files[row.mediaFileId] != nil else {
             throw problem(c, .notFound, "Download not found.")
