@@ -394,6 +394,9 @@ extension ServerFixture {
                 // parentYear (integer): v0.0.3 spec, `/status/sessions` track Metadata; not in the 1.1.1 schema
                 // (Metadata.additionalProperties: true).
                 if let year = album["ProductionYear"] as? Int { out["parentYear"] = year }
+                // Metadata.parentThumb: the album's thumb, as the spec's track example
+                // (`parentThumb: /library/metadata/251/thumb/1716801576`).
+                if let thumb = plexImageMembers(album, key: key)["thumb"] { out["parentThumb"] = thumb }
             }
             // An album-less track has no parent: parentTitle, parentRatingKey, parentKey absent (all optional).
             let artist = plexArtist(of: raw)

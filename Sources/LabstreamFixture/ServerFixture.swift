@@ -298,6 +298,10 @@ public struct FixtureCatalog: Sendable {
     /// An episode's thumbnail (image file), by its `Episode.file`: the episode's ImageTags "Primary",
     /// Plex the episode's thumb.
     public var episodeThumbs: [String: String] = [:]
+    /// An album's cover (image file), by its `Track.album`: the MusicAlbum item's ImageTags
+    /// "Primary", sent on each of its tracks as BaseItemDto.AlbumPrimaryImageTag; Plex the album's
+    /// thumb, sent on each track as Metadata.parentThumb.
+    public var albumCovers: [String: String] = [:]
     /// The subtitles of a media file (a movie's, a movie version's or an episode's `file`), in the
     /// order its media source lists them. None: the file answers as before.
     public var subtitles: [String: [Subtitle]] = [:]
@@ -559,6 +563,7 @@ public final class ServerFixture: Sendable {
                 if kind == .plex, node["_artistName"] == nil, let artist = track.albumArtist ?? track.artists.first {
                     node["_artistName"] = artist
                 }
+                if let cover = catalog.albumCovers[album] { node["_artwork"] = [FixtureCatalog.Artwork(.poster, file: cover)] }
                 items[albumId] = node
             }
             let id = fixtureId("track:\(track.album ?? ""):\(track.disc ?? 0):\(track.number ?? 0):\(track.title):\(track.file)")
@@ -1191,6 +1196,7 @@ public final class ServerFixture: Sendable {
         var out = raw.filter { !$0.key.hasPrefix("_") }
         out.merge(detailMembers(raw, fields: fields)) { _, new in new }
         out.merge(imageMembers(raw, images)) { _, new in new }
+        out.merge(albumImageMember(raw, images)) { _, new in new }
         if userData, let data = userItemData(raw) { out["UserData"] = data }
         // BaseItemDto.DateCreated: a released item was added when it arrived.
         if out["DateCreated"] != nil, let id = raw["Id"] as? String, let added = state.withLock({ $0.added[id] }) {
@@ -1589,6 +1595,16 @@ extension ServerFixture {
         if !tags.isEmpty { out["ImageTags"] = tags }
         if !backdrops.isEmpty { out["BackdropImageTags"] = backdrops }
         return out
+    }
+
+    /// BaseItemDto.AlbumPrimaryImageTag ("the album image tag", both specs) of a track whose album
+    /// has a cover: its album's Primary tag, sent as that album's ImageTags would be (the listing's
+    /// image options leave Primary in). Nothing for any other item.
+    func albumImageMember(_ raw: [String: Any], _ options: ImageOptions) -> [String: Any] {
+        guard options.enabled, options.limit > 0, options.types?.contains("Primary") ?? true, raw["Type"] as? String == "Audio",
+              let albumId = raw["AlbumId"] as? String, let album = itemsById[albumId],
+              let tag = mediaBrowserImages(album)["Primary"]?.first?.tag else { return [:] }
+        return ["AlbumPrimaryImageTag": tag]
     }
 
     /// The item `id` names while it is on the server (neither removed nor held back).

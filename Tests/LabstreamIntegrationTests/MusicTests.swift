@@ -25,6 +25,8 @@ import Testing
             .init(title: "Hit", album: "Hits", albumArtist: "Various Artists", artists: ["Someone"], disc: nil, number: 7, year: 2010,
                   file: audio("hit.flac", 660), container: "flac"),
         ]
+        c.albumCovers["Double"] = testImage(dir + "/double.jpg", size: "120x120")
+        c.albumCovers["First"] = testImage(dir + "/first.png", size: "100x100")
         return c
     }
 
@@ -51,6 +53,30 @@ import Testing
         // Copies at another quality are for video.
         let quality = try m.cli(["pin", "--quality", "2mbps", m.path(Self.hit)])
         #expect(quality.code == 64 && quality.stderr.contains("is audio"), "\(quality.code) \(quality.stderr)")
+        try m.unmount()
+    }
+
+    /// An album's cover (Jellyfin/Emby `AlbumId` + `AlbumPrimaryImageTag`, Plex `parentThumb`) is
+    /// one `cover.<ext>` in the album's folder: a pinned album has it, a listed one fetches it, an
+    /// album without one has none, and it reads with the server gone.
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby, .plex])
+    func anAlbumFolderHoldsItsCover(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("cover-\(kind)", kind: kind, catalog: Self.catalog)
+        try m.mount()
+        let double = m.path("test/Music/Band/Double (2003)"), first = m.path("test/Music/Band/First (2001)")
+        let wait = try m.cli(["pin", "--wait", double])
+        #expect(wait.code == 0, "\(wait.stdout) \(wait.stderr)")
+        #expect(try sha256(double + "/cover.jpg") == sha256(m.mediaDir + "/double.jpg"), "\((try? FileManager.default.contentsOfDirectory(atPath: double)) ?? [])")
+        #expect(StatusCommandXattr.get(m.path(Self.closing), "side_assets")?.contains("cover.jpg=stored") == true,
+                "\(StatusCommandXattr.get(m.path(Self.closing), "side_assets") ?? "")")
+        // Named by its bytes: the First album's cover is a PNG.
+        _ = try FileManager.default.contentsOfDirectory(atPath: first)
+        #expect(eventually { FileManager.default.fileExists(atPath: first + "/cover.png") }, "\((try? FileManager.default.contentsOfDirectory(atPath: first)) ?? [])")
+        #expect(try sha256(first + "/cover.png") == sha256(m.mediaDir + "/first.png"))
+        let hits = m.path("test/Music/Various Artists/Hits (2010)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: hits) == ["07 - Hit.flac"])
+        m.fixture.stop()
+        #expect(try sha256(double + "/cover.jpg") == sha256(m.mediaDir + "/double.jpg"))
         try m.unmount()
     }
 }
