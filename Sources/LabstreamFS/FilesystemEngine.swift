@@ -156,7 +156,15 @@ public final class FilesystemEngine: Sendable {
         let found = table.withLock { t -> Result<(InodeTable.Node, [TreeFile]), LabstreamError> in
             guard let p = t.node(parent) else { return .failure(.notFound("inode \(parent)")) }
             guard p.isDirectory else { return .failure(.notADirectory(t.path(of: parent))) }
-            guard let n = t.lookup(parent, name) else { return .failure(.notFound(name)) }
+            // "." and "..": how the kernel finds a node and its parent by number alone, for an NFS
+            // client's file handle after the dentry left its cache (FUSE_CAP_EXPORT_SUPPORT).
+            let named: InodeTable.Node?
+            switch name {
+            case ".": named = p
+            case "..": named = t.node(p.parent)
+            default: named = t.lookup(parent, name)
+            }
+            guard let n = named else { return .failure(.notFound(name)) }
             return .success((n, offlineView == .local ? t.files(under: n.ino) : []))
         }
         let (node, files) = try found.get()

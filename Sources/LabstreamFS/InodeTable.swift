@@ -29,25 +29,43 @@ public struct InodeTable: Sendable {
     public private(set) var nodes: [UInt64: Node] = [:]
     /// Path ("a/b/c") → inode, kept across rebuilds.
     public private(set) var inodeOfPath: [String: UInt64] = [:]
-    var nextIno: UInt64 = 2
+    /// Every number `inodeOfPath` has handed out: a number is never given to a second path.
+    var usedInodes: Set<UInt64> = [rootIno]
 
     /// `generated` files go in after the media, so a name a media file has stays the media's.
     public init(files: [TreeFile] = [], generated: [GeneratedFile] = [], previous: InodeTable? = nil) {
         if let previous {
             inodeOfPath = previous.inodeOfPath
-            nextIno = previous.nextIno
+            usedInodes = previous.usedInodes
         }
         nodes[Self.rootIno] = Node(ino: Self.rootIno, parent: Self.rootIno, name: "", kind: .directory, mtime: 0)
         for file in files { insert(file.path, .file(file), modified: file.modified) }
         for file in generated { insert(file.path, .generated(file), modified: file.modified) }
     }
 
+    /// A path's inode is a hash of the path, so the same path has the same number after a restart:
+    /// an NFS client's file handles (which name inodes) stay valid across one. Two paths with one
+    /// hash (about one chance in 10^9 at 100 000 paths) give the later one the next free number.
     mutating func ino(for path: String) -> UInt64 {
         if let existing = inodeOfPath[path] { return existing }
-        let ino = nextIno
-        nextIno += 1
+        var ino = Self.stableIno(path)
+        while usedInodes.contains(ino) { ino = ino == Self.maxIno ? Self.rootIno + 1 : ino + 1 }
+        usedInodes.insert(ino)
         inodeOfPath[path] = ino
         return ino
+    }
+
+    static let maxIno = UInt64(Int64.max)
+
+    /// FNV-1a (64-bit) of the path's UTF-8 bytes, folded into 2...Int64.max (above the root,
+    /// and positive for any reader that takes st_ino as signed).
+    public static func stableIno(_ path: String) -> UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in path.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        return hash % (maxIno - rootIno) + rootIno + 1
     }
 
     mutating func insert(_ components: [String], _ kind: Kind, modified: Int64) {

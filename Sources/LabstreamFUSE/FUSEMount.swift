@@ -131,6 +131,8 @@ public final class FUSEMount: @unchecked Sendable {
             // readdirplus for every chunk of a listing, not only the first: a folder listed in a
             // later chunk would otherwise cost a LOOKUP when `find` enters it.
             conn.pointee.want &= ~UInt32(FUSE_CAP_READDIRPLUS_AUTO)
+            // An NFS export of the mount: the kernel may look nodes up by number ("." and "..").
+            conn.pointee.want |= conn.pointee.capable & UInt32(FUSE_CAP_EXPORT_SUPPORT)
             kernelOpensDirectories.store(conn.pointee.capable & UInt32(FUSE_CAP_NO_OPENDIR_SUPPORT) != 0, ordering: .relaxed)
         }
         ops.lookup = { req, parent, name in

@@ -147,6 +147,33 @@ final class EngineRig: @unchecked Sendable {
         #expect(throws: LabstreamError.notFound("nope")) { _ = try rig.fs.lookup(parent: InodeTable.rootIno, name: "nope") }
     }
 
+    /// An NFS client's file handle names an inode: the same path has the same number in a table
+    /// built afresh (a restarted daemon), whatever order the files come in, and the kernel can
+    /// find a node and its parent by number ("." and "..").
+    @Test func inodeNumbersSurviveARestartAndNodesAreFoundByNumber() throws {
+        func file(_ path: String) -> TreeFile {
+            TreeFile(path: path.split(separator: "/").map(String.init), key: FileKey(server: "s", itemId: path, sourceId: path), size: 1, modified: 0, etag: nil)
+        }
+        let paths = (0..<2000).map { "s/Movies/Film \($0) (2000)/Film \($0) (2000).mkv" } + ["s/Shows/A/Season 01/A - S01E01.mkv"]
+        let first = InodeTable(files: paths.map(file))
+        let restarted = InodeTable(files: paths.reversed().map(file))
+        #expect(first.inodeOfPath.count == paths.count + 2000 + 5)
+        #expect(first.inodeOfPath == restarted.inodeOfPath)
+        #expect(Set(first.inodeOfPath.values).count == first.inodeOfPath.count && !first.inodeOfPath.values.contains(InodeTable.rootIno))
+        // A rebuild keeps the numbers and gives a new path its own.
+        let grown = InodeTable(files: (paths + ["s/Movies/New (2024)/New (2024).mkv"]).map(file), previous: first)
+        #expect(paths.allSatisfy { grown.inodeOfPath[$0] == first.inodeOfPath[$0] })
+        #expect(grown.inodeOfPath["s/Movies/New (2024)/New (2024).mkv"] == InodeTable.stableIno("s/Movies/New (2024)/New (2024).mkv"))
+
+        let rig = try EngineRig("dots")
+        let movies = try #require(rig.fs.resolve(["test", "Movies"]))
+        let test = try #require(rig.fs.resolve(["test"]))
+        #expect(try rig.fs.lookup(parent: movies, name: ".").ino == movies)
+        #expect(try rig.fs.lookup(parent: movies, name: "..").ino == test)
+        #expect(try rig.fs.lookup(parent: InodeTable.rootIno, name: "..").ino == InodeTable.rootIno)
+        #expect(throws: LabstreamError.self) { _ = try rig.fs.lookup(parent: try rig.file(alpha).ino, name: "..") }
+    }
+
     @Test func readsMatchTheSourceAndRereadsMakeNoRequest() throws {
         let rig = try EngineRig("reads")
         #expect(try rig.read(alpha, offset: 5000, length: 70_000) == rig.source(alpha, offset: 5000, length: 70_000))
