@@ -157,9 +157,10 @@ final class SeriesMonitors: Sendable {
                 monitor.remoteEtag = subscription.etag
                 if subscription.active {
                     do throws(LabstreamError) {
-                        if let made = try registry.sync(subscription) { registered += made } else {
-                            monitor.remoteEtag = nil   // changed meanwhile: read again next time
-                        }
+                        // nil: changed there since it was read. The validator seen stays, so the
+                        // next evaluation sees a newer one and takes the server's settings; a
+                        // forgotten validator would read as "changed here" and overwrite them.
+                        if let made = try registry.sync(subscription) { registered += made }
                     } catch {
                         guard case .refused(let why) = error else { throw error }
                         engine.log("\(server): syncing monitor \(subscription.id) was refused: \(why)")

@@ -420,6 +420,12 @@ public final class SiloFixture: Sendable {
         }
     }
 
+    /// The same change, made by the other client just before this device's next sync of
+    /// monitor `id` is answered: the device read the old validator, so its sync answers `409`.
+    public func changeSubscriptionAtNextSync(id: String, mode: String) {
+        state.withLock { $0.changeAtNextSync = (id, mode) }
+    }
+
     // MARK: Controls: catalog arrivals
 
     /// The server does not have this episode yet: catalog listings, item, season and episode
@@ -1964,6 +1970,9 @@ public final class SiloFixture: Sendable {
         let etag = body["etag"]?.stringValue ?? ""
         let scope = ["syncDownloadSubscription", userId, profile, device, subscriptionId, etag].joined(separator: "\u{0}")
         let start = try decodeCursor(c, scope: scope)
+        if let change = state.withLock({ s in defer { s.changeAtNextSync = nil }; return s.changeAtNextSync }) {
+            changeSubscriptionBehindClient(id: change.id, mode: change.mode)
+        }
         guard state.withLock({ $0.downloadAllowed }) else { throw problem(c, .permissionDenied, "Downloads are not allowed.") }
         guard let monitor = findSubscription(subscriptionId, profile: profile, device: device),
               case .series(_)? = visibleNode(monitor.seriesId) else {
@@ -3202,6 +3211,8 @@ fileprivate struct SiloState: Sendable {
     /// When a released episode arrived; episodes never held were there from the start.
     var episodeAddedAt: [String: Date] = [:]
     var progress: [SiloProgressRow] = []
+    /// `changeSubscriptionAtNextSync(id:mode:)`: armed until a sync arrives.
+    var changeAtNextSync: (id: String, mode: String)? = nil
 
     mutating func openSession(deviceName: String, now: Date, lifetime: Int) -> SiloIssuedPair {
         counter += 1

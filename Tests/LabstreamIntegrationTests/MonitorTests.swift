@@ -188,6 +188,28 @@ import Testing
         try m.unmount()
     }
 
+    /// Another app changes the monitor between this device's read of it and its sync (the sync
+    /// answers 409): the next evaluation takes the server's settings and never sends its own.
+    @Test func aMonitorChangedOnTheServerDuringASyncIsTakenNotOverwritten() throws {
+        let m = try MountedSilo("silo-monitor-race", catalog: MonitorTests.catalog)
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        let series = MonitorTests.series
+        #expect(try m.cli(["monitor", "add", m.path(series), "--mode", "latest-season"]).code == 0)
+        func syncs(_ status: Int) -> Int { m.fixture.requestLog.filter { $0.path.hasSuffix("/downloads/subscriptions/sync") && $0.status == status }.count }
+        #expect(eventually { syncs(200) >= 1 }, "\(m.log)")
+        let made = try #require(m.fixture.subscriptions.first)
+        m.fixture.changeSubscriptionAtNextSync(id: made.id, mode: "all")
+        #expect(try m.cli(["sync"]).code == 0)
+        #expect(eventually { syncs(409) == 1 }, "\(m.fixture.requestLog.filter { $0.path.contains("subscriptions") }) \(m.log)")
+        #expect(try m.cli(["sync"]).code == 0)
+        #expect(eventually { attr(m, series, "monitor") == "all" }, "\(attr(m, series, "monitor") ?? "-") \(m.log)")
+        #expect(m.fixture.subscriptions.first?.mode == "all", "\(m.fixture.subscriptions)")
+        #expect(!m.fixture.requestLog.contains { $0.method == "PATCH" && $0.path.contains("/downloads/subscriptions/") },
+                "\(m.fixture.requestLog.filter { $0.path.contains("subscriptions") })")
+        try m.unmount()
+    }
+
     /// A server whose capability does not offer monitors: the monitor is evaluated here all the
     /// same, its episodes registered one by one, and no subscription route is asked.
     @Test func withoutTheServersMonitorsTheMonitorIsKeptHere() throws {
