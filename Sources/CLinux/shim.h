@@ -24,6 +24,16 @@ static inline int CLinux_start_writeback(int fd, long long offset, long long len
 /* dup3 with O_CLOEXEC (glibc declares dup3 only under _GNU_SOURCE). */
 static inline int CLinux_dup3_cloexec(int from, int to) { return (int)syscall(SYS_dup3, from, to, 02000000 /* O_CLOEXEC */); }
 
+/* name_to_handle_at / open_by_handle_at (glibc declares them only under _GNU_SOURCE): what the
+   kernel NFS server does with a file handle, for tests of FUSE export support. `handle` is a
+   struct file_handle of at most 128 bytes of f_handle (MAX_HANDLE_SZ). */
+static inline int CLinux_name_to_handle(const char *path, void *handle, int *mount_id) {
+    return (int)syscall(SYS_name_to_handle_at, -100 /* AT_FDCWD */, path, handle, mount_id, 0);
+}
+static inline int CLinux_open_by_handle(int mount_fd, void *handle, int flags) {
+    return (int)syscall(SYS_open_by_handle_at, mount_fd, handle, flags);
+}
+
 #include <sys/socket.h>
 /* The uid of a Unix socket's peer (SO_PEERCRED's struct ucred needs _GNU_SOURCE; its layout
    and the option's value are fixed ABI). -1 when unknown. */

@@ -155,9 +155,10 @@ public final class FilesystemEngine: Sendable {
     public func lookup(parent: UInt64, name: String) throws(LabstreamError) -> Attributes {
         let found = table.withLock { t -> Result<(InodeTable.Node, [TreeFile]), LabstreamError> in
             guard let p = t.node(parent) else { return .failure(.notFound("inode \(parent)")) }
-            guard p.isDirectory else { return .failure(.notADirectory(t.path(of: parent))) }
             // "." and "..": how the kernel finds a node and its parent by number alone, for an NFS
-            // client's file handle after the dentry left its cache (FUSE_CAP_EXPORT_SUPPORT).
+            // client's file handle after the dentry left its cache (FUSE_CAP_EXPORT_SUPPORT). The
+            // kernel asks "." of files too: only ENOENT reads as a stale handle there.
+            guard p.isDirectory || name == "." else { return .failure(.notADirectory(t.path(of: parent))) }
             let named: InodeTable.Node?
             switch name {
             case ".": named = p
