@@ -208,8 +208,10 @@ final class MountedLabstream: @unchecked Sendable {
         try runProcess(labstreamBinary, args, environment: env, stdin: stdin)
     }
 
-    /// `labstream mount` (daemonised): returns once the mount is live.
-    func mount() throws { daemonPid = try mountDaemon(at: mountpoint, dataDir: dataDir, cli: cli) }
+    /// `labstream mount [-o options]` (daemonised): returns once the mount is live.
+    func mount(options: String? = nil) throws {
+        daemonPid = try mountDaemon(at: mountpoint, dataDir: dataDir, options: options, cli: cli)
+    }
 
     /// `labstream unmount` and wait until the daemon process is gone.
     func unmount() throws { try unmountDaemon(at: mountpoint, pid: daemonPid, cli: cli) }
@@ -226,8 +228,9 @@ final class MountedLabstream: @unchecked Sendable {
 }
 
 /// `labstream mount MOUNTPOINT` (daemonised) through `cli`; the daemon's pid once the mount is live.
-func mountDaemon(at mountpoint: String, dataDir: String, cli: ([String], String?) throws -> ProcessResult) throws -> Int32 {
-    let r = try cli(["mount", mountpoint], nil)
+func mountDaemon(at mountpoint: String, dataDir: String, options: String? = nil,
+                 cli: ([String], String?) throws -> ProcessResult) throws -> Int32 {
+    let r = try cli(["mount", mountpoint] + (options.map { ["-o", $0] } ?? []), nil)
     try #require(r.code == 0, "mount failed (\(r.code)): \(r.stderr)")
     let lock = try String(contentsOfFile: dataDir + "/labstream.lock", encoding: .utf8)
     let pid = Int32(lock.split(separator: "\n").first ?? "") ?? 0
