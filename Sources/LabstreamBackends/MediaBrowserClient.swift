@@ -147,13 +147,31 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
     }
 
     /// `minDateLastSaved` over each movie and TV library. A changed episode of a series the
-    /// stored catalog does not know (a new series) needs the full walk: nil.
+    /// stored catalog does not know (a new series), a library gone, or a library whose item count
+    /// on the server is not what the merged catalog would hold (a removal) needs the full walk: nil.
     public func fetchChanges(since: Int64, known: [LibraryCatalog], progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]? {
         let token = session.token
         let stamp = ISODate.string(epochSeconds: since)
         let series = Dictionary(known.flatMap(\.items).compactMap { i in i.seriesId.map { ($0, i.seriesYear) } }, uniquingKeysWith: { a, _ in a })
         var out: [LibraryCatalog] = []
-        for view in try MediaBrowserDecode.views(get(requests.userViews(userId: session.userId, token: token), "/UserViews")) {
+        let knownIds = Dictionary(known.map { ($0.id, Set($0.items.map(\.id))) }, uniquingKeysWith: { a, _ in a })
+        /// A removal changes no item's save date: the server's count of the library's items, set
+        /// against what the stored catalog will hold, tells. Any difference: read everything.
+        func countAgrees(_ view: MediaBrowserDecode.View, types: String, changed: [CatalogItem]) throws(LabstreamError) -> Bool {
+            let total = try MediaBrowserDecode.page(get(requests.items(userId: session.userId, parentId: view.id, types: types, startIndex: 0,
+                                                                       limit: 1, token: token), "/Items"), "/Items").total
+            let stored = knownIds[view.id] ?? []
+            let expected = stored.union(changed.map(\.id)).count
+            if total != expected { progress("\(view.name): \(total) items on the server, \(expected) known; reading everything") }
+            return total == expected
+        }
+        let views = try MediaBrowserDecode.views(get(requests.userViews(userId: session.userId, token: token), "/UserViews"))
+        // A library gone from the server goes only with a full read.
+        guard Set(knownIds.keys).isSubset(of: Set(views.map(\.id))) else {
+            progress("a library is gone from the server; reading everything")
+            return nil
+        }
+        for view in views {
             let types: String
             switch view.collectionType {
             case "movies": types = "Movie"
@@ -161,15 +179,18 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
             case "music": types = "Audio"
             case "musicvideos":
                 let items = try musicVideos(in: view, savedSince: stamp)
+                guard try countAgrees(view, types: "MusicVideo", changed: items) else { return nil }
                 progress("\(view.name): \(items.count) changed")
                 out.append(LibraryCatalog(id: view.id, name: view.name, items: items))
                 continue
             case let kind where Self.isFolderLibrary(kind):
-                // A changed file's folders may not have changed: anything changed in the library
-                // re-reads that library (only that one) whole.
+                // A changed file's folders may not have changed: anything changed or removed in the
+                // library re-reads that library (only that one) whole.
                 let changed = try MediaBrowserDecode.page(get(requests.items(userId: session.userId, parentId: view.id, types: "Video,Movie,Photo",
                                                                              startIndex: 0, limit: 1, token: token, savedSince: stamp), "/Items"), "/Items")
-                guard !changed.items.isEmpty else { continue }
+                let total = try MediaBrowserDecode.page(get(requests.items(userId: session.userId, parentId: view.id, types: "Video,Movie,Photo",
+                                                                           startIndex: 0, limit: 1, token: token), "/Items"), "/Items").total
+                guard !changed.items.isEmpty || total != (knownIds[view.id]?.count ?? 0) else { continue }
                 let items = try folderItems(in: view)
                 progress("\(view.name): changed, \(items.count) items")
                 out.append(LibraryCatalog(id: view.id, name: view.name, items: items))
@@ -191,6 +212,7 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                     items.append(item)
                 }
             }
+            guard try countAgrees(view, types: types, changed: items) else { return nil }
             progress("\(view.name): \(items.count) changed")
             out.append(LibraryCatalog(id: view.id, name: view.name, items: items))
         }

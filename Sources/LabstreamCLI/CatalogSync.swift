@@ -15,6 +15,9 @@ enum CatalogSync {
     /// clock and ours may disagree a little, and asking twice costs nothing.
     static let overlap: Int64 = 600
 
+    /// How often the daemon's periodic refresh reads everything instead of what changed.
+    static let fullRefreshInterval: TimeInterval = 24 * 3600
+
     /// A full sync, or with `incremental` only what changed since the last sync merged into the
     /// stored catalog (when the backend can tell; else a full one). Removals need a full sync.
     static func run(_ backend: any MediaBackend, server: LabstreamConfig.Server, index: OfflineIndex,
@@ -89,10 +92,10 @@ enum CatalogSync {
 
     /// One server's sync as the line a user reads: `{server, files}` or `{server, error, code}`
     /// (the same whether the CLI or the daemon ran it). Errors also go to `failed`.
-    static func report(_ backend: any MediaBackend, server: LabstreamConfig.Server, index: OfflineIndex, log: Logger,
+    static func report(_ backend: any MediaBackend, server: LabstreamConfig.Server, index: OfflineIndex, log: Logger, incremental: Bool,
                        progress: ((String) -> Void)?, failed: (LabstreamError) -> Void = { _ in }) -> [String: Any] {
         do {
-            let outcome = try run(backend, server: server, index: index, log: log, progress: progress)
+            let outcome = try run(backend, server: server, index: index, log: log, incremental: incremental, progress: progress)
             return ["server": outcome.server, "files": outcome.files]
         } catch {
             failed(error)

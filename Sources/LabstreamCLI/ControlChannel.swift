@@ -10,7 +10,7 @@ import Synchronization
 ///
 ///     {"op": "status", "paths": ["home/Movies"]}            → {"entries": [FileStatus.wire…], "change": N}
 ///     {"op": "set", "name": "pin", "value": "1", "paths": […]} → {"files": N}
-///     {"op": "sync", "server": "home"?}  → {"progress": "…"} lines, then {"results": […]}
+///     {"op": "sync", "server": "home"?, "full": true?}  → {"progress": "…"} lines, then {"results": […]}
 ///
 /// Paths are relative to the mount root. Errors answer {"error": "…", "code": N}.
 enum ControlChannel {
@@ -23,7 +23,7 @@ enum ControlChannel {
         let socketPath: String
         let fs: FilesystemEngine
         let log: Logger
-        typealias SyncHandler = @Sendable (_ server: String?, _ progress: @escaping (String) -> Void) -> [[String: Any]]
+        typealias SyncHandler = @Sendable (_ server: String?, _ full: Bool, _ progress: @escaping (String) -> Void) -> [[String: Any]]
         let syncHandler = Mutex<SyncHandler?>(nil)
 
         /// What `sync` runs: the daemon's own catalog sync and reload.
@@ -95,7 +95,9 @@ enum ControlChannel {
             }
             let paths = request["paths"] as? [String] ?? []
             if op == "sync", let sync = syncHandler.withLock({ $0 }) {
-                let results = sync(request["server"] as? String) { step in ControlChannel.write(client, ["progress": step]) }
+                let results = sync(request["server"] as? String, request["full"] as? Bool ?? false) { step in
+                    ControlChannel.write(client, ["progress": step])
+                }
                 ControlChannel.write(client, ["results": results])
                 return
             }

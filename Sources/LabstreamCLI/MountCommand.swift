@@ -379,7 +379,7 @@ struct Daemon {
         let refreshEvery = config.refreshInterval
         let everyone = backends.map { ($0, config.server(named: $0.serverName)!) }
         // `labstream sync` while mounted: the daemon syncs and reloads its own tree.
-        control?.onSync { name, progress in
+        control?.onSync { name, full, progress in
             var results: [[String: Any]] = []
             // The servers configured now (SIGHUP may have added some since the mount).
             let servers = ((try? context.loadConfig())?.servers ?? everyone.map(\.1)).filter { name == nil || $0.name == name }
@@ -389,7 +389,7 @@ struct Daemon {
                                     "code": Int(ExitCode.noPerm)])
                     continue
                 }
-                results.append(CatalogSync.report(backend, server: server, index: index, log: log, progress: progress) { error in
+                results.append(CatalogSync.report(backend, server: server, index: index, log: log, incremental: !full, progress: progress) { error in
                     if let state = Self.reachability(after: error) { transfers.markUnreachable(server.name, state) }
                 })
             }
@@ -417,17 +417,18 @@ struct Daemon {
                 }
             }
             if synced { reload() }
-            // Periodic refresh: what changed since the last sync, and every fourth time everything
-            // (removals show only in a full listing).
+            // Periodic refresh: what changed since the last sync (a server that can tell says
+            // removals by its counts), and once a day everything, in case a count hid one.
             guard refreshEvery > 0 else { return }
-            var round = 0
+            var lastFull = Date()
             while true {
                 Thread.sleep(forTimeInterval: refreshEvery)   // a schedule, not synchronisation
-                round += 1
+                let full = Date().timeIntervalSince(lastFull) >= CatalogSync.fullRefreshInterval
+                if full { lastFull = Date() }
                 var refreshed = false
                 for (backend, server) in everyone where transfers.reachability(of: server.name) == .online {
                     do {
-                        _ = try CatalogSync.run(backend, server: server, index: index, log: log, incremental: round % 4 != 0)
+                        _ = try CatalogSync.run(backend, server: server, index: index, log: log, incremental: !full)
                         unsynced.withLock { _ = $0.removeValue(forKey: server.name) }
                         refreshed = true
                     } catch {

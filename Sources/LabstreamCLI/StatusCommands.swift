@@ -320,12 +320,13 @@ extension FileStatus {
 }
 
 enum SyncCommand {
-    static let spec = Arguments.Spec(valued: Context.globalValued, flags: Context.globalFlags)
+    static let spec = Arguments.Spec(valued: Context.globalValued, flags: Context.globalFlags.union(["--full"]))
 
     static func run(_ argv: [String]) throws -> Int32 {
         let args = try Arguments.parse(argv, spec: spec)
         if args.flag("-h") || args.flag("--help") { printOut(Help.sync); return ExitCode.ok }
-        guard args.positionals.count <= 1 else { throw UsageError("usage: labstream sync [NAME]") }
+        guard args.positionals.count <= 1 else { throw UsageError("usage: labstream sync [NAME] [--full]") }
+        let full = args.flag("--full")
         let context = Context(args: args)
         let config = try context.loadConfig()
         let log = Logger(level: try Logger.level(args))
@@ -342,14 +343,14 @@ enum SyncCommand {
         let show: (String) -> Void = { step in printOut(tty ? "\r\u{1B}[K" + step : step, newline: !tty) }
         // A running daemon syncs itself (and reloads its tree at once).
         if DaemonLock.holder(context.layout) != nil,
-           let answer = try ControlChannel.send(context.layout, ["op": "sync", "server": args.positionals.first ?? NSNull()], progress: show),
+           let answer = try ControlChannel.send(context.layout, ["op": "sync", "server": args.positionals.first ?? NSNull(), "full": full], progress: show),
            let results = answer["results"] as? [[String: Any]] {
             return CatalogSync.printResults(results, tty: tty)
         }
         let index = try context.openIndex()
         // Progress of a long sync: redrawn in place on a terminal, a line per step when piped.
         let results = backends.map { backend in
-            CatalogSync.report(backend, server: config.server(named: backend.serverName)!, index: index, log: log, progress: show)
+            CatalogSync.report(backend, server: config.server(named: backend.serverName)!, index: index, log: log, incremental: !full, progress: show)
         }
         return CatalogSync.printResults(results, tty: tty)
     }

@@ -162,11 +162,13 @@ enum StatusCommandProbe {
     }
 }
 
-/// The daemon's periodic refresh asks only for what changed (`minDateLastSaved`) and, every
-/// fourth round, for everything (removals).
+/// The daemon's periodic refresh and `labstream sync` ask only for what changed
+/// (`minDateLastSaved`); a removal shows in the library's item count, which sends them to read
+/// everything; `sync --full` always does.
 @Suite(.serialized) struct IncrementalRefreshTests {
+    /// The full refresh runs once a day: a removal seen within seconds was seen by the count.
     @Test(arguments: [ServerFixture.Kind.jellyfin, .emby])
-    func changesArriveIncrementallyAndRemovalsWithTheFullRound(kind: ServerFixture.Kind) throws {
+    func changesArriveIncrementallyAndRemovalsByTheLibrarysCount(kind: ServerFixture.Kind) throws {
         let m = try MountedLabstream("incremental-\(kind)", kind: kind, cacheConfig: "refresh_interval = 1")
         try m.mount()
         let alphaPath = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
@@ -184,6 +186,32 @@ enum StatusCommandProbe {
 
         m.fixture.remove(itemId: try #require(m.fixture.itemId(forFile: m.mediaDir + "/gamma.mkv")))
         #expect(eventually { !FileManager.default.fileExists(atPath: m.path("test/Movies/Gamma/Gamma.mkv")) })
+        try m.unmount()
+    }
+
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby])
+    func syncAsksForChangesAndFullReadsEverything(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("sync-full-\(kind)", kind: kind)
+        try m.mount()
+        let since = kind == .jellyfin ? "minDateLastSaved" : "MinDateLastSaved"
+        func asked(_ name: String) -> Bool { m.fixture.requestLog.contains { $0.query[name] != nil } }
+        m.fixture.clearLog()
+        let changes = try m.cli(["sync"])
+        #expect(changes.code == 0 && changes.stdout.hasSuffix("test: 10 files\n"), "\(changes.stdout) \(changes.stderr)")
+        #expect(asked(since) && m.log.contains("items changed since the last sync"))
+
+        // Nothing's save date changes with a removal; the count tells.
+        let gamma = "test/Movies/Gamma/Gamma.mkv"
+        m.fixture.remove(itemId: try #require(m.fixture.itemId(forFile: m.mediaDir + "/gamma.mkv")))
+        let removal = try m.cli(["sync"])
+        #expect(removal.code == 0 && removal.stdout.contains("items on the server") && removal.stdout.hasSuffix("test: 9 files\n"),
+                "\(removal.stdout) \(removal.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: m.path(gamma)))
+
+        m.fixture.clearLog()
+        let full = try m.cli(["sync", "--full"])
+        #expect(full.code == 0 && full.stdout.hasSuffix("test: 9 files\n"), "\(full.stdout) \(full.stderr)")
+        #expect(!asked(since) && !m.fixture.requestLog.isEmpty)
         try m.unmount()
     }
 }
