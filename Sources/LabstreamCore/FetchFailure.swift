@@ -38,6 +38,24 @@ public struct FetchFailure: Error, Sendable, Equatable {
         }
     }
 
+    /// What a whole-file path (an open-ended fill, a live copy) does after a failed try: a full
+    /// disk or a refused sign-in parks the file until that is mended (nothing is failed for it,
+    /// no retry is counted); anything else is retried while `retry` (the retry policy, asked only
+    /// then) says so, and fails with the reason after.
+    public enum Step: Sendable, Hashable {
+        case retry
+        case park(reason: String)
+        case fail
+    }
+
+    public func step(server: String, retry: () -> Bool) -> Step {
+        switch `class` {
+        case .diskFull: return .park(reason: StatusReason.storageFull)
+        case .signedOut: return .park(reason: StatusReason.signInRefused(server: server))
+        case .transient, .changedVersion, .permanent: return retry() ? .retry : .fail
+        }
+    }
+
     /// The transport gave up (refused, reset, stalled, timed out): worth another try.
     public static func transport(_ error: LabstreamError) -> FetchFailure { FetchFailure(error: error, kind: .transientTransport) }
 

@@ -144,13 +144,15 @@ final class LiveForward: Sendable {
             // A full disk is not worth a retry by itself; anything else on the way is.
             let failure: FetchFailure
             if let answered { failure = answered } else if case .noSpace = error { failure = .local(error) } else { failure = .transport(error) }
-            let kind = failure.kind
             row.present = RangeSet()
-            switch retries.failed(row.key, kind, policy: engine.settings.retry) {
+            switch failure.step(server: row.key.server, retry: { retries.failed(row.key, failure.kind, policy: engine.settings.retry) != .giveUp }) {
             case .retry:
                 row.apply(.willRetry)
                 row.reason = "the live stream stopped (\(error.userMessage)); it starts again from the beginning"
-            case .giveUp:
+            case .park(let reason):
+                row.apply(.parked)
+                row.reason = reason
+            case .fail:
                 row.apply(.failedPermanently)
                 row.reason = "the live stream failed: \(error.userMessage)"
             }

@@ -167,18 +167,16 @@ final class OpenEndedFill: Sendable {
     /// A failed try: back off and let the fill come back, or fail the row with the reason.
     func finish(_ failed: DownloadRow, name: String, failure: FetchFailure, engine: TransferEngine) {
         var row = failed
-        switch retries.failed(row.key, failure.kind, policy: engine.settings.retry) {
+        switch failure.step(server: row.key.server, retry: { retries.failed(row.key, failure.kind, policy: engine.settings.retry) != .giveUp }) {
         case .retry:
             row.apply(.willRetry)
             row.reason = "\(failure.error.userMessage); resuming from byte \(row.present.contiguousLength(from: 0))"
-        case .giveUp:
-            if case .noSpace = failure.error {
-                row.apply(.parked)
-                row.reason = StatusReason.storageFull
-            } else {
-                row.apply(.failedPermanently)
-                row.reason = failure.error.userMessage
-            }
+        case .park(let reason):
+            row.apply(.parked)
+            row.reason = reason
+        case .fail:
+            row.apply(.failedPermanently)
+            row.reason = failure.error.userMessage
         }
         engine.log("\(name): \(row.reason ?? "")")
         _ = try? engine.index.saveDownload(row, now: engine.now())

@@ -26,6 +26,21 @@ import Testing
         #expect(FetchFailure.stream(status: 400).error.userMessage.contains("refused the request"))
     }
 
+    /// Open-ended fills and live copies: a full disk or a refused sign-in parks the file and
+    /// counts no retry; anything else retries while the policy says so, then fails.
+    @Test func wholeFilePathsParkRetryOrFailByOneRule() {
+        var asked = 0
+        func step(_ f: FetchFailure, policy: Bool) -> FetchFailure.Step { f.step(server: "home") { asked += 1; return policy } }
+        #expect(step(.local(.noSpace("partials")), policy: true) == .park(reason: StatusReason.storageFull))
+        #expect(step(.stream(status: 401), policy: true) == .park(reason: StatusReason.signInRefused(server: "home")))
+        #expect(asked == 0)
+        #expect(step(.transport(.fetchFailed("reset")), policy: true) == .retry)
+        #expect(step(.transport(.fetchFailed("reset")), policy: false) == .fail)
+        #expect(step(.stream(status: 404), policy: false) == .fail)
+        #expect(step(.transport(.remoteChanged("new ETag")), policy: true) == .retry)
+        #expect(asked == 4)
+    }
+
     @Test func localAndTransportFailuresAreWhatTheyAre() {
         #expect(FetchFailure.local(.noSpace("partials")).class == .diskFull)   // never the server's fault
         #expect(FetchFailure.local(.storage("EIO")).class == .permanent)
