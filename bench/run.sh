@@ -10,7 +10,9 @@ RUNS=${RUNS:-5}
 SIZE_MB=${SIZE_MB:-1024}     # B1–B3, B6, B8
 SMALL_MB=${SMALL_MB:-256}    # each of the 8 files of B9
 MANY=${MANY:-10000}          # items in the B5 library
-CASES=${CASES:-B1 B2 B3 B4 B5 B6 B7 B8 B9}   # e.g. CASES=B8 make bench
+BIG_FILMS=${BIG_FILMS:-90000}   # B10: films, beside BIG_SERIES series of 5 seasons × 10 episodes
+BIG_SERIES=${BIG_SERIES:-200}
+CASES=${CASES:-B1 B2 B3 B4 B5 B6 B7 B8 B9 B10}   # e.g. CASES=B8 make bench
 want() { [[ " $CASES " == *" $1 "* ]]; }
 BIN=$PWD/.build/release/labstream
 need() { command -v "$1" >/dev/null || { echo "installing $2"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null; }; }
@@ -23,10 +25,11 @@ cleanup() {
     fusermount3 -uz "$FL_MNT" 2>/dev/null || true
     $BIN unmount "$LS_MNT" >/dev/null 2>&1 || true
     LABSTREAM_CONFIG_DIR=$W/many-config LABSTREAM_DATA_DIR=$W/many-data $BIN unmount "$W/many-mnt" >/dev/null 2>&1 || true
+    LABSTREAM_CONFIG_DIR=$W/big-config LABSTREAM_DATA_DIR=$W/big-data $BIN unmount "$W/big-mnt" >/dev/null 2>&1 || true
     fusermount3 -uz "$RC_MNT" 2>/dev/null || fusermount -uz "$RC_MNT" 2>/dev/null || true
     pkill -f "rclone mount :http: $RC_MNT" 2>/dev/null || true
     [ -f "$W/nginx.pid" ] && kill "$(cat "$W/nginx.pid")" 2>/dev/null || true
-    for p in ${FIXTURE_PID:-} ${MANY_PID:-}; do kill "$p" 2>/dev/null || true; done
+    for p in ${FIXTURE_PID:-} ${MANY_PID:-} ${BIG_PID:-}; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true; done
     [ -n "${BENCH_KEEP:-}" ] && echo "kept $W" || rm -rf "$W"
 }
 trap cleanup EXIT
@@ -347,6 +350,81 @@ record B5 "find again, kernel caches warm" s "${WARM[@]}"
 record B5 "FUSE floor: find over $MANY folders of one file" s "${FLOOR[@]}"; FLM=$MED
 record B5 "local disk: the same tree, cold" s "${LOCAL[@]}"; LOM=$MED
 note "B5 target <= 0.3 s each; labstream/floor online $(ratio "$ONM" "$FLM"), offline $(ratio "$OFFM" "$FLM"); labstream/local disk online $(ratio "$ONM" "$LOM"), offline $(ratio "$OFFM" "$LOM")"
+fi
+
+if want B10; then
+echo "B10 a household's library: $BIG_FILMS films and $BIG_SERIES series × 50 episodes"
+export LABSTREAM_CONFIG_DIR="$W/big-config" LABSTREAM_DATA_DIR="$W/big-data"
+B=$W/big; BM=$W/big-mnt; mkdir -p "$B/Shows" "$BM"
+python3 - "$B" "$BIG_FILMS" "$BIG_SERIES" <<'PY'
+import os, sys
+d, films, series = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for i in range(films): open(f"{d}/film{i:06d}.mkv", "w").close()
+for s in range(series):
+    p = f"{d}/Shows/Show {s:03d}"; os.makedirs(p, exist_ok=True)
+    for season in range(1, 6):
+        for e in range(1, 11): open(f"{p}/S{season:02d}E{e:02d}.mkv", "w").close()
+PY
+# 20 films with bytes, for 20 readers at once.
+for i in $(seq 0 19); do dd if=/dev/urandom of="$B/film$(printf %06d "$i").mkv" bs=1M count=32 status=none; done
+$BIN fixture "$B" > "$W/big.url" &
+BIG_PID=$!
+until [ -s "$W/big.url" ]; do kill -0 "$BIG_PID" || exit 1; sleep 0.5; done   # 100 000 items take a while
+echo demo | $BIN server add jellyfin big --url "$(head -n1 "$W/big.url")" --user demo --password-stdin >/dev/null
+printf '\n[cache]\nplayback_probe = no\nrefresh_interval = 0\n' >> "$W/big-config/labstream.conf"
+big_pid() { head -n1 "$W/big-data/labstream.lock"; }
+kib() { awk -v k="$2" '$1 == k":" {print $2 / 1024}' "/proc/$1/status"; }
+cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+s=$(now); $BIN mount "$BM" >/dev/null; record B10 "first mount, sync included" s "$(elapsed "$s")"
+record B10 "daemon RSS after the first mount" MiB "$(kib "$(big_pid)" VmRSS)"
+s=$(now); $BIN sync >/dev/null; record B10 "sync with nothing changed (incremental)" s "$(elapsed "$s")"; INC=$MED
+s=$(now); $BIN sync --full >/dev/null; record B10 "sync --full" s "$(elapsed "$s")"; FULL=$MED
+note "B10 target: incremental sync <= 10 % of a full one; here $(ratio "$INC" "$FULL")"
+record B10 "daemon peak RSS after both syncs" MiB "$(kib "$(big_pid)" VmHWM)"
+# The same tree on the local disk: every folder and (empty) file the mount shows.
+(cd "$BM" && find . -type d) | (cd "$W" && mkdir -p big-local && cd big-local && xargs -d '\n' mkdir -p)
+(cd "$BM" && find . -type f) | (cd "$W/big-local" && xargs -d '\n' touch)
+n=$(find "$BM" | wc -l)
+drop_caches; p=$(big_pid); c=$(cpu_of "$p"); s=$(now); find "$BM" >/dev/null; record B10 "cold find ($n entries)" s "$(elapsed "$s")"; COLD=$MED
+s=$(now); c=$(cpu_of "$p"); find "$BM" >/dev/null; record B10 "warm find" s "$(elapsed "$s")"; WARMF=$MED
+record B10 "daemon CPU during the warm find" s "$(echo "($(cpu_of "$p") - $c) / $HZ" | bc -l)"
+drop_caches; s=$(now); find "$W/big-local" >/dev/null; record B10 "local disk: the same tree, cold" s "$(elapsed "$s")"; LCOLD=$MED
+s=$(now); find "$W/big-local" >/dev/null; record B10 "local disk: the same tree, warm" s "$(elapsed "$s")"; LWARM=$MED
+note "B10 find/local disk: cold $(ratio "$COLD" "$LCOLD") (target <= 1.3), warm $(ratio "$WARMF" "$LWARM") (target <= 1.5)"
+# 20 readers of 20 different cold films at once: the aggregate, and the longest wait between two
+# chunks that any reader saw.
+drop_caches
+python3 - "$BM/big/Movies" > "$W/readers.out" <<'PY'
+import os, sys, threading, time
+root = sys.argv[1]
+names = [f"film{i:06d}" for i in range(20)]
+stalls, sizes = [0.0] * 20, [0] * 20
+def read(i):
+    with open(f"{root}/{names[i]}/{names[i]}.mkv", "rb", buffering=0) as f:
+        last = time.monotonic()
+        while True:
+            b = f.read(1 << 20)
+            t = time.monotonic(); stalls[i] = max(stalls[i], t - last); last = t
+            if not b: break
+            sizes[i] += len(b)
+start = time.monotonic()
+threads = [threading.Thread(target=read, args=(i,)) for i in range(20)]
+for t in threads: t.start()
+for t in threads: t.join()
+wall = time.monotonic() - start
+print(sum(sizes) / wall / 1e6, max(stalls))
+PY
+record B10 "20 cold readers at once: aggregate" MB/s "$(cut -d' ' -f1 "$W/readers.out")"
+record B10 "20 cold readers: the longest stall of any reader" s "$(cut -d' ' -f2 "$W/readers.out")"
+record B10 "daemon peak RSS online (all of the above)" MiB "$(kib "$(big_pid)" VmHWM)"
+$BIN unmount "$BM" >/dev/null
+kill "$BIG_PID"; wait "$BIG_PID" 2>/dev/null || true; BIG_PID=
+s=$(now); $BIN mount "$BM" >/dev/null; record B10 "offline mount of the index" s "$(elapsed "$s")"
+find "$BM" >/dev/null
+record B10 "daemon RSS at rest offline, after a find" MiB "$(kib "$(big_pid)" VmRSS)"
+record B10 "daemon peak RSS offline" MiB "$(kib "$(big_pid)" VmHWM)"
+record B10 "index on disk" MiB "$(du -sm "$W/big-data/index.sqlite" | cut -f1)"
+$BIN unmount "$BM" >/dev/null
 fi
 
 printf '\n%-4s %-52s %10s %10s %10s %-5s\n' id "case ($RUNS runs)" median min max unit

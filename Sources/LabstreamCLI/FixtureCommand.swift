@@ -3,9 +3,11 @@ import LabstreamCore
 import LabstreamFixture
 
 /// `labstream fixture DIR`: a development helper for benchmarks and manual testing. Serves every
-/// regular file in DIR as a movie from the Jellyfin fixture (user demo, password demo) on
-/// loopback, prints its URL on the first line, and links `DIR/.by-id/ID` to each file so that
-/// a real web server (nginx in `make bench`) can answer `/Items/ID/Download` itself.
+/// regular file in DIR as a movie, and every file in `DIR/Shows/NAME/` named `…SnnEmm…` as that
+/// episode of series NAME, from the Jellyfin fixture (user demo, password demo) on loopback, each
+/// with the metadata a real library has (a plot, genres, provider ids); prints its URL on the
+/// first line, and links `DIR/.by-id/ID` to each movie so that a real web server (nginx in
+/// `make bench`) can answer `/Items/ID/Download` itself.
 enum FixtureCommand {
     static let spec = Arguments.Spec(valued: Context.globalValued, flags: Context.globalFlags)
 
@@ -18,13 +20,15 @@ enum FixtureCommand {
             var isDir: ObjCBool = false
             guard FileManager.default.fileExists(atPath: dir + "/" + name, isDirectory: &isDir), !isDir.boolValue else { return nil }
             let stem = name.split(separator: ".").dropLast().joined(separator: ".")
-            return .init(title: stem.isEmpty ? name : stem, year: nil, file: dir + "/" + name, container: String(name.split(separator: ".").last ?? "bin"))
+            return .init(title: stem.isEmpty ? name : stem, year: nil, file: dir + "/" + name, container: String(name.split(separator: ".").last ?? "bin"),
+                         details: details(name))
         }
-        let fixture = try ServerFixture(catalog: FixtureCatalog(movies: movies, series: []), userName: "demo", password: "demo")
+        let fixture = try ServerFixture(catalog: FixtureCatalog(movies: movies, series: try series(in: dir + "/Shows")), userName: "demo", password: "demo")
         let links = dir + "/.by-id"
         try? FileManager.default.createDirectory(atPath: links, withIntermediateDirectories: true)
+        let ids = fixture.itemIdsByFile
         for m in movies {
-            guard let id = fixture.itemId(forFile: m.file) else { continue }
+            guard let id = ids[m.file] else { continue }
             try? FileManager.default.removeItem(atPath: links + "/" + id)
             try FileManager.default.createSymbolicLink(atPath: links + "/" + id, withDestinationPath: m.file)
         }
@@ -35,5 +39,33 @@ enum FixtureCommand {
         sigwait(&wanted, &signal)
         fixture.stop()
         return ExitCode.ok
+    }
+
+    /// About what a scraped film or episode carries: a plot of a few sentences, genres, a studio,
+    /// ratings and provider ids.
+    static func details(_ name: String) -> FixtureCatalog.Details {
+        let n = name.utf8.reduce(0) { ($0 &* 31 &+ Int($1)) % 100_000 }
+        return FixtureCatalog.Details(
+            plot: "When \(name) begins, nobody in the quiet town expects the storm that follows. Over one long summer, old friends, "
+                + "rivals and strangers are drawn together by a secret buried for decades, and each must decide what they are willing "
+                + "to lose to keep it. A story of loyalty, memory and the price of the truth.",
+            genres: ["Drama", "Mystery"], studios: ["Fixture Pictures"], rating: 7.1, contentRating: "PG-13", premiered: "2001-05-04",
+            runtimeSeconds: 6000, imdb: "tt\(1_000_000 + n)", tmdb: "\(n)")
+    }
+
+    /// `SHOWS/NAME/…SnnEmm….ext` → series NAME with those episodes (none when SHOWS is absent).
+    static func series(in shows: String) throws -> [FixtureCatalog.Series] {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: shows) else { return [] }
+        return try names.filter { !$0.hasPrefix(".") }.sorted().map { show in
+            let episodes = try FileManager.default.contentsOfDirectory(atPath: shows + "/" + show).sorted().compactMap { file -> FixtureCatalog.Episode? in
+                let upper = file.uppercased()
+                guard let s = upper.range(of: "S"), let e = upper.range(of: "E", range: s.upperBound..<upper.endIndex),
+                      let season = Int(upper[s.upperBound..<e.lowerBound]),
+                      let number = Int(upper[e.upperBound...].prefix { $0.isNumber }) else { return nil }
+                return .init(season: season, number: number, title: "Episode \(number)", file: shows + "/" + show + "/" + file,
+                             container: String(file.split(separator: ".").last ?? "bin"), details: details(file))
+            }
+            return .init(name: show, year: 2010, episodes: episodes, details: details(show))
+        }
     }
 }

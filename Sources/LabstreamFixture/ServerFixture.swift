@@ -472,6 +472,13 @@ public final class ServerFixture: Sendable {
     let contentTypes: [String: String]
     /// Immutable after init.
     nonisolated(unsafe) let itemsById: [String: [String: Any]]
+    /// Every item in `/Items`' order (`SortName`, then id), sorted once: a listing filters it.
+    nonisolated(unsafe) let itemsInOrder: [[String: Any]]
+    /// `/Items` selections by their query without paging (only those that no save date or
+    /// watched state narrows), with the removed and held items they were made under: a client
+    /// paging through 90 000 films makes its selection once, not once per page.
+    nonisolated(unsafe) var selections: [String: [[String: Any]]] = [:]
+    let selectionsLock = NSLock()
     let filesById: [String: String]
     /// Plex rating keys and part ids are numbers: each fixture id has one.
     let idsByPlexNumber: [String: String]
@@ -705,6 +712,7 @@ public final class ServerFixture: Sendable {
         }
         contentTypes = mimeTypes
         itemsById = items
+        itemsInOrder = items.values.map { (Self.sortKey($0), $0) }.sorted { $0.0 < $1.0 }.map(\.1)
         filesById = files
         var numbers: [String: String] = [:]
         for id in Set(items.keys).union(files.keys) { numbers[plexNumber(id)] = id }
@@ -910,6 +918,9 @@ public final class ServerFixture: Sendable {
     }
 
     public func itemId(forFile file: String) -> String? { filesById.first { $0.value == file }?.key }
+
+    /// Every item's id by its file, at once (`itemId(forFile:)` looks through them all each time).
+    public var itemIdsByFile: [String: String] { Dictionary(filesById.map { ($0.value, $0.key) }, uniquingKeysWith: { a, _ in a }) }
 
     /// The `AlbumId` (`BaseItemDto.AlbumId`) a track is listed with: one per album title and album
     /// artist, nil for a track without an album.
@@ -1341,9 +1352,12 @@ public final class ServerFixture: Sendable {
         let parent = query(request, "parentId")
         let recursive = query(request, "recursive") == "true"
         let removed = state.withLock { $0.removed }.union(heldBack())
+        let narrowed = ["minDateLastSaved", "minDateLastSavedForUser", "isPlayed"].contains { query(request, $0) != nil }
+        let key = [parent ?? "-", recursive ? "r" : "", types.sorted().joined(separator: ","), removed.sorted().joined(separator: ",")].joined(separator: "\u{0}")
+        if !narrowed, let made = selectionsLock.withLock({ selections[key] }) { return page(made, request) }
         let saved = savedSinceFilter(request)
         let played = playedFilter(request)
-        let selected = itemsById.values.filter { item in
+        let selected = itemsInOrder.filter { item in
             if removed.contains(item["Id"] as! String) { return false }
             if !saved(item["Id"] as! String) || !played(item["Id"] as! String) { return false }
             if !types.isEmpty && !types.contains(item["Type"] as! String) { return false }
@@ -1357,11 +1371,14 @@ public final class ServerFixture: Sendable {
                 p = node["ParentId"] as? String
             }
             return false
-        }.sorted { sortKey($0) < sortKey($1) }
+        }
+        if !narrowed { selectionsLock.withLock { if selections.count > 16 { selections.removeAll() }; selections[key] = selected } }
         return page(selected, request)
     }
 
-    func sortKey(_ item: [String: Any]) -> String {
+    func sortKey(_ item: [String: Any]) -> String { Self.sortKey(item) }
+
+    static func sortKey(_ item: [String: Any]) -> String {
         "\((item["Name"] as? String ?? "").lowercased())\u{0}\(item["Id"] as! String)"
     }
 
