@@ -24,10 +24,10 @@ enum ControlChannel {
         let fs: FilesystemEngine
         let log: Logger
         typealias SyncHandler = @Sendable (_ server: String?, _ full: Bool, _ progress: @escaping (String) -> Void) -> [[String: Any]]
-        let syncHandler = Mutex<SyncHandler?>(nil)
+        let syncHandler = Hook<SyncHandler>()
 
         /// What `sync` runs: the daemon's own catalog sync and reload.
-        func onSync(_ handler: @escaping SyncHandler) { syncHandler.withLock { $0 = handler } }
+        func onSync(_ handler: @escaping SyncHandler) { syncHandler.set(handler) }
 
         init(layout: DataLayout, fs: FilesystemEngine, log: Logger) throws {
             socketPath = ControlChannel.path(layout)
@@ -94,7 +94,7 @@ enum ControlChannel {
                 return
             }
             let paths = request["paths"] as? [String] ?? []
-            if op == "sync", let sync = syncHandler.withLock({ $0 }) {
+            if op == "sync", let sync = syncHandler.function {
                 let results = sync(request["server"] as? String, request["full"] as? Bool ?? false) { step in
                     ControlChannel.write(client, ["progress": step])
                 }

@@ -175,7 +175,7 @@ final class FileTransfer: @unchecked Sendable {
             try partial.discardAll()
             try index.saveDownload(row, freeing: true, now: engine.now())
             index.keepReserve()   // taken again once the freed space allows
-            engine.droppedListener.withLock { $0 }?(file.key)
+            engine.droppedListener.function?(file.key)
             return
         }
         try index.saveDownload(row, now: engine.now())

@@ -67,7 +67,7 @@ final class ServerHealth: Sendable {
                     if state == .online {
                         engine.filler.wake()
                         engine.monitors.schedule([server])
-                        if let listener = engine.onlineListener.withLock({ $0 }) { Thread { listener(server) }.start() }
+                        if let listener = engine.onlineListener.function { Thread { listener(server) }.start() }
                     }
                     engine.noteChange()
                 }

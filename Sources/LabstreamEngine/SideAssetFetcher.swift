@@ -59,7 +59,7 @@ public final class SideAssetFetcher: Sendable {
         var owners: [FileKey]
     }
     private let state = Mutex(State())
-    private let storedHook = Mutex<(@Sendable () -> Void)?>(nil)
+    private let storedHook = Hook<@Sendable () -> Void>()
     /// Worker thread only: a change not yet announced, and when the last announcement was (the
     /// tree is rebuilt at most once a second however fast assets arrive).
     private let announced = Mutex<(pending: Bool, at: Date)>((false, .distantPast))
@@ -70,7 +70,7 @@ public final class SideAssetFetcher: Sendable {
     }
 
     /// Told when a pass stored or dropped something, so the tree shows it.
-    public func onChange(_ body: @escaping @Sendable () -> Void) { storedHook.withLock { $0 = body } }
+    public func onChange(_ body: @escaping @Sendable () -> Void) { storedHook.set(body) }
 
     public func start() {
         guard mode != .off else { return }
@@ -301,7 +301,7 @@ public final class SideAssetFetcher: Sendable {
         }
         guard let due else { return nil }
         if due == .distantPast {
-            storedHook.withLock { $0 }?()
+            storedHook.function?()
             return nil
         }
         return due

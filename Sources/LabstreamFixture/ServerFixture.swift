@@ -379,10 +379,10 @@ public final class ServerFixture: Sendable {
     let state = Mutex<State>(State())
     private let server = Mutex<HTTPServer?>(nil)
     /// Called for every download request with its 1-based number, before it is answered.
-    let downloadHook = Mutex<(@Sendable (Int) -> Void)?>(nil)
+    let downloadHook = Hook<@Sendable (Int) -> Void>()
     let downloadCount = Mutex(0)
 
-    public func onDownloadRequest(_ hook: (@Sendable (Int) -> Void)?) { downloadHook.withLock { $0 = hook } }
+    public func onDownloadRequest(_ hook: (@Sendable (Int) -> Void)?) { downloadHook.set(hook) }
 
     /// While closed, image and subtitle requests wait (each on its own connection's thread)
     /// until it opens: a test sees what the daemon says while its side assets are on the way.
@@ -1032,7 +1032,7 @@ public final class ServerFixture: Sendable {
         }
         if isDownload(request.path) {
             let n = downloadCount.withLock { $0 += 1; return $0 }
-            if let hook = downloadHook.withLock({ $0 }) { hook(n) }
+            if let hook = downloadHook.function { hook(n) }
         }
         let fault = takeFault(for: request.path)
         if case .status(let code)? = fault {
