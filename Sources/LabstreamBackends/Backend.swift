@@ -173,22 +173,27 @@ public struct ServerSession: Sendable {
     }
 }
 
-/// Collects paged listings. A server that ignores the page offset answers the same page again:
-/// entries already seen are not added twice, and a page that brings nothing new ends the walk
-/// instead of looping.
-struct PageCollector {
-    var all: [JSONValue] = []
+/// Collects paged listings, each entry decoded as its page arrives: a library's 90 000 films
+/// are kept as what they decode to, never as the JSON of every page at once (that held a
+/// gigabyte). A server that ignores the page offset answers the same page again: entries
+/// already seen are not added twice, and a page that brings nothing new ends the walk instead
+/// of looping.
+struct PageCollector<Entry> {
+    var all: [Entry] = []
+    /// Entries taken, decodable or not: the next page starts here.
+    var count = 0
     var seen = Set<String>()
     let key: (JSONValue) -> String?
 
-    /// Adds the new entries of `page`; false when there were none.
-    mutating func add(_ page: [JSONValue]) -> Bool {
+    /// Adds the new entries of `page`, as `decode` makes them; false when there were none.
+    mutating func add(_ page: [JSONValue], decode: (JSONValue) -> Entry?) -> Bool {
         var added = false
         for entry in page {
             if let k = key(entry) {
                 guard seen.insert(k).inserted else { continue }
             }
-            all.append(entry)
+            count += 1
+            if let decoded = decode(entry) { all.append(decoded) }
             added = true
         }
         return added

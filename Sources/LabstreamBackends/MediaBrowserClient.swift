@@ -82,9 +82,9 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
             switch view.collectionType {
             case "movies", "music":
                 let type = view.collectionType == "music" ? "Audio" : "Movie"
-                let items = try pages("/Items") { start in
+                let items = try pages("/Items", decode: { MediaBrowserDecode.item($0) }) { start in
                     requests.items(userId: session.userId, parentId: view.id, types: type, startIndex: start, limit: pageSize, token: token)
-                }.compactMap { MediaBrowserDecode.item($0) }
+                }
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: items))
             case "tvshows":
                 let series = try pages("/Items") { start in
@@ -100,10 +100,9 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                     progress("\(view.name): \(name) (\(index + 1)/\(series.count))")
                     let (seasons, posters) = try MediaBrowserDecode.seasons(get(requests.seasons(seriesId: sid, userId: session.userId, token: token), "/Shows/{id}/Seasons"))
                     if !posters.isEmpty { seriesDetails[sid, default: ItemDetails()].assets += posters }
-                    let raw = try pages("/Shows/{id}/Episodes") { start in
+                    episodes += try pages("/Shows/{id}/Episodes", decode: { MediaBrowserDecode.item($0, series: (sid, name, s["ProductionYear"].int), seasons: seasons) }) { start in
                         requests.episodes(seriesId: sid, userId: session.userId, startIndex: start, limit: pageSize, token: token)
                     }
-                    episodes += raw.compactMap { MediaBrowserDecode.item($0, series: (sid, name, s["ProductionYear"].int), seasons: seasons) }
                 }
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: episodes, seriesDetails: seriesDetails))
             case "musicvideos":
@@ -136,10 +135,10 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
     /// A music-video library's videos as `Title (Year)` in their artist's folder; `savedSince`:
     /// only those saved since then.
     func musicVideos(in view: MediaBrowserDecode.View, savedSince: String? = nil) throws(LabstreamError) -> [CatalogItem] {
-        try pages("/Items") { start in
+        try pages("/Items", decode: { MediaBrowserDecode.item($0, otherVideos: true) }) { start in
             requests.items(userId: session.userId, parentId: view.id, types: "MusicVideo", startIndex: start, limit: pageSize,
                            token: session.token, savedSince: savedSince)
-        }.compactMap { MediaBrowserDecode.item($0, otherVideos: true) }.filter { $0.kind == .other }.map { video in
+        }.filter { $0.kind == .other }.map { video in
             var titled = video
             titled.title = Naming.titled(video.title, year: video.year)
             return titled
@@ -320,11 +319,16 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
 
     /// Follows `startIndex`/`limit` until `TotalRecordCount` items arrived (or a short page).
     func pages(_ what: String, _ request: (Int) -> HTTPRequest) throws(LabstreamError) -> [JSONValue] {
-        var pages = PageCollector { $0["Id"].string }
+        try pages(what, decode: { $0 }, request)
+    }
+
+    /// Every entry of a paged listing, decoded by `decode` as each page arrives (nil: left out).
+    func pages<Entry>(_ what: String, decode: (JSONValue) -> Entry?, _ request: (Int) -> HTTPRequest) throws(LabstreamError) -> [Entry] {
+        var pages = PageCollector<Entry>(key: { $0["Id"].string })
         while true {
-            let page = try MediaBrowserDecode.page(get(request(pages.all.count), what), what)
-            let progressed = pages.add(page.items)
-            if !progressed || page.items.count < pageSize || pages.all.count >= page.total { return pages.all }
+            let page = try MediaBrowserDecode.page(get(request(pages.count), what), what)
+            let progressed = pages.add(page.items, decode: decode)
+            if !progressed || page.items.count < pageSize || pages.count >= page.total { return pages.all }
         }
     }
 

@@ -97,9 +97,9 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
                 // Plex metadata type 1: a movie. Home videos ("Other Videos") are placed in the
                 // server's folders instead: where each file lies below the section's locations.
                 let placedBelow = section.holdsHomeVideos ? section.locations : nil
-                let items = try pages("/library/sections/{id}/all") { start in
+                let items = try pages("/library/sections/{id}/all", decode: { PlexDecode.item($0, placedBelow: placedBelow) }) { start in
                     requests.sectionItems(section: section.key, type: 1, start: start, size: pageSize, token: session.token)
-                }.compactMap { PlexDecode.item($0, placedBelow: placedBelow) }
+                }
                 libraries.append(LibraryCatalog(id: section.key, name: section.title, items: items))
             case "photo":
                 libraries.append(LibraryCatalog(id: section.key, name: section.title, items: try photos(in: section)))
@@ -307,13 +307,18 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
 
     /// Follows `X-Plex-Container-Start/Size` until `totalSize` items arrived (or a short page).
     func pages(_ what: String, _ request: (Int) -> HTTPRequest) throws(LabstreamError) -> [JSONValue] {
-        var pages = PageCollector { $0["ratingKey"].text }
+        try pages(what, decode: { $0 }, request)
+    }
+
+    /// Every entry of a paged listing, decoded by `decode` as each page arrives (nil: left out).
+    func pages<Entry>(_ what: String, decode: (JSONValue) -> Entry?, _ request: (Int) -> HTTPRequest) throws(LabstreamError) -> [Entry] {
+        var pages = PageCollector<Entry>(key: { $0["ratingKey"].text })
         while true {
-            let response = try transport.call(request(pages.all.count))
+            let response = try transport.call(request(pages.count))
             let page = try PlexDecode.page(Self.expectOK(response, what), what)
-            let progressed = pages.add(page.metadata)
+            let progressed = pages.add(page.metadata, decode: decode)
             let total = page.total ?? response.header("X-Plex-Container-Total-Size").flatMap { Int($0) }
-            if !progressed || page.metadata.count < pageSize || total.map({ pages.all.count >= $0 }) ?? false { return pages.all }
+            if !progressed || page.metadata.count < pageSize || total.map({ pages.count >= $0 }) ?? false { return pages.all }
         }
     }
 

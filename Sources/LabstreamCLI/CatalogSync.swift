@@ -9,6 +9,8 @@ enum CatalogSync {
     struct Outcome {
         var server: String
         var files: Int
+        /// false: the server said nothing changed, and the index was left as it was.
+        var changed = true
     }
 
     /// Seconds before the last sync that an incremental refresh still asks for: the server's
@@ -31,6 +33,15 @@ enum CatalogSync {
         if incremental, let last = try index.servers().first(where: { $0.name == server.name })?.lastSync {
             let stored = try index.catalog(server: server.name)
             if let changes = try (backend as? any IncrementalCatalog)?.fetchChanges(since: last - overlap, known: stored, progress: report) {
+                let names = Dictionary(stored.map { ($0.id, $0.name) }, uniquingKeysWith: { a, _ in a })
+                if changes.allSatisfy({ $0.items.isEmpty && names[$0.id] == $0.name }) {
+                    // Rewriting 100 000 unchanged rows (and rebuilding the tree) is what made an
+                    // unchanged re-sync cost a full one.
+                    try index.noteSynced(server: server.name, now: Int64(Date().timeIntervalSince1970))
+                    let files = stored.reduce(0) { $0 + $1.items.reduce(0) { $0 + $1.sources.count } }
+                    log.info("sync \(server.name): nothing changed since the last sync (\(Int(Date().timeIntervalSince(started) * 1000)) ms)")
+                    return Outcome(server: server.name, files: files, changed: false)
+                }
                 merged = LibraryCatalog.merge(stored, changes)
                 log.info("sync \(server.name): \(changes.reduce(0) { $0 + $1.items.count }) items changed since the last sync")
             }
@@ -96,7 +107,7 @@ enum CatalogSync {
                        progress: ((String) -> Void)?, failed: (LabstreamError) -> Void = { _ in }) -> [String: Any] {
         do {
             let outcome = try run(backend, server: server, index: index, log: log, incremental: incremental, progress: progress)
-            return ["server": outcome.server, "files": outcome.files]
+            return ["server": outcome.server, "files": outcome.files, "changed": outcome.changed]
         } catch {
             failed(error)
             return ["server": server.name, "error": error.userMessage, "code": Int(ExitCode.of(error))]

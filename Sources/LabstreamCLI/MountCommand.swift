@@ -393,7 +393,9 @@ struct Daemon {
                     if let state = Self.reachability(after: error) { transfers.markUnreachable(server.name, state) }
                 })
             }
-            reload()
+            // A sync that changed nothing leaves the tree (and the kernel's caches of it) alone.
+            if results.contains(where: { $0["changed"] as? Bool != false }) { reload() }
+            for r in results where r["changed"] as? Bool == false { transfers.catalogUnchanged(server: r["server"] as? String ?? "") }
             return results
         }
         let ready = Thread { [self] in
@@ -428,9 +430,10 @@ struct Daemon {
                 var refreshed = false
                 for (backend, server) in everyone where transfers.reachability(of: server.name) == .online {
                     do {
-                        _ = try CatalogSync.run(backend, server: server, index: index, log: log, incremental: !full)
+                        let outcome = try CatalogSync.run(backend, server: server, index: index, log: log, incremental: !full)
                         unsynced.withLock { _ = $0.removeValue(forKey: server.name) }
-                        refreshed = true
+                        refreshed = refreshed || outcome.changed
+                        if !outcome.changed { transfers.catalogUnchanged(server: server.name) }
                     } catch {
                         log.warn("refresh of \(server.name) failed: \(describe(error)) Keeping the catalog in the index.")
                         if let state = Self.reachability(after: error) { transfers.markUnreachable(server.name, state) }

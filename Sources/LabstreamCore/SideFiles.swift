@@ -58,35 +58,55 @@ public struct ItemDetails: Sendable, Hashable, Codable {
     public var orNil: ItemDetails? { isEmpty ? nil : self }
 }
 
-/// A file of the tree that Labstream makes itself rather than fetches (an `.nfo`): its bytes
-/// are known, so its size is exact before any read, and it reads the same offline.
+/// A file of the tree that Labstream makes itself rather than fetches (an `.nfo`): it is made
+/// from the index, so its size is exact before any read, and it reads the same offline.
 /// A fetched side asset (artwork, a subtitle) is one too: its bytes are stored whole at
 /// `storedAt` before it appears, and are read from there when it is opened.
 public struct GeneratedFile: Sendable, Hashable {
     public var path: [String]
-    public var bytes: [UInt8]
     public var modified: Int64
-    /// A stored side asset's file (absolute) and size; nil for a file made in memory.
-    public var storedAt: String?
-    public var storedSize: Int64
+    public var content: Content
 
-    public init(path: [String], bytes: [UInt8], modified: Int64) {
+    public enum Content: Sendable, Hashable {
+        /// A fetched side asset, stored whole at `at` (absolute).
+        case stored(at: String, size: Int64)
+        /// A document made again from the index each time it is opened: only its size and a
+        /// digest of its bytes are kept, so a library's 100 000 `.nfo` cost no more than their
+        /// names in memory, and a changed document is told from an unchanged one.
+        case document(NFODocument, size: Int64, digest: UInt64)
+    }
+
+    /// `bytes`: the document as made now (its size and digest are kept, not the bytes).
+    public init(path: [String], document: NFODocument, bytes: [UInt8], modified: Int64) {
         self.path = path
-        self.bytes = bytes
         self.modified = modified
-        self.storedAt = nil
-        self.storedSize = 0
+        self.content = .document(document, size: Int64(bytes.count), digest: Self.digest(bytes))
     }
 
     public init(path: [String], storedAt: String, size: Int64, modified: Int64) {
         self.path = path
-        self.bytes = []
         self.modified = modified
-        self.storedAt = storedAt
-        self.storedSize = size
+        self.content = .stored(at: storedAt, size: size)
     }
 
-    public var size: Int64 { storedAt == nil ? Int64(bytes.count) : storedSize }
+    public var size: Int64 {
+        switch content {
+        case .stored(_, let size), .document(_, let size, _): return size
+        }
+    }
+
+    public var storedAt: String? { if case .stored(let at, _) = content { return at }; return nil }
+
+    /// FNV-1a (64-bit): enough to tell a changed document, not a checksum against tampering.
+    public static func digest(_ bytes: [UInt8]) -> UInt64 {
+        bytes.reduce(0xcbf2_9ce4_8422_2325) { ($0 ^ UInt64($1)) &* 0x0000_0100_0000_01b3 }
+    }
+}
+
+/// What a generated `.nfo` is made from: an item's (a film's or an episode's), or a series'.
+public enum NFODocument: Sendable, Hashable {
+    case item(server: String, itemId: String)
+    case series(server: String, seriesId: String, title: String, year: Int?)
 }
 
 /// The `.nfo` files of a server's tree (Kodi's schema, which Jellyfin and Plex scanners read
@@ -103,21 +123,38 @@ public enum SideFiles {
         var out: [GeneratedFile] = []
         var seriesFolders = Set<[String]>()
         for file in tree where DerivedCopy.parse(file.key) == nil && [.movie, .episode].contains(file.kind) {
-            guard let item = itemOf[file.key.itemId], let name = file.path.last else { continue }
+            guard let item = itemOf[file.key.itemId], let name = file.path.last,
+                  let bytes = document(.item(server: file.key.server, itemId: item.id), item: item, series: nil) else { continue }
             let stem = name.lastIndex(of: ".").map { String(name[..<$0]) } ?? name
-            let document = item.kind == .movie ? NFO.movie(item) : NFO.episode(item)
-            out.append(GeneratedFile(path: file.path.dropLast() + [stem + ".nfo"], bytes: document, modified: file.modified))
+            out.append(GeneratedFile(path: file.path.dropLast() + [stem + ".nfo"], document: .item(server: file.key.server, itemId: item.id),
+                                     bytes: bytes, modified: file.modified))
             // SERVER/LIBRARY/Series (Year)/Season NN/file: the series folder is two above.
             if item.kind == .episode, file.path.count >= 3, let series = item.seriesId {
                 let folder = Array(file.path.dropLast(2))
                 if seriesFolders.insert(folder).inserted {
-                    out.append(GeneratedFile(path: folder + ["tvshow.nfo"],
-                                             bytes: NFO.tvshow(title: item.seriesName ?? folder.last ?? "", year: item.seriesYear, seriesDetails[series]),
-                                             modified: file.modified))
+                    let show = NFODocument.series(server: file.key.server, seriesId: series, title: item.seriesName ?? folder.last ?? "", year: item.seriesYear)
+                    out.append(GeneratedFile(path: folder + ["tvshow.nfo"], document: show,
+                                             bytes: document(show, item: nil, series: seriesDetails[series]) ?? [], modified: file.modified))
                 }
             }
         }
         return out
+    }
+
+    /// The bytes of `doc`: `item` for a film's or an episode's (nil when it is neither), the
+    /// series' details for a series'. The same catalog makes the same bytes.
+    public static func document(_ doc: NFODocument, item: CatalogItem?, series: ItemDetails?) -> [UInt8]? {
+        switch doc {
+        case .item:
+            guard let item else { return nil }
+            switch item.kind {
+            case .movie: return NFO.movie(item)
+            case .episode: return NFO.episode(item)
+            default: return nil
+            }
+        case .series(_, _, let title, let year):
+            return NFO.tvshow(title: title, year: year, series)
+        }
     }
 }
 

@@ -87,7 +87,7 @@ public final class TransferEngine: Sendable {
     let managed = ManagedEntries()
     let monitors = SeriesMonitors()
     let openEnded = OpenEndedFill()
-    let treeListener = Mutex<(@Sendable () -> Void)?>(nil)
+    let treeListener = Hook<@Sendable () -> Void>()
 
     public init(index: OfflineIndex, layout: DataLayout, settings: Settings, journal: CleanupJournal? = nil,
                 log: @escaping @Sendable (String) -> Void) {
@@ -101,29 +101,29 @@ public final class TransferEngine: Sendable {
 
     /// Called when files appear in the tree without a catalog sync (a finished copy at another
     /// quality): the daemon reloads its tree.
-    public func onTreeChange(_ listener: @escaping @Sendable () -> Void) { treeListener.withLock { $0 = listener } }
+    public func onTreeChange(_ listener: @escaping @Sendable () -> Void) { treeListener.set(listener) }
 
-    func treeChanged() { treeListener.withLock { $0 }?() }
+    func treeChanged() { treeListener.function?() }
 
-    let droppedListener = Mutex<(@Sendable (FileKey) -> Void)?>(nil)
-    let pinnedListener = Mutex<(@Sendable () -> Void)?>(nil)
-    let verifyListener = Mutex<(@Sendable ([FileKey]) -> Void)?>(nil)
+    let droppedListener = Hook<@Sendable (FileKey) -> Void>()
+    let pinnedListener = Hook<@Sendable () -> Void>()
+    let verifyListener = Hook<@Sendable ([FileKey]) -> Void>()
 
     /// Called when files are to be checked again (`labstream verify`): what is stored beside
     /// them is checked too. Must not block.
-    public func onVerify(_ listener: @escaping @Sendable ([FileKey]) -> Void) { verifyListener.withLock { $0 = listener } }
+    public func onVerify(_ listener: @escaping @Sendable ([FileKey]) -> Void) { verifyListener.set(listener) }
 
     /// Called when files were pinned (their side assets are fetched with them). Must not block.
-    public func onPinned(_ listener: @escaping @Sendable () -> Void) { pinnedListener.withLock { $0 = listener } }
+    public func onPinned(_ listener: @escaping @Sendable () -> Void) { pinnedListener.set(listener) }
 
     /// Called when a file's local bytes were freed (cancelled or evicted): what was stored
     /// beside it goes too.
-    public func onMediaDropped(_ listener: @escaping @Sendable (FileKey) -> Void) { droppedListener.withLock { $0 = listener } }
+    public func onMediaDropped(_ listener: @escaping @Sendable (FileKey) -> Void) { droppedListener.set(listener) }
 
-    let onlineListener = Mutex<(@Sendable (String) -> Void)?>(nil)
+    let onlineListener = Hook<@Sendable (String) -> Void>()
 
     /// Called (on its own thread) when a server that was not answering answers again.
-    public func onServerOnline(_ listener: @escaping @Sendable (String) -> Void) { onlineListener.withLock { $0 = listener } }
+    public func onServerOnline(_ listener: @escaping @Sendable (String) -> Void) { onlineListener.set(listener) }
 
     /// The servers this engine has backends for.
     public var serverNames: [String] { backends.withLock { $0.keys.sorted() } }
@@ -138,6 +138,13 @@ public final class TransferEngine: Sendable {
     }
 
     public func backend(for server: String) -> (any MediaBackend)? { backends.withLock { $0[server] } }
+
+    /// A generated `.nfo` as the index makes it now (nil: its item is gone).
+    public func document(_ doc: NFODocument) throws(LabstreamError) -> [UInt8]? { try index.document(doc) }
+
+    /// A sync of `server` found its catalog unchanged: the tree stays, but its series monitors
+    /// are evaluated as after any sync (what was watched, or unpinned by hand, changed).
+    public func catalogUnchanged(server: String) { monitors.schedule([server]) }
 
     public func setCatalog(_ files: [TreeFile]) {
         catalog.withLock { $0 = Dictionary(files.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a }) }
@@ -238,7 +245,7 @@ public final class TransferEngine: Sendable {
             if let live = files.withLock({ $0[row.key] }) { live.setPinned(pinned, engine: self) }
         }
         if !pinned { live.cancel(Set(rows.map(\.key))) }
-        if pinned { pinnedListener.withLock { $0 }?() }
+        if pinned { pinnedListener.function?() }
         managed.poke()
         log("\(pinned ? "pinned" : "unpinned") \(rows.count) files")
         filler.wake()
@@ -396,7 +403,7 @@ public final class TransferEngine: Sendable {
         for file in targets {
             try transfer(for: file).apply(action, engine: self, reason: reason)
         }
-        if action == .verify { verifyListener.withLock { $0 }?(targets.map(\.key)) }
+        if action == .verify { verifyListener.function?(targets.map(\.key)) }
         log("\(action.rawValue) \(targets.count) files")
         managed.poke()
         filler.wake()

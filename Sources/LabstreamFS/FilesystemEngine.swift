@@ -76,32 +76,32 @@ public final class FilesystemEngine: Sendable {
     }
 
     /// Told about names that appeared or went in a directory, so the kernel forgets what it cached.
-    let invalidate = Mutex<(@Sendable (UInt64, String) -> Void)?>(nil)
+    let invalidate = Hook<@Sendable (UInt64, String) -> Void>()
 
-    public func onInvalidate(_ handler: @escaping @Sendable (UInt64, String) -> Void) { invalidate.withLock { $0 = handler } }
+    public func onInvalidate(_ handler: @escaping @Sendable (UInt64, String) -> Void) { invalidate.set(handler) }
 
     /// Told about a file whose attributes changed (its stored bytes), so the kernel asks again.
-    let attributesChanged = Mutex<(@Sendable (UInt64) -> Void)?>(nil)
-    let listed = Mutex<(@Sendable ([String]) -> Void)?>(nil)
-    let sideAssetStatus = Mutex<(@Sendable (FileKey) -> [SideAssetStatus])?>(nil)
+    let attributesChanged = Hook<@Sendable (UInt64) -> Void>()
+    let listed = Hook<@Sendable ([String]) -> Void>()
+    let sideAssetStatus = Hook<@Sendable (FileKey) -> [SideAssetStatus]>()
 
     /// What is stored, missing or failed beside a media file (its `user.labstream.side_assets`).
     public func onSideAssetStatus(_ body: @escaping @Sendable (FileKey) -> [SideAssetStatus]) {
-        sideAssetStatus.withLock { $0 = body }
+        sideAssetStatus.set(body)
     }
 
-    func sideAssets(of key: FileKey) -> [SideAssetStatus] { sideAssetStatus.withLock { $0 }?(key) ?? [] }
+    func sideAssets(of key: FileKey) -> [SideAssetStatus] { sideAssetStatus.function?(key) ?? [] }
 
     /// Told the path of each folder listed (its side assets are fetched then). Called without
     /// the table's lock; it must not block.
-    public func onListed(_ handler: @escaping @Sendable ([String]) -> Void) { listed.withLock { $0 = handler } }
+    public func onListed(_ handler: @escaping @Sendable ([String]) -> Void) { listed.set(handler) }
 
     public func onAttributesChanged(_ handler: @escaping @Sendable (UInt64) -> Void) {
-        attributesChanged.withLock { $0 = handler }
+        attributesChanged.set(handler)
         transfers.onStoredChange { [weak self] key in
             guard let self, let path = self.transfers.catalogPath(of: key),
                   let ino = self.table.withLock({ $0.resolve(path)?.ino }) else { return }
-            self.attributesChanged.withLock { $0 }?(ino)
+            self.attributesChanged.function?(ino)
         }
     }
 
@@ -130,7 +130,7 @@ public final class FilesystemEngine: Sendable {
         }
         transfers.setCatalog(files)
         sharedListings.withLock { $0.removeAll() }
-        if let handler = invalidate.withLock({ $0 }) { for (parent, name) in changed { handler(parent, name) } }
+        if let handler = invalidate.function { for (parent, name) in changed { handler(parent, name) } }
     }
 
     public var fileCount: Int { table.withLock { $0.files(under: InodeTable.rootIno).count } }
@@ -211,7 +211,7 @@ public final class FilesystemEngine: Sendable {
     }
 
     public func readdir(_ ino: UInt64) throws(LabstreamError) -> [DirectoryEntry] {
-        let hook = listed.withLock { $0 }
+        let hook = listed.function
         var path = ""
         let result = table.withLock { t -> Result<[DirectoryEntry], LabstreamError> in
             guard let node = t.node(ino) else { return .failure(.notFound("inode \(ino)")) }
@@ -244,11 +244,15 @@ public final class FilesystemEngine: Sendable {
             // A stored side asset is small and whole: read once, it stays readable even if it
             // is evicted while open.
             let bytes: [UInt8]
-            if let stored = made.storedAt {
-                guard let read = Self.readWhole(stored, size: made.size) else { throw .notFound(node.name) }
+            switch made.content {
+            case .stored(let at, let size):
+                guard let read = Self.readWhole(at, size: size) else { throw .notFound(node.name) }
                 bytes = read
-            } else {
-                bytes = made.bytes
+            case .document(let doc, _, _):
+                // Made again from the index; the next reload (due when the index changed) says
+                // the new size.
+                guard let made = try transfers.document(doc) else { throw .notFound(node.name) }
+                bytes = made
             }
             return handles.withLock { h in
                 let id = h.next

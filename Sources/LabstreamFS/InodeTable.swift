@@ -27,16 +27,17 @@ public struct InodeTable: Sendable {
     }
 
     public private(set) var nodes: [UInt64: Node] = [:]
-    /// Path ("a/b/c") → inode, kept across rebuilds.
-    public private(set) var inodeOfPath: [String: UInt64] = [:]
-    /// Every number `inodeOfPath` has handed out: a number is never given to a second path.
-    var usedInodes: Set<UInt64> = [rootIno]
+    /// The paths ("a/b/c") whose hash another path had first, and the number each got instead,
+    /// kept across rebuilds; every other path's number is its hash, so nothing else is kept
+    /// per path (a table of every path cost a library of 100 000 files tens of MiB).
+    var bumped: [String: UInt64] = [:]
+    var bumpedNumbers: Set<UInt64> = []
 
     /// `generated` files go in after the media, so a name a media file has stays the media's.
     public init(files: [TreeFile] = [], generated: [GeneratedFile] = [], previous: InodeTable? = nil) {
         if let previous {
-            inodeOfPath = previous.inodeOfPath
-            usedInodes = previous.usedInodes
+            bumped = previous.bumped
+            bumpedNumbers = previous.bumpedNumbers
         }
         nodes[Self.rootIno] = Node(ino: Self.rootIno, parent: Self.rootIno, name: "", kind: .directory, mtime: 0)
         for file in files { insert(file.path, .file(file), modified: file.modified) }
@@ -45,14 +46,21 @@ public struct InodeTable: Sendable {
 
     /// A path's inode is a hash of the path, so the same path has the same number after a restart:
     /// an NFS client's file handles (which name inodes) stay valid across one. Two paths with one
-    /// hash (about one chance in 10^9 at 100 000 paths) give the later one the next free number.
+    /// hash (about one chance in 10^9 at 100 000 paths) give the later one the next free number,
+    /// which it keeps while the daemon runs.
     mutating func ino(for path: String) -> UInt64 {
-        if let existing = inodeOfPath[path] { return existing }
+        if let kept = bumped[path] { return kept }
         var ino = Self.stableIno(path)
-        while usedInodes.contains(ino) { ino = ino == Self.maxIno ? Self.rootIno + 1 : ino + 1 }
-        usedInodes.insert(ino)
-        inodeOfPath[path] = ino
+        guard nodes[ino] != nil || bumpedNumbers.contains(ino) else { return ino }
+        while nodes[ino] != nil || bumpedNumbers.contains(ino) { ino = ino == Self.maxIno ? Self.rootIno + 1 : ino + 1 }
+        bumped[path] = ino
+        bumpedNumbers.insert(ino)
         return ino
+    }
+
+    /// Every path's number (for tests: it walks the whole table).
+    public var inodeOfPath: [String: UInt64] {
+        Dictionary(nodes.keys.filter { $0 != Self.rootIno }.map { (path(of: $0), $0) }, uniquingKeysWith: { a, _ in a })
     }
 
     static let maxIno = UInt64(Int64.max)

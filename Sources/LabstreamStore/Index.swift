@@ -175,6 +175,15 @@ public final class OfflineIndex: Sendable {
 
     // MARK: - Catalog
 
+    /// A sync that found nothing changed: only its time is kept (the catalog stays as it is).
+    public func noteSynced(server: String, now: Int64) throws(LabstreamError) {
+        do {
+            try db.transaction { c in try c.run("UPDATE servers SET last_sync=? WHERE name=?", [.int(now), .text(server)]) }
+        } catch {
+            throw .storage("noting the sync of \(server) failed (\(error)); its catalog is unchanged")
+        }
+    }
+
     /// Replaces one server's catalog in a single transaction: a failure leaves the old one.
     /// Download rows are never touched here.
     public func replaceCatalog(server: ServerRow, libraries: [LibraryCatalog], tree: [TreeFile], now: Int64) throws(LabstreamError) {
@@ -259,11 +268,7 @@ public final class OfflineIndex: Sendable {
     public func catalog(server: String) throws(LabstreamError) -> [LibraryCatalog] {
         try read("the catalog") {
             let libraries = try db.query("SELECT id, name, left_out FROM libraries WHERE server=? ORDER BY id", [.text(server)])
-            let items = try db.query("""
-                SELECT id, library, kind, title, year, series_id, series_name, series_year, season, episode, modified,
-                    album, album_artist, disc, track, folders, played, details
-                FROM items WHERE server=? ORDER BY id
-                """, [.text(server)])
+            let items = try db.query("SELECT \(Self.itemColumns) FROM items WHERE server=? ORDER BY id", [.text(server)])
             let sources = try db.query("""
                 SELECT item_id, id, name, container, size, etag, bitrate, remote_item FROM media_sources WHERE server=? AND orphaned=0
                 ORDER BY item_id, rowid
@@ -276,13 +281,8 @@ public final class OfflineIndex: Sendable {
             }
             var itemsOf: [String: [CatalogItem]] = [:]
             for r in items {
-                guard let id = r[0].text, let library = r[1].text, let kind = r[2].text.flatMap(ItemKind.init(rawValue:)) else { continue }
-                itemsOf[library, default: []].append(CatalogItem(
-                    id: id, kind: kind, title: r[3].text ?? "", year: r[4].int.map { Int($0) }, seriesId: r[5].text, seriesName: r[6].text,
-                    seriesYear: r[7].int.map { Int($0) }, seasonNumber: r[8].int.map { Int($0) }, episodeNumber: r[9].int.map { Int($0) },
-                    album: r[11].text, albumArtist: r[12].text, discNumber: r[13].int.map { Int($0) }, trackNumber: r[14].int.map { Int($0) },
-                    folders: Self.decodeFolders(r[15].text), modified: r[10].int ?? 0, sources: sourcesOf[id] ?? [], played: r[16].int == 1,
-                    details: Self.decodeDetails(r[17].text)))
+                guard let library = r[1].text, let item = Self.item(r, sources: { sourcesOf[$0] ?? [] }) else { continue }
+                itemsOf[library, default: []].append(item)
             }
             var seriesDetails: [String: ItemDetails] = [:]
             for r in try db.query("SELECT series_id, details FROM series_details WHERE server=?", [.text(server)]) {
@@ -294,6 +294,36 @@ public final class OfflineIndex: Sendable {
                 let ofSeries = Set(items.compactMap(\.seriesId))
                 return LibraryCatalog(id: id, name: r[1].text ?? id, items: items, leftOut: r[2].text,
                                       seriesDetails: seriesDetails.filter { ofSeries.contains($0.key) })
+            }
+        }
+    }
+
+    static let itemColumns = """
+        id, library, kind, title, year, series_id, series_name, series_year, season, episode, modified,
+        album, album_artist, disc, track, folders, played, details
+        """
+
+    /// An `items` row read with `itemColumns`.
+    static func item(_ r: [SQLValue], sources: (String) -> [MediaSource]) -> CatalogItem? {
+        guard let id = r[0].text, let kind = r[2].text.flatMap(ItemKind.init(rawValue:)) else { return nil }
+        return CatalogItem(
+            id: id, kind: kind, title: r[3].text ?? "", year: r[4].int.map { Int($0) }, seriesId: r[5].text, seriesName: r[6].text,
+            seriesYear: r[7].int.map { Int($0) }, seasonNumber: r[8].int.map { Int($0) }, episodeNumber: r[9].int.map { Int($0) },
+            album: r[11].text, albumArtist: r[12].text, discNumber: r[13].int.map { Int($0) }, trackNumber: r[14].int.map { Int($0) },
+            folders: Self.decodeFolders(r[15].text), modified: r[10].int ?? 0, sources: sources(id), played: r[16].int == 1,
+            details: Self.decodeDetails(r[17].text))
+    }
+
+    /// The bytes of a generated `.nfo` as the index says now (nil: its item is gone).
+    public func document(_ doc: NFODocument) throws(LabstreamError) -> [UInt8]? {
+        try read("the catalog") {
+            switch doc {
+            case .item(let server, let id):
+                let row = try db.query("SELECT \(Self.itemColumns) FROM items WHERE server=? AND id=?", [.text(server), .text(id)]).first
+                return SideFiles.document(doc, item: row.flatMap { Self.item($0, sources: { _ in [] }) }, series: nil)
+            case .series(let server, let series, _, _):
+                let row = try db.query("SELECT details FROM series_details WHERE server=? AND series_id=?", [.text(server), .text(series)]).first
+                return SideFiles.document(doc, item: nil, series: row.flatMap { Self.decodeDetails($0[0].text) })
             }
         }
     }
@@ -448,9 +478,9 @@ public final class OfflineIndex: Sendable {
     /// forgotten by any other write that moves bytes between rows.
     let stored = Mutex<[FileKey: Int64]?>(nil)
     /// Told when a file's stored bytes start, end or become whole (not on every segment).
-    let storedListener = Mutex<(@Sendable (FileKey) -> Void)?>(nil)
+    let storedListener = Hook<@Sendable (FileKey) -> Void>()
 
-    public func onStoredChange(_ listener: @escaping @Sendable (FileKey) -> Void) { storedListener.withLock { $0 = listener } }
+    public func onStoredChange(_ listener: @escaping @Sendable (FileKey) -> Void) { storedListener.set(listener) }
 
     /// The bytes stored for `key` (0 when none, or when the index cannot be read).
     public func storedBytes(_ key: FileKey) -> Int64 {
@@ -471,7 +501,7 @@ public final class OfflineIndex: Sendable {
             return cache?[row.key] ?? 0
         }
         guard let before, before != bytes, before == 0 || bytes == 0 || bytes >= row.total else { return }
-        storedListener.withLock { $0 }?(row.key)
+        storedListener.function?(row.key)
     }
 
     func forgetStored() { stored.withLock { $0 = nil } }
