@@ -25,8 +25,9 @@ public protocol MediaBackend: Sendable {
 /// A server that can list what changed since a time.
 public protocol IncrementalCatalog: MediaBackend {
     /// Items changed since `since` (seconds since the epoch), per library, or nil when this
-    /// server cannot tell this time (then a full fetch is needed). `known` is the stored catalog
-    /// (series years and the like that a changed episode does not carry).
+    /// server cannot tell this time (then a full fetch is needed). `known` is the stored catalog's
+    /// outline (`OfflineIndex.catalogOutline`: ids, kinds, series and their years, source ids;
+    /// no details): what a changed episode does not carry, and what counts are set against.
     func fetchChanges(since: Int64, known: [LibraryCatalog], progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]?
 }
 

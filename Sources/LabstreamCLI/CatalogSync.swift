@@ -31,18 +31,18 @@ enum CatalogSync {
         }
         var merged: [LibraryCatalog]?
         if incremental, let last = try index.servers().first(where: { $0.name == server.name })?.lastSync {
-            let stored = try index.catalog(server: server.name)
-            if let changes = try (backend as? any IncrementalCatalog)?.fetchChanges(since: last - overlap, known: stored, progress: report) {
-                let names = Dictionary(stored.map { ($0.id, $0.name) }, uniquingKeysWith: { a, _ in a })
+            let outline = try index.catalogOutline(server: server.name)
+            if let changes = try (backend as? any IncrementalCatalog)?.fetchChanges(since: last - overlap, known: outline, progress: report) {
+                let names = Dictionary(outline.map { ($0.id, $0.name) }, uniquingKeysWith: { a, _ in a })
                 if changes.allSatisfy({ $0.items.isEmpty && names[$0.id] == $0.name }) {
                     // Rewriting 100 000 unchanged rows (and rebuilding the tree) is what made an
                     // unchanged re-sync cost a full one.
                     try index.noteSynced(server: server.name, now: Int64(Date().timeIntervalSince1970))
-                    let files = stored.reduce(0) { $0 + $1.items.reduce(0) { $0 + $1.sources.count } }
+                    let files = outline.reduce(0) { $0 + $1.items.reduce(0) { $0 + $1.sources.count } }
                     log.info("sync \(server.name): nothing changed since the last sync (\(Int(Date().timeIntervalSince(started) * 1000)) ms)")
                     return Outcome(server: server.name, files: files, changed: false)
                 }
-                merged = LibraryCatalog.merge(stored, changes)
+                merged = LibraryCatalog.merge(try index.catalog(server: server.name), changes)
                 log.info("sync \(server.name): \(changes.reduce(0) { $0 + $1.items.count }) items changed since the last sync")
             }
         }

@@ -269,12 +269,14 @@ struct Daemon {
         let fetcher = SideAssetFetcher(engine: transfers, mode: sideAssets)
         let beside: @Sendable ([TreeFile]) -> (files: [GeneratedFile], chapters: [FileKey: String]) = { files in
             var made: (files: [GeneratedFile], chapters: [FileKey: String]) = ([], [:])
+            var catalogs: [String: [LibraryCatalog]] = [:]
             for (server, tree) in Dictionary(grouping: files, by: \.key.server).sorted(by: { $0.key < $1.key }) {
                 let libraries = fetcher.catalog(server: server)
                 if sideAssets != .off { made.files += SideFiles.nfos(tree: tree, libraries: libraries) }
                 made.chapters.merge(SideFiles.chapters(tree: tree, libraries: libraries)) { a, _ in a }
+                catalogs[server] = libraries
             }
-            made.files += fetcher.replan(tree: files)
+            made.files += fetcher.replan(tree: files, catalogs: catalogs)
             return made
         }
         let made = beside(files)

@@ -87,13 +87,15 @@ public final class SideAssetFetcher: Sendable {
     public func wake() { worker.wake() }
 
     /// Plans the assets of `tree` from the index and returns the stored ones as tree files.
-    public func replan(tree: [TreeFile]) -> [GeneratedFile] {
+    /// `catalogs`: each server's `catalog(server:)`, when the caller has read it already (a
+    /// library's catalog is the largest thing a reload reads).
+    public func replan(tree: [TreeFile], catalogs: [String: [LibraryCatalog]] = [:]) -> [GeneratedFile] {
         guard mode != .off else { return [] }
         var planned: [SideAssetKey: PlannedAsset] = [:]
         var extrasDue: [ItemRef: ExtrasCandidate] = [:], entryItems: [ItemRef: ExtrasCandidate] = [:], extrasKnown: Set<ItemRef> = []
         for (server, files) in Dictionary(grouping: tree, by: \.key.server) {
             let extras = (try? engine.index.itemExtras(server: server)) ?? [:]
-            let libraries = catalog(server: server, extras: extras)
+            let libraries = catalogs[server] ?? catalog(server: server, extras: extras)
             for p in SideAssetPlan.plan(tree: files, libraries: libraries) { planned[p.key] = p }
             guard let source = engine.backend(for: server) as? any ItemExtrasSource else { continue }
             extrasKnown.formUnion(extras.keys.map { ItemRef(server: server, itemId: $0) })
