@@ -1,6 +1,9 @@
 import Foundation
 import LabstreamCore
 
+/// (About 500 lines: every request Labstream sends to Silo, and its decoders, in one place to
+/// check against the docs.)
+///
 /// Request builders for Silo's native `/api/v2` (docs: `auth-api.md`, `architecture/device-login.md`,
 /// `catalog-api.md`, `libraries-api.md`, `downloads-api.md` § 2 and § 4.10; member names from
 /// Silo's `internal/apiv2` transport types). Pure: no network, no state.

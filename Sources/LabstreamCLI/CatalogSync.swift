@@ -21,7 +21,8 @@ enum CatalogSync {
     static let fullRefreshInterval: TimeInterval = 24 * 3600
 
     /// A full sync, or with `incremental` only what changed since the last sync merged into the
-    /// stored catalog (when the backend can tell; else a full one). Removals need a full sync.
+    /// stored catalog (when the backend can tell, removals by its counts; else a full one). When
+    /// nothing changed, only the sync's time is written.
     static func run(_ backend: any MediaBackend, server: LabstreamConfig.Server, index: OfflineIndex,
                     log: Logger, incremental: Bool = false, progress: ((String) -> Void)? = nil) throws(LabstreamError) -> Outcome {
         let started = Date()

@@ -5,6 +5,9 @@ import Synchronization
 /// A stable decimal number for a fixture id (Plex rating keys and part ids are integers).
 func plexNumber(_ id: String) -> String { String(UInt64(id.prefix(12), radix: 16) ?? 0) }
 
+/// (Over 500 lines: one extension of `ServerFixture` per server flavour keeps each flavour's
+/// routes together with the spec text they follow.)
+///
 /// The Plex Media Server side of `ServerFixture`, from the Plex OpenAPI documents: `/identity`,
 /// `/library/sections` (and the newer `/library/sections/all`), paged section listings,
 /// `/library/metadata/{key}/children`, and parts at `/library/parts/{id}/{changestamp}/{file}`.
