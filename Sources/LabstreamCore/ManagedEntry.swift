@@ -96,7 +96,10 @@ public enum ManagedEntryPolicy {
         case stop(String)
     }
 
-    public static func step(pinned: Bool, local: LocalCopy?, entry: ManagedEntry?) -> Step {
+    /// `besideStored`: what belongs beside the copy (its manifest's artwork and subtitles) is
+    /// stored or was tried; `completed` waits for it (downloads-api.md § 3 step 7, § 11.4: only
+    /// after the media file and the required assets are in durable storage).
+    public static func step(pinned: Bool, local: LocalCopy?, entry: ManagedEntry?, besideStored: Bool = true) -> Step {
         // A copy that failed (its fetch, a refused create) is registered again once retried.
         guard let entry else { return pinned && local != .failed ? .register : .none }
         guard entry.id != nil else { return .lookUp }
@@ -105,7 +108,7 @@ public enum ManagedEntryPolicy {
             return local == .finished ? .none : .stop(whyEnded(entry.status))
         }
         switch local {
-        case .finished?: return entry.reported == .completed || entry.status == "completed" ? .none : .report(.completed)
+        case .finished?: return entry.reported == .completed || entry.status == "completed" || !besideStored ? .none : .report(.completed)
         case .fetching?: return entry.reported == nil && entry.status == "ready" ? .report(.downloading) : .none
         case .awaitingCheck?, .failed?, nil: return .none
         }

@@ -123,7 +123,8 @@ final class ManagedEntries: Sendable {
             let candidates = pinned[item] ?? []
             // One entry per item: it holds the pinned file it names, else the first pinned one.
             let row = candidates.first { $0.key.sourceId == entry?.sourceId } ?? (entry == nil ? candidates.first : nil)
-            let step = ManagedEntryPolicy.step(pinned: row != nil, local: row.map { local($0, entry: entry, engine: engine) }, entry: entry)
+            let step = ManagedEntryPolicy.step(pinned: row != nil, local: row.map { local($0, entry: entry, engine: engine) }, entry: entry,
+                                               besideStored: row.map { !engine.sideAssetsMissing($0.key) } ?? true)
             try take(step, server: server, item: item, row: row, entry: entry, registry: registry, engine: engine)
         }
     }
@@ -239,7 +240,8 @@ final class ManagedEntries: Sendable {
                 engine.log("\(file.path.joined(separator: "/")): registered with \(server) as download entry \(entry.id ?? "?")")
                 engine.validation.wake()
                 engine.pinnedListener.function?()   // its manifest names what goes beside it
-                let next = ManagedEntryPolicy.step(pinned: true, local: local(row, entry: entry, engine: engine), entry: entry)
+                let next = ManagedEntryPolicy.step(pinned: true, local: local(row, entry: entry, engine: engine), entry: entry,
+                                                   besideStored: !engine.sideAssetsMissing(row.key))
                 if case .report = next { try take(next, server: server, item: item, row: row, entry: entry, registry: registry, engine: engine) }
             case .exists:
                 relist(server)   // someone else's change (or a lost answer's): read it, never overwrite it

@@ -139,6 +139,18 @@ public final class TransferEngine: Sendable {
 
     public func backend(for server: String) -> (any MediaBackend)? { backends.withLock { $0[server] } }
 
+    /// Whether something that belongs beside `key` (artwork, a subtitle) is neither stored nor
+    /// tried yet; set by the side-asset fetcher. A managed copy is reported completed only after.
+    let missingBeside = Hook<@Sendable (FileKey) -> Bool>()
+    public func onSideAssetsMissing(_ body: @escaping @Sendable (FileKey) -> Bool) { missingBeside.set(body) }
+    func sideAssetsMissing(_ key: FileKey) -> Bool { missingBeside.function?(key) ?? false }
+
+    /// Side assets were stored or dropped: a copy waiting for them may now be reported completed.
+    public func sideAssetsChanged() {
+        managed.poke()
+        filler.wake()
+    }
+
     /// A generated `.nfo` as the index makes it now (nil: its item is gone).
     public func document(_ doc: NFODocument) throws(LabstreamError) -> [UInt8]? { try index.document(doc) }
 

@@ -23,6 +23,8 @@ import Testing
         #expect(P.step(pinned: true, local: .fetching, entry: entry(reported: .downloading)) == .none)
         #expect(P.step(pinned: true, local: .awaitingCheck, entry: entry(reported: .downloading)) == .none)
         #expect(P.step(pinned: true, local: .finished, entry: entry(reported: .downloading)) == .report(.completed))
+        // Completed only once what goes beside it (the manifest's artwork, subtitles) is stored or tried.
+        #expect(P.step(pinned: true, local: .finished, entry: entry(reported: .downloading), besideStored: false) == .none)
         #expect(P.step(pinned: true, local: .finished, entry: entry(status: "completed")) == .none)
         #expect(P.step(pinned: true, local: .failed, entry: entry(reported: .downloading)) == .none)   // a failed check is never reported complete
         #expect(P.step(pinned: false, local: .finished, entry: entry(reported: .completed)) == .remove)

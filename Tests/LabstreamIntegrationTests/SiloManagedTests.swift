@@ -101,6 +101,13 @@ import Testing
         #expect(eventually { FileManager.default.fileExists(atPath: thumb) }, "\((try? FileManager.default.contentsOfDirectory(atPath: m.path(Self.season))) ?? [])")
         let asked = m.fixture.requestLog.filter { $0.path.contains("/artwork/") || $0.path.contains("/subtitles/") }
         #expect(!asked.isEmpty && asked.allSatisfy { $0.deviceId != nil && $0.credential == "bearer" && $0.status == 200 }, "\(asked)")
+        // The film was reported completed only after its assets were stored (downloads-api.md § 11.4):
+        // its entry's last PATCH comes after every asset it was fetched through.
+        let filmEntry = try #require(m.fixture.downloadEntries.first { $0.episodeId == nil }?.id)
+        #expect(eventually { m.fixture.downloadEntries.first { $0.id == filmEntry }?.status == "completed" })
+        let lastPatch = m.fixture.requestLog.last { $0.method == "PATCH" && $0.path.hasSuffix("/downloads/" + filmEntry) }?.id ?? -1
+        let filmAssets = asked.filter { $0.path.contains("/downloads/" + filmEntry + "/") }
+        #expect(!filmAssets.isEmpty && filmAssets.allSatisfy { $0.id < lastPatch }, "PATCH \(lastPatch) after \(filmAssets.map(\.id))")
         // Offline, after a restart: the same bytes and chapters.
         try m.unmount()
         m.fixture.stop()
