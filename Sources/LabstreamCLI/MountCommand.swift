@@ -282,6 +282,7 @@ struct Daemon {
         let made = beside(files)
         let fs = FilesystemEngine(transfers: transfers, files: files, generated: made.files, chapters: made.chapters, ownership: ownership,
                                   sizes: config.sizes, offlineView: options.offlineView)
+        CLinux_release_free_memory()   // what reading the catalog needed is not what serving it needs
         transfers.startBackgroundFill()
         let control: ControlChannel.Server?
         do { control = try ControlChannel.Server(layout: context.layout, fs: fs, log: log) } catch {
@@ -306,6 +307,7 @@ struct Daemon {
                 let files = try index.treeFiles()
                 let made = beside(files)
                 fs.reload(files: files, generated: made.files, chapters: made.chapters)
+                CLinux_release_free_memory()
                 log.info("catalog reloaded from the index")
             } catch {
                 log.warn("reloading the catalog failed: \(describe(error))")

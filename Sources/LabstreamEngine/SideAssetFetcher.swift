@@ -27,8 +27,9 @@ public final class SideAssetFetcher: Sendable {
         /// Asked for again by `verify`: fetched anew at the next pass whatever their tag.
         var forced: Set<SideAssetKey> = []
         var rows: [SideAssetKey: OfflineIndex.SideAssetRow] = [:]
-        /// Folders listed while `all` is on: their assets are wanted though nothing is pinned.
-        var listed: Set<[String]> = []
+        /// Folders listed while `all` is on (by their path's hash: a walk of 100 000 folders
+        /// kept every path here): their assets are wanted though nothing is pinned.
+        var listed: Set<Int> = []
         /// The tree last planned (planned again when an item's extras arrive).
         var tree: [TreeFile] = []
         /// Items whose server tells more on their own route (`ItemExtrasSource`) and has not been
@@ -161,7 +162,7 @@ public final class SideAssetFetcher: Sendable {
             }
         }
         let wanted = due.filter { ref, c in
-            (c.entry != nil || c.owners.contains { pinned.contains($0) } || (mode == .all && listed.contains(c.directory)))
+            (c.entry != nil || c.owners.contains { pinned.contains($0) } || (mode == .all && listed.contains(c.directory.hashValue)))
                 && (retry[ref] ?? .distantPast) <= now && engine.reachability(of: ref.server) == .online
         }.sorted { ($0.key.server, $0.key.itemId) < ($1.key.server, $1.key.itemId) }
         var learnt = false
@@ -193,7 +194,7 @@ public final class SideAssetFetcher: Sendable {
     public func listed(_ directory: [String]) {
         guard mode == .all else { return }
         let new = state.withLock { s in
-            guard s.listed.insert(directory).inserted else { return false }
+            guard s.listed.insert(directory.hashValue).inserted else { return false }
             return (s.inDirectory[directory] ?? []).contains { s.rows[$0]?.state != .stored } || s.extrasIn.contains(directory)
         }
         if new { worker.wake() }
@@ -268,7 +269,7 @@ public final class SideAssetFetcher: Sendable {
             let row = rows[p.key]
             // One stored at an older tag is fetched anew (a new poster on the server) whoever wanted it.
             let asked = forced.contains(p.key)
-            let wanted = asked || p.owners.contains { pinned.contains($0) } || (mode == .all && listed.contains(p.directory)) || row?.state == .stored
+            let wanted = asked || p.owners.contains { pinned.contains($0) } || (mode == .all && listed.contains(p.directory.hashValue)) || row?.state == .stored
             guard wanted, engine.reachability(of: p.server) == .online else { continue }
             if !asked, row?.state == .stored && row?.tag == p.asset.tag { continue }
             if !asked, let row, row.state == .failed, row.tag == p.asset.tag, row.retryAt > now {
@@ -406,7 +407,7 @@ public final class SideAssetFetcher: Sendable {
             drop(row)
             dropped = true
         }
-        state.withLock { s in for p in owned { s.listed.remove(p.directory) } }
+        state.withLock { s in for p in owned { s.listed.remove(p.directory.hashValue) } }
         if dropped {
             announced.withLock { $0.pending = true }
             worker.wake()

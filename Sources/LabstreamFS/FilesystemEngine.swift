@@ -209,9 +209,18 @@ public final class FilesystemEngine: Sendable {
     public func listing(ofDirectory ino: UInt64) throws(LabstreamError) -> [DirectoryEntry] {
         if let shared = sharedListings.withLock({ $0[ino] }) { return shared }
         let entries = try readdir(ino)
-        if offlineView == .all { sharedListings.withLock { $0[ino] = entries } }
+        // Bounded: the kernel keeps listings itself (cache_readdir); this spares only a re-sort
+        // of folders listed again soon, and a walk of 100 000 folders kept every one.
+        if offlineView == .all {
+            sharedListings.withLock { shared in
+                if shared.count >= Self.sharedListingsKept { shared.removeAll(keepingCapacity: true) }
+                shared[ino] = entries
+            }
+        }
         return entries
     }
+
+    static let sharedListingsKept = 4096
 
     public func readdir(_ ino: UInt64) throws(LabstreamError) -> [DirectoryEntry] {
         let hook = listed.function
