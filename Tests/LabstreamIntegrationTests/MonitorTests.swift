@@ -107,6 +107,22 @@ import Testing
         try m.unmount()
     }
 
+    /// Jellyfin saves no item when it is watched (only its user data): the sync finds nothing
+    /// changed and leaves the tree alone, and the monitor still lets the watched episode go.
+    @Test func aWatchedEpisodeIsLetGoAfterASyncThatFoundNothingChanged() throws {
+        let m = try MountedLabstream("monitor-unchanged", catalog: Self.catalog)
+        for (s, e) in Self.later { m.fixture.hold(itemId: try item(m, s, e)) }
+        try m.mount()
+        #expect(try m.cli(["monitor", "add", m.path(Self.series), "--mode", "all", "--delete-watched"]).code == 0)
+        #expect(eventually { stored(m, 1, 1) && stored(m, 2, 1) }, "\(m.log)")
+        m.fixture.markPlayed(itemId: try item(m, 1, 1))
+        let sync = try m.cli(["sync"])
+        #expect(sync.code == 0 && m.log.contains("nothing changed since the last sync"), "\(sync.stdout) \(m.log)")
+        #expect(eventually { !pinned(m, 1, 1) && attr(m, Self.episode(1, 1), "reason") == StatusReason.monitorLetGo }, "\(m.log)")
+        #expect(pinned(m, 2, 1))
+        try m.unmount()
+    }
+
     /// `future` takes only what the server gains after the monitor was made; restarting the
     /// daemon keeps the monitor and what it holds.
     @Test func futureTakesOnlyEpisodesAddedAfterTheMonitorWasMade() throws {
