@@ -154,11 +154,15 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
         let series = Dictionary(known.flatMap(\.items).compactMap { i in i.seriesId.map { ($0, i.seriesYear) } }, uniquingKeysWith: { a, _ in a })
         var out: [LibraryCatalog] = []
         let knownIds = Dictionary(known.map { ($0.id, Set($0.items.map(\.id))) }, uniquingKeysWith: { a, _ in a })
+        /// The server's count of `view`'s items of `types` (`TotalRecordCount` of a one-item page).
+        func total(_ view: MediaBrowserDecode.View, types: String) throws(LabstreamError) -> Int {
+            try MediaBrowserDecode.page(get(requests.items(userId: session.userId, parentId: view.id, types: types, startIndex: 0,
+                                                           limit: 1, token: token), "/Items"), "/Items").total
+        }
         /// A removal changes no item's save date: the server's count of the library's items, set
         /// against what the stored catalog will hold, tells. Any difference: read everything.
         func countAgrees(_ view: MediaBrowserDecode.View, types: String, changed: [CatalogItem]) throws(LabstreamError) -> Bool {
-            let total = try MediaBrowserDecode.page(get(requests.items(userId: session.userId, parentId: view.id, types: types, startIndex: 0,
-                                                                       limit: 1, token: token), "/Items"), "/Items").total
+            let total = try total(view, types: types)
             let stored = knownIds[view.id] ?? []
             let expected = stored.union(changed.map(\.id)).count
             if total != expected { progress("\(view.name): \(total) items on the server, \(expected) known; reading everything") }
@@ -187,9 +191,8 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                 // library re-reads that library (only that one) whole.
                 let changed = try MediaBrowserDecode.page(get(requests.items(userId: session.userId, parentId: view.id, types: "Video,Movie,Photo",
                                                                              startIndex: 0, limit: 1, token: token, savedSince: stamp), "/Items"), "/Items")
-                let total = try MediaBrowserDecode.page(get(requests.items(userId: session.userId, parentId: view.id, types: "Video,Movie,Photo",
-                                                                           startIndex: 0, limit: 1, token: token), "/Items"), "/Items").total
-                guard !changed.items.isEmpty || total != (knownIds[view.id]?.count ?? 0) else { continue }
+                let count = try total(view, types: "Video,Movie,Photo")
+                guard !changed.items.isEmpty || count != (knownIds[view.id]?.count ?? 0) else { continue }
                 let items = try folderItems(in: view)
                 progress("\(view.name): changed, \(items.count) items")
                 out.append(LibraryCatalog(id: view.id, name: view.name, items: items))

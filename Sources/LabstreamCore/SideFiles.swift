@@ -80,7 +80,7 @@ public struct GeneratedFile: Sendable, Hashable {
     public init(path: [String], document: NFODocument, bytes: [UInt8], modified: Int64) {
         self.path = path
         self.modified = modified
-        self.content = .document(document, size: Int64(bytes.count), digest: Self.digest(bytes))
+        self.content = .document(document, size: Int64(bytes.count), digest: FNV1a.hash(bytes))
     }
 
     public init(path: [String], storedAt: String, size: Int64, modified: Int64) {
@@ -97,10 +97,6 @@ public struct GeneratedFile: Sendable, Hashable {
 
     public var storedAt: String? { if case .stored(let at, _) = content { return at }; return nil }
 
-    /// FNV-1a (64-bit): enough to tell a changed document, not a checksum against tampering.
-    public static func digest(_ bytes: [UInt8]) -> UInt64 {
-        bytes.reduce(0xcbf2_9ce4_8422_2325) { ($0 ^ UInt64($1)) &* 0x0000_0100_0000_01b3 }
-    }
 }
 
 /// What a generated `.nfo` is made from: an item's (a film's or an episode's), or a series'.

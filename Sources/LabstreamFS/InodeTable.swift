@@ -68,12 +68,7 @@ public struct InodeTable: Sendable {
     /// FNV-1a (64-bit) of the path's UTF-8 bytes, folded into 2...Int64.max (above the root,
     /// and positive for any reader that takes st_ino as signed).
     public static func stableIno(_ path: String) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in path.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01b3
-        }
-        return hash % (maxIno - rootIno) + rootIno + 1
+        FNV1a.hash(path.utf8) % (maxIno - rootIno) + rootIno + 1
     }
 
     mutating func insert(_ components: [String], _ kind: Kind, modified: Int64) {

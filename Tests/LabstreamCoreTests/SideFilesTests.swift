@@ -43,7 +43,7 @@ import Testing
         case .item(_, let id): bytes = SideFiles.document(doc, item: libraries.flatMap(\.items).first { $0.id == id }, series: nil)
         case .series(_, let series, _, _): bytes = SideFiles.document(doc, item: nil, series: libraries.compactMap { $0.seriesDetails[series] }.first)
         }
-        #expect(Int64(bytes?.count ?? -1) == size && GeneratedFile.digest(bytes ?? []) == digest)
+        #expect(Int64(bytes?.count ?? -1) == size && FNV1a.hash(bytes ?? []) == digest)
         return String(decoding: bytes ?? [], as: UTF8.self)
     }
 
