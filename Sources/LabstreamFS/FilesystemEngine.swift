@@ -136,7 +136,7 @@ public final class FilesystemEngine: Sendable {
         if let handler = invalidate.function { for (parent, name) in changed { handler(parent, name) } }
     }
 
-    public var fileCount: Int { table.withLock { $0.files(under: InodeTable.rootIno).count } }
+    public var fileCount: Int { table.withLock(\.fileCount) }
 
     func attributes(_ node: InodeTable.Node) -> Attributes {
         let dirMode: UInt32 = 0o040555 & ~(ownership.umask & 0o777) | 0o040000

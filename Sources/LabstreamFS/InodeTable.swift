@@ -27,6 +27,9 @@ public struct InodeTable: Sendable {
     }
 
     public private(set) var nodes: [UInt64: Node] = [:]
+    /// Catalog files in the tree, counted as they go in: `statfs` asks it of every walk
+    /// (find(1) does), and counting 100 000 nodes then took half a second.
+    public private(set) var fileCount = 0
     /// The paths ("a/b/c") whose hash another path had first, and the number each got instead,
     /// kept across rebuilds; every other path's number is its hash, so nothing else is kept
     /// per path (a table of every path cost a library of 100 000 files tens of MiB).
@@ -84,6 +87,7 @@ public struct InodeTable: Sendable {
                 continue
             }
             let ino = ino(for: path)
+            if last, case .file = kind { fileCount += 1 }
             nodes[ino] = Node(ino: ino, parent: parent, name: component, kind: last ? kind : .directory, mtime: modified)
             nodes[parent]!.children[component] = ino
             parent = ino

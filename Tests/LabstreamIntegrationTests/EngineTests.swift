@@ -164,6 +164,9 @@ final class EngineRig: @unchecked Sendable {
         let grown = InodeTable(files: (paths + ["s/Movies/New (2024)/New (2024).mkv"]).map(file), previous: first)
         #expect(paths.allSatisfy { grown.inodeOfPath[$0] == first.inodeOfPath[$0] })
         #expect(grown.inodeOfPath["s/Movies/New (2024)/New (2024).mkv"] == InodeTable.stableIno("s/Movies/New (2024)/New (2024).mkv"))
+        // statfs's file count is kept as the table is built: a clashing name is not counted twice.
+        #expect(first.fileCount == paths.count && grown.fileCount == paths.count + 1)
+        #expect(InodeTable(files: (paths + [paths[0]]).map(file)).fileCount == paths.count)
 
         let rig = try EngineRig("dots")
         let movies = try #require(rig.fs.resolve(["test", "Movies"]))
