@@ -116,17 +116,18 @@ public final class FilesystemEngine: Sendable {
             let old = t
             t = InodeTable(files: files, generated: generated, previous: old)
             var out: [(UInt64, String)] = []
-            for (ino, node) in old.nodes where node.isDirectory {
-                let before = Set(node.children.keys), after = Set(t.node(ino)?.children.keys ?? [:].keys)
-                out += before.symmetricDifference(after).map { (ino, $0) }
+            for ino in old.directories {
+                let before = old.children(of: ino).map(\.name), after = t.children(of: ino).map(\.name)
+                if before != after { out += Set(before).symmetricDifference(after).map { (ino, $0) } }
             }
-            for (ino, node) in t.nodes where node.isDirectory && old.node(ino) == nil {
-                out += node.children.keys.map { (ino, $0) }
+            for ino in t.directories where old.node(ino) == nil {
+                out += t.children(of: ino).map { (ino, $0.name) }
             }
             // The same file at a new version: its cached pages and size go ("" names the inode).
-            for (ino, node) in t.nodes {
-                if let now = node.generated, let before = old.node(ino)?.generated, now != before { out.append((ino, "")) }
-                guard let now = node.file, let before = old.node(ino)?.file, now.size != before.size || now.etag != before.etag else { continue }
+            for ino in t.inodes {
+                guard let node = t.node(ino), !node.isDirectory, let before = old.node(ino) else { continue }
+                if let now = node.generated, let was = before.generated, now != was { out.append((ino, "")) }
+                guard let now = node.file, let was = before.file, now.size != was.size || now.etag != was.etag else { continue }
                 out.append((ino, ""))
             }
             return out
@@ -136,14 +137,14 @@ public final class FilesystemEngine: Sendable {
         if let handler = invalidate.function { for (parent, name) in changed { handler(parent, name) } }
     }
 
-    public var fileCount: Int { table.withLock(\.fileCount) }
+    public var fileCount: Int { table.withLock { $0.fileCount } }
 
     func attributes(_ node: InodeTable.Node) -> Attributes {
         let dirMode: UInt32 = 0o040555 & ~(ownership.umask & 0o777) | 0o040000
         let fileMode: UInt32 = 0o100444 & ~(ownership.umask & 0o777) | 0o100000
         switch node.kind {
         case .directory:
-            let subdirs = node.children.count // upper bound is fine for nlink; find(1) does not rely on it with -noleaf
+            let subdirs = node.childCount // upper bound is fine for nlink; find(1) does not rely on it with -noleaf
             return Attributes(ino: node.ino, size: 4096, isDirectory: true, mode: dirMode, nlink: UInt32(2 + min(subdirs, 60000)),
                               mtime: node.mtime, uid: ownership.uid, gid: ownership.gid, storedBytes: 4096)
         case .file(let f):
@@ -231,9 +232,8 @@ public final class FilesystemEngine: Sendable {
             if hook != nil { path = t.path(of: ino) }
             var out = [DirectoryEntry(ino: ino, name: ".", isDirectory: true),
                        DirectoryEntry(ino: node.parent, name: "..", isDirectory: true)]
-            for name in node.children.keys.sorted() {
-                let child = t.node(node.children[name]!)!
-                out.append(DirectoryEntry(ino: child.ino, name: name, isDirectory: child.isDirectory))
+            for (name, child) in t.children(of: ino) {
+                out.append(DirectoryEntry(ino: child, name: name, isDirectory: t.isDirectory(child)))
             }
             return .success(out)
         }
@@ -504,8 +504,7 @@ public final class FilesystemEngine: Sendable {
             var out: [(String, UInt64)] = []
             var stack: [(String, UInt64)] = [(name, ino)]
             while let (path, current) = stack.popLast() {
-                guard let n = t.node(current) else { continue }
-                for (child, childIno) in n.children {
+                for (child, childIno) in t.children(of: current) {
                     let childPath = path.isEmpty ? child : path + "/" + child
                     if t.node(childIno)?.file != nil { out.append((childPath, childIno)) } else { stack.append((childPath, childIno)) }
                 }
