@@ -157,13 +157,21 @@ final class EngineRig: @unchecked Sendable {
         let paths = (0..<2000).map { "s/Movies/Film \($0) (2000)/Film \($0) (2000).mkv" } + ["s/Shows/A/Season 01/A - S01E01.mkv"]
         let first = InodeTable(files: paths.map(file))
         let restarted = InodeTable(files: paths.reversed().map(file))
+        let numbers = first.inodeOfPath
         #expect(first.inodeOfPath.count == paths.count + 2000 + 5)
         #expect(first.inodeOfPath == restarted.inodeOfPath)
         #expect(Set(first.inodeOfPath.values).count == first.inodeOfPath.count && !first.inodeOfPath.values.contains(InodeTable.rootIno))
         // A rebuild keeps the numbers and gives a new path its own.
         let grown = InodeTable(files: (paths + ["s/Movies/New (2024)/New (2024).mkv"]).map(file), previous: first)
-        #expect(paths.allSatisfy { grown.inodeOfPath[$0] == first.inodeOfPath[$0] })
-        #expect(grown.inodeOfPath["s/Movies/New (2024)/New (2024).mkv"] == InodeTable.stableIno("s/Movies/New (2024)/New (2024).mkv"))
+        let grownNumbers = grown.inodeOfPath
+        #expect(paths.allSatisfy { grownNumbers[$0] == numbers[$0] })
+        #expect(grownNumbers["s/Movies/New (2024)/New (2024).mkv"] == InodeTable.stableIno("s/Movies/New (2024)/New (2024).mkv"))
+        // Every path is found by name (a folder's names are searched, sorted), and a name that
+        // is not there is not.
+        #expect(paths.allSatisfy { first.resolve($0.split(separator: "/").map(String.init))?.ino == numbers[$0] })
+        #expect(first.resolve(["s", "Movies", "Film 2000 (2000)"]) == nil && first.resolve(["s", "Movies", "A"]) == nil)
+        let movies0 = try #require(first.resolve(["s", "Movies"]))
+        #expect(first.children(of: movies0.ino).map(\.name) == paths.dropLast().map { String($0.split(separator: "/")[2]) }.sorted())
         // statfs's file count is kept as the table is built: a clashing name is not counted twice.
         #expect(first.fileCount == paths.count && grown.fileCount == paths.count + 1)
         #expect(InodeTable(files: (paths + [paths[0]]).map(file)).fileCount == paths.count)
