@@ -301,6 +301,13 @@ struct Daemon {
         do { mount = try FUSEMount(engine: fs, mountpoint: mountpoint, options: options.fuseOptions) } catch { throw CLIError(error) }
         fs.onInvalidate { parent, name in mount.invalidate(parent: parent, name: name) }
         fs.onAttributesChanged { ino in mount.invalidateAttributes(ino) }
+        // The heap's free pages go back to the kernel once a burst of requests is over.
+        let heapTrim = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "labstream.heap-trim", qos: .utility))
+        let trimPolicy = Mutex(HeapTrimPolicy())
+        heapTrim.schedule(deadline: .now() + 10, repeating: 10)
+        heapTrim.setEventHandler { if trimPolicy.withLock({ $0.tick(served: fs.takeServed()) }) { CLinux_release_free_memory() } }
+        heapTrim.resume()
+        defer { heapTrim.cancel() }
 
         let reload: @Sendable () -> Void = {
             do {

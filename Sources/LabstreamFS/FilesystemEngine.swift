@@ -64,6 +64,9 @@ public final class FilesystemEngine: Sendable {
     let sizes: TransferSizes
     public let offlineView: MountOptions.OfflineView
 
+    /// Requests served since the daemon last asked (`takeServed`): it trims its heap after a burst.
+    let served = Atomic<Int>(0)
+
     /// `user.labstream.chapters` by file (`SideFiles.chapters`).
     let chapters = Mutex<[FileKey: String]>([:])
 
@@ -137,6 +140,9 @@ public final class FilesystemEngine: Sendable {
         if let handler = invalidate.function { for (parent, name) in changed { handler(parent, name) } }
     }
 
+    /// Requests served since the last call.
+    public func takeServed() -> Int { served.exchange(0, ordering: .relaxed) }
+
     public var fileCount: Int { table.withLock { $0.fileCount } }
 
     func attributes(_ node: InodeTable.Node) -> Attributes {
@@ -157,6 +163,7 @@ public final class FilesystemEngine: Sendable {
     }
 
     public func lookup(parent: UInt64, name: String) throws(LabstreamError) -> Attributes {
+        served.add(1, ordering: .relaxed)
         let found = table.withLock { t -> Result<(InodeTable.Node, [TreeFile]), LabstreamError> in
             guard let p = t.node(parent) else { return .failure(.notFound("inode \(parent)")) }
             // "." and "..": how the kernel finds a node and its parent by number alone, for an NFS
@@ -185,6 +192,7 @@ public final class FilesystemEngine: Sendable {
     }
 
     public func getattr(_ ino: UInt64) throws(LabstreamError) -> Attributes {
+        served.add(1, ordering: .relaxed)
         guard let node = table.withLock({ $0.node(ino) }) else { throw .notFound("inode \(ino)") }
         return attributes(node)
     }
@@ -224,6 +232,7 @@ public final class FilesystemEngine: Sendable {
     static let sharedListingsKept = 4096
 
     public func readdir(_ ino: UInt64) throws(LabstreamError) -> [DirectoryEntry] {
+        served.add(1, ordering: .relaxed)
         let hook = listed.function
         var path = ""
         let result = table.withLock { t -> Result<[DirectoryEntry], LabstreamError> in
@@ -305,6 +314,7 @@ public final class FilesystemEngine: Sendable {
     }
 
     public func read(handle: UInt64, offset: Int64, size: Int) throws(LabstreamError) -> [UInt8] {
+        served.add(1, ordering: .relaxed)
         enum Planned { case media(TreeFile, ByteRange?), generated([UInt8]) }
         let planned = handles.withLock { h -> Planned? in
             guard var open = h.open[handle] else { return h.generated[handle].map(Planned.generated) }
