@@ -272,7 +272,16 @@ struct Daemon {
             var catalogs: [String: [LibraryCatalog]] = [:]
             for (server, tree) in Dictionary(grouping: files, by: \.key.server).sorted(by: { $0.key < $1.key }) {
                 let libraries = fetcher.catalog(server: server)
-                if sideAssets != .off { made.files += SideFiles.nfos(tree: tree, libraries: libraries) }
+                if sideAssets != .off {
+                    // Each document's size from the index's cache; only the new or changed are made.
+                    let (nfos, new) = SideFiles.nfos(tree: tree, libraries: libraries, known: (try? index.documentSizes(server: server)) ?? [:]) {
+                        try? index.document($0)
+                    }
+                    made.files += nfos
+                    if !new.isEmpty {
+                        do { try index.storeDocumentSizes(server: server, new) } catch { log.warn(describe(error)) }
+                    }
+                }
                 made.chapters.merge(SideFiles.chapters(tree: tree, libraries: libraries)) { a, _ in a }
                 catalogs[server] = libraries
             }

@@ -83,6 +83,13 @@ public struct GeneratedFile: Sendable, Hashable {
         self.content = .document(document, size: Int64(bytes.count), digest: FNV1a.hash(bytes))
     }
 
+    /// A document whose size and digest are known already (the index's cache of them).
+    public init(path: [String], document: NFODocument, size: Int64, digest: UInt64, modified: Int64) {
+        self.path = path
+        self.modified = modified
+        self.content = .document(document, size: size, digest: digest)
+    }
+
     public init(path: [String], storedAt: String, size: Int64, modified: Int64) {
         self.path = path
         self.modified = modified
@@ -103,6 +110,15 @@ public struct GeneratedFile: Sendable, Hashable {
 public enum NFODocument: Sendable, Hashable {
     case item(server: String, itemId: String)
     case series(server: String, seriesId: String, title: String, year: Int?)
+
+    /// The document's name in the index's cache of sizes (per server): `item:ID`, or
+    /// `series:ID\nYEAR\nTITLE` (the index drops a series' rows by the `series:ID\n` prefix).
+    public var cacheKey: String {
+        switch self {
+        case .item(_, let id): return "item:" + id
+        case .series(_, let id, let title, let year): return "series:" + id + "\n" + (year.map(String.init) ?? "") + "\n" + title
+        }
+    }
 }
 
 /// The `.nfo` files of a server's tree (Kodi's schema, which Jellyfin and Plex scanners read
@@ -116,25 +132,52 @@ public enum SideFiles {
             for item in library.items { itemOf[item.id] = item }
             seriesDetails.merge(library.seriesDetails) { a, _ in a }
         }
+        return nfos(tree: tree, libraries: libraries, known: [:]) { doc in
+            switch doc {
+            case .item(_, let id): return document(doc, item: itemOf[id], series: nil)
+            case .series(_, let id, _, _): return document(doc, item: nil, series: seriesDetails[id])
+            }
+        }.files
+    }
+
+    /// The same, taking the size and digest of a document from `known` (by `cacheKey`) instead
+    /// of making it with `make`; `made` is what had to be made. `libraries` needs only each
+    /// item's kind and series.
+    public static func nfos(tree: [TreeFile], libraries: [LibraryCatalog], known: [String: (size: Int64, digest: UInt64)],
+                            make: (NFODocument) -> [UInt8]?) -> (files: [GeneratedFile], made: [(doc: String, size: Int64, digest: UInt64)]) {
+        var itemOf: [String: CatalogItem] = [:]
+        for library in libraries {
+            for item in library.items { itemOf[item.id] = item }
+        }
         var out: [GeneratedFile] = []
+        var made: [(doc: String, size: Int64, digest: UInt64)] = []
+        func generated(_ path: [String], _ doc: NFODocument, modified: Int64, make: () -> [UInt8]?) -> GeneratedFile? {
+            let key = doc.cacheKey
+            if let k = known[key] { return GeneratedFile(path: path, document: doc, size: k.size, digest: k.digest, modified: modified) }
+            guard let bytes = make() else { return nil }
+            let file = GeneratedFile(path: path, document: doc, bytes: bytes, modified: modified)
+            made.append((key, file.size, FNV1a.hash(bytes)))
+            return file
+        }
         var seriesFolders = Set<[String]>()
         for file in tree where DerivedCopy.parse(file.key) == nil && [.movie, .episode].contains(file.kind) {
-            guard let item = itemOf[file.key.itemId], let name = file.path.last,
-                  let bytes = document(.item(server: file.key.server, itemId: item.id), item: item, series: nil) else { continue }
+            guard let item = itemOf[file.key.itemId], [.movie, .episode].contains(item.kind), let name = file.path.last else { continue }
             let stem = name.lastIndex(of: ".").map { String(name[..<$0]) } ?? name
-            out.append(GeneratedFile(path: file.path.dropLast() + [stem + ".nfo"], document: .item(server: file.key.server, itemId: item.id),
-                                     bytes: bytes, modified: file.modified))
+            let doc = NFODocument.item(server: file.key.server, itemId: item.id)
+            guard let nfo = generated(file.path.dropLast() + [stem + ".nfo"], doc, modified: file.modified, make: { make(doc) }) else { continue }
+            out.append(nfo)
             // SERVER/LIBRARY/Series (Year)/Season NN/file: the series folder is two above.
             if item.kind == .episode, file.path.count >= 3, let series = item.seriesId {
                 let folder = Array(file.path.dropLast(2))
                 if seriesFolders.insert(folder).inserted {
                     let show = NFODocument.series(server: file.key.server, seriesId: series, title: item.seriesName ?? folder.last ?? "", year: item.seriesYear)
-                    out.append(GeneratedFile(path: folder + ["tvshow.nfo"], document: show,
-                                             bytes: document(show, item: nil, series: seriesDetails[series]) ?? [], modified: file.modified))
+                    if let tvshow = generated(folder + ["tvshow.nfo"], show, modified: file.modified, make: { make(show) ?? [] }) {
+                        out.append(tvshow)
+                    }
                 }
             }
         }
-        return out
+        return (out, made)
     }
 
     /// The bytes of `doc`: `item` for a film's or an episode's (nil when it is neither), the
@@ -183,6 +226,10 @@ extension SideFiles {
 /// Kodi `.nfo` documents (movie, episodedetails, tvshow), XML-escaped; characters XML 1.0
 /// cannot hold (NUL and other controls) are left out, so any plot makes a valid document.
 public enum NFO {
+    /// The documents' format: raised whenever what they hold or how it is written changes, so
+    /// sizes the index kept for the old format are not taken for the new one.
+    public static let format = 1
+
     public static func movie(_ item: CatalogItem) -> [UInt8] {
         document("movie", [element("title", item.title)] + common(item.details, year: item.year))
     }

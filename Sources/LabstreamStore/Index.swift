@@ -11,7 +11,7 @@ import Synchronization
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
 /// read fails closed.
 public final class OfflineIndex: Sendable {
-    public static let schemaVersion: Int64 = 13
+    public static let schemaVersion: Int64 = 14
     public let db: SQLiteDatabase
 
     public struct ServerRow: Sendable, Hashable {
@@ -263,12 +263,31 @@ public final class OfflineIndex: Sendable {
         }
     }
 
+    /// How much of each item's details a catalog read decodes.
+    public enum DetailsRead: Sendable {
+        case whole
+        /// Only the artwork and chapters (what the tree's side files are planned from): a plot,
+        /// genres, people… are read when a document is made. At 100 000 items, decoding every
+        /// item's whole details was a fifth of an offline mount.
+        case assetsAndChapters
+    }
+
     /// A server's catalog as stored (orphans left out: they are kept by `replaceCatalog` anyway),
     /// for merging an incremental refresh into.
-    public func catalog(server: String) throws(LabstreamError) -> [LibraryCatalog] {
+    public func catalog(server: String, details: DetailsRead = .whole) throws(LabstreamError) -> [LibraryCatalog] {
         try read("the catalog") {
             let libraries = try db.query("SELECT id, name, left_out FROM libraries WHERE server=? ORDER BY id", [.text(server)])
-            let items = try db.query("SELECT \(Self.itemColumns) FROM items WHERE server=? ORDER BY id", [.text(server)])
+            let columns: String
+            switch details {
+            case .whole: columns = Self.itemColumns
+            case .assetsAndChapters:
+                // SQLite's JSON functions pick the two members out; an item with neither decodes nothing.
+                columns = Self.itemColumns.replacingOccurrences(of: "played, details", with: """
+                    played, CASE WHEN json_valid(details) AND (json_array_length(details, '$.assets') > 0 OR json_array_length(details, '$.chapters') > 0)
+                    THEN json_object('assets', json(json_extract(details, '$.assets')), 'chapters', json(json_extract(details, '$.chapters'))) END
+                    """)
+            }
+            let items = try db.query("SELECT \(columns) FROM items WHERE server=? ORDER BY id", [.text(server)])
             let sources = try db.query("""
                 SELECT item_id, id, name, container, size, etag, bitrate, remote_item FROM media_sources WHERE server=? AND orphaned=0
                 ORDER BY item_id, rowid
@@ -350,6 +369,30 @@ public final class OfflineIndex: Sendable {
                 return SideFiles.document(doc, item: nil, series: row.flatMap { Self.decodeDetails($0[0].text) })
             }
         }
+    }
+
+    /// The size and digest of each of `server`'s generated documents as last made by this
+    /// build's format (`NFODocument.cacheKey` → size, digest).
+    public func documentSizes(server: String) throws(LabstreamError) -> [String: (size: Int64, digest: UInt64)] {
+        try read("the documents' sizes") {
+            var out: [String: (size: Int64, digest: UInt64)] = [:]
+            for r in try db.query("SELECT doc, size, digest FROM documents WHERE server=? AND format=?", [.text(server), .int(Int64(NFO.format))]) {
+                if let doc = r[0].text, let size = r[1].int, let digest = r[2].int { out[doc] = (size, UInt64(bitPattern: digest)) }
+            }
+            return out
+        }
+    }
+
+    /// Records the size and digest of documents just made (`NFODocument.cacheKey`).
+    public func storeDocumentSizes(server: String, _ made: [(doc: String, size: Int64, digest: UInt64)]) throws(LabstreamError) {
+        do {
+            try db.transaction { c in
+                for m in made {
+                    try c.run("INSERT OR REPLACE INTO documents(server, doc, format, size, digest) VALUES(?,?,?,?,?)",
+                              [.text(server), .text(m.doc), .int(Int64(NFO.format)), .int(m.size), .int(Int64(bitPattern: m.digest))])
+                }
+            }
+        } catch { throw .storage("recording the sizes of \(server)'s .nfo documents failed: \(error)") }
     }
 
     /// The libraries of `server` left out of the tree, with why.

@@ -23,10 +23,11 @@ extension OfflineIndex {
         ("series_details", ["server", "series_id", "details"]),
         ("side_assets", ["server", "item_id", "asset", "state", "tag", "file", "ext", "size", "reason", "attempts", "retry_at"]),
         ("item_extras", ["server", "item_id", "tag", "details"]),
+        ("documents", ["server", "doc", "format", "size", "digest"]),
     ]
 
     /// `migrations[n - 1]` takes an index from schema n to n + 1.
-    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11, migrateV11toV12, migrateV12toV13]
+    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11, migrateV11toV12, migrateV12toV13, migrateV13toV14]
 
     static func createV1(_ c: Connection) throws {
         try c.exec("""
@@ -198,6 +199,30 @@ extension OfflineIndex {
         try c.exec("""
         CREATE TABLE item_extras(server TEXT NOT NULL, item_id TEXT NOT NULL, tag TEXT NOT NULL, details TEXT, PRIMARY KEY(server, item_id));
         UPDATE meta SET value = '13' WHERE key = 'schema_version';
+        """)
+    }
+
+    /// v14: the size and digest of each generated `.nfo` as last made, so a mount need not make
+    /// 100 000 documents to learn their sizes. A cache: triggers drop a document's row whenever
+    /// the catalog rows it is made from change, whichever code writes them.
+    static func migrateV13toV14(_ c: Connection) throws {
+        try c.exec("""
+        CREATE TABLE documents(server TEXT NOT NULL, doc TEXT NOT NULL, format INTEGER NOT NULL, size INTEGER NOT NULL, digest INTEGER NOT NULL,
+            PRIMARY KEY(server, doc));
+        CREATE TRIGGER documents_item_inserted AFTER INSERT ON items BEGIN
+            DELETE FROM documents WHERE server = NEW.server AND doc = 'item:' || NEW.id; END;
+        CREATE TRIGGER documents_item_updated AFTER UPDATE ON items BEGIN
+            DELETE FROM documents WHERE (server = OLD.server AND doc = 'item:' || OLD.id) OR (server = NEW.server AND doc = 'item:' || NEW.id); END;
+        CREATE TRIGGER documents_item_deleted AFTER DELETE ON items BEGIN
+            DELETE FROM documents WHERE server = OLD.server AND doc = 'item:' || OLD.id; END;
+        CREATE TRIGGER documents_series_inserted AFTER INSERT ON series_details BEGIN
+            DELETE FROM documents WHERE server = NEW.server AND doc >= 'series:' || NEW.series_id || char(10) AND doc < 'series:' || NEW.series_id || char(11); END;
+        CREATE TRIGGER documents_series_updated AFTER UPDATE ON series_details BEGIN
+            DELETE FROM documents WHERE (server = OLD.server AND doc >= 'series:' || OLD.series_id || char(10) AND doc < 'series:' || OLD.series_id || char(11))
+                OR (server = NEW.server AND doc >= 'series:' || NEW.series_id || char(10) AND doc < 'series:' || NEW.series_id || char(11)); END;
+        CREATE TRIGGER documents_series_deleted AFTER DELETE ON series_details BEGIN
+            DELETE FROM documents WHERE server = OLD.server AND doc >= 'series:' || OLD.series_id || char(10) AND doc < 'series:' || OLD.series_id || char(11); END;
+        UPDATE meta SET value = '14' WHERE key = 'schema_version';
         """)
     }
 }

@@ -312,7 +312,9 @@ import Testing
 
 /// Takes a current index back to schema 10 (the start of every older-schema script).
 /// Takes a current index back to schema 11 (`undoSchema11` on to 10).
-let undoSchema13 = "DROP TABLE item_extras; "
+let undoSchema14 = ["inserted", "updated", "deleted"].map { "DROP TRIGGER documents_item_\($0); DROP TRIGGER documents_series_\($0); " }.joined()
+    + "DROP TABLE documents; "
+let undoSchema13 = undoSchema14 + "DROP TABLE item_extras; "
 let undoSchema12 = undoSchema13 + "DROP TABLE side_assets; "
 let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_episodes; DROP TABLE series_details; ALTER TABLE items DROP COLUMN played; ALTER TABLE items DROP COLUMN details; "
 

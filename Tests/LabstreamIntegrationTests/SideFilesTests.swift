@@ -2,6 +2,7 @@ import CLinux
 import Foundation
 import LabstreamCore
 import LabstreamFixture
+@testable import LabstreamStore
 import Testing
 
 /// `.nfo` files through a real mount, from each backend's own metadata: exact sizes before any
@@ -76,6 +77,8 @@ import Testing
         try m.unmount()
         m.fixture.stop()
         try m.mount()
+        // Its size now comes from the index's cache of sizes: still the bytes' size.
+        #expect(stat(m.path(Self.film), &st) == 0 && Int(st.st_size) == film.count)
         #expect(try Data(contentsOf: URL(fileURLWithPath: m.path(Self.film))) == film)
         #expect(StatusCommandXattr.get(media, "chapters") == marks)
         try m.unmount()
@@ -415,4 +418,55 @@ func testImage(_ path: String, size: String) -> String {
         _ = try? runProcess("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=\(size)", "-frames:v", "1", path])
     }
     return path
+}
+
+/// The index's cache of `.nfo` sizes (schema 14): whatever writes the catalog rows a document is
+/// made from drops its cached size, so a size taken from the cache is always the size of the
+/// document made now.
+@Suite struct DocumentSizeCacheTests {
+    @Test func aCachedSizeGoesWhenItsItemOrSeriesChangesAndOnlyTheCurrentFormatIsRead() throws {
+        let scratch = Scratch("documents")
+        let index = try OfflineIndex(path: scratch.path + "/index.sqlite")
+        let server = OfflineIndex.ServerRow(name: "s", type: "jellyfin", url: "u", serverId: nil, lastSync: nil)
+        func catalog(plot: String, seriesPlot: String) -> [LibraryCatalog] {
+            var film = CatalogItem(id: "a", kind: .movie, title: "Alpha", year: 2001, sources: [MediaSource(id: "a", container: "mkv", size: 10)])
+            film.details = ItemDetails(plot: plot)
+            let other = CatalogItem(id: "b", kind: .movie, title: "Beta", year: 2002, sources: [MediaSource(id: "b", container: "mkv", size: 10)])
+            let pilot = CatalogItem(id: "e", kind: .episode, title: "Pilot", seriesId: "s1", seriesName: "Show", seriesYear: 2020, seasonNumber: 1,
+                                    episodeNumber: 1, sources: [MediaSource(id: "e", container: "mkv", size: 10)])
+            return [LibraryCatalog(id: "M", name: "Movies", items: [film, other]),
+                    LibraryCatalog(id: "S", name: "Shows", items: [pilot], seriesDetails: ["s1": ItemDetails(plot: seriesPlot)])]
+        }
+        func write(_ libraries: [LibraryCatalog]) throws {
+            try index.replaceCatalog(server: server, libraries: libraries, tree: TreeBuilder.build(server: "s", libraries: libraries), now: 1)
+        }
+        /// Every document's size and digest as made now from the index.
+        func fresh(_ libraries: [LibraryCatalog]) throws -> [String: (size: Int64, digest: UInt64)] {
+            let tree = try index.treeFiles()
+            let made = SideFiles.nfos(tree: tree, libraries: try index.catalog(server: "s", details: .assetsAndChapters), known: [:]) { try? index.document($0) }.made
+            return Dictionary(made.map { ($0.doc, ($0.size, $0.digest)) }, uniquingKeysWith: { a, _ in a })
+        }
+        let first = catalog(plot: "One.", seriesPlot: "A show.")
+        try write(first)
+        let made = try fresh(first)
+        #expect(Set(made.keys) == ["item:a", "item:b", "item:e", "series:s1\n2020\nShow"], "\(made.keys)")
+        try index.storeDocumentSizes(server: "s", made.map { ($0.key, $0.value.size, $0.value.digest) })
+        #expect(try index.documentSizes(server: "s").mapValues(\.size) == made.mapValues(\.size))
+        // A mount with everything cached makes nothing.
+        #expect(SideFiles.nfos(tree: try index.treeFiles(), libraries: try index.catalog(server: "s"), known: try index.documentSizes(server: "s")) { _ in nil }.made.isEmpty)
+
+        // The film's plot and the series' details change: their sizes go; whatever is left
+        // matches the documents as made now.
+        let second = catalog(plot: "A much longer plot than before.", seriesPlot: "A show, told at more length.")
+        try write(second)
+        let cached = try index.documentSizes(server: "s")
+        #expect(cached["item:a"] == nil && cached["series:s1\n2020\nShow"] == nil, "\(cached.keys)")
+        let now = try fresh(second)
+        for (doc, kept) in cached { #expect(now[doc]?.size == kept.size && now[doc]?.digest == kept.digest, "\(doc)") }
+        #expect(now["item:a"]!.size > made["item:a"]!.size)
+
+        // Sizes recorded by another format of the documents are not read.
+        try index.db.exec("UPDATE documents SET format = format + 1")
+        #expect(try index.documentSizes(server: "s").isEmpty)
+    }
 }
