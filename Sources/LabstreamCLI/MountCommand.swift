@@ -239,7 +239,7 @@ struct Daemon {
         // A server with no catalog yet is synced before mounting; the others mount from the
         // index at once and refresh in the background.
         let known: Set<String>
-        do { known = Set(try index.treeFiles().map(\.key.server)) } catch { throw CLIError(error) }
+        do { known = try index.serversWithCatalog() } catch { throw CLIError(error) }
         var later: [(any MediaBackend, LabstreamConfig.Server)] = []
         // Servers with no catalog yet or whose last sync failed, with the failures in a row: one
         // that answers again is synced at once (`catchUp`).
@@ -369,7 +369,7 @@ struct Daemon {
         let reconfigure: @Sendable () -> Void = {
             do {
                 let fresh = try context.loadConfig()
-                let known = Set(try index.treeFiles().map(\.key.server))
+                let known = try index.serversWithCatalog()
                 for backend in try context.backends(fresh, log: log) {
                     transfers.setBackend(backend)
                     let server = fresh.server(named: backend.serverName)!

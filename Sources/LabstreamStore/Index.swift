@@ -411,17 +411,23 @@ public final class OfflineIndex: Sendable {
         }
     }
 
+    /// The servers that have a catalog in the index (a sync succeeded once).
+    public func serversWithCatalog() throws(LabstreamError) -> Set<String> {
+        try read("the catalog") { Set(try db.query("SELECT DISTINCT server FROM media_sources").compactMap { $0[0].text }) }
+    }
+
     public func treeFiles(server: String? = nil) throws(LabstreamError) -> [TreeFile] {
         // A pinned complete copy of an older version is what is shown until its next version
         // replaces it (an unpinned one is simply fetched again when read).
         let sources = try listedSources(server: server).map { Self.shown($0.file, keeping: $0.kept) ?? $0.file }
         return try read("the catalog") {
             // Finished copies at another quality appear beside their original.
-            let byKey = Dictionary(sources.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
             let finished = try db.query("""
                 SELECT server, item_id, source_id, total, source_tag, partial FROM downloads WHERE source_id LIKE '%@%' AND status IN ('complete', 'unverified')
                 \(server == nil ? "" : "AND server=?")
                 """, server.map { [.text($0)] } ?? [])
+            guard !finished.isEmpty else { return sources }
+            let byKey = Dictionary(sources.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
             let copies = finished.compactMap { r -> TreeFile? in
                 guard let s = r[0].text, let i = r[1].text, let id = r[2].text,
                       let (base, quality) = DerivedCopy.parse(FileKey(server: s, itemId: i, sourceId: id)), let original = byKey[base] else { return nil }
@@ -453,13 +459,16 @@ public final class OfflineIndex: Sendable {
         let kept = Dictionary(try downloads(where: "pinned = 1 AND status IN ('complete', 'unverified')" + (server == nil ? "" : " AND server=?"),
                                             server.map { [.text($0)] } ?? []).map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
         return try read("the catalog") {
+            // All rows first, then the files: the files' strings then sit together, not between
+            // the freed rows' (row by row left the heap fragmented: 60 MiB more resident at 100 000).
             try db.query("""
                 SELECT m.server, m.item_id, m.id, m.size, m.modified, m.etag, m.tree_path, m.orphaned, m.bitrate, m.remote_item, i.kind
                 FROM media_sources m LEFT JOIN items i ON i.server = m.server AND i.id = m.item_id
                 \(server == nil ? "" : "WHERE m.server=?") ORDER BY m.tree_path
                 """, server.map { [.text($0)] } ?? []).compactMap { r -> (TreeFile, DownloadRow?)? in
                 guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let p = r[6].text else { return nil }
-                let file = TreeFile(path: p.split(separator: "/").map(String.init), key: FileKey(server: s, itemId: i, sourceId: id),
+                // A source's id is often its item's (Jellyfin): one string for both.
+                let file = TreeFile(path: p.split(separator: "/").map(String.init), key: FileKey(server: s, itemId: i, sourceId: id == i ? i : id),
                                     size: r[3].int ?? 0, modified: r[4].int ?? 0, etag: r[5].text, orphaned: (r[7].int ?? 0) != 0,
                                     bitrate: r[8].int.flatMap { Int(exactly: $0) }, remoteItemId: r[9].text,
                                     kind: r[10].text.flatMap(ItemKind.init(rawValue:)) ?? .movie)
