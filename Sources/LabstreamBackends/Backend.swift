@@ -146,9 +146,17 @@ extension MediaBackend {
         let probes = reachabilityProbes
         let info = try? transport.send(probes.public)
         guard info?.status == 200 else { return ReachabilityPolicy.state(probeStatus: info?.status, authStatus: nil) }
-        let signedIn = try? transport.send(probes.signedIn)
+        var signedIn = try? transport.send(probes.signedIn)
+        // A short-lived access token that has run out is renewed once before the sign-in counts as refused.
+        if signedIn?.status == 401, let again = (self as? any RenewableSignIn)?.renewedSignInProbe() { signedIn = try? transport.send(again) }
         return ReachabilityPolicy.state(probeStatus: 200, authStatus: signedIn?.status)
     }
+}
+
+/// A server whose access token runs out and is renewed with a refresh token (Silo).
+public protocol RenewableSignIn: MediaBackend {
+    /// The signed-in probe again with a renewed token; nil when it cannot be renewed.
+    func renewedSignInProbe() -> HTTPRequest?
 }
 
 /// The session values a backend needs; the token comes from the credential store only.

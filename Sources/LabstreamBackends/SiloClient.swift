@@ -9,7 +9,7 @@ import Synchronization
 ///
 /// (About 500 lines: sign-in, catalog, managed downloads, monitors and side assets of one
 /// backend; each capability is its own extension.)
-public struct SiloClient: MediaBackend, ItemExtrasSource {
+public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
     public let requests: SiloRequests
     public let transport: any HTTPTransport
     public let session: ServerSession
@@ -114,12 +114,9 @@ public struct SiloClient: MediaBackend, ItemExtrasSource {
         (requests.systemInfo(), requests.me(bearer: (try? bearer()) ?? ""))
     }
 
-    public func checkReachability() -> Reachability {
-        let info = try? transport.send(requests.systemInfo())
-        guard info?.status == 200 else { return ReachabilityPolicy.state(probeStatus: info?.status, authStatus: nil) }
-        var me = try? transport.send(requests.me(bearer: (try? bearer()) ?? ""))
-        if me?.status == 401, !isAPIKey, let renewed = try? renewAccess() { me = try? transport.send(requests.me(bearer: renewed)) }
-        return ReachabilityPolicy.state(probeStatus: 200, authStatus: me?.status ?? 401)
+    public func renewedSignInProbe() -> HTTPRequest? {
+        guard !isAPIKey, let renewed = try? renewAccess() else { return nil }
+        return requests.me(bearer: renewed)
     }
 
     public func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest {
