@@ -61,7 +61,7 @@ public final class TransferEngine: Sendable {
     private let backends = Mutex<[String: any MediaBackend]>([:])
     private let files = Mutex<[FileKey: FileTransfer]>([:])
     /// Every file in the catalog, for background fill of pinned rows.
-    private let catalog = Mutex<[FileKey: TreeFile]>([:])
+    private let catalog = Mutex(CatalogFiles())
     public let log: @Sendable (String) -> Void
     let filler = Worker(name: "background-fill")
     let validation = Worker(name: "validation")
@@ -159,7 +159,7 @@ public final class TransferEngine: Sendable {
     public func catalogUnchanged(server: String) { monitors.schedule([server]) }
 
     public func setCatalog(_ files: [TreeFile]) {
-        catalog.withLock { $0 = Dictionary(files.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a }) }
+        catalog.withLock { $0 = CatalogFiles(files) }
         monitors.schedule(Set(files.map(\.key.server)))
         filler.wake()
     }
@@ -284,11 +284,11 @@ public final class TransferEngine: Sendable {
     func catalogFile(_ key: FileKey) -> TreeFile? { catalog.withLock { $0[key] } }
 
     /// Every file in the catalog, as it is now.
-    func catalogFiles() -> [FileKey: TreeFile] { catalog.withLock { $0 } }
+    func catalogFiles() -> CatalogFiles { catalog.withLock { $0 } }
 
     /// A file whose size became known by fetching it to its end (before the tree reloads, so
     /// the completion check does not take it for a changed version).
-    func learnedSize(_ size: Int64, of key: FileKey) { catalog.withLock { if $0[key] != nil { $0[key]!.size = size } } }
+    func learnedSize(_ size: Int64, of key: FileKey) { catalog.withLock { $0.setSize(size, of: key) } }
 
     /// Drops the transfers of `keys` if none is in use (a version swap needs them gone); false
     /// when one is, and nothing changed.

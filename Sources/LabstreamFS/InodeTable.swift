@@ -66,13 +66,12 @@ public struct InodeTable: Sendable {
         }
         nodes.reserveCapacity(files.count * 2 + generated.count + 1)
         nodes[Self.rootIno] = Stored(parent: Self.rootIno, name: "", mtime: 0, payload: .directory([]))
-        for file in files where insert(file.path, modified: file.modified, payload: .file(Int32(self.files.count))) {
-            self.files.append(file)
-            fileCount += 1
-        }
-        for file in generated where insert(file.path, modified: file.modified, payload: .generated(Int32(generatedFiles.count))) {
-            generatedFiles.append(file)
-        }
+        // The arrays as given (shared with the caller, not copied); a file whose name was taken
+        // stays in them unreferenced.
+        self.files = files
+        generatedFiles = generated
+        for (i, file) in files.enumerated() where insert(file.path, modified: file.modified, payload: .file(Int32(i))) { fileCount += 1 }
+        for (i, file) in generated.enumerated() { _ = insert(file.path, modified: file.modified, payload: .generated(Int32(i))) }
         sortChildren()
     }
 
