@@ -136,10 +136,10 @@ public final class SideAssetFetcher: Sendable {
         }.sorted { $0.path.lexicographicallyPrecedes($1.path) }
     }
 
-    /// `server`'s catalog from the index (each item's artwork and chapters, not its whole
-    /// details) with what it told item by item added (`extras`, read from the index when not given).
+    /// `server`'s catalog from the index as the side files need it (`CatalogRead.sideFiles`) with
+    /// what it told item by item added (`extras`, read from the index when not given).
     public func catalog(server: String, extras: [String: (tag: String, details: ItemDetails?)]? = nil) -> [LibraryCatalog] {
-        let libraries = (try? engine.index.catalog(server: server, details: .assetsAndChapters)) ?? []
+        let libraries = (try? engine.index.catalog(server: server, reading: .sideFiles)) ?? []
         let told = (extras ?? (try? engine.index.itemExtras(server: server)) ?? [:]).compactMapValues(\.details)
         return libraries.map { $0.adding(extras: told) }
     }

@@ -263,29 +263,33 @@ public final class OfflineIndex: Sendable {
         }
     }
 
-    /// How much of each item's details a catalog read decodes.
-    public enum DetailsRead: Sendable {
+    /// How much of each item a catalog read takes.
+    public enum CatalogRead: Sendable {
         case whole
-        /// Only the artwork and chapters (what the tree's side files are planned from): a plot,
-        /// genres, people… are read when a document is made. At 100 000 items, decoding every
-        /// item's whole details was a fifth of an offline mount.
-        case assetsAndChapters
+        /// What the tree's side files are planned from: each item's kind, series, season, time
+        /// and, of its details, its artwork and chapters; no titles, plots, genres, people… (a
+        /// document is made from its own row). At 100 000 items, decoding every item's whole
+        /// details was a fifth of an offline mount.
+        case sideFiles
     }
 
     /// A server's catalog as stored (orphans left out: they are kept by `replaceCatalog` anyway),
     /// for merging an incremental refresh into.
-    public func catalog(server: String, details: DetailsRead = .whole) throws(LabstreamError) -> [LibraryCatalog] {
+    public func catalog(server: String, reading: CatalogRead = .whole) throws(LabstreamError) -> [LibraryCatalog] {
         try read("the catalog") {
             let libraries = try db.query("SELECT id, name, left_out FROM libraries WHERE server=? ORDER BY id", [.text(server)])
             let columns: String
-            switch details {
+            switch reading {
             case .whole: columns = Self.itemColumns
-            case .assetsAndChapters:
-                // SQLite's JSON functions pick the two members out; an item with neither decodes nothing.
-                columns = Self.itemColumns.replacingOccurrences(of: "played, details", with: """
-                    played, CASE WHEN json_valid(details) AND (json_array_length(details, '$.assets') > 0 OR json_array_length(details, '$.chapters') > 0)
+            case .sideFiles:
+                // The same positions; SQLite's JSON functions pick the two members out, and an
+                // item with neither decodes nothing.
+                columns = """
+                    id, library, kind, NULL, year, series_id, series_name, series_year, season, episode, modified,
+                    NULL, NULL, disc, track, NULL, played,
+                    CASE WHEN json_valid(details) AND (json_array_length(details, '$.assets') > 0 OR json_array_length(details, '$.chapters') > 0)
                     THEN json_object('assets', json(json_extract(details, '$.assets')), 'chapters', json(json_extract(details, '$.chapters'))) END
-                    """)
+                    """
             }
             let items = try db.query("SELECT \(columns) FROM items WHERE server=? ORDER BY id", [.text(server)])
             let sources = try db.query("""

@@ -443,7 +443,7 @@ func testImage(_ path: String, size: String) -> String {
         /// Every document's size and digest as made now from the index.
         func fresh(_ libraries: [LibraryCatalog]) throws -> [String: (size: Int64, digest: UInt64)] {
             let tree = try index.treeFiles()
-            let made = SideFiles.nfos(tree: tree, libraries: try index.catalog(server: "s", details: .assetsAndChapters), known: [:]) { try? index.document($0) }.made
+            let made = SideFiles.nfos(tree: tree, libraries: try index.catalog(server: "s", reading: .sideFiles), known: [:]) { try? index.document($0) }.made
             return Dictionary(made.map { ($0.doc, ($0.size, $0.digest)) }, uniquingKeysWith: { a, _ in a })
         }
         let first = catalog(plot: "One.", seriesPlot: "A show.")
