@@ -185,6 +185,8 @@ public final class SideAssetFetcher: Sendable {
                     s.extrasFailed[ref] = error.userMessage
                 }
                 engine.log("asking \(ref.server) for the subtitles and chapters of item \(ref.itemId) failed: \(error.userMessage); asking again later")
+                // Its "asking" is failed now, no longer missing: a completion held for it may be reported.
+                engine.sideAssetsChanged()
             }
         }
         return (learnt, wanted.count > Self.perPass)
