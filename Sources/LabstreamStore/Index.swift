@@ -202,9 +202,9 @@ public final class OfflineIndex: Sendable {
                     guard let item = r[0].text, let source = r[1].text else { continue }
                     if !newKeys.contains(FileKey(server: server.name, itemId: item, sourceId: source)) { keep.append((item, source)) }
                 }
-                for table in ["libraries", "items", "series_details"] {
-                    try c.run("DELETE FROM \(table) WHERE server=?", [.text(server.name)])
-                }
+                // Items and series details are written only where they changed (below), so what is
+                // kept of an unchanged row (its generated document's size) stays.
+                try c.run("DELETE FROM libraries WHERE server=?", [.text(server.name)])
                 try c.run("DELETE FROM media_sources WHERE server=?" + (keep.isEmpty ? "" : " AND NOT (" + keep.map { _ in "(item_id=? AND id=?)" }.joined(separator: " OR ") + ")"),
                           [.text(server.name)] + keep.flatMap { [SQLValue.text($0.0), .text($0.1)] })
                 for (item, source) in keep {
@@ -222,12 +222,18 @@ public final class OfflineIndex: Sendable {
                 }
                 try c.run("INSERT OR REPLACE INTO servers(name, type, url, server_id, last_sync) VALUES(?,?,?,?,?)",
                           [.text(server.name), .text(server.type), .text(server.url), server.serverId.map(SQLValue.text) ?? .null, .int(now)])
+                try c.run("CREATE TEMP TABLE IF NOT EXISTS synced(kind TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY(kind, id))")
+                try c.run("DELETE FROM temp.synced")
+                var upsertItem: String?
                 for library in libraries {
                     try c.run("INSERT OR REPLACE INTO libraries(server, id, name, left_out) VALUES(?,?,?,?)",
                               [.text(server.name), .text(library.id), .text(library.name), library.leftOut.map(SQLValue.text) ?? .null])
                     for (series, details) in library.seriesDetails {
-                        try c.run("INSERT OR REPLACE INTO series_details(server, series_id, details) VALUES(?,?,?)",
-                                  [.text(server.name), .text(series), Self.encodeDetails(details)])
+                        try c.run("""
+                            INSERT INTO series_details(server, series_id, details) VALUES(?,?,?)
+                            ON CONFLICT(server, series_id) DO UPDATE SET details = excluded.details WHERE details IS NOT excluded.details
+                            """, [.text(server.name), .text(series), Self.encodeDetails(details)])
+                        try c.run("INSERT OR IGNORE INTO temp.synced(kind, id) VALUES('series', ?)", [.text(series)])
                     }
                     for item in library.items {
                         func number(_ n: Int?) -> SQLValue { n.map { .int(Int64($0)) } ?? .null }
@@ -240,8 +246,18 @@ public final class OfflineIndex: Sendable {
                             "disc": number(item.discNumber), "track": number(item.trackNumber), "folders": Self.encodeFolders(item.folders),
                             "played": .int(item.played ? 1 : 0), "details": Self.encodeDetails(item.details),
                         ]
-                        try c.run("INSERT OR REPLACE INTO items(\(columns.map(\.key).joined(separator: ", "))) VALUES(\(columns.map { _ in "?" }.joined(separator: ",")))",
-                                  columns.map(\.value))
+                        // An unchanged row is not written (the update's WHERE), so its triggers do not fire.
+                        let upsert = upsertItem ?? {
+                            let names = columns.map(\.key).filter { $0 != "server" && $0 != "id" }
+                            return """
+                                INSERT INTO items(\(columns.map(\.key).joined(separator: ", "))) VALUES(\(columns.map { _ in "?" }.joined(separator: ",")))
+                                ON CONFLICT(server, id) DO UPDATE SET \(names.map { "\($0) = excluded.\($0)" }.joined(separator: ", "))
+                                WHERE \(names.map { "\($0) IS NOT excluded.\($0)" }.joined(separator: " OR "))
+                                """
+                        }()
+                        upsertItem = upsert
+                        try c.run(upsert, columns.map(\.value))
+                        try c.run("INSERT OR IGNORE INTO temp.synced(kind, id) VALUES('item', ?)", [.text(item.id)])
                         for source in item.sources {
                             let key = FileKey(server: server.name, itemId: item.id, sourceId: source.id)
                             guard let path = pathOf[key] else { continue }
@@ -257,6 +273,10 @@ public final class OfflineIndex: Sendable {
                         }
                     }
                 }
+                try c.run("DELETE FROM items WHERE server=? AND id NOT IN (SELECT id FROM temp.synced WHERE kind='item')", [.text(server.name)])
+                try c.run("DELETE FROM series_details WHERE server=? AND series_id NOT IN (SELECT id FROM temp.synced WHERE kind='series')",
+                          [.text(server.name)])
+                try c.run("DELETE FROM temp.synced")
             }
         } catch {
             throw .storage("saving the catalog of \(server.name) failed (\(error)); the previous catalog is unchanged")

@@ -134,7 +134,11 @@ extension OfflineIndex {
 
     /// An item's or series' details as JSON (NULL when the server told nothing).
     static func encodeDetails(_ details: ItemDetails?) -> SQLValue {
-        guard let details = details?.orNil, let data = try? JSONEncoder().encode(details) else { return .null }
+        // Sorted keys: the same details are the same text in every process (a dictionary's order
+        // is not), so a sync that changed nothing writes nothing.
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        guard let details = details?.orNil, let data = try? encoder.encode(details) else { return .null }
         return .text(String(decoding: data, as: UTF8.self))
     }
 

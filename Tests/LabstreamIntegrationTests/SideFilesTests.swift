@@ -461,9 +461,18 @@ func testImage(_ path: String, size: String) -> String {
         try write(second)
         let cached = try index.documentSizes(server: "s")
         #expect(cached["item:a"] == nil && cached["series:s1\n2020\nShow"] == nil, "\(cached.keys)")
+        // What did not change is not rewritten, so its size stays known.
+        #expect(cached["item:b"] != nil && cached["item:e"] != nil, "\(cached.keys)")
         let now = try fresh(second)
         for (doc, kept) in cached { #expect(now[doc]?.size == kept.size && now[doc]?.digest == kept.digest, "\(doc)") }
         #expect(now["item:a"]!.size > made["item:a"]!.size)
+
+        // A film gone from the server takes its size with it.
+        var third = second
+        third[0].items.removeAll { $0.id == "b" }
+        try write(third)
+        #expect(try index.documentSizes(server: "s")["item:b"] == nil)
+        #expect(try index.catalog(server: "s").flatMap(\.items).map(\.id).sorted() == ["a", "e"])
 
         // Sizes recorded by another format of the documents are not read.
         try index.db.exec("UPDATE documents SET format = format + 1")
