@@ -48,6 +48,10 @@ import Testing
         let ls = try runProcess("/bin/ls", ["-lR", m.mountpoint])
         #expect(ls.code == 0 && ls.stdout.contains("12582949"))
         #expect(m.fixture.downloadRequests.isEmpty)
+        // statfs counts the catalog's files (df -i; find(1) asks it at every walk).
+        var fsStat = statvfs()
+        #expect(statvfs(m.mountpoint, &fsStat) == 0 && Int(fsStat.f_files) == filesBelow(m.mountpoint).filter { !$0.hasSuffix(".nfo") }.count,
+                "\(fsStat.f_files)")
 
         // A tail read of an uncached file asks only for the tail.
         let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
