@@ -330,10 +330,7 @@ struct Daemon {
             }
         }
         transfers.onTreeChange(reload)   // a finished copy at another quality joins the tree
-        fetcher.onChange {   // stored (or dropped) artwork and subtitles show
-            reload()
-            transfers.sideAssetsChanged()
-        }
+        fetcher.onChange(reload)   // stored (or dropped) artwork and subtitles show
         transfers.onSideAssetsMissing { key in fetcher.status(of: key).contains { $0.state == .missing } }
         fs.onListed { fetcher.listed($0) }
         fs.onSideAssetStatus { fetcher.status(of: $0) }

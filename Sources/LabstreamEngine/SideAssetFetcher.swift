@@ -145,9 +145,9 @@ public final class SideAssetFetcher: Sendable {
     }
 
     /// Asks the server of each wanted item that has more to tell on its own route, a few per
-    /// pass: whether something was learnt (the assets are then planned again), and whether more
-    /// are wanted than one pass asks.
-    func askExtras(pinned: Set<FileKey>) -> (learnt: Bool, more: Bool) {
+    /// pass: whether something was learnt (the assets are then planned again), whether an ask
+    /// failed, and whether more are wanted than one pass asks.
+    func askExtras(pinned: Set<FileKey>) -> (learnt: Bool, failed: Bool, more: Bool) {
         let now = Date()
         var (due, listed, retry, entryItems) = state.withLock { ($0.extrasDue, $0.listed, $0.extrasRetry, $0.entryItems) }
         // An item with a download entry is wanted (it is pinned); its extras are due at each new revision.
@@ -165,7 +165,7 @@ public final class SideAssetFetcher: Sendable {
             (c.entry != nil || c.owners.contains { pinned.contains($0) } || (mode == .all && listed.contains(c.directory.hashValue)))
                 && (retry[ref] ?? .distantPast) <= now && engine.reachability(of: ref.server) == .online
         }.sorted { ($0.key.server, $0.key.itemId) < ($1.key.server, $1.key.itemId) }
-        var learnt = false
+        var learnt = false, failed = false
         for (ref, candidate) in wanted.prefix(Self.perPass) {
             guard let backend = engine.backend(for: ref.server) as? any ItemExtrasSource else { continue }
             do {
@@ -185,11 +185,10 @@ public final class SideAssetFetcher: Sendable {
                     s.extrasFailed[ref] = error.userMessage
                 }
                 engine.log("asking \(ref.server) for the subtitles and chapters of item \(ref.itemId) failed: \(error.userMessage); asking again later")
-                // Its "asking" is failed now, no longer missing: a completion held for it may be reported.
-                engine.sideAssetsChanged()
+                failed = true
             }
         }
-        return (learnt, wanted.count > Self.perPass)
+        return (learnt, failed, wanted.count > Self.perPass)
     }
 
     /// A folder was listed: with `all`, its assets are fetched (in the background).
@@ -287,6 +286,9 @@ public final class SideAssetFetcher: Sendable {
             engine.noteChange()
         }
         if changed { announced.withLock { $0.pending = true } }
+        // What is beside a copy moved (stored, failed, dropped, or its server asked): a managed
+        // copy's completion held for it is looked at again now, not when the tree next reloads.
+        if changed || !due.isEmpty || extras.learnt || extras.failed { engine.sideAssetsChanged() }
         if let at = announce() { next = min(next ?? at, at) }
         if due.count > Self.perPass || extras.more { return Date() }
         // Entries are made on paths that do not all wake this worker (monitors, adopted entries):

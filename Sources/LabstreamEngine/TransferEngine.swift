@@ -145,7 +145,8 @@ public final class TransferEngine: Sendable {
     public func onSideAssetsMissing(_ body: @escaping @Sendable (FileKey) -> Bool) { missingBeside.set(body) }
     func sideAssetsMissing(_ key: FileKey) -> Bool { missingBeside.function?(key) ?? false }
 
-    /// Side assets were stored or dropped: a copy waiting for them may now be reported completed.
+    /// Side assets were stored, failed or dropped, or their server asked: a copy waiting for them
+    /// may now be reported completed.
     public func sideAssetsChanged() {
         managed.poke()
         filler.wake()
