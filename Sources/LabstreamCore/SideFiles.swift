@@ -156,7 +156,7 @@ public enum SideFiles {
             if let k = known[key] { return GeneratedFile(path: path, document: doc, size: k.size, digest: k.digest, modified: modified) }
             guard let bytes = make() else { return nil }
             let file = GeneratedFile(path: path, document: doc, bytes: bytes, modified: modified)
-            made.append((key, file.size, FNV1a.hash(bytes)))
+            if case .document(_, let size, let digest) = file.content { made.append((key, size, digest)) }
             return file
         }
         var seriesFolders = Set<[String]>()

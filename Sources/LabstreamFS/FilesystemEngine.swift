@@ -64,7 +64,9 @@ public final class FilesystemEngine: Sendable {
     let sizes: TransferSizes
     public let offlineView: MountOptions.OfflineView
 
-    /// Requests served since the daemon last asked (`takeServed`): it trims its heap after a burst.
+    /// Lookups, attribute and listing requests served since the daemon last asked (`takeServed`):
+    /// it trims its heap after a burst of them (a walk). Reads are not counted: the read path
+    /// stays free of shared writes.
     let served = Atomic<Int>(0)
 
     /// `user.labstream.chapters` by file (`SideFiles.chapters`).
@@ -314,7 +316,6 @@ public final class FilesystemEngine: Sendable {
     }
 
     public func read(handle: UInt64, offset: Int64, size: Int) throws(LabstreamError) -> [UInt8] {
-        served.add(1, ordering: .relaxed)
         enum Planned { case media(TreeFile, ByteRange?), generated([UInt8]) }
         let planned = handles.withLock { h -> Planned? in
             guard var open = h.open[handle] else { return h.generated[handle].map(Planned.generated) }

@@ -107,7 +107,7 @@ extension ServerFixture {
                 selected = itemsById.values.filter { wanted != nil && $0["Type"] as? String == wanted }
             default: return .json("", status: 404)
             }
-            return plexPage(selected.filter { !removed.contains($0["Id"] as! String) }.sorted { sortKey($0) < sortKey($1) }, request)
+            return plexPage(selected.filter { !removed.contains($0["Id"] as! String) }.sorted { Self.sortKey($0) < Self.sortKey($1) }, request)
         }
         if parts.count == 3 && parts[0] == "library" && parts[1] == "metadata" {
             guard let id = idsByPlexNumber[parts[2]], let node = itemsById[id], !removed.contains(id) else { return .json("", status: 404) }
@@ -348,10 +348,10 @@ extension ServerFixture {
             return itemsById.values.filter { item -> Bool in
                 guard item["Type"] as? String == "MusicAlbum", kept(item), let artist = item["_artistName"] as? String else { return false }
                 return fixtureId("artist:" + artist) == parent
-            }.sorted { sortKey($0) < sortKey($1) }
+            }.sorted { Self.sortKey($0) < Self.sortKey($1) }
         case "MusicAlbum"?:
             func order(_ item: [String: Any]) -> (Int, Int, String) {
-                ((item["ParentIndexNumber"] as? Int) ?? 0, (item["IndexNumber"] as? Int) ?? 0, sortKey(item))
+                ((item["ParentIndexNumber"] as? Int) ?? 0, (item["IndexNumber"] as? Int) ?? 0, Self.sortKey(item))
             }
             return itemsById.values.filter { $0["Type"] as? String == "Audio" && $0["AlbumId"] as? String == parent && kept($0) }
                 .sorted { order($0) < order($1) }
@@ -452,7 +452,7 @@ extension ServerFixture {
         let below = itemsById.values.filter { item in
             plexPhotoType(item) != nil && item["ParentId"] as? String == parent && !removed.contains(item["Id"] as! String)
         }
-        func order(_ item: [String: Any]) -> (Int, String) { (item["Type"] as? String == "PhotoAlbum" ? 0 : 1, sortKey(item)) }
+        func order(_ item: [String: Any]) -> (Int, String) { (item["Type"] as? String == "PhotoAlbum" ? 0 : 1, Self.sortKey(item)) }
         return below.sorted { order($0) < order($1) }
     }
 

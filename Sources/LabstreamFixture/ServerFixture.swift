@@ -1376,8 +1376,6 @@ public final class ServerFixture: Sendable {
         return page(selected, request)
     }
 
-    func sortKey(_ item: [String: Any]) -> String { Self.sortKey(item) }
-
     static func sortKey(_ item: [String: Any]) -> String {
         "\((item["Name"] as? String ?? "").lowercased())\u{0}\(item["Id"] as! String)"
     }

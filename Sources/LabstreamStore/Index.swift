@@ -224,7 +224,6 @@ public final class OfflineIndex: Sendable {
                           [.text(server.name), .text(server.type), .text(server.url), server.serverId.map(SQLValue.text) ?? .null, .int(now)])
                 try c.run("CREATE TEMP TABLE IF NOT EXISTS synced(kind TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY(kind, id))")
                 try c.run("DELETE FROM temp.synced")
-                var upsertItem: String?
                 for library in libraries {
                     try c.run("INSERT OR REPLACE INTO libraries(server, id, name, left_out) VALUES(?,?,?,?)",
                               [.text(server.name), .text(library.id), .text(library.name), library.leftOut.map(SQLValue.text) ?? .null])
@@ -246,17 +245,8 @@ public final class OfflineIndex: Sendable {
                             "disc": number(item.discNumber), "track": number(item.trackNumber), "folders": Self.encodeFolders(item.folders),
                             "played": .int(item.played ? 1 : 0), "details": Self.encodeDetails(item.details),
                         ]
-                        // An unchanged row is not written (the update's WHERE), so its triggers do not fire.
-                        let upsert = upsertItem ?? {
-                            let names = columns.map(\.key).filter { $0 != "server" && $0 != "id" }
-                            return """
-                                INSERT INTO items(\(columns.map(\.key).joined(separator: ", "))) VALUES(\(columns.map { _ in "?" }.joined(separator: ",")))
-                                ON CONFLICT(server, id) DO UPDATE SET \(names.map { "\($0) = excluded.\($0)" }.joined(separator: ", "))
-                                WHERE \(names.map { "\($0) IS NOT excluded.\($0)" }.joined(separator: " OR "))
-                                """
-                        }()
-                        upsertItem = upsert
-                        try c.run(upsert, columns.map(\.value))
+                        assert(columns.map(\.key) == ["server"] + Self.itemColumnNames)
+                        try c.run(Self.itemUpsert, columns.map(\.value))
                         try c.run("INSERT OR IGNORE INTO temp.synced(kind, id) VALUES('item', ?)", [.text(item.id)])
                         for source in item.sources {
                             let key = FileKey(server: server.name, itemId: item.id, sourceId: source.id)
@@ -302,14 +292,19 @@ public final class OfflineIndex: Sendable {
             switch reading {
             case .whole: columns = Self.itemColumns
             case .sideFiles:
-                // The same positions; SQLite's JSON functions pick the two members out, and an
-                // item with neither decodes nothing.
-                columns = """
-                    id, library, kind, NULL, year, series_id, series_name, series_year, season, episode, modified,
-                    NULL, NULL, disc, track, NULL, played,
-                    CASE WHEN json_valid(details) AND (json_array_length(details, '$.assets') > 0 OR json_array_length(details, '$.chapters') > 0)
-                    THEN json_object('assets', json(json_extract(details, '$.assets')), 'chapters', json(json_extract(details, '$.chapters'))) END
-                    """
+                // The same positions, the texts not needed read as NULL; SQLite's JSON functions
+                // pick the two members out of the details, and an item with neither decodes nothing.
+                columns = Self.itemColumnNames.map { name in
+                    switch name {
+                    case "title", "album", "album_artist", "folders": return "NULL"
+                    case "details":
+                        return """
+                            CASE WHEN json_valid(details) AND (json_array_length(details, '$.assets') > 0 OR json_array_length(details, '$.chapters') > 0)
+                            THEN json_object('assets', json(json_extract(details, '$.assets')), 'chapters', json(json_extract(details, '$.chapters'))) END
+                            """
+                    default: return name
+                    }
+                }.joined(separator: ", ")
             }
             let items = try db.query("SELECT \(columns) FROM items WHERE server=? ORDER BY id", [.text(server)])
             let sources = try db.query("""
@@ -365,10 +360,22 @@ public final class OfflineIndex: Sendable {
         }
     }
 
-    static let itemColumns = """
-        id, library, kind, title, year, series_id, series_name, series_year, season, episode, modified,
-        album, album_artist, disc, track, folders, played, details
-        """
+    /// An `items` row's columns as `item(_:sources:)` reads them (and `replaceCatalog` writes
+    /// them, after `server`).
+    static let itemColumnNames = ["id", "library", "kind", "title", "year", "series_id", "series_name", "series_year", "season", "episode",
+                                  "modified", "album", "album_artist", "disc", "track", "folders", "played", "details"]
+    static let itemColumns = itemColumnNames.joined(separator: ", ")
+
+    /// Writes an item row; an unchanged row is not written (the update's WHERE), so its
+    /// triggers do not fire and what is kept of it (its document's size) stays.
+    static let itemUpsert: String = {
+        let changeable = itemColumnNames.dropFirst()   // all but id
+        return """
+            INSERT INTO items(server, \(itemColumns)) VALUES(\(Array(repeating: "?", count: itemColumnNames.count + 1).joined(separator: ",")))
+            ON CONFLICT(server, id) DO UPDATE SET \(changeable.map { "\($0) = excluded.\($0)" }.joined(separator: ", "))
+            WHERE \(changeable.map { "\($0) IS NOT excluded.\($0)" }.joined(separator: " OR "))
+            """
+    }()
 
     /// An `items` row read with `itemColumns`.
     static func item(_ r: [SQLValue], sources: (String) -> [MediaSource]) -> CatalogItem? {

@@ -479,3 +479,16 @@ func testImage(_ path: String, size: String) -> String {
         #expect(try index.documentSizes(server: "s").isEmpty)
     }
 }
+
+extension DocumentSizeCacheTests {
+    /// The same details are stored as the same text in every process (a dictionary's order is
+    /// seeded per process), so a sync that changed nothing writes no row and keeps the cache.
+    @Test func detailsAreStoredWithTheirKeysInOrder() throws {
+        let providers = (0..<20).map { String(UnicodeScalar(UInt8(97 + $0))) + "db" }
+        let details = ItemDetails(plot: "p", ids: Dictionary(uniqueKeysWithValues: providers.shuffled().map { ($0, "id-" + $0) }))
+        guard case .text(let json) = OfflineIndex.encodeDetails(details) else { Issue.record("nothing stored"); return }
+        let positions = providers.map { json.range(of: "\"\($0)\"")!.lowerBound }
+        #expect(positions == positions.sorted(), "\(json)")
+        #expect(OfflineIndex.decodeDetails(json) == details)
+    }
+}
