@@ -38,6 +38,28 @@ static inline int CLinux_open_by_handle(int mount_fd, void *handle, int flags) {
 /* Hands the heap's free pages back to the kernel: after a catalog of 100 000 items is read and
    the tree built from it, glibc keeps the peak's pages resident otherwise. */
 static inline void CLinux_release_free_memory(void) { (void)malloc_trim(0); }
+/* Allocations of 4 MiB and more (a large library's catalog, tree and tables: tens of MiB each)
+   get their own mapping, handed back whole when freed. glibc's default raises this threshold to
+   the largest block freed, so a reload's arrays landed in the heap between small blocks that
+   outlive them, and their pages stayed resident (about 35 MiB at 100 000 items). Reads' buffers
+   (1 MiB at most) stay in the heap. */
+static inline void CLinux_map_large_allocations(void) { (void)mallopt(M_MMAP_THRESHOLD, 4 << 20); }
+
+#include <stdio.h>
+#include <unistd.h>
+/* Anonymous memory resident but not in use by malloc's callers: what a trim may hand back (it
+   also counts thread stacks and the like, which stay). -1 when /proc cannot be read. */
+static inline long CLinux_resident_slack_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "re");
+    if (!f) return -1;
+    long size, resident, shared;
+    int n = fscanf(f, "%ld %ld %ld", &size, &resident, &shared);
+    fclose(f);
+    if (n != 3) return -1;
+    struct mallinfo2 m = mallinfo2();
+    long slack = (resident - shared) * sysconf(_SC_PAGESIZE) - (long)(m.uordblks + m.hblkhd);
+    return slack < 0 ? 0 : slack;
+}
 
 #include <sys/socket.h>
 /* The uid of a Unix socket's peer (SO_PEERCRED's struct ucred needs _GNU_SOURCE; its layout

@@ -211,6 +211,7 @@ struct Daemon {
     }
 
     func serve(log: Logger, signals: sigset_t) throws -> Int32 {
+        CLinux_map_large_allocations()
         var config = try context.loadConfig()
         if let size = options.segmentSize { config.sizes.segmentSize = size }
         if let max = options.cacheMax { config.maxCacheSize = max }
@@ -292,6 +293,7 @@ struct Daemon {
         let fs = FilesystemEngine(transfers: transfers, files: files, generated: made.files, chapters: made.chapters, ownership: ownership,
                                   sizes: config.sizes, offlineView: options.offlineView)
         CLinux_release_free_memory()   // what reading the catalog needed is not what serving it needs
+        let trimPolicy = Mutex(HeapTrimPolicy(slack: CLinux_resident_slack_bytes()))
         transfers.startBackgroundFill()
         let control: ControlChannel.Server?
         do { control = try ControlChannel.Server(layout: context.layout, fs: fs, log: log) } catch {
@@ -310,11 +312,13 @@ struct Daemon {
         do { mount = try FUSEMount(engine: fs, mountpoint: mountpoint, options: options.fuseOptions) } catch { throw CLIError(error) }
         fs.onInvalidate { parent, name in mount.invalidate(parent: parent, name: name) }
         fs.onAttributesChanged { ino in mount.invalidateAttributes(ino) }
-        // The heap's free pages go back to the kernel once a burst of requests is over.
+        // The heap's free pages go back to the kernel once enough is held and no walk is under way.
         let heapTrim = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "labstream.heap-trim", qos: .utility))
-        let trimPolicy = Mutex(HeapTrimPolicy())
         heapTrim.schedule(deadline: .now() + 10, repeating: 10)
-        heapTrim.setEventHandler { if trimPolicy.withLock({ $0.tick(served: fs.takeServed()) }) { CLinux_release_free_memory() } }
+        heapTrim.setEventHandler {
+            let slack = CLinux_resident_slack_bytes()
+            if trimPolicy.withLock({ $0.tick(served: fs.takeServed(), slack: slack) }) { CLinux_release_free_memory() }
+        }
         heapTrim.resume()
         defer { heapTrim.cancel() }
 

@@ -65,7 +65,7 @@ public final class FilesystemEngine: Sendable {
     public let offlineView: MountOptions.OfflineView
 
     /// Lookups, attribute and listing requests served since the daemon last asked (`takeServed`):
-    /// it trims its heap after a burst of them (a walk). Reads are not counted: the read path
+    /// it trims its heap only when none came (no walk under way). Reads are not counted: the read path
     /// stays free of shared writes.
     let served = Atomic<Int>(0)
 
@@ -243,8 +243,8 @@ public final class FilesystemEngine: Sendable {
             if hook != nil { path = t.path(of: ino) }
             var out = [DirectoryEntry(ino: ino, name: ".", isDirectory: true),
                        DirectoryEntry(ino: node.parent, name: "..", isDirectory: true)]
-            for (name, child) in t.children(of: ino) {
-                out.append(DirectoryEntry(ino: child, name: name, isDirectory: t.isDirectory(child)))
+            for child in t.children(of: ino) {
+                out.append(DirectoryEntry(ino: child.ino, name: child.name, isDirectory: child.isDirectory))
             }
             return .success(out)
         }
@@ -515,7 +515,7 @@ public final class FilesystemEngine: Sendable {
             var out: [(String, UInt64)] = []
             var stack: [(String, UInt64)] = [(name, ino)]
             while let (path, current) = stack.popLast() {
-                for (child, childIno) in t.children(of: current) {
+                for (child, childIno, _) in t.children(of: current) {
                     let childPath = path.isEmpty ? child : path + "/" + child
                     if t.node(childIno)?.file != nil { out.append((childPath, childIno)) } else { stack.append((childPath, childIno)) }
                 }

@@ -3,10 +3,11 @@ import LabstreamCore
 /// The mounted tree as inodes. Built from the catalog's tree files; inode numbers stay the
 /// same for the same path across rebuilds so the kernel's caches stay valid.
 ///
-/// Kept small because a household's library is hundreds of thousands of nodes: a node is a
-/// few words (its file lives once in `files` or `generated`, its children are a sorted list of
-/// numbers), not a value holding its whole tree file and a dictionary of its children; the
-/// latter cost about 1.2 KiB per film at 100 000 films, most of it the table's buckets.
+/// Kept small because a household's library is hundreds of thousands of nodes: a node is 40
+/// bytes in an array (its file lives once in `files` or `generated`, its children are a run of
+/// positions in one shared list), found by number through 4-byte slots. A value holding its
+/// whole tree file and a dictionary of children cost about 1.2 KiB per film at 100 000 films;
+/// a dictionary of numbers to nodes with a child array each still about 300 bytes.
 public struct InodeTable: Sendable {
     public static let rootIno: UInt64 = 1
 
@@ -32,21 +33,28 @@ public struct InodeTable: Sendable {
         public var generated: GeneratedFile? { if case .generated(let g) = kind { return g }; return nil }
     }
 
-    enum Payload: Sendable, Hashable {
-        /// Children's numbers, sorted by name once the table is built.
-        case directory([UInt64])
-        case file(Int32)
-        case generated(Int32)
-    }
+    /// What a node is: a folder (its children are a run of `childList`), or a file at a
+    /// position in `files` or `generatedFiles`.
+    enum What: UInt8, Sendable, Hashable { case directory, file, generated }
 
+    /// A node in 40 bytes. Nodes are found by position (in `stored`, `inos`); `positions` finds
+    /// a number's.
     struct Stored: Sendable, Hashable {
-        var parent: UInt64
         var name: String
         var mtime: Int64
-        var payload: Payload
+        var parent: Int32
+        /// A folder: its first child in `childList`; a file: its position in its array.
+        var first: Int32
+        /// A folder: how many names it holds.
+        var count: Int32
+        var what: What
     }
 
-    private var nodes: [UInt64: Stored] = [:]
+    private var inos: [UInt64] = []
+    private var stored: [Stored] = []
+    private var positions = PositionIndex()
+    /// Every folder's children, each folder's a run sorted by name.
+    private var childList: [Int32] = []
     private var files: [TreeFile] = []
     private var generatedFiles: [GeneratedFile] = []
     /// The paths ("a/b/c") whose hash another path had first, and the number each got instead,
@@ -64,15 +72,31 @@ public struct InodeTable: Sendable {
             bumped = previous.bumped
             bumpedNumbers = previous.bumpedNumbers
         }
-        nodes.reserveCapacity(files.count * 2 + generated.count + 1)
-        nodes[Self.rootIno] = Stored(parent: Self.rootIno, name: "", mtime: 0, payload: .directory([]))
+        let expected = files.count * 2 + generated.count + 1
+        inos.reserveCapacity(expected)
+        stored.reserveCapacity(expected)
+        positions = PositionIndex(capacity: expected)
+        add(Self.rootIno, Stored(name: "", mtime: 0, parent: 0, first: 0, count: 0, what: .directory))
         // The arrays as given (shared with the caller, not copied); a file whose name was taken
         // stays in them unreferenced.
         self.files = files
         generatedFiles = generated
-        for (i, file) in files.enumerated() where insert(file.path, modified: file.modified, payload: .file(Int32(i))) { fileCount += 1 }
-        for (i, file) in generated.enumerated() { _ = insert(file.path, modified: file.modified, payload: .generated(Int32(i))) }
-        sortChildren()
+        for (i, file) in files.enumerated() where insert(file.path, modified: file.modified, what: .file, at: i) { fileCount += 1 }
+        for (i, file) in generated.enumerated() { _ = insert(file.path, modified: file.modified, what: .generated, at: i) }
+        layOutChildren()
+    }
+
+    private static func slot(_ ino: UInt64) -> Int { Int(truncatingIfNeeded: ino ^ (ino >> 32)) }
+
+    private func position(of ino: UInt64) -> Int? {
+        positions.find(hash: Self.slot(ino)) { inos[$0] == ino }
+    }
+
+    private mutating func add(_ ino: UInt64, _ node: Stored) {
+        inos.append(ino)
+        stored.append(node)
+        let known = inos
+        positions.insert(known.count - 1, hash: Self.slot(ino)) { Self.slot(known[$0]) }
     }
 
     /// A path's inode is a hash of the path, so the same path has the same number after a restart:
@@ -82,24 +106,23 @@ public struct InodeTable: Sendable {
     mutating func ino(for path: String) -> UInt64 {
         if let kept = bumped[path] { return kept }
         var ino = Self.stableIno(path)
-        guard nodes[ino] != nil || bumpedNumbers.contains(ino) else { return ino }
-        while nodes[ino] != nil || bumpedNumbers.contains(ino) { ino = ino == Self.maxIno ? Self.rootIno + 1 : ino + 1 }
+        guard position(of: ino) != nil || bumpedNumbers.contains(ino) else { return ino }
+        while position(of: ino) != nil || bumpedNumbers.contains(ino) { ino = ino == Self.maxIno ? Self.rootIno + 1 : ino + 1 }
         bumped[path] = ino
         bumpedNumbers.insert(ino)
         return ino
     }
 
-    /// The number `path` (whose parent is `parent`, last component `name`) already has in this
+    /// The position of `path` (whose parent is at `parent`, last component `name`) in this
     /// table, if it is in it.
-    func existing(_ path: String, parent: UInt64, name: String) -> UInt64? {
-        let ino = bumped[path] ?? Self.stableIno(path)
-        guard let node = nodes[ino], node.parent == parent, node.name == name else { return nil }
-        return ino
+    func existing(_ path: String, parent: Int, name: String) -> Int? {
+        guard let p = position(of: bumped[path] ?? Self.stableIno(path)), stored[p].parent == Int32(parent), stored[p].name == name else { return nil }
+        return p
     }
 
     /// Every path's number (for tests: it walks the whole table).
     public var inodeOfPath: [String: UInt64] {
-        Dictionary(nodes.keys.filter { $0 != Self.rootIno }.map { (path(of: $0), $0) }, uniquingKeysWith: { a, _ in a })
+        Dictionary(inos.dropFirst().map { (path(of: $0), $0) }, uniquingKeysWith: { a, _ in a })
     }
 
     static let maxIno = UInt64(Int64.max)
@@ -111,78 +134,95 @@ public struct InodeTable: Sendable {
     }
 
     /// Whether the file went in (a name the builder should have kept unique may already be taken).
-    mutating func insert(_ components: [String], modified: Int64, payload: Payload) -> Bool {
-        var parent = Self.rootIno
+    mutating func insert(_ components: [String], modified: Int64, what: What, at index: Int) -> Bool {
+        var parent = 0
         var path = ""
         for (i, component) in components.enumerated() {
             path += (path.isEmpty ? "" : "/") + component
             let last = i == components.count - 1
             if let existing = existing(path, parent: parent, name: component) {
-                guard !last, case .directory = nodes[existing]!.payload else { return false }
-                nodes[existing]!.mtime = max(nodes[existing]!.mtime, modified)
+                guard !last, stored[existing].what == .directory else { return false }
+                stored[existing].mtime = max(stored[existing].mtime, modified)
                 parent = existing
                 continue
             }
-            let ino = ino(for: path)
-            nodes[ino] = Stored(parent: parent, name: component, mtime: modified, payload: last ? payload : .directory([]))
-            guard case .directory(var children) = nodes[parent]!.payload else { return false }
-            nodes[parent]!.payload = .directory([])   // the array stays uniquely referenced while it grows
-            children.append(ino)
-            nodes[parent]!.payload = .directory(children)
-            parent = ino
+            guard stored[parent].what == .directory else { return false }
+            add(ino(for: path), Stored(name: component, mtime: modified, parent: Int32(parent), first: last ? Int32(index) : 0, count: 0,
+                                      what: last ? what : .directory))
+            stored[parent].count += 1
+            parent = stored.count - 1
         }
-        nodes[Self.rootIno]!.mtime = max(nodes[Self.rootIno]!.mtime, modified)
+        stored[0].mtime = max(stored[0].mtime, modified)
         return true
     }
 
-    mutating func sortChildren() {
-        for (ino, node) in nodes {
-            guard case .directory(let children) = node.payload, children.count > 1 else { continue }
-            let sorted = children.map { (nodes[$0]!.name, $0) }.sorted { $0.0 < $1.0 }.map(\.1)
-            nodes[ino]!.payload = .directory(sorted)
+    /// Each folder's children as one run of `childList`, sorted by name (a folder may hold
+    /// 90 000 films: names are found by binary search).
+    mutating func layOutChildren() {
+        var next = [Int32](repeating: 0, count: stored.count)
+        var total: Int32 = 0
+        for p in stored.indices where stored[p].what == .directory {
+            stored[p].first = total
+            next[p] = total
+            total += stored[p].count
         }
+        var list = [Int32](repeating: 0, count: Int(total))
+        for p in stored.indices.dropFirst() {
+            let parent = Int(stored[p].parent)
+            list[Int(next[parent])] = Int32(p)
+            next[parent] += 1
+        }
+        let nodes = stored
+        for node in nodes where node.what == .directory && node.count > 1 {
+            list[Int(node.first)..<Int(node.first + node.count)].sort { nodes[Int($0)].name < nodes[Int($1)].name }
+        }
+        childList = list
     }
 
-    public func node(_ ino: UInt64) -> Node? {
-        guard let s = nodes[ino] else { return nil }
+    private func node(at p: Int) -> Node {
+        let s = stored[p]
         let kind: Kind, count: Int
-        switch s.payload {
-        case .directory(let children): (kind, count) = (.directory, children.count)
-        case .file(let i): (kind, count) = (.file(files[Int(i)]), 0)
-        case .generated(let i): (kind, count) = (.generated(generatedFiles[Int(i)]), 0)
+        switch s.what {
+        case .directory: (kind, count) = (.directory, Int(s.count))
+        case .file: (kind, count) = (.file(files[Int(s.first)]), 0)
+        case .generated: (kind, count) = (.generated(generatedFiles[Int(s.first)]), 0)
         }
-        return Node(ino: ino, parent: s.parent, name: s.name, kind: kind, mtime: s.mtime, childCount: count)
+        return Node(ino: inos[p], parent: inos[Int(s.parent)], name: s.name, kind: kind, mtime: s.mtime, childCount: count)
     }
 
-    public func isDirectory(_ ino: UInt64) -> Bool {
-        if case .directory = nodes[ino]?.payload { return true }
-        return false
+    public func node(_ ino: UInt64) -> Node? { position(of: ino).map(node(at:)) }
+
+    public func isDirectory(_ ino: UInt64) -> Bool { position(of: ino).map { stored[$0].what == .directory } ?? false }
+
+    /// The positions of directory `p`'s children, sorted by name (none for a file).
+    private func childPositions(_ p: Int) -> ArraySlice<Int32> {
+        let s = stored[p]
+        guard s.what == .directory else { return [] }
+        return childList[Int(s.first)..<Int(s.first + s.count)]
     }
 
     /// The names in directory `ino` with their numbers, sorted by name (none for a file).
-    public func children(of ino: UInt64) -> [(name: String, ino: UInt64)] {
-        guard case .directory(let children) = nodes[ino]?.payload else { return [] }
-        return children.map { (nodes[$0]!.name, $0) }
+    public func children(of ino: UInt64) -> [(name: String, ino: UInt64, isDirectory: Bool)] {
+        guard let p = position(of: ino) else { return [] }
+        return childPositions(p).map { (stored[Int($0)].name, inos[Int($0)], stored[Int($0)].what == .directory) }
     }
 
     /// Every directory's number.
-    public var directories: [UInt64] {
-        nodes.compactMap { ino, node in if case .directory = node.payload { return ino }; return nil }
-    }
+    public var directories: [UInt64] { stored.indices.filter { stored[$0].what == .directory }.map { inos[$0] } }
 
     /// Every node's number.
-    public var inodes: [UInt64] { Array(nodes.keys) }
+    public var inodes: [UInt64] { inos }
 
     public func lookup(_ parent: UInt64, _ name: String) -> Node? {
-        guard case .directory(let children) = nodes[parent]?.payload else { return nil }
-        // Sorted by name: a binary search (a folder may hold 90 000 films).
-        var low = 0, high = children.count
+        guard let p = position(of: parent) else { return nil }
+        let children = childPositions(p)
+        var low = children.startIndex, high = children.endIndex
         while low < high {
             let mid = (low + high) / 2
-            if nodes[children[mid]]!.name < name { low = mid + 1 } else { high = mid }
+            if stored[Int(children[mid])].name < name { low = mid + 1 } else { high = mid }
         }
-        guard low < children.count, nodes[children[low]]!.name == name else { return nil }
-        return node(children[low])
+        guard low < children.endIndex, stored[Int(children[low])].name == name else { return nil }
+        return node(at: Int(children[low]))
     }
 
     /// The node at `components` below the root.
@@ -196,20 +236,24 @@ public struct InodeTable: Sendable {
 
     /// Every file at or below `ino`.
     public func files(under ino: UInt64) -> [TreeFile] {
-        guard let node = nodes[ino] else { return [] }
-        switch node.payload {
-        case .file(let i): return [files[Int(i)]]
+        guard let p = position(of: ino) else { return [] }
+        return files(at: p)
+    }
+
+    private func files(at p: Int) -> [TreeFile] {
+        switch stored[p].what {
+        case .file: return [files[Int(stored[p].first)]]
         case .generated: return []
-        case .directory(let children): return children.sorted().flatMap { files(under: $0) }
+        case .directory: return childPositions(p).sorted { inos[Int($0)] < inos[Int($1)] }.flatMap { files(at: Int($0)) }
         }
     }
 
     public func path(of ino: UInt64) -> String {
+        guard var p = position(of: ino) else { return "" }
         var parts: [String] = []
-        var cur = ino
-        while cur != Self.rootIno, let n = nodes[cur] {
-            parts.append(n.name)
-            cur = n.parent
+        while p != 0 {
+            parts.append(stored[p].name)
+            p = Int(stored[p].parent)
         }
         return parts.reversed().joined(separator: "/")
     }

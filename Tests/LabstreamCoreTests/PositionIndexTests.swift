@@ -1,0 +1,24 @@
+import LabstreamCore
+import Testing
+
+@Suite struct PositionIndexTests {
+    /// Keys found by position through hashes that clash (every key's hash is one of four), across
+    /// the table's growth from its smallest size; keys not in it are not found.
+    @Test func everyPositionIsFoundByItsKeyThroughClashesAndGrowth() {
+        let keys = (0..<5000).map { "key \($0)" }
+        let hash: (String) -> Int = { $0.utf8.reduce(0) { $0 + Int($1) } % 4 }
+        var index = PositionIndex()
+        for (i, key) in keys.enumerated().prefix(300) {
+            #expect(index.find(hash: hash(key)) { keys[$0] == key } == nil)
+            index.insert(i, hash: hash(key)) { hash(keys[$0]) }
+        }
+        #expect(index.count == 300)
+        #expect(keys.indices.prefix(300).allSatisfy { i in index.find(hash: hash(keys[i])) { keys[$0] == keys[i] } == i })
+        #expect(index.find(hash: hash("key 300")) { keys[$0] == "key 300" } == nil)
+
+        var wide = PositionIndex(capacity: 10)
+        for (i, key) in keys.enumerated() { wide.insert(i, hash: key.hashValue) { keys[$0].hashValue } }
+        #expect(keys.indices.allSatisfy { i in wide.find(hash: keys[i].hashValue) { keys[$0] == keys[i] } == i })
+        #expect(wide.find(hash: "absent".hashValue) { keys[$0] == "absent" } == nil)
+    }
+}
