@@ -85,12 +85,9 @@ public struct SideAssetKey: Sendable, Hashable, Codable, CustomStringConvertible
 /// Where each asset of a server's catalog goes in its tree. Pure.
 public enum SideAssetPlan {
     public static func plan(tree: [TreeFile], libraries: [LibraryCatalog]) -> [PlannedAsset] {
-        var itemOf: [String: CatalogItem] = [:]
+        let itemOf = ItemLookup(libraries)
         var seriesDetails: [String: ItemDetails] = [:]
-        for library in libraries {
-            for item in library.items { itemOf[item.id] = item }
-            seriesDetails.merge(library.seriesDetails) { a, _ in a }
-        }
+        for library in libraries { seriesDetails.merge(library.seriesDetails) { a, _ in a } }
         var taken: [[String]: Set<String>] = [:]
         for file in tree { taken[Array(file.path.dropLast()), default: []].insert(file.path.last ?? "") }
         var planned: [SideAssetKey: PlannedAsset] = [:]

@@ -126,12 +126,9 @@ public enum NFODocument: Sendable, Hashable {
 /// Pure.
 public enum SideFiles {
     public static func nfos(tree: [TreeFile], libraries: [LibraryCatalog]) -> [GeneratedFile] {
-        var itemOf: [String: CatalogItem] = [:]
+        let itemOf = ItemLookup(libraries)
         var seriesDetails: [String: ItemDetails] = [:]
-        for library in libraries {
-            for item in library.items { itemOf[item.id] = item }
-            seriesDetails.merge(library.seriesDetails) { a, _ in a }
-        }
+        for library in libraries { seriesDetails.merge(library.seriesDetails) { a, _ in a } }
         return nfos(tree: tree, libraries: libraries, known: [:]) { doc in
             switch doc {
             case .item(_, let id): return document(doc, item: itemOf[id], series: nil)
@@ -145,10 +142,7 @@ public enum SideFiles {
     /// item's kind and series.
     public static func nfos(tree: [TreeFile], libraries: [LibraryCatalog], known: [String: (size: Int64, digest: UInt64)],
                             make: (NFODocument) -> [UInt8]?) -> (files: [GeneratedFile], made: [(doc: String, size: Int64, digest: UInt64)]) {
-        var itemOf: [String: CatalogItem] = [:]
-        for library in libraries {
-            for item in library.items { itemOf[item.id] = item }
-        }
+        let itemOf = ItemLookup(libraries)
         var out: [GeneratedFile] = []
         var made: [(doc: String, size: Int64, digest: UInt64)] = []
         func generated(_ path: [String], _ doc: NFODocument, modified: Int64, make: () -> [UInt8]?) -> GeneratedFile? {

@@ -278,8 +278,8 @@ public final class OfflineIndex: Sendable {
         case whole
         /// What the tree's side files are planned from: each item's kind, series, season, time
         /// and, of its details, its artwork and chapters; no titles, plots, genres, people… (a
-        /// document is made from its own row). At 100 000 items, decoding every item's whole
-        /// details was a fifth of an offline mount.
+        /// document is made from its own row), and no media sources (the tree's files say them).
+        /// At 100 000 items, decoding every item's whole details was a fifth of an offline mount.
         case sideFiles
     }
 
@@ -307,7 +307,8 @@ public final class OfflineIndex: Sendable {
                 }.joined(separator: ", ")
             }
             let items = try db.query("SELECT \(columns) FROM items WHERE server=? ORDER BY id", [.text(server)])
-            let sources = try db.query("""
+            // The side files are planned from the tree's files, not from items' sources.
+            let sources = reading == .sideFiles ? [] : try db.query("""
                 SELECT item_id, id, name, container, size, etag, bitrate, remote_item FROM media_sources WHERE server=? AND orphaned=0
                 ORDER BY item_id, rowid
                 """, [.text(server)])

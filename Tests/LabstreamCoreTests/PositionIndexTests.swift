@@ -21,4 +21,18 @@ import Testing
         #expect(keys.indices.allSatisfy { i in wide.find(hash: keys[i].hashValue) { keys[$0] == keys[i] } == i })
         #expect(wide.find(hash: "absent".hashValue) { keys[$0] == "absent" } == nil)
     }
+
+    /// Items of several libraries by id, the first library's where two list one; an empty
+    /// library between them and an id no library has.
+    @Test func catalogItemsAreFoundByIdAcrossLibraries() {
+        func items(_ ids: [String], title: String) -> [CatalogItem] { ids.map { CatalogItem(id: $0, kind: .movie, title: title, sources: []) } }
+        let films = LibraryCatalog(id: "1", name: "Films", items: items((0..<500).map { "f\($0)" }, title: "films"))
+        let empty = LibraryCatalog(id: "2", name: "Empty", items: [])
+        let mixed = LibraryCatalog(id: "3", name: "Mixed", items: items(["f7", "m1", "m2"], title: "mixed"))
+        let lookup = ItemLookup([films, empty, mixed])
+        #expect((0..<500).allSatisfy { lookup["f\($0)"]?.title == "films" && lookup["f\($0)"]?.id == "f\($0)" })
+        #expect(lookup["m1"]?.title == "mixed" && lookup["m2"]?.id == "m2")
+        #expect(lookup["f7"]?.title == "films")
+        #expect(lookup["absent"] == nil && ItemLookup([])["f1"] == nil)
+    }
 }
