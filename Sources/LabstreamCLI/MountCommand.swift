@@ -271,7 +271,7 @@ struct Daemon {
         let beside: @Sendable ([TreeFile]) -> (files: [GeneratedFile], chapters: [FileKey: String]) = { files in
             var made: (files: [GeneratedFile], chapters: [FileKey: String]) = ([], [:])
             var catalogs: [String: [LibraryCatalog]] = [:]
-            for (server, tree) in Dictionary(grouping: files, by: \.key.server).sorted(by: { $0.key < $1.key }) {
+            for (server, tree) in TreeFile.byServer(files) {
                 let libraries = fetcher.catalog(server: server)
                 if sideAssets != .off {
                     // Each document's size from the index's cache; only the new or changed are made.

@@ -212,6 +212,14 @@ public struct TreeFile: Sendable, Hashable {
         self.etag = etag
     }
 
+    /// `files` by server, sorted by server's name; a tree of one server (the usual case) is
+    /// handed back as it is, not copied (100 000 files are 14 MiB and 600 000 retains).
+    public static func byServer(_ files: [TreeFile]) -> [(server: String, files: [TreeFile])] {
+        guard let first = files.first?.key.server else { return [] }
+        if files.allSatisfy({ $0.key.server == first }) { return [(first, files)] }
+        return Dictionary(grouping: files, by: \.key.server).sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+    }
+
     /// The container, from the file name's extension (names are built from it).
     public var container: String? {
         guard let name = path.last, let dot = name.lastIndex(of: "."), name.index(after: dot) < name.endIndex else { return nil }

@@ -94,7 +94,7 @@ public final class SideAssetFetcher: Sendable {
         guard mode != .off else { return [] }
         var planned: [SideAssetKey: PlannedAsset] = [:]
         var extrasDue: [ItemRef: ExtrasCandidate] = [:], entryItems: [ItemRef: ExtrasCandidate] = [:], extrasKnown: Set<ItemRef> = []
-        for (server, files) in Dictionary(grouping: tree, by: \.key.server) {
+        for (server, files) in TreeFile.byServer(tree) {
             let extras = (try? engine.index.itemExtras(server: server)) ?? [:]
             let libraries = catalogs[server] ?? catalog(server: server, extras: extras)
             for p in SideAssetPlan.plan(tree: files, libraries: libraries) { planned[p.key] = p }

@@ -35,4 +35,19 @@ import Testing
         #expect(lookup["f7"]?.title == "films")
         #expect(lookup["absent"] == nil && ItemLookup([])["f1"] == nil)
     }
+
+    /// A tree split by server, servers in name order, each server's files in their order; one
+    /// server's tree comes back whole.
+    @Test func aTreeIsSplitByServer() {
+        func file(_ server: String, _ name: String) -> TreeFile {
+            TreeFile(path: [server, name], key: FileKey(server: server, itemId: name, sourceId: name), size: 1, modified: 0, etag: nil)
+        }
+        let mixed = [file("b", "1"), file("a", "2"), file("b", "3"), file("a", "4")]
+        let split = TreeFile.byServer(mixed)
+        #expect(split.map(\.server) == ["a", "b"])
+        #expect(split.map { $0.files.map(\.key.itemId) } == [["2", "4"], ["1", "3"]])
+        let one = [file("a", "1"), file("a", "2")]
+        #expect(TreeFile.byServer(one).count == 1 && TreeFile.byServer(one)[0].files == one)
+        #expect(TreeFile.byServer([]).isEmpty)
+    }
 }
