@@ -18,9 +18,9 @@ public struct ItemLookup: Sendable {
         var positions = PositionIndex(capacity: total)
         for (l, library) in libraries.enumerated() {
             for (i, item) in library.items.enumerated() {
-                let hash = item.id.hashValue
-                guard positions.find(hash: hash, matches: { Self.id(at: $0, libraries, starts) == item.id }) == nil else { continue }
-                positions.insert(starts[l] + i, hash: hash) { Self.id(at: $0, libraries, starts).hashValue }
+                positions.insertFirst(starts[l] + i, hash: item.id.hashValue, sameKey: { Self.id(at: $0, libraries, starts) == item.id }) {
+                    Self.id(at: $0, libraries, starts).hashValue
+                }
             }
         }
         self.libraries = libraries

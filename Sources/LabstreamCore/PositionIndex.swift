@@ -38,6 +38,15 @@ public struct PositionIndex: Sendable, Hashable {
         place(position, hash: hash)
     }
 
+    /// Adds `position` unless one whose key is the same (`sameKey`) is in already: the first of
+    /// each key wins. Whether it went in.
+    @discardableResult
+    public mutating func insertFirst(_ position: Int, hash: Int, sameKey: (Int) -> Bool, hashOf: (Int) -> Int) -> Bool {
+        guard find(hash: hash, matches: sameKey) == nil else { return false }
+        insert(position, hash: hash, hashOf: hashOf)
+        return true
+    }
+
     private mutating func place(_ position: Int, hash: Int) {
         let mask = slots.count - 1
         var slot = hash & mask

@@ -14,8 +14,8 @@ struct CatalogFiles: Sendable {
     init(_ files: [TreeFile]) {
         self.files = files
         positions = PositionIndex(capacity: files.count)
-        for (i, file) in files.enumerated() where position(of: file.key) == nil {
-            positions.insert(i, hash: file.key.hashValue) { files[$0].key.hashValue }
+        for (i, file) in files.enumerated() {
+            positions.insertFirst(i, hash: file.key.hashValue, sameKey: { files[$0].key == file.key }) { files[$0].key.hashValue }
         }
     }
 

@@ -20,6 +20,13 @@ import Testing
         for (i, key) in keys.enumerated() { wide.insert(i, hash: key.hashValue) { keys[$0].hashValue } }
         #expect(keys.indices.allSatisfy { i in wide.find(hash: keys[i].hashValue) { keys[$0] == keys[i] } == i })
         #expect(wide.find(hash: "absent".hashValue) { keys[$0] == "absent" } == nil)
+
+        // The first of each key wins: a later position with the same key does not go in.
+        let named = ["a", "b", "a"]
+        var first = PositionIndex()
+        let went = named.indices.map { i in first.insertFirst(i, hash: named[i].hashValue, sameKey: { named[$0] == named[i] }) { named[$0].hashValue } }
+        #expect(went == [true, true, false] && first.count == 2)
+        #expect(first.find(hash: "a".hashValue) { named[$0] == "a" } == 0)
     }
 
     /// Items of several libraries by id, the first library's where two list one; an empty
