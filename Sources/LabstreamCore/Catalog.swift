@@ -281,12 +281,12 @@ public struct DownloadRow: Sendable, Hashable {
 
 extension DownloadRow {
     /// The row of this file's next attempt: no bytes, no validator, nothing checked, `queued`
-    /// when pinned else `partial` (or `status`); the file, its pin, its partial, its tag and
+    /// when pinned else `partial` (`.restarted`); the file, its pin, its partial, its tag and
     /// its job carry over. Bytes of the old attempt can no longer be committed under it.
-    public func nextAttempt(status: DownloadStatus? = nil, reason: String?) -> DownloadRow {
+    public func nextAttempt(reason: String?) -> DownloadRow {
         var next = self
         next.attempt = attempt.next
-        next.status = status ?? (pinned ? .queued : .partial)
+        next.apply(.restarted(pinned: pinned))
         next.validator = nil
         next.present = RangeSet()
         next.reason = reason
@@ -301,11 +301,10 @@ extension DownloadRow {
     public mutating func setPinned(_ pinned: Bool) {
         self.pinned = pinned
         let whole = DerivedCopy.parse(key) == nil ? present.contains(ByteRange(0, total)) : [.complete, .unverified].contains(status)
-        if pinned && !whole && [.partial, .paused, .failed].contains(status) {
-            status = .queued
+        guard !whole else { return }
+        if pinned && apply(.enqueued) {
             reason = nil
-        } else if !pinned && [.queued, .downloading, .paused, .failed, .preparing].contains(status) && !whole {
-            status = .partial
+        } else if !pinned && apply(.unpinned) {
             reason = nil
             // A server job for a copy no longer wanted: the cleanup journal cancels it.
             if DerivedCopy.parse(key) != nil { job = nil }

@@ -5,7 +5,13 @@ public enum DownloadStatus: String, Sendable, Hashable, Codable, CaseIterable {
 
     public enum Event: Sendable, Hashable {
         case bytesCommitted
+        /// Pinned: the background fill is to copy the rest.
         case enqueued
+        /// Unpinned while still waiting for the fill: back to what readers left.
+        case unpinned
+        /// A new attempt (`DownloadRow.nextAttempt`): the old bytes are gone; a pinned file waits
+        /// for the fill, any other for its next reader. Allowed from every status.
+        case restarted(pinned: Bool)
         /// Bytes of a pinned file are on their way (a fill or a prepared copy's stream).
         case transferStarted
         /// The user's pause.
@@ -34,8 +40,11 @@ public enum DownloadStatus: String, Sendable, Hashable, Codable, CaseIterable {
     /// change of a row goes through this table (`DownloadRow.apply`).
     public func after(_ event: Event) -> DownloadStatus? {
         switch (self, event) {
+        case (_, .restarted(let pinned)): return pinned ? .queued : .partial
         case (.partial, .bytesCommitted): return .partial
-        case (.partial, .enqueued): return .queued
+        case (.partial, .enqueued), (.paused, .enqueued), (.failed, .enqueued): return .queued
+        case (.queued, .unpinned), (.downloading, .unpinned), (.paused, .unpinned), (.failed, .unpinned),
+             (.preparing, .unpinned): return .partial
         case (.partial, .allBytesPresent), (.queued, .allBytesPresent), (.downloading, .allBytesPresent),
              (.paused, .allBytesPresent), (.failed, .allBytesPresent):
             // Retained but not yet proven playable: validation picks it up from here.

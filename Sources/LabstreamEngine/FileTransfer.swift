@@ -136,12 +136,10 @@ final class FileTransfer: @unchecked Sendable {
         let whole = !openEnded && row.present.contains(ByteRange(0, row.total))
         switch action {
         case .pause:
-            guard !whole, let next = row.status.after(.interrupted) else { return }
-            row.status = next
+            guard !whole, row.apply(.interrupted) else { return }
             row.reason = StatusReason.pausedByUser
         case .verify:
-            guard whole, let next = row.status.after(.recheck) else { return }
-            row.status = next
+            guard whole, row.apply(.recheck) else { return }
             row.awaitingValidation = true
             row.reason = StatusReason.awaitingValidation
             try index.saveDownload(row, now: engine.now())
@@ -167,9 +165,9 @@ final class FileTransfer: @unchecked Sendable {
             generation += 1
             authRechecked = false
         case .cancel:
-            var next = row.nextAttempt(status: .partial, reason: reason)
-            next.pinned = false
-            begin(next)
+            var unpinned = row
+            unpinned.pinned = false
+            begin(unpinned.nextAttempt(reason: reason))
             // The bytes are freed first, so that the row can be recorded even on a full disk. If
             // recording fails, the stored row's digests no longer match and are dropped when read.
             try partial.discardAll()
@@ -395,7 +393,7 @@ final class FileTransfer: @unchecked Sendable {
     /// records it. Call with `condition` held.
     func setStatus(_ event: DownloadStatus.Event, reason: String?, engine: TransferEngine) {
         guard let status = row.status.after(event), row.status != status || row.reason != reason else { return }
-        row.status = status
+        row.apply(event)
         row.reason = reason
         _ = try? index.saveDownload(row, now: engine.now())
         engine.noteChange()

@@ -65,7 +65,8 @@ final class LiveForward: Sendable {
     func run(_ queued: DownloadRow, base: TreeFile, route: Route, session: String, backend: any MediaBackend, engine: TransferEngine) {
         let intent = CleanupJournal.Intent(kind: .stopEncoding, server: queued.key.server, session: session, created: engine.now())
         // A live copy's size is known once it ends; it has no tag or job of its own.
-        var row = queued.nextAttempt(status: .downloading, reason: nil)
+        var row = queued.nextAttempt(reason: nil)
+        row.apply(.transferStarted)
         row.total = 0
         row.sourceTag = nil
         row.job = nil

@@ -296,7 +296,8 @@ final class ManagedEntries: Sendable {
                 guard let size = probe.size, size > 0 else {
                     throw LabstreamError.malformedResponse("the copy's file route did not say its size (HTTP \(probe.status))")
                 }
-                row = row.nextAttempt(status: .queued, reason: nil)
+                row = row.nextAttempt(reason: nil)
+                row.apply(.enqueued)
                 row.total = size
                 _ = try engine.index.saveDownload(row, now: engine.now())
                 engine.log("\(shown.path.joined(separator: "/")): the server's \(quality) copy is ready (\(size) bytes)")

@@ -148,7 +148,8 @@ final class OpenEndedFill: Sendable {
             engine.validation.wake()
         case .remoteChanged(let why), .restart(let why):
             // Another version of the file: its bytes must not meet the old prefix.
-            row = row.nextAttempt(status: .queued, reason: StatusReason.fileChanged(why))
+            row = row.nextAttempt(reason: StatusReason.fileChanged(why))
+            row.apply(.enqueued)
             row.total = 0
             row.job = nil
             _ = try? engine.index.saveDownload(row, now: engine.now())

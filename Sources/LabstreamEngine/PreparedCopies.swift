@@ -61,7 +61,8 @@ final class PreparedCopies: Sendable {
                     }
                     return schedule(row.key)
                 case .ready(let prepared, let size):
-                    row = row.nextAttempt(status: .queued, reason: nil)
+                    row = row.nextAttempt(reason: nil)
+                    row.apply(.enqueued)
                     row.total = size
                     row.sourceTag = prepared.tag
                     row.job = job

@@ -15,6 +15,11 @@ import Testing
         var unpinned = row
         unpinned.pinned = false
         #expect(unpinned.nextAttempt(reason: nil).status == .partial)
-        #expect(row.nextAttempt(status: .downloading, reason: nil).status == .downloading)
+        // From every status, whatever it was: the old bytes are gone.
+        for status in DownloadStatus.allCases {
+            var from = row
+            from.status = status
+            #expect(from.nextAttempt(reason: nil).status == .queued && unpinned.nextAttempt(reason: nil).status == .partial, "\(status)")
+        }
     }
 }

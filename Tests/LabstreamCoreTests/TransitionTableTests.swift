@@ -11,24 +11,28 @@ import Testing
         ("allBytesPresent", .allBytesPresent), ("validated(true)", .validated(playable: true)), ("validated(false)", .validated(playable: false)),
         ("validated(nil)", .validated(playable: nil)), ("retry", .retry), ("recheck", .recheck),
         ("bytesDropped(pinned)", .bytesDropped(pinned: true)), ("bytesDropped", .bytesDropped(pinned: false)),
+        ("unpinned", .unpinned), ("restarted(pinned)", .restarted(pinned: true)), ("restarted", .restarted(pinned: false)),
     ]
 
-    /// The allowed moves, from each status: event → status.
-    static let allowed: [DownloadStatus: [String: DownloadStatus]] = [
+    /// The allowed moves, from each status: event → status (and from every status, a restart).
+    static let allowed: [DownloadStatus: [String: DownloadStatus]] = movesWithin.mapValues {
+        $0.merging(["restarted(pinned)": .queued, "restarted": .partial]) { own, _ in own }
+    }
+    static let movesWithin: [DownloadStatus: [String: DownloadStatus]] = [
         .partial: ["bytesCommitted": .partial, "enqueued": .queued, "transferStarted": .downloading, "parked": .paused,
                    "failedPermanently": .failed, "willRetry": .queued, "allBytesPresent": .unverified],
-        .queued: ["bytesCommitted": .queued, "transferStarted": .downloading, "interrupted": .paused, "parked": .paused,
+        .queued: ["bytesCommitted": .queued, "unpinned": .partial, "transferStarted": .downloading, "interrupted": .paused, "parked": .paused,
                   "failedPermanently": .failed, "willRetry": .queued, "preparationStarted(queued)": .queued,
                   "preparationStarted": .preparing, "allBytesPresent": .unverified],
-        .preparing: ["transferStarted": .downloading, "interrupted": .paused, "parked": .paused, "failedPermanently": .failed,
+        .preparing: ["unpinned": .partial, "transferStarted": .downloading, "interrupted": .paused, "parked": .paused, "failedPermanently": .failed,
                      "willRetry": .queued, "preparationStarted(queued)": .queued, "preparationStarted": .preparing],
-        .downloading: ["bytesCommitted": .downloading, "transferStarted": .downloading, "interrupted": .paused, "parked": .paused,
+        .downloading: ["bytesCommitted": .downloading, "unpinned": .partial, "transferStarted": .downloading, "interrupted": .paused, "parked": .paused,
                        "failedPermanently": .failed, "willRetry": .queued, "preparationStarted(queued)": .queued,
                        "preparationStarted": .preparing, "allBytesPresent": .unverified, "validated(true)": .complete,
                        "validated(false)": .failed, "validated(nil)": .unverified],
-        .paused: ["bytesCommitted": .paused, "transferStarted": .downloading, "parked": .paused, "failedPermanently": .failed,
+        .paused: ["bytesCommitted": .paused, "enqueued": .queued, "unpinned": .partial, "transferStarted": .downloading, "parked": .paused, "failedPermanently": .failed,
                   "willRetry": .queued, "allBytesPresent": .unverified, "retry": .queued],
-        .failed: ["bytesCommitted": .failed, "allBytesPresent": .unverified, "retry": .queued, "recheck": .unverified],
+        .failed: ["bytesCommitted": .failed, "enqueued": .queued, "unpinned": .partial, "allBytesPresent": .unverified, "retry": .queued, "recheck": .unverified],
         .complete: ["bytesCommitted": .complete, "recheck": .unverified, "bytesDropped(pinned)": .queued, "bytesDropped": .partial],
         .unverified: ["bytesCommitted": .unverified, "validated(true)": .complete, "validated(false)": .failed, "validated(nil)": .unverified,
                       "recheck": .unverified, "bytesDropped(pinned)": .queued, "bytesDropped": .partial],
@@ -52,6 +56,7 @@ import Testing
                 case .willRetry, .retry, .enqueued: #expect(next == .queued, "\(status) + \(name)")
                 case .allBytesPresent, .recheck: #expect(next == .unverified, "\(status) + \(name)")
                 case .transferStarted: #expect(next == .downloading, "\(status) + \(name)")
+                case .unpinned: #expect(next == .partial, "\(status) + \(name)")
                 case .bytesCommitted: #expect(next == status, "\(status) + \(name)")
                 default: break
                 }
@@ -61,7 +66,7 @@ import Testing
         // re-check or damaged bytes.
         #expect(DownloadStatus.partial.after(.interrupted) == nil && DownloadStatus.paused.after(.interrupted) == nil)
         #expect(Self.events.filter { DownloadStatus.complete.after($0.1).map { $0 != .complete } ?? false }.map(\.0).sorted()
-                == ["bytesDropped", "bytesDropped(pinned)", "recheck"])
+                == ["bytesDropped", "bytesDropped(pinned)", "recheck", "restarted", "restarted(pinned)"])
     }
 
     @Test func everyStatusIsReachableFromAFileNeverRead() {
