@@ -93,9 +93,9 @@ enum PinCommand {
     }
 
     /// `{"path", "state", "reason", "message"}` of a file holding a wait.
-    static func waitingObject(path: String, state: DisplayState, reason: String?) -> [String: Any] {
+    static func waitingObject(path: String, state: DisplayState, reason: String?, cause: PauseCause? = nil) -> [String: Any] {
         var object: [String: Any] = ["path": path, "state": state.rawValue]
-        if let code = StatusReason.code(reason, state: state) { object["reason"] = code.rawValue }
+        if let code = StatusReason.code(reason, state: state, cause: cause) { object["reason"] = code.rawValue }
         if let sentence = StatusReason.sentence(reason) { object["message"] = sentence }
         return object
     }
@@ -184,7 +184,7 @@ enum PinCommand {
             meters.record(entries)
             overall.record(present, at: monotonicSeconds())
             func finished(_ e: FileStatus) -> Bool { PinWait.finished(state: e.state.rawValue, reason: e.reason) }
-            let verdict = PinWait.verdict(entries.map { (state: $0.state.rawValue, reason: $0.reason) })
+            let verdict = PinWait.verdict(entries.map { (state: $0.state.rawValue, reason: $0.reason, cause: $0.pauseCause) })
             let failed = entries.filter { $0.state == .failed }
             let waiting = entries.filter { !finished($0) && $0.state != .failed }
             let held = waiting.filter { $0.reason != nil }
@@ -192,7 +192,7 @@ enum PinCommand {
             let line: String, sameAs: String
             if json {
                 var object: [String: Any] = ["bytes_present": present, "bytes_total": total, "files": entries.count, "done": done, "failed": failed.count]
-                if !held.isEmpty { object["waiting"] = held.prefix(10).map { waitingObject(path: $0.path, state: $0.state, reason: $0.reason) } }
+                if !held.isEmpty { object["waiting"] = held.prefix(10).map { waitingObject(path: $0.path, state: $0.state, reason: $0.reason, cause: $0.pauseCause) } }
                 sameAs = StatusCommand.jsonLine(object)
                 if let rate = overall.bytesPerSecond { object["rate"] = Int(rate) }
                 if let eta = overall.secondsLeft(toReach: total) { object["eta"] = eta }
@@ -230,8 +230,8 @@ enum PinCommand {
                 for f in failed { writeToStderr("labstream: \(f.path) failed: \(StatusReason.sentence(f.reason) ?? "unknown reason")") }
                 return ExitCode.ioErr
             case .held:
-                for f in entries where PinWait.held(state: f.state.rawValue, reason: f.reason) {
-                    writeToStderr("labstream: " + PinWait.heldMessage(path: f.path, reason: f.reason))
+                for f in entries where PinWait.held(state: f.state.rawValue, cause: f.pauseCause) {
+                    writeToStderr("labstream: " + PinWait.heldMessage(path: f.path, reason: f.reason, cause: f.pauseCause))
                 }
                 return ExitCode.tempFail
             }

@@ -194,7 +194,8 @@ enum StatusCommand {
             return FileStatus.Part(quality: halves[0], state: DisplayState(rawValue: halves[1]) ?? .partial, present: 0, total: 0, reason: nil)
         }
         return FileStatus(path: path, state: DisplayState(rawValue: state) ?? .notLocal, present: bytes.first ?? 0, total: bytes.count > 1 ? bytes[1] : 0,
-                          reason: xattr(path, "reason"), pinned: xattr(path, "pinned") == "1", copies: copies,
+                          reason: xattr(path, "reason"), pauseCause: xattr(path, "pause_cause").flatMap(PauseCause.init(rawValue:)),
+                          pinned: xattr(path, "pinned") == "1", copies: copies,
                           sideAssets: SideAssetStatus.parse(attribute: xattr(path, "side_assets") ?? ""))
     }
 
@@ -274,17 +275,18 @@ extension FileStatus {
     /// The file and its parts, each with state, bytes and reason: the stored reason on the
     /// wire, its code and sentence in public JSON.
     private func encoded(wire: Bool) -> [String: Any] {
-        func fields(_ state: DisplayState, _ present: Int64, _ total: Int64, _ reason: String?) -> [String: Any] {
+        func fields(_ state: DisplayState, _ present: Int64, _ total: Int64, _ reason: String?, _ cause: PauseCause? = nil) -> [String: Any] {
             var r: [String: Any] = ["state": state.rawValue, "bytes_present": present, "bytes_total": total]
             if wire {
                 if let reason { r["stored_reason"] = reason }
+                if let cause { r["pause_cause"] = cause.rawValue }
             } else {
-                if let code = StatusReason.code(reason, state: state) { r["reason"] = code.rawValue }
+                if let code = StatusReason.code(reason, state: state, cause: cause) { r["reason"] = code.rawValue }
                 if let sentence = StatusReason.sentence(reason) { r["message"] = sentence }
             }
             return r
         }
-        var r = fields(state, present, total, reason)
+        var r = fields(state, present, total, reason, pauseCause)
         r["path"] = path
         r["pinned"] = pinned
         if !copies.isEmpty {
@@ -310,7 +312,8 @@ extension FileStatus {
                         reason: o["stored_reason"] as? String)
         }
         guard let path = r["path"] as? String, let own = part(r) else { return nil }
-        self.init(path: path, state: own.state, present: own.present, total: own.total, reason: own.reason, pinned: r["pinned"] as? Bool ?? false,
+        self.init(path: path, state: own.state, present: own.present, total: own.total, reason: own.reason,
+                  pauseCause: (r["pause_cause"] as? String).flatMap(PauseCause.init(rawValue:)), pinned: r["pinned"] as? Bool ?? false,
                   copies: (r["copies"] as? [Any] ?? []).compactMap(part), newVersion: part(r["new_version"]),
                   sideAssets: (r["side_assets"] as? [[String: Any]] ?? []).compactMap { o in
                       guard let name = o["name"] as? String, let state = (o["state"] as? String).flatMap(SideAssetStatus.State.init(rawValue:)) else { return nil }

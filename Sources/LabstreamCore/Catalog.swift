@@ -259,10 +259,15 @@ public struct DownloadRow: Sendable, Hashable {
     /// byte present and matching its digest. A copy with the same identity after a restart was
     /// not written since, and is trusted without reading it again.
     public var checked: String?
+    /// Why a `paused` row is paused (nil on every other status, and on a pause recorded
+    /// before causes were, which waits for the user). Set by `apply`.
+    public var pauseCause: PauseCause?
 
     public init(key: FileKey, status: DownloadStatus, attempt: AttemptID, validator: Validator?, total: Int64,
                 present: RangeSet, partialPath: String, reason: String? = nil, awaitingValidation: Bool = false,
-                pinned: Bool = false, sourceTag: String? = nil, job: String? = nil, checked: String? = nil) {
+                pinned: Bool = false, sourceTag: String? = nil, job: String? = nil, checked: String? = nil,
+                pauseCause: PauseCause? = nil) {
+        self.pauseCause = status == .paused ? pauseCause : nil
         self.job = job
         self.checked = checked
         self.pinned = pinned

@@ -14,10 +14,10 @@ public enum DownloadStatus: String, Sendable, Hashable, Codable, CaseIterable {
         case restarted(pinned: Bool)
         /// Bytes of a pinned file are on their way (a fill or a prepared copy's stream).
         case transferStarted
-        /// The user's pause.
+        /// The user's pause (its cause: `.user`).
         case interrupted
         /// Parked by what happened to it: a full disk, its server gone away.
-        case parked
+        case parked(PauseCause)
         case failedPermanently
         /// A transient failure: the next try is scheduled.
         case willRetry
@@ -81,11 +81,27 @@ public enum DownloadStatus: String, Sendable, Hashable, Codable, CaseIterable {
 
 extension DownloadRow {
     /// Moves the row's status by `event` through the transition table; false (and nothing
-    /// changed) when the event does not apply from where the row is.
+    /// changed) when the event does not apply from where the row is. A pause records its cause;
+    /// leaving `paused` forgets it.
     @discardableResult
     public mutating func apply(_ event: DownloadStatus.Event) -> Bool {
         guard let next = status.after(event) else { return false }
         status = next
+        switch event {
+        case _ where next != .paused: pauseCause = nil
+        case .interrupted: pauseCause = .user
+        case .parked(let cause): pauseCause = cause
+        default: break
+        }
+        return true
+    }
+
+    /// Parks the row for `cause` with the sentence that says so; false when it cannot be parked
+    /// from where it is.
+    @discardableResult
+    public mutating func park(_ cause: PauseCause) -> Bool {
+        guard apply(.parked(cause)) else { return false }
+        reason = cause.reason(server: key.server)
         return true
     }
 }

@@ -44,14 +44,14 @@ public struct FetchFailure: Error, Sendable, Equatable {
     /// then) says so, and fails with the reason after.
     public enum Step: Sendable, Hashable {
         case retry
-        case park(reason: String)
+        case park(PauseCause)
         case fail
     }
 
-    public func step(server: String, retry: () -> Bool) -> Step {
+    public func step(retry: () -> Bool) -> Step {
         switch `class` {
-        case .diskFull: return .park(reason: StatusReason.storageFull)
-        case .signedOut: return .park(reason: StatusReason.signInRefused(server: server))
+        case .diskFull: return .park(.storageFull)
+        case .signedOut: return .park(.signInRefused)
         case .transient, .changedVersion, .permanent: return retry() ? .retry : .fail
         }
     }

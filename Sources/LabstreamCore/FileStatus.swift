@@ -28,15 +28,18 @@ public struct FileStatus: Sendable, Hashable {
     public var present: Int64
     public var total: Int64
     public var reason: String?
+    /// Why it is paused, when it is.
+    public var pauseCause: PauseCause?
     public var pinned: Bool
     public var copies: [Part]
     public var newVersion: Part?
     /// Its artwork and subtitles (none when the server has none or side assets are off).
     public var sideAssets: [SideAssetStatus] = []
 
-    public init(path: String, state: DisplayState, present: Int64, total: Int64, reason: String?, pinned: Bool = false,
-                copies: [Part] = [], newVersion: Part? = nil, sideAssets: [SideAssetStatus] = []) {
+    public init(path: String, state: DisplayState, present: Int64, total: Int64, reason: String?, pauseCause: PauseCause? = nil,
+                pinned: Bool = false, copies: [Part] = [], newVersion: Part? = nil, sideAssets: [SideAssetStatus] = []) {
         self.path = path
+        self.pauseCause = state == .paused ? pauseCause : nil
         self.state = state
         self.present = present
         self.total = total
@@ -51,6 +54,7 @@ public struct FileStatus: Sendable, Hashable {
     public mutating func attach(sideAssets: [SideAssetStatus]) {
         self.sideAssets = sideAssets
         (state, reason) = Self.shown(state: state, reason: reason, pinned: pinned, sideAssets: sideAssets)
+        if state != .paused { pauseCause = nil }
     }
 
     /// The status of a file of `size` bytes from its own download row (nil: never read) and the
@@ -58,7 +62,7 @@ public struct FileStatus: Sendable, Hashable {
     /// file (gone from its server) says so whatever its row says.
     public init(path: String, size: Int64, row: DownloadRow?, related: [DownloadRow] = [], orphaned: Bool = false) {
         self.init(path: path, state: Self.state(of: row), present: row.map { min($0.present.byteCount, size) } ?? 0,
-                  total: size, reason: orphaned ? StatusReason.orphaned : row?.reason, pinned: row?.pinned ?? false)
+                  total: size, reason: orphaned ? StatusReason.orphaned : row?.reason, pauseCause: row?.pauseCause, pinned: row?.pinned ?? false)
         for other in related {
             let part = Part(quality: DerivedCopy.parse(other.key).map { "\($0.quality)" }, state: Self.state(of: other),
                             present: min(other.present.byteCount, other.total), total: other.total, reason: other.reason)

@@ -18,24 +18,25 @@ public enum PinWait {
             || (state == DisplayState.unverified.rawValue && reason != StatusReason.awaitingValidation)
     }
 
-    /// Paused, and the daemon will not resume it by itself.
-    public static func held(state: String, reason: String?) -> Bool {
-        state == DisplayState.paused.rawValue && !StatusReason.liftsByItself(reason)
+    /// Paused, and the daemon will not resume it by itself (a pause of unknown cause waits for
+    /// the user).
+    public static func held(state: String, cause: PauseCause?) -> Bool {
+        state == DisplayState.paused.rawValue && !(cause?.liftsByItself ?? false)
     }
 
-    public static func verdict(_ files: [(state: String, reason: String?)]) -> Verdict {
+    public static func verdict(_ files: [(state: String, reason: String?, cause: PauseCause?)]) -> Verdict {
         let failed = files.filter { $0.state == DisplayState.failed.rawValue }.count
         let done = files.filter { Self.finished(state: $0.state, reason: $0.reason) }.count
-        let parked = files.filter { Self.held(state: $0.state, reason: $0.reason) }.count
+        let parked = files.filter { Self.held(state: $0.state, cause: $0.cause) }.count
         if failed + done + parked < files.count { return .following }
         if failed > 0 { return .failed }
         return parked > 0 ? .held : .done
     }
 
     /// What to tell the user about a held file, and what to run next.
-    public static func heldMessage(path: String, reason: String?) -> String {
-        switch reason {
-        case StatusReason.storageFull?:
+    public static func heldMessage(path: String, reason: String?, cause: PauseCause?) -> String {
+        switch cause {
+        case .storageFull?:
             return "\(path) is paused: the cache's disk cannot hold the rest of it. Free space on it (or unpin other files, or lower min_free), then run `labstream resume \(path)`."
         default:
             return "\(path) is paused (\(reason ?? "no reason given")); `labstream resume \(path)` continues it."

@@ -25,6 +25,8 @@ public enum StatusReason {
     public static let damagedBytes = "damaged bytes found on disk were dropped and will be fetched again"
     /// A pinned file whose media is whole while its subtitles and artwork are still on their way.
     public static let fetchingSideAssets = "the media is here; fetching its subtitles and artwork"
+    /// A file whose server was removed from the configuration while it was on its way.
+    public static let serverRemoved = "server removed; after adding it again, resume with labstream resume"
     /// Set by the index itself (SQL), matched by its opening words.
     static let serverRemovedOpening = "server removed"
     static let indexUpgradedOpening = "index upgraded"
@@ -61,12 +63,6 @@ public enum StatusReason {
     /// the user signs in again.
     public static func signInRefused(server: String) -> String {
         "\(server) no longer accepts the stored sign-in (HTTP 401); sign in again with `labstream server add`, and this file resumes"
-    }
-
-    /// Whether a pause for `reason` lifts by itself (the background fill resumes such a file once
-    /// its server answers and accepts the sign-in again); every other pause waits for the user.
-    public static func liftsByItself(_ reason: String?) -> Bool {
-        [.serverUnavailable, .signInRefused].contains(code(reason, state: .paused))
     }
 
     /// The stable name of a reason, for `--json` and scripts.
@@ -112,8 +108,10 @@ public enum StatusReason {
         ("server offline", .serverAway), ("server auth-failed", .serverAway),
     ]
 
-    /// The code of `reason` on a file in `state`; nil when there is no reason.
-    public static func code(_ reason: String?, state: DisplayState) -> Code? {
+    /// The code of `reason` on a file in `state` (a paused file's `cause` says it, when known);
+    /// nil when there is no reason.
+    public static func code(_ reason: String?, state: DisplayState, cause: PauseCause? = nil) -> Code? {
+        if state == .paused, let cause { return cause.code }
         guard let reason, !reason.isEmpty else { return nil }
         if let hit = openings.first(where: { reason.hasPrefix($0.0) }) { return hit.1 }
         if reason.contains("no longer accepts the stored sign-in") { return .signInRefused }

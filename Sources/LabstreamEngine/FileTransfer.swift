@@ -154,7 +154,7 @@ final class FileTransfer: @unchecked Sendable {
             guard !whole else { return }
             // Parked for a full disk and it still does not fit: it stays parked, as the first
             // try would (nothing to write on a disk that has no room).
-            if row.status == .paused && row.reason == StatusReason.storageFull && !engine.hasRoom(for: row.total - row.present.byteCount) {
+            if row.status == .paused && row.pauseCause == .storageFull && !engine.hasRoom(for: row.total - row.present.byteCount) {
                 engine.log("\(file.path.last ?? ""): still not enough free space; it stays paused (free space with labstream cancel)")
                 return
             }
@@ -344,21 +344,21 @@ final class FileTransfer: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         guard row.pinned, !row.present.contains(ByteRange(0, row.total)) else { return .idle }
-        if row.status == .failed || (row.status == .paused && !StatusReason.liftsByItself(row.reason)) { return .idle }
+        if row.status == .failed || (row.status == .paused && !(row.pauseCause?.liftsByItself ?? false)) { return .idle }
         if let retryAt, retryAt > Date() { return .waitUntil(retryAt) }
         let reachability = engine.reachability(of: file.key.server)
         guard engine.backend(for: file.key.server) != nil, reachability == .online else {
             // A refused sign-in waits for the user to sign in again; nothing is failed for it.
             if reachability == .authFailed {
-                setStatus(.parked, reason: StatusReason.signInRefused(server: file.key.server), engine: engine)
+                park(.signInRefused, engine: engine)
             } else {
-                setStatus(.parked, reason: StatusReason.serverUnavailable, engine: engine)
+                park(.serverUnavailable, engine: engine)
             }
             return .idle
         }
         // A retry is checked like the first try: it must not fill the disk it was parked for.
         if fillInFlight.isEmpty && !engine.hasRoom(for: row.total - row.present.byteCount) {
-            setStatus(.parked, reason: StatusReason.storageFull, engine: engine)
+            park(.storageFull, engine: engine)
             return .idle
         }
         let plan = SegmentTrainPlanner.plan(.init(
@@ -387,6 +387,11 @@ final class FileTransfer: @unchecked Sendable {
         } else {
             setStatus(.failedPermanently, reason: reason, engine: engine)
         }
+    }
+
+    /// Parks the row for `cause` with its sentence. Call with `condition` held.
+    func park(_ cause: PauseCause, engine: TransferEngine) {
+        setStatus(.parked(cause), reason: cause.reason(server: file.key.server), engine: engine)
     }
 
     /// Moves the row by `event` (when the table allows it from here) with `reason`, and
@@ -540,7 +545,7 @@ final class FileTransfer: @unchecked Sendable {
             sequence += 1
             failures.append((sequence, piece, error, .localFile))
             engine.log("\(file.key): \(error.userMessage)")
-            if case .noSpace = error { setStatus(.parked, reason: StatusReason.storageFull, engine: engine) }
+            if case .noSpace = error { park(.storageFull, engine: engine) }
         }
         return true
     }
@@ -584,9 +589,9 @@ final class FileTransfer: @unchecked Sendable {
             case .changedVersion:
                 if case .remoteChanged(let why) = error { restart(why: why, engine: engine) }
             case .diskFull:
-                setStatus(.parked, reason: StatusReason.storageFull, engine: engine)
+                park(.storageFull, engine: engine)
             case .signedOut:
-                if row.pinned { setStatus(.parked, reason: StatusReason.signInRefused(server: file.key.server), engine: engine) }
+                if row.pinned { park(.signInRefused, engine: engine) }
             case .transient, .permanent:
                 if background || row.pinned { scheduleRetry(after: failure, engine: engine) }
             }

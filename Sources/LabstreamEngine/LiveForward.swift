@@ -146,13 +146,12 @@ final class LiveForward: Sendable {
             let failure: FetchFailure
             if let answered { failure = answered } else if case .noSpace = error { failure = .local(error) } else { failure = .transport(error) }
             row.present = RangeSet()
-            switch failure.step(server: row.key.server, retry: { retries.failed(row.key, failure.kind, policy: engine.settings.retry) != .giveUp }) {
+            switch failure.step(retry: { retries.failed(row.key, failure.kind, policy: engine.settings.retry) != .giveUp }) {
             case .retry:
                 row.apply(.willRetry)
                 row.reason = "the live stream stopped (\(error.userMessage)); it starts again from the beginning"
-            case .park(let reason):
-                row.apply(.parked)
-                row.reason = reason
+            case .park(let cause):
+                row.park(cause)
             case .fail:
                 row.apply(.failedPermanently)
                 row.reason = "the live stream failed: \(error.userMessage)"

@@ -75,7 +75,7 @@ final class OpenEndedFill: Sendable {
             guard let stored = try engine.index.download(row.key), stored.attempt == row.attempt else { return false }
             row.pinned = stored.pinned
             if stored.status == .paused {   // the user paused it meanwhile
-                row.apply(.interrupted)
+                row.apply(.parked(stored.pauseCause ?? .user))
                 row.reason = stored.reason
             }
             row.present.insert(ByteRange(checkpoint, end))
@@ -168,13 +168,12 @@ final class OpenEndedFill: Sendable {
     /// A failed try: back off and let the fill come back, or fail the row with the reason.
     func finish(_ failed: DownloadRow, name: String, failure: FetchFailure, engine: TransferEngine) {
         var row = failed
-        switch failure.step(server: row.key.server, retry: { retries.failed(row.key, failure.kind, policy: engine.settings.retry) != .giveUp }) {
+        switch failure.step(retry: { retries.failed(row.key, failure.kind, policy: engine.settings.retry) != .giveUp }) {
         case .retry:
             row.apply(.willRetry)
             row.reason = "\(failure.error.userMessage); resuming from byte \(row.present.contiguousLength(from: 0))"
-        case .park(let reason):
-            row.apply(.parked)
-            row.reason = reason
+        case .park(let cause):
+            row.park(cause)
         case .fail:
             row.apply(.failedPermanently)
             row.reason = failure.error.userMessage

@@ -373,6 +373,7 @@ public final class FilesystemEngine: Sendable {
         var present: Int64 = 0, total: Int64 = 0
         var states: [DisplayState] = []
         var reason: String?
+        var cause: PauseCause?
         var pinned = !files.isEmpty
         for f in files {
             let row = transfers.row(for: f)
@@ -385,6 +386,7 @@ public final class FilesystemEngine: Sendable {
             }
             states.append(state)
             if reason == nil { reason = why }
+            if cause == nil, state == .paused { cause = row?.pauseCause }
         }
         var out: [(String, String)] = [
             (Self.xattrPrefix + "state", Self.aggregate(states).rawValue),
@@ -399,6 +401,7 @@ public final class FilesystemEngine: Sendable {
             out.append((Self.xattrPrefix + "item_id", f.key.itemId))
             if f.orphaned { reason = StatusReason.orphaned }
             if let reason { out.append((Self.xattrPrefix + "reason", reason)) }
+            if let cause { out.append((Self.xattrPrefix + "pause_cause", cause.rawValue)) }
             if let marks = chapters.withLock({ $0[f.key] }) { out.append((Self.xattrPrefix + "chapters", marks)) }
             // Copies at other qualities: `10mbps=downloading;2mbps=complete`.
             let copies = transfers.copies(of: f.key).compactMap { row in

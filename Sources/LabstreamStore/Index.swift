@@ -11,7 +11,7 @@ import Synchronization
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
 /// read fails closed.
 public final class OfflineIndex: Sendable {
-    public static let schemaVersion: Int64 = 14
+    public static let schemaVersion: Int64 = 15
     public let db: SQLiteDatabase
 
     public struct ServerRow: Sendable, Hashable {
@@ -524,8 +524,8 @@ public final class OfflineIndex: Sendable {
     public func removeServer(_ name: String) throws(LabstreamError) {
         do {
             try db.transaction { c in
-                try c.run("UPDATE downloads SET status='paused', reason='server removed; after adding it again, resume with labstream resume' WHERE server=? AND status IN ('queued','downloading','preparing')",
-                          [.text(name)])
+                try c.run("UPDATE downloads SET status='paused', reason=?, pause_cause=? WHERE server=? AND status IN ('queued','downloading','preparing')",
+                          [.text(StatusReason.serverRemoved), .text(PauseCause.serverRemoved.rawValue), .text(name)])
                 for table in ["servers", "libraries", "items", "media_sources", "managed_entries", "monitors", "monitored_episodes", "series_details", "item_extras"] {
                     try c.run("DELETE FROM \(table) WHERE \(table == "servers" ? "name" : "server")=?", [.text(name)])
                 }
@@ -810,8 +810,9 @@ public final class OfflineIndex: Sendable {
             try db.transaction { c in
                 try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=? AND lower=?",
                           [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .int(range.lower)])
-                try c.run("UPDATE downloads SET ranges=?, awaiting_validation=0, status=?, reason=?, updated=? WHERE server=? AND item_id=? AND source_id=? AND attempt=?",
-                          [.text(row.present.serialized), .text(row.status.rawValue), row.reason.map(SQLValue.text) ?? .null, .int(now),
+                try c.run("UPDATE downloads SET ranges=?, awaiting_validation=0, status=?, reason=?, pause_cause=?, updated=? WHERE server=? AND item_id=? AND source_id=? AND attempt=?",
+                          [.text(row.present.serialized), .text(row.status.rawValue), row.reason.map(SQLValue.text) ?? .null,
+                           row.pauseCause.map { .text($0.rawValue) } ?? .null, .int(now),
                            .text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .int(row.attempt.rawValue)])
             }
         } catch { throw .storage("dropping a damaged segment failed: \(error)") }
@@ -882,17 +883,17 @@ public final class OfflineIndex: Sendable {
         return "missing or invalid column"
     }
 
-    static let downloadColumns = "server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason, awaiting_validation, pinned, source_tag, job, checked"
+    static let downloadColumns = "server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason, awaiting_validation, pinned, source_tag, job, checked, pause_cause"
 
     static func insert(_ row: DownloadRow, into c: Connection, now: Int64) throws {
         try c.run("""
             INSERT OR REPLACE INTO downloads(server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason,
-                awaiting_validation, updated, pinned, source_tag, job, checked) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+                awaiting_validation, updated, pinned, source_tag, job, checked, pause_cause) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
             """, [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .text(row.status.rawValue),
                   .int(row.attempt.rawValue), row.validator.map { .text($0.description) } ?? .null, .int(row.total),
                   .text(row.present.serialized), .text(row.partialPath), row.reason.map(SQLValue.text) ?? .null,
                   .int(row.awaitingValidation ? 1 : 0), .int(now), .int(row.pinned ? 1 : 0), row.sourceTag.map(SQLValue.text) ?? .null,
-                  row.job.map(SQLValue.text) ?? .null, row.checked.map(SQLValue.text) ?? .null])
+                  row.job.map(SQLValue.text) ?? .null, row.checked.map(SQLValue.text) ?? .null, row.pauseCause.map { .text($0.rawValue) } ?? .null])
     }
 
     static func decodeDownload(_ r: [SQLValue]) -> DownloadRow? {
@@ -902,7 +903,8 @@ public final class OfflineIndex: Sendable {
         return DownloadRow(key: FileKey(server: s, itemId: i, sourceId: id), status: status, attempt: AttemptID(attempt),
                            validator: r[5].text.flatMap(Validator.init(persisted:)), total: total, present: ranges,
                            partialPath: partial, reason: r[9].text, awaitingValidation: (r[10].int ?? 0) != 0,
-                           pinned: (r[11].int ?? 0) != 0, sourceTag: r[12].text, job: r[13].text, checked: r[14].text)
+                           pinned: (r[11].int ?? 0) != 0, sourceTag: r[12].text, job: r[13].text, checked: r[14].text,
+                           pauseCause: r[15].text.flatMap(PauseCause.init(rawValue:)))
     }
 
     func read<T>(_ what: String, _ body: () throws -> T) throws(LabstreamError) -> T {

@@ -14,7 +14,7 @@ extension OfflineIndex {
                    "album", "album_artist", "disc", "track", "folders", "played", "details"]),
         ("media_sources", ["server", "item_id", "id", "name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate", "remote_item"]),
         ("downloads", ["server", "item_id", "source_id", "status", "attempt", "validator", "total", "ranges", "partial", "reason",
-                       "awaiting_validation", "updated", "pinned", "source_tag", "job", "checked"]),
+                       "awaiting_validation", "updated", "pinned", "source_tag", "job", "checked", "pause_cause"]),
         ("segments", ["server", "item_id", "source_id", "attempt", "lower", "upper", "digest"]),
         ("quarantine", ["id", "source", "row", "partial", "reason", "at"]),
         ("managed_entries", ["server", "item_id", "source_id", "entry_id", "revision", "status", "delivery", "reported", "reported_at", "manifest"]),
@@ -27,7 +27,7 @@ extension OfflineIndex {
     ]
 
     /// `migrations[n - 1]` takes an index from schema n to n + 1.
-    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11, migrateV11toV12, migrateV12toV13, migrateV13toV14]
+    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11, migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15]
 
     static func createV1(_ c: Connection) throws {
         try c.exec("""
@@ -228,5 +228,16 @@ extension OfflineIndex {
             DELETE FROM documents WHERE server = OLD.server AND doc >= 'series:' || OLD.series_id || char(10) AND doc < 'series:' || OLD.series_id || char(11); END;
         UPDATE meta SET value = '14' WHERE key = 'schema_version';
         """)
+    }
+
+    /// v15: a paused row keeps why (`PauseCause`) beside its sentence. Older pauses get the
+    /// cause their sentence names; one naming none keeps none (it waits for the user, as before).
+    static func migrateV14toV15(_ c: Connection) throws {
+        try c.exec("ALTER TABLE downloads ADD COLUMN pause_cause TEXT;")
+        for r in try c.query("SELECT rowid, reason FROM downloads WHERE status = 'paused'") {
+            guard let rowid = r[0].int, let cause = PauseCause.recorded(before: r[1].text) else { continue }
+            try c.run("UPDATE downloads SET pause_cause = ? WHERE rowid = ?", [.text(cause.rawValue), .int(rowid)])
+        }
+        try c.exec("UPDATE meta SET value = '15' WHERE key = 'schema_version';")
     }
 }

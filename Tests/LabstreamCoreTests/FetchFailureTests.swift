@@ -30,9 +30,9 @@ import Testing
     /// counts no retry; anything else retries while the policy says so, then fails.
     @Test func wholeFilePathsParkRetryOrFailByOneRule() {
         var asked = 0
-        func step(_ f: FetchFailure, policy: Bool) -> FetchFailure.Step { f.step(server: "home") { asked += 1; return policy } }
-        #expect(step(.local(.noSpace("partials")), policy: true) == .park(reason: StatusReason.storageFull))
-        #expect(step(.stream(status: 401), policy: true) == .park(reason: StatusReason.signInRefused(server: "home")))
+        func step(_ f: FetchFailure, policy: Bool) -> FetchFailure.Step { f.step { asked += 1; return policy } }
+        #expect(step(.local(.noSpace("partials")), policy: true) == .park(.storageFull))
+        #expect(step(.stream(status: 401), policy: true) == .park(.signInRefused))
         #expect(asked == 0)
         #expect(step(.transport(.fetchFailed("reset")), policy: true) == .retry)
         #expect(step(.transport(.fetchFailed("reset")), policy: false) == .fail)

@@ -75,11 +75,17 @@ import Testing
         ]
         for (reason, state, code) in cases { #expect(StatusReason.code(reason, state: state) == code, "\(reason)") }
         #expect(StatusReason.code(nil, state: .failed) == nil)
-        // Only a server's absence lifts by itself.
-        #expect(StatusReason.liftsByItself(StatusReason.serverUnavailable))
-        // Signing in again lifts a pause for a refused sign-in; the user does not also resume it.
-        #expect(StatusReason.liftsByItself(StatusReason.signInRefused(server: "home")))
-        #expect(!StatusReason.liftsByItself(StatusReason.storageFull) && !StatusReason.liftsByItself(StatusReason.pausedByUser))
+        // Only a server's absence lifts by itself; signing in again lifts a pause for a refused
+        // sign-in (the user does not also resume it).
+        #expect(PauseCause.allCases.filter(\.liftsByItself) == [.serverUnavailable, .signInRefused])
+        // Each cause says itself in the sentence its code is read back from (how schema 14's
+        // pauses get theirs), and its code is the reason code `--json` shows.
+        for cause in PauseCause.allCases {
+            #expect(PauseCause.recorded(before: cause.reason(server: "home")) == cause, "\(cause)")
+            #expect(StatusReason.code(cause.reason(server: "home"), state: .paused) == cause.code && cause.code != .other, "\(cause)")
+            #expect(StatusReason.code("anything", state: .paused, cause: cause) == cause.code)
+        }
+        #expect(PauseCause.recorded(before: "paused for a reason of an older build") == nil && PauseCause.recorded(before: nil) == nil)
         // The code kept in the index reads as a sentence.
         #expect(StatusReason.sentence(StatusReason.storageFull)?.contains("disk is full") == true)
         #expect(StatusReason.sentence(StatusReason.awaitingValidation)?.contains("playback check") == true)

@@ -6,7 +6,7 @@ import Testing
 @Suite struct TransitionTableTests {
     static let events: [(String, DownloadStatus.Event)] = [
         ("bytesCommitted", .bytesCommitted), ("enqueued", .enqueued), ("transferStarted", .transferStarted),
-        ("interrupted", .interrupted), ("parked", .parked), ("failedPermanently", .failedPermanently), ("willRetry", .willRetry),
+        ("interrupted", .interrupted), ("parked", .parked(.storageFull)), ("failedPermanently", .failedPermanently), ("willRetry", .willRetry),
         ("preparationStarted(queued)", .preparationStarted(queued: true)), ("preparationStarted", .preparationStarted(queued: false)),
         ("allBytesPresent", .allBytesPresent), ("validated(true)", .validated(playable: true)), ("validated(false)", .validated(playable: false)),
         ("validated(nil)", .validated(playable: nil)), ("retry", .retry), ("recheck", .recheck),
@@ -78,6 +78,24 @@ import Testing
             }
         }
         #expect(reached == Set(DownloadStatus.allCases))
+    }
+
+    @Test func aPauseRecordsItsCauseAndLeavingPausedForgetsIt() {
+        var row = DownloadRow(key: FileKey(server: "home", itemId: "i", sourceId: "m"), status: .downloading, attempt: AttemptID(1), validator: nil,
+                              total: 10, present: RangeSet(), partialPath: "p", pinned: true)
+        #expect(row.park(.signInRefused) && row.status == .paused && row.pauseCause == .signInRefused)
+        #expect(row.reason == StatusReason.signInRefused(server: "home"))
+        #expect(row.apply(.parked(.storageFull)) && row.pauseCause == .storageFull)
+        #expect(row.apply(.bytesCommitted) && row.pauseCause == .storageFull)     // still paused, still why
+        #expect(row.apply(.retry) && row.status == .queued && row.pauseCause == nil)
+        #expect(row.apply(.interrupted) && row.pauseCause == .user)
+        #expect(row.nextAttempt(reason: nil).pauseCause == nil)
+        row.setPinned(false)
+        #expect(row.status == .partial && row.pauseCause == nil)
+        #expect(row.park(.user) && row.status == .paused && row.reason == StatusReason.pausedByUser)
+        // A row made paused without a cause has none; one made in another status keeps none.
+        #expect(DownloadRow(key: row.key, status: .queued, attempt: AttemptID(1), validator: nil, total: 1, present: RangeSet(), partialPath: "p",
+                            pauseCause: .user).pauseCause == nil)
     }
 
     @Test func applyMovesOnlyWhereTheTableAllows() {

@@ -1,4 +1,5 @@
 import Foundation
+import LabstreamCore
 import LabstreamCLI
 import LabstreamFixture
 import LabstreamStore
@@ -345,6 +346,11 @@ import Testing
         let r = try #require(wait.get())
         #expect(r.code == 75, "\(r.code) \(r.stdout) \(r.stderr)")
         #expect(r.stderr.contains("is paused (paused by user)") && r.stderr.contains("labstream resume \(m.path(rel))"), "\(r.stderr)")
+        // The cause travels beside the sentence: the file's attribute and `status --json` say it.
+        #expect(StatusCommandXattr.get(m.path(rel), "pause_cause") == PauseCause.user.rawValue)
+        let json = try m.cli(["status", "--json", m.path(rel)])
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]], "\(json.stdout)")
+        #expect(rows.first?["state"] as? String == "paused" && rows.first?["reason"] as? String == "paused_by_user", "\(json.stdout)")
         try m.unmount()
     }
 

@@ -310,9 +310,9 @@ import Testing
     }
 }
 
-/// Takes a current index back to schema 10 (the start of every older-schema script).
 /// Takes a current index back to schema 11 (`undoSchema11` on to 10).
-let undoSchema14 = ["inserted", "updated", "deleted"].map { "DROP TRIGGER documents_item_\($0); DROP TRIGGER documents_series_\($0); " }.joined()
+let undoSchema15 = "ALTER TABLE downloads DROP COLUMN pause_cause; "
+let undoSchema14 = undoSchema15 + ["inserted", "updated", "deleted"].map { "DROP TRIGGER documents_item_\($0); DROP TRIGGER documents_series_\($0); " }.joined()
     + "DROP TABLE documents; "
 let undoSchema13 = undoSchema14 + "DROP TABLE item_extras; "
 let undoSchema12 = undoSchema13 + "DROP TABLE side_assets; "
@@ -442,6 +442,40 @@ let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_epi
     /// A v12 index opens with its side assets and catalog, and keeps what a server told item by
     /// item (a Plex film's subtitles and chapters) across a catalog rewrite; stored side assets
     /// count in the cache size.
+    /// v14 → v15: a paused row gets the cause its sentence names; the fill's decisions use it.
+    @Test func aVersion14IndexIsUpgradedAndItsPausesGetTheirCauses() throws {
+        let scratch = Scratch("migrate14")
+        let path = scratch.path + "/index.sqlite"
+        func row(_ id: String, _ status: DownloadStatus, _ reason: String?) -> DownloadRow {
+            DownloadRow(key: FileKey(server: "home", itemId: id, sourceId: "m"), status: status, attempt: AttemptID(1), validator: nil, total: 10,
+                        present: RangeSet(), partialPath: "partials/\(id).part", reason: reason, pinned: true)
+        }
+        let rows = [row("full", .paused, StatusReason.storageFull), row("user", .paused, StatusReason.pausedByUser),
+                    row("away", .paused, StatusReason.serverUnavailable), row("refused", .paused, StatusReason.signInRefused(server: "home")),
+                    row("odd", .paused, "paused by a build long gone"), row("failed", .failed, StatusReason.storageFull)]
+        do {
+            let v15 = try OfflineIndex(path: path)
+            for r in rows { try v15.saveDownload(r, now: 1) }
+            try v15.db.exec(undoSchema15 + "UPDATE meta SET value='14' WHERE key='schema_version';")
+        }
+        let index = try OfflineIndex(path: path)
+        #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "\(OfflineIndex.schemaVersion)")
+        let causes = Dictionary(try index.downloads().map { ($0.key.itemId, $0.pauseCause?.rawValue ?? "none") }, uniquingKeysWith: { a, _ in a })
+        #expect(causes == ["full": "storage_full", "user": "paused_by_user", "away": "server_unavailable", "refused": "sign_in_refused", "odd": "none", "failed": "none"])
+        // Saved and read back as it is; a removed server's waiting files are paused for that.
+        var queued = row("queued", .queued, nil)
+        try index.saveDownload(queued, now: 2)
+        #expect(try index.download(queued.key)?.pauseCause == nil)
+        queued.park(.serverUnavailable)
+        try index.saveDownload(queued, now: 3)
+        #expect(try index.download(queued.key)?.pauseCause == .serverUnavailable)
+        var waiting = row("waiting", .queued, nil)
+        try index.saveDownload(waiting, now: 4)
+        try index.removeServer("home")
+        waiting = try #require(try index.download(waiting.key))
+        #expect(waiting.status == .paused && waiting.pauseCause == .serverRemoved && waiting.reason == StatusReason.serverRemoved)
+    }
+
     @Test func aVersion12IndexIsUpgradedAndKeepsItemExtras() throws {
         let scratch = Scratch("migrate12")
         let path = scratch.path + "/index.sqlite"
@@ -608,8 +642,8 @@ let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_epi
         // A damaged row (absolute partial path) keeps its file: nothing is guessed.
         let damagedFile = rig.layout.partialsDir + "/damaged.part"
         writeRandomFile(damagedFile, size: 100, seed: 2)
-        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','y','partial',1,NULL,100,'0-100','/etc/passwd',NULL,0,0,0,NULL,NULL,NULL)")
-        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','z','partial',1,NULL,100,'0-100','partials/damaged.part',NULL,0,0,0,NULL,NULL,NULL)")
+        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','y','partial',1,NULL,100,'0-100','/etc/passwd',NULL,0,0,0,NULL,NULL,NULL,NULL)")
+        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','z','partial',1,NULL,100,'0-100','partials/damaged.part',NULL,0,0,0,NULL,NULL,NULL,NULL)")
         try rig.index.db.run("UPDATE downloads SET ranges='garbage' WHERE item_id='x' AND source_id='z'")
 
         let report = try Reconcile.run(index: rig.index, layout: rig.layout, now: 1) { _ in }

@@ -1,0 +1,39 @@
+/// Why a file is `paused`, kept beside its sentence (`DownloadRow.pauseCause`): whether the
+/// daemon lifts the pause by itself is decided from this, never from the sentence's words.
+public enum PauseCause: String, Sendable, Hashable, Codable, CaseIterable {
+    /// `labstream pause`.
+    case user = "paused_by_user"
+    /// The cache's disk cannot hold the rest of the file.
+    case storageFull = "storage_full"
+    /// Its server does not answer; the fill resumes it once it does.
+    case serverUnavailable = "server_unavailable"
+    /// Its server refused the stored sign-in; the fill resumes it once a sign-in is accepted.
+    case signInRefused = "sign_in_refused"
+    /// Its server was removed from the configuration (`labstream server remove`).
+    case serverRemoved = "server_removed"
+
+    /// The background fill resumes such a file once its server answers and accepts the sign-in
+    /// again; every other pause waits for the user (`labstream resume`).
+    public var liftsByItself: Bool { self == .serverUnavailable || self == .signInRefused }
+
+    /// The sentence `status` shows for a file of `server` paused for this cause.
+    public func reason(server: String) -> String {
+        switch self {
+        case .user: return StatusReason.pausedByUser
+        case .storageFull: return StatusReason.storageFull
+        case .serverUnavailable: return StatusReason.serverUnavailable
+        case .signInRefused: return StatusReason.signInRefused(server: server)
+        case .serverRemoved: return StatusReason.serverRemoved
+        }
+    }
+
+    /// The stable reason code (`--json`) of a file paused for this cause.
+    public var code: StatusReason.Code { StatusReason.Code(rawValue: rawValue) ?? .other }
+
+    /// The cause of a pause recorded before causes were (schema 14 and older), read from its
+    /// sentence; nil when the sentence names none (such a pause waits for the user).
+    public static func recorded(before reason: String?) -> PauseCause? {
+        guard let code = StatusReason.code(reason, state: .paused) else { return nil }
+        return PauseCause(rawValue: code.rawValue)
+    }
+}
