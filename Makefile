@@ -3,7 +3,7 @@ SHELL := /bin/bash
 SWIFT ?= $(shell command -v swift || echo /opt/swift/usr/bin/swift)
 BIN := .build/debug/labstream
 
-.PHONY: all deps build release test demo clean bench install uninstall
+.PHONY: all deps build release test lint format demo clean bench install uninstall
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -23,8 +23,16 @@ build: deps
 release: deps
 	$(SWIFT) build -c release
 
+# The code's layout is checked against .swift-format (the toolchain's `swift format`); `make
+# format` rewrites it so.
+lint:
+	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift
+
+format:
+	$(SWIFT) format format --in-place --recursive Sources Tests Package.swift
+
 # The integration tests start the built `labstream` binary, so build it first.
-test: build
+test: lint build
 	@set -o pipefail; $(SWIFT) test 2>&1 | tee .build/test-output.log
 	@echo "Skipped: $$(grep -cE 'Test .*\) skipped' .build/test-output.log) tests"; grep -E 'Test .*\) skipped' .build/test-output.log || true
 

@@ -13,7 +13,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "labstream", targets: ["labstream"]),
-        .executable(name: "labstream-probe", targets: ["labstream-probe"]),
+        .executable(name: "labstream-probe", targets: ["labstream-probe"])
     ],
     targets: [
         .systemLibrary(name: "CFuse3", pkgConfig: "fuse3", providers: [.apt(["libfuse3-dev"])]),
@@ -36,18 +36,22 @@ let package = Package(
         .target(name: "LabstreamFixture", dependencies: ["LabstreamCore"]),
         // What only tests use (never linked into `labstream`): the in-memory transport.
         .target(name: "LabstreamTestSupport", dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamFixture"]),
-        .target(name: "LabstreamCLI", dependencies: [
-            "LabstreamCore", "LabstreamBackends", "LabstreamHTTP", "LabstreamStore",
-            "LabstreamEngine", "LabstreamFS", "LabstreamFUSE", "LabstreamFixture", "CLinux",
-        ]),
+        .target(
+            name: "LabstreamCLI",
+            dependencies: [
+                "LabstreamCore", "LabstreamBackends", "LabstreamHTTP", "LabstreamStore",
+                "LabstreamEngine", "LabstreamFS", "LabstreamFUSE", "LabstreamFixture", "CLinux"
+            ]),
         .executableTarget(name: "labstream", dependencies: ["LabstreamCLI"]),
         .executableTarget(name: "labstream-probe", dependencies: ["LabstreamProbe"]),
 
         .testTarget(name: "LabstreamCoreTests", dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamFixture", "LabstreamTestSupport"]),
-        .testTarget(name: "LabstreamIntegrationTests", dependencies: [
-            "LabstreamCore", "LabstreamBackends", "LabstreamHTTP", "LabstreamStore",
-            "LabstreamEngine", "LabstreamFS", "LabstreamFixture", "LabstreamTestSupport", "LabstreamCLI", "CLinux",
-        ], exclude: ["Specs"]),
+        .testTarget(
+            name: "LabstreamIntegrationTests",
+            dependencies: [
+                "LabstreamCore", "LabstreamBackends", "LabstreamHTTP", "LabstreamStore",
+                "LabstreamEngine", "LabstreamFS", "LabstreamFixture", "LabstreamTestSupport", "LabstreamCLI", "CLinux"
+            ], exclude: ["Specs"])
     ],
     swiftLanguageModes: [.v6]
 )

@@ -90,7 +90,9 @@ public protocol ManagedDownloadRegistry: MediaBackend {
     /// Creates the entries of every episode of one season in one batch (`batch` names it),
     /// every page; the server picks each episode's version and says which it skipped and why.
     /// Not idempotent, like `register`.
-    func registerSeason(series: String, season: Int, batch: String) throws(LabstreamError) -> (made: [ManagedEntry], skipped: [(episode: String, reason: String)])
+    func registerSeason(series: String, season: Int, batch: String) throws(LabstreamError) -> (
+        made: [ManagedEntry], skipped: [(episode: String, reason: String)]
+    )
     /// This device's entries on the server, every page.
     func entries() throws(LabstreamError) -> [ManagedEntry]
     /// Reports the copy's state (`at`: when it changed locally, milliseconds since the epoch); nil
@@ -171,8 +173,10 @@ public struct ServerSession: Sendable {
     /// done, before the new secret is used, so a crash cannot leave only a spent one on disk.
     public var persistToken: (@Sendable (String) throws(LabstreamError) -> Void)?
 
-    public init(name: String, url: String, userId: String, token: String, profileToken: String? = nil,
-                persistToken: (@Sendable (String) throws(LabstreamError) -> Void)? = nil) {
+    public init(
+        name: String, url: String, userId: String, token: String, profileToken: String? = nil,
+        persistToken: (@Sendable (String) throws(LabstreamError) -> Void)? = nil
+    ) {
         self.profileToken = profileToken
         self.name = name
         self.url = url
@@ -225,8 +229,10 @@ public struct CatalogRequestRetry: Sendable {
     public var policy: RetryPolicy
     public var sleep: @Sendable (Double) -> Void
 
-    public init(policy: RetryPolicy = RetryPolicy(maxAttempts: 4, baseDelay: 0.5, maxDelay: 8, maxRetryAfter: 30),
-                sleep: @escaping @Sendable (Double) -> Void = { Thread.sleep(forTimeInterval: $0) }) {
+    public init(
+        policy: RetryPolicy = RetryPolicy(maxAttempts: 4, baseDelay: 0.5, maxDelay: 8, maxRetryAfter: 30),
+        sleep: @escaping @Sendable (Double) -> Void = { Thread.sleep(forTimeInterval: $0) }
+    ) {
         self.policy = policy
         self.sleep = sleep
     }

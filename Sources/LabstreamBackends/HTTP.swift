@@ -83,8 +83,10 @@ public protocol HTTPTransport: Sendable {
     /// the sink. `validator` is the one the accepted response carries (to pin with its bytes).
     /// Bodies arrive in pieces of at most `maxPiece` bytes (libcurl's own limit): the engine
     /// gathers them into buffers sized for that.
-    func fetchRange(_ request: HTTPRequest, expectation: RangeExpectation,
-                    sink: (UnsafeRawBufferPointer, Int64, Validator?) throws -> Void) throws(TransportError) -> RangeTransferResult
+    func fetchRange(
+        _ request: HTTPRequest, expectation: RangeExpectation,
+        sink: (UnsafeRawBufferPointer, Int64, Validator?) throws -> Void
+    ) throws(TransportError) -> RangeTransferResult
 
     /// A forward-only GET (a live transcode): the body goes to `sink(bytes, offset)` only when
     /// the answer is a `200` in the identity encoding. Returns the status and the bytes written.
@@ -98,7 +100,7 @@ extension String {
         for b in utf8 {
             switch b {
             case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
                 out.unicodeScalars.append(UnicodeScalar(b))
             default:
                 let hex = Array("0123456789ABCDEF")

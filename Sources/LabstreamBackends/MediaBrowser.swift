@@ -54,7 +54,8 @@ public enum MediaBrowserFlavor: String, Sendable, Hashable {
     /// Item fields each server is asked for. Emby 4.8 has no `DateLastSaved` in BaseItemDto.
     var itemFields: String {
         // Overview, Genres, Studios, ProviderIds (and Jellyfin's OriginalTitle): what an `.nfo` says; Chapters: its chapters.
-        self == .jellyfin ? "MediaSources,Path,Etag,DateCreated,DateLastSaved,Overview,Genres,Studios,ProviderIds,OriginalTitle,Chapters"
+        self == .jellyfin
+            ? "MediaSources,Path,Etag,DateCreated,DateLastSaved,Overview,Genres,Studios,ProviderIds,OriginalTitle,Chapters"
             : "MediaSources,Path,Etag,Chapters,DateCreated,Overview,Genres,Studios,ProviderIds"
     }
 }
@@ -133,10 +134,14 @@ public struct MediaBrowserRequests: Sendable {
 
     /// Items of `types` below `parentId`; with `savedSince` (ISO 8601) only those saved since;
     /// `played` true: only those the user has watched.
-    public func items(userId: String, parentId: String, types: String, startIndex: Int, limit: Int, token: String,
-                      savedSince: String? = nil, played: Bool = false) -> HTTPRequest {
-        var common = [("parentId", parentId), ("recursive", "true"), ("includeItemTypes", types), ("fields", flavor.itemFields),
-                      ("enableUserData", "true"), ("sortBy", "SortName"), ("startIndex", String(startIndex)), ("limit", String(limit))]
+    public func items(
+        userId: String, parentId: String, types: String, startIndex: Int, limit: Int, token: String,
+        savedSince: String? = nil, played: Bool = false
+    ) -> HTTPRequest {
+        var common = [
+            ("parentId", parentId), ("recursive", "true"), ("includeItemTypes", types), ("fields", flavor.itemFields),
+            ("enableUserData", "true"), ("sortBy", "SortName"), ("startIndex", String(startIndex)), ("limit", String(limit))
+        ]
         if let savedSince { common.append(("minDateLastSaved", savedSince)) }
         if played { common.append(("isPlayed", "true")) }
         switch flavor {
@@ -150,7 +155,8 @@ public struct MediaBrowserRequests: Sendable {
     }
 
     public func episodes(seriesId: String, userId: String, startIndex: Int, limit: Int, token: String) -> HTTPRequest {
-        get("/Shows/\(seriesId.queryEscaped)/Episodes",
+        get(
+            "/Shows/\(seriesId.queryEscaped)/Episodes",
             [("userId", userId), ("fields", flavor.itemFields), ("enableUserData", "true"), ("startIndex", String(startIndex)), ("limit", String(limit))]
                 .map { (name($0.0), $0.1) },
             token: token)
@@ -188,9 +194,11 @@ public struct MediaBrowserRequests: Sendable {
 
     /// `POST /Sync/Jobs`: convert `itemId` for this device at `bitrate` into Matroska.
     public func createSyncJob(itemId: String, userId: String, bitrate: Int, name: String, token: String) -> HTTPRequest {
-        post("/Sync/Jobs", json: "{\"TargetId\":" + jsonString(identity.deviceId) + ",\"ItemIds\":[" + jsonString(itemId) + "],\"UserId\":"
-             + jsonString(userId) + ",\"Bitrate\":\(bitrate),\"Container\":\"mkv\",\"VideoCodec\":\"h264\",\"AudioCodec\":\"aac\",\"Name\":"
-             + jsonString(name) + "}", token: token)
+        post(
+            "/Sync/Jobs",
+            json: "{\"TargetId\":" + jsonString(identity.deviceId) + ",\"ItemIds\":[" + jsonString(itemId) + "],\"UserId\":"
+                + jsonString(userId) + ",\"Bitrate\":\(bitrate),\"Container\":\"mkv\",\"VideoCodec\":\"h264\",\"AudioCodec\":\"aac\",\"Name\":"
+                + jsonString(name) + "}", token: token)
     }
 
     /// `GET /Sync/Jobs`: every Sync job the server has (a `QueryResult<SyncJob>`).
@@ -200,13 +208,16 @@ public struct MediaBrowserRequests: Sendable {
     public func syncJob(_ id: String, token: String) -> HTTPRequest { get("/Sync/Jobs/\(id.queryEscaped)", token: token) }
 
     public func syncJobItemFile(_ id: String, range: ByteRange, validator: Validator?, token: String) -> HTTPRequest {
-        var r = HTTPRequest(method: "GET", url: baseURL + "/Sync/JobItems/\(id.queryEscaped)/File",
-                            headers: headers(token: token) + [HTTPRequest.Header("Range", range.httpRange)])
+        var r = HTTPRequest(
+            method: "GET", url: baseURL + "/Sync/JobItems/\(id.queryEscaped)/File",
+            headers: headers(token: token) + [HTTPRequest.Header("Range", range.httpRange)])
         if let validator { r.headers.append(HTTPRequest.Header("If-Range", validator.headerValue)) }
         return r
     }
 
-    public func syncJobItemTransferred(_ id: String, token: String) -> HTTPRequest { post("/Sync/JobItems/\(id.queryEscaped)/Transferred", json: "", token: token) }
+    public func syncJobItemTransferred(_ id: String, token: String) -> HTTPRequest {
+        post("/Sync/JobItems/\(id.queryEscaped)/Transferred", json: "", token: token)
+    }
 
     public func deleteSyncJob(_ id: String, token: String) -> HTTPRequest {
         var r = get("/Sync/Jobs/\(id.queryEscaped)", token: token)
@@ -228,18 +239,21 @@ public struct MediaBrowserRequests: Sendable {
         let parts = asset.ref.split(separator: "/").map(String.init)
         if asset.kind == .subtitle {
             guard parts.count == 3, let format else { return nil }
-            return HTTPRequest(method: "GET", url: baseURL + "/Videos/\(parts[0].queryEscaped)/\(parts[1].queryEscaped)/Subtitles/\(parts[2].queryEscaped)/Stream.\(format)",
-                               headers: headers(token: token))
+            return HTTPRequest(
+                method: "GET", url: baseURL + "/Videos/\(parts[0].queryEscaped)/\(parts[1].queryEscaped)/Subtitles/\(parts[2].queryEscaped)/Stream.\(format)",
+                headers: headers(token: token))
         }
         guard (2...3).contains(parts.count) else { return nil }
         let query = asset.tag.map { "?tag=" + $0.queryEscaped } ?? ""
-        return HTTPRequest(method: "GET", url: baseURL + "/Items/\(parts[0].queryEscaped)/Images/" + parts.dropFirst().map(\.queryEscaped).joined(separator: "/") + query,
-                           headers: headers(token: token))
+        return HTTPRequest(
+            method: "GET", url: baseURL + "/Items/\(parts[0].queryEscaped)/Images/" + parts.dropFirst().map(\.queryEscaped).joined(separator: "/") + query,
+            headers: headers(token: token))
     }
 
     public func download(itemId: String, range: ByteRange, validator: Validator?, token: String) -> HTTPRequest {
-        var r = HTTPRequest(method: "GET", url: baseURL + "/Items/\(itemId.queryEscaped)/Download",
-                            headers: headers(token: token) + [HTTPRequest.Header("Range", range.httpRange)])
+        var r = HTTPRequest(
+            method: "GET", url: baseURL + "/Items/\(itemId.queryEscaped)/Download",
+            headers: headers(token: token) + [HTTPRequest.Header("Range", range.httpRange)])
         if let validator { r.headers.append(HTTPRequest.Header("If-Range", validator.headerValue)) }
         return r
     }
@@ -308,7 +322,8 @@ public enum MediaBrowserDecode {
         let product = (j["ProductName"].string ?? "").lowercased()
         let other: MediaBrowserFlavor = flavor == .jellyfin ? .emby : .jellyfin
         if product.contains(other.rawValue) {
-            throw .malformedResponse("this is a \(other.product) server (\(j["ProductName"].string ?? "")), not \(flavor.product); add it as type \(other.rawValue)")
+            throw .malformedResponse(
+                "this is a \(other.product) server (\(j["ProductName"].string ?? "")), not \(flavor.product); add it as type \(other.rawValue)")
         }
         return PublicInfo(serverId: id, serverName: j["ServerName"].string ?? "", version: version)
     }
@@ -387,10 +402,13 @@ public enum MediaBrowserDecode {
             for stream in source["MediaStreams"].array ?? [] where stream["Type"].string == "Subtitle" {
                 // Bitmap subtitles (PGS, VobSub) stay inside the media; text ones are fetched.
                 guard stream["IsTextSubtitleStream"].bool ?? (SideAssetPlan.subtitleExtension(stream["Codec"].string) != nil),
-                      let index = stream["Index"].int else { continue }
-                out.append(RemoteAsset(kind: .subtitle, ref: "\(owner)/\(sid)/\(index)", tag: source["ETag"].string ?? j["Etag"].string, sourceId: sid,
-                                       language: stream["Language"].string, forced: stream["IsForced"].bool ?? false,
-                                       hearingImpaired: stream["IsHearingImpaired"].bool ?? false, codec: stream["Codec"].string))
+                    let index = stream["Index"].int
+                else { continue }
+                out.append(
+                    RemoteAsset(
+                        kind: .subtitle, ref: "\(owner)/\(sid)/\(index)", tag: source["ETag"].string ?? j["Etag"].string, sourceId: sid,
+                        language: stream["Language"].string, forced: stream["IsForced"].bool ?? false,
+                        hearingImpaired: stream["IsHearingImpaired"].bool ?? false, codec: stream["Codec"].string))
             }
         }
         return out
@@ -399,8 +417,10 @@ public enum MediaBrowserDecode {
     /// One BaseItemDto to a catalog item; nil for entries that are not movies, episodes or
     /// music tracks (`Audio`) or lack an id. Items with no media source come back with an empty
     /// `sources` list.
-    public static func item(_ j: JSONValue, series: (id: String, name: String, year: Int?)? = nil, seasons: [String: Int] = [:],
-                            otherVideos: Bool = false) -> CatalogItem? {
+    public static func item(
+        _ j: JSONValue, series: (id: String, name: String, year: Int?)? = nil, seasons: [String: Int] = [:],
+        otherVideos: Bool = false
+    ) -> CatalogItem? {
         guard let id = j["Id"].string, !id.isEmpty, let type = j["Type"].string else { return nil }
         let kind: ItemKind
         switch type {
@@ -416,18 +436,20 @@ public enum MediaBrowserDecode {
         var sources: [MediaSource] = (j["MediaSources"].array ?? []).compactMap { s in
             guard let sid = s["Id"].string, !sid.isEmpty else { return nil }
             if let proto = s["Protocol"].string, proto != "File" { return nil }
-            return MediaSource(id: sid, name: s["Name"].string, container: s["Container"].string ?? j["Container"].string,
-                               path: s["Path"].string, size: s["Size"].int64,
-                               // Emby 4.8's MediaSourceInfo has no ETag: its change signal is the item's Etag.
-                               etag: s["ETag"].string ?? j["Etag"].string,
-                               bitrate: s["Bitrate"].int, itemId: s["ItemId"].string)
+            return MediaSource(
+                id: sid, name: s["Name"].string, container: s["Container"].string ?? j["Container"].string,
+                path: s["Path"].string, size: s["Size"].int64,
+                // Emby 4.8's MediaSourceInfo has no ETag: its change signal is the item's Etag.
+                etag: s["ETag"].string ?? j["Etag"].string,
+                bitrate: s["Bitrate"].int, itemId: s["ItemId"].string)
         }
         if kind == .photo && sources.isEmpty && j["LocationType"].string != "Virtual" {
             // A photo has no media sources: the item is its one file (`Path`, Emby's `Size`;
             // Jellyfin says no size, and the client asks the download route for it).
             sources = [MediaSource(id: id, container: j["Container"].string, path: j["Path"].string, size: j["Size"].int64, etag: j["Etag"].string)]
         }
-        let modified = (j["DateCreated"].string).flatMap(ISODate.epochSeconds)
+        let modified =
+            (j["DateCreated"].string).flatMap(ISODate.epochSeconds)
             ?? (j["PremiereDate"].string).flatMap(ISODate.epochSeconds) ?? 0
         var season = j["ParentIndexNumber"].int
         if season == nil, let sid = j["SeasonId"].string { season = seasons[sid] }
@@ -483,17 +505,19 @@ public enum MediaBrowserDecode {
             if let id = value.string, !id.isEmpty { ids[provider.lowercased()] = id }
         }
         let ticks = j["RunTimeTicks"].int64
-        return ItemDetails(originalTitle: j["OriginalTitle"].string.flatMap { $0.isEmpty || $0 == j["Name"].string ? nil : $0 },
-                           plot: j["Overview"].string.flatMap { $0.isEmpty ? nil : $0 },
-                           runtimeSeconds: ticks.map { Double($0) / 10_000_000 },
-                           genres: (j["Genres"].array ?? []).compactMap(\.string),
-                           studios: (j["Studios"].array ?? []).compactMap { $0["Name"].string },
-                           rating: j["CommunityRating"].double,
-                           premiered: j["PremiereDate"].string.map { String($0.prefix(10)) },
-                           ids: ids,
-                           // ChapterInfo: StartPositionTicks (10 000 000 a second) and Name.
-                           chapters: (j["Chapters"].array ?? []).compactMap { c in
-                               c["StartPositionTicks"].int64.map { ItemDetails.Chapter(start: Double($0) / 10_000_000, name: c["Name"].string ?? "") }
-                           }, assets: assets(j)).orNil
+        return ItemDetails(
+            originalTitle: j["OriginalTitle"].string.flatMap { $0.isEmpty || $0 == j["Name"].string ? nil : $0 },
+            plot: j["Overview"].string.flatMap { $0.isEmpty ? nil : $0 },
+            runtimeSeconds: ticks.map { Double($0) / 10_000_000 },
+            genres: (j["Genres"].array ?? []).compactMap(\.string),
+            studios: (j["Studios"].array ?? []).compactMap { $0["Name"].string },
+            rating: j["CommunityRating"].double,
+            premiered: j["PremiereDate"].string.map { String($0.prefix(10)) },
+            ids: ids,
+            // ChapterInfo: StartPositionTicks (10 000 000 a second) and Name.
+            chapters: (j["Chapters"].array ?? []).compactMap { c in
+                c["StartPositionTicks"].int64.map { ItemDetails.Chapter(start: Double($0) / 10_000_000, name: c["Name"].string ?? "") }
+            }, assets: assets(j)
+        ).orNil
     }
 }

@@ -10,8 +10,10 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
     public var serverName: String { session.name }
     public var kind: BackendKind { requests.flavor.kind }
 
-    public init(flavor: MediaBrowserFlavor = .jellyfin, session: ServerSession, identity: ClientIdentity,
-                transport: any HTTPTransport, pageSize: Int = 200) {
+    public init(
+        flavor: MediaBrowserFlavor = .jellyfin, session: ServerSession, identity: ClientIdentity,
+        transport: any HTTPTransport, pageSize: Int = 200
+    ) {
         self.session = session
         self.requests = MediaBrowserRequests(flavor: flavor, baseURL: session.url, identity: identity, userId: session.userId)
         self.transport = transport
@@ -20,8 +22,10 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
 
     /// The base URL the API answers at, with its public info. Emby serves its API below `/emby`
     /// (its spec's base path); users give the server URL with or without it.
-    public static func resolve(flavor: MediaBrowserFlavor, url: String, identity: ClientIdentity,
-                               transport: any HTTPTransport) throws(LabstreamError) -> (url: String, info: MediaBrowserDecode.PublicInfo) {
+    public static func resolve(
+        flavor: MediaBrowserFlavor, url: String, identity: ClientIdentity,
+        transport: any HTTPTransport
+    ) throws(LabstreamError) -> (url: String, info: MediaBrowserDecode.PublicInfo) {
         var base = url
         while base.hasSuffix("/") { base.removeLast() }
         let candidates = flavor == .emby && !base.lowercased().hasSuffix("/emby") ? [base + "/emby", base] : [base]
@@ -32,7 +36,7 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
             do throws(LabstreamError) {
                 body = try expectOK(try transport.call(requests.publicInfo()), "/System/Info/Public", flavor)
             } catch {
-                if case .serverUnavailable = error { throw error }   // nothing answers at all
+                if case .serverUnavailable = error { throw error }  // nothing answers at all
                 failure = failure ?? error
                 continue
             }
@@ -43,8 +47,10 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
     }
 
     /// Checks the URL answers as the expected product, then logs in. Nothing is stored here.
-    public static func login(flavor: MediaBrowserFlavor = .jellyfin, url: String, user: String, password: String, identity: ClientIdentity,
-                             transport: any HTTPTransport) throws(LabstreamError) -> (url: String, info: MediaBrowserDecode.PublicInfo, login: MediaBrowserDecode.Login) {
+    public static func login(
+        flavor: MediaBrowserFlavor = .jellyfin, url: String, user: String, password: String, identity: ClientIdentity,
+        transport: any HTTPTransport
+    ) throws(LabstreamError) -> (url: String, info: MediaBrowserDecode.PublicInfo, login: MediaBrowserDecode.Login) {
         let (base, info) = try resolve(flavor: flavor, url: url, identity: identity, transport: transport)
         let requests = MediaBrowserRequests(flavor: flavor, baseURL: base, identity: identity)
         let response = try transport.call(requests.authenticate(user: user, password: password))
@@ -55,8 +61,10 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
     }
 
     /// Validates an existing token or API key and finds the user id it acts for.
-    public static func adoptToken(flavor: MediaBrowserFlavor = .jellyfin, url: String, user: String?, token: String, identity: ClientIdentity,
-                                  transport: any HTTPTransport) throws(LabstreamError) -> (url: String, info: MediaBrowserDecode.PublicInfo, userId: String) {
+    public static func adoptToken(
+        flavor: MediaBrowserFlavor = .jellyfin, url: String, user: String?, token: String, identity: ClientIdentity,
+        transport: any HTTPTransport
+    ) throws(LabstreamError) -> (url: String, info: MediaBrowserDecode.PublicInfo, userId: String) {
         let (base, info) = try resolve(flavor: flavor, url: url, identity: identity, transport: transport)
         let requests = MediaBrowserRequests(flavor: flavor, baseURL: base, identity: identity)
         if flavor == .jellyfin {
@@ -66,9 +74,10 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
         }
         // An API key (and any Emby token: Emby has no "who am I") needs the user's name.
         guard let user else {
-            throw .invalidArgument(flavor == .jellyfin
-                ? "this token is not a user session (an API key?); give --user NAME so Labstream knows whose libraries to mount"
-                : "Emby tokens do not say whose they are; give --user NAME so Labstream knows whose libraries to mount")
+            throw .invalidArgument(
+                flavor == .jellyfin
+                    ? "this token is not a user session (an API key?); give --user NAME so Labstream knows whose libraries to mount"
+                    : "Emby tokens do not say whose they are; give --user NAME so Labstream knows whose libraries to mount")
         }
         let users = try expectOK(try transport.call(requests.users(token: token)), "the user list", flavor)
         return (base, info, try MediaBrowserDecode.userId(named: user, in: users))
@@ -98,9 +107,12 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                     seriesDetails[sid] = MediaBrowserDecode.details(s)
                     let name = s["Name"].string ?? "Unknown Series"
                     progress("\(view.name): \(name) (\(index + 1)/\(series.count))")
-                    let (seasons, posters) = try MediaBrowserDecode.seasons(get(requests.seasons(seriesId: sid, userId: session.userId, token: token), "/Shows/{id}/Seasons"))
+                    let (seasons, posters) = try MediaBrowserDecode.seasons(
+                        get(requests.seasons(seriesId: sid, userId: session.userId, token: token), "/Shows/{id}/Seasons"))
                     if !posters.isEmpty { seriesDetails[sid, default: ItemDetails()].assets += posters }
-                    episodes += try pages("/Shows/{id}/Episodes", decode: { MediaBrowserDecode.item($0, series: (sid, name, s["ProductionYear"].int), seasons: seasons) }) { start in
+                    episodes += try pages(
+                        "/Shows/{id}/Episodes", decode: { MediaBrowserDecode.item($0, series: (sid, name, s["ProductionYear"].int), seasons: seasons) }
+                    ) { start in
                         requests.episodes(seriesId: sid, userId: session.userId, startIndex: start, limit: pageSize, token: token)
                     }
                 }
@@ -125,8 +137,9 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
     /// The videos, photos (and, in a mixed library, films) of a folder library, in its folders.
     func folderItems(in view: MediaBrowserDecode.View) throws(LabstreamError) -> [CatalogItem] {
         let raw = try pages("/Items") { start in
-            requests.items(userId: session.userId, parentId: view.id, types: "Folder,PhotoAlbum,Video,Movie,Photo", startIndex: start,
-                           limit: pageSize, token: session.token)
+            requests.items(
+                userId: session.userId, parentId: view.id, types: "Folder,PhotoAlbum,Video,Movie,Photo", startIndex: start,
+                limit: pageSize, token: session.token)
         }
         // A photo's size (Jellyfin's DTO has none) is learnt at sync like any unsized file's.
         return MediaBrowserDecode.folderItems(raw, root: view.id)
@@ -136,8 +149,9 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
     /// only those saved since then.
     func musicVideos(in view: MediaBrowserDecode.View, savedSince: String? = nil) throws(LabstreamError) -> [CatalogItem] {
         try pages("/Items", decode: { MediaBrowserDecode.item($0, otherVideos: true) }) { start in
-            requests.items(userId: session.userId, parentId: view.id, types: "MusicVideo", startIndex: start, limit: pageSize,
-                           token: session.token, savedSince: savedSince)
+            requests.items(
+                userId: session.userId, parentId: view.id, types: "MusicVideo", startIndex: start, limit: pageSize,
+                token: session.token, savedSince: savedSince)
         }.filter { $0.kind == .other }.map { video in
             var titled = video
             titled.title = Naming.titled(video.title, year: video.year)
@@ -156,8 +170,12 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
         let knownIds = Dictionary(known.map { ($0.id, Set($0.items.map(\.id))) }, uniquingKeysWith: { a, _ in a })
         /// The server's count of `view`'s items of `types` (`TotalRecordCount` of a one-item page).
         func total(_ view: MediaBrowserDecode.View, types: String) throws(LabstreamError) -> Int {
-            try MediaBrowserDecode.page(get(requests.items(userId: session.userId, parentId: view.id, types: types, startIndex: 0,
-                                                           limit: 1, token: token), "/Items"), "/Items").total
+            try MediaBrowserDecode.page(
+                get(
+                    requests.items(
+                        userId: session.userId, parentId: view.id, types: types, startIndex: 0,
+                        limit: 1, token: token), "/Items"), "/Items"
+            ).total
         }
         /// A removal changes no item's save date: the server's count of the library's items, set
         /// against what the stored catalog will hold, tells. Any difference: read everything.
@@ -189,8 +207,11 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
             case let kind where Self.isFolderLibrary(kind):
                 // A changed file's folders may not have changed: anything changed or removed in the
                 // library re-reads that library (only that one) whole.
-                let changed = try MediaBrowserDecode.page(get(requests.items(userId: session.userId, parentId: view.id, types: "Video,Movie,Photo",
-                                                                             startIndex: 0, limit: 1, token: token, savedSince: stamp), "/Items"), "/Items")
+                let changed = try MediaBrowserDecode.page(
+                    get(
+                        requests.items(
+                            userId: session.userId, parentId: view.id, types: "Video,Movie,Photo",
+                            startIndex: 0, limit: 1, token: token, savedSince: stamp), "/Items"), "/Items")
                 let count = try total(view, types: "Video,Movie,Photo")
                 guard !changed.items.isEmpty || count != (knownIds[view.id]?.count ?? 0) else { continue }
                 let items = try folderItems(in: view)
@@ -229,9 +250,11 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
     public func watchedEpisodes(ofSeries series: [String]) throws(LabstreamError) -> Set<String> {
         var out = Set<String>()
         for id in series {
-            out.formUnion(try pages("/Items") { start in
-                requests.items(userId: session.userId, parentId: id, types: "Episode", startIndex: start, limit: pageSize, token: session.token, played: true)
-            }.compactMap { $0["Id"].string })
+            out.formUnion(
+                try pages("/Items") { start in
+                    requests.items(
+                        userId: session.userId, parentId: id, types: "Episode", startIndex: start, limit: pageSize, token: session.token, played: true)
+                }.compactMap { $0["Id"].string })
         }
         return out
     }
@@ -244,8 +267,10 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
         guard requests.flavor == .emby, case .serverPreparedCopy(let bps, .job) = route else {
             throw .invalidArgument("\(requests.flavor.product) has no Convert jobs")
         }
-        let body = try get(requests.createSyncJob(itemId: requests.downloadItemId(of: file), userId: session.userId, bitrate: bps,
-                                                  name: Self.syncJobName(file), token: session.token), "/Sync/Jobs")
+        let body = try get(
+            requests.createSyncJob(
+                itemId: requests.downloadItemId(of: file), userId: session.userId, bitrate: bps,
+                name: Self.syncJobName(file), token: session.token), "/Sync/Jobs")
         let j = try MediaBrowserDecode.json(body, "/Sync/Jobs")
         guard let id = j["Job"]["Id"].text else { throw .malformedResponse("/Sync/Jobs answered no Job.Id") }
         return id
@@ -266,7 +291,6 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
     }
 
     static func syncJobName(_ file: TreeFile) -> String { "Labstream: " + (file.path.last ?? file.key.itemId) }
-
 
     public func preparation(job: String) throws(LabstreamError) -> Preparation {
         let ready = try MediaBrowserDecode.json(get(requests.readySyncItems(token: session.token), "/Sync/Items/Ready"), "/Sync/Items/Ready")
@@ -308,8 +332,9 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
 
     public func liveStreamRequest(for file: TreeFile, route: Route, playSession: String) -> HTTPRequest? {
         guard case .liveCopy(let remux, let bitsPerSecond) = route else { return nil }
-        return requests.stream(itemId: file.key.itemId, sourceId: file.key.sourceId, remux: remux, videoBitRate: bitsPerSecond,
-                               playSession: playSession, token: session.token)
+        return requests.stream(
+            itemId: file.key.itemId, sourceId: file.key.sourceId, remux: remux, videoBitRate: bitsPerSecond,
+            playSession: playSession, token: session.token)
     }
 
     public func stopEncodingRequest(playSession: String) -> HTTPRequest? {

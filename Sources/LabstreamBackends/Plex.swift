@@ -15,13 +15,15 @@ public struct PlexRequests: Sendable {
     }
 
     func headers(token: String?) -> [HTTPRequest.Header] {
-        var h = [HTTPRequest.Header("Accept", "application/json"),
-                 HTTPRequest.Header("X-Plex-Client-Identifier", identity.deviceId),
-                 HTTPRequest.Header("X-Plex-Product", identity.client),
-                 HTTPRequest.Header("X-Plex-Version", identity.version),
-                 HTTPRequest.Header("X-Plex-Platform", "Linux"),
-                 HTTPRequest.Header("X-Plex-Device", identity.device),
-                 HTTPRequest.Header("X-Plex-Device-Name", identity.device)]
+        var h = [
+            HTTPRequest.Header("Accept", "application/json"),
+            HTTPRequest.Header("X-Plex-Client-Identifier", identity.deviceId),
+            HTTPRequest.Header("X-Plex-Product", identity.client),
+            HTTPRequest.Header("X-Plex-Version", identity.version),
+            HTTPRequest.Header("X-Plex-Platform", "Linux"),
+            HTTPRequest.Header("X-Plex-Device", identity.device),
+            HTTPRequest.Header("X-Plex-Device-Name", identity.device)
+        ]
         if let token { h.append(HTTPRequest.Header("X-Plex-Token", token)) }
         return h
     }
@@ -59,10 +61,14 @@ public struct PlexRequests: Sendable {
     /// One page of a section: `type` 1 = movies, 2 = shows; none: the section's top level.
     public func sectionItems(section: String, type: Int?, start: Int, size: Int, token: String) -> HTTPRequest {
         // includeGuids: the provider ids (imdb://, tmdb://, tvdb://) an `.nfo` names.
-        paged(get("/library/sections/\(section.queryEscaped)/all",
-                  (type.map { [("type", String($0))] } ?? []) + [("includeGuids", "1"), ("X-Plex-Container-Start", String(start)), ("X-Plex-Container-Size", String(size))],
-                  token: token),
-              start: start, size: size)
+        paged(
+            get(
+                "/library/sections/\(section.queryEscaped)/all",
+                (type.map { [("type", String($0))] } ?? []) + [
+                    ("includeGuids", "1"), ("X-Plex-Container-Start", String(start)), ("X-Plex-Container-Size", String(size))
+                ],
+                token: token),
+            start: start, size: size)
     }
 
     /// An image or subtitle at the path the server named for it (`thumb`, `art`, a stream's `key`).
@@ -77,9 +83,11 @@ public struct PlexRequests: Sendable {
     }
 
     public func children(of ratingKey: String, start: Int, size: Int, token: String) -> HTTPRequest {
-        paged(get("/library/metadata/\(ratingKey.queryEscaped)/children",
-                  [("includeGuids", "1"), ("X-Plex-Container-Start", String(start)), ("X-Plex-Container-Size", String(size))], token: token),
-              start: start, size: size)
+        paged(
+            get(
+                "/library/metadata/\(ratingKey.queryEscaped)/children",
+                [("includeGuids", "1"), ("X-Plex-Container-Start", String(start)), ("X-Plex-Container-Size", String(size))], token: token),
+            start: start, size: size)
     }
 
     // MARK: Download queue (a server-prepared copy at a capped quality)
@@ -94,10 +102,13 @@ public struct PlexRequests: Sendable {
     /// `POST /downloadQueue/{id}/add`: one part of one item over http at most `kilobitsPerSecond`
     /// (the spec's bitrates are kbit/s); streams that fit are copied, not transcoded.
     public func addToDownloadQueue(_ queue: Int, key: String, mediaIndex: Int, partIndex: Int, kilobitsPerSecond: Int, token: String) -> HTTPRequest {
-        var r = get("/downloadQueue/\(queue)/add",
-                    [("keys", key), ("mediaIndex", String(mediaIndex)), ("partIndex", String(partIndex)), ("protocol", "http"),
-                     ("directPlay", "0"), ("directStream", "1"), ("directStreamAudio", "1"), ("location", "lan"),
-                     ("videoBitrate", String(kilobitsPerSecond)), ("peakBitrate", String(kilobitsPerSecond))], token: token)
+        var r = get(
+            "/downloadQueue/\(queue)/add",
+            [
+                ("keys", key), ("mediaIndex", String(mediaIndex)), ("partIndex", String(partIndex)), ("protocol", "http"),
+                ("directPlay", "0"), ("directStream", "1"), ("directStreamAudio", "1"), ("location", "lan"),
+                ("videoBitrate", String(kilobitsPerSecond)), ("peakBitrate", String(kilobitsPerSecond))
+            ], token: token)
         r.method = "POST"
         return r
     }
@@ -133,8 +144,9 @@ public struct PlexRequests: Sendable {
     /// The part's original bytes: its `key` (`/library/parts/{id}/{changestamp}/{file}`).
     public func part(key: String, range: ByteRange, validator: Validator?, token: String) -> HTTPRequest {
         let path = key.hasPrefix("/") ? key : "/" + key
-        var r = HTTPRequest(method: "GET", url: baseURL + path,
-                            headers: headers(token: token).filter { $0.name != "Accept" } + [HTTPRequest.Header("Range", range.httpRange)])
+        var r = HTTPRequest(
+            method: "GET", url: baseURL + path,
+            headers: headers(token: token).filter { $0.name != "Accept" } + [HTTPRequest.Header("Range", range.httpRange)])
         if let validator { r.headers.append(HTTPRequest.Header("If-Range", validator.headerValue)) }
         return r
     }
@@ -214,14 +226,16 @@ public enum PlexDecode {
         guard let list = j.array else { throw .malformedResponse("plex.tv /resources is not a list") }
         return list.compactMap { r in
             guard (r["provides"].string ?? "").split(separator: ",").contains("server"),
-                  let id = r["clientIdentifier"].string, !id.isEmpty else { return nil }
+                let id = r["clientIdentifier"].string, !id.isEmpty
+            else { return nil }
             let connections: [Connection] = (r["connections"].array ?? []).compactMap { c in
                 guard let uri = c["uri"].string, uri.hasPrefix("http://") || uri.hasPrefix("https://") else { return nil }
                 let proto = c["protocol"].string ?? (uri.hasPrefix("https://") ? "https" : "http")
                 return Connection(uri: uri, isLocal: c["local"].bool ?? false, isRelay: c["relay"].bool ?? false, isHTTPS: proto == "https")
             }
-            return Resource(name: r["name"].string ?? id, clientIdentifier: id, accessToken: r["accessToken"].string,
-                            httpsRequired: r["httpsRequired"].bool ?? false, owned: r["owned"].bool ?? false, connections: connections)
+            return Resource(
+                name: r["name"].string ?? id, clientIdentifier: id, accessToken: r["accessToken"].string,
+                httpsRequired: r["httpsRequired"].bool ?? false, owned: r["owned"].bool ?? false, connections: connections)
         }
     }
 
@@ -238,8 +252,9 @@ public enum PlexDecode {
         guard j.isObject else { throw .malformedResponse("/library/sections has no MediaContainer") }
         return (j["Directory"].array ?? []).compactMap { d in
             guard let key = d["key"].text, !key.isEmpty, let type = d["type"].string else { return nil }
-            return Section(key: key, title: d["title"].string ?? key, type: type, agent: d["agent"].string,
-                           locations: (d["Location"].array ?? []).compactMap { $0["path"].string })
+            return Section(
+                key: key, title: d["title"].string ?? key, type: type, agent: d["agent"].string,
+                locations: (d["Location"].array ?? []).compactMap { $0["path"].string })
         }
     }
 
@@ -278,9 +293,11 @@ public enum PlexDecode {
                 guard let partId = p["id"].text, let key = p["key"].string, !key.isEmpty else { continue }
                 var label = media.count > 1 ? versionLabel(m, index: mediaIndex) : nil
                 if parts.count > 1 { label = [label, "Part \(partIndex + 1)"].compactMap { $0 }.joined(separator: " - ") }
-                sources.append(MediaSource(id: partId, name: label, container: p["container"].string ?? m["container"].string,
-                                           path: p["file"].string, size: p["size"].int64, etag: key,
-                                           bitrate: m["bitrate"].int.map { $0 * 1000 }))   // Plex reports kbit/s
+                sources.append(
+                    MediaSource(
+                        id: partId, name: label, container: p["container"].string ?? m["container"].string,
+                        path: p["file"].string, size: p["size"].int64, etag: key,
+                        bitrate: m["bitrate"].int.map { $0 * 1000 }))  // Plex reports kbit/s
             }
         }
         let modified = Int64(j["updatedAt"].int ?? j["addedAt"].int ?? 0)
@@ -324,12 +341,14 @@ public enum PlexDecode {
             for part in media["Part"].array ?? [] {
                 guard let partId = part["id"].text else { continue }
                 for stream in part["Stream"].array ?? [] where stream["streamType"].int == 3 {
-                    guard let key = stream["key"].string, key.hasPrefix("/") else { continue }   // embedded: only through the transcoder
-                    out.append(RemoteAsset(kind: .subtitle, ref: key, tag: key, sourceId: partId,
-                                           language: stream["languageCode"].string ?? stream["languageTag"].string,
-                                           forced: stream["forced"].bool ?? (stream["forced"].int == 1),
-                                           hearingImpaired: stream["hearingImpaired"].bool ?? (stream["hearingImpaired"].int == 1),
-                                           codec: stream["codec"].string))
+                    guard let key = stream["key"].string, key.hasPrefix("/") else { continue }  // embedded: only through the transcoder
+                    out.append(
+                        RemoteAsset(
+                            kind: .subtitle, ref: key, tag: key, sourceId: partId,
+                            language: stream["languageCode"].string ?? stream["languageTag"].string,
+                            forced: stream["forced"].bool ?? (stream["forced"].int == 1),
+                            hearingImpaired: stream["hearingImpaired"].bool ?? (stream["hearingImpaired"].int == 1),
+                            codec: stream["codec"].string))
                 }
             }
         }
@@ -369,14 +388,16 @@ public enum PlexDecode {
             let value = String(text[split.upperBound...])
             if !value.isEmpty { ids[String(text[..<split.lowerBound]).lowercased()] = value }
         }
-        return ItemDetails(originalTitle: j["originalTitle"].string.flatMap { $0.isEmpty ? nil : $0 },
-                           plot: j["summary"].string.flatMap { $0.isEmpty ? nil : $0 },
-                           runtimeSeconds: j["duration"].double.map { $0 / 1000 },
-                           genres: (j["Genre"].array ?? []).compactMap { $0["tag"].string },
-                           studios: j["studio"].string.map { [$0] } ?? [],
-                           rating: j["audienceRating"].double ?? j["rating"].double,
-                           premiered: j["originallyAvailableAt"].string.map { String($0.prefix(10)) },
-                           ids: ids, assets: assets(j)).orNil
+        return ItemDetails(
+            originalTitle: j["originalTitle"].string.flatMap { $0.isEmpty ? nil : $0 },
+            plot: j["summary"].string.flatMap { $0.isEmpty ? nil : $0 },
+            runtimeSeconds: j["duration"].double.map { $0 / 1000 },
+            genres: (j["Genre"].array ?? []).compactMap { $0["tag"].string },
+            studios: j["studio"].string.map { [$0] } ?? [],
+            rating: j["audienceRating"].double ?? j["rating"].double,
+            premiered: j["originallyAvailableAt"].string.map { String($0.prefix(10)) },
+            ids: ids, assets: assets(j)
+        ).orNil
     }
 
     /// Where a part sits in its item: the `mediaIndex` and `partIndex` the download queue takes.
@@ -442,7 +463,9 @@ public enum PlexConnectionPolicy {
     public static func order(_ resource: PlexDecode.Resource) -> [PlexDecode.Connection] {
         let usable = resource.connections.filter { !resource.httpsRequired || $0.isHTTPS }
         func rank(_ c: PlexDecode.Connection) -> Int { c.isRelay ? 2 : (c.isLocal ? 0 : 1) }
-        return usable.enumerated().sorted { (rank($0.element), $0.element.isHTTPS ? 0 : 1, $0.offset) < (rank($1.element), $1.element.isHTTPS ? 0 : 1, $1.offset) }
-            .map(\.element)
+        return usable.enumerated().sorted {
+            (rank($0.element), $0.element.isHTTPS ? 0 : 1, $0.offset) < (rank($1.element), $1.element.isHTTPS ? 0 : 1, $1.offset)
+        }
+        .map(\.element)
     }
 }

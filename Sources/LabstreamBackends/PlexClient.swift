@@ -22,8 +22,10 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
 
     /// plex.tv's PIN flow: `announce` is told the code; `approved` polls until the user
     /// enters it at plex.tv/link, the PIN expires, or `deadline` passes. Returns the user token.
-    public static func pinLogin(plexTV: String, identity: ClientIdentity, transport: any HTTPTransport, pollInterval: Double = 2,
-                                announce: (PlexDecode.Pin) -> Void) throws(LabstreamError) -> String {
+    public static func pinLogin(
+        plexTV: String, identity: ClientIdentity, transport: any HTTPTransport, pollInterval: Double = 2,
+        announce: (PlexDecode.Pin) -> Void
+    ) throws(LabstreamError) -> String {
         let tv = PlexRequests(baseURL: plexTV, identity: identity)
         let created = try transport.call(tv.createPin())
         guard created.status == 201 || created.status == 200 else {
@@ -48,8 +50,10 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
     /// Finds the server to mount among the account's resources and a connection that answers.
     /// `url`, when given, wins over the advertised connections. Returns the base URL, the
     /// server's own access token and its machine identifier.
-    public static func discover(plexTV: String, userToken: String, serverName: String?, url: String?, identity: ClientIdentity,
-                                transport: any HTTPTransport) throws(LabstreamError) -> (url: String, token: String, machineId: String, name: String) {
+    public static func discover(
+        plexTV: String, userToken: String, serverName: String?, url: String?, identity: ClientIdentity,
+        transport: any HTTPTransport
+    ) throws(LabstreamError) -> (url: String, token: String, machineId: String, name: String) {
         let tv = PlexRequests(baseURL: plexTV, identity: identity)
         let answer = try transport.call(tv.resources(token: userToken))
         if answer.status == 401 { throw .authenticationFailed("plex.tv did not accept the token") }
@@ -69,7 +73,8 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
         for base in candidates {
             let requests = PlexRequests(baseURL: base, identity: identity)
             guard let response = try? transport.send(requests.identityRequest()), response.status == 200,
-                  let identity = try? PlexDecode.machineIdentifier(response.body) else {
+                let identity = try? PlexDecode.machineIdentifier(response.body)
+            else {
                 tried.append(base)
                 continue
             }
@@ -79,7 +84,9 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
     }
 
     /// Checks a server token against the server itself.
-    public static func check(url: String, token: String, identity: ClientIdentity, transport: any HTTPTransport) throws(LabstreamError) -> (machineId: String, version: String) {
+    public static func check(url: String, token: String, identity: ClientIdentity, transport: any HTTPTransport) throws(LabstreamError) -> (
+        machineId: String, version: String
+    ) {
         let requests = PlexRequests(baseURL: url, identity: identity)
         let info = try PlexDecode.machineIdentifier(expectOK(try transport.call(requests.identityRequest()), "/identity"))
         let checked = (machineId: info.id, version: info.version)
@@ -116,7 +123,8 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
                 for e in shows where e["type"].string == "episode" {
                     guard var item = PlexDecode.item(e), let showKey = item.seriesId else { continue }
                     if years[showKey] == nil {
-                        let show = try PlexDecode.page(get(requests.metadata(showKey, token: session.token), "/library/metadata/{id}"), "/library/metadata/{id}")
+                        let show = try PlexDecode.page(
+                            get(requests.metadata(showKey, token: session.token), "/library/metadata/{id}"), "/library/metadata/{id}")
                         years[showKey] = show.metadata.first?["year"].int
                     }
                     item.seriesYear = years[showKey] ?? nil
@@ -177,12 +185,15 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
 
     public func startPreparation(of file: TreeFile, route: Route) throws(LabstreamError) -> String {
         guard case .serverPreparedCopy(let bitsPerSecond, .queue) = route else { throw .invalidArgument("Plex prepares only capped copies") }
-        let position = try PlexDecode.partPosition(get(requests.metadata(file.key.itemId, token: session.token), "/library/metadata/{id}"),
-                                                   partId: file.key.remoteSourceId)
+        let position = try PlexDecode.partPosition(
+            get(requests.metadata(file.key.itemId, token: session.token), "/library/metadata/{id}"),
+            partId: file.key.remoteSourceId)
         let queue = try PlexDecode.downloadQueueId(get(requests.createDownloadQueue(token: session.token), "/downloadQueue"))
-        let added = try get(requests.addToDownloadQueue(queue, key: "/library/metadata/\(file.key.itemId)", mediaIndex: position.media,
-                                                        partIndex: position.part, kilobitsPerSecond: bitsPerSecond / 1000, token: session.token),
-                            "/downloadQueue/{id}/add")
+        let added = try get(
+            requests.addToDownloadQueue(
+                queue, key: "/library/metadata/\(file.key.itemId)", mediaIndex: position.media,
+                partIndex: position.part, kilobitsPerSecond: bitsPerSecond / 1000, token: session.token),
+            "/downloadQueue/{id}/add")
         return "\(queue)/\(try PlexDecode.addedQueueItemId(added))"
     }
 
@@ -295,9 +306,10 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
                 }
             }
         }
-        try walk(pages("/library/sections/{id}/all") { start in
-            requests.sectionItems(section: section.key, type: nil, start: start, size: pageSize, token: session.token)
-        }, folders: [])
+        try walk(
+            pages("/library/sections/{id}/all") { start in
+                requests.sectionItems(section: section.key, type: nil, start: start, size: pageSize, token: session.token)
+            }, folders: [])
         return order.compactMap { placed[$0] }
     }
 

@@ -37,8 +37,9 @@ public struct SiloRequests: Sendable {
     }
 
     func post(_ path: String, _ members: [(String, String)], bearer: String? = nil, profile: String? = nil) -> HTTPRequest {
-        json("POST", path, "{" + members.map { "\(jsonString($0.0)):\(jsonString($0.1))" }.joined(separator: ",") + "}",
-             headers: headers(bearer: bearer, profile: profile))
+        json(
+            "POST", path, "{" + members.map { "\(jsonString($0.0)):\(jsonString($0.1))" }.joined(separator: ",") + "}",
+            headers: headers(bearer: bearer, profile: profile))
     }
 
     /// A request carrying the JSON `body`.
@@ -92,18 +93,21 @@ public struct SiloRequests: Sendable {
     }
 
     public func versions(of contentId: String, library: String, bearer: String, profile: String) -> HTTPRequest {
-        HTTPRequest(url: api + "/catalog/items/\(contentId.queryEscaped)/versions?library_id=\(library.queryEscaped)",
-                    headers: headers(bearer: bearer, profile: profile))
+        HTTPRequest(
+            url: api + "/catalog/items/\(contentId.queryEscaped)/versions?library_id=\(library.queryEscaped)",
+            headers: headers(bearer: bearer, profile: profile))
     }
 
     public func seasons(of seriesId: String, library: String, bearer: String, profile: String) -> HTTPRequest {
-        HTTPRequest(url: api + "/catalog/series/\(seriesId.queryEscaped)/seasons?library_id=\(library.queryEscaped)&include_artwork=false",
-                    headers: headers(bearer: bearer, profile: profile))
+        HTTPRequest(
+            url: api + "/catalog/series/\(seriesId.queryEscaped)/seasons?library_id=\(library.queryEscaped)&include_artwork=false",
+            headers: headers(bearer: bearer, profile: profile))
     }
 
     public func episodes(of seriesId: String, season: Int, library: String, bearer: String, profile: String) -> HTTPRequest {
-        HTTPRequest(url: api + "/catalog/series/\(seriesId.queryEscaped)/seasons/\(season)/episodes?library_id=\(library.queryEscaped)",
-                    headers: headers(bearer: bearer, profile: profile))
+        HTTPRequest(
+            url: api + "/catalog/series/\(seriesId.queryEscaped)/seasons/\(season)/episodes?library_id=\(library.queryEscaped)",
+            headers: headers(bearer: bearer, profile: profile))
     }
 
     // MARK: Managed downloads (downloads-api.md § 2, § 4.1–4.6)
@@ -115,14 +119,16 @@ public struct SiloRequests: Sendable {
         headers(bearer: bearer, profile: profile) + [
             HTTPRequest.Header("X-Silo-Device-Id", identity.deviceId),
             HTTPRequest.Header("X-Silo-Device-Name", "Labstream on \(identity.device)"),
-            HTTPRequest.Header("X-Silo-Device-Platform", "linux"),
+            HTTPRequest.Header("X-Silo-Device-Platform", "linux")
         ]
     }
 
     /// `POST /downloads` for one film or episode at `quality` (a preset): a new entry only
     /// (`expected_revision` 0, § 4.1); `content_id` is the film or the series, `episode_id` the
     /// episode, `media_file_id` the version shown in the tree.
-    public func createDownload(contentId: String, episodeId: String?, mediaFileId: String, quality: String = "original", bearer: String, profile: String) -> HTTPRequest {
+    public func createDownload(contentId: String, episodeId: String?, mediaFileId: String, quality: String = "original", bearer: String, profile: String)
+        -> HTTPRequest
+    {
         var members = ["\"content_id\":" + jsonString(contentId)]
         if let episodeId { members.append("\"episode_id\":" + jsonString(episodeId)) }
         members += ["\"media_file_id\":" + jsonString(mediaFileId), "\"quality\":" + jsonString(quality), "\"expected_revision\":0"]
@@ -132,7 +138,8 @@ public struct SiloRequests: Sendable {
     /// `POST /downloads` for a season page (§ 4.1): `series`, the client's `batch_id` and the
     /// season, original quality only; later pages repeat the body with the page's `cursor`.
     public func createSeasonDownloads(series: String, season: Int, batch: String, cursor: String?, bearer: String, profile: String) -> HTTPRequest {
-        let body = "{\"content_id\":\(jsonString(series)),\"series\":true,\"season_number\":\(season),\"batch_id\":\(jsonString(batch)),\"quality\":\"original\"}"
+        let body =
+            "{\"content_id\":\(jsonString(series)),\"series\":true,\"season_number\":\(season),\"batch_id\":\(jsonString(batch)),\"quality\":\"original\"}"
         return json("POST", "/downloads" + (cursor.map { "?cursor=" + $0.queryEscaped } ?? ""), body, headers: managedHeaders(bearer: bearer, profile: profile))
     }
 
@@ -173,18 +180,20 @@ public struct SiloRequests: Sendable {
     public func downloadAsset(path: String, bearer: String, profile: String) -> HTTPRequest? {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 7, parts[0].isEmpty, parts[1] == "api", parts[2] == "v2", parts[3] == "downloads",
-              ["artwork", "subtitles"].contains(parts[5]), !parts[4].isEmpty, !parts[6].isEmpty,
-              !parts.contains(".."), !path.contains("?"), !path.contains("#") else { return nil }
+            ["artwork", "subtitles"].contains(parts[5]), !parts[4].isEmpty, !parts[6].isEmpty,
+            !parts.contains(".."), !path.contains("?"), !path.contains("#")
+        else { return nil }
         var r = HTTPRequest(url: serverBase + path, headers: managedHeaders(bearer: bearer, profile: profile))
-        r.headers.removeAll { $0.name == "Accept" }   // an image or a subtitle, not JSON
+        r.headers.removeAll { $0.name == "Accept" }  // an image or a subtitle, not JSON
         return r
     }
 
     /// `GET /downloads/{id}/file` for a closed range (§ 4.5), `If-Range` by the validator held.
     public func downloadFile(id: String, range: ByteRange, validator: Validator?, bearer: String, profile: String) -> HTTPRequest {
-        var r = HTTPRequest(url: api + "/downloads/\(id.queryEscaped)/file",
-                            headers: managedHeaders(bearer: bearer, profile: profile) + [HTTPRequest.Header("Range", range.httpRange)])
-        r.headers.removeAll { $0.name == "Accept" }   // the file's bytes, not JSON
+        var r = HTTPRequest(
+            url: api + "/downloads/\(id.queryEscaped)/file",
+            headers: managedHeaders(bearer: bearer, profile: profile) + [HTTPRequest.Header("Range", range.httpRange)])
+        r.headers.removeAll { $0.name == "Accept" }  // the file's bytes, not JSON
         if let validator { r.headers.append(HTTPRequest.Header("If-Range", validator.headerValue)) }
         return r
     }
@@ -216,21 +225,24 @@ public struct SiloRequests: Sendable {
 
     /// `PATCH /downloads/subscriptions/{id}` with every setting, under `If-Match`.
     public func updateSubscription(id: String, etag: String, to monitor: SeriesMonitor, bearer: String, profile: String) -> HTTPRequest {
-        json("PATCH", "/downloads/subscriptions/\(id.queryEscaped)", "{" + Self.subscriptionMembers(monitor).joined(separator: ",") + "}",
-             headers: managedHeaders(bearer: bearer, profile: profile) + [HTTPRequest.Header("If-Match", etag)])
+        json(
+            "PATCH", "/downloads/subscriptions/\(id.queryEscaped)", "{" + Self.subscriptionMembers(monitor).joined(separator: ",") + "}",
+            headers: managedHeaders(bearer: bearer, profile: profile) + [HTTPRequest.Header("If-Match", etag)])
     }
 
     /// `DELETE /downloads/subscriptions/{id}` under `If-Match` (the entries it registered stay).
     public func deleteSubscription(id: String, etag: String, bearer: String, profile: String) -> HTTPRequest {
-        HTTPRequest(method: "DELETE", url: api + "/downloads/subscriptions/\(id.queryEscaped)",
-                    headers: managedHeaders(bearer: bearer, profile: profile) + [HTTPRequest.Header("If-Match", etag)])
+        HTTPRequest(
+            method: "DELETE", url: api + "/downloads/subscriptions/\(id.queryEscaped)",
+            headers: managedHeaders(bearer: bearer, profile: profile) + [HTTPRequest.Header("If-Match", etag)])
     }
 
     /// `POST /downloads/subscriptions/sync` for one monitor, one page of at most 100 episodes.
     public func syncSubscription(id: String, etag: String, cursor: String?, bearer: String, profile: String) -> HTTPRequest {
         var path = "/downloads/subscriptions/sync?limit=100"
         if let cursor { path += "&cursor=" + cursor.queryEscaped }
-        return json("POST", path, "{\"subscription_id\":\(jsonString(id)),\"etag\":\(jsonString(etag))}", headers: managedHeaders(bearer: bearer, profile: profile))
+        return json(
+            "POST", path, "{\"subscription_id\":\(jsonString(id)),\"etag\":\(jsonString(etag))}", headers: managedHeaders(bearer: bearer, profile: profile))
     }
 
     /// `GET /progress?status=completed` (§ 7.2): one page of what the profile has finished.
@@ -244,9 +256,10 @@ public struct SiloRequests: Sendable {
 
     /// `GET /direct-download?file_id=` for a closed range, `If-Range` by the validator held.
     public func directDownload(fileId: String, range: ByteRange, validator: Validator?, bearer: String) -> HTTPRequest {
-        var r = HTTPRequest(url: api + "/direct-download?file_id=\(fileId.queryEscaped)",
-                            headers: headers(bearer: bearer, profile: nil) + [HTTPRequest.Header("Range", range.httpRange)])
-        r.headers.removeAll { $0.name == "Accept" }   // the file's bytes, not JSON
+        var r = HTTPRequest(
+            url: api + "/direct-download?file_id=\(fileId.queryEscaped)",
+            headers: headers(bearer: bearer, profile: nil) + [HTTPRequest.Header("Range", range.httpRange)])
+        r.headers.removeAll { $0.name == "Accept" }  // the file's bytes, not JSON
         if let validator { r.headers.append(HTTPRequest.Header("If-Range", validator.headerValue)) }
         return r
     }
@@ -299,14 +312,15 @@ public enum SiloDecode {
         guard let code = j["device_code"].string, let user = j["user_code"].string, let uri = j["verification_uri"].string else {
             throw .malformedResponse("/auth/device/start answered no device_code, user_code or verification_uri")
         }
-        return DeviceStart(deviceCode: code, userCode: user, verificationURI: uri, verificationURIComplete: j["verification_uri_complete"].string,
-                           interval: max(j["interval"].int ?? 5, 1), expiresIn: j["expires_in"].int ?? 900)
+        return DeviceStart(
+            deviceCode: code, userCode: user, verificationURI: uri, verificationURIComplete: j["verification_uri_complete"].string,
+            interval: max(j["interval"].int ?? 5, 1), expiresIn: j["expires_in"].int ?? 900)
     }
 
     public enum DevicePoll: Sendable, Hashable {
         case pending(after: Int)
         case approved(Tokens)
-        case ended(String)   // denied, consumed, canceled, expired
+        case ended(String)  // denied, consumed, canceled, expired
     }
 
     public static func devicePoll(_ body: [UInt8]) throws(LabstreamError) -> DevicePoll {
@@ -370,17 +384,20 @@ public enum SiloDecode {
         guard let id = e["id"].string, !id.isEmpty, let content = e["content_id"].string, let file = e["media_file_id"].text else { return nil }
         let episode = e["episode_id"].string.flatMap { $0.isEmpty ? nil : $0 }
         let quality = e["quality"].string ?? "original"
-        return ManagedEntry(itemId: episode ?? content, sourceId: ManagedEntry.sourceKey(item: episode ?? content, file: file, quality: quality), id: id,
-                            revision: e["revision"].int ?? 0, status: e["status"].string ?? "", deliveryFormat: e["delivery_format"].string ?? "original")
+        return ManagedEntry(
+            itemId: episode ?? content, sourceId: ManagedEntry.sourceKey(item: episode ?? content, file: file, quality: quality), id: id,
+            revision: e["revision"].int ?? 0, status: e["status"].string ?? "", deliveryFormat: e["delivery_format"].string ?? "original")
     }
 
     /// A `DownloadSubscription` (§ 8.3); nil without an id, series, validator or a mode Labstream knows.
     public static func subscription(_ j: JSONValue) -> SeriesSubscription? {
         guard let id = j["id"].text, let series = j["series_id"].text, let etag = j["etag"].string,
-              let mode = SeriesSubscription.mode(named: j["mode"].string ?? "", seasons: (j["season_numbers"].array ?? []).compactMap(\.int)) else { return nil }
+            let mode = SeriesSubscription.mode(named: j["mode"].string ?? "", seasons: (j["season_numbers"].array ?? []).compactMap(\.int))
+        else { return nil }
         let cap = j["max_storage_bytes"].int64 ?? 0
-        return SeriesSubscription(id: id, seriesId: series, mode: mode, deleteWatched: j["delete_watched"].bool ?? false,
-                                  maxStorage: cap > 0 ? cap : nil, active: j["active"].bool ?? true, etag: etag)
+        return SeriesSubscription(
+            id: id, seriesId: series, mode: mode, deleteWatched: j["delete_watched"].bool ?? false,
+            maxStorage: cap > 0 ? cap : nil, active: j["active"].bool ?? true, etag: etag)
     }
 
     /// A create's answer (`202 {items, skipped, page}`): its one entry.
@@ -413,7 +430,8 @@ public enum SiloDecode {
     }
 
     /// A season page's answer: its entries, the episodes skipped and why, and the next page.
-    public static func seasonPage(_ body: [UInt8]) throws(LabstreamError) -> (made: [ManagedEntry], skipped: [(episode: String, reason: String)], next: String?) {
+    public static func seasonPage(_ body: [UInt8]) throws(LabstreamError) -> (made: [ManagedEntry], skipped: [(episode: String, reason: String)], next: String?)
+    {
         let (items, next, j) = try cursorPage(body, "/downloads")
         let skipped = (j["skipped"].array ?? []).compactMap { s in s["episode_id"].string.map { ($0, s["reason"].string ?? "skipped") } }
         return (items.compactMap(entry), skipped, next)
@@ -457,15 +475,18 @@ public enum SiloDecode {
         guard j.isObject, j["download_id"].string != nil else { throw .malformedResponse("/downloads/{id}/manifest is not a manifest") }
         let stamp = j["integrity"]["metadata_etag"].string ?? j["revision"].int.map { "r\($0)" } ?? ""
         var assets: [RemoteAsset] = []
-        let kinds: [(String, RemoteAsset.Kind)] = j["type"].string == "episode" ? [("poster", .thumb)] : [("poster", .poster), ("backdrop", .fanart), ("logo", .logo)]
+        let kinds: [(String, RemoteAsset.Kind)] =
+            j["type"].string == "episode" ? [("poster", .thumb)] : [("poster", .poster), ("backdrop", .fanart), ("logo", .logo)]
         for (key, kind) in kinds {
             if let path = j["artwork_urls"][key].string, path.hasPrefix("/") { assets.append(RemoteAsset(kind: kind, ref: path, tag: path + "#" + stamp)) }
         }
         for sub in j["subtitles"].array ?? [] {
             guard let path = sub["fetch_url"].string, path.hasPrefix("/") else { continue }
-            assets.append(RemoteAsset(kind: .subtitle, ref: path, tag: path + "#" + (sub["revision"].string ?? stamp), sourceId: j["media_file_id"].text,
-                                      language: sub["language"].string, forced: sub["forced"].bool ?? false,
-                                      hearingImpaired: sub["hearing_impaired"].bool ?? false, codec: sub["format"].string))
+            assets.append(
+                RemoteAsset(
+                    kind: .subtitle, ref: path, tag: path + "#" + (sub["revision"].string ?? stamp), sourceId: j["media_file_id"].text,
+                    language: sub["language"].string, forced: sub["forced"].bool ?? false,
+                    hearingImpaired: sub["hearing_impaired"].bool ?? false, codec: sub["format"].string))
         }
         let chapters = (j["chapters"].array ?? []).compactMap { c -> ItemDetails.Chapter? in
             c["start_seconds"].double.map { ItemDetails.Chapter(start: $0, name: c["title"].string ?? "") }
@@ -478,8 +499,9 @@ public enum SiloDecode {
     public static func source(_ f: JSONValue, labelled: Bool) -> MediaSource? {
         guard let id = f["file_id"].text, let size = f["file_size"].int64, size >= 0, f["unreadable"].bool != true else { return nil }
         let label = labelled ? ([f["resolution"].string, f["edition_raw"].string].compactMap { $0 }.filter { !$0.isEmpty }.joined(separator: " ")) : ""
-        return MediaSource(id: id, name: label.isEmpty ? nil : label, container: f["container"].string.map { $0.lowercased() },
-                           path: f["file_name"].string, size: size, etag: nil, bitrate: f["bitrate"].int.flatMap { $0 > 0 ? $0 * 1000 : nil })
+        return MediaSource(
+            id: id, name: label.isEmpty ? nil : label, container: f["container"].string.map { $0.lowercased() },
+            path: f["file_name"].string, size: size, etag: nil, bitrate: f["bitrate"].int.flatMap { $0 > 0 ? $0 * 1000 : nil })
     }
 
     public static func versions(_ body: [UInt8], _ what: String) throws(LabstreamError) -> [MediaSource] {
@@ -499,11 +521,14 @@ public enum SiloDecode {
             guard let id = e["content_id"].string else { return nil }
             let files = e["files"].array ?? []
             // A managed download of an episode names its series as the content (downloads-api.md § 4.1).
-            let sources = files.compactMap { source($0, labelled: files.count > 1) }.map { var s = $0; s.itemId = series.id; return s }
+            let sources = files.compactMap { source($0, labelled: files.count > 1) }.map {
+                var s = $0; s.itemId = series.id; return s
+            }
             guard !sources.isEmpty else { return nil }
-            return CatalogItem(id: id, kind: .episode, title: e["title"].string ?? "", seriesId: series.id, seriesName: series.title,
-                               seriesYear: series.year, seasonNumber: e["season_number"].int, episodeNumber: e["episode_number"].int,
-                               sources: sources)
+            return CatalogItem(
+                id: id, kind: .episode, title: e["title"].string ?? "", seriesId: series.id, seriesName: series.title,
+                seriesYear: series.year, seasonNumber: e["season_number"].int, episodeNumber: e["episode_number"].int,
+                sources: sources)
         }
     }
 }

@@ -72,8 +72,9 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
         case 400, 401, 403:
             tokens.access.withLock { $0 = nil }
             let problem = SiloDecode.problem(answer.body)
-            throw .authenticationFailed("Silo ended this sign-in (\(problem.code ?? "HTTP \(answer.status)")\(problem.sentence.isEmpty ? "" : ": " + problem.sentence)); "
-                                        + "sign in again with `labstream server add silo \(session.name) --url \(requests.serverBase)`")
+            throw .authenticationFailed(
+                "Silo ended this sign-in (\(problem.code ?? "HTTP \(answer.status)")\(problem.sentence.isEmpty ? "" : ": " + problem.sentence)); "
+                    + "sign in again with `labstream server add silo \(session.name) --url \(requests.serverBase)`")
         default:
             throw Self.failure(answer, "/auth/refresh")
         }
@@ -148,12 +149,14 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
                     switch card["type"].string ?? type {
                     case "movie":
                         let what = "/catalog/items/{id}/versions"
-                        let sources = try SiloDecode.versions(try get({ requests.versions(of: id, library: library.id, bearer: $0, profile: profile) }, what), what)
+                        let sources = try SiloDecode.versions(
+                            try get({ requests.versions(of: id, library: library.id, bearer: $0, profile: profile) }, what), what)
                         if !sources.isEmpty { items.append(CatalogItem(id: id, kind: .movie, title: title, year: year, sources: sources)) }
                     case "series":
                         progress("\(library.name): \(title)")
                         let seasonsWhat = "/catalog/series/{id}/seasons"
-                        let seasons = try SiloDecode.seasons(try get({ requests.seasons(of: id, library: library.id, bearer: $0, profile: profile) }, seasonsWhat), seasonsWhat)
+                        let seasons = try SiloDecode.seasons(
+                            try get({ requests.seasons(of: id, library: library.id, bearer: $0, profile: profile) }, seasonsWhat), seasonsWhat)
                         for season in seasons {
                             let what = "/catalog/series/{id}/seasons/{num}/episodes"
                             let body = try get({ requests.episodes(of: id, season: season, library: library.id, bearer: $0, profile: profile) }, what)
@@ -248,13 +251,15 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
         let requests = SiloRequests(serverBase: url, identity: identity)
         let answer = try transport.call(requests.systemInfo())
         guard answer.status == 200, (try? SiloDecode.json(answer.body, "/system/info"))?.isObject == true else {
-            throw .malformedResponse("\(url) does not answer as a Silo server (/api/v2/system/info answered HTTP \(answer.status)); is the URL the server's base URL?")
+            throw .malformedResponse(
+                "\(url) does not answer as a Silo server (/api/v2/system/info answered HTTP \(answer.status)); is the URL the server's base URL?")
         }
         return requests
     }
 
     /// `POST /auth/login` (once: a login is never sent again after an uncertain answer).
-    public static func login(_ requests: SiloRequests, user: String, password: String, transport: any HTTPTransport) throws(LabstreamError) -> SiloDecode.Tokens {
+    public static func login(_ requests: SiloRequests, user: String, password: String, transport: any HTTPTransport) throws(LabstreamError) -> SiloDecode.Tokens
+    {
         let answer = try transport.call(requests.login(user: user, password: password))
         guard answer.status == 200 else {
             if answer.status == 401 { throw .authenticationFailed("Silo refused the user name or password") }
@@ -269,8 +274,10 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
 
     /// Device sign-in: shows the code (`show`), then polls at the server's pace until the
     /// request is approved (the token pair) or ends otherwise.
-    public static func deviceLogin(_ requests: SiloRequests, transport: any HTTPTransport, sleep: (Double) -> Void = { Thread.sleep(forTimeInterval: $0) },
-                                   show: (SiloDecode.DeviceStart) -> Void) throws -> SiloDecode.Tokens {
+    public static func deviceLogin(
+        _ requests: SiloRequests, transport: any HTTPTransport, sleep: (Double) -> Void = { Thread.sleep(forTimeInterval: $0) },
+        show: (SiloDecode.DeviceStart) -> Void
+    ) throws -> SiloDecode.Tokens {
         let started = try transport.call(requests.deviceStart())
         guard started.status == 201 || started.status == 200 else { throw failure(started, "/auth/device/start") }
         let start = try SiloDecode.deviceStart(started.body)
@@ -295,20 +302,24 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
 
     /// The profile to act as: the one named, else the primary one, with its profile token when
     /// it is locked with a PIN (`pin`; without one it is refused, saying what to do).
-    public static func chooseProfile(_ requests: SiloRequests, named: String?, pin: String?, bearer: String,
-                                     transport: any HTTPTransport) throws(LabstreamError) -> (profile: SiloDecode.Profile, token: String?) {
+    public static func chooseProfile(
+        _ requests: SiloRequests, named: String?, pin: String?, bearer: String,
+        transport: any HTTPTransport
+    ) throws(LabstreamError) -> (profile: SiloDecode.Profile, token: String?) {
         let listed = try transport.call(requests.profiles(bearer: bearer))
         guard listed.status == 200 else { throw failure(listed, "/profiles") }
         let profiles = try SiloDecode.profiles(listed.body)
         let chosen: SiloDecode.Profile?
         if let named { chosen = profiles.first { $0.name == named } } else { chosen = profiles.first(where: \.isPrimary) ?? profiles.first }
         guard let chosen else {
-            throw .invalidArgument(named.map { "this account has no profile named '\($0)'; it has: \(profiles.map(\.name).joined(separator: ", "))" }
-                                   ?? "this account has no profile")
+            throw .invalidArgument(
+                named.map { "this account has no profile named '\($0)'; it has: \(profiles.map(\.name).joined(separator: ", "))" }
+                    ?? "this account has no profile")
         }
         guard chosen.hasPIN else { return (chosen, nil) }
         guard let pin, !pin.isEmpty else {
-            throw .invalidArgument("the profile '\(chosen.name)' is locked with a PIN: give it on standard input with --pin-stdin, or choose another with --profile NAME")
+            throw .invalidArgument(
+                "the profile '\(chosen.name)' is locked with a PIN: give it on standard input with --pin-stdin, or choose another with --profile NAME")
         }
         let answer = try transport.call(requests.verifyPIN(profile: chosen.id, pin: pin, bearer: bearer))
         guard answer.status == 200 else { throw failure(answer, "/profiles/{id}/verify-pin") }
@@ -330,14 +341,20 @@ extension SiloClient: ManagedDownloadRegistry {
             // Only what the server offers this profile now (§ 3).
             let offered = try presets()
             guard offered.contains(preset) else {
-                throw .refused(offered.isEmpty ? "Silo does not let this profile download copies at another quality"
-                               : "Silo does not offer \(preset) to this profile (it offers: \(offered.joined(separator: ", ")))")
+                throw .refused(
+                    offered.isEmpty
+                        ? "Silo does not let this profile download copies at another quality"
+                        : "Silo does not offer \(preset) to this profile (it offers: \(offered.joined(separator: ", ")))")
             }
         }
         // `call` sends a POST once (creation is "non-retryable", § 4.1; the caller looks first),
         // again only after a 401, which did nothing on the server.
-        let answer = try call({ requests.createDownload(contentId: content, episodeId: episode, mediaFileId: file.key.sourceId, quality: preset,
-                                                        bearer: $0, profile: profile) }, "POST /downloads")
+        let answer = try call(
+            {
+                requests.createDownload(
+                    contentId: content, episodeId: episode, mediaFileId: file.key.sourceId, quality: preset,
+                    bearer: $0, profile: profile)
+            }, "POST /downloads")
         switch answer.status {
         case 200, 201, 202: return .made(try SiloDecode.created(answer.body))
         case 409: return .exists
@@ -347,15 +364,18 @@ extension SiloClient: ManagedDownloadRegistry {
 
     public func entries() throws(LabstreamError) -> [ManagedEntry] { try allEntries() }
 
-    public func registerSeason(series: String, season: Int, batch: String) throws(LabstreamError) -> (made: [ManagedEntry], skipped: [(episode: String, reason: String)]) {
+    public func registerSeason(series: String, season: Int, batch: String) throws(LabstreamError) -> (
+        made: [ManagedEntry], skipped: [(episode: String, reason: String)]
+    ) {
         var made: [ManagedEntry] = []
         var skipped: [(episode: String, reason: String)] = []
         var cursor: String?
         var seen = Set<String>()
         while true {
             // Each page is sent once (again only after a 401), like a single create.
-            let answer = try call({ requests.createSeasonDownloads(series: series, season: season, batch: batch, cursor: cursor, bearer: $0, profile: profile) },
-                                  "POST /downloads (season)")
+            let answer = try call(
+                { requests.createSeasonDownloads(series: series, season: season, batch: batch, cursor: cursor, bearer: $0, profile: profile) },
+                "POST /downloads (season)")
             // 409: an entry of the season changed meanwhile; the caller reads the registry back.
             if answer.status == 409 { throw .remoteChanged("a download entry of the season changed on the server") }
             guard [200, 201, 202].contains(answer.status) else { throw Self.failure(answer, "POST /downloads (season)") }
@@ -383,8 +403,9 @@ extension SiloClient: ManagedDownloadRegistry {
 
     public func report(_ entry: ManagedEntry, _ state: ManagedEntry.Report, at: Int64) throws(LabstreamError) -> ManagedEntry? {
         guard let id = entry.id else { return nil }
-        let answer = try call({ requests.reportDownload(id: id, status: state.rawValue, updatedAt: at, revision: entry.revision, bearer: $0, profile: profile) },
-                              "PATCH /downloads/{id}")
+        let answer = try call(
+            { requests.reportDownload(id: id, status: state.rawValue, updatedAt: at, revision: entry.revision, bearer: $0, profile: profile) },
+            "PATCH /downloads/{id}")
         switch answer.status {
         case 200:
             guard var now = (try? JSONValue.parse(answer.body)).flatMap(SiloDecode.entry) else { return entry }
@@ -452,16 +473,18 @@ extension SiloClient: SeriesSubscriptions, WatchedState {
     }
 
     public func update(_ subscription: SeriesSubscription, to monitor: SeriesMonitor) throws(LabstreamError) -> SeriesSubscription? {
-        let answer = try call({ requests.updateSubscription(id: subscription.id, etag: subscription.etag, to: monitor, bearer: $0, profile: profile) },
-                              "PATCH /downloads/subscriptions/{id}")
+        let answer = try call(
+            { requests.updateSubscription(id: subscription.id, etag: subscription.etag, to: monitor, bearer: $0, profile: profile) },
+            "PATCH /downloads/subscriptions/{id}")
         if [409, 412].contains(answer.status) { return nil }
         guard answer.status == 200 else { throw Self.failure(answer, "PATCH /downloads/subscriptions/{id}") }
         return try Self.subscription(answer, "PATCH /downloads/subscriptions/{id}")
     }
 
     public func unsubscribe(_ subscription: SeriesSubscription) throws(LabstreamError) -> Bool {
-        let answer = try call({ requests.deleteSubscription(id: subscription.id, etag: subscription.etag, bearer: $0, profile: profile) },
-                              "DELETE /downloads/subscriptions/{id}")
+        let answer = try call(
+            { requests.deleteSubscription(id: subscription.id, etag: subscription.etag, bearer: $0, profile: profile) },
+            "DELETE /downloads/subscriptions/{id}")
         if [409, 412].contains(answer.status) { return false }
         guard [200, 204, 404].contains(answer.status) else { throw Self.failure(answer, "DELETE /downloads/subscriptions/{id}") }
         return true
@@ -473,8 +496,9 @@ extension SiloClient: SeriesSubscriptions, WatchedState {
         var seen = Set<String>()
         while true {
             // Each page continues the walk under the same validator (§ 8.2); a changed monitor is 409.
-            let answer = try call({ requests.syncSubscription(id: subscription.id, etag: subscription.etag, cursor: cursor, bearer: $0, profile: profile) },
-                                  "POST /downloads/subscriptions/sync")
+            let answer = try call(
+                { requests.syncSubscription(id: subscription.id, etag: subscription.etag, cursor: cursor, bearer: $0, profile: profile) },
+                "POST /downloads/subscriptions/sync")
             if [409, 412].contains(answer.status) { return nil }
             guard answer.status == 200 else { throw Self.failure(answer, "POST /downloads/subscriptions/sync") }
             let j = try SiloDecode.json(answer.body, "/downloads/subscriptions/sync")

@@ -42,7 +42,9 @@ public struct Arguments: Sendable {
                 out.flags.insert(name)
             } else if spec.valued.contains(name) {
                 let value: String
-                if let inline { value = inline } else {
+                if let inline {
+                    value = inline
+                } else {
                     guard i < argv.count else { throw UsageError("\(name) needs a value") }
                     value = argv[i]
                     i += 1
@@ -93,7 +95,8 @@ public enum ExitCode {
         case .storage, .noSpace: return ioErr
         case .notFound: return noInput
         case .readOnly, .notADirectory, .isADirectory, .noAttribute, .attributeBufferTooSmall,
-             .unsupportedAttributeWrite, .remoteChanged: return dataErr
+            .unsupportedAttributeWrite, .remoteChanged:
+            return dataErr
         }
     }
 }

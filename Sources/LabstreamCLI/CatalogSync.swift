@@ -23,8 +23,10 @@ enum CatalogSync {
     /// A full sync, or with `incremental` only what changed since the last sync merged into the
     /// stored catalog (when the backend can tell, removals by its counts; else a full one). When
     /// nothing changed, only the sync's time is written.
-    static func run(_ backend: any MediaBackend, server: LabstreamConfig.Server, index: OfflineIndex,
-                    log: Logger, incremental: Bool = false, progress: ((String) -> Void)? = nil) throws(LabstreamError) -> Outcome {
+    static func run(
+        _ backend: any MediaBackend, server: LabstreamConfig.Server, index: OfflineIndex,
+        log: Logger, incremental: Bool = false, progress: ((String) -> Void)? = nil
+    ) throws(LabstreamError) -> Outcome {
         let started = Date()
         let report: (String) -> Void = { step in
             log.debug("sync \(server.name): \(step)")
@@ -67,8 +69,10 @@ enum CatalogSync {
     /// read and pinned like any other. At most `limit` per sync.
     /// `known`: the stored catalog, whose sizes stand for sources whose tag has not changed
     /// (read only when some source needs one). Jellyfin's photos all come without a size.
-    static func learnUnknownSizes(_ libraries: [LibraryCatalog], backend: any MediaBackend, server: String, log: Logger,
-                                  known: () -> [LibraryCatalog] = { [] }, limit: Int = 2000) -> [LibraryCatalog] {
+    static func learnUnknownSizes(
+        _ libraries: [LibraryCatalog], backend: any MediaBackend, server: String, log: Logger,
+        known: () -> [LibraryCatalog] = { [] }, limit: Int = 2000
+    ) -> [LibraryCatalog] {
         var out = libraries
         var asked = 0, learned = 0, kept = 0
         var stored: [FileKey: MediaSource]?
@@ -78,8 +82,11 @@ enum CatalogSync {
                     let source = out[l].items[i].sources[s]
                     let key = FileKey(server: server, itemId: out[l].items[i].id, sourceId: source.id)
                     if stored == nil {
-                        stored = Dictionary(known().flatMap { lib in lib.items.flatMap { item in item.sources.map { (FileKey(server: server, itemId: item.id, sourceId: $0.id), $0) } } },
-                                            uniquingKeysWith: { a, _ in a })
+                        stored = Dictionary(
+                            known().flatMap { lib in
+                                lib.items.flatMap { item in item.sources.map { (FileKey(server: server, itemId: item.id, sourceId: $0.id), $0) } }
+                            },
+                            uniquingKeysWith: { a, _ in a })
                     }
                     if let before = stored?[key], let size = before.size, let tag = source.etag, before.etag == tag {
                         out[l].items[i].sources[s].size = size
@@ -104,8 +111,10 @@ enum CatalogSync {
 
     /// One server's sync as the line a user reads: `{server, files}` or `{server, error, code}`
     /// (the same whether the CLI or the daemon ran it). Errors also go to `failed`.
-    static func report(_ backend: any MediaBackend, server: LabstreamConfig.Server, index: OfflineIndex, log: Logger, incremental: Bool,
-                       progress: ((String) -> Void)?, failed: (LabstreamError) -> Void = { _ in }) -> [String: Any] {
+    static func report(
+        _ backend: any MediaBackend, server: LabstreamConfig.Server, index: OfflineIndex, log: Logger, incremental: Bool,
+        progress: ((String) -> Void)?, failed: (LabstreamError) -> Void = { _ in }
+    ) -> [String: Any] {
         do {
             let outcome = try run(backend, server: server, index: index, log: log, incremental: incremental, progress: progress)
             return ["server": outcome.server, "files": outcome.files, "changed": outcome.changed]

@@ -21,9 +21,11 @@ struct Context {
     init(args: Arguments, environment: [String: String] = ProcessInfo.processInfo.environment) {
         let root = geteuid() == 0
         let home = environment["HOME"] ?? "/root"
-        configDir = args.value("--config-dir") ?? environment["LABSTREAM_CONFIG_DIR"]
+        configDir =
+            args.value("--config-dir") ?? environment["LABSTREAM_CONFIG_DIR"]
             ?? (root ? "/etc/labstream" : (environment["XDG_CONFIG_HOME"] ?? home + "/.config") + "/labstream")
-        dataDir = args.value("--data-dir") ?? environment["LABSTREAM_DATA_DIR"]
+        dataDir =
+            args.value("--data-dir") ?? environment["LABSTREAM_DATA_DIR"]
             ?? (root ? "/var/lib/labstream" : (environment["XDG_DATA_HOME"] ?? home + "/.local/share") + "/labstream")
     }
 
@@ -79,8 +81,10 @@ struct Context {
             }
             // A rotated secret (a Silo refresh token) is stored before it is used.
             let store = credentials, name = server.name
-            let session = ServerSession(name: server.name, url: server.url, userId: entry.userId, token: entry.token,
-                                        profileToken: entry.profileToken) { rotated throws(LabstreamError) in
+            let session = ServerSession(
+                name: server.name, url: server.url, userId: entry.userId, token: entry.token,
+                profileToken: entry.profileToken
+            ) { rotated throws(LabstreamError) in
                 var updated = entry
                 updated.token = rotated
                 try store.set(name, updated)

@@ -31,11 +31,11 @@ enum ControlChannel {
 
         init(layout: DataLayout, fs: FilesystemEngine, log: Logger) throws {
             socketPath = ControlChannel.path(layout)
-            unlink(socketPath)   // a previous daemon's (the lock says none runs now)
+            unlink(socketPath)  // a previous daemon's (the lock says none runs now)
             let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard fd >= 0 else { throw CLIError(ExitCode.osErr, "control socket: \(String(cString: strerror(errno)))") }
             var address = ControlChannel.address(socketPath)
-            let old = umask(0o177)   // born 0600: no window in which others could connect
+            let old = umask(0o177)  // born 0600: no window in which others could connect
             let bound = withUnsafePointer(to: &address) { p in
                 p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
             }
@@ -56,7 +56,7 @@ enum ControlChannel {
                     let client = accept(fd, nil, nil)
                     if client < 0 {
                         if errno == EINTR { continue }
-                        return   // closed at shutdown
+                        return  // closed at shutdown
                     }
                     _ = fcntl(client, F_SETFD, FD_CLOEXEC)
                     // Each request on its own thread: a long sync does not hold up a status.
@@ -88,8 +88,9 @@ enum ControlChannel {
             }
             var reader = LineReader(fd: client)
             guard let line = reader.next(),
-                  let request = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any],
-                  let op = request["op"] as? String else {
+                let request = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any],
+                let op = request["op"] as? String
+            else {
                 ControlChannel.write(client, ["error": "malformed request", "code": Int(ExitCode.usage)])
                 return
             }
@@ -117,9 +118,10 @@ enum ControlChannel {
             case "status":
                 // `after`: answer once a download row changed past that point (or `wait` seconds
                 // went by), so a follower needs no polling; `change` says where it now stands.
-                let change = (request["after"] as? NSNumber).map { after in
-                    fs.transfers.waitForChange(after: after.intValue, timeout: min((request["wait"] as? NSNumber)?.doubleValue ?? 1, 10))
-                } ?? fs.transfers.changeCount
+                let change =
+                    (request["after"] as? NSNumber).map { after in
+                        fs.transfers.waitForChange(after: after.intValue, timeout: min((request["wait"] as? NSNumber)?.doubleValue ?? 1, 10))
+                    } ?? fs.transfers.changeCount
                 let entries = inodes.flatMap { path, ino in fs.statuses(below: ino, named: path).map(\.wire) }
                 return ["entries": entries, "change": change]
             case "set":

@@ -20,7 +20,10 @@ final class DaemonLock {
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
             close(fd)
             let holder = read(layout)
-            throw CLIError(ExitCode.tempFail, "the data dir \(layout.root) is in use by the Labstream daemon (pid \(holder?.pid ?? 0)) mounted at \(holder?.mountpoint ?? "an unknown mountpoint"); unmount it first or use another --data-dir")
+            throw CLIError(
+                ExitCode.tempFail,
+                "the data dir \(layout.root) is in use by the Labstream daemon (pid \(holder?.pid ?? 0)) mounted at \(holder?.mountpoint ?? "an unknown mountpoint"); unmount it first or use another --data-dir"
+            )
         }
         let text = "\(getpid())\n\(mountpoint)\n"
         ftruncate(fd, 0)

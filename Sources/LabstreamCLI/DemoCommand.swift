@@ -45,20 +45,24 @@ enum DemoCommand {
 
         let shown = mountpointArg
         let env = "LABSTREAM_CONFIG_DIR=\(demo.configDir) LABSTREAM_DATA_DIR=\(demo.dataDir)"
-        return Daemon(context: demo, mountpoint: mountpoint, options: MountOptions(), logLevel: log.level, report: { line in
-            guard line == "ready" || line.hasPrefix("ready\t") else { return }
-            printOut("""
+        return Daemon(
+            context: demo, mountpoint: mountpoint, options: MountOptions(), logLevel: log.level,
+            report: { line in
+                guard line == "ready" || line.hasPrefix("ready\t") else { return }
+                printOut(
+                    """
 
-            Labstream demo is mounted at \(shown). In another terminal, try:
-              ls -R \(shown)
-              mpv --vo=null --ao=null "\(shown)/demo/Movies/Test Pattern (2021)/Test Pattern (2021).mp4"
-              ffprobe "\(shown)/demo/Shows/Signal Tests (2020)/Season 01/Signal Tests (2020) - S01E01 - Pilot Tone.mkv"
-              mpv --vo=null "\(shown)/demo/Music/Oscillator/Test Tones (2022)/1-01 - A 440.flac"
-              \(env) labstream status
-              labstream status --json "\(shown)/demo/Movies"
-            Press Ctrl-C here to unmount and stop the demo server.
+                    Labstream demo is mounted at \(shown). In another terminal, try:
+                      ls -R \(shown)
+                      mpv --vo=null --ao=null "\(shown)/demo/Movies/Test Pattern (2021)/Test Pattern (2021).mp4"
+                      ffprobe "\(shown)/demo/Shows/Signal Tests (2020)/Season 01/Signal Tests (2020) - S01E01 - Pilot Tone.mkv"
+                      mpv --vo=null "\(shown)/demo/Music/Oscillator/Test Tones (2022)/1-01 - A 440.flac"
+                      \(env) labstream status
+                      labstream status --json "\(shown)/demo/Movies"
+                    Press Ctrl-C here to unmount and stop the demo server.
 
-            """)
-        }).run()
+                    """)
+            }
+        ).run()
     }
 }

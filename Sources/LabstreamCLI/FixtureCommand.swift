@@ -20,8 +20,9 @@ enum FixtureCommand {
             var isDir: ObjCBool = false
             guard FileManager.default.fileExists(atPath: dir + "/" + name, isDirectory: &isDir), !isDir.boolValue else { return nil }
             let stem = name.split(separator: ".").dropLast().joined(separator: ".")
-            return .init(title: stem.isEmpty ? name : stem, year: nil, file: dir + "/" + name, container: String(name.split(separator: ".").last ?? "bin"),
-                         details: details(name))
+            return .init(
+                title: stem.isEmpty ? name : stem, year: nil, file: dir + "/" + name, container: String(name.split(separator: ".").last ?? "bin"),
+                details: details(name))
         }
         let fixture = try ServerFixture(catalog: FixtureCatalog(movies: movies, series: try series(in: dir + "/Shows")), userName: "demo", password: "demo")
         let links = dir + "/.by-id"
@@ -60,10 +61,12 @@ enum FixtureCommand {
             let episodes = try FileManager.default.contentsOfDirectory(atPath: shows + "/" + show).sorted().compactMap { file -> FixtureCatalog.Episode? in
                 let upper = file.uppercased()
                 guard let s = upper.range(of: "S"), let e = upper.range(of: "E", range: s.upperBound..<upper.endIndex),
-                      let season = Int(upper[s.upperBound..<e.lowerBound]),
-                      let number = Int(upper[e.upperBound...].prefix { $0.isNumber }) else { return nil }
-                return .init(season: season, number: number, title: "Episode \(number)", file: shows + "/" + show + "/" + file,
-                             container: String(file.split(separator: ".").last ?? "bin"), details: details(file))
+                    let season = Int(upper[s.upperBound..<e.lowerBound]),
+                    let number = Int(upper[e.upperBound...].prefix { $0.isNumber })
+                else { return nil }
+                return .init(
+                    season: season, number: number, title: "Episode \(number)", file: shows + "/" + show + "/" + file,
+                    container: String(file.split(separator: ".").last ?? "bin"), details: details(file))
             }
             return .init(name: show, year: 2010, episodes: episodes, details: details(show))
         }

@@ -5,9 +5,11 @@ import LabstreamCore
 /// The `labstream` command: dispatches to a subcommand and turns every failure into one
 /// message on stderr and a sysexits code.
 public enum Labstream {
-    static let commands: Set<String> = ["server", "mount", "unmount", "umount", "status", "sync", "demo", "fixture", "pin", "unpin",
-                                        "pause", "resume", "retry", "cancel", "verify", "pause-all", "resume-all", "repair", "orphans", "monitor",
-                                        "-h", "--help", "help", "--version", "version"]
+    static let commands: Set<String> = [
+        "server", "mount", "unmount", "umount", "status", "sync", "demo", "fixture", "pin", "unpin",
+        "pause", "resume", "retry", "cancel", "verify", "pause-all", "resume-all", "repair", "orphans", "monitor",
+        "-h", "--help", "help", "--version", "version"
+    ]
 
     public static func main(_ argv: [String]) -> Int32 {
         let invokedAs = argv.first.map { String($0.split(separator: "/").last ?? "") } ?? ""
@@ -25,7 +27,11 @@ public enum Labstream {
             if Context.globalValued.contains(first), let value = rest.first { leading.append(value); rest.removeFirst() }
         }
         guard let command = rest.first else {
-            if leading.isEmpty { writeToStderr(Help.main) } else { writeToStderr("labstream: no command after \(leading.joined(separator: " "))\nRun `labstream --help` for usage.") }
+            if leading.isEmpty {
+                writeToStderr(Help.main)
+            } else {
+                writeToStderr("labstream: no command after \(leading.joined(separator: " "))\nRun `labstream --help` for usage.")
+            }
             return ExitCode.usage
         }
         rest = leading + rest.dropFirst()

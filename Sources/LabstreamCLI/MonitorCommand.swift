@@ -5,8 +5,9 @@ import LabstreamStore
 /// `labstream monitor add|set|remove|list`: a series folder's `user.labstream.monitor` in a live
 /// mount (the daemon evaluates it); `list` reads the index, and the mount for what each holds.
 enum MonitorCommand {
-    static let spec = Arguments.Spec(valued: Context.globalValued.union(["--mode", "--max-storage"]),
-                                     flags: Context.globalFlags.union(["--delete-watched", "--keep-watched", "--no-max-storage", "--json"]))
+    static let spec = Arguments.Spec(
+        valued: Context.globalValued.union(["--mode", "--max-storage"]),
+        flags: Context.globalFlags.union(["--delete-watched", "--keep-watched", "--no-max-storage", "--json"]))
 
     static func run(_ argv: [String]) throws -> Int32 {
         let args = try Arguments.parse(argv, spec: spec)
@@ -101,8 +102,10 @@ enum MonitorCommand {
             let items = episodesOf[monitor.server]?[monitor.seriesId] ?? []
             // The series folder: SERVER/LIBRARY/Series (Year) above every episode's season folder.
             let folder = paths.first { $0.key.server == monitor.server && items.contains($0.key.itemId) }.map { $0.path.prefix(3).joined(separator: "/") }
-            var row: [String: Any] = ["server": monitor.server, "series_id": monitor.seriesId, "mode": monitor.mode.description,
-                                      "delete_watched": monitor.deleteWatched, "settings": monitor.settings]
+            var row: [String: Any] = [
+                "server": monitor.server, "series_id": monitor.seriesId, "mode": monitor.mode.description,
+                "delete_watched": monitor.deleteWatched, "settings": monitor.settings
+            ]
             if let folder { row["path"] = folder }
             if let cap = monitor.maxStorage { row["max_storage"] = cap }
             if let mountpoint, let folder {

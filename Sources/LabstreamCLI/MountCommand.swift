@@ -20,7 +20,7 @@ enum MountCommand {
         let options: MountOptions
         do { options = try MountOptions.parse(args.all("-o")) } catch { throw UsageError(error.message) }
         let mountpoint = try checkedMountpoint(args.positionals[0], allowOther: options.allowOther)
-        let logLevel = try Logger.level(args)   // refused here, before any daemon starts
+        let logLevel = try Logger.level(args)  // refused here, before any daemon starts
         var context = Context(args: args)
         if options.configDir != nil || options.dataDir != nil {
             context = Context(configDir: options.configDir ?? context.configDir, dataDir: options.dataDir ?? context.dataDir)
@@ -29,13 +29,15 @@ enum MountCommand {
             let readyFD = args.value("--ready-fd").flatMap { Int32($0) }
             if let readyFD { closeInheritedDescriptors(keeping: readyFD) }
             // A daemonised child (it has a ready pipe) also logs to syslog/the journal.
-            return Daemon(context: context, mountpoint: mountpoint, options: options,
-                          logLevel: logLevel, syslog: readyFD != nil,
-                          report: { line in
-                              guard let fd = readyFD else { return }
-                              _ = Array((line + "\n").utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-                              close(fd)
-                          }).run()
+            return Daemon(
+                context: context, mountpoint: mountpoint, options: options,
+                logLevel: logLevel, syslog: readyFD != nil,
+                report: { line in
+                    guard let fd = readyFD else { return }
+                    _ = Array((line + "\n").utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                    close(fd)
+                }
+            ).run()
         }
         return try daemonize(argv, context: context, mountpoint: mountpoint)
     }
@@ -55,7 +57,11 @@ enum MountCommand {
             throw CLIError(ExitCode.noInput, "the mountpoint \(raw) does not exist; create it with: mkdir -p \(raw)")
         }
         let isDirectory = st.st_mode & S_IFMT == S_IFDIR
-        let path = isDirectory ? realpath(raw, nil).map { p in defer { free(p) }; return String(cString: p) } ?? raw : raw
+        let path =
+            isDirectory
+            ? realpath(raw, nil).map { p in
+                defer { free(p) }; return String(cString: p)
+            } ?? raw : raw
         // A Labstream mount whose daemon is gone may still stat from the kernel's caches.
         if UnmountCommand.isLabstreamMount(path) && StatusCommand.xattr(path, "state") == nil {
             guard FUSEMount.unmount(path) else {
@@ -64,7 +70,9 @@ enum MountCommand {
             writeToStderr("labstream: cleared the dead mount a previous daemon left at \(raw)")
             return try checkedMountpoint(raw, allowOther: allowOther)
         }
-        let device: MountPreflight.DeviceAccess = access("/dev/fuse", F_OK) != 0 ? .missing
+        let device: MountPreflight.DeviceAccess =
+            access("/dev/fuse", F_OK) != 0
+            ? .missing
             : (access("/dev/fuse", R_OK | W_OK) != 0 ? .denied : .usable)
         let facts = MountPreflight.Facts(
             mountpoint: raw, isDirectory: isDirectory,
@@ -106,8 +114,11 @@ enum MountCommand {
         defer { posix_spawnattr_destroy(&attr) }
         posix_spawnattr_setflags(&attr, Int16(CLinux_POSIX_SPAWN_SETSID))
 
-        let childArgs = ["labstream", "mount"] + argv + ["--foreground", "--ready-fd", String(writeEnd),
-                                                         "--config-dir", context.configDir, "--data-dir", context.dataDir]
+        let childArgs =
+            ["labstream", "mount"] + argv + [
+                "--foreground", "--ready-fd", String(writeEnd),
+                "--config-dir", context.configDir, "--data-dir", context.dataDir
+            ]
         var cArgs: [UnsafeMutablePointer<CChar>?] = childArgs.map { strdup($0) } + [nil]
         defer { cArgs.forEach { free($0) } }
         var pid: pid_t = 0
@@ -217,7 +228,9 @@ struct Daemon {
         if let max = options.cacheMax { config.maxCacheSize = max }
         if let rate = options.rateLimit { config.rateLimit = rate }
         guard !config.servers.isEmpty else {
-            throw CLIError(ExitCode.config, "no servers are configured in \(context.configPath); add one with: labstream server add jellyfin NAME --url URL --user USER --password-stdin")
+            throw CLIError(
+                ExitCode.config,
+                "no servers are configured in \(context.configPath); add one with: labstream server add jellyfin NAME --url URL --user USER --password-stdin")
         }
         let lock = try DaemonLock.acquire(context.layout, mountpoint: mountpoint)
         defer { lock.release() }
@@ -228,11 +241,12 @@ struct Daemon {
         let backends = try context.backends(config, log: log)
         let skipped = config.servers.map(\.name).filter { name in !backends.contains { $0.serverName == name } }
             .map { "server \($0) has no stored credentials and is not mounted; add it again with `labstream server add`" }
-        var settings = TransferEngine.Settings(sizes: config.sizes, readTimeout: config.fetchTimeout + config.connectTimeout,
-                                               maxQueuedSegments: config.connectionsPerFile, maxConcurrentFiles: config.maxConcurrentFiles,
-                                               checkpointBytes: max(1 << 20, config.sizes.segmentSize / 8),
-                                               limits: .init(maxSize: config.maxCacheSize, minFree: config.minFree),
-                                               playbackProbe: config.playbackProbe, rateLimit: config.rateLimit)
+        var settings = TransferEngine.Settings(
+            sizes: config.sizes, readTimeout: config.fetchTimeout + config.connectTimeout,
+            maxQueuedSegments: config.connectionsPerFile, maxConcurrentFiles: config.maxConcurrentFiles,
+            checkpointBytes: max(1 << 20, config.sizes.segmentSize / 8),
+            limits: .init(maxSize: config.maxCacheSize, minFree: config.minFree),
+            playbackProbe: config.playbackProbe, rateLimit: config.rateLimit)
         settings.qualities = config.qualities
         let transfers = TransferEngine(index: index, layout: context.layout, settings: settings, log: { log.info($0) })
         for b in backends { transfers.setBackend(b) }
@@ -290,9 +304,10 @@ struct Daemon {
             return made
         }
         let made = beside(files)
-        let fs = FilesystemEngine(transfers: transfers, files: files, generated: made.files, chapters: made.chapters, ownership: ownership,
-                                  sizes: config.sizes, offlineView: options.offlineView)
-        CLinux_release_free_memory()   // what reading the catalog needed is not what serving it needs
+        let fs = FilesystemEngine(
+            transfers: transfers, files: files, generated: made.files, chapters: made.chapters, ownership: ownership,
+            sizes: config.sizes, offlineView: options.offlineView)
+        CLinux_release_free_memory()  // what reading the catalog needed is not what serving it needs
         let trimPolicy = Mutex(HeapTrimPolicy(slack: CLinux_resident_slack_bytes()))
         transfers.startBackgroundFill()
         let control: ControlChannel.Server?
@@ -333,8 +348,8 @@ struct Daemon {
                 log.warn("reloading the catalog failed: \(describe(error))")
             }
         }
-        transfers.onTreeChange(reload)   // a finished copy at another quality joins the tree
-        fetcher.onChange(reload)   // stored (or dropped) artwork and subtitles show
+        transfers.onTreeChange(reload)  // a finished copy at another quality joins the tree
+        fetcher.onChange(reload)  // stored (or dropped) artwork and subtitles show
         transfers.onSideAssetsMissing { key in fetcher.status(of: key).contains { $0.state == .missing } }
         fs.onListed { fetcher.listed($0) }
         fs.onSideAssetStatus { fetcher.status(of: $0) }
@@ -353,7 +368,7 @@ struct Daemon {
             guard let failures = unsynced.withLock({ $0[name] }), syncing.withLock({ $0.insert(name).inserted }) else { return }
             defer { syncing.withLock { _ = $0.remove(name) } }
             guard let backend = transfers.backend(for: name), let server = ((try? configured.loadConfig()) ?? mounted).server(named: name) else { return }
-            if failures > 1 { Thread.sleep(forTimeInterval: ReachabilityPolicy().nextProbe(after: failures - 1)) }   // a schedule, not synchronisation
+            if failures > 1 { Thread.sleep(forTimeInterval: ReachabilityPolicy().nextProbe(after: failures - 1)) }  // a schedule, not synchronisation
             do {
                 _ = try CatalogSync.run(backend, server: server, index: index, log: log)
                 unsynced.withLock { _ = $0.removeValue(forKey: name) }
@@ -410,13 +425,16 @@ struct Daemon {
             let servers = ((try? context.loadConfig())?.servers ?? everyone.map(\.1)).filter { name == nil || $0.name == name }
             for server in servers {
                 guard let backend = transfers.backend(for: server.name) else {
-                    results.append(["server": server.name, "error": "\(server.name) has no stored credentials; add it again with `labstream server add`",
-                                    "code": Int(ExitCode.noPerm)])
+                    results.append([
+                        "server": server.name, "error": "\(server.name) has no stored credentials; add it again with `labstream server add`",
+                        "code": Int(ExitCode.noPerm)
+                    ])
                     continue
                 }
-                results.append(CatalogSync.report(backend, server: server, index: index, log: log, incremental: !full, progress: progress) { error in
-                    if let state = Self.reachability(after: error) { transfers.markUnreachable(server.name, state) }
-                })
+                results.append(
+                    CatalogSync.report(backend, server: server, index: index, log: log, incremental: !full, progress: progress) { error in
+                        if let state = Self.reachability(after: error) { transfers.markUnreachable(server.name, state) }
+                    })
             }
             // A sync that changed nothing leaves the tree (and the kernel's caches of it) alone.
             if results.contains(where: { $0["changed"] as? Bool != false }) { reload() }
@@ -449,7 +467,7 @@ struct Daemon {
             guard refreshEvery > 0 else { return }
             var lastFull = Date()
             while true {
-                Thread.sleep(forTimeInterval: refreshEvery)   // a schedule, not synchronisation
+                Thread.sleep(forTimeInterval: refreshEvery)  // a schedule, not synchronisation
                 let full = Date().timeIntervalSince(lastFull) >= CatalogSync.fullRefreshInterval
                 if full { lastFull = Date() }
                 var refreshed = false

@@ -19,7 +19,7 @@ enum MountHelper {
                 options.append(argv[i])
                 i += 1
             case "-f": foreground = true
-            case "-n": continue           // no /etc/mtab to write on a modern system
+            case "-n": continue  // no /etc/mtab to write on a modern system
             case "-s": sloppy = true
             case "-v": verbose = true
             case "-h", "--help":

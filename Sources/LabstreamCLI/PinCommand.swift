@@ -22,7 +22,10 @@ enum PinCommand {
         if DaemonLock.holder(context.layout) == nil, args.positionals.allSatisfy({ StatusCommand.xattr($0, "state") == nil }) {
             let code = try pinInIndex(context, args.positionals, pinned: pin, quality: quality)
             guard pin && args.flag("--wait") else { return code }
-            throw CLIError(ExitCode.unavailable, "nothing downloads until Labstream is mounted, so there is nothing to wait for: mount, then run `labstream pin --wait` on the files in the mount")
+            throw CLIError(
+                ExitCode.unavailable,
+                "nothing downloads until Labstream is mounted, so there is nothing to wait for: mount, then run `labstream pin --wait` on the files in the mount"
+            )
         }
         try set("pin", to: value, on: args.positionals, saying: pin ? "Pinned" : "Unpinned", quiet: args.flag("--json"), context: context)
         guard pin && args.flag("--wait") else { return ExitCode.ok }
@@ -78,7 +81,8 @@ enum PinCommand {
                 if let why { object["waiting"] = waitingObject(path: why.path, state: why.state, reason: why.reason) }
                 line = StatusCommand.jsonLine(object)
             } else {
-                line = "\(quality): copies ready: \(done) of \(states.count)"
+                line =
+                    "\(quality): copies ready: \(done) of \(states.count)"
                     + (why.map { "; waiting: \(($0.path as NSString).lastPathComponent): \(StatusReason.sentence($0.reason) ?? $0.state.rawValue)" } ?? "")
             }
             if line != last { printOut(line); last = line }
@@ -86,8 +90,10 @@ enum PinCommand {
                 for f in failed { writeToStderr("labstream: the \(quality) copy of \(f.path) failed: \(StatusReason.sentence(f.reason) ?? "no reason given")") }
                 return failed.isEmpty ? ExitCode.ok : ExitCode.ioErr
             }
-            if let followed { change = followed.change } else {
-                usleep(250_000)   // a progress display, not synchronisation: the daemon owns the state
+            if let followed {
+                change = followed.change
+            } else {
+                usleep(250_000)  // a progress display, not synchronisation: the daemon owns the state
             }
         }
     }
@@ -113,7 +119,10 @@ enum PinCommand {
             paths = [holder.mountpoint]
         }
         guard !paths.isEmpty else { throw UsageError("usage: labstream \(action.rawValue) PATH…") }
-        try set("action", to: action.rawValue, on: paths, saying: ["pause": "Paused", "resume": "Resumed", "retry": "Retrying", "cancel": "Cancelled", "verify": "Verifying"][action.rawValue]!, quiet: false, context: Context(args: args))
+        try set(
+            "action", to: action.rawValue, on: paths,
+            saying: ["pause": "Paused", "resume": "Resumed", "retry": "Retrying", "cancel": "Cancelled", "verify": "Verifying"][action.rawValue]!, quiet: false,
+            context: Context(args: args))
         return ExitCode.ok
     }
 
@@ -123,7 +132,8 @@ enum PinCommand {
         let holder = DaemonLock.holder(context.layout)
         for path in paths {
             if let holder, let relative = ControlChannel.relative(path, to: holder.mountpoint),
-               try ControlChannel.send(context.layout, ["op": "set", "name": attribute, "value": text, "paths": [relative]]) != nil {
+                try ControlChannel.send(context.layout, ["op": "set", "name": attribute, "value": text, "paths": [relative]]) != nil
+            {
                 if !quiet { printOut("\(verb) \(path)") }
                 continue
             }
@@ -155,14 +165,19 @@ enum PinCommand {
         var targets: [TreeFile] = []
         for path in paths {
             let clean = path.split(separator: "/").joined(separator: "/")
-            let matches = tree.filter { let p = $0.path.joined(separator: "/"); return p == clean || p.hasPrefix(clean + "/") }
+            let matches = tree.filter {
+                let p = $0.path.joined(separator: "/"); return p == clean || p.hasPrefix(clean + "/")
+            }
             guard !matches.isEmpty else {
-                throw CLIError(ExitCode.noInput, "no Labstream daemon is running and '\(path)' is not a catalog path (SERVER/LIBRARY/…, as `labstream status` shows)")
+                throw CLIError(
+                    ExitCode.noInput, "no Labstream daemon is running and '\(path)' is not a catalog path (SERVER/LIBRARY/…, as `labstream status` shows)")
             }
             targets += matches
         }
         do { _ = try index.setPinned(pinned, files: targets, layout: context.layout, now: Int64(Date().timeIntervalSince1970)) } catch { throw CLIError(error) }
-        printOut("No daemon is running: \(pinned ? "pinned" : "unpinned") \(targets.count) files in the index\(pinned ? "; they download when Labstream next mounts" : "").")
+        printOut(
+            "No daemon is running: \(pinned ? "pinned" : "unpinned") \(targets.count) files in the index\(pinned ? "; they download when Labstream next mounts" : "")."
+        )
         return ExitCode.ok
     }
 
@@ -192,16 +207,21 @@ enum PinCommand {
             let line: String, sameAs: String
             if json {
                 var object: [String: Any] = ["bytes_present": present, "bytes_total": total, "files": entries.count, "done": done, "failed": failed.count]
-                if !held.isEmpty { object["waiting"] = held.prefix(10).map { waitingObject(path: $0.path, state: $0.state, reason: $0.reason, cause: $0.pauseCause) } }
+                if !held.isEmpty {
+                    object["waiting"] = held.prefix(10).map { waitingObject(path: $0.path, state: $0.state, reason: $0.reason, cause: $0.pauseCause) }
+                }
                 sameAs = StatusCommand.jsonLine(object)
                 if let rate = overall.bytesPerSecond { object["rate"] = Int(rate) }
                 if let eta = overall.secondsLeft(toReach: total) { object["eta"] = eta }
                 line = StatusCommand.jsonLine(object)
             } else {
                 let percent = total > 0 ? Int(present * 100 / total) : 100
-                sameAs = "\(percent)%  \(ByteCount.text(present)) of \(ByteCount.text(total))  files done: \(done) of \(entries.count)"
-                    + (held.first.map { e in "; waiting: \((e.path as NSString).lastPathComponent): \(StatusReason.sentence(e.reason) ?? e.state.rawValue)"
-                                                + (held.count > 1 ? " (and \(held.count - 1) more)" : "") } ?? "")
+                sameAs =
+                    "\(percent)%  \(ByteCount.text(present)) of \(ByteCount.text(total))  files done: \(done) of \(entries.count)"
+                    + (held.first.map { e in
+                        "; waiting: \((e.path as NSString).lastPathComponent): \(StatusReason.sentence(e.reason) ?? e.state.rawValue)"
+                            + (held.count > 1 ? " (and \(held.count - 1) more)" : "")
+                    } ?? "")
                 line = sameAs
             }
             if tty {
@@ -235,8 +255,10 @@ enum PinCommand {
                 }
                 return ExitCode.tempFail
             }
-            if let followed { change = followed.change } else {
-                usleep(250_000)   // a progress display, not synchronisation: the daemon owns the state
+            if let followed {
+                change = followed.change
+            } else {
+                usleep(250_000)  // a progress display, not synchronisation: the daemon owns the state
             }
         }
     }

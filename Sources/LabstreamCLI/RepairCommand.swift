@@ -30,7 +30,9 @@ enum RepairCommand {
                     let date = (try? fm.attributesOfItem(atPath: layout.indexBackupPath)[.modificationDate] as? Date).map { "\($0)" } ?? "?"
                     printOut("restored the index from its backup of \(date) (\(layout.indexBackupPath))")
                 } else {
-                    printOut("there is no backup of the index (\(layout.indexBackupPath)); a fresh index takes back every stored copy whose description and bytes still match, and the next mount rebuilds the catalog from the servers")
+                    printOut(
+                        "there is no backup of the index (\(layout.indexBackupPath)); a fresh index takes back every stored copy whose description and bytes still match, and the next mount rebuilds the catalog from the servers"
+                    )
                 }
             } catch { throw CLIError(error) }
         }
@@ -46,7 +48,9 @@ enum RepairCommand {
         printOut("\(stored) files have local bytes")
         let left = Reconcile.orphans(layout)
         if !left.isEmpty {
-            printOut("\(left.count) files (\(left.reduce(0) { $0 + $1.bytes }) bytes) stay set aside in \(layout.orphansDir): no index row owns them. `labstream orphans --purge` deletes them")
+            printOut(
+                "\(left.count) files (\(left.reduce(0) { $0 + $1.bytes }) bytes) stay set aside in \(layout.orphansDir): no index row owns them. `labstream orphans --purge` deletes them"
+            )
         }
         return ExitCode.ok
     }

@@ -67,7 +67,7 @@ enum ServerCommands {
 
     static func announceAdded(_ name: String, described: String, _ context: Context) {
         if let holder = DaemonLock.holder(context.layout) {
-            kill(holder.pid, SIGHUP)   // the running daemon picks the server up without unmounting
+            kill(holder.pid, SIGHUP)  // the running daemon picks the server up without unmounting
             printOut("Added \(name): \(described). It appears under \(holder.mountpoint)/\(name) once its catalog is synced.")
         } else {
             printOut("Added \(name): \(described). Next: labstream mount MOUNTPOINT")
@@ -103,8 +103,9 @@ enum ServerCommands {
                 let checked = try PlexClient.check(url: url, token: userToken, identity: identity, transport: transport)
                 found = (PlexRequests(baseURL: url, identity: identity).baseURL, userToken, checked.machineId, name)
             } else {
-                found = try PlexClient.discover(plexTV: plexTV, userToken: userToken, serverName: args.value("--server"), url: url,
-                                                identity: identity, transport: transport)
+                found = try PlexClient.discover(
+                    plexTV: plexTV, userToken: userToken, serverName: args.value("--server"), url: url,
+                    identity: identity, transport: transport)
                 _ = try PlexClient.check(url: found.url, token: found.token, identity: identity, transport: transport)
             }
             try makeDirectories(context.configDir)
@@ -151,8 +152,9 @@ enum ServerCommands {
                 do {
                     pair = try SiloClient.deviceLogin(requests, transport: transport) { start in
                         let code = start.userCode.replacingOccurrences(of: "-", with: " ")
-                        printOut("To sign in, open \(start.verificationURI) where you are signed in to Silo and enter the code \(code)"
-                                 + (start.verificationURIComplete.map { " (or open \($0))" } ?? "") + ". Waiting for approval…")
+                        printOut(
+                            "To sign in, open \(start.verificationURI) where you are signed in to Silo and enter the code \(code)"
+                                + (start.verificationURIComplete.map { " (or open \($0))" } ?? "") + ". Waiting for approval…")
                     }
                 } catch let ended as SiloClient.DeviceSignIn {
                     switch ended {
@@ -175,8 +177,10 @@ enum ServerCommands {
 
     /// Logs in (or checks a token), stores the credentials 0600 and writes the config section.
     /// Returns a description of the server.
-    static func addMediaBrowser(_ flavor: MediaBrowserFlavor, _ context: Context, name: String, url: String, user: String?, secret: String,
-                                isPassword: Bool) throws -> String {
+    static func addMediaBrowser(
+        _ flavor: MediaBrowserFlavor, _ context: Context, name: String, url: String, user: String?, secret: String,
+        isPassword: Bool
+    ) throws -> String {
         let config = try context.loadConfig()
         let transport = context.transport(config)
         let identity = context.identity()
@@ -185,12 +189,14 @@ enum ServerCommands {
         let base: String
         do {
             if isPassword {
-                let (resolved, info, login) = try MediaBrowserClient.login(flavor: flavor, url: url, user: user!, password: secret, identity: identity, transport: transport)
+                let (resolved, info, login) = try MediaBrowserClient.login(
+                    flavor: flavor, url: url, user: user!, password: secret, identity: identity, transport: transport)
                 entry = CredentialStore.Entry(token: login.token, userId: login.userId, serverId: info.serverId)
                 described = "\(info.serverName) (\(flavor.product) \(info.version))"
                 base = resolved
             } else {
-                let (resolved, info, userId) = try MediaBrowserClient.adoptToken(flavor: flavor, url: url, user: user, token: secret, identity: identity, transport: transport)
+                let (resolved, info, userId) = try MediaBrowserClient.adoptToken(
+                    flavor: flavor, url: url, user: user, token: secret, identity: identity, transport: transport)
                 entry = CredentialStore.Entry(token: secret, userId: userId, serverId: info.serverId)
                 described = "\(info.serverName) (\(flavor.product) \(info.version))"
                 base = resolved
@@ -241,8 +247,11 @@ enum ServerCommands {
             return ExitCode.ok
         }
         for s in config.servers {
-            let sync = synced[s.name]?.lastSync.map { "last sync " + ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double($0))) } ?? "never synced"
-            printOut("\(s.name)\t\(s.kind.rawValue)\t\(s.url)\t\(s.user ?? "-")\t\(creds[s.name] == nil ? "no credentials" : "signed in")\t\(sync)\t\(reachability(s.name) ?? "not mounted")")
+            let sync =
+                synced[s.name]?.lastSync.map { "last sync " + ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double($0))) } ?? "never synced"
+            printOut(
+                "\(s.name)\t\(s.kind.rawValue)\t\(s.url)\t\(s.user ?? "-")\t\(creds[s.name] == nil ? "no credentials" : "signed in")\t\(sync)\t\(reachability(s.name) ?? "not mounted")"
+            )
             if reachability(s.name) == Reachability.authFailed.rawValue {
                 printOut("  the server refused the stored sign-in; its transfers are paused until you sign in again: \(s.signInAgain)")
             }
@@ -262,13 +271,15 @@ enum ServerCommands {
         // unreachable server keeps it until it expires, and says so).
         var signedOut = ""
         if server.kind == .silo, let entry = (try? context.credentials.load())?[name] {
-            let client = SiloClient(session: ServerSession(name: name, url: server.url, userId: entry.userId, token: entry.token, profileToken: entry.profileToken),
-                                    identity: context.identity(), transport: context.transport(config))
+            let client = SiloClient(
+                session: ServerSession(name: name, url: server.url, userId: entry.userId, token: entry.token, profileToken: entry.profileToken),
+                identity: context.identity(), transport: context.transport(config))
             do {
                 try client.logout()
                 signedOut = " Signed out of the Silo server."
             } catch {
-                signedOut = " The Silo server could not be told to end the session (\(error.userMessage)); it ends when it expires, or revoke it in Silo's account settings."
+                signedOut =
+                    " The Silo server could not be told to end the session (\(error.userMessage)); it ends when it expires, or revoke it in Silo's account settings."
             }
         }
         config.servers.removeAll { $0.name == name }
@@ -278,7 +289,9 @@ enum ServerCommands {
             if FileManager.default.fileExists(atPath: context.layout.indexPath) { try context.openIndex().removeServer(name) }
         } catch let e as LabstreamError { throw CLIError(e) }
         if let holder = DaemonLock.holder(context.layout) { kill(holder.pid, SIGHUP) }
-        printOut("Removed \(name).\(signedOut) Its downloaded files stay on disk, paused; to free them, add the server again and run `labstream cancel` on its folder.")
+        printOut(
+            "Removed \(name).\(signedOut) Its downloaded files stay on disk, paused; to free them, add the server again and run `labstream cancel` on its folder."
+        )
         return ExitCode.ok
     }
 }

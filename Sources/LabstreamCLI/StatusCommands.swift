@@ -34,7 +34,9 @@ enum StatusCommand {
             for server in ((try? FileManager.default.contentsOfDirectory(atPath: mountpoint)) ?? []).sorted() {
                 guard let state = xattr(mountpoint + "/" + server, "reachability") else { continue }
                 let again = servers.first { $0.name == server && state == Reachability.authFailed.rawValue }
-                printOut("server \(server): \(state)" + (again.map { " (the stored sign-in was refused; transfers are paused: sign in again with `\($0.signInAgain)`)" } ?? ""))
+                printOut(
+                    "server \(server): \(state)"
+                        + (again.map { " (the stored sign-in was refused; transfers are paused: sign in again with `\($0.signInAgain)`)" } ?? ""))
             }
         }
         // A monitored series: its monitor and what it holds, above its files.
@@ -62,12 +64,14 @@ enum StatusCommand {
         var lines: [String] = []
         for e in entries {
             let why = StatusReason.sentence(e.reason).map { "  (\($0))" } ?? ""
-            lines.append("\(e.state.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) \(percent(e.present, e.total))  "
-                         + "\(sizes(e.present, e.total).padding(toLength: width, withPad: " ", startingAt: 0))  \(e.path)\(why)")
+            lines.append(
+                "\(e.state.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) \(percent(e.present, e.total))  "
+                    + "\(sizes(e.present, e.total).padding(toLength: width, withPad: " ", startingAt: 0))  \(e.path)\(why)")
             for part in e.copies + (e.newVersion.map { [$0] } ?? []) {
                 let why = StatusReason.sentence(part.reason).map { "  (\($0))" } ?? ""
-                lines.append("            \(part.label): \(part.state.rawValue) \(percent(part.present, part.total).trimmingCharacters(in: .whitespaces)), "
-                             + "\(sizes(part.present, part.total))\(why)")
+                lines.append(
+                    "            \(part.label): \(part.state.rawValue) \(percent(part.present, part.total).trimmingCharacters(in: .whitespaces)), "
+                        + "\(sizes(part.present, part.total))\(why)")
             }
         }
         return lines
@@ -99,7 +103,7 @@ enum StatusCommand {
                 }
             }
             if tty { screen.show(lines.isEmpty ? ["Nothing is downloading."] : lines) } else { lines.forEach { printOut($0) } }
-            usleep(500_000)   // a display refresh, not synchronisation
+            usleep(500_000)  // a display refresh, not synchronisation
         }
     }
 
@@ -141,8 +145,9 @@ enum StatusCommand {
     /// its control socket when PATH is in its mount, else from the live mount's xattrs.
     static func fromMount(_ path: String, context: Context? = nil) throws -> [FileStatus] {
         if let context, let holder = DaemonLock.holder(context.layout), let relative = ControlChannel.relative(path, to: holder.mountpoint),
-           let answer = try ControlChannel.send(context.layout, ["op": "status", "paths": [relative]]),
-           let rows = answer["entries"] as? [[String: Any]] {
+            let answer = try ControlChannel.send(context.layout, ["op": "status", "paths": [relative]]),
+            let rows = answer["entries"] as? [[String: Any]]
+        {
             return entries(rows, below: holder.mountpoint)
         }
         return try fromXattrs(path)
@@ -158,13 +163,16 @@ enum StatusCommand {
         var request: [String: Any] = ["op": "status", "paths": relative]
         if let after { request["after"] = after; request["wait"] = 1 }
         guard let answer = try ControlChannel.send(context.layout, request), let rows = answer["entries"] as? [[String: Any]],
-              let change = (answer["change"] as? NSNumber)?.intValue else { return nil }
+            let change = (answer["change"] as? NSNumber)?.intValue
+        else { return nil }
         return (entries(rows, below: holder.mountpoint), change)
     }
 
     /// The daemon's status rows, with paths under `mountpoint`.
     static func entries(_ rows: [[String: Any]], below mountpoint: String) -> [FileStatus] {
-        rows.compactMap(FileStatus.init(wire:)).map { var e = $0; e.path = mountpoint + "/" + e.path; return e }
+        rows.compactMap(FileStatus.init(wire:)).map {
+            var e = $0; e.path = mountpoint + "/" + e.path; return e
+        }
     }
 
     static func fromXattrs(_ path: String) throws -> [FileStatus] {
@@ -193,10 +201,11 @@ enum StatusCommand {
             guard halves.count == 2 else { return nil }
             return FileStatus.Part(quality: halves[0], state: DisplayState(rawValue: halves[1]) ?? .partial, present: 0, total: 0, reason: nil)
         }
-        return FileStatus(path: path, state: DisplayState(rawValue: state) ?? .notLocal, present: bytes.first ?? 0, total: bytes.count > 1 ? bytes[1] : 0,
-                          reason: xattr(path, "reason"), pauseCause: xattr(path, "pause_cause").flatMap(PauseCause.init(rawValue:)),
-                          pinned: xattr(path, "pinned") == "1", copies: copies,
-                          sideAssets: SideAssetStatus.parse(attribute: xattr(path, "side_assets") ?? ""))
+        return FileStatus(
+            path: path, state: DisplayState(rawValue: state) ?? .notLocal, present: bytes.first ?? 0, total: bytes.count > 1 ? bytes[1] : 0,
+            reason: xattr(path, "reason"), pauseCause: xattr(path, "pause_cause").flatMap(PauseCause.init(rawValue:)),
+            pinned: xattr(path, "pinned") == "1", copies: copies,
+            sideAssets: SideAssetStatus.parse(attribute: xattr(path, "side_assets") ?? ""))
     }
 
     static func xattr(_ path: String, _ name: String) -> String? {
@@ -214,8 +223,9 @@ enum StatusCommand {
         let root = DaemonLock.holder(context.layout)?.mountpoint
         do {
             let tree = Dictionary(try index.treeFiles().map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
-            return FileStatus.gather(try index.downloads(), path: { key in tree[key].map { ((root.map { [$0] } ?? []) + $0.path).joined(separator: "/") } },
-                                     size: { tree[$0]?.size })
+            return FileStatus.gather(
+                try index.downloads(), path: { key in tree[key].map { ((root.map { [$0] } ?? []) + $0.path).joined(separator: "/") } },
+                size: { tree[$0]?.size })
         } catch { throw CLIError(error) }
     }
 
@@ -223,20 +233,24 @@ enum StatusCommand {
     /// answer for the same file in its mount.
     static func fromIndex(_ context: Context, catalogPath: String) throws -> [FileStatus] {
         let clean = catalogPath.split(separator: "/").joined(separator: "/")
-        let notCatalog = CLIError(ExitCode.noInput, "no Labstream daemon is running and '\(catalogPath)' is not a catalog path (SERVER/LIBRARY/…, as `labstream status` shows)")
+        let notCatalog = CLIError(
+            ExitCode.noInput, "no Labstream daemon is running and '\(catalogPath)' is not a catalog path (SERVER/LIBRARY/…, as `labstream status` shows)")
         guard FileManager.default.fileExists(atPath: context.layout.indexPath) else { throw notCatalog }
         let index = try context.openIndex()
         let files: [TreeFile], rows: [FileKey: [DownloadRow]]
         do {
-            files = try index.treeFiles().filter { let p = $0.path.joined(separator: "/"); return p == clean || p.hasPrefix(clean + "/") }
+            files = try index.treeFiles().filter {
+                let p = $0.path.joined(separator: "/"); return p == clean || p.hasPrefix(clean + "/")
+            }
             rows = Dictionary(grouping: try index.downloads(), by: { FileStatus.owner(of: $0.key) })
         } catch { throw CLIError(error) }
         guard !files.isEmpty else { throw notCatalog }
         return files.filter { files.count == 1 || DerivedCopy.parse($0.key) == nil }.map { f in
-                let mine = rows[f.key] ?? []
-                return FileStatus(path: f.path.joined(separator: "/"), size: f.size, row: mine.first { $0.key == f.key },
-                                  related: mine.filter { $0.key != f.key }, orphaned: f.orphaned)
-            }.sorted { $0.path < $1.path }
+            let mine = rows[f.key] ?? []
+            return FileStatus(
+                path: f.path.joined(separator: "/"), size: f.size, row: mine.first { $0.key == f.key },
+                related: mine.filter { $0.key != f.key }, orphaned: f.orphaned)
+        }.sorted { $0.path < $1.path }
     }
 
 }
@@ -307,18 +321,20 @@ extension FileStatus {
     init?(wire r: [String: Any]) {
         func part(_ o: Any?) -> Part? {
             guard let o = o as? [String: Any], let state = (o["state"] as? String).flatMap(DisplayState.init(rawValue:)) else { return nil }
-            return Part(quality: (o["quality"] as? String).flatMap { $0.isEmpty ? nil : $0 }, state: state,
-                        present: (o["bytes_present"] as? NSNumber)?.int64Value ?? 0, total: (o["bytes_total"] as? NSNumber)?.int64Value ?? 0,
-                        reason: o["stored_reason"] as? String)
+            return Part(
+                quality: (o["quality"] as? String).flatMap { $0.isEmpty ? nil : $0 }, state: state,
+                present: (o["bytes_present"] as? NSNumber)?.int64Value ?? 0, total: (o["bytes_total"] as? NSNumber)?.int64Value ?? 0,
+                reason: o["stored_reason"] as? String)
         }
         guard let path = r["path"] as? String, let own = part(r) else { return nil }
-        self.init(path: path, state: own.state, present: own.present, total: own.total, reason: own.reason,
-                  pauseCause: (r["pause_cause"] as? String).flatMap(PauseCause.init(rawValue:)), pinned: r["pinned"] as? Bool ?? false,
-                  copies: (r["copies"] as? [Any] ?? []).compactMap(part), newVersion: part(r["new_version"]),
-                  sideAssets: (r["side_assets"] as? [[String: Any]] ?? []).compactMap { o in
-                      guard let name = o["name"] as? String, let state = (o["state"] as? String).flatMap(SideAssetStatus.State.init(rawValue:)) else { return nil }
-                      return SideAssetStatus(name: name, state: state, reason: o["reason"] as? String)
-                  })
+        self.init(
+            path: path, state: own.state, present: own.present, total: own.total, reason: own.reason,
+            pauseCause: (r["pause_cause"] as? String).flatMap(PauseCause.init(rawValue:)), pinned: r["pinned"] as? Bool ?? false,
+            copies: (r["copies"] as? [Any] ?? []).compactMap(part), newVersion: part(r["new_version"]),
+            sideAssets: (r["side_assets"] as? [[String: Any]] ?? []).compactMap { o in
+                guard let name = o["name"] as? String, let state = (o["state"] as? String).flatMap(SideAssetStatus.State.init(rawValue:)) else { return nil }
+                return SideAssetStatus(name: name, state: state, reason: o["reason"] as? String)
+            })
     }
 }
 
@@ -346,8 +362,9 @@ enum SyncCommand {
         let show: (String) -> Void = { step in printOut(tty ? "\r\u{1B}[K" + step : step, newline: !tty) }
         // A running daemon syncs itself (and reloads its tree at once).
         if DaemonLock.holder(context.layout) != nil,
-           let answer = try ControlChannel.send(context.layout, ["op": "sync", "server": args.positionals.first ?? NSNull(), "full": full], progress: show),
-           let results = answer["results"] as? [[String: Any]] {
+            let answer = try ControlChannel.send(context.layout, ["op": "sync", "server": args.positionals.first ?? NSNull(), "full": full], progress: show),
+            let results = answer["results"] as? [[String: Any]]
+        {
             return CatalogSync.printResults(results, tty: tty)
         }
         let index = try context.openIndex()
@@ -367,7 +384,10 @@ enum UnmountCommand {
         if args.flag("-h") || args.flag("--help") { printOut(Help.unmount); return ExitCode.ok }
         guard args.positionals.count == 1 else { throw UsageError("usage: labstream unmount MOUNTPOINT") }
         let raw = args.positionals[0]
-        let path = realpath(raw, nil).map { p in defer { free(p) }; return String(cString: p) } ?? raw
+        let path =
+            realpath(raw, nil).map { p in
+                defer { free(p) }; return String(cString: p)
+            } ?? raw
         guard isLabstreamMount(path) else {
             throw CLIError(ExitCode.noInput, "\(raw) is not a Labstream mount")
         }
@@ -383,8 +403,9 @@ enum UnmountCommand {
             if fd >= 0 {
                 if flock(fd, LOCK_SH | LOCK_NB) != 0 && !busy.isEmpty {
                     let who = busy.map { "pid \($0.pid) (\($0.command)) has \($0.files) file\($0.files == 1 ? "" : "s") open" }.joined(separator: ", ")
-                    printOut("\(raw) is gone from the tree, but \(who) in it; the daemon serves \(busy.count == 1 ? "it" : "them") until closed. "
-                             + "Waiting for that (Ctrl-C stops waiting; the daemon still finishes when the files are closed).")
+                    printOut(
+                        "\(raw) is gone from the tree, but \(who) in it; the daemon serves \(busy.count == 1 ? "it" : "them") until closed. "
+                            + "Waiting for that (Ctrl-C stops waiting; the daemon still finishes when the files are closed).")
                 }
                 flock(fd, LOCK_SH)
                 flock(fd, LOCK_UN)

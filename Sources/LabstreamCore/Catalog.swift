@@ -43,8 +43,10 @@ public struct MediaSource: Sendable, Hashable, Codable {
     /// media source id is not an item id).
     public var itemId: String?
 
-    public init(id: String, name: String? = nil, container: String? = nil, path: String? = nil, size: Int64? = nil, etag: String? = nil,
-                bitrate: Int? = nil, itemId: String? = nil) {
+    public init(
+        id: String, name: String? = nil, container: String? = nil, path: String? = nil, size: Int64? = nil, etag: String? = nil,
+        bitrate: Int? = nil, itemId: String? = nil
+    ) {
         self.bitrate = bitrate
         self.itemId = itemId
         self.id = id
@@ -83,11 +85,13 @@ public struct CatalogItem: Sendable, Hashable, Codable {
     /// What an `.nfo` beside its file says (plot, genres, ids…), when the server told.
     public var details: ItemDetails?
 
-    public init(id: String, kind: ItemKind, title: String, year: Int? = nil, seriesId: String? = nil,
-                seriesName: String? = nil, seriesYear: Int? = nil, seasonNumber: Int? = nil,
-                episodeNumber: Int? = nil, album: String? = nil, albumArtist: String? = nil, discNumber: Int? = nil,
-                trackNumber: Int? = nil, folders: [String] = [], modified: Int64 = 0, sources: [MediaSource], played: Bool = false,
-                details: ItemDetails? = nil) {
+    public init(
+        id: String, kind: ItemKind, title: String, year: Int? = nil, seriesId: String? = nil,
+        seriesName: String? = nil, seriesYear: Int? = nil, seasonNumber: Int? = nil,
+        episodeNumber: Int? = nil, album: String? = nil, albumArtist: String? = nil, discNumber: Int? = nil,
+        trackNumber: Int? = nil, folders: [String] = [], modified: Int64 = 0, sources: [MediaSource], played: Bool = false,
+        details: ItemDetails? = nil
+    ) {
         self.played = played
         self.details = details
         self.album = album
@@ -199,8 +203,10 @@ public struct TreeFile: Sendable, Hashable {
     /// The kind of item it is a file of (the playback check judges audio as audio).
     public var kind: ItemKind
 
-    public init(path: [String], key: FileKey, size: Int64, modified: Int64, etag: String?, orphaned: Bool = false, bitrate: Int? = nil,
-                remoteItemId: String? = nil, kind: ItemKind = .movie) {
+    public init(
+        path: [String], key: FileKey, size: Int64, modified: Int64, etag: String?, orphaned: Bool = false, bitrate: Int? = nil,
+        remoteItemId: String? = nil, kind: ItemKind = .movie
+    ) {
         self.kind = kind
         self.remoteItemId = remoteItemId
         self.orphaned = orphaned
@@ -263,10 +269,12 @@ public struct DownloadRow: Sendable, Hashable {
     /// before causes were, which waits for the user). Set by `apply`.
     public var pauseCause: PauseCause?
 
-    public init(key: FileKey, status: DownloadStatus, attempt: AttemptID, validator: Validator?, total: Int64,
-                present: RangeSet, partialPath: String, reason: String? = nil, awaitingValidation: Bool = false,
-                pinned: Bool = false, sourceTag: String? = nil, job: String? = nil, checked: String? = nil,
-                pauseCause: PauseCause? = nil) {
+    public init(
+        key: FileKey, status: DownloadStatus, attempt: AttemptID, validator: Validator?, total: Int64,
+        present: RangeSet, partialPath: String, reason: String? = nil, awaitingValidation: Bool = false,
+        pinned: Bool = false, sourceTag: String? = nil, job: String? = nil, checked: String? = nil,
+        pauseCause: PauseCause? = nil
+    ) {
         self.pauseCause = status == .paused ? pauseCause : nil
         self.job = job
         self.checked = checked

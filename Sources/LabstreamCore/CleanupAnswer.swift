@@ -9,8 +9,8 @@ public enum CleanupAnswer: Sendable, Hashable {
     /// `status` nil: no answer at all.
     public static func of(status: Int?) -> CleanupAnswer {
         guard let status else { return .again }
-        if (200..<300).contains(status) || status == 404 { return .done }   // 404: nothing left to clean
+        if (200..<300).contains(status) || status == 404 { return .done }  // 404: nothing left to clean
         if [408, 429].contains(status) || ((500..<600).contains(status) && status != 501) { return .again }
-        return .refused   // other 4xx, 501 Not Implemented, anything odd
+        return .refused  // other 4xx, 501 Not Implemented, anything odd
     }
 }

@@ -75,7 +75,7 @@ public struct LabstreamConfig: Sendable, Hashable {
         var config = LabstreamConfig()
         enum Section { case none, server(Int), cache }
         var section = Section.none
-        var typed = Set<Int>()   // servers whose section has a `type` line
+        var typed = Set<Int>()  // servers whose section has a `type` line
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let lineNo = index + 1
             let line = rawLine.trimmingSpaces
@@ -93,7 +93,7 @@ public struct LabstreamConfig: Sendable, Hashable {
                     let name = String(rest.dropFirst().dropLast())
                     if let problem = validateServerName(name) { throw ParseError(line: lineNo, message: problem) }
                     if config.server(named: name) != nil { throw ParseError(line: lineNo, message: "server \"\(name)\" is defined twice") }
-                    config.servers.append(Server(name: name, kind: .jellyfin, url: "", user: nil))   // its `type` line says which
+                    config.servers.append(Server(name: name, kind: .jellyfin, url: "", user: nil))  // its `type` line says which
                     section = .server(config.servers.count - 1)
                 } else {
                     throw ParseError(line: lineNo, message: "unknown section [\(inner)]; expected [server \"NAME\"] or [cache]")
@@ -129,7 +129,8 @@ public struct LabstreamConfig: Sendable, Hashable {
                     }
                     config.servers[i].libraryQualities[String(k.dropFirst("quality.".count))] = q
                 case "token", "password", "access_token", "api_key":
-                    throw ParseError(line: lineNo, message: "secrets do not belong in labstream.conf; remove '\(key)' and use `labstream server add … --token-stdin`")
+                    throw ParseError(
+                        line: lineNo, message: "secrets do not belong in labstream.conf; remove '\(key)' and use `labstream server add … --token-stdin`")
                 default: throw ParseError(line: lineNo, message: "unknown server key '\(key)'")
                 }
             case .cache:
@@ -147,10 +148,14 @@ public struct LabstreamConfig: Sendable, Hashable {
                 case "read_ahead_max":
                     config.sizes.readAheadMax = try size(value, line: lineNo)
                 case "max_concurrent_files", "connections_per_file":
-                    guard let v = Int(value), (1...16).contains(v) else { throw ParseError(line: lineNo, message: "\(key) must be a whole number from 1 to 16") }
+                    guard let v = Int(value), (1...16).contains(v) else {
+                        throw ParseError(line: lineNo, message: "\(key) must be a whole number from 1 to 16")
+                    }
                     if key == "max_concurrent_files" { config.maxConcurrentFiles = v } else { config.connectionsPerFile = v }
                 case "refresh_interval":
-                    guard let v = Double(value), v >= 0 else { throw ParseError(line: lineNo, message: "refresh_interval must be a number of seconds (0: never)") }
+                    guard let v = Double(value), v >= 0 else {
+                        throw ParseError(line: lineNo, message: "refresh_interval must be a number of seconds (0: never)")
+                    }
                     config.refreshInterval = v
                 case "rate_limit":
                     config.rateLimit = try size(value, line: lineNo)
@@ -204,7 +209,9 @@ public struct LabstreamConfig: Sendable, Hashable {
     public static func validateServerName(_ name: String) -> String? {
         if name.isEmpty { return "a server name cannot be empty" }
         if name.utf8.count > 64 { return "a server name must be at most 64 bytes" }
-        let ok = name.unicodeScalars.allSatisfy { ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0))) || "-_.".unicodeScalars.contains($0) }
+        let ok = name.unicodeScalars.allSatisfy {
+            ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0))) || "-_.".unicodeScalars.contains($0)
+        }
         if !ok || name.hasPrefix(".") { return "server name '\(name)' may use only letters, digits, '-', '_' and '.', and may not start with '.'" }
         return nil
     }

@@ -13,7 +13,8 @@ public enum DerivedCopy {
     /// The original's key and the quality, when `key` names a derived copy.
     public static func parse(_ key: FileKey) -> (base: FileKey, quality: Quality)? {
         guard let at = key.sourceId.lastIndex(of: marker), let quality = Quality(String(key.sourceId[key.sourceId.index(after: at)...])),
-              quality != .original else { return nil }
+            quality != .original
+        else { return nil }
         return (FileKey(server: key.server, itemId: key.itemId, sourceId: String(key.sourceId[..<at])), quality)
     }
 
@@ -26,8 +27,9 @@ public enum DerivedCopy {
 
     /// The tree entry of a finished copy of `base`.
     public static func treeFile(of base: TreeFile, quality: Quality, size: Int64, extension ext: String = container) -> TreeFile {
-        TreeFile(path: base.path.dropLast() + [fileName(besides: base.path.last ?? "", quality: quality, extension: ext)],
-                 key: key(of: base.key, quality: quality), size: size, modified: base.modified, etag: nil, orphaned: base.orphaned,
-                 remoteItemId: base.remoteItemId)
+        TreeFile(
+            path: base.path.dropLast() + [fileName(besides: base.path.last ?? "", quality: quality, extension: ext)],
+            key: key(of: base.key, quality: quality), size: size, modified: base.modified, etag: nil, orphaned: base.orphaned,
+            remoteItemId: base.remoteItemId)
     }
 }

@@ -44,25 +44,31 @@ public enum DownloadStatus: String, Sendable, Hashable, Codable, CaseIterable {
         case (.partial, .bytesCommitted): return .partial
         case (.partial, .enqueued), (.paused, .enqueued), (.failed, .enqueued): return .queued
         case (.queued, .unpinned), (.downloading, .unpinned), (.paused, .unpinned), (.failed, .unpinned),
-             (.preparing, .unpinned): return .partial
+            (.preparing, .unpinned):
+            return .partial
         case (.partial, .allBytesPresent), (.queued, .allBytesPresent), (.downloading, .allBytesPresent),
-             (.paused, .allBytesPresent), (.failed, .allBytesPresent):
+            (.paused, .allBytesPresent), (.failed, .allBytesPresent):
             // Retained but not yet proven playable: validation picks it up from here.
             return .unverified
         // Paused for a server that was away: the fill takes it up again once it answers.
         case (.queued, .transferStarted), (.preparing, .transferStarted), (.downloading, .transferStarted),
-             (.paused, .transferStarted), (.partial, .transferStarted): return .downloading
+            (.paused, .transferStarted), (.partial, .transferStarted):
+            return .downloading
         case (.queued, .bytesCommitted), (.downloading, .bytesCommitted), (.paused, .bytesCommitted),
-             (.failed, .bytesCommitted): return self
+            (.failed, .bytesCommitted):
+            return self
         case (.downloading, .interrupted), (.preparing, .interrupted), (.queued, .interrupted): return .paused
         // A paused file may be parked again for another cause; a reader's partial file meets a full disk.
         case (.downloading, .parked), (.preparing, .parked), (.queued, .parked), (.paused, .parked), (.partial, .parked): return .paused
         case (.downloading, .failedPermanently), (.preparing, .failedPermanently), (.queued, .failedPermanently),
-             (.paused, .failedPermanently), (.partial, .failedPermanently): return .failed
+            (.paused, .failedPermanently), (.partial, .failedPermanently):
+            return .failed
         case (.downloading, .willRetry), (.preparing, .willRetry), (.queued, .willRetry), (.paused, .willRetry),
-             (.partial, .willRetry): return .queued
+            (.partial, .willRetry):
+            return .queued
         case (.queued, .preparationStarted(let queued)), (.preparing, .preparationStarted(let queued)),
-             (.downloading, .preparationStarted(let queued)): return queued ? .queued : .preparing
+            (.downloading, .preparationStarted(let queued)):
+            return queued ? .queued : .preparing
         case (.paused, .retry), (.failed, .retry): return .queued
         case (.unverified, .validated(let playable)), (.downloading, .validated(let playable)):
             switch playable {

@@ -86,8 +86,9 @@ public struct FetchFailure: Error, Sendable, Equatable {
         switch status {
         case 401, 403: error = .authenticationFailed("the live stream answered HTTP \(status)")
         case 404, 410:
-            error = .fetchFailed("the server has no live stream for this file (HTTP \(status)): it was removed from the server or cannot be transcoded there; "
-                                 + "run `labstream sync`, or pin the original")
+            error = .fetchFailed(
+                "the server has no live stream for this file (HTTP \(status)): it was removed from the server or cannot be transcoded there; "
+                    + "run `labstream sync`, or pin the original")
         case 500..<600 where status != 503: error = .fetchFailed("the server could not make the stream (HTTP \(status)); its own log says why")
         default: error = .answered(status, to: "the live stream", body: [])
         }

@@ -36,8 +36,10 @@ public struct FileStatus: Sendable, Hashable {
     /// Its artwork and subtitles (none when the server has none or side assets are off).
     public var sideAssets: [SideAssetStatus] = []
 
-    public init(path: String, state: DisplayState, present: Int64, total: Int64, reason: String?, pauseCause: PauseCause? = nil,
-                pinned: Bool = false, copies: [Part] = [], newVersion: Part? = nil, sideAssets: [SideAssetStatus] = []) {
+    public init(
+        path: String, state: DisplayState, present: Int64, total: Int64, reason: String?, pauseCause: PauseCause? = nil,
+        pinned: Bool = false, copies: [Part] = [], newVersion: Part? = nil, sideAssets: [SideAssetStatus] = []
+    ) {
         self.path = path
         self.pauseCause = state == .paused ? pauseCause : nil
         self.state = state
@@ -61,11 +63,13 @@ public struct FileStatus: Sendable, Hashable {
     /// rows that belong to it (its copies and its next version, in any order). An orphaned
     /// file (gone from its server) says so whatever its row says.
     public init(path: String, size: Int64, row: DownloadRow?, related: [DownloadRow] = [], orphaned: Bool = false) {
-        self.init(path: path, state: Self.state(of: row), present: row.map { min($0.present.byteCount, size) } ?? 0,
-                  total: size, reason: orphaned ? StatusReason.orphaned : row?.reason, pauseCause: row?.pauseCause, pinned: row?.pinned ?? false)
+        self.init(
+            path: path, state: Self.state(of: row), present: row.map { min($0.present.byteCount, size) } ?? 0,
+            total: size, reason: orphaned ? StatusReason.orphaned : row?.reason, pauseCause: row?.pauseCause, pinned: row?.pinned ?? false)
         for other in related {
-            let part = Part(quality: DerivedCopy.parse(other.key).map { "\($0.quality)" }, state: Self.state(of: other),
-                            present: min(other.present.byteCount, other.total), total: other.total, reason: other.reason)
+            let part = Part(
+                quality: DerivedCopy.parse(other.key).map { "\($0.quality)" }, state: Self.state(of: other),
+                present: min(other.present.byteCount, other.total), total: other.total, reason: other.reason)
             if part.quality == nil { newVersion = part } else { copies.append(part) }
         }
         copies.sort { ($0.quality ?? "") < ($1.quality ?? "") }
@@ -95,8 +99,9 @@ public struct FileStatus: Sendable, Hashable {
         }
         return order.compactMap { key in
             let parts = related[key] ?? []
-            let status = FileStatus(path: path(key) ?? "(no longer in the catalog) \(key)", size: size(key) ?? own[key]?.total ?? 0,
-                                    row: own[key], related: parts)
+            let status = FileStatus(
+                path: path(key) ?? "(no longer in the catalog) \(key)", size: size(key) ?? own[key]?.total ?? 0,
+                row: own[key], related: parts)
             return status.state == .notLocal && parts.isEmpty ? nil : status
         }
     }

@@ -14,7 +14,8 @@ public enum ISODate {
         }
         func at(_ i: Int, _ c: Character) -> Bool { i < u.count && u[i] == c.asciiValue! }
         guard let y = num(0, 4), at(4, "-"), let mo = num(5, 2), at(7, "-"), let d = num(8, 2),
-              (1...12).contains(mo), (1...31).contains(d) else { return nil }
+            (1...12).contains(mo), (1...31).contains(d)
+        else { return nil }
         var seconds = 0
         if u.count > 10 {
             guard at(10, "T") || at(10, " "), let h = num(11, 2), at(13, ":"), let mi = num(14, 2) else { return nil }

@@ -28,13 +28,13 @@ public enum LogRedaction {
     static let keys: [String] = [String]([
         "api_key=", "apikey=", "x-plex-token=", "x-emby-token=", "access_token=", "token=", "password=", "pw=",
         "x-plex-token: ", "x-emby-token: ", "x-emby-authorization: ", "authorization: ",
-        "token=\"", "\"accesstoken\":\"", "\"pw\":\"", "\"password\":\"", "\"authtoken\":\"", "\"accesstoken\": \"", "\"authtoken\": \"",
-    ]).sorted { $0.utf8.count > $1.utf8.count }   // the longest key wins (`token="` before `token=`)
+        "token=\"", "\"accesstoken\":\"", "\"pw\":\"", "\"password\":\"", "\"authtoken\":\"", "\"accesstoken\": \"", "\"authtoken\": \""
+    ]).sorted { $0.utf8.count > $1.utf8.count }  // the longest key wins (`token="` before `token=`)
 
     public static func redact(_ line: String) -> String {
         var bytes = Array(line.utf8)
         let lower = Array(line.lowercased().utf8)
-        guard lower.count == bytes.count else { return line.isEmpty ? line : mask }   // case mapping changed lengths: be safe
+        guard lower.count == bytes.count else { return line.isEmpty ? line : mask }  // case mapping changed lengths: be safe
         var out: [UInt8] = []
         var i = 0
         while i < bytes.count {

@@ -27,8 +27,10 @@ public struct ManagedEntry: Sendable, Hashable {
         case downloading, completed
     }
 
-    public init(itemId: String, sourceId: String, id: String?, revision: Int = 0, status: String = "", deliveryFormat: String = "original",
-                reported: Report? = nil, reportedAt: Int64? = nil, manifest: [UInt8]? = nil) {
+    public init(
+        itemId: String, sourceId: String, id: String?, revision: Int = 0, status: String = "", deliveryFormat: String = "original",
+        reported: Report? = nil, reportedAt: Int64? = nil, manifest: [UInt8]? = nil
+    ) {
         self.itemId = itemId
         self.sourceId = sourceId
         self.id = id
@@ -141,7 +143,9 @@ public enum ManagedEntryPolicy {
     /// Why a pin at `wanted` (nil: the original) cannot be made on a server that keeps one
     /// entry per item and device, given what of the item is pinned already; nil when it can.
     public static func pinConflict(wanted: Quality?, originalPinned: Bool, pinnedCopies: [Quality]) -> String? {
-        if wanted == .remux { return "Silo has no remux preset: pin the original, or at a bitrate (\(Quality.allowedCaps.map { "\($0)mbps" }.joined(separator: ", ")))" }
+        if wanted == .remux {
+            return "Silo has no remux preset: pin the original, or at a bitrate (\(Quality.allowedCaps.map { "\($0)mbps" }.joined(separator: ", ")))"
+        }
         let held = (originalPinned ? [Quality.original] : []) + pinnedCopies
         guard let other = held.first(where: { $0 != (wanted ?? .original) }) else { return nil }
         let which = other == .original ? "the original" : "its \(other) copy"
@@ -202,7 +206,8 @@ public enum IntegrityCheck {
             return .mismatch("integrity check: the server expects \(expected) bytes, the local copy has \(localBytes)")
         }
         guard let (kind, expected) = parse(integrity.hash), let local = localHash(kind) else { return .sizeOnly }
-        return local == expected ? .matches
+        return local == expected
+            ? .matches
             : .mismatch("integrity check: the server's \(kind.rawValue) is \(expected), the local copy's is \(local); the copy is kept for inspection")
     }
 

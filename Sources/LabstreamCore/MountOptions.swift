@@ -28,9 +28,11 @@ public struct MountOptions: Sendable, Hashable {
 
     /// Options a mount(8) line carries that mean nothing to Labstream.
     /// mount(8) and mount.fuse3 add some of these themselves.
-    static let ignored: Set<String> = ["ro", "defaults", "_netdev", "nofail", "noauto", "auto", "user", "users",
-                                       "nosuid", "nodev", "noexec", "suid", "dev", "exec", "async",
-                                       "atime", "noatime", "relatime", "strictatime", "nodiratime", "lazytime"]
+    static let ignored: Set<String> = [
+        "ro", "defaults", "_netdev", "nofail", "noauto", "auto", "user", "users",
+        "nosuid", "nodev", "noexec", "suid", "dev", "exec", "async",
+        "atime", "noatime", "relatime", "strictatime", "nodiratime", "lazytime"
+    ]
 
     public static func parse(_ lists: [String]) throws(Invalid) -> MountOptions {
         var o = MountOptions()
@@ -62,13 +64,17 @@ public struct MountOptions: Sendable, Hashable {
                 case "segment_size", "cache_max":
                     guard let v = value.flatMap(LabstreamConfig.parseSize) else { throw Invalid(message: "\(name)= needs a size such as 16M") }
                     if name == "segment_size" {
-                        guard v >= TransferSizes.mebibyte, v <= 512 * TransferSizes.mebibyte else { throw Invalid(message: "segment_size= must be between 1M and 512M") }
+                        guard v >= TransferSizes.mebibyte, v <= 512 * TransferSizes.mebibyte else {
+                            throw Invalid(message: "segment_size= must be between 1M and 512M")
+                        }
                         o.segmentSize = v
                     } else {
                         o.cacheMax = v
                     }
                 case "rate_limit":
-                    guard let v = value.flatMap(LabstreamConfig.parseSize) else { throw Invalid(message: "rate_limit= needs bytes per second such as 10M (0: unlimited)") }
+                    guard let v = value.flatMap(LabstreamConfig.parseSize) else {
+                        throw Invalid(message: "rate_limit= needs bytes per second such as 10M (0: unlimited)")
+                    }
                     o.rateLimit = v
                 case "rw":
                     throw Invalid(message: "the Labstream mount is read-only; remove 'rw'")

@@ -16,8 +16,10 @@ public enum MountPreflight {
         /// `/etc/fuse.conf`, when readable.
         public var fuseConf: String?
 
-        public init(mountpoint: String, isDirectory: Bool = true, entries: [String] = [], mountedType: String? = nil,
-                    device: DeviceAccess = .usable, allowOther: Bool = false, euid: UInt32 = 0, fuseConf: String? = nil) {
+        public init(
+            mountpoint: String, isDirectory: Bool = true, entries: [String] = [], mountedType: String? = nil,
+            device: DeviceAccess = .usable, allowOther: Bool = false, euid: UInt32 = 0, fuseConf: String? = nil
+        ) {
             self.mountpoint = mountpoint
             self.isDirectory = isDirectory
             self.entries = entries
@@ -41,7 +43,10 @@ public enum MountPreflight {
         }
         if !f.isDirectory { return (.notADirectory, "the mountpoint \(mp) is not a directory; give an empty directory") }
         if !f.entries.isEmpty {
-            return (.notEmpty, "the mountpoint \(mp) is not empty (\(f.entries.count) \(f.entries.count == 1 ? "entry" : "entries")); mounting would hide them: give an empty directory")
+            return (
+                .notEmpty,
+                "the mountpoint \(mp) is not empty (\(f.entries.count) \(f.entries.count == 1 ? "entry" : "entries")); mounting would hide them: give an empty directory"
+            )
         }
         switch f.device {
         case .missing:
@@ -58,8 +63,10 @@ public enum MountPreflight {
 
     /// An uncommented `user_allow_other` line.
     static func permitsAllowOther(_ conf: String) -> Bool {
-        conf.split(separator: "\n").contains { $0.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first?
-            .trimming(" \t\r") == "user_allow_other" }
+        conf.split(separator: "\n").contains {
+            $0.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first?
+                .trimming(" \t\r") == "user_allow_other"
+        }
     }
 }
 

@@ -123,7 +123,7 @@ public enum TreeBuilder {
             // Top-level folders: one per movie, one per series, one per album artist. Other
             // items sit in the server's own folders instead.
             var topNames = Set<String>()
-            var folderOf: [String: String] = [:]   // movie id, series id or artist key → folder name
+            var folderOf: [String: String] = [:]  // movie id, series id or artist key → folder name
             let folderKeys: [(key: String, name: String)?] = playable.map { item in
                 switch item.kind {
                 case .movie: return (item.id, Naming.titled(item.title, year: item.year))
@@ -155,7 +155,7 @@ public enum TreeBuilder {
                 case .movie:
                     let folder = folderOf[folderKey!.key]!
                     dir = root + [folder]
-                    stem = folder   // "Title (Year)/Title (Year).ext", even for a de-duplicated folder
+                    stem = folder  // "Title (Year)/Title (Year).ext", even for a de-duplicated folder
                 case .episode:
                     dir = root + [folderOf[folderKey!.key]!, Naming.seasonFolder(item.seasonNumber)]
                     let series = Naming.titled(item.seriesName ?? "Unknown Series", year: item.seriesYear)
@@ -188,11 +188,12 @@ public enum TreeBuilder {
                     var taken = namesIn[dir] ?? []
                     let name = Naming.unique(stem + label, extension: Naming.fileExtension(for: source), taken: &taken)
                     namesIn[dir] = taken
-                    files.append(TreeFile(
-                        path: dir + [name],
-                        key: FileKey(server: server, itemId: item.id, sourceId: source.id),
-                        size: max(source.size ?? 0, 0), modified: item.modified, etag: source.etag, bitrate: source.bitrate,
-                        remoteItemId: source.itemId, kind: item.kind))
+                    files.append(
+                        TreeFile(
+                            path: dir + [name],
+                            key: FileKey(server: server, itemId: item.id, sourceId: source.id),
+                            size: max(source.size ?? 0, 0), modified: item.modified, etag: source.etag, bitrate: source.bitrate,
+                            remoteItemId: source.itemId, kind: item.kind))
                 }
             }
         }

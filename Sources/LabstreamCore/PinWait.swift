@@ -37,7 +37,8 @@ public enum PinWait {
     public static func heldMessage(path: String, reason: String?, cause: PauseCause?) -> String {
         switch cause {
         case .storageFull?:
-            return "\(path) is paused: the cache's disk cannot hold the rest of it. Free space on it (or unpin other files, or lower min_free), then run `labstream resume \(path)`."
+            return
+                "\(path) is paused: the cache's disk cannot hold the rest of it. Free space on it (or unpin other files, or lower min_free), then run `labstream resume \(path)`."
         default:
             return "\(path) is paused (\(reason ?? "no reason given")); `labstream resume \(path)` continues it."
         }

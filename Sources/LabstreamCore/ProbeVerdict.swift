@@ -40,8 +40,10 @@ public enum ProbeVerdict {
     /// `serverDuration`: how long the server says a track plays (seconds); one that plays more
     /// than a second longer or shorter is not the server's track.
     /// `serverFormat`: the file type the server gives an image (its container or extension).
-    public static func judge(_ o: ProbeObservation, expecting: MediaKind = .video, serverDuration: Double? = nil,
-                             serverFormat: String? = nil) -> ProbeOutcome {
+    public static func judge(
+        _ o: ProbeObservation, expecting: MediaKind = .video, serverDuration: Double? = nil,
+        serverFormat: String? = nil
+    ) -> ProbeOutcome {
         if let problem = o.problem { return .unverified(problem) }
         guard o.mpvAvailable else { return .unverified("libmpv unavailable") }
         if expecting == .image { return judgeImage(o, serverFormat: serverFormat) }

@@ -37,9 +37,13 @@ public enum Validator: Sendable, Hashable, Codable, CustomStringConvertible {
     }
 
     public init?(persisted: String) {
-        if persisted.hasPrefix("etag:") { self = .etag(String(persisted.dropFirst(5))) }
-        else if persisted.hasPrefix("last-modified:") { self = .lastModified(String(persisted.dropFirst(14))) }
-        else { return nil }
+        if persisted.hasPrefix("etag:") {
+            self = .etag(String(persisted.dropFirst(5)))
+        } else if persisted.hasPrefix("last-modified:") {
+            self = .lastModified(String(persisted.dropFirst(14)))
+        } else {
+            return nil
+        }
     }
 }
 
@@ -65,7 +69,9 @@ public struct ContentRange: Sendable, Hashable {
         guard bounds.count == 2, let a = Int64(bounds[0]), let b = Int64(bounds[1]), a >= 0, a <= b else { return nil }
         first = a
         last = b
-        if parts[1] == "*" { total = nil } else {
+        if parts[1] == "*" {
+            total = nil
+        } else {
             guard let t = Int64(parts[1]), t > b else { return nil }
             total = t
         }
@@ -98,8 +104,10 @@ public enum RangeResponsePolicy {
         }
     }
 
-    public static func judge(status: Int, contentRange: String?, etag: String?, lastModified: String?,
-                             contentEncoding: String? = nil, expected: RangeExpectation) -> Verdict {
+    public static func judge(
+        status: Int, contentRange: String?, etag: String?, lastModified: String?,
+        contentEncoding: String? = nil, expected: RangeExpectation
+    ) -> Verdict {
         if (200..<300).contains(status), let encoding = contentEncoding?.lowercased(), !encoding.isEmpty, encoding != "identity" {
             return .reject("the server sent a \(encoding)-encoded body; only the file's own bytes can be stored")
         }
@@ -138,14 +146,16 @@ public enum RangeResponsePolicy {
             // With If-Range, a 200 carrying the validator sent means the server ignores Range
             // (the file is the same); with another validator, or none, the file changed.
             if let pinned = expected.validator, seen != pinned {
-                return .remoteChanged("server answered 200 to an If-Range request" + (seen.map { " with validator \($0.headerValue)" } ?? " without a validator"))
+                return .remoteChanged(
+                    "server answered 200 to an If-Range request" + (seen.map { " with validator \($0.headerValue)" } ?? " without a validator"))
             }
             return .restart("server ignored the Range header (200)")
         case 416:
             // `Content-Range: bytes */TOTAL`: a different total means the file changed; the same
             // total means our plan was wrong, which must not be retried blindly.
             if let header = contentRange, header.hasPrefix("bytes */"), let t = Int64(header.dropFirst(8)),
-               let total = expected.total, t == total {
+                let total = expected.total, t == total
+            {
                 return .reject("server says bytes \(expected.range.lower)-\(expected.range.lastByte) are not satisfiable within \(total)")
             }
             return .remoteChanged("server says the range is not satisfiable (416): the file's size changed")

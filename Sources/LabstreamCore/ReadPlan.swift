@@ -44,8 +44,10 @@ public enum ReadPlanner {
     /// window slides forward by one kernel read at a time; topping it up by each slide would
     /// turn a stream into thousands of 128 KiB requests. Waiting until the gap is worth a
     /// request keeps requests large while the runway never drops below `window - minimumPiece`.
-    public static func readAhead(window: ByteRange, total: Int64, present: RangeSet, inFlight: RangeSet,
-                                 segmentSize: Int64, minimumPiece: Int64) -> [ByteRange] {
+    public static func readAhead(
+        window: ByteRange, total: Int64, present: RangeSet, inFlight: RangeSet,
+        segmentSize: Int64, minimumPiece: Int64
+    ) -> [ByteRange] {
         var out = pieces(of: window, present: present, inFlight: inFlight, segmentSize: segmentSize)
         if let tail = out.last, tail.upper == window.upper, window.upper < total, tail.count < minimumPiece {
             out.removeLast()
@@ -88,7 +90,8 @@ public struct ReadAheadPolicy: Sendable, Hashable {
     /// Records a read and returns the range worth fetching ahead of it, if any.
     public mutating func observe(read: ByteRange, total: Int64) -> ByteRange? {
         // The kernel may split and reorder nearby reads a little; treat a small forward gap as sequential.
-        let sequential = nextExpected >= 0 && read.lower >= nextExpected - sizes.readChunk
+        let sequential =
+            nextExpected >= 0 && read.lower >= nextExpected - sizes.readChunk
             && read.lower <= nextExpected + sizes.readChunk
         if sequential {
             window = min(window * 2, sizes.readAheadMax)

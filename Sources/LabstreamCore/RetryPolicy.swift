@@ -70,7 +70,8 @@ public enum HTTPDate {
     public static func epochSeconds(_ text: String) -> Int64? {
         let parts = text.split(separator: " ")
         guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]), let year = Int(parts[3]),
-              let month = months.firstIndex(of: String(parts[2])) else { return nil }
+            let month = months.firstIndex(of: String(parts[2]))
+        else { return nil }
         let time = parts[4].split(separator: ":").compactMap { Int($0) }
         guard time.count == 3 else { return nil }
         let iso = "\(year)-\(month < 9 ? "0" : "")\(month + 1)-\(day < 10 ? "0" : "")\(day)T\(parts[4])Z"

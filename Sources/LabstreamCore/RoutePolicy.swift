@@ -47,8 +47,10 @@ public struct RouteRequest: Sendable, Hashable {
     /// A server-side preparation (Plex download queue, Emby Convert) for this quality has finished.
     public var preparedOutputReady: Bool
 
-    public init(backend: BackendKind, quality: Quality = .original, sourceBitrate: Int? = nil, sourceContainer: String? = nil,
-                explicitVersion: Bool = false, preparedOutputReady: Bool = false) {
+    public init(
+        backend: BackendKind, quality: Quality = .original, sourceBitrate: Int? = nil, sourceContainer: String? = nil,
+        explicitVersion: Bool = false, preparedOutputReady: Bool = false
+    ) {
         self.backend = backend
         self.quality = quality
         self.sourceBitrate = sourceBitrate

@@ -22,8 +22,10 @@ public enum SegmentTrainPlanner {
         public var segmentSize: Int64
         public var maxQueued: Int
 
-        public init(durable: RangeSet, total: Int64?, inFlight: [ByteRange] = [], readerWants: [ByteRange] = [],
-                    fillInBackground: Bool, segmentSize: Int64, maxQueued: Int = 2) {
+        public init(
+            durable: RangeSet, total: Int64?, inFlight: [ByteRange] = [], readerWants: [ByteRange] = [],
+            fillInBackground: Bool, segmentSize: Int64, maxQueued: Int = 2
+        ) {
             self.durable = durable
             self.total = total
             self.inFlight = inFlight

@@ -52,8 +52,10 @@ public struct SeriesMonitor: Sendable, Hashable {
     public var remoteId: String?
     public var remoteEtag: String?
 
-    public init(server: String, seriesId: String, mode: Mode, deleteWatched: Bool = false, maxStorage: Int64? = nil,
-                baseline: Set<String> = [], created: Int64 = 0, remoteId: String? = nil, remoteEtag: String? = nil) {
+    public init(
+        server: String, seriesId: String, mode: Mode, deleteWatched: Bool = false, maxStorage: Int64? = nil,
+        baseline: Set<String> = [], created: Int64 = 0, remoteId: String? = nil, remoteEtag: String? = nil
+    ) {
         self.remoteId = remoteId
         self.remoteEtag = remoteEtag
         self.server = server
@@ -84,7 +86,11 @@ public struct SeriesMonitor: Sendable, Hashable {
         var words: [String] = []
         for chunk in text.split(whereSeparator: { $0 == " " || $0 == "\t" }) {
             for piece in chunk.split(separator: ",") {
-                if let last = words.last, last.hasPrefix("seasons="), Int(piece) != nil { words[words.count - 1] += "," + piece } else { words.append(String(piece)) }
+                if let last = words.last, last.hasPrefix("seasons="), Int(piece) != nil {
+                    words[words.count - 1] += "," + piece
+                } else {
+                    words.append(String(piece))
+                }
             }
         }
         for word in words {
@@ -124,8 +130,10 @@ public struct MonitoredEpisode: Sendable, Hashable {
     /// Open right now: never removed.
     public var open: Bool
 
-    public init(key: FileKey, season: Int, episode: Int, size: Int64, played: Bool = false, pinnedByHand: Bool = false,
-                pinnedByMonitor: Bool = false, declined: Bool = false, open: Bool = false) {
+    public init(
+        key: FileKey, season: Int, episode: Int, size: Int64, played: Bool = false, pinnedByHand: Bool = false,
+        pinnedByMonitor: Bool = false, declined: Bool = false, open: Bool = false
+    ) {
         self.key = key
         self.season = season
         self.episode = episode

@@ -39,10 +39,13 @@ extension FileStatus {
     /// A pinned file is complete only once what belongs beside it is stored, or has been tried
     /// and failed (its reason is reported, and it is tried again later: a broken poster must
     /// not hold a pin forever). Until then a file whose media is whole shows as downloading.
-    public static func shown(state: DisplayState, reason: String?, pinned: Bool,
-                             sideAssets: [SideAssetStatus]) -> (state: DisplayState, reason: String?) {
+    public static func shown(
+        state: DisplayState, reason: String?, pinned: Bool,
+        sideAssets: [SideAssetStatus]
+    ) -> (state: DisplayState, reason: String?) {
         guard pinned, state == .complete || (state == .unverified && reason != StatusReason.awaitingValidation),
-              sideAssets.contains(where: { $0.state == .missing }) else { return (state, reason) }
+            sideAssets.contains(where: { $0.state == .missing })
+        else { return (state, reason) }
         return (.downloading, StatusReason.fetchingSideAssets)
     }
 }

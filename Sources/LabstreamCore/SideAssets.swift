@@ -22,8 +22,10 @@ public struct RemoteAsset: Sendable, Hashable, Codable {
     public var hearingImpaired: Bool
     public var codec: String?
 
-    public init(kind: Kind, ref: String, tag: String? = nil, season: Int? = nil, sourceId: String? = nil, language: String? = nil,
-                forced: Bool = false, hearingImpaired: Bool = false, codec: String? = nil) {
+    public init(
+        kind: Kind, ref: String, tag: String? = nil, season: Int? = nil, sourceId: String? = nil, language: String? = nil,
+        forced: Bool = false, hearingImpaired: Bool = false, codec: String? = nil
+    ) {
         self.kind = kind
         self.ref = ref
         self.tag = tag
@@ -118,14 +120,17 @@ public enum SideAssetPlan {
                 switch asset.kind {
                 case .poster, .fanart, .logo:
                     guard item.kind == .movie else { continue }
-                    add(PlannedAsset(server: file.key.server, itemId: item.id, asset: asset, directory: dir, stem: asset.kind.rawValue,
-                                     owners: [file.key]))
+                    add(
+                        PlannedAsset(
+                            server: file.key.server, itemId: item.id, asset: asset, directory: dir, stem: asset.kind.rawValue,
+                            owners: [file.key]))
                 case .thumb:
                     guard item.kind == .episode else { continue }
                     add(PlannedAsset(server: file.key.server, itemId: item.id, asset: asset, directory: dir, stem: stem + "-thumb", owners: [file.key]))
                 case .subtitle:
                     guard asset.sourceId == nil || asset.sourceId == file.key.sourceId || asset.sourceId == file.key.remoteSourceId,
-                          let ext = subtitleExtension(asset.codec) else { continue }
+                        let ext = subtitleExtension(asset.codec)
+                    else { continue }
                     var name = stem + "." + language(asset.language)
                     if asset.forced { name += ".forced" }
                     if asset.hearingImpaired { name += ".sdh" }
@@ -138,8 +143,10 @@ public enum SideAssetPlan {
                     taken[dir, default: []].insert(unique + "." + ext)
                     var key = asset
                     key.sourceId = file.key.sourceId
-                    add(PlannedAsset(server: file.key.server, itemId: item.id, asset: key, directory: dir, stem: unique, fileExtension: ext,
-                                     owners: [file.key]))
+                    add(
+                        PlannedAsset(
+                            server: file.key.server, itemId: item.id, asset: key, directory: dir, stem: unique, fileExtension: ext,
+                            owners: [file.key]))
                 }
             }
             // The series' artwork in its folder, a season's poster in the season's.
@@ -150,8 +157,10 @@ public enum SideAssetPlan {
                         guard asset.kind == .poster, season == item.seasonNumber else { continue }
                         add(PlannedAsset(server: file.key.server, itemId: series, asset: asset, directory: dir, stem: "poster", owners: [file.key]))
                     } else {
-                        add(PlannedAsset(server: file.key.server, itemId: series, asset: asset, directory: seriesDir, stem: asset.kind.rawValue,
-                                         owners: [file.key]))
+                        add(
+                            PlannedAsset(
+                                server: file.key.server, itemId: series, asset: asset, directory: seriesDir, stem: asset.kind.rawValue,
+                                owners: [file.key]))
                     }
                 }
             }
@@ -175,9 +184,11 @@ public enum SideAssetPlan {
     public static func language(_ code: String?) -> String {
         guard let raw = code?.lowercased().split(separator: "-").first.map(String.init), !raw.isEmpty else { return "und" }
         if raw.count == 3, raw.allSatisfy({ $0.isLetter && $0.isASCII }) { return raw }
-        let twoLetter = ["en": "eng", "fr": "fre", "de": "ger", "es": "spa", "it": "ita", "pt": "por", "nl": "dut", "sv": "swe", "no": "nor",
-                         "nb": "nob", "da": "dan", "fi": "fin", "pl": "pol", "ru": "rus", "ja": "jpn", "zh": "chi", "ko": "kor", "ar": "ara",
-                         "he": "heb", "tr": "tur", "el": "gre", "cs": "cze", "hu": "hun", "ro": "rum", "uk": "ukr", "hi": "hin", "th": "tha"]
+        let twoLetter = [
+            "en": "eng", "fr": "fre", "de": "ger", "es": "spa", "it": "ita", "pt": "por", "nl": "dut", "sv": "swe", "no": "nor",
+            "nb": "nob", "da": "dan", "fi": "fin", "pl": "pol", "ru": "rus", "ja": "jpn", "zh": "chi", "ko": "kor", "ar": "ara",
+            "he": "heb", "tr": "tur", "el": "gre", "cs": "cze", "hu": "hun", "ro": "rum", "uk": "ukr", "hi": "hin", "th": "tha"
+        ]
         return twoLetter[raw] ?? "und"
     }
 }
@@ -199,7 +210,8 @@ public enum SideAssetCheck {
             return .keep(Array(text.utf8), extension: ext)
         }
         guard let ext = ContainerSniff.imageExtension(ofHeader: Array(bytes.prefix(ContainerSniff.headerLength))),
-              ["jpg", "png", "webp", "gif"].contains(ext) else {
+            ["jpg", "png", "webp", "gif"].contains(ext)
+        else {
             return .reject("the bytes are not a JPEG, PNG, WebP or GIF image")
         }
         return .keep(bytes, extension: ext)
@@ -212,7 +224,9 @@ public enum SideAssetCheck {
         if bytes.starts(with: [0xFF, 0xFE]) || bytes.starts(with: [0xFE, 0xFF]) {
             let little = bytes[0] == 0xFF
             let body = Array(bytes.dropFirst(2))
-            let units = stride(from: 0, to: body.count - 1, by: 2).map { i in little ? UInt16(body[i]) | UInt16(body[i + 1]) << 8 : UInt16(body[i]) << 8 | UInt16(body[i + 1]) }
+            let units = stride(from: 0, to: body.count - 1, by: 2).map { i in
+                little ? UInt16(body[i]) | UInt16(body[i + 1]) << 8 : UInt16(body[i]) << 8 | UInt16(body[i + 1])
+            }
             return String(validating: units, as: UTF16.self)
         }
         if let text = String(validating: bytes, as: UTF8.self) { return text.contains("\0") ? nil : text }
@@ -233,7 +247,7 @@ public enum SideAssetCheck {
     static let windows1252: [UInt8: Character] = [
         0x80: "€", 0x82: "‚", 0x83: "ƒ", 0x84: "„", 0x85: "…", 0x86: "†", 0x87: "‡", 0x88: "ˆ", 0x89: "‰", 0x8A: "Š", 0x8B: "‹", 0x8C: "Œ",
         0x8E: "Ž", 0x91: "‘", 0x92: "’", 0x93: "“", 0x94: "”", 0x95: "•", 0x96: "–", 0x97: "—", 0x98: "˜", 0x99: "™", 0x9A: "š", 0x9B: "›",
-        0x9C: "œ", 0x9E: "ž", 0x9F: "Ÿ",
+        0x9C: "œ", 0x9E: "ž", 0x9F: "Ÿ"
     ]
 }
 

@@ -27,8 +27,10 @@ public struct ItemDetails: Sendable, Hashable, Codable {
         }
     }
 
-    public init(originalTitle: String? = nil, plot: String? = nil, runtimeSeconds: Double? = nil, genres: [String] = [], studios: [String] = [],
-                rating: Double? = nil, premiered: String? = nil, ids: [String: String] = [:], chapters: [Chapter] = [], assets: [RemoteAsset] = []) {
+    public init(
+        originalTitle: String? = nil, plot: String? = nil, runtimeSeconds: Double? = nil, genres: [String] = [], studios: [String] = [],
+        rating: Double? = nil, premiered: String? = nil, ids: [String: String] = [:], chapters: [Chapter] = [], assets: [RemoteAsset] = []
+    ) {
         self.chapters = chapters
         self.assets = assets
         self.originalTitle = originalTitle
@@ -44,12 +46,13 @@ public struct ItemDetails: Sendable, Hashable, Codable {
     /// Members a later release adds read back as absent from what an earlier one stored.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        self.init(originalTitle: try c.decodeIfPresent(String.self, forKey: .originalTitle), plot: try c.decodeIfPresent(String.self, forKey: .plot),
-                  runtimeSeconds: try c.decodeIfPresent(Double.self, forKey: .runtimeSeconds), genres: try c.decodeIfPresent([String].self, forKey: .genres) ?? [],
-                  studios: try c.decodeIfPresent([String].self, forKey: .studios) ?? [], rating: try c.decodeIfPresent(Double.self, forKey: .rating),
-                  premiered: try c.decodeIfPresent(String.self, forKey: .premiered), ids: try c.decodeIfPresent([String: String].self, forKey: .ids) ?? [:],
-                  chapters: try c.decodeIfPresent([Chapter].self, forKey: .chapters) ?? [],
-                  assets: (try? c.decodeIfPresent([RemoteAsset].self, forKey: .assets)) ?? [])
+        self.init(
+            originalTitle: try c.decodeIfPresent(String.self, forKey: .originalTitle), plot: try c.decodeIfPresent(String.self, forKey: .plot),
+            runtimeSeconds: try c.decodeIfPresent(Double.self, forKey: .runtimeSeconds), genres: try c.decodeIfPresent([String].self, forKey: .genres) ?? [],
+            studios: try c.decodeIfPresent([String].self, forKey: .studios) ?? [], rating: try c.decodeIfPresent(Double.self, forKey: .rating),
+            premiered: try c.decodeIfPresent(String.self, forKey: .premiered), ids: try c.decodeIfPresent([String: String].self, forKey: .ids) ?? [:],
+            chapters: try c.decodeIfPresent([Chapter].self, forKey: .chapters) ?? [],
+            assets: (try? c.decodeIfPresent([RemoteAsset].self, forKey: .assets)) ?? [])
     }
 
     public var isEmpty: Bool { self == ItemDetails() }
@@ -140,8 +143,10 @@ public enum SideFiles {
     /// The same, taking the size and digest of a document from `known` (by `cacheKey`) instead
     /// of making it with `make`; `made` is what had to be made. `libraries` needs only each
     /// item's kind and series.
-    public static func nfos(tree: [TreeFile], libraries: [LibraryCatalog], known: [String: (size: Int64, digest: UInt64)],
-                            make: (NFODocument) -> [UInt8]?) -> (files: [GeneratedFile], made: [(doc: String, size: Int64, digest: UInt64)]) {
+    public static func nfos(
+        tree: [TreeFile], libraries: [LibraryCatalog], known: [String: (size: Int64, digest: UInt64)],
+        make: (NFODocument) -> [UInt8]?
+    ) -> (files: [GeneratedFile], made: [(doc: String, size: Int64, digest: UInt64)]) {
         let itemOf = ItemLookup(libraries)
         var out: [GeneratedFile] = []
         var made: [(doc: String, size: Int64, digest: UInt64)] = []
@@ -203,7 +208,8 @@ extension SideFiles {
         var out: [FileKey: String] = [:]
         for file in tree where DerivedCopy.parse(file.key) == nil {
             guard let chapters = chaptersOf[file.key.itemId] else { continue }
-            out[file.key] = chapters.map { timestamp($0.start) + " " + $0.name.split(whereSeparator: \.isNewline).joined(separator: " ") }.joined(separator: "\n")
+            out[file.key] = chapters.map { timestamp($0.start) + " " + $0.name.split(whereSeparator: \.isNewline).joined(separator: " ") }.joined(
+                separator: "\n")
         }
         return out
     }

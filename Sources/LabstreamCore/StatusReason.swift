@@ -100,12 +100,13 @@ public enum StatusReason {
     /// Sentences by their opening words, most specific first.
     static let openings: [(String, Code)] = [
         (storageFull, .storageFull), (pausedByUser, .pausedByUser), (serverUnavailable, .serverUnavailable),
-        (awaitingValidation, .awaitingValidation), (probeOff, .probeOff), (evicted, .evicted), (monitorLetGo, .monitorLetGo), (heldByCap, .heldByCap), ("orphaned:", .orphaned),
+        (awaitingValidation, .awaitingValidation), (probeOff, .probeOff), (evicted, .evicted), (monitorLetGo, .monitorLetGo), (heldByCap, .heldByCap),
+        ("orphaned:", .orphaned),
         ("file changed on the server", .fileChanged), ("the file keeps changing", .fileChanged),
         (localFileVanished, .localFileVanished), (damagedBytes, .damagedBytes), (fetchingSideAssets, .fetchingSideAssets),
         ("the server is preparing the copy", .preparingCopy), ("the live stream", .liveStream), ("size unknown", .sizeUnknown),
         (serverRemovedOpening, .serverRemoved), (indexUpgradedOpening, .indexUpgraded),
-        ("server offline", .serverAway), ("server auth-failed", .serverAway),
+        ("server offline", .serverAway), ("server auth-failed", .serverAway)
     ]
 
     /// The code of `reason` on a file in `state` (a paused file's `cause` says it, when known);

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A failed system call, naming the call and what it was doing.
@@ -42,7 +42,9 @@ public func pwriteAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: 
 }
 
 /// Reads up to `count` bytes at `offset`, looping over short reads; stops at end of file.
-public func preadFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64, context: @autoclosure () -> String) throws(SyscallError) -> Int {
+public func preadFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64, context: @autoclosure () -> String) throws(SyscallError)
+    -> Int
+{
     var done = 0
     while done < buffer.count {
         let n = try syscall("pread", context()) {

@@ -8,7 +8,7 @@ import Synchronization
 /// (`status`, `pin --wait`, tests) waits for the next change instead of polling.
 final class Changes: @unchecked Sendable {
     let condition = NSCondition()
-    var count = 0   // guarded by `condition`
+    var count = 0  // guarded by `condition`
 
     var current: Int { condition.withLock { count } }
 

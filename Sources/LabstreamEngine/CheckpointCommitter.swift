@@ -53,7 +53,7 @@ final class CheckpointCommitter: @unchecked Sendable {
         while pending.isEmpty && !closed { condition.wait() }
         guard !pending.isEmpty else { return nil }
         busy = true
-        condition.broadcast()   // a body waiting to queue the next one may now
+        condition.broadcast()  // a body waiting to queue the next one may now
         return pending.removeFirst()
     }
 

@@ -69,9 +69,11 @@ final class FileTransfer: @unchecked Sendable {
     }
 
     static func open(file: TreeFile, index: OfflineIndex, layout: DataLayout) throws(LabstreamError) -> FileTransfer {
-        var row = try index.download(file.key) ?? DownloadRow(
-            key: file.key, status: .partial, attempt: AttemptID(1), validator: nil, total: file.size,
-            present: RangeSet(), partialPath: layout.partialRelativePath(for: file.key), sourceTag: file.etag)
+        var row =
+            try index.download(file.key)
+            ?? DownloadRow(
+                key: file.key, status: .partial, attempt: AttemptID(1), validator: nil, total: file.size,
+                present: RangeSet(), partialPath: layout.partialRelativePath(for: file.key), sourceTag: file.etag)
         let stale = row.isStale(for: file)
         if stale {
             // The catalog says the file changed: the old bytes belong to another version.
@@ -172,7 +174,7 @@ final class FileTransfer: @unchecked Sendable {
             // recording fails, the stored row's digests no longer match and are dropped when read.
             try partial.discardAll()
             try index.saveDownload(row, freeing: true, now: engine.now())
-            index.keepReserve()   // taken again once the freed space allows
+            index.keepReserve()  // taken again once the freed space allows
             engine.droppedListener.function?(file.key)
             return
         }
@@ -243,27 +245,33 @@ final class FileTransfer: @unchecked Sendable {
                 // A server marked down (it refused the connection) is not waited for: the read
                 // fails at once, as every read of a server known to be down does.
                 guard engine.reachability(of: file.key.server) == .online,
-                      case .retry(let delay) = engine.settings.retry.decide(failure.kind, failures: transientFailures, now: Date().timeIntervalSince1970,
-                                                                             random: Double.random(in: 0...1), persistent: true),
-                      Date().addingTimeInterval(delay) < deadline else { throw failure.error }
+                    case .retry(let delay) = engine.settings.retry.decide(
+                        failure.kind, failures: transientFailures, now: Date().timeIntervalSince1970,
+                        random: Double.random(in: 0...1), persistent: true),
+                    Date().addingTimeInterval(delay) < deadline
+                else { throw failure.error }
                 engine.log("read of \(file.path.last ?? ""): \(failure.error.userMessage); trying again in \(String(format: "%.1f", delay)) s")
                 let retryAt = Date().addingTimeInterval(delay)
-                while Date() < retryAt && condition.wait(until: retryAt) {}   // a schedule; other wake-ups are ignored
+                while Date() < retryAt && condition.wait(until: retryAt) {}  // a schedule; other wake-ups are ignored
                 startSequence = sequence
                 continue
             }
             let reachability = engine.reachability(of: file.key.server)
             if reachability != .online {
-                engine.health.wake()   // a reader is waiting: look again soon
+                engine.health.wake()  // a reader is waiting: look again soon
                 if !offlineLogged {
                     offlineLogged = true
-                    engine.log("\(file.path.joined(separator: "/")): server \(file.key.server) is \(reachability.rawValue); reads of bytes not stored locally fail until it returns")
+                    engine.log(
+                        "\(file.path.joined(separator: "/")): server \(file.key.server) is \(reachability.rawValue); reads of bytes not stored locally fail until it returns"
+                    )
                 }
                 throw .serverUnavailable("server \(file.key.server) is \(reachability.rawValue) and these bytes are not stored locally")
             }
             offlineLogged = false
-            startFetches(ReadPlanner.plan(demand: demand, total: row.total, present: row.present, inFlight: inFlight,
-                                          sizes: engine.settings.sizes), background: false, engine: engine)
+            startFetches(
+                ReadPlanner.plan(
+                    demand: demand, total: row.total, present: row.present, inFlight: inFlight,
+                    sizes: engine.settings.sizes), background: false, engine: engine)
             if !condition.wait(until: deadline) {
                 engine.log("read of \(file.path.joined(separator: "/")) bytes \(demand) timed out")
                 throw .timedOut("waiting for bytes \(demand.lower)-\(demand.lastByte) of \(file.path.last ?? "")")
@@ -332,9 +340,11 @@ final class FileTransfer: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         let sizes = engine.settings.sizes
-        startFetches(ReadPlanner.readAhead(window: range, total: row.total, present: row.present, inFlight: inFlight,
-                                           segmentSize: sizes.segmentSize, minimumPiece: max(sizes.readChunk, range.count / 2)),
-                     background: false, engine: engine)
+        startFetches(
+            ReadPlanner.readAhead(
+                window: range, total: row.total, present: row.present, inFlight: inFlight,
+                segmentSize: sizes.segmentSize, minimumPiece: max(sizes.readChunk, range.count / 2)),
+            background: false, engine: engine)
     }
 
     enum FillState { case filling, waitUntil(Date), idle }
@@ -361,10 +371,13 @@ final class FileTransfer: @unchecked Sendable {
             park(.storageFull, engine: engine)
             return .idle
         }
-        let plan = SegmentTrainPlanner.plan(.init(
-            durable: row.present, total: row.total, inFlight: requestsInFlight, fillInBackground: true,
-            segmentSize: engine.settings.sizes.segmentSize, maxQueued: engine.settings.maxQueuedSegments))
-        let ranges = plan.compactMap { request -> ByteRange? in if case .closed(let r) = request { return r }; return nil }
+        let plan = SegmentTrainPlanner.plan(
+            .init(
+                durable: row.present, total: row.total, inFlight: requestsInFlight, fillInBackground: true,
+                segmentSize: engine.settings.sizes.segmentSize, maxQueued: engine.settings.maxQueuedSegments))
+        let ranges = plan.compactMap { request -> ByteRange? in
+            if case .closed(let r) = request { return r }; return nil
+        }
         if !ranges.isEmpty && row.status != .downloading { setStatus(.transferStarted, reason: nil, engine: engine) }
         startFetches(ranges, background: true, engine: engine)
         return .filling
@@ -446,8 +459,10 @@ final class FileTransfer: @unchecked Sendable {
         var digest: String
     }
 
-    func fetch(_ range: ByteRange, attempt: AttemptID, generation: Int, validator: Validator?, background: Bool,
-               backend: any MediaBackend, engine: TransferEngine) {
+    func fetch(
+        _ range: ByteRange, attempt: AttemptID, generation: Int, validator: Validator?, background: Bool,
+        backend: any MediaBackend, engine: TransferEngine
+    ) {
         engine.activeFetches.withLock { $0 += 1 }
         defer {
             engine.activeFetches.withLock { $0 -= 1 }
@@ -455,8 +470,9 @@ final class FileTransfer: @unchecked Sendable {
         }
         let answer = RangeFetch(transfer: self, range: range, attempt: attempt, background: background, engine: engine)
         let outcome = answer.run(validator: validator, backend: backend)
-        finish(range, remainder: ByteRange(answer.checkpointStart, range.upper), attempt: attempt, generation: generation,
-               background: background, outcome: outcome, engine: engine)
+        finish(
+            range, remainder: ByteRange(answer.checkpointStart, range.upper), attempt: attempt, generation: generation,
+            background: background, outcome: outcome, engine: engine)
     }
 
     /// A 401 for bytes: the stored sign-in is checked (a server may drop a session and still
@@ -477,8 +493,9 @@ final class FileTransfer: @unchecked Sendable {
             return FetchFailure(error: .refused("\(server) accepts the stored sign-in but refuses this file's bytes (HTTP 401)"), kind: .validation)
         case .authFailed:
             engine.markUnreachable(server, .authFailed)
-            return FetchFailure(error: .authenticationFailed("\(server) answered HTTP 401 for the file's bytes and the stored sign-in no longer holds"),
-                                kind: .validation)
+            return FetchFailure(
+                error: .authenticationFailed("\(server) answered HTTP 401 for the file's bytes and the stored sign-in no longer holds"),
+                kind: .validation)
         case let state:
             engine.markUnreachable(server, state)
             return .transport(.serverUnavailable("\(server) stopped answering after HTTP 401"))
@@ -499,8 +516,9 @@ final class FileTransfer: @unchecked Sendable {
     /// Call with `condition` held.
     @discardableResult
     func commitLocked(_ piece: ByteRange, digest: String, validator: Validator?, attempt: AttemptID, engine: TransferEngine) -> Bool {
-        let decision = AssemblyPolicy.decide(.init(planned: piece, received: piece.count, attempt: attempt),
-                                             durable: row.present, currentAttempt: row.attempt, total: row.total)
+        let decision = AssemblyPolicy.decide(
+            .init(planned: piece, received: piece.count, attempt: attempt),
+            durable: row.present, currentAttempt: row.attempt, total: row.total)
         guard case .commit(let committed) = decision else {
             if case .discard(let why) = decision { engine.log("discarded bytes \(piece) of \(file.key): \(why)") }
             return attempt == row.attempt
@@ -533,12 +551,12 @@ final class FileTransfer: @unchecked Sendable {
             try index.saveDownload(next, committing: .init(range: committed, digest: digest), now: engine.now())
             row = next
             verified.insert(committed)
-            written.remove(committed)   // durable now: kept in `present`
+            written.remove(committed)  // durable now: kept in `present`
             consecutiveFailures = 0
             engine.noteChange()
             if next.awaitingValidation {
                 engine.validation.wake()
-                if DerivedCopy.parse(row.key) != nil { engine.filler.wake() }   // its server job can be closed
+                if DerivedCopy.parse(row.key) != nil { engine.filler.wake() }  // its server job can be closed
             }
         } catch {
             // The bytes are on disk but not recorded: they will be fetched again, never trusted.
@@ -550,8 +568,10 @@ final class FileTransfer: @unchecked Sendable {
         return true
     }
 
-    func finish(_ range: ByteRange, remainder: ByteRange, attempt: AttemptID, generation: Int, background: Bool,
-                outcome: Result<Fetched, FetchFailure>, engine: TransferEngine) {
+    func finish(
+        _ range: ByteRange, remainder: ByteRange, attempt: AttemptID, generation: Int, background: Bool,
+        outcome: Result<Fetched, FetchFailure>, engine: TransferEngine
+    ) {
         condition.lock()
         defer {
             condition.broadcast()
@@ -633,8 +653,10 @@ final class FileTransfer: @unchecked Sendable {
     /// reason and the next try, with capped backoff. Call with `condition` held.
     func scheduleRetry(after failure: FetchFailure, engine: TransferEngine) {
         consecutiveFailures += 1
-        switch engine.settings.retry.decide(failure.kind, failures: consecutiveFailures, now: Date().timeIntervalSince1970, random: Double.random(in: 0...1),
-                                            persistent: row.pinned) {
+        switch engine.settings.retry.decide(
+            failure.kind, failures: consecutiveFailures, now: Date().timeIntervalSince1970, random: Double.random(in: 0...1),
+            persistent: row.pinned)
+        {
         case .retry(let delay):
             retryAt = Date().addingTimeInterval(delay)
             engine.log("\(file.path.last ?? ""): retrying in \(String(format: "%.1f", delay)) s (failure \(consecutiveFailures))")

@@ -24,16 +24,19 @@ final class LiveForward: Sendable {
         guard let (baseKey, quality) = DerivedCopy.parse(row.key) else { return .idle }
         if runs.withLock({ $0[row.key] != nil }) { return .filling }
         guard [.queued, .downloading, .preparing].contains(row.status), let backend = engine.backend(for: row.key.server),
-              engine.reachability(of: row.key.server) == .online,
-              let base = engine.catalogFile(baseKey) else { return .idle }
+            engine.reachability(of: row.key.server) == .online,
+            let base = engine.catalogFile(baseKey)
+        else { return .idle }
         if let wait = retries.wait(row.key) { return .waitUntil(wait) }
-        let route = RoutePolicy.route(for: RouteRequest(backend: backend.kind, quality: quality, sourceBitrate: base.bitrate,
-                                                        sourceContainer: base.container))
+        let route = RoutePolicy.route(
+            for: RouteRequest(
+                backend: backend.kind, quality: quality, sourceBitrate: base.bitrate,
+                sourceContainer: base.container))
         switch route {
         case .serverPreparedCopy(_, .entry): return engine.managed.fillCopy(row, engine: engine)
         case .serverPreparedCopy: return engine.prepared.consider(row, base: base, route: route, backend: backend, engine: engine)
         case .liveCopy: break
-        case .original, .version, .preparedOutput: return .idle   // not a derived copy's route
+        case .original, .version, .preparedOutput: return .idle  // not a derived copy's route
         }
         let session = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         runs.withLock { $0[row.key] = Run(session: session) }
@@ -73,15 +76,15 @@ final class LiveForward: Sendable {
         let path = engine.layout.absolute(row.partialPath)
         let started = Date()
         var outcome: Result<Int64, LabstreamError>
-        var answered: FetchFailure?   // the stream's answer, when it was not a 200
+        var answered: FetchFailure?  // the stream's answer, when it was not a 200
         // The body's digest is committed with it, as for any segment: a later read re-checks it.
         let body = GatheredBody(at: 0)
         do throws(LabstreamError) {
             try engine.journal.add(intent)
-            guard try engine.index.saveDownload(row, now: engine.now()) else { return }   // a newer attempt owns the row
+            guard try engine.index.saveDownload(row, now: engine.now()) else { return }  // a newer attempt owns the row
             engine.noteChange()
             try makeDirectories(engine.layout.partialsDir)
-            let partial = try PartialFile.fresh(path: path)   // every try starts from byte 0, in an empty file
+            let partial = try PartialFile.fresh(path: path)  // every try starts from byte 0, in an empty file
             guard let request = (backend as? any LiveCopySource)?.liveStreamRequest(for: base, route: route, playSession: session) else {
                 throw LabstreamError.invalidArgument("\(backend.kind.rawValue) has no live streams")
             }
@@ -132,7 +135,9 @@ final class LiveForward: Sendable {
                 row.reason = "the copy does not play: \(why)"
                 try? engine.setAside(path)
             }
-            engine.log("live copy of \(base.path.joined(separator: "/")): \(size) bytes in \(Int(Date().timeIntervalSince(started) * 1000)) ms, \(row.status.rawValue)")
+            engine.log(
+                "live copy of \(base.path.joined(separator: "/")): \(size) bytes in \(Int(Date().timeIntervalSince(started) * 1000)) ms, \(row.status.rawValue)"
+            )
             _ = try? engine.index.saveDownload(row, committing: .init(range: ByteRange(0, size), digest: body.takeDigest()), now: engine.now())
             engine.treeChanged()
         case .failure(let error):

@@ -73,11 +73,15 @@ final class ManagedEntries: Sendable {
                 if case .authenticationFailed = error { engine.markUnreachable(server, .authFailed) }
                 let failures = (nextTry.withLock { $0[server]?.failures } ?? 0) + 1
                 var delay = 5.0
-                if case .retry(let d) = engine.settings.retry.decide(.transientTransport, failures: failures, now: now.timeIntervalSince1970,
-                                                                     random: Double.random(in: 0...1), persistent: true) { delay = max(d, 1) }
+                if case .retry(let d) = engine.settings.retry.decide(
+                    .transientTransport, failures: failures, now: now.timeIntervalSince1970,
+                    random: Double.random(in: 0...1), persistent: true)
+                {
+                    delay = max(d, 1)
+                }
                 let due = now.addingTimeInterval(delay)
                 nextTry.withLock { $0[server] = (due, failures) }
-                listed.withLock { _ = $0.remove(server) }   // what the failed step did is read back first
+                listed.withLock { _ = $0.remove(server) }  // what the failed step did is read back first
                 engine.log("download entries on \(server): \(error.userMessage); trying again in \(Int(delay)) s")
                 soonest = min(soonest ?? due, due)
             }
@@ -123,8 +127,9 @@ final class ManagedEntries: Sendable {
             let candidates = pinned[item] ?? []
             // One entry per item: it holds the pinned file it names, else the first pinned one.
             let row = candidates.first { $0.key.sourceId == entry?.sourceId } ?? (entry == nil ? candidates.first : nil)
-            let step = ManagedEntryPolicy.step(pinned: row != nil, local: row.map { local($0, entry: entry, engine: engine) }, entry: entry,
-                                               besideStored: row.map { !engine.sideAssetsMissing($0.key) } ?? true)
+            let step = ManagedEntryPolicy.step(
+                pinned: row != nil, local: row.map { local($0, entry: entry, engine: engine) }, entry: entry,
+                besideStored: row.map { !engine.sideAssetsMissing($0.key) } ?? true)
             try take(step, server: server, item: item, row: row, entry: entry, registry: registry, engine: engine)
         }
     }
@@ -132,8 +137,10 @@ final class ManagedEntries: Sendable {
     /// Seasons whose every episode (one version each) is pinned and none registered are
     /// registered in one batch each (downloads-api.md § 4.1), their intents recorded first like
     /// a single create's. Returns the entries made; what the server skipped is said.
-    func registerSeasons(_ server: String, rows: [DownloadRow], stored: [String: ManagedEntry], registry: any ManagedDownloadRegistry,
-                         engine: TransferEngine) throws(LabstreamError) -> [String: ManagedEntry] {
+    func registerSeasons(
+        _ server: String, rows: [DownloadRow], stored: [String: ManagedEntry], registry: any ManagedDownloadRegistry,
+        engine: TransferEngine
+    ) throws(LabstreamError) -> [String: ManagedEntry] {
         let waiting = rows.filter { row in
             stored[row.key.itemId] == nil && row.status != .failed && DerivedCopy.parse(row.key) == nil && engine.catalogFile(row.key)?.kind == .episode
         }
@@ -165,7 +172,7 @@ final class ManagedEntries: Sendable {
                 engine.log("\(server): the server skipped episode \(skipped.episode) of batch \(batch): \(skipped.reason)")
             }
             engine.log("\(server): registered season \(season.season) of \(season.series) as batch \(batch) (\(answer.made.count) entries)")
-            engine.pinnedListener.function?()   // their manifests name what goes beside them
+            engine.pinnedListener.function?()  // their manifests name what goes beside them
             engine.validation.wake()
         }
         return made
@@ -184,8 +191,10 @@ final class ManagedEntries: Sendable {
         return row.awaitingValidation && judged ? .awaitingCheck : .finished
     }
 
-    func relist(_ server: String, registry: any ManagedDownloadRegistry, stored: [String: ManagedEntry], pinned: Set<String>,
-                engine: TransferEngine) throws(LabstreamError) -> [String: ManagedEntry] {
+    func relist(
+        _ server: String, registry: any ManagedDownloadRegistry, stored: [String: ManagedEntry], pinned: Set<String>,
+        engine: TransferEngine
+    ) throws(LabstreamError) -> [String: ManagedEntry] {
         let remote = try registry.entries()
         let now = ManagedEntryPolicy.reconcile(stored: stored, remote: remote, pinned: pinned)
         for (item, old) in stored where now[item] == nil {
@@ -198,7 +207,7 @@ final class ManagedEntries: Sendable {
             }
             try engine.index.saveManagedEntry(entry, server: server)
             registry.routeBytes(of: Self.key(entry, server), through: entry.routesBytes ? entry.id : nil)
-            engine.validation.wake()   // a finished copy found its entry: its integrity can be checked
+            engine.validation.wake()  // a finished copy found its entry: its integrity can be checked
             // Pinned again before its journaled delete went through: the entry is in use, kept.
             for intent in engine.journal.pending where intent.kind == .deleteEntry && intent.server == server && intent.session == entry.id {
                 try engine.journal.remove(intent)
@@ -209,8 +218,10 @@ final class ManagedEntries: Sendable {
         return now
     }
 
-    func take(_ step: ManagedEntryPolicy.Step, server: String, item: String, row: DownloadRow?, entry: ManagedEntry?,
-              registry: any ManagedDownloadRegistry, engine: TransferEngine) throws(LabstreamError) {
+    func take(
+        _ step: ManagedEntryPolicy.Step, server: String, item: String, row: DownloadRow?, entry: ManagedEntry?,
+        registry: any ManagedDownloadRegistry, engine: TransferEngine
+    ) throws(LabstreamError) {
         switch step {
         case .none:
             return
@@ -239,19 +250,20 @@ final class ManagedEntries: Sendable {
                 registry.routeBytes(of: row.key, through: entry.routesBytes ? entry.id : nil)
                 engine.log("\(file.path.joined(separator: "/")): registered with \(server) as download entry \(entry.id ?? "?")")
                 engine.validation.wake()
-                engine.pinnedListener.function?()   // its manifest names what goes beside it
-                let next = ManagedEntryPolicy.step(pinned: true, local: local(row, entry: entry, engine: engine), entry: entry,
-                                                   besideStored: !engine.sideAssetsMissing(row.key))
+                engine.pinnedListener.function?()  // its manifest names what goes beside it
+                let next = ManagedEntryPolicy.step(
+                    pinned: true, local: local(row, entry: entry, engine: engine), entry: entry,
+                    besideStored: !engine.sideAssetsMissing(row.key))
                 if case .report = next { try take(next, server: server, item: item, row: row, entry: entry, registry: registry, engine: engine) }
             case .exists:
-                relist(server)   // someone else's change (or a lost answer's): read it, never overwrite it
+                relist(server)  // someone else's change (or a lost answer's): read it, never overwrite it
             }
         case .report(let state):
             guard let entry else { return }
             // Each event later than the last: the server ignores one no newer than its last (§ 4.3).
             let at = max(Int64(Date().timeIntervalSince1970 * 1000), (entry.reportedAt ?? 0) + 1)
             guard let now = try registry.report(entry, state, at: at) else {
-                relist(server)   // the revision moved on
+                relist(server)  // the revision moved on
                 return
             }
             try engine.index.saveManagedEntry(now, server: server)
@@ -275,8 +287,9 @@ final class ManagedEntries: Sendable {
     func fillCopy(_ queued: DownloadRow, engine: TransferEngine) -> FileTransfer.FillState {
         var row = queued
         guard let registry = engine.backend(for: row.key.server) as? any ManagedDownloadRegistry,
-              let entry = (try? engine.index.managedEntry(server: row.key.server, item: row.key.itemId)) ?? nil,
-              entry.sourceId == row.key.sourceId, let id = entry.id, !entry.endsFetching else { return .idle }
+            let entry = (try? engine.index.managedEntry(server: row.key.server, item: row.key.itemId)) ?? nil,
+            entry.sourceId == row.key.sourceId, let id = entry.id, !entry.endsFetching
+        else { return .idle }
         let quality = entry.quality
         if entry.status == "preparing" {
             let why = "the server is preparing the \(quality) copy (download entry \(id))"

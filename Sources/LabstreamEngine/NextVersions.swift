@@ -13,15 +13,17 @@ enum NextVersions {
         for (shown, current) in stale {
             guard engine.backend(for: shown.key.server) != nil, engine.reachability(of: shown.key.server) == .online else { continue }
             let key = NextVersion.key(of: shown.key)
-            let next = TreeFile(path: shown.path, key: key, size: current.size, modified: current.modified, etag: current.etag, bitrate: current.bitrate,
-                                remoteItemId: current.remoteItemId)
+            let next = TreeFile(
+                path: shown.path, key: key, size: current.size, modified: current.modified, etag: current.etag, bitrate: current.bitrate,
+                remoteItemId: current.remoteItemId)
             let row = try? engine.index.download(key)
             if row == nil {
                 guard (try? engine.index.setPinned(true, files: [next], layout: engine.layout, now: engine.now())) != nil else { continue }
                 engine.log("\(shown.path.joined(separator: "/")) changed on the server: fetching the new version beside the old copy")
             }
             if let row, [.complete, .unverified].contains(row.status), !row.isStale(for: next),
-               !(row.awaitingValidation && engine.settings.playbackProbe) {
+                !(row.awaitingValidation && engine.settings.playbackProbe)
+            {
                 swap(shown, next: next, engine: engine)
                 continue
             }

@@ -22,10 +22,13 @@ final class OpenEndedFill: Sendable {
     func consider(_ row: DownloadRow, file: TreeFile, engine: TransferEngine) -> FileTransfer.FillState {
         if running.withLock({ $0.contains(row.key) }) { return .filling }
         guard row.pinned, ![.failed, .paused].contains(row.status), let backend = engine.backend(for: row.key.server),
-              engine.reachability(of: row.key.server) == .online else { return .idle }
+            engine.reachability(of: row.key.server) == .online
+        else { return .idle }
         if let wait = retries.wait(row.key) { return .waitUntil(wait) }
-        let plan = SegmentTrainPlanner.plan(.init(durable: row.present, total: nil, fillInBackground: true,
-                                                  segmentSize: engine.settings.sizes.segmentSize))
+        let plan = SegmentTrainPlanner.plan(
+            .init(
+                durable: row.present, total: nil, fillInBackground: true,
+                segmentSize: engine.settings.sizes.segmentSize))
         guard case .openEnded(let from)? = plan.first else { return .idle }
         running.withLock { _ = $0.insert(row.key) }
         let thread = Thread { [self] in
@@ -44,7 +47,7 @@ final class OpenEndedFill: Sendable {
         var row = start
         row.apply(.transferStarted)
         row.reason = "size unknown: fetching to the end"
-        row.present = RangeSet(row.present.ranges.filter { $0.upper <= from })   // only the prefix is resumed
+        row.present = RangeSet(row.present.ranges.filter { $0.upper <= from })  // only the prefix is resumed
         do { guard try engine.index.saveDownload(row, now: engine.now()) else { return } } catch {
             engine.log("\(name): \(error.userMessage)")
             return
@@ -74,7 +77,7 @@ final class OpenEndedFill: Sendable {
             // An unpin or a pause keeps the bytes and stops the fetch; a new attempt owns the row.
             guard let stored = try engine.index.download(row.key), stored.attempt == row.attempt else { return false }
             row.pinned = stored.pinned
-            if stored.status == .paused {   // the user paused it meanwhile
+            if stored.status == .paused {  // the user paused it meanwhile
                 row.apply(.parked(stored.pauseCause ?? .user))
                 row.reason = stored.reason
             }
@@ -89,8 +92,10 @@ final class OpenEndedFill: Sendable {
         }
         let result: RangeTransferResult
         do {
-            result = try backend.transport.fetchRange(backend.rangeRequest(for: file, range: range, validator: row.validator),
-                                                      expectation: RangeExpectation(range: range, total: nil, validator: row.validator)) { bytes, offset, seen in
+            result = try backend.transport.fetchRange(
+                backend.rangeRequest(for: file, range: range, validator: row.validator),
+                expectation: RangeExpectation(range: range, total: nil, validator: row.validator)
+            ) { bytes, offset, seen in
                 do throws(LabstreamError) {
                     try body.append(bytes, writingWith: partial.write)
                     if body.pending.upper - checkpoint >= engine.settings.checkpointBytes, try !commit(seen) {
@@ -123,7 +128,7 @@ final class OpenEndedFill: Sendable {
                 finish(row, name: name, failure: .transport(error), engine: engine)
                 return
             }
-            let size = checkpoint   // everything that arrived is committed
+            let size = checkpoint  // everything that arrived is committed
             retries.succeeded(row.key)
             // The size first, still downloading; the tree reloads with it; only then is the file
             // done: a reader told it is done must not find the tree still saying 0 bytes.

@@ -19,7 +19,7 @@ final class PreparedCopies: Sendable {
 
     func consider(_ queued: DownloadRow, base: TreeFile, route: Route, backend any: any MediaBackend, engine: TransferEngine) -> FileTransfer.FillState {
         var row = queued
-        guard let backend = any as? any PreparedCopySource else { return .idle }   // the route says it prepares; this one cannot
+        guard let backend = any as? any PreparedCopySource else { return .idle }  // the route says it prepares; this one cannot
         do throws(LabstreamError) {
             guard let job = row.job, job != Self.creating else {
                 if let due = nextPoll.withLock({ $0[row.key] }), due > Date() { return .waitUntil(due) }
@@ -50,7 +50,7 @@ final class PreparedCopies: Sendable {
                 engine.noteChange()
                 return schedule(row.key)
             }
-            if row.sourceTag == nil {   // no prepared file yet
+            if row.sourceTag == nil {  // no prepared file yet
                 if let due = nextPoll.withLock({ $0[row.key] }), due > Date() { return .waitUntil(due) }
                 switch try backend.preparation(job: job) {
                 case .running(let what):
@@ -96,11 +96,20 @@ final class PreparedCopies: Sendable {
                 engine.noteChange()
                 return .idle
             }
-            let count = failures.withLock { $0[row.key, default: 0] += 1; return $0[row.key]! }
+            let count = failures.withLock {
+                $0[row.key, default: 0] += 1; return $0[row.key]!
+            }
             let delay: Double
-            if case .retry(let d) = engine.settings.retry.decide(.transientTransport, failures: count, now: Date().timeIntervalSince1970,
-                                                                 random: Double.random(in: 0...1), persistent: true) { delay = d } else { delay = Self.pollInterval }
-            engine.log("\(base.path.joined(separator: "/")): preparing the copy failed: \(error.userMessage); trying again in \(String(format: "%.1f", delay)) s")
+            if case .retry(let d) = engine.settings.retry.decide(
+                .transientTransport, failures: count, now: Date().timeIntervalSince1970,
+                random: Double.random(in: 0...1), persistent: true)
+            {
+                delay = d
+            } else {
+                delay = Self.pollInterval
+            }
+            engine.log(
+                "\(base.path.joined(separator: "/")): preparing the copy failed: \(error.userMessage); trying again in \(String(format: "%.1f", delay)) s")
             return schedule(row.key, after: max(delay, Self.pollInterval), failed: true)
         }
     }
@@ -116,7 +125,8 @@ final class PreparedCopies: Sendable {
     func finish(_ engine: TransferEngine) {
         for var row in (try? engine.index.finishedServerJobs()) ?? [] {
             guard let job = row.job, row.sourceTag != nil, let backend = engine.backend(for: row.key.server),
-                  engine.reachability(of: row.key.server) == .online else { continue }
+                engine.reachability(of: row.key.server) == .online
+            else { continue }
             do throws(LabstreamError) {
                 if let prepared = row.sourceTag.flatMap(PreparedFile.init(tag:)), let preparing = backend as? any PreparedCopySource {
                     try preparing.finishPreparation(job: job, file: prepared)

@@ -86,7 +86,8 @@ final class RangeFetch {
             // already judged and possibly read, so it is kept. The attempt check refuses stale bytes.
             let arrived = ByteRange(checkpointStart, body.writtenUpTo)
             if (try? transfer.partial.sync()) != nil,
-               transfer.commit(arrived, digest: body.takeDigest(), validator: answerValidator, attempt: attempt, engine: engine) {
+                transfer.commit(arrived, digest: body.takeDigest(), validator: answerValidator, attempt: attempt, engine: engine)
+            {
                 checkpointStart = arrived.upper
             }
         }
@@ -101,7 +102,7 @@ final class RangeFetch {
             if due > 0 { usleep(useconds_t(min(due, 1) * 1_000_000)) }
         }
         if engine.stopping.load(ordering: .relaxed) {
-            try? writeGathered(seen)   // what arrived before the stop is kept
+            try? writeGathered(seen)  // what arrived before the stop is kept
             sinkError = .fetchFailed("the daemon is stopping")
             throw LabstreamError.fetchFailed("stopping")
         }
@@ -116,8 +117,9 @@ final class RangeFetch {
         let checkpointDue = pending.upper - checkpointStart >= checkpointBytes && pending.upper < range.upper
         let write = transfer.condition.withLock { () -> Bool in
             let waiting = transfer.waitingFor.filter { $0.overlaps(pending) }
-            return BodyCoalescing.mustWrite(pending: pending, checkpointDue: checkpointDue,
-                                            readable: waiting.isEmpty ? transfer.row.present : transfer.readable, waiting: waiting)
+            return BodyCoalescing.mustWrite(
+                pending: pending, checkpointDue: checkpointDue,
+                readable: waiting.isEmpty ? transfer.row.present : transfer.readable, waiting: waiting)
         }
         if write { try writeGathered(seen) }
     }
@@ -181,7 +183,8 @@ final class RangeFetch {
         }
         if case .reject = result.verdict, result.status == 401 { return .failure(transfer.afterUnauthorized(backend: backend, engine: engine)) }
         if case .reject = result.verdict, let registry = backend as? any ManagedDownloadRegistry,
-           let why = registry.byteRefusal(of: transfer.file.key, status: result.status) {
+            let why = registry.byteRefusal(of: transfer.file.key, status: result.status)
+        {
             return .failure(FetchFailure(error: .refused(why), kind: .validation))
         }
         return .failure(FetchFailure.answer(result.verdict, status: result.status, retryAfter: result.retryAfter)!)

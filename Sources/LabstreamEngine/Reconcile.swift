@@ -23,7 +23,9 @@ public enum Reconcile {
         var report = Report()
         report.malformed = try index.quarantineMalformedDownloads(now: now)
         for m in report.malformed {
-            log("the index row for \(m) is damaged; it was moved to the index's quarantine table as it was, and its file kept. The file will be fetched again when read.")
+            log(
+                "the index row for \(m) is damaged; it was moved to the index's quarantine table as it was, and its file kept. The file will be fetched again when read."
+            )
         }
         let owned = try index.partialPathsInUse()
         let fm = FileManager.default
@@ -38,7 +40,8 @@ public enum Reconcile {
         // Copies set aside earlier that describe themselves come back to be adopted below.
         for name in ((try? fm.contentsOfDirectory(atPath: layout.orphansDir)) ?? []).sorted()
         where name.hasSuffix(".part") && !fm.fileExists(atPath: layout.partialsDir + "/" + name)
-            && CopySidecar.read(CopySidecar.path(ofPartial: layout.orphansDir + "/" + name)) != nil {
+            && CopySidecar.read(CopySidecar.path(ofPartial: layout.orphansDir + "/" + name)) != nil
+        {
             try makeDirectories(layout.partialsDir)
             if rename(layout.orphansDir + "/" + name, layout.partialsDir + "/" + name) == 0 {
                 rename(CopySidecar.path(ofPartial: layout.orphansDir + "/" + name), CopySidecar.path(ofPartial: layout.partialsDir + "/" + name))
@@ -46,7 +49,7 @@ public enum Reconcile {
         }
         let names = (try? fm.contentsOfDirectory(atPath: layout.partialsDir)) ?? []
         for name in names.sorted() where name.hasSuffix(".part.fresh") {
-            unlink(layout.partialsDir + "/" + name)   // a cleared partial a crash caught before it took the name
+            unlink(layout.partialsDir + "/" + name)  // a cleared partial a crash caught before it took the name
         }
         for name in names.sorted() where name.hasSuffix(".part") && !owned.contains("partials/" + name) {
             if let key = adopt(name, index: index, layout: layout, now: now) {
@@ -61,7 +64,9 @@ public enum Reconcile {
             if rename(layout.partialsDir + "/" + name, free) == 0 {
                 rename(CopySidecar.path(ofPartial: layout.partialsDir + "/" + name), CopySidecar.path(ofPartial: free))
                 report.setAside.append(name)
-                log("set \(name) aside in \(layout.orphansDir): no index row owns it. `labstream repair` takes such files back with the index's backup; `labstream orphans --purge` deletes them")
+                log(
+                    "set \(name) aside in \(layout.orphansDir): no index row owns it. `labstream repair` takes such files back with the index's backup; `labstream orphans --purge` deletes them"
+                )
             }
         }
         // A sidecar whose copy is gone describes nothing.
@@ -106,10 +111,11 @@ public enum Reconcile {
         guard !good.isEmpty else { return nil }
         let present = RangeSet(good.map(\.range))
         let whole = present.contains(ByteRange(0, record.total))
-        let row = DownloadRow(key: record.key, status: whole ? .unverified : (record.pinned ? .queued : .partial), attempt: record.attempt,
-                              validator: record.validator, total: record.total, present: present, partialPath: "partials/" + name,
-                              reason: whole ? StatusReason.awaitingValidation : nil, awaitingValidation: whole, pinned: record.pinned,
-                              sourceTag: record.sourceTag)
+        let row = DownloadRow(
+            key: record.key, status: whole ? .unverified : (record.pinned ? .queued : .partial), attempt: record.attempt,
+            validator: record.validator, total: record.total, present: present, partialPath: "partials/" + name,
+            reason: whole ? StatusReason.awaitingValidation : nil, awaitingValidation: whole, pinned: record.pinned,
+            sourceTag: record.sourceTag)
         for segment in good { guard (try? index.saveDownload(row, committing: segment, now: now)) == true else { return nil } }
         return record.key
     }

@@ -79,13 +79,18 @@ final class SeriesMonitors: Sendable {
                 let record = monitored[item.id].flatMap { $0.seriesId == monitor.seriesId ? $0 : nil }
                 // The version kept: the one the monitor or the person pinned, else the first listed.
                 let files = item.sources.compactMap { engine.catalogFile(FileKey(server: server, itemId: item.id, sourceId: $0.id)) }
-                guard let file = files.first(where: { $0.key.sourceId == record?.sourceId }) ?? files.first(where: { pinnedFiles.contains($0.key) }) ?? files.first
+                guard
+                    let file = files.first(where: { $0.key.sourceId == record?.sourceId }) ?? files.first(where: { pinnedFiles.contains($0.key) })
+                        ?? files.first
                 else { return nil }
                 let pinned = pinnedFiles.contains(file.key)
                 let byMonitor = record?.state == .pinned
-                return (MonitoredEpisode(key: file.key, season: item.seasonNumber ?? 0, episode: item.episodeNumber ?? 0, size: file.size,
-                                         played: watched?.contains(item.id) ?? item.played, pinnedByHand: pinned && !byMonitor, pinnedByMonitor: pinned && byMonitor,
-                                         declined: record?.state == .declined, open: engine.isOpen(file.key)), file)
+                return (
+                    MonitoredEpisode(
+                        key: file.key, season: item.seasonNumber ?? 0, episode: item.episodeNumber ?? 0, size: file.size,
+                        played: watched?.contains(item.id) ?? item.played, pinnedByHand: pinned && !byMonitor, pinnedByMonitor: pinned && byMonitor,
+                        declined: record?.state == .declined, open: engine.isOpen(file.key)), file
+                )
             }
             let fileOf = Dictionary(episodes.map { ($0.0.key, $0.1) }, uniquingKeysWith: { a, _ in a })
             let plan = SeriesMonitorPolicy.plan(monitor, episodes: episodes.map(\.0))
@@ -110,9 +115,10 @@ final class SeriesMonitors: Sendable {
                 try engine.control(.cancel, files: plan.remove.compactMap { fileOf[$0] }, reason: StatusReason.monitorLetGo)
             }
             if !(plan.pin.isEmpty && letGo.isEmpty) {
-                engine.log("monitor of \(server)/\(monitor.seriesId) (\(monitor.settings)): pinned \(plan.pin.count), let go of \(plan.unpin.count), "
-                           + "removed \(plan.remove.count); holds \(plan.holds.count) episodes (\(plan.heldBytes) bytes)"
-                           + (plan.heldByCap.isEmpty ? "" : ", \(plan.heldByCap.count) held by the cap"))
+                engine.log(
+                    "monitor of \(server)/\(monitor.seriesId) (\(monitor.settings)): pinned \(plan.pin.count), let go of \(plan.unpin.count), "
+                        + "removed \(plan.remove.count); holds \(plan.holds.count) episodes (\(plan.heldBytes) bytes)"
+                        + (plan.heldByCap.isEmpty ? "" : ", \(plan.heldByCap.count) held by the cap"))
             }
         }
     }
@@ -121,8 +127,10 @@ final class SeriesMonitors: Sendable {
     /// server register what each is due; returns the monitors as they now are (settings changed
     /// on the server are taken, never overwritten). A server that does not offer monitoring
     /// leaves them as they are: they are evaluated here all the same.
-    func mirror(_ monitors: [SeriesMonitor], to registry: any SeriesSubscriptions, server: String,
-                engine: TransferEngine) throws(LabstreamError) -> [SeriesMonitor] {
+    func mirror(
+        _ monitors: [SeriesMonitor], to registry: any SeriesSubscriptions, server: String,
+        engine: TransferEngine
+    ) throws(LabstreamError) -> [SeriesMonitor] {
         guard try registry.keepsMonitors() else {
             if refusedOnce.withLock({ $0.insert(server).inserted }) { engine.log("\(server) keeps no series monitors of its own; evaluating them here") }
             return monitors
@@ -226,8 +234,9 @@ final class SeriesMonitors: Sendable {
         // Every episode of the one monitored series (not a library's folder, nor one season's).
         return lookup.withLock { l -> SeriesMonitor? in
             guard let series = l.seriesOf[server + "/" + first.key.itemId],
-                  files.allSatisfy({ $0.key.server == server && l.seriesOf[server + "/" + $0.key.itemId] == series }),
-                  Set(files.map(\.key.itemId)).count == l.episodes[Self.id(server, series)] else { return nil }
+                files.allSatisfy({ $0.key.server == server && l.seriesOf[server + "/" + $0.key.itemId] == series }),
+                Set(files.map(\.key.itemId)).count == l.episodes[Self.id(server, series)]
+            else { return nil }
             return l.monitors[Self.id(server, series)]
         }.map { monitor in (monitor, lastPlans.withLock { $0[Self.id(server, monitor.seriesId)] }) }
     }
@@ -245,15 +254,19 @@ final class SeriesMonitors: Sendable {
             throw .invalidArgument("a monitor is set on one series' folder; this folder holds episodes of \(series.count) series")
         }
         let ofSeries = episodes.filter { $0.seriesId == seriesId }
-        let inTree = Set(ofSeries.flatMap { item in item.sources.compactMap { engine.catalogFile(FileKey(server: server, itemId: item.id, sourceId: $0.id))?.key } })
+        let inTree = Set(
+            ofSeries.flatMap { item in item.sources.compactMap { engine.catalogFile(FileKey(server: server, itemId: item.id, sourceId: $0.id))?.key } })
         guard inTree.isSubset(of: Set(files.map(\.key))) else {
             throw .invalidArgument("set the monitor on the series folder itself, not on one of its seasons")
         }
         let existing = try engine.index.monitors(server: server).first { $0.seriesId == seriesId }
         if let settings {
             let parsed = try SeriesMonitor.parseSettings(settings)
-            var monitor = existing ?? SeriesMonitor(server: server, seriesId: seriesId, mode: parsed.mode,
-                                                    baseline: Set(ofSeries.map(\.id)), created: engine.now())
+            var monitor =
+                existing
+                ?? SeriesMonitor(
+                    server: server, seriesId: seriesId, mode: parsed.mode,
+                    baseline: Set(ofSeries.map(\.id)), created: engine.now())
             monitor.mode = parsed.mode
             monitor.deleteWatched = parsed.deleteWatched
             monitor.maxStorage = parsed.maxStorage

@@ -53,11 +53,13 @@ final class ServerHealth: Sendable {
         worker.start { [self] woken in
             // A waiting reader may ask for a probe, but at most once a second.
             let now = Date()
-            let readerAsked = woken && lastReaderProbe.withLock { last in
-                guard now.timeIntervalSince(last) >= 1 else { return false }
-                last = now
-                return true
-            }
+            let readerAsked =
+                woken
+                && lastReaderProbe.withLock { last in
+                    guard now.timeIntervalSince(last) >= 1 else { return false }
+                    last = now
+                    return true
+                }
             let due = entries.withLock { $0.filter { $0.value.nextProbe <= now || readerAsked }.map(\.key) }
             for server in due {
                 guard let backend = engine.backend(for: server) else { continue }

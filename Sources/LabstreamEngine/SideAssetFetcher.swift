@@ -206,18 +206,20 @@ public final class SideAssetFetcher: Sendable {
         state.withLock { s in
             // What the server tells only item by item is not known yet: it may name more.
             let ref = ItemRef(server: file.server, itemId: file.itemId)
-            let asking: [SideAssetStatus] = s.extrasDue[ref] != nil || (s.entryItems[ref] != nil && !s.extrasKnown.contains(ref))
+            let asking: [SideAssetStatus] =
+                s.extrasDue[ref] != nil || (s.entryItems[ref] != nil && !s.extrasKnown.contains(ref))
                 ? [SideAssetStatus(name: Self.askingName, state: s.extrasFailed[ref] == nil ? .missing : .failed, reason: s.extrasFailed[ref])] : []
-            return asking + (s.byOwner[file] ?? []).compactMap { key in
-                guard let p = s.planned[key] else { return nil }
-                let row = s.rows[key]
-                let name = p.stem + "." + (row?.fileExtension ?? p.fileExtension ?? "…")
-                switch row?.state {
-                case .stored?: return SideAssetStatus(name: name, state: .stored)
-                case .failed?: return SideAssetStatus(name: name, state: .failed, reason: row?.reason)
-                case nil: return SideAssetStatus(name: name, state: .missing)
+            return asking
+                + (s.byOwner[file] ?? []).compactMap { key in
+                    guard let p = s.planned[key] else { return nil }
+                    let row = s.rows[key]
+                    let name = p.stem + "." + (row?.fileExtension ?? p.fileExtension ?? "…")
+                    switch row?.state {
+                    case .stored?: return SideAssetStatus(name: name, state: .stored)
+                    case .failed?: return SideAssetStatus(name: name, state: .failed, reason: row?.reason)
+                    case nil: return SideAssetStatus(name: name, state: .missing)
+                    }
                 }
-            }
         }
     }
 
@@ -238,7 +240,8 @@ public final class SideAssetFetcher: Sendable {
             guard let row, row.state == .stored, let file = row.file else { continue }
             let bytes = FileManager.default.contents(atPath: engine.layout.absolute(file)).map { [UInt8]($0) }
             if let bytes, bytes.count == row.size, case .keep = SideAssetCheck.judge(bytes, as: p) { continue }
-            engine.log("side asset \((p.directory + [p.stem]).joined(separator: "/")): the stored copy is \(bytes == nil ? "gone" : "damaged"); fetching it again")
+            engine.log(
+                "side asset \((p.directory + [p.stem]).joined(separator: "/")): the stored copy is \(bytes == nil ? "gone" : "damaged"); fetching it again")
             drop(row)
             dropped = true
         }
@@ -254,7 +257,7 @@ public final class SideAssetFetcher: Sendable {
         let extras = askExtras(pinned: pinned)
         if extras.learnt {
             _ = replan(tree: state.withLock { $0.tree })
-            announced.withLock { $0.pending = true }   // the chapters it told show on the files
+            announced.withLock { $0.pending = true }  // the chapters it told show on the files
         }
         let now = Int64(Date().timeIntervalSince1970)
         let (planned, rows, listed, forced) = state.withLock { ($0.planned, $0.rows, $0.listed, $0.forced) }
@@ -319,15 +322,20 @@ public final class SideAssetFetcher: Sendable {
         let failure: String
         switch download(p) {
         case .keep(let bytes, let ext):
-            guard p.asset.kind != .subtitle, let why = undecodable(bytes, extension: ext) else { return store(p, bytes: bytes, extension: ext, previous: previous) }
+            guard p.asset.kind != .subtitle, let why = undecodable(bytes, extension: ext) else {
+                return store(p, bytes: bytes, extension: ext, previous: previous)
+            }
             failure = why
         case .reject(let why): failure = why
         }
         let attempts = (previous?.tag == p.asset.tag ? previous?.attempts ?? 0 : 0) + 1
         // A minute, doubling to a day: a bad payload is tried again later, never shown.
         let wait = Int64(min(60 << min(attempts - 1, 10), 86_400))
-        var row = previous ?? OfflineIndex.SideAssetRow(key: p.key, state: .failed, tag: nil, file: nil, fileExtension: nil, size: 0, reason: nil,
-                                                        attempts: 0, retryAt: 0)
+        var row =
+            previous
+            ?? OfflineIndex.SideAssetRow(
+                key: p.key, state: .failed, tag: nil, file: nil, fileExtension: nil, size: 0, reason: nil,
+                attempts: 0, retryAt: 0)
         // Bytes stored at an older tag stay shown until new ones pass.
         if row.state != .stored { row.state = .failed }
         row.reason = failure
@@ -385,8 +393,9 @@ public final class SideAssetFetcher: Sendable {
             engine.log("storing side asset \((p.directory + [p.stem]).joined(separator: "/")) failed: \(error); trying again later")
             return false
         }
-        let row = OfflineIndex.SideAssetRow(key: p.key, state: .stored, tag: p.asset.tag, file: relative, fileExtension: ext, size: Int64(bytes.count),
-                                            reason: nil, attempts: 0, retryAt: 0)
+        let row = OfflineIndex.SideAssetRow(
+            key: p.key, state: .stored, tag: p.asset.tag, file: relative, fileExtension: ext, size: Int64(bytes.count),
+            reason: nil, attempts: 0, retryAt: 0)
         do { try engine.index.saveSideAsset(row) } catch {
             engine.log(error.userMessage)
             return false
@@ -407,7 +416,8 @@ public final class SideAssetFetcher: Sendable {
         var dropped = false
         for p in owned {
             guard !p.owners.contains(where: { $0 != key && kept($0) }),
-                  let row = state.withLock({ $0.rows[p.key] }) else { continue }
+                let row = state.withLock({ $0.rows[p.key] })
+            else { continue }
             drop(row)
             dropped = true
         }

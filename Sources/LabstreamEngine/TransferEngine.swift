@@ -35,14 +35,16 @@ public final class TransferEngine: Sendable {
         /// The quality a pin fetches, per `SERVER` and `SERVER/LIBRARY` (absent: the original).
         public var qualities: [String: Quality] = [:]
 
-        public init(sizes: TransferSizes = .default, readTimeout: Double = 35, maxQueuedSegments: Int = 2,
-                    maxConcurrentFiles: Int = 3, retry: RetryPolicy = RetryPolicy(), freeSpaceHeadroom: Int64 = 64 << 20,
-                    checkpointBytes: Int64 = 4 << 20, limits: EvictionPolicy.Limits = .init(), playbackProbe: Bool = true,
-                    rateLimit: Int64 = 0) {
-        self.rateLimit = rateLimit
-        self.checkpointBytes = checkpointBytes
-        self.playbackProbe = playbackProbe
-        self.limits = limits
+        public init(
+            sizes: TransferSizes = .default, readTimeout: Double = 35, maxQueuedSegments: Int = 2,
+            maxConcurrentFiles: Int = 3, retry: RetryPolicy = RetryPolicy(), freeSpaceHeadroom: Int64 = 64 << 20,
+            checkpointBytes: Int64 = 4 << 20, limits: EvictionPolicy.Limits = .init(), playbackProbe: Bool = true,
+            rateLimit: Int64 = 0
+        ) {
+            self.rateLimit = rateLimit
+            self.checkpointBytes = checkpointBytes
+            self.playbackProbe = playbackProbe
+            self.limits = limits
             self.sizes = sizes
             self.readTimeout = readTimeout
             self.maxQueuedSegments = maxQueuedSegments
@@ -89,8 +91,10 @@ public final class TransferEngine: Sendable {
     let openEnded = OpenEndedFill()
     let treeListener = Hook<@Sendable () -> Void>()
 
-    public init(index: OfflineIndex, layout: DataLayout, settings: Settings, journal: CleanupJournal? = nil,
-                log: @escaping @Sendable (String) -> Void) {
+    public init(
+        index: OfflineIndex, layout: DataLayout, settings: Settings, journal: CleanupJournal? = nil,
+        log: @escaping @Sendable (String) -> Void
+    ) {
         self.index = index
         self.layout = layout
         self.settings = settings
@@ -235,15 +239,22 @@ public final class TransferEngine: Sendable {
             // A server's or library's configured quality is for video: audio and images are kept as they are.
             let wanted = file.kind.media != .video ? .original : quality ?? library ?? settings.qualities[file.key.server] ?? .original
             if quality != nil && quality != .original && file.kind.media != .video {
-                throw .invalidArgument("copies at another quality are for video; \(file.path.last ?? "this file") is \(file.kind.media == .audio ? "audio" : "an image"): pin it without --quality")
+                throw .invalidArgument(
+                    "copies at another quality are for video; \(file.path.last ?? "this file") is \(file.kind.media == .audio ? "audio" : "an image"): pin it without --quality"
+                )
             }
-            let copy = wanted != .original && DerivedCopy.parse(file.key) == nil && backend(for: file.key.server).map {
-                RoutePolicy.route(for: RouteRequest(backend: $0.kind, quality: wanted, sourceBitrate: file.bitrate, sourceContainer: file.container)) != .original
-            } == true
+            let copy =
+                wanted != .original && DerivedCopy.parse(file.key) == nil
+                && backend(for: file.key.server).map {
+                    RoutePolicy.route(for: RouteRequest(backend: $0.kind, quality: wanted, sourceBitrate: file.bitrate, sourceContainer: file.container))
+                        != .original
+                } == true
             if let backend = backend(for: file.key.server), backend is any ManagedDownloadRegistry,
-               let why = ManagedEntryPolicy.pinConflict(wanted: wanted == .remux ? .remux : copy ? wanted : nil,
-                                                         originalPinned: try index.download(file.key)?.pinned == true,
-                                                         pinnedCopies: try index.derivedCopies(of: file.key).filter(\.pinned).compactMap { DerivedCopy.parse($0.key)?.quality }) {
+                let why = ManagedEntryPolicy.pinConflict(
+                    wanted: wanted == .remux ? .remux : copy ? wanted : nil,
+                    originalPinned: try index.download(file.key)?.pinned == true,
+                    pinnedCopies: try index.derivedCopies(of: file.key).filter(\.pinned).compactMap { DerivedCopy.parse($0.key)?.quality })
+            {
                 throw .invalidArgument(why)
             }
             if copy {
@@ -267,7 +278,8 @@ public final class TransferEngine: Sendable {
     /// The managed entry whose integrity data judges the finished copy of `key` (Silo), if any.
     func integrityEntry(of key: FileKey) -> ManagedEntry? {
         guard backend(for: key.server) is any ManagedDownloadRegistry,
-              let entry = (try? index.managedEntry(server: key.server, item: key.itemId)) ?? nil, entry.checks(key) else { return nil }
+            let entry = (try? index.managedEntry(server: key.server, item: key.itemId)) ?? nil, entry.checks(key)
+        else { return nil }
         return entry
     }
 
@@ -318,8 +330,9 @@ public final class TransferEngine: Sendable {
     func treeFile(for row: DownloadRow) -> TreeFile? {
         if let file = catalog.withLock({ $0[row.key] }) { return file }
         if let base = NextVersion.base(of: row.key), let shown = catalog.withLock({ $0[base] }) {
-            return TreeFile(path: shown.path, key: row.key, size: row.total, modified: shown.modified, etag: row.sourceTag, bitrate: shown.bitrate,
-                            remoteItemId: shown.remoteItemId)
+            return TreeFile(
+                path: shown.path, key: row.key, size: row.total, modified: shown.modified, etag: row.sourceTag, bitrate: shown.bitrate,
+                remoteItemId: shown.remoteItemId)
         }
         return derivedTreeFile(row)
     }
@@ -349,7 +362,11 @@ public final class TransferEngine: Sendable {
     /// Whether a handle of `key` is open now.
     func isOpen(_ key: FileKey) -> Bool { usage.withLock { ($0.open[key] ?? 0) > 0 } }
 
-    public func noteOpened(_ key: FileKey) { usage.withLock { $0.open[key, default: 0] += 1; $0.lastUse[key] = now() } }
+    public func noteOpened(_ key: FileKey) {
+        usage.withLock {
+            $0.open[key, default: 0] += 1; $0.lastUse[key] = now()
+        }
+    }
 
     public func noteClosed(_ key: FileKey) {
         usage.withLock { u in
@@ -367,8 +384,9 @@ public final class TransferEngine: Sendable {
         let free = freeBytes() ?? Int64.max
         let (open, lastUse) = usage.withLock { ($0.open, $0.lastUse) }
         let candidates = rows.map { row in
-            EvictionPolicy.Candidate(key: row.key, bytes: row.present.byteCount, lastUse: lastUse[row.key] ?? 0, pinned: row.pinned,
-                                     open: open[row.key] != nil, inTransfer: !(files.withLock { $0[row.key] }?.isIdle ?? true))
+            EvictionPolicy.Candidate(
+                key: row.key, bytes: row.present.byteCount, lastUse: lastUse[row.key] ?? 0, pinned: row.pinned,
+                open: open[row.key] != nil, inTransfer: !(files.withLock { $0[row.key] }?.isIdle ?? true))
         }
         // Artwork and subtitles count too; they go with their media, never before it.
         let used = rows.reduce(Int64(0)) { $0 + $1.present.byteCount } + ((try? index.storedSideAssetBytes()) ?? 0)

@@ -53,9 +53,11 @@ enum Validation {
                 if engine.settings.playbackProbe {
                     let started = Date()
                     // A track is also checked against how long the server says it plays.
-                    let duration = file.kind.media == .audio ? ((try? engine.index.itemDetails(server: server, item: file.key.itemId)) ?? nil)?.runtimeSeconds : nil
-                    outcome = ProbeVerdict.judge(PlaybackProbe.observe(path: path, expecting: file.kind.media), expecting: file.kind.media,
-                                                 serverDuration: duration, serverFormat: file.path.last.map { ($0 as NSString).pathExtension })
+                    let duration =
+                        file.kind.media == .audio ? ((try? engine.index.itemDetails(server: server, item: file.key.itemId)) ?? nil)?.runtimeSeconds : nil
+                    outcome = ProbeVerdict.judge(
+                        PlaybackProbe.observe(path: path, expecting: file.kind.media), expecting: file.kind.media,
+                        serverDuration: duration, serverFormat: file.path.last.map { ($0 as NSString).pathExtension })
                     engine.log("probe of \(file.path.joined(separator: "/")): \(outcome!) in \(Int(Date().timeIntervalSince(started) * 1000)) ms")
                 } else {
                     outcome = .unverified(StatusReason.probeOff)

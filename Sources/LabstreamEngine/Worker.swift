@@ -10,7 +10,7 @@ final class Worker: @unchecked Sendable {
     let name: String
     let condition = NSCondition()
     // Guarded by `condition`.
-    var woken = true          // the first pass runs at start
+    var woken = true  // the first pass runs at start
     var running = false
 
     init(name: String) { self.name = name }

@@ -72,8 +72,10 @@ public final class FilesystemEngine: Sendable {
     /// `user.labstream.chapters` by file (`SideFiles.chapters`).
     let chapters = Mutex<[FileKey: String]>([:])
 
-    public init(transfers: TransferEngine, files: [TreeFile], generated: [GeneratedFile] = [], chapters: [FileKey: String] = [:],
-                ownership: Ownership, sizes: TransferSizes, offlineView: MountOptions.OfflineView = .all) {
+    public init(
+        transfers: TransferEngine, files: [TreeFile], generated: [GeneratedFile] = [], chapters: [FileKey: String] = [:],
+        ownership: Ownership, sizes: TransferSizes, offlineView: MountOptions.OfflineView = .all
+    ) {
         self.transfers = transfers
         self.ownership = ownership
         self.sizes = sizes
@@ -108,7 +110,8 @@ public final class FilesystemEngine: Sendable {
         attributesChanged.set(handler)
         transfers.onStoredChange { [weak self] key in
             guard let self, let path = self.transfers.catalogPath(of: key),
-                  let ino = self.table.withLock({ $0.resolve(path)?.ino }) else { return }
+                let ino = self.table.withLock({ $0.resolve(path)?.ino })
+            else { return }
             self.attributesChanged.function?(ino)
         }
     }
@@ -152,15 +155,18 @@ public final class FilesystemEngine: Sendable {
         let fileMode: UInt32 = 0o100444 & ~(ownership.umask & 0o777) | 0o100000
         switch node.kind {
         case .directory:
-            let subdirs = node.childCount // upper bound is fine for nlink; find(1) does not rely on it with -noleaf
-            return Attributes(ino: node.ino, size: 4096, isDirectory: true, mode: dirMode, nlink: UInt32(2 + min(subdirs, 60000)),
-                              mtime: node.mtime, uid: ownership.uid, gid: ownership.gid, storedBytes: 4096)
+            let subdirs = node.childCount  // upper bound is fine for nlink; find(1) does not rely on it with -noleaf
+            return Attributes(
+                ino: node.ino, size: 4096, isDirectory: true, mode: dirMode, nlink: UInt32(2 + min(subdirs, 60000)),
+                mtime: node.mtime, uid: ownership.uid, gid: ownership.gid, storedBytes: 4096)
         case .file(let f):
-            return Attributes(ino: node.ino, size: f.size, isDirectory: false, mode: fileMode, nlink: 1,
-                              mtime: f.modified, uid: ownership.uid, gid: ownership.gid, storedBytes: min(transfers.storedBytes(f.key), f.size))
+            return Attributes(
+                ino: node.ino, size: f.size, isDirectory: false, mode: fileMode, nlink: 1,
+                mtime: f.modified, uid: ownership.uid, gid: ownership.gid, storedBytes: min(transfers.storedBytes(f.key), f.size))
         case .generated(let g):
-            return Attributes(ino: node.ino, size: g.size, isDirectory: false, mode: fileMode, nlink: 1,
-                              mtime: g.modified, uid: ownership.uid, gid: ownership.gid, storedBytes: g.size)
+            return Attributes(
+                ino: node.ino, size: g.size, isDirectory: false, mode: fileMode, nlink: 1,
+                mtime: g.modified, uid: ownership.uid, gid: ownership.gid, storedBytes: g.size)
         }
     }
 
@@ -241,8 +247,10 @@ public final class FilesystemEngine: Sendable {
             guard let node = t.node(ino) else { return .failure(.notFound("inode \(ino)")) }
             guard node.isDirectory else { return .failure(.notADirectory(t.path(of: ino))) }
             if hook != nil { path = t.path(of: ino) }
-            var out = [DirectoryEntry(ino: ino, name: ".", isDirectory: true),
-                       DirectoryEntry(ino: node.parent, name: "..", isDirectory: true)]
+            var out = [
+                DirectoryEntry(ino: ino, name: ".", isDirectory: true),
+                DirectoryEntry(ino: node.parent, name: "..", isDirectory: true)
+            ]
             for child in t.children(of: ino) {
                 out.append(DirectoryEntry(ino: child.ino, name: child.name, isDirectory: child.isDirectory))
             }
@@ -252,8 +260,10 @@ public final class FilesystemEngine: Sendable {
         hook?(path.isEmpty ? [] : path.split(separator: "/").map(String.init))
         guard offlineView == .local else { return entries }
         let (under, generated) = table.withLock { t in
-            (Dictionary(entries.dropFirst(2).map { ($0.ino, t.files(under: $0.ino)) }, uniquingKeysWith: { a, _ in a }),
-             Set(entries.dropFirst(2).filter { t.node($0.ino)?.generated != nil }.map(\.ino)))
+            (
+                Dictionary(entries.dropFirst(2).map { ($0.ino, t.files(under: $0.ino)) }, uniquingKeysWith: { a, _ in a }),
+                Set(entries.dropFirst(2).filter { t.node($0.ino)?.generated != nil }.map(\.ino))
+            )
         }
         // A generated file is always here: it shows wherever its folder does.
         return Array(entries.prefix(2)) + entries.dropFirst(2).filter { generated.contains($0.ino) || isVisible(under[$0.ino] ?? []) }
@@ -367,8 +377,10 @@ public final class FilesystemEngine: Sendable {
         guard let node else { throw .notFound("inode \(ino)") }
         if let made = node.generated {
             // Made here from the catalog: whole, and nothing to fetch or pin.
-            return [(Self.xattrPrefix + "state", DisplayState.complete.rawValue), (Self.xattrPrefix + "bytes", "\(made.size)/\(made.size)"),
-                    made.storedAt == nil ? (Self.xattrPrefix + "generated", "1") : (Self.xattrPrefix + "side_asset", "stored")]
+            return [
+                (Self.xattrPrefix + "state", DisplayState.complete.rawValue), (Self.xattrPrefix + "bytes", "\(made.size)/\(made.size)"),
+                made.storedAt == nil ? (Self.xattrPrefix + "generated", "1") : (Self.xattrPrefix + "side_asset", "stored")
+            ]
         }
         var present: Int64 = 0, total: Int64 = 0
         var states: [DisplayState] = []
@@ -391,7 +403,7 @@ public final class FilesystemEngine: Sendable {
         var out: [(String, String)] = [
             (Self.xattrPrefix + "state", Self.aggregate(states).rawValue),
             (Self.xattrPrefix + "bytes", "\(present)/\(total)"),
-            (Self.xattrPrefix + "pinned", pinned ? "1" : "0"),
+            (Self.xattrPrefix + "pinned", pinned ? "1" : "0")
         ]
         if let f = node.file {
             // A reader of a file that is not here only sees EIO while its server is away: say why.
@@ -500,8 +512,9 @@ public final class FilesystemEngine: Sendable {
         return asked.compactMap { path, fileIno in
             guard let file = table.withLock({ $0.node(fileIno)?.file }) else { return nil }
             if asked.count > 1, DerivedCopy.parse(file.key) != nil { return nil }
-            var status = FileStatus(path: path, size: file.size, row: transfers.row(for: file), related: transfers.related(to: file.key),
-                                    orphaned: file.orphaned)
+            var status = FileStatus(
+                path: path, size: file.size, row: transfers.row(for: file), related: transfers.related(to: file.key),
+                orphaned: file.orphaned)
             if status.reason == nil, status.state == .notLocal, case let away = transfers.reachability(of: file.key.server), away != .online {
                 status.reason = StatusReason.serverAway(away)
             }

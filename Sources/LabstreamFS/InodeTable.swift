@@ -147,8 +147,11 @@ public struct InodeTable: Sendable {
                 continue
             }
             guard stored[parent].what == .directory else { return false }
-            add(ino(for: path), Stored(name: component, mtime: modified, parent: Int32(parent), first: last ? Int32(index) : 0, count: 0,
-                                      what: last ? what : .directory))
+            add(
+                ino(for: path),
+                Stored(
+                    name: component, mtime: modified, parent: Int32(parent), first: last ? Int32(index) : 0, count: 0,
+                    what: last ? what : .directory))
             stored[parent].count += 1
             parent = stored.count - 1
         }

@@ -188,7 +188,7 @@ public final class FUSEMount: @unchecked Sendable {
             replyDirectory(req, ino, size, off, fi) { engine, entry, buffer, room, next in
                 var e = fuse_entry_param()
                 if entry.name == "." || entry.name == ".." {
-                    e.attr.st_ino = UInt(entry.ino)   // no lookup count for these
+                    e.attr.st_ino = UInt(entry.ino)  // no lookup count for these
                     e.attr.st_mode = entry.isDirectory ? 0o040000 : 0o100000
                 } else if let attributes = try? engine.getattr(entry.ino) {
                     e.ino = fuse_ino_t(attributes.ino)
@@ -197,7 +197,7 @@ public final class FUSEMount: @unchecked Sendable {
                     e.attr_timeout = cacheSeconds(req)
                     e.entry_timeout = cacheSeconds(req)
                 } else {
-                    return nil   // gone since the listing was taken
+                    return nil  // gone since the listing was taken
                 }
                 return fuse_add_direntry_plus(req, buffer, room, entry.name, &e, next)
             }
@@ -215,9 +215,10 @@ public final class FUSEMount: @unchecked Sendable {
                 fi.pointee.fh = handle
                 // Complete files never change under an attempt: let the page cache keep them.
                 if engine.isFullyLocal(handle: handle) { fi.pointee.keep_cache = 1 }
-                let delivered = mountContext(req).passthrough.replyOpen(ino: UInt64(ino), handle: handle, engine: engine,
-                                                                         send: { fuse_reply_open(req, fi) == 0 },
-                                                                         refuse: { fuse_reply_err(req, EBUSY) })
+                let delivered = mountContext(req).passthrough.replyOpen(
+                    ino: UInt64(ino), handle: handle, engine: engine,
+                    send: { fuse_reply_open(req, fi) == 0 },
+                    refuse: { fuse_reply_err(req, EBUSY) })
                 if !delivered { engine.release(handle: handle) }
             } catch { replyError(req, error) }
         }
@@ -225,7 +226,9 @@ public final class FUSEMount: @unchecked Sendable {
             guard let fi else { fuse_reply_err(req, EBADF); return }
             do {
                 let bytes = try fs(req).read(handle: fi.pointee.fh, offset: Int64(off), size: size)
-                bytes.withUnsafeBufferPointer { b in _ = fuse_reply_buf(req, b.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) }, b.count) }
+                bytes.withUnsafeBufferPointer { b in
+                    _ = fuse_reply_buf(req, b.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) }, b.count)
+                }
             } catch { replyError(req, error) }
         }
         ops.release = { req, _, fi in
@@ -324,8 +327,10 @@ private func makeStat(_ a: FilesystemEngine.Attributes) -> stat {
 
 /// Fills one readdir(plus) reply from the handle's listing, from offset `off`, as many entries
 /// as fit. `add` encodes one entry (nil skips it) and returns the bytes it needs.
-private func replyDirectory(_ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ off: off_t, _ fi: UnsafeMutablePointer<fuse_file_info>?,
-                            _ add: (FilesystemEngine, FilesystemEngine.DirectoryEntry, UnsafeMutablePointer<CChar>, Int, off_t) -> Int?) {
+private func replyDirectory(
+    _ req: fuse_req_t?, _ ino: fuse_ino_t, _ size: Int, _ off: off_t, _ fi: UnsafeMutablePointer<fuse_file_info>?,
+    _ add: (FilesystemEngine, FilesystemEngine.DirectoryEntry, UnsafeMutablePointer<CChar>, Int, off_t) -> Int?
+) {
     do {
         let engine = fs(req)
         let entries = try fi.flatMap { engine.listing($0.pointee.fh) } ?? engine.listing(ofDirectory: UInt64(ino))

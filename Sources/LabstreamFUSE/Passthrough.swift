@@ -47,7 +47,9 @@ final class Passthrough: Sendable {
         if offered.load(ordering: .relaxed) {
             log("complete, checked files are read by the kernel directly from the local copy (FUSE passthrough)")
         } else {
-            log("the kernel does not offer FUSE passthrough (it needs Linux 6.9 or later with CONFIG_FUSE_PASSTHROUGH): complete files are read through the daemon")
+            log(
+                "the kernel does not offer FUSE passthrough (it needs Linux 6.9 or later with CONFIG_FUSE_PASSTHROUGH): complete files are read through the daemon"
+            )
         }
     }
 
@@ -70,7 +72,8 @@ final class Passthrough: Sendable {
     /// A reply is about to be written to the kernel (called by the session's writev hook).
     func replying(_ iov: UnsafeMutablePointer<iovec>, _ count: Int) {
         guard watching.load(ordering: .relaxed), count >= 1, iov[0].iov_len >= MemoryLayout<CFuse3_out_header>.size,
-              let base = iov[0].iov_base else { return }
+            let base = iov[0].iov_base
+        else { return }
         let header = base.loadUnaligned(as: CFuse3_out_header.self)
         let payload = count >= 2 && header.error == 0 ? iov[1] : nil
         hooks.withLock { h in
@@ -147,9 +150,10 @@ final class Passthrough: Sendable {
         // Registering backing files takes CAP_SYS_ADMIN: without it, nothing will ever pass through.
         if code == EPERM { enabled.store(false, ordering: .relaxed) }
         if !refusalLogged.exchange(true, ordering: .relaxed) {
-            log(code == EPERM
-                ? "complete files are read through the daemon: registering them with the kernel needs CAP_SYS_ADMIN (mount as root for direct reads)"
-                : "complete files are read through the daemon: the kernel refused a local copy as a backing file (\(String(cString: strerror(code))))")
+            log(
+                code == EPERM
+                    ? "complete files are read through the daemon: registering them with the kernel needs CAP_SYS_ADMIN (mount as root for direct reads)"
+                    : "complete files are read through the daemon: the kernel refused a local copy as a backing file (\(String(cString: strerror(code))))")
         }
         return nil
     }

@@ -14,7 +14,7 @@ public enum DemoMedia {
 
     static let movies: [(title: String, year: Int, file: String)] = [
         ("Test Pattern", 2021, "test-pattern.mp4"),
-        ("Color Bars", 2019, "color-bars.mkv"),
+        ("Color Bars", 2019, "color-bars.mkv")
     ]
 
     static let episodes: [(season: Int, number: Int, title: String, file: String)] = [
@@ -22,7 +22,7 @@ public enum DemoMedia {
         (1, 1, "Pilot Tone", "signal-s01e01.mkv"),
         (1, 2, "Sweep", "signal-s01e02.mp4"),
         (2, 1, "Return Channel", "signal-s02e01.mkv"),
-        (2, 2, "Test Card", "signal-s02e02.mp4"),
+        (2, 2, "Test Card", "signal-s02e02.mp4")
     ]
 
     /// A small music library: an album of tones on two discs and a single without an album.
@@ -30,7 +30,7 @@ public enum DemoMedia {
         ("A 440", "Test Tones", 1, 1, 440, "tones-1-01.flac"),
         ("E 330", "Test Tones", 1, 2, 330, "tones-1-02.flac"),
         ("Low C", "Test Tones", 2, 1, 131, "tones-2-01.flac"),
-        ("Sweep", nil, nil, nil, 880, "sweep.flac"),
+        ("Sweep", nil, nil, nil, 880, "sweep.flac")
     ]
 
     /// Makes sure every clip exists in `directory`, generating missing ones with ffmpeg.
@@ -54,12 +54,17 @@ public enum DemoMedia {
         }
         return FixtureCatalog(
             movies: movies.map { .init(title: $0.title, year: $0.year, file: directory + "/" + $0.file, container: ext($0.file)) },
-            series: [.init(name: "Signal Tests", year: 2020, episodes: episodes.map {
-                .init(season: $0.season, number: $0.number, title: $0.title, file: directory + "/" + $0.file, container: ext($0.file))
-            })],
+            series: [
+                .init(
+                    name: "Signal Tests", year: 2020,
+                    episodes: episodes.map {
+                        .init(season: $0.season, number: $0.number, title: $0.title, file: directory + "/" + $0.file, container: ext($0.file))
+                    })
+            ],
             tracks: tracks.map {
-                .init(title: $0.title, album: $0.album, albumArtist: "Oscillator", artists: ["Oscillator"], disc: $0.disc, number: $0.number,
-                      year: 2022, file: directory + "/" + $0.file, container: "flac")
+                .init(
+                    title: $0.title, album: $0.album, albumArtist: "Oscillator", artists: ["Oscillator"], disc: $0.disc, number: $0.number,
+                    year: 2022, file: directory + "/" + $0.file, container: "flac")
             })
     }
 
@@ -72,9 +77,12 @@ public enum DemoMedia {
 
     /// One clip: a moving test pattern with a tone, H.264 + AAC, 1280×720.
     public static func generate(path: String, seconds: Int, pattern: String = "testsrc2", tone: Int = 440, size: String = "1280x720") throws(LabstreamError) {
-        try ffmpeg(["-f", "lavfi", "-i", "\(pattern)=size=\(size):rate=25", "-f", "lavfi", "-i", "sine=frequency=\(tone):sample_rate=48000",
-                    "-t", String(seconds), "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", "-b:a", "96k", "-shortest"],
-                   to: path)
+        try ffmpeg(
+            [
+                "-f", "lavfi", "-i", "\(pattern)=size=\(size):rate=25", "-f", "lavfi", "-i", "sine=frequency=\(tone):sample_rate=48000",
+                "-t", String(seconds), "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", "-b:a", "96k", "-shortest"
+            ],
+            to: path)
     }
 
     /// Runs ffmpeg with `arguments` into a temporary file renamed to `path` once whole.

@@ -50,7 +50,8 @@ extension ServerFixture {
         let m = request.method
         if m == "POST" && parts == ["Sync", "Jobs"] {
             guard let body = try? JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any],
-                  let target = body["TargetId"] as? String, let items = body["ItemIds"] as? [String], let item = items.first else {
+                let target = body["TargetId"] as? String, let items = body["ItemIds"] as? [String], let item = items.first
+            else {
                 return .json("{\"title\":\"Bad Request\"}", status: 400)
             }
             // `ItemIds` are item ids (a version of a multi-version item is an item of its own).
@@ -85,9 +86,11 @@ extension ServerFixture {
             for id in due {
                 guard let output = convert(id) else { continue }
                 let job = state.withLock { $0.syncJobs[id]! }
-                ready.append(["ServerId": serverId, "SyncJobId": id, "SyncJobName": "Labstream", "SyncJobDateCreated": "2026-12-01T00:00:00.0000000Z",
-                              "SyncJobItemId": id * 10, "OriginalFileName": (output as NSString).lastPathComponent, "UserId": userId,
-                              "Item": dto(itemsById[job.itemId] ?? ["Id": job.itemId, "Type": "Movie"], fields: []), "AdditionalFiles": [] as [Any]])
+                ready.append([
+                    "ServerId": serverId, "SyncJobId": id, "SyncJobName": "Labstream", "SyncJobDateCreated": "2026-12-01T00:00:00.0000000Z",
+                    "SyncJobItemId": id * 10, "OriginalFileName": (output as NSString).lastPathComponent, "UserId": userId,
+                    "Item": dto(itemsById[job.itemId] ?? ["Id": job.itemId, "Type": "Movie"], fields: []), "AdditionalFiles": [] as [Any]
+                ])
             }
             return json(ready)
         }
@@ -128,16 +131,21 @@ extension ServerFixture {
 
     func syncJobDto(_ id: Int) -> [String: Any] {
         let job = state.withLock { $0.syncJobs[id]! }
-        return ["Id": id, "TargetId": job.targetId, "TargetName": "Labstream", "Quality": "custom", "Bitrate": job.bitrate,
-                "Container": "mkv", "VideoCodec": "h264", "AudioCodec": "aac", "Name": job.name ?? "", "Status": syncStatus(job),
-                "Progress": job.output == nil ? 50.0 : 100.0, "ItemCount": 1, "RequestedItemIds": [UInt64(plexNumber(job.itemId)) ?? 0], "DateCreated": "2026-12-01T00:00:00.0000000Z"]
+        return [
+            "Id": id, "TargetId": job.targetId, "TargetName": "Labstream", "Quality": "custom", "Bitrate": job.bitrate,
+            "Container": "mkv", "VideoCodec": "h264", "AudioCodec": "aac", "Name": job.name ?? "", "Status": syncStatus(job),
+            "Progress": job.output == nil ? 50.0 : 100.0, "ItemCount": 1, "RequestedItemIds": [UInt64(plexNumber(job.itemId)) ?? 0],
+            "DateCreated": "2026-12-01T00:00:00.0000000Z"
+        ]
     }
 
     func syncJobItemDto(_ id: Int) -> [String: Any] {
         let job = state.withLock { $0.syncJobs[id]! }
-        return ["Id": id * 10, "JobId": id, "ItemName": itemsById[job.itemId]?["Name"] as? String ?? "", "MediaSourceId": mediaSourceId(ofItem: job.itemId),
-                "TargetId": job.targetId, "Status": job.output == nil ? "Queued" : "ReadyToTransfer", "Progress": 0.0,
-                "DateCreated": "2026-12-01T00:00:00.0000000Z"]
+        return [
+            "Id": id * 10, "JobId": id, "ItemName": itemsById[job.itemId]?["Name"] as? String ?? "", "MediaSourceId": mediaSourceId(ofItem: job.itemId),
+            "TargetId": job.targetId, "Status": job.output == nil ? "Queued" : "ReadyToTransfer", "Progress": 0.0,
+            "DateCreated": "2026-12-01T00:00:00.0000000Z"
+        ]
     }
 
     /// The job's output, made once with ffmpeg at the job's bitrate.
@@ -158,8 +166,10 @@ extension ServerFixture {
         let out = NSTemporaryDirectory() + "labstream-\(name)-\(getpid())." + (kind == .plex ? "mp4" : "mkv")
         let ffmpeg = Process()
         ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-        ffmpeg.arguments = ["-v", "error", "-nostdin", "-y", "-i", file, "-c:v", "libx264", "-preset", "ultrafast", "-b:v", String(job.bitrate),
-                            "-c:a", "aac", "-b:a", "128k", "-f", format, out]
+        ffmpeg.arguments = [
+            "-v", "error", "-nostdin", "-y", "-i", file, "-c:v", "libx264", "-preset", "ultrafast", "-b:v", String(job.bitrate),
+            "-c:a", "aac", "-b:a", "128k", "-f", format, out
+        ]
         ffmpeg.standardInput = FileHandle.nullDevice
         ffmpeg.standardOutput = FileHandle.nullDevice
         ffmpeg.standardError = FileHandle.nullDevice

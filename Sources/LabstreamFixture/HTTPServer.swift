@@ -1,8 +1,9 @@
 import Foundation
 import LabstreamCore
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A small HTTP/1.1 server on real loopback sockets, one thread per connection, keep-alive.
@@ -22,8 +23,9 @@ public final class HTTPServer: Sendable {
         /// `length` bytes of `file` from `offset`; `dropAfter` closes the connection early;
         /// `stall` pauses once `after` body bytes went out; `sent` hears how many body bytes
         /// went out so far.
-        case file(path: String, offset: Int64, length: Int64, dropAfter: Int64?, stall: (after: Int64, seconds: Double)?,
-                  sent: (@Sendable (Int64) -> Void)? = nil)
+        case file(
+            path: String, offset: Int64, length: Int64, dropAfter: Int64?, stall: (after: Int64, seconds: Double)?,
+            sent: (@Sendable (Int64) -> Void)? = nil)
     }
 
     public struct Response: Sendable {

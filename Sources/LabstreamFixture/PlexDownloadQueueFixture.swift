@@ -31,13 +31,15 @@ extension ServerFixture {
         if m == "POST" && parts.count == 3 && parts[2] == "add" {
             // keys=/library/metadata/{ratingKey}; mediaIndex/partIndex pick the part.
             guard let key = request.query["keys"], key.hasPrefix("/library/metadata/"),
-                  let item = idsByPlexNumber[String(key.dropFirst("/library/metadata/".count))],
-                  let versions = itemsById[item]?["_versions"] as? [[String: Any]] else {
+                let item = idsByPlexNumber[String(key.dropFirst("/library/metadata/".count))],
+                let versions = itemsById[item]?["_versions"] as? [[String: Any]]
+            else {
                 return .json("{\"errors\":[{\"code\":1002,\"message\":\"keys names no item\"}]}", status: 400)
             }
             let mediaIndex = Int(request.query["mediaIndex"] ?? "0") ?? 0
             guard request.query["partIndex"].map({ $0 == "0" }) ?? true, versions.indices.contains(mediaIndex),
-                  let source = versions[mediaIndex]["Id"] as? String else {
+                let source = versions[mediaIndex]["Id"] as? String
+            else {
                 return .json("{\"errors\":[{\"code\":1002,\"message\":\"no such media or part\"}]}", status: 400)
             }
             let kbps = Int(request.query["videoBitrate"] ?? "") ?? 2000
@@ -54,7 +56,8 @@ extension ServerFixture {
             return json(["MediaContainer": ["size": ids.count, "DownloadQueueItem": ids.map { queueItemDto($0) }] as [String: Any]])
         }
         guard parts.count >= 4, let itemId = Int(parts[3]), let job = state.withLock({ $0.queueItems[itemId] }), !job.cancelled,
-              job.targetId == client else { return notFound }
+            job.targetId == client
+        else { return notFound }
         if parts.count == 4 && parts[2] == "items" && m == "DELETE" {
             state.withLock { $0.queueItems[itemId]?.cancelled = true }
             return HTTPServer.Response(status: 200)
@@ -95,14 +98,20 @@ extension ServerFixture {
         let job = state.withLock { $0.queueItems[id]! }
         let expired = state.withLock { $0.expireSyncJobs }
         let status = expired ? "expired" : job.failed ? "error" : job.output != nil ? "available" : job.polls > 1 ? "processing" : "deciding"
-        var dto: [String: Any] = ["id": id, "queueId": Self.plexQueueId, "key": job.key ?? "", "status": status,
-                                  "DecisionResult": ["availableBandwidth": job.bitrate / 1000, "generalDecisionCode": 1000,
-                                                     "generalDecisionText": "Direct play not available; transcoding",
-                                                     "transcodeDecisionCode": 1001, "transcodeDecisionText": "Transcoding"]]
+        var dto: [String: Any] = [
+            "id": id, "queueId": Self.plexQueueId, "key": job.key ?? "", "status": status,
+            "DecisionResult": [
+                "availableBandwidth": job.bitrate / 1000, "generalDecisionCode": 1000,
+                "generalDecisionText": "Direct play not available; transcoding",
+                "transcodeDecisionCode": 1001, "transcodeDecisionText": "Transcoding"
+            ]
+        ]
         if job.failed { dto["error"] = "the transcoder exited with an error" }
         if status == "processing" {
-            dto["TranscodeSession"] = ["key": "/transcode/sessions/queue-\(id)", "progress": 50.0, "speed": 2.0, "throttled": false,
-                                       "complete": false, "protocol": "http", "sourceVideoCodec": "h264", "sourceAudioCodec": "aac"]
+            dto["TranscodeSession"] = [
+                "key": "/transcode/sessions/queue-\(id)", "progress": 50.0, "speed": 2.0, "throttled": false,
+                "complete": false, "protocol": "http", "sourceVideoCodec": "h264", "sourceAudioCodec": "aac"
+            ]
         }
         return dto
     }

@@ -54,13 +54,17 @@ extension ServerFixture {
             // Home videos: a LibrarySection of type "movie" (MediaTypeString) kept as its files are, as a
             // server's "Other Videos" library is (the agent that fetches nothing, the plain video scanner).
             if !catalog.homeVideos.isEmpty {
-                sections.append(section("4", catalog.homeVideoLibraryName, "movie", agent: "tv.plex.agents.none",
-                                        scanner: "Plex Video Files Scanner", location: "/media/homevideos"))
+                sections.append(
+                    section(
+                        "4", catalog.homeVideoLibraryName, "movie", agent: "tv.plex.agents.none",
+                        scanner: "Plex Video Files Scanner", location: "/media/homevideos"))
             }
             // Photos: a LibrarySection of type "photo" (MediaTypeString), with Plex's photo agent and scanner.
             if !catalog.photos.isEmpty {
-                sections.append(section("5", catalog.photoLibraryName, "photo", agent: "com.plexapp.agents.none",
-                                        scanner: "Plex Photo Scanner", location: "/media/photos"))
+                sections.append(
+                    section(
+                        "5", catalog.photoLibraryName, "photo", agent: "com.plexapp.agents.none",
+                        scanner: "Plex Photo Scanner", location: "/media/photos"))
             }
             return plexJSON(["MediaContainer": ["size": sections.count, "allowSync": false, "title1": "Plex Library", "Directory": sections]])
         }
@@ -165,13 +169,16 @@ extension ServerFixture {
     /// A LibrarySection. `agent` and `scanner` (strings): the type's own unless given; `Location`
     /// (array of `id` (integer), `path`: "a top-level location on disk where media in this library
     /// section is stored"): one, numbered as the section, only when `location` is given.
-    func section(_ key: String, _ title: String, _ type: String, agent: String? = nil, scanner: String? = nil,
-                 location: String? = nil) -> [String: Any] {
+    func section(
+        _ key: String, _ title: String, _ type: String, agent: String? = nil, scanner: String? = nil,
+        location: String? = nil
+    ) -> [String: Any] {
         var out: [String: Any] = [
             "key": key, "title": title, "type": type, "agent": agent ?? "tv.plex.agents.\(type)", "scanner": scanner ?? "Plex \(type.capitalized)",
             "language": "en-US", "uuid": fixtureId("section:\(key)"), "allowSync": true, "content": true, "directory": true,
             "filters": true, "hidden": false, "refreshing": false, "updatedAt": 1_700_000_000, "createdAt": 1_690_000_000,
-            "scannedAt": 1_700_000_000, "contentChangedAt": 1_700_000_000]
+            "scannedAt": 1_700_000_000, "contentChangedAt": 1_700_000_000
+        ]
         if let location { out["Location"] = [["id": Int(key)!, "path": location]] }
         return out
     }
@@ -185,15 +192,21 @@ extension ServerFixture {
     /// it the same way (the 1.1.1 spec has no such path; v0.0.3's lists no Guid there).
     /// `chapters`: the items carry their Metadata.Chapter (see `plexDetails`); listings never do.
     /// `streams`: their parts carry Part.Stream (see `plexPart`); listings never do.
-    func plexPage(_ all: [[String: Any]], _ request: HTTPServer.Request, guids: Bool = false, chapters: Bool = false,
-                  streams: Bool = false) -> HTTPServer.Response {
+    func plexPage(
+        _ all: [[String: Any]], _ request: HTTPServer.Request, guids: Bool = false, chapters: Bool = false,
+        streams: Bool = false
+    ) -> HTTPServer.Response {
         func value(_ name: String) -> Int? { Int(request.query[name] ?? request.headers[name.lowercased()] ?? "") }
         let start = max(value("X-Plex-Container-Start") ?? 0, 0)
-        let size = max(value("X-Plex-Container-Size") ?? 50, 0)   // the spec's default page
+        let size = max(value("X-Plex-Container-Size") ?? 50, 0)  // the spec's default page
         let slice = start < all.count ? Array(all[start..<min(all.count, start + size)]) : []
         let withGuids = guids || request.query["includeGuids"] == "1"
-        var response = plexJSON(["MediaContainer": ["size": slice.count, "totalSize": all.count, "offset": start,
-                                                     "Metadata": slice.map { plexMetadata($0, guids: withGuids, chapters: chapters, streams: streams) }] as [String: Any]])
+        var response = plexJSON([
+            "MediaContainer": [
+                "size": slice.count, "totalSize": all.count, "offset": start,
+                "Metadata": slice.map { plexMetadata($0, guids: withGuids, chapters: chapters, streams: streams) }
+            ] as [String: Any]
+        ])
         response.headers += [("X-Plex-Container-Start", String(start)), ("X-Plex-Container-Total-Size", String(all.count))]
         return response
     }
@@ -207,15 +220,17 @@ extension ServerFixture {
         // updated no earlier).
         let addedAt: Int = state.withLock { $0.added[id] }.map { Int($0) } ?? 1_700_000_000
         let updatedAt: Int = max(addedAt, 1_700_000_000)
-        var out: [String: Any] = ["ratingKey": key, "key": "/library/metadata/\(key)" + ((raw["IsFolder"] as? Bool) == true ? "/children" : ""),
-                                  "guid": "plex://\(raw["Type"] as! String)/\(id)", "title": raw["Name"] as? String ?? "",
-                                  "addedAt": addedAt, "updatedAt": updatedAt]
+        var out: [String: Any] = [
+            "ratingKey": key, "key": "/library/metadata/\(key)" + ((raw["IsFolder"] as? Bool) == true ? "/children" : ""),
+            "guid": "plex://\(raw["Type"] as! String)/\(id)", "title": raw["Name"] as? String ?? "",
+            "addedAt": addedAt, "updatedAt": updatedAt
+        ]
         out.merge(plexWatched(raw)) { _, new in new }
         out.merge(plexImageMembers(raw, key: key)) { _, new in new }
         if let type = plexMusicType(raw) { return plexMusicMetadata(raw, type: type, base: out) }
         if let type = plexPhotoType(raw) { return plexPhotoMetadata(raw, type: type, base: out) }
         switch raw["Type"] as? String {
-        case "Movie", "Video": out["type"] = "movie"     // a home video is a movie of its section (4)
+        case "Movie", "Video": out["type"] = "movie"  // a home video is a movie of its section (4)
         case "Series": out["type"] = "show"
         case "Season": out["type"] = "season"
         case "Episode": out["type"] = "episode"
@@ -239,8 +254,10 @@ extension ServerFixture {
                 let container = v["Container"] as? String ?? "mkv"
                 // Versions differ by resolution in a real library; the fixture labels them so.
                 let resolution = versions.count > 1 ? (index == 0 ? "1080" : "720") : "1080"
-                return ["id": Int(plexNumber(vid + ":media"))!, "container": container, "videoResolution": resolution,
-                        "Part": [plexPart(v, container: container, streams: streams)]]
+                return [
+                    "id": Int(plexNumber(vid + ":media"))!, "container": container, "videoResolution": resolution,
+                    "Part": [plexPart(v, container: container, streams: streams)]
+                ]
             }
         }
         return out
@@ -257,8 +274,10 @@ extension ServerFixture {
         let vid = v["Id"] as! String
         let file = v["File"] as! String
         let name = (file as NSString).lastPathComponent
-        var part: [String: Any] = ["id": Int(plexNumber(vid))!, "key": "/library/parts/\(plexNumber(vid))/\(changestamp(vid))/\(keyName ?? name)",
-                                   "file": v["Path"] as? String ?? "/media/" + name, "size": fileSize(file), "container": container]
+        var part: [String: Any] = [
+            "id": Int(plexNumber(vid))!, "key": "/library/parts/\(plexNumber(vid))/\(changestamp(vid))/\(keyName ?? name)",
+            "file": v["Path"] as? String ?? "/media/" + name, "size": fileSize(file), "container": container
+        ]
         if streams {
             let subtitles = plexSubtitleStreams(ofFile: file)
             if !subtitles.isEmpty { part["Stream"] = subtitles }
@@ -273,9 +292,9 @@ extension ServerFixture {
     func plexDetails(_ raw: [String: Any], guids: Bool, chapters: Bool = false) -> [String: Any] {
         guard let d = raw["_details"] as? FixtureCatalog.Details else { return [:] }
         var out: [String: Any] = [:]
-        if let plot = d.plot { out["summary"] = plot }                          // string: "e.g. movie plot"
-        if let original = d.originalTitle { out["originalTitle"] = original }   // string: "a movie's foreign title"
-        if !d.genres.isEmpty { out["Genre"] = d.genres.map { ["tag": $0] } }    // array of Tag (`tag` required)
+        if let plot = d.plot { out["summary"] = plot }  // string: "e.g. movie plot"
+        if let original = d.originalTitle { out["originalTitle"] = original }  // string: "a movie's foreign title"
+        if !d.genres.isEmpty { out["Genre"] = d.genres.map { ["tag": $0] } }  // array of Tag (`tag` required)
         // studio: one string ("the studio or label which produced an item"); the schema has no
         // Studio array, so only the first studio.
         if let studio = d.studios.first { out["studio"] = studio }
@@ -285,9 +304,9 @@ extension ServerFixture {
             out["rating"] = rating
             out["audienceRating"] = rating
         }
-        if let content = d.contentRating { out["contentRating"] = content }   // string, "e.g. MPAA"
-        if let day = d.premiered { out["originallyAvailableAt"] = day }       // string (date), "YYYY-MM-DD"
-        if let seconds = d.runtimeSeconds { out["duration"] = seconds * 1000 } // integer (int32): milliseconds
+        if let content = d.contentRating { out["contentRating"] = content }  // string, "e.g. MPAA"
+        if let day = d.premiered { out["originallyAvailableAt"] = day }  // string (date), "YYYY-MM-DD"
+        if let seconds = d.runtimeSeconds { out["duration"] = seconds * 1000 }  // integer (int32): milliseconds
         if guids {
             // Guid: array of objects with `id` (required) matching ^(imdb|tmdb|tvdb)://.+$.
             let ids = [("imdb", d.imdb), ("tmdb", d.tmdb), ("tvdb", d.tvdb)].compactMap { scheme, value in
@@ -314,8 +333,10 @@ extension ServerFixture {
         func ms(_ seconds: Double) -> Int { Int((seconds * 1000).rounded()) }
         return ordered.enumerated().map { i, chapter -> [String: Any] in
             let id = Int(plexNumber(fixtureId("chapter:\(itemId):\(i)")))!
-            var out: [String: Any] = ["id": id, "filter": "thumb=\(id)", "index": i + 1,
-                                      "startTimeOffset": ms(chapter.start), "tag": chapter.name]
+            var out: [String: Any] = [
+                "id": id, "filter": "thumb=\(id)", "index": i + 1,
+                "startTimeOffset": ms(chapter.start), "tag": chapter.name
+            ]
             if i + 1 < ordered.count {
                 out["endTimeOffset"] = ms(ordered[i + 1].start)
             } else if let seconds = d.runtimeSeconds, seconds * 1000 >= ms(chapter.start) {
@@ -370,30 +391,30 @@ extension ServerFixture {
     func plexMusicMetadata(_ raw: [String: Any], type: String, base: [String: Any]) -> [String: Any] {
         let id = raw["Id"] as! String
         var out = base
-        out["type"] = type                                        // Metadata.type: MediaTypeString artist/album/track
-        out["guid"] = "plex://\(type)/\(id)"                       // Metadata.guid, e.g. plex://track/…, plex://album/…
-        if let year = raw["ProductionYear"] as? Int { out["year"] = year }   // Metadata.year (integer)
+        out["type"] = type  // Metadata.type: MediaTypeString artist/album/track
+        out["guid"] = "plex://\(type)/\(id)"  // Metadata.guid, e.g. plex://track/…, plex://album/…
+        if let year = raw["ProductionYear"] as? Int { out["year"] = year }  // Metadata.year (integer)
         switch type {
         case "album":
             if let artist = plexArtist(of: raw) {
                 let key = plexNumber(artist.id)
-                out["parentRatingKey"] = key                          // Metadata.parentRatingKey (string): the artist
-                out["parentKey"] = "/library/metadata/\(key)"         // Metadata.parentKey
-                out["parentTitle"] = artist.name                      // Metadata.parentTitle: the artist's title
-                out["parentGuid"] = "plex://artist/\(artist.id)"      // Metadata.parentGuid
+                out["parentRatingKey"] = key  // Metadata.parentRatingKey (string): the artist
+                out["parentKey"] = "/library/metadata/\(key)"  // Metadata.parentKey
+                out["parentTitle"] = artist.name  // Metadata.parentTitle: the artist's title
+                out["parentGuid"] = "plex://artist/\(artist.id)"  // Metadata.parentGuid
             }
         case "track":
-            if let index = raw["IndexNumber"] as? Int { out["index"] = index }   // Metadata.index: the track number
+            if let index = raw["IndexNumber"] as? Int { out["index"] = index }  // Metadata.index: the track number
             if let disc = raw["ParentIndexNumber"] as? Int {
-                out["parentIndex"] = disc        // Metadata.parentIndex: the parent's (album's) index, the disc on a real server
-                out["absoluteIndex"] = disc      // Metadata.absoluteIndex: "the disc number for a track on multi-disc albums"
+                out["parentIndex"] = disc  // Metadata.parentIndex: the parent's (album's) index, the disc on a real server
+                out["absoluteIndex"] = disc  // Metadata.absoluteIndex: "the disc number for a track on multi-disc albums"
             }
             if let albumId = raw["AlbumId"] as? String, let album = itemsById[albumId] {
                 let key = plexNumber(albumId)
-                out["parentRatingKey"] = key                          // Metadata.parentRatingKey (string): the album
-                out["parentKey"] = "/library/metadata/\(key)"         // Metadata.parentKey
-                out["parentTitle"] = album["Name"] as? String ?? ""   // Metadata.parentTitle: the album's title
-                out["parentGuid"] = "plex://album/\(albumId)"         // Metadata.parentGuid
+                out["parentRatingKey"] = key  // Metadata.parentRatingKey (string): the album
+                out["parentKey"] = "/library/metadata/\(key)"  // Metadata.parentKey
+                out["parentTitle"] = album["Name"] as? String ?? ""  // Metadata.parentTitle: the album's title
+                out["parentGuid"] = "plex://album/\(albumId)"  // Metadata.parentGuid
                 // parentYear (integer): v0.0.3 spec, `/status/sessions` track Metadata; not in the 1.1.1 schema
                 // (Metadata.additionalProperties: true).
                 if let year = album["ProductionYear"] as? Int { out["parentYear"] = year }
@@ -405,25 +426,27 @@ extension ServerFixture {
             let artist = plexArtist(of: raw)
             if let artist {
                 let key = plexNumber(artist.id)
-                out["grandparentRatingKey"] = key                     // Metadata.grandparentRatingKey (string)
-                out["grandparentKey"] = "/library/metadata/\(key)"    // Metadata.grandparentKey
-                out["grandparentTitle"] = artist.name                 // Metadata.grandparentTitle: the (album) artist
-                out["grandparentGuid"] = "plex://artist/\(artist.id)" // Metadata.grandparentGuid
+                out["grandparentRatingKey"] = key  // Metadata.grandparentRatingKey (string)
+                out["grandparentKey"] = "/library/metadata/\(key)"  // Metadata.grandparentKey
+                out["grandparentTitle"] = artist.name  // Metadata.grandparentTitle: the (album) artist
+                out["grandparentGuid"] = "plex://artist/\(artist.id)"  // Metadata.grandparentGuid
             }
             // Metadata.originalTitle: v0.0.3 says "the track artist if an audio Item has an album artist";
             // sent when the track's own artists differ from the grandparent's title.
             let own = ((raw["Artists"] as? [String]) ?? []).joined(separator: "; ")
             if !own.isEmpty && own != artist?.name { out["originalTitle"] = own }
             if let versions = raw["_versions"] as? [[String: Any]] {
-                out["Media"] = versions.map { v -> [String: Any] in    // Metadata.Media: array of Media
+                out["Media"] = versions.map { v -> [String: Any] in  // Metadata.Media: array of Media
                     let vid = v["Id"] as! String
                     let file = v["File"] as! String
                     let container = v["Container"] as? String ?? ""
                     let ext = (file as NSString).pathExtension.isEmpty ? container : (file as NSString).pathExtension
                     // Part.key's last segment is not the file's name here (as the spec's example `file.mov`).
-                    return ["id": Int(plexNumber(vid + ":media"))!,                   // Media.id (integer, int64, required)
-                            "container": container,                                   // Media.container
-                            "Part": [plexPart(v, container: container, keyName: "file.\(ext)")]]   // Media.Part: array of Part
+                    return [
+                        "id": Int(plexNumber(vid + ":media"))!,  // Media.id (integer, int64, required)
+                        "container": container,  // Media.container
+                        "Part": [plexPart(v, container: container, keyName: "file.\(ext)")]
+                    ]  // Media.Part: array of Part
                 }
             }
         default:
@@ -459,24 +482,26 @@ extension ServerFixture {
     func plexPhotoMetadata(_ raw: [String: Any], type: String, base: [String: Any]) -> [String: Any] {
         let id = raw["Id"] as! String
         var out = base
-        out["type"] = type                                        // Metadata.type: MediaTypeString photoalbum/photo
-        out["guid"] = "plex://\(type)/\(id)"                       // Metadata.guid
+        out["type"] = type  // Metadata.type: MediaTypeString photoalbum/photo
+        out["guid"] = "plex://\(type)/\(id)"  // Metadata.guid
         // A photo's (or album's) album: the innermost directory it lies in; none at the section's top.
         if let parent = raw["ParentId"] as? String, let album = itemsById[parent] {
             let key = plexNumber(parent)
-            out["parentRatingKey"] = key                          // Metadata.parentRatingKey (string): the album
-            out["parentKey"] = "/library/metadata/\(key)"         // Metadata.parentKey
-            out["parentTitle"] = album["Name"] as? String ?? ""   // Metadata.parentTitle: the album's title (its folder's name)
-            out["parentGuid"] = "plex://photoalbum/\(parent)"     // Metadata.parentGuid
+            out["parentRatingKey"] = key  // Metadata.parentRatingKey (string): the album
+            out["parentKey"] = "/library/metadata/\(key)"  // Metadata.parentKey
+            out["parentTitle"] = album["Name"] as? String ?? ""  // Metadata.parentTitle: the album's title (its folder's name)
+            out["parentGuid"] = "plex://photoalbum/\(parent)"  // Metadata.parentGuid
         }
         if let versions = raw["_versions"] as? [[String: Any]] {
-            out["Media"] = versions.map { v -> [String: Any] in    // Metadata.Media: array of Media
+            out["Media"] = versions.map { v -> [String: Any] in  // Metadata.Media: array of Media
                 let container = v["Container"] as? String ?? ""
-                return clean(["id": Int(plexNumber((v["Id"] as! String) + ":media"))!,   // Media.id (integer, int64, required)
-                              "width": raw["Width"] as? Int,                             // Media.width (integer, int32): pixels
-                              "height": raw["Height"] as? Int,                           // Media.height (integer, int32): pixels
-                              "container": container,                                    // Media.container
-                              "Part": [plexPart(v, container: container)]])              // Media.Part: array of Part
+                return clean([
+                    "id": Int(plexNumber((v["Id"] as! String) + ":media"))!,  // Media.id (integer, int64, required)
+                    "width": raw["Width"] as? Int,  // Media.width (integer, int32): pixels
+                    "height": raw["Height"] as? Int,  // Media.height (integer, int32): pixels
+                    "container": container,  // Media.container
+                    "Part": [plexPart(v, container: container)]
+                ])  // Media.Part: array of Part
             }
         }
         return out
@@ -520,7 +545,7 @@ extension ServerFixture {
         for (element, type) in [("thumb", "coverPoster"), ("art", "background"), ("clearLogo", "clearLogo")] {
             guard let image = images[element] else { continue }
             let url = "/library/metadata/\(key)/\(element)/\(image.stamp)"
-            if element != "clearLogo" { out[element] = url }   // Metadata has no clearLogo member: Image only
+            if element != "clearLogo" { out[element] = url }  // Metadata has no clearLogo member: Image only
             list.append(["type": type, "url": url, "alt": raw["Name"] as? String ?? ""])
         }
         if !list.isEmpty { out["Image"] = list }
@@ -566,7 +591,8 @@ extension ServerFixture {
             var stream: [String: Any] = [
                 "id": id, "streamType": 3, "codec": Self.plexSubtitleCodec(sub.codec), "forced": sub.forced,
                 "hearingImpaired": sub.hearingImpaired, "displayTitle": Self.subtitleTitle(sub, extended: false),
-                "extendedDisplayTitle": Self.subtitleTitle(sub, extended: true)]
+                "extendedDisplayTitle": Self.subtitleTitle(sub, extended: true)
+            ]
             if let code = sub.language {
                 stream["languageCode"] = code
                 stream["language"] = Self.languageName(code)
@@ -633,7 +659,11 @@ public final class PlexTVFixture: Sendable {
         return s.baseURL
     }
 
-    public func stop() { http.withLock { $0?.stop(); $0 = nil } }
+    public func stop() {
+        http.withLock {
+            $0?.stop(); $0 = nil
+        }
+    }
 
     public var baseURL: String { http.withLock { $0?.baseURL ?? "" } }
 
@@ -676,8 +706,10 @@ public final class PlexTVFixture: Sendable {
             let local = server.baseURL
             let port = Int(local.split(separator: ":").last ?? "0") ?? 0
             func connection(_ uri: String, local: Bool, relay: Bool) -> [String: Any] {
-                ["protocol": uri.hasPrefix("https") ? "https" : "http", "address": "127.0.0.1", "port": port, "uri": uri,
-                 "local": local, "relay": relay, "IPv6": false]
+                [
+                    "protocol": uri.hasPrefix("https") ? "https" : "http", "address": "127.0.0.1", "port": port, "uri": uri,
+                    "local": local, "relay": relay, "IPv6": false
+                ]
             }
             let resource: [String: Any] = [
                 "name": "Fixture PMS", "product": "Plex Media Server", "productVersion": "1.41.3.9314", "platform": "Linux",
@@ -686,11 +718,16 @@ public final class PlexTVFixture: Sendable {
                 "publicAddress": "203.0.113.7", "accessToken": server.accessToken, "owned": true, "home": false, "synced": false,
                 "relay": true, "presence": true, "httpsRequired": false, "publicAddressMatches": true,
                 "dnsRebindingProtection": false, "natLoopbackSupported": false,
-                "connections": [connection("http://127.0.0.1:9/relay", local: false, relay: true),
-                                connection("http://127.0.0.1:1", local: false, relay: false),
-                                connection(local, local: true, relay: false)]]
-            let player: [String: Any] = ["name": "Phone", "product": "Plex for iOS", "provides": "player,pubsub-player",
-                                         "clientIdentifier": "phone-1", "connections": []]
+                "connections": [
+                    connection("http://127.0.0.1:9/relay", local: false, relay: true),
+                    connection("http://127.0.0.1:1", local: false, relay: false),
+                    connection(local, local: true, relay: false)
+                ]
+            ]
+            let player: [String: Any] = [
+                "name": "Phone", "product": "Plex for iOS", "provides": "player,pubsub-player",
+                "clientIdentifier": "phone-1", "connections": []
+            ]
             return server.json([player, resource])
         }
         return .json("{\"errors\":[{\"code\":1002,\"message\":\"Not Found\"}]}", status: 404)
@@ -698,9 +735,11 @@ public final class PlexTVFixture: Sendable {
 
     func pinAnswer(_ id: Int, code: String, token: String?, status: Int) -> HTTPServer.Response {
         let expires = ISO8601DateFormatter().string(from: Date().addingTimeInterval(900))
-        let body: [String: Any] = ["id": id, "code": code, "product": "Labstream", "trusted": false, "qr": "https://plex.tv/api/v2/pins/qr/\(code)",
-                                   "clientIdentifier": "", "expiresIn": 900, "createdAt": ISO8601DateFormatter().string(from: Date()),
-                                   "expiresAt": expires, "authToken": token ?? NSNull(), "newRegistration": NSNull()]
+        let body: [String: Any] = [
+            "id": id, "code": code, "product": "Labstream", "trusted": false, "qr": "https://plex.tv/api/v2/pins/qr/\(code)",
+            "clientIdentifier": "", "expiresIn": 900, "createdAt": ISO8601DateFormatter().string(from: Date()),
+            "expiresAt": expires, "authToken": token ?? NSNull(), "newRegistration": NSNull()
+        ]
         var r = server.json(body)
         r.status = status
         return r

@@ -92,9 +92,11 @@ public struct FixtureCatalog: Sendable {
         /// `/library/metadata/{id}` with `includeChapters`. Served in start order. Empty: none sent.
         public var chapters: [Chapter]
 
-        public init(plot: String? = nil, originalTitle: String? = nil, genres: [String] = [], studios: [String] = [],
-                    rating: Double? = nil, contentRating: String? = nil, premiered: String? = nil, runtimeSeconds: Int? = nil,
-                    imdb: String? = nil, tmdb: String? = nil, tvdb: String? = nil, chapters: [Chapter] = []) {
+        public init(
+            plot: String? = nil, originalTitle: String? = nil, genres: [String] = [], studios: [String] = [],
+            rating: Double? = nil, contentRating: String? = nil, premiered: String? = nil, runtimeSeconds: Int? = nil,
+            imdb: String? = nil, tmdb: String? = nil, tvdb: String? = nil, chapters: [Chapter] = []
+        ) {
             self.plot = plot
             self.originalTitle = originalTitle
             self.genres = genres
@@ -144,8 +146,10 @@ public struct FixtureCatalog: Sendable {
         public var file: String
         public var container: String
 
-        public init(title: String, album: String? = nil, albumArtist: String? = nil, artists: [String] = [],
-                    disc: Int? = nil, number: Int? = nil, year: Int? = nil, file: String, container: String) {
+        public init(
+            title: String, album: String? = nil, albumArtist: String? = nil, artists: [String] = [],
+            disc: Int? = nil, number: Int? = nil, year: Int? = nil, file: String, container: String
+        ) {
             self.title = title
             self.album = album
             self.albumArtist = albumArtist
@@ -306,8 +310,10 @@ public struct FixtureCatalog: Sendable {
     /// order its media source lists them. None: the file answers as before.
     public var subtitles: [String: [Subtitle]] = [:]
 
-    public init(movies: [Movie], series: [Series], tracks: [Track] = [], homeVideos: [HomeVideo] = [],
-                musicVideos: [MusicVideo] = [], mixedVideos: [HomeVideo] = [], photos: [Photo] = []) {
+    public init(
+        movies: [Movie], series: [Series], tracks: [Track] = [], homeVideos: [HomeVideo] = [],
+        musicVideos: [MusicVideo] = [], mixedVideos: [HomeVideo] = [], photos: [Photo] = []
+    ) {
         self.movies = movies
         self.series = series
         self.tracks = tracks
@@ -387,7 +393,7 @@ public final class ServerFixture: Sendable {
     /// While closed, image and subtitle requests wait (each on its own connection's thread)
     /// until it opens: a test sees what the daemon says while its side assets are on the way.
     let assetGate = NSCondition()
-    nonisolated(unsafe) var assetGateClosed = false   // guarded by assetGate
+    nonisolated(unsafe) var assetGateClosed = false  // guarded by assetGate
 
     public func holdSideAssets(_ held: Bool) {
         assetGate.lock()
@@ -514,7 +520,7 @@ public final class ServerFixture: Sendable {
                 "MediaType": "Video", "LocationType": "FileSystem", "ParentId": movieLibraryId,
                 "ProductionYear": movie.year, "Container": movie.container,
                 "DateCreated": "2024-03-01T12:00:00.0000000Z",
-                "_versions": versions.map { clean(["Id": $0.0, "Name": $0.1, "File": $0.2, "Container": movie.container, "Bitrate": movie.bitrate]) },
+                "_versions": versions.map { clean(["Id": $0.0, "Name": $0.1, "File": $0.2, "Container": movie.container, "Bitrate": movie.bitrate]) }
             ])
             // `_details`: the catalog's descriptive metadata, turned into each server's members when
             // answered (`detailMembers`, `plexDetails`); an item without any has none.
@@ -525,17 +531,21 @@ public final class ServerFixture: Sendable {
         }
         for series in catalog.series {
             let sid = fixtureId("series:\(series.name):\(series.year ?? 0)")
-            items[sid] = clean(["Name": series.name, "ServerId": serverId, "Id": sid, "Type": "Series", "IsFolder": true,
-                          "ProductionYear": series.year, "ParentId": showLibraryId, "LocationType": "FileSystem",
-                          "DateCreated": "2023-05-01T08:00:00.0000000Z"])
+            items[sid] = clean([
+                "Name": series.name, "ServerId": serverId, "Id": sid, "Type": "Series", "IsFolder": true,
+                "ProductionYear": series.year, "ParentId": showLibraryId, "LocationType": "FileSystem",
+                "DateCreated": "2023-05-01T08:00:00.0000000Z"
+            ])
             if !series.details.isEmpty { items[sid]?["_details"] = series.details }
             if let art = catalog.seriesArtwork[series.name], !art.isEmpty { items[sid]?["_artwork"] = art }
             for ep in series.episodes {
                 let seasonId = fixtureId("season:\(sid):\(ep.season)")
                 if items[seasonId] == nil {
-                    items[seasonId] = ["Name": ep.season == 0 ? "Specials" : "Season \(ep.season)", "Id": seasonId,
-                                       "ServerId": serverId, "Type": "Season", "IsFolder": true, "IndexNumber": ep.season,
-                                       "SeriesId": sid, "SeriesName": series.name, "ParentId": sid]
+                    items[seasonId] = [
+                        "Name": ep.season == 0 ? "Specials" : "Season \(ep.season)", "Id": seasonId,
+                        "ServerId": serverId, "Type": "Season", "IsFolder": true, "IndexNumber": ep.season,
+                        "SeriesId": sid, "SeriesName": series.name, "ParentId": sid
+                    ]
                     // A season's poster is its primary image (Plex: its thumb).
                     if let poster = catalog.seasonPosters["\(series.name)/\(ep.season)"] {
                         items[seasonId]?["_artwork"] = [FixtureCatalog.Artwork(.poster, file: poster)]
@@ -543,12 +553,14 @@ public final class ServerFixture: Sendable {
                 }
                 let eid = fixtureId("episode:\(sid):\(ep.season):\(ep.number):\(ep.file)")
                 files[eid] = ep.file
-                items[eid] = ["Name": ep.title, "ServerId": serverId, "Id": eid, "Type": "Episode", "IsFolder": false,
-                              "MediaType": "Video", "LocationType": "FileSystem", "IndexNumber": ep.number,
-                              "ParentIndexNumber": ep.season, "SeasonId": seasonId, "SeriesId": sid,
-                              "SeriesName": series.name, "ParentId": seasonId, "Container": ep.container,
-                              "DateCreated": "2024-04-02T09:30:00.0000000Z",
-                              "_versions": [["Id": eid, "Name": ep.title, "File": ep.file, "Container": ep.container]]]
+                items[eid] = [
+                    "Name": ep.title, "ServerId": serverId, "Id": eid, "Type": "Episode", "IsFolder": false,
+                    "MediaType": "Video", "LocationType": "FileSystem", "IndexNumber": ep.number,
+                    "ParentIndexNumber": ep.season, "SeasonId": seasonId, "SeriesId": sid,
+                    "SeriesName": series.name, "ParentId": seasonId, "Container": ep.container,
+                    "DateCreated": "2024-04-02T09:30:00.0000000Z",
+                    "_versions": [["Id": eid, "Name": ep.title, "File": ep.file, "Container": ep.container]]
+                ]
                 if !ep.details.isEmpty { items[eid]?["_details"] = ep.details }
                 // An episode's thumbnail is its primary image (Plex: its thumb), as a poster is a movie's.
                 if let thumb = catalog.episodeThumbs[ep.file] { items[eid]?["_artwork"] = [FixtureCatalog.Artwork(.poster, file: thumb)] }
@@ -564,10 +576,13 @@ public final class ServerFixture: Sendable {
             let albumArtists: [[String: String]]? = track.albumArtist.map { [["Name": $0, "Id": fixtureId("artist:" + $0)]] }
             if let albumId, let album = track.album {
                 // BaseItemDto.Type "MusicAlbum" (BaseItemKind), a folder: what IncludeItemTypes=MusicAlbum lists.
-                var node = items[albumId] ?? clean([
-                    "Name": album, "ServerId": serverId, "Id": albumId, "Type": "MusicAlbum", "IsFolder": true,
-                    "ParentId": musicId, "LocationType": "FileSystem", "AlbumArtist": track.albumArtist,
-                    "AlbumArtists": albumArtists, "DateCreated": "2024-06-01T12:00:00.0000000Z"])
+                var node =
+                    items[albumId]
+                    ?? clean([
+                        "Name": album, "ServerId": serverId, "Id": albumId, "Type": "MusicAlbum", "IsFolder": true,
+                        "ParentId": musicId, "LocationType": "FileSystem", "AlbumArtist": track.albumArtist,
+                        "AlbumArtists": albumArtists, "DateCreated": "2024-06-01T12:00:00.0000000Z"
+                    ])
                 if node["ProductionYear"] == nil, let year = track.year { node["ProductionYear"] = year }
                 // Plex: the album's parent artist is its album artist, else its first track's artist.
                 if kind == .plex, node["_artistName"] == nil, let artist = track.albumArtist ?? track.artists.first {
@@ -588,20 +603,23 @@ public final class ServerFixture: Sendable {
                 "Name": track.title, "ServerId": serverId, "Id": id, "Type": "Audio", "IsFolder": false,
                 "MediaType": "Audio", "LocationType": "FileSystem", "ParentId": albumId ?? musicId, "Container": track.container,
                 "DateCreated": "2024-06-01T12:00:00.0000000Z",
-                "_versions": [["Id": id, "Name": track.title, "File": track.file, "Container": track.container, "Path": path]]]
+                "_versions": [["Id": id, "Name": track.title, "File": track.file, "Container": track.container, "Path": path]]
+            ]
             // BaseItemDto.Artists: array of strings (always sent, empty when the tag has none).
             node["Artists"] = track.artists
             // BaseItemDto.ArtistItems: NameGuidPair (Jellyfin) / NameIdPair (Emby) per artist.
             node["ArtistItems"] = track.artists.map { ["Name": $0, "Id": fixtureId("artist:" + $0)] }
-            node.merge(clean([
-                "Album": track.album,                   // BaseItemDto.Album
-                "AlbumId": albumId,                     // BaseItemDto.AlbumId (the MusicAlbum item's Id)
-                "AlbumArtist": track.albumArtist,       // BaseItemDto.AlbumArtist
-                "AlbumArtists": albumArtists,           // BaseItemDto.AlbumArtists
-                "IndexNumber": track.number,            // BaseItemDto.IndexNumber: the track number
-                "ParentIndexNumber": track.disc,        // BaseItemDto.ParentIndexNumber: the disc number
-                "ProductionYear": track.year,           // BaseItemDto.ProductionYear
-            ])) { _, new in new }
+            node.merge(
+                clean([
+                    "Album": track.album,  // BaseItemDto.Album
+                    "AlbumId": albumId,  // BaseItemDto.AlbumId (the MusicAlbum item's Id)
+                    "AlbumArtist": track.albumArtist,  // BaseItemDto.AlbumArtist
+                    "AlbumArtists": albumArtists,  // BaseItemDto.AlbumArtists
+                    "IndexNumber": track.number,  // BaseItemDto.IndexNumber: the track number
+                    "ParentIndexNumber": track.disc,  // BaseItemDto.ParentIndexNumber: the disc number
+                    "ProductionYear": track.year  // BaseItemDto.ProductionYear
+                ])
+            ) { _, new in new }
             // Plex: the artist an album-less track is filed under (a track on an album uses the album's).
             if kind == .plex, let artist = track.albumArtist ?? track.artists.first { node["_artistName"] = artist }
             items[id] = node
@@ -619,16 +637,23 @@ public final class ServerFixture: Sendable {
         self.homeVideoLibraryId = homeId
         let mixedId = fixtureId("library:mixed")
         self.mixedLibraryId = mixedId
-        let folderLibraries: [(videos: [FixtureCatalog.HomeVideo], viewId: String, root: String, idPrefix: String,
-                               folderId: ([String]) -> String)] = [
-            (catalog.homeVideos, homeId, "/media/homevideos", "homevideo:", ServerFixture.homeVideoFolderId),
-            (catalog.mixedVideos, mixedId, "/media/mixed", "mixedvideo:", ServerFixture.mixedFolderId),
-        ]
+        let folderLibraries:
+            [(
+                videos: [FixtureCatalog.HomeVideo], viewId: String, root: String, idPrefix: String,
+                folderId: ([String]) -> String
+            )] = [
+                (catalog.homeVideos, homeId, "/media/homevideos", "homevideo:", ServerFixture.homeVideoFolderId),
+                (catalog.mixedVideos, mixedId, "/media/mixed", "mixedvideo:", ServerFixture.mixedFolderId)
+            ]
         for library in folderLibraries where kind != .plex || library.viewId == homeId {
             for video in library.videos {
                 let folders = video.folders.filter { !$0.isEmpty }
-                let parent = kind == .plex ? nil : ServerFixture.fileFolders(folders, below: library.viewId, root: library.root, type: "Folder",
-                                                                              serverId: serverId, id: library.folderId, into: &items)
+                let parent =
+                    kind == .plex
+                    ? nil
+                    : ServerFixture.fileFolders(
+                        folders, below: library.viewId, root: library.root, type: "Folder",
+                        serverId: serverId, id: library.folderId, into: &items)
                 let id = fixtureId(library.idPrefix + "\(folders.joined(separator: "\u{0}")):\(video.title):\(video.file)")
                 files[id] = video.file
                 // BaseItemDto.Path / MediaSourceInfo.Path (Plex Part.file): a server-side path below the library's root.
@@ -637,7 +662,8 @@ public final class ServerFixture: Sendable {
                     "Name": video.title, "ServerId": serverId, "Id": id, "Type": "Video", "IsFolder": false,
                     "MediaType": "Video", "LocationType": "FileSystem", "ParentId": parent, "Container": video.container,
                     "DateCreated": "2024-07-01T12:00:00.0000000Z",
-                    "_versions": [["Id": id, "Name": video.title, "File": video.file, "Container": video.container, "Path": filePath]]])
+                    "_versions": [["Id": id, "Name": video.title, "File": video.file, "Container": video.container, "Path": filePath]]
+                ])
             }
         }
         // Photos. Jellyfin/Emby: each a `Photo` item (BaseItemKind "Photo", MediaType "Photo", IsFolder
@@ -650,11 +676,14 @@ public final class ServerFixture: Sendable {
         for photo in catalog.photos {
             let folders = photo.folders.filter { !$0.isEmpty }
             let root = kind == .plex ? "/media/photos" : "/media/homevideos"
-            let parent = kind == .plex
-                ? ServerFixture.fileFolders(folders, below: nil, root: root, type: "PhotoAlbum", serverId: serverId,
-                                            id: ServerFixture.photoAlbumId, into: &items)
-                : ServerFixture.fileFolders(folders, below: homeId, root: root, type: "Folder", serverId: serverId,
-                                            id: ServerFixture.homeVideoFolderId, into: &items)
+            let parent =
+                kind == .plex
+                ? ServerFixture.fileFolders(
+                    folders, below: nil, root: root, type: "PhotoAlbum", serverId: serverId,
+                    id: ServerFixture.photoAlbumId, into: &items)
+                : ServerFixture.fileFolders(
+                    folders, below: homeId, root: root, type: "Folder", serverId: serverId,
+                    id: ServerFixture.homeVideoFolderId, into: &items)
             let id = fixtureId("photo:\(folders.joined(separator: "\u{0}")):\(photo.title):\(photo.file)")
             files[id] = photo.file
             mimeTypes[id] = ServerFixture.imageContentType(photo.container)
@@ -663,9 +692,10 @@ public final class ServerFixture: Sendable {
             var node = clean([
                 "Name": photo.title, "ServerId": serverId, "Id": id, "Type": "Photo", "IsFolder": false,
                 "MediaType": "Photo", "LocationType": "FileSystem", "ParentId": parent,
-                "Container": photo.container,               // BaseItemDto.Container (string)
-                "Width": photo.width, "Height": photo.height, // BaseItemDto.Width, Height (int32, nullable)
-                "DateCreated": "2024-07-01T12:00:00.0000000Z", "_path": path])
+                "Container": photo.container,  // BaseItemDto.Container (string)
+                "Width": photo.width, "Height": photo.height,  // BaseItemDto.Width, Height (int32, nullable)
+                "DateCreated": "2024-07-01T12:00:00.0000000Z", "_path": path
+            ])
             if kind == .plex {
                 node["_versions"] = [["Id": id, "Name": photo.title, "File": photo.file, "Container": photo.container, "Path": path]]
             }
@@ -685,9 +715,9 @@ public final class ServerFixture: Sendable {
                 var node = clean([
                     "Name": video.title, "ServerId": serverId, "Id": id, "Type": "MusicVideo", "IsFolder": false,
                     "MediaType": "Video", "LocationType": "FileSystem", "ParentId": musicVideoId,
-                    "ProductionYear": video.year,               // BaseItemDto.ProductionYear (int32, nullable)
+                    "ProductionYear": video.year,  // BaseItemDto.ProductionYear (int32, nullable)
                     "Container": video.container, "DateCreated": "2024-08-01T12:00:00.0000000Z",
-                    "_versions": [["Id": id, "Name": video.title, "File": video.file, "Container": video.container, "Path": path]],
+                    "_versions": [["Id": id, "Name": video.title, "File": video.file, "Container": video.container, "Path": path]]
                 ])
                 // BaseItemDto.Artists: array of strings (always sent, empty when there are none), as for tracks.
                 node["Artists"] = video.artists
@@ -700,17 +730,20 @@ public final class ServerFixture: Sendable {
         if kind == .plex {
             // Plex's music section is artist > album > track (spec `/library/sections/all` description):
             // one artist item for each artist an album or album-less track is filed under.
-            let artists = Set(items.values.compactMap { node -> String? in
-                switch node["Type"] as? String {
-                case "MusicAlbum"?: return node["_artistName"] as? String
-                case "Audio"? where node["AlbumId"] == nil: return node["_artistName"] as? String
-                default: return nil
-                }
-            })
+            let artists = Set(
+                items.values.compactMap { node -> String? in
+                    switch node["Type"] as? String {
+                    case "MusicAlbum"?: return node["_artistName"] as? String
+                    case "Audio"? where node["AlbumId"] == nil: return node["_artistName"] as? String
+                    default: return nil
+                    }
+                })
             for name in artists {
                 let artistId = fixtureId("artist:" + name)
-                items[artistId] = ["Name": name, "ServerId": serverId, "Id": artistId, "Type": "MusicArtist", "IsFolder": true,
-                                   "ParentId": musicId, "_artistName": name]
+                items[artistId] = [
+                    "Name": name, "ServerId": serverId, "Id": artistId, "Type": "MusicArtist", "IsFolder": true,
+                    "ParentId": musicId, "_artistName": name
+                ]
             }
         }
         contentTypes = mimeTypes
@@ -741,7 +774,11 @@ public final class ServerFixture: Sendable {
     public func restart() throws -> String { try start(port: lastPort.withLock { $0 }) }
 
     /// Stops the server: connections drop, new ones are refused.
-    public func stop() { server.withLock { $0?.stop(); $0 = nil } }
+    public func stop() {
+        server.withLock {
+            $0?.stop(); $0 = nil
+        }
+    }
 
     public var accessToken: String { token }
 
@@ -851,7 +888,8 @@ public final class ServerFixture: Sendable {
             p = node["ParentId"] as? String
         }
         if kind == .plex, let artist = plexArtist(of: item)?.id, artist != item["Id"] as? String,
-           itemsById[artist] != nil, !out.contains(artist) {
+            itemsById[artist] != nil, !out.contains(artist)
+        {
             out.append(artist)
         }
         return out
@@ -961,15 +999,19 @@ public final class ServerFixture: Sendable {
     /// "Folder", Plex "PhotoAlbum"; BaseItemKind, IsFolder true) per directory path not there yet, with
     /// its name, its own directory (`_path`, BaseItemDto.Path) and below its parent directory's item or,
     /// at the top, `top` (none: no parent). Answers the innermost one's id, `top` without folders.
-    static func fileFolders(_ folders: [String], below top: String?, root: String, type: String, serverId: String,
-                            id folderId: ([String]) -> String, into items: inout [String: [String: Any]]) -> String? {
+    static func fileFolders(
+        _ folders: [String], below top: String?, root: String, type: String, serverId: String,
+        id folderId: ([String]) -> String, into items: inout [String: [String: Any]]
+    ) -> String? {
         var parent = top
         for depth in folders.indices {
             let id = folderId(Array(folders[...depth]))
             if items[id] == nil {
-                items[id] = clean(["Name": folders[depth], "ServerId": serverId, "Id": id, "Type": type,
-                                   "IsFolder": true, "ParentId": parent, "LocationType": "FileSystem",
-                                   "DateCreated": "2024-07-01T12:00:00.0000000Z", "_path": serverPath(root, Array(folders[...depth]))])
+                items[id] = clean([
+                    "Name": folders[depth], "ServerId": serverId, "Id": id, "Type": type,
+                    "IsFolder": true, "ParentId": parent, "LocationType": "FileSystem",
+                    "DateCreated": "2024-07-01T12:00:00.0000000Z", "_path": serverPath(root, Array(folders[...depth]))
+                ])
             }
             parent = id
         }
@@ -1029,13 +1071,17 @@ public final class ServerFixture: Sendable {
         }
         let logIndex = state.withLock { s -> Int in
             s.nextRequestId += 1
-            s.log.append(LoggedRequest(method: request.method, path: request.path, query: request.query,
-                                        range: request.headers["range"], ifRange: request.headers["if-range"],
-                                        authorized: authorized, id: s.nextRequestId))
+            s.log.append(
+                LoggedRequest(
+                    method: request.method, path: request.path, query: request.query,
+                    range: request.headers["range"], ifRange: request.headers["if-range"],
+                    authorized: authorized, id: s.nextRequestId))
             return s.nextRequestId
         }
         if isDownload(request.path) {
-            let n = downloadCount.withLock { $0 += 1; return $0 }
+            let n = downloadCount.withLock {
+                $0 += 1; return $0
+            }
             if let hook = downloadHook.function { hook(n) }
         }
         let fault = takeFault(for: request.path)
@@ -1055,11 +1101,16 @@ public final class ServerFixture: Sendable {
             if let answer = plexRoute(request, parts: parts, authorized: authorized, fault: fault, logIndex: logIndex) { return answer }
             response = .json("{\"errors\":[{\"code\":1001,\"message\":\"Not Found\"}]}", status: 404)
         } else if m == "GET" && parts == ["System", "Info", "Public"] {
-            response = json(kind == .jellyfin
-                ? ["LocalAddress": baseURL, "ServerName": "Labstream Fixture", "Version": "10.11.11",
-                   "ProductName": "Jellyfin Server", "OperatingSystem": "", "Id": serverId, "StartupWizardCompleted": true]
-                : ["LocalAddress": baseURL, "LocalAddresses": [baseURL], "RemoteAddresses": [], "ServerName": "Labstream Emby Fixture",
-                   "Version": "4.8.11.0", "Id": serverId])
+            response = json(
+                kind == .jellyfin
+                    ? [
+                        "LocalAddress": baseURL, "ServerName": "Labstream Fixture", "Version": "10.11.11",
+                        "ProductName": "Jellyfin Server", "OperatingSystem": "", "Id": serverId, "StartupWizardCompleted": true
+                    ]
+                    : [
+                        "LocalAddress": baseURL, "LocalAddresses": [baseURL], "RemoteAddresses": [], "ServerName": "Labstream Emby Fixture",
+                        "Version": "4.8.11.0", "Id": serverId
+                    ])
         } else if m == "POST" && parts == ["Users", "AuthenticateByName"] {
             response = authenticate(request, auth)
         } else if authorized || kind == .jellyfin, let answer = mediaBrowserAssetRoute(request, parts: parts) {
@@ -1136,14 +1187,17 @@ public final class ServerFixture: Sendable {
             return .json("{\"title\":\"Bad Request\",\"detail\":\"Authorization header missing fields\"}", status: 400)
         }
         guard let body = try? JSONSerialization.jsonObject(with: Data(request.body)) as? [String: Any],
-              let user = body["Username"] as? String else {
+            let user = body["Username"] as? String
+        else {
             return .json("{\"title\":\"Bad Request\"}", status: 400)
         }
         guard user.lowercased() == userName.lowercased(), (body["Pw"] as? String) == password else {
             return .json("Error processing request.", status: 401)
         }
-        return json(["User": userDto(), "SessionInfo": ["UserId": userId, "DeviceId": auth["DeviceId"]!, "Client": auth["Client"]!],
-                     "AccessToken": token, "ServerId": serverId])
+        return json([
+            "User": userDto(), "SessionInfo": ["UserId": userId, "DeviceId": auth["DeviceId"]!, "Client": auth["Client"]!],
+            "AccessToken": token, "ServerId": serverId
+        ])
     }
 
     func userDto() -> [String: Any] {
@@ -1153,28 +1207,38 @@ public final class ServerFixture: Sendable {
     func userViews(_ request: HTTPServer.Request) -> HTTPServer.Response {
         var views: [[String: Any]] = []
         if !catalog.movies.isEmpty {
-            views.append(["Name": catalog.movieLibrary, "ServerId": serverId, "Id": movieLibraryId, "Type": "CollectionFolder",
-                          "CollectionType": "movies", "IsFolder": true])
+            views.append([
+                "Name": catalog.movieLibrary, "ServerId": serverId, "Id": movieLibraryId, "Type": "CollectionFolder",
+                "CollectionType": "movies", "IsFolder": true
+            ])
         }
         if !catalog.series.isEmpty {
-            views.append(["Name": catalog.showLibrary, "ServerId": serverId, "Id": showLibraryId, "Type": "CollectionFolder",
-                          "CollectionType": "tvshows", "IsFolder": true])
+            views.append([
+                "Name": catalog.showLibrary, "ServerId": serverId, "Id": showLibraryId, "Type": "CollectionFolder",
+                "CollectionType": "tvshows", "IsFolder": true
+            ])
         }
         // BaseItemDto.CollectionType "music" (listed even when empty, as before tracks existed).
-        views.append(["Name": catalog.musicLibraryName, "ServerId": serverId, "Id": musicLibraryId, "Type": "CollectionFolder",
-                      "CollectionType": "music", "IsFolder": true])
+        views.append([
+            "Name": catalog.musicLibraryName, "ServerId": serverId, "Id": musicLibraryId, "Type": "CollectionFolder",
+            "CollectionType": "music", "IsFolder": true
+        ])
         // BaseItemDto.CollectionType "homevideos" (Jellyfin's CollectionType enum; Emby's spec types
         // it as a plain string, its servers send the same value), only when there are home videos or
         // photos (both live in it: Jellyfin's "Home Videos and Photos").
         if !catalog.homeVideos.isEmpty || !catalog.photos.isEmpty {
-            views.append(["Name": catalog.homeVideoLibraryName, "ServerId": serverId, "Id": homeVideoLibraryId,
-                          "Type": "CollectionFolder", "CollectionType": "homevideos", "IsFolder": true])
+            views.append([
+                "Name": catalog.homeVideoLibraryName, "ServerId": serverId, "Id": homeVideoLibraryId,
+                "Type": "CollectionFolder", "CollectionType": "homevideos", "IsFolder": true
+            ])
         }
         // BaseItemDto.CollectionType "musicvideos" (Jellyfin's CollectionType enum; Emby's spec types
         // it as a plain string), only when there are music videos.
         if !catalog.musicVideos.isEmpty {
-            views.append(["Name": catalog.musicVideoLibraryName, "ServerId": serverId, "Id": musicVideoLibraryId,
-                          "Type": "CollectionFolder", "CollectionType": "musicvideos", "IsFolder": true])
+            views.append([
+                "Name": catalog.musicVideoLibraryName, "ServerId": serverId, "Id": musicVideoLibraryId,
+                "Type": "CollectionFolder", "CollectionType": "musicvideos", "IsFolder": true
+            ])
         }
         // A mixed-content library, only when there are mixed videos. Jellyfin: BaseItemDto.CollectionType
         // is the CollectionType enum, which has "folders" (jellyfin-openapi.json line 56185, in the
@@ -1183,15 +1247,19 @@ public final class ServerFixture: Sendable {
         // so absent would be allowed too; "folders" is sent. Emby: BaseItemDto.CollectionType is a
         // plain string (emby-openapi.json line 80185) with no value for mixed content, so it is left out.
         if !catalog.mixedVideos.isEmpty {
-            var view: [String: Any] = ["Name": catalog.mixedLibraryName, "ServerId": serverId, "Id": mixedLibraryId,
-                                       "Type": "CollectionFolder", "IsFolder": true]
+            var view: [String: Any] = [
+                "Name": catalog.mixedLibraryName, "ServerId": serverId, "Id": mixedLibraryId,
+                "Type": "CollectionFolder", "IsFolder": true
+            ]
             if kind == .jellyfin { view["CollectionType"] = "folders" }
             views.append(view)
         }
         // BaseItemDto.CollectionType "livetv" (the spec's CollectionType enum): a view that holds
         // channels, not files; a client must leave it out.
-        views.append(["Name": "Live TV", "ServerId": serverId, "Id": fixtureId("view:livetv"), "Type": "UserView",
-                      "CollectionType": "livetv", "IsFolder": true])
+        views.append([
+            "Name": "Live TV", "ServerId": serverId, "Id": fixtureId("view:livetv"), "Type": "UserView",
+            "CollectionType": "livetv", "IsFolder": true
+        ])
         return json(kind == .jellyfin ? ["Items": views, "TotalRecordCount": views.count, "StartIndex": 0] : ["Items": views, "TotalRecordCount": views.count])
     }
 
@@ -1226,7 +1294,8 @@ public final class ServerFixture: Sendable {
                 var source: [String: Any] = [
                     "Protocol": "File", "Id": mediaSourceId(ofItem: itemId), "Path": path,
                     "Type": "Default", "Container": v["Container"]!, "Size": size, "Name": v["Name"]!,
-                    "IsRemote": false, "SupportsDirectStream": true, "SupportsDirectPlay": true, "SupportsTranscoding": true]
+                    "IsRemote": false, "SupportsDirectStream": true, "SupportsDirectPlay": true, "SupportsTranscoding": true
+                ]
                 switch kind {
                 case .jellyfin: source["ETag"] = etag(for: itemId, file: file)
                 // Emby 4.8's MediaSourceInfo has no ETag; it names the item (each version is one).
@@ -1247,7 +1316,7 @@ public final class ServerFixture: Sendable {
             // ItemFields member, and in Emby's Fields options).
             if fields.contains("MediaStreams"), let streams = sources.first?["MediaStreams"] { out["MediaStreams"] = streams }
             if fields.contains("Path") { out["Path"] = sources.first?["Path"] }
-            if versions.count > 1 && kind == .jellyfin { out["MediaSourceCount"] = versions.count }   // not in Emby's BaseItemDto
+            if versions.count > 1 && kind == .jellyfin { out["MediaSourceCount"] = versions.count }  // not in Emby's BaseItemDto
         }
         // A home-video folder's own directory, or a photo's file (BaseItemDto.Path), asked for as a
         // file's is (`Path`: an ItemFields member, and in Emby's Fields options).
@@ -1259,7 +1328,8 @@ public final class ServerFixture: Sendable {
         // photo has no media source to carry its file's bytes, its item does. Not in Emby's Fields
         // options: always sent (but for a file `hideSize` names, as its sources would lose theirs).
         if kind == .emby, raw["Type"] as? String == "Photo", let id = raw["Id"] as? String, let file = filesById[id],
-           !state.withLock({ $0.sizeless.contains(id) }) {
+            !state.withLock({ $0.sizeless.contains(id) })
+        {
             out["Size"] = fileSize(file)
         }
         if fields.contains("Etag") {
@@ -1282,8 +1352,8 @@ public final class ServerFixture: Sendable {
         guard let d = raw["_details"] as? FixtureCatalog.Details else { return [:] }
         var out: [String: Any] = [:]
         // Not ItemFields members (nor in Emby's Fields options): always sent.
-        if let rating = d.rating { out["CommunityRating"] = rating }          // number (float)
-        if let official = d.contentRating { out["OfficialRating"] = official } // string
+        if let rating = d.rating { out["CommunityRating"] = rating }  // number (float)
+        if let official = d.contentRating { out["OfficialRating"] = official }  // string
         // PremiereDate (string, date-time): the day at midnight UTC, as the servers write DateTimes.
         if let day = d.premiered { out["PremiereDate"] = day + "T00:00:00.0000000Z" }
         // RunTimeTicks (integer, int64): 10 000 000 ticks a second (.NET TimeSpan ticks).
@@ -1292,8 +1362,8 @@ public final class ServerFixture: Sendable {
         // always sends it.
         if let original = d.originalTitle, kind == .emby || fields.contains("OriginalTitle") { out["OriginalTitle"] = original }
         // ItemFields members in both specs (and in Emby's Fields options): only when asked.
-        if let plot = d.plot, fields.contains("Overview") { out["Overview"] = plot }       // string
-        if !d.genres.isEmpty, fields.contains("Genres") { out["Genres"] = d.genres }        // array of strings
+        if let plot = d.plot, fields.contains("Overview") { out["Overview"] = plot }  // string
+        if !d.genres.isEmpty, fields.contains("Genres") { out["Genres"] = d.genres }  // array of strings
         if !d.studios.isEmpty, fields.contains("Studios") {
             out["Studios"] = d.studios.map { name -> [String: Any] in
                 let id = fixtureId("studio:" + name)
@@ -1330,10 +1400,14 @@ public final class ServerFixture: Sendable {
     /// (nullable) only once played, as a server that omits nulls does. Folders get none here (a
     /// real server derives theirs from their children).
     func userItemData(_ raw: [String: Any]) -> [String: Any]? {
-        guard let id = raw["Id"] as? String, ["Movie", "Episode", "Audio", "Video", "MusicVideo", "Photo"].contains(raw["Type"] as? String ?? "") else { return nil }
+        guard let id = raw["Id"] as? String, ["Movie", "Episode", "Audio", "Video", "MusicVideo", "Photo"].contains(raw["Type"] as? String ?? "") else {
+            return nil
+        }
         let (count, last) = state.withLock { ($0.playCounts[id] ?? 0, $0.lastPlayed[id]) }
-        var data: [String: Any] = ["Played": count > 0, "PlayCount": count, "PlaybackPositionTicks": 0, "IsFavorite": false,
-                                   "Key": id, "ItemId": id]
+        var data: [String: Any] = [
+            "Played": count > 0, "PlayCount": count, "PlaybackPositionTicks": 0, "IsFavorite": false,
+            "Key": id, "ItemId": id
+        ]
         if count > 0, let last { data["LastPlayedDate"] = ISODate.string(epochSeconds: last) }
         return data
     }
@@ -1347,7 +1421,7 @@ public final class ServerFixture: Sendable {
         let slice = start < all.count ? Array(all[start..<min(all.count, start + min(limit, all.count))]) : []
         let images = imageOptions(request)
         var result: [String: Any] = ["Items": slice.map { dto($0, fields: f, userData: userData, images: images) }, "TotalRecordCount": all.count]
-        if kind == .jellyfin { result["StartIndex"] = start }   // Emby's QueryResult has no StartIndex
+        if kind == .jellyfin { result["StartIndex"] = start }  // Emby's QueryResult has no StartIndex
         return json(result)
     }
 
@@ -1357,7 +1431,8 @@ public final class ServerFixture: Sendable {
         let recursive = query(request, "recursive") == "true"
         let removed = state.withLock { $0.removed }.union(heldBack())
         let narrowed = ["minDateLastSaved", "minDateLastSavedForUser", "isPlayed"].contains { query(request, $0) != nil }
-        let key = [parent ?? "-", recursive ? "r" : "", types.sorted().joined(separator: ","), removed.sorted().joined(separator: ",")].joined(separator: "\u{0}")
+        let key = [parent ?? "-", recursive ? "r" : "", types.sorted().joined(separator: ","), removed.sorted().joined(separator: ",")].joined(
+            separator: "\u{0}")
         if !narrowed, let made = selectionsLock.withLock({ selections[key] }) { return page(made, request) }
         let saved = savedSinceFilter(request)
         let played = playedFilter(request)
@@ -1376,7 +1451,11 @@ public final class ServerFixture: Sendable {
             }
             return false
         }
-        if !narrowed { selectionsLock.withLock { if selections.count > 16 { selections.removeAll() }; selections[key] = selected } }
+        if !narrowed {
+            selectionsLock.withLock {
+                if selections.count > 16 { selections.removeAll() }; selections[key] = selected
+            }
+        }
         return page(selected, request)
     }
 
@@ -1451,8 +1530,10 @@ public final class ServerFixture: Sendable {
     public var peakConcurrentBodiesOfOneFile: Int { state.withLock { $0.peakBodiesSending.values.max() ?? 0 } }
 
     /// A file with `Range`, `If-Range`, `ETag` and `Last-Modified` (tagged by `tagId`).
-    func serveFile(_ file: String, tagId id: String, _ request: HTTPServer.Request, _ fault: FixtureFault?,
-                   report progress: @escaping @Sendable (Int64) -> Void) -> HTTPServer.Response {
+    func serveFile(
+        _ file: String, tagId id: String, _ request: HTTPServer.Request, _ fault: FixtureFault?,
+        report progress: @escaping @Sendable (Int64) -> Void
+    ) -> HTTPServer.Response {
         guard let attrs = try? FileManager.default.attributesOfItem(atPath: file), let size = attrs[.size] as? Int64 else {
             return .json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
         }
@@ -1471,9 +1552,13 @@ public final class ServerFixture: Sendable {
         }
         let tag = etag(for: id, file: file)
         let modified = lastModified(for: id)
-        var headers: [(String, String)] = [("Content-Type", contentTypes[id] ?? "video/x-matroska"), ("Accept-Ranges", "bytes"),
-                                           ("ETag", tag), ("Last-Modified", modified)]
-        let dropAfter: Int64? = { if case .dropAfter(let n)? = fault { return n }; return nil }()
+        var headers: [(String, String)] = [
+            ("Content-Type", contentTypes[id] ?? "video/x-matroska"), ("Accept-Ranges", "bytes"),
+            ("ETag", tag), ("Last-Modified", modified)
+        ]
+        let dropAfter: Int64? = {
+            if case .dropAfter(let n)? = fault { return n }; return nil
+        }()
         let stall: (after: Int64, seconds: Double)? = {
             switch fault {
             case .stall(let s)?: return (0, s)
@@ -1495,12 +1580,14 @@ public final class ServerFixture: Sendable {
             let total = state.withLock { $0.totalless.contains(id) } ? "*" : String(size)
             headers.append(("Content-Range", "bytes \(first + shift)-\(last + shift)/\(total)"))
             sending(min(last - first + 1, dropAfter ?? .max))
-            return HTTPServer.Response(status: 206, headers: headers,
-                                       body: .file(path: file, offset: first, length: last - first + 1, dropAfter: dropAfter, stall: stall, sent: report))
+            return HTTPServer.Response(
+                status: 206, headers: headers,
+                body: .file(path: file, offset: first, length: last - first + 1, dropAfter: dropAfter, stall: stall, sent: report))
         }
         sending(min(size, dropAfter ?? .max))
-        return HTTPServer.Response(status: 200, headers: headers,
-                                   body: .file(path: file, offset: 0, length: size, dropAfter: dropAfter, stall: stall, sent: report))
+        return HTTPServer.Response(
+            status: 200, headers: headers,
+            body: .file(path: file, offset: 0, length: size, dropAfter: dropAfter, stall: stall, sent: report))
     }
 
     /// Play sessions whose encodings clients stopped, in order.
@@ -1516,11 +1603,14 @@ public final class ServerFixture: Sendable {
         }
         let bitrate = Int(query(request, "videoBitRate") ?? "") ?? 2_000_000
         let copy = query(request, "videoCodec") == "copy"
-        let n = state.withLock { $0.transcodes += 1; return $0.transcodes }
+        let n = state.withLock {
+            $0.transcodes += 1; return $0.transcodes
+        }
         let out = NSTemporaryDirectory() + "labstream-fixture-\(getpid())-\(n).\(container)"
         let ffmpeg = Process()
         ffmpeg.executableURL = URL(fileURLWithPath: "/usr/bin/ffmpeg")
-        ffmpeg.arguments = ["-v", "error", "-nostdin", "-y", "-i", file]
+        ffmpeg.arguments =
+            ["-v", "error", "-nostdin", "-y", "-i", file]
             + (copy ? ["-c", "copy"] : ["-c:v", "libx264", "-preset", "ultrafast", "-b:v", String(bitrate), "-c:a", "aac", "-b:a", "128k"])
             + ["-f", container == "mkv" ? "matroska" : container, out]
         ffmpeg.standardInput = FileHandle.nullDevice
@@ -1535,7 +1625,9 @@ public final class ServerFixture: Sendable {
             state.withLock { s in if let i = s.log.lastIndex(where: { $0.id == logIndex }) { s.log[i].bytesSent = sent } }
             if sent >= size { unlink(out) }
         }
-        let dropAfter: Int64? = { if case .dropAfter(let n)? = fault { return n }; return nil }()
+        let dropAfter: Int64? = {
+            if case .dropAfter(let n)? = fault { return n }; return nil
+        }()
         let stall: (after: Int64, seconds: Double)? = {
             switch fault {
             case .stall(let s)?: return (0, s)
@@ -1543,8 +1635,9 @@ public final class ServerFixture: Sendable {
             default: return nil
             }
         }()
-        return HTTPServer.Response(status: 200, headers: [("Content-Type", "video/x-matroska")],
-                                   body: .file(path: out, offset: 0, length: size, dropAfter: dropAfter, stall: stall, sent: report))
+        return HTTPServer.Response(
+            status: 200, headers: [("Content-Type", "video/x-matroska")],
+            body: .file(path: out, offset: 0, length: size, dropAfter: dropAfter, stall: stall, sent: report))
     }
 
     func json(_ object: Any) -> HTTPServer.Response {
@@ -1596,9 +1689,10 @@ extension ServerFixture {
     }
 
     func imageOptions(_ request: HTTPServer.Request) -> ImageOptions {
-        ImageOptions(enabled: query(request, "enableImages")?.lowercased() != "false",
-                     types: query(request, "enableImageTypes").map { Set($0.split(separator: ",").map(String.init)) },
-                     limit: Int(query(request, "imageTypeLimit") ?? "") ?? .max)
+        ImageOptions(
+            enabled: query(request, "enableImages")?.lowercased() != "false",
+            types: query(request, "enableImageTypes").map { Set($0.split(separator: ",").map(String.init)) },
+            limit: Int(query(request, "imageTypeLimit") ?? "") ?? .max)
     }
 
     /// BaseItemDto.ImageTags (object: ImageType → tag) and BackdropImageTags (array of tags in image
@@ -1623,8 +1717,9 @@ extension ServerFixture {
     /// image options leave Primary in). Nothing for any other item.
     func albumImageMember(_ raw: [String: Any], _ options: ImageOptions) -> [String: Any] {
         guard options.enabled, options.limit > 0, options.types?.contains("Primary") ?? true, raw["Type"] as? String == "Audio",
-              let albumId = raw["AlbumId"] as? String, let album = itemsById[albumId],
-              let tag = mediaBrowserImages(album)["Primary"]?.first?.tag else { return [:] }
+            let albumId = raw["AlbumId"] as? String, let album = itemsById[albumId],
+            let tag = mediaBrowserImages(album)["Primary"]?.first?.tag
+        else { return [:] }
         return ["AlbumPrimaryImageTag": tag]
     }
 
@@ -1647,13 +1742,15 @@ extension ServerFixture {
         let notFound = HTTPServer.Response.json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
         let image = (m == "GET" || m == "HEAD") && (parts.count == 4 || parts.count == 5) && parts[0] == "Items" && parts[2] == "Images"
         let subtitleRoots = kind == .jellyfin ? ["Videos"] : ["Videos", "Items"]
-        let subtitle = (m == "GET" || (m == "HEAD" && kind == .emby)) && parts.count == 6 && subtitleRoots.contains(parts[0])
+        let subtitle =
+            (m == "GET" || (m == "HEAD" && kind == .emby)) && parts.count == 6 && subtitleRoots.contains(parts[0])
             && parts[3] == "Subtitles" && parts[5].hasPrefix("Stream.")
         if image || subtitle { passAssetGate() }
         if image {
             let index = parts.count == 5 ? Int(parts[4]) : Int(request.query[kind == .jellyfin ? "imageIndex" : "Index"] ?? "0")
             guard let item = presentItem(parts[1]), let index, let images = mediaBrowserImages(item)[parts[3]],
-                  images.indices.contains(index) else { return notFound }
+                images.indices.contains(index)
+            else { return notFound }
             // `tag` (Emby `Tag`): "supply the cache tag from the item object to receive strong caching headers".
             return imageAnswer(images[index].bytes, cacheable: query(request, "tag") == images[index].tag)
         }
@@ -1702,7 +1799,8 @@ extension ServerFixture {
             var stream: [String: Any] = [
                 "Type": "Subtitle", "Index": index, "Codec": sub.codec, "IsForced": sub.forced, "IsHearingImpaired": sub.hearingImpaired,
                 "IsExternal": sub.external, "IsTextSubtitleStream": text, "SupportsExternalStream": text, "IsDefault": false,
-                "DisplayTitle": Self.subtitleTitle(sub, extended: true)]
+                "DisplayTitle": Self.subtitleTitle(sub, extended: true)
+            ]
             if let language = sub.language { stream["Language"] = language }
             if sub.external {
                 stream["Path"] = ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent((sub.file as NSString).lastPathComponent)
@@ -1719,9 +1817,10 @@ extension ServerFixture {
     func subtitleAnswer(item id: String, mediaSource: String, index: String, format: String) -> HTTPServer.Response {
         let notFound = HTTPServer.Response.json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
         guard let item = presentItem(id), let version = itemId(ofMediaSource: mediaSource), let index = Int(index),
-              let file = ((item["_versions"] as? [[String: Any]]) ?? []).first(where: { $0["Id"] as? String == version })?["File"] as? String,
-              let sub = numberedSubtitles(ofFile: file).first(where: { $0.index == index })?.subtitle,
-              Self.subtitleFormat(sub.codec) == format.lowercased() else { return notFound }
+            let file = ((item["_versions"] as? [[String: Any]]) ?? []).first(where: { $0["Id"] as? String == version })?["File"] as? String,
+            let sub = numberedSubtitles(ofFile: file).first(where: { $0.index == index })?.subtitle,
+            Self.subtitleFormat(sub.codec) == format.lowercased()
+        else { return notFound }
         return subtitleFileAnswer(sub)
     }
 

@@ -47,8 +47,10 @@ public final class CurlTransport: HTTPTransport {
         }
     }
 
-    public func fetchRange(_ request: HTTPRequest, expectation: RangeExpectation,
-                           sink: (UnsafeRawBufferPointer, Int64, Validator?) throws -> Void) throws(TransportError) -> RangeTransferResult {
+    public func fetchRange(
+        _ request: HTTPRequest, expectation: RangeExpectation,
+        sink: (UnsafeRawBufferPointer, Int64, Validator?) throws -> Void
+    ) throws(TransportError) -> RangeTransferResult {
         try withoutActuallyEscaping(sink) { sink throws(TransportError) -> RangeTransferResult in
             let state = TransferState(mode: .range(expectation, sink))
             let status: Int
@@ -57,7 +59,8 @@ public final class CurlTransport: HTTPTransport {
             } catch {
                 // The beginning of a whole-file answer was all we asked for: stopping there is success.
                 if case .acceptPrefix(let validator)? = state.verdict, state.written == expectation.range.count {
-                    return RangeTransferResult(verdict: .accept(validator: validator, total: expectation.total), bytesWritten: state.written, status: state.status)
+                    return RangeTransferResult(
+                        verdict: .accept(validator: validator, total: expectation.total), bytesWritten: state.written, status: state.status)
                 }
                 // A transfer aborted because its headers failed the policy is not a transport
                 // failure: report the verdict, with nothing written.
@@ -73,14 +76,16 @@ public final class CurlTransport: HTTPTransport {
         }
     }
 
-    public func fetchStream(_ request: HTTPRequest, sink: (UnsafeRawBufferPointer, Int64) throws -> Void) throws(TransportError) -> (status: Int, written: Int64) {
+    public func fetchStream(_ request: HTTPRequest, sink: (UnsafeRawBufferPointer, Int64) throws -> Void) throws(TransportError) -> (
+        status: Int, written: Int64
+    ) {
         try withoutActuallyEscaping(sink) { sink throws(TransportError) -> (status: Int, written: Int64) in
             let state = TransferState(mode: .stream(sink))
             do throws(TransportError) {
                 let status = try perform(request, state: state, wholeTimeout: 0)
                 return (status, state.written)
             } catch {
-                if state.refused { return (state.status, 0) }   // not a 200: nothing was written
+                if state.refused { return (state.status, 0) }  // not a 200: nothing was written
                 if let sinkError = state.sinkError { throw .aborted("writing the copy failed: \(sinkError)") }
                 throw error
             }
@@ -88,9 +93,10 @@ public final class CurlTransport: HTTPTransport {
     }
 
     func judge(_ state: TransferState, expectation: RangeExpectation, status: Int) -> RangeResponsePolicy.Verdict {
-        RangeResponsePolicy.judge(status: status, contentRange: state.headers["content-range"],
-                                  etag: state.headers["etag"], lastModified: state.headers["last-modified"],
-                                  contentEncoding: state.headers["content-encoding"], expected: expectation)
+        RangeResponsePolicy.judge(
+            status: status, contentRange: state.headers["content-range"],
+            etag: state.headers["etag"], lastModified: state.headers["last-modified"],
+            contentEncoding: state.headers["content-encoding"], expected: expectation)
     }
 
     func perform(_ request: HTTPRequest, state: TransferState, wholeTimeout: Double) throws(TransportError) -> Int {
@@ -140,16 +146,20 @@ public final class CurlTransport: HTTPTransport {
         if request.method != "GET" && request.method != "POST" {
             CCurl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, request.method)
         }
-        CCurl_setopt_callback(handle, CURLOPT_HEADERFUNCTION, { ptr, size, count, user in
-            let state = Unmanaged<TransferState>.fromOpaque(user!).takeUnretainedValue()
-            state.headerLine(UnsafeRawBufferPointer(start: ptr, count: size * count))
-            return size * count
-        })
+        CCurl_setopt_callback(
+            handle, CURLOPT_HEADERFUNCTION,
+            { ptr, size, count, user in
+                let state = Unmanaged<TransferState>.fromOpaque(user!).takeUnretainedValue()
+                state.headerLine(UnsafeRawBufferPointer(start: ptr, count: size * count))
+                return size * count
+            })
         CCurl_setopt_pointer(handle, CURLOPT_HEADERDATA, box.toOpaque())
-        CCurl_setopt_callback(handle, CURLOPT_WRITEFUNCTION, { ptr, size, count, user in
-            let state = Unmanaged<TransferState>.fromOpaque(user!).takeUnretainedValue()
-            return state.body(UnsafeRawBufferPointer(start: ptr, count: size * count)) ? size * count : 0
-        })
+        CCurl_setopt_callback(
+            handle, CURLOPT_WRITEFUNCTION,
+            { ptr, size, count, user in
+                let state = Unmanaged<TransferState>.fromOpaque(user!).takeUnretainedValue()
+                return state.body(UnsafeRawBufferPointer(start: ptr, count: size * count)) ? size * count : 0
+            })
         CCurl_setopt_pointer(handle, CURLOPT_WRITEDATA, box.toOpaque())
 
         let code: CURLcode = state.upload.withUnsafeBufferPointer { body in
@@ -174,8 +184,11 @@ public final class CurlTransport: HTTPTransport {
                 var connected: curl_off_t = 0, elapsed: curl_off_t = 0
                 CCurl_getinfo_offt(handle, CURLINFO_CONNECT_TIME_T, &connected)
                 CCurl_getinfo_offt(handle, CURLINFO_TOTAL_TIME_T, &elapsed)
-                throw .timedOut("\(where_): " + timeoutMessage(connected: connected > 0, elapsedSeconds: Double(elapsed) / 1e6,
-                                                                   wholeTimeout: wholeTimeout))
+                throw .timedOut(
+                    "\(where_): "
+                        + timeoutMessage(
+                            connected: connected > 0, elapsedSeconds: Double(elapsed) / 1e6,
+                            wholeTimeout: wholeTimeout))
             case CURLE_WRITE_ERROR:
                 throw .aborted("\(where_): transfer stopped by Labstream")
             default:
@@ -233,7 +246,7 @@ final class TransferState {
     func headerLine(_ raw: UnsafeRawBufferPointer) {
         let line = String(decoding: raw, as: UTF8.self).trimming("\r\n")
         if line.hasPrefix("HTTP/") {
-            headers = [:]   // a new response (after 100 Continue): forget the previous one
+            headers = [:]  // a new response (after 100 Continue): forget the previous one
             let parts = line.split(separator: " ").map(String.init)
             status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
             return
@@ -268,9 +281,10 @@ final class TransferState {
             return true
         case .range(let expectation, let sink):
             if verdict == nil {
-                verdict = RangeResponsePolicy.judge(status: status, contentRange: headers["content-range"],
-                                                    etag: headers["etag"], lastModified: headers["last-modified"],
-                                                    contentEncoding: headers["content-encoding"], expected: expectation)
+                verdict = RangeResponsePolicy.judge(
+                    status: status, contentRange: headers["content-range"],
+                    etag: headers["etag"], lastModified: headers["last-modified"],
+                    contentEncoding: headers["content-encoding"], expected: expectation)
             }
             let validator: Validator?
             switch verdict {
@@ -285,7 +299,7 @@ final class TransferState {
                         return false
                     }
                     written += Int64(wanted)
-                    return false   // stop: everything asked for is here
+                    return false  // stop: everything asked for is here
                 }
             default: return false
             }
@@ -304,4 +318,3 @@ final class TransferState {
         }
     }
 }
-

@@ -15,8 +15,10 @@ public enum MPVProbe {
             return o
         }
         defer { mpv_terminate_destroy(mpv) }
-        for (k, v) in [("config", "no"), ("terminal", "no"), ("vo", "null"), ("ao", "null"), ("idle", "yes"), ("hwdec", "no"),
-                       ("load-scripts", "no"), ("ytdl", "no"), ("cache", "no"), ("audio-display", "no")] {
+        for (k, v) in [
+            ("config", "no"), ("terminal", "no"), ("vo", "null"), ("ao", "null"), ("idle", "yes"), ("hwdec", "no"),
+            ("load-scripts", "no"), ("ytdl", "no"), ("cache", "no"), ("audio-display", "no")
+        ] {
             mpv_set_option_string(mpv, k, v)
         }
         guard mpv_initialize(mpv) >= 0 else {
@@ -32,7 +34,8 @@ public enum MPVProbe {
         var decodeErrors: [String] = []
         func takeLog(_ event: mpv_event) {
             guard event.event_id == MPV_EVENT_LOG_MESSAGE, o.loaded,
-                  let message = event.data?.assumingMemoryBound(to: mpv_event_log_message.self).pointee, let text = message.text else { return }
+                let message = event.data?.assumingMemoryBound(to: mpv_event_log_message.self).pointee, let text = message.text
+            else { return }
             let prefix = message.prefix.map { String(cString: $0) } ?? ""
             // Decoder errors only: demuxer trouble shows up as end-file errors or truncation.
             if prefix.hasPrefix("ffmpeg/video") || prefix.hasPrefix("ffmpeg/audio") || prefix == "vd" || prefix == "ad" {
@@ -57,7 +60,7 @@ public enum MPVProbe {
                     string(mpv, "track-list/\(i)/type") == "video" && string(mpv, "track-list/\(i)/albumart") != "yes"
                 }
                 o.hasAudio = (0..<max(tracks, 0)).contains { string(mpv, "track-list/\($0)/type") == "audio" }
-                if !o.hasVideo && !o.hasAudio { return o }   // nothing to play
+                if !o.hasVideo && !o.hasAudio { return o }  // nothing to play
                 if image && !o.hasVideo { return o }
             case MPV_EVENT_PLAYBACK_RESTART:
                 if image {
@@ -87,7 +90,7 @@ public enum MPVProbe {
                 } else if seekTarget != nil && !o.advancedAfterSeek {
                     o.endedAfterSeek = true
                 } else if seekTarget == nil {
-                    o.endedAfterSeek = o.reachedPlayback   // ended before the late seek could run
+                    o.endedAfterSeek = o.reachedPlayback  // ended before the late seek could run
                 }
                 return o
             case MPV_EVENT_LOG_MESSAGE:

@@ -45,7 +45,8 @@ public final class CleanupJournal: Sendable {
         } catch {
             let aside = path + ".damaged"
             _ = rename(path, aside)
-            throw .storage("the cleanup journal \(path) is unreadable (\(error)); it was moved to \(aside). Server encodings it listed may need stopping by hand.")
+            throw .storage(
+                "the cleanup journal \(path) is unreadable (\(error)); it was moved to \(aside). Server encodings it listed may need stopping by hand.")
         }
     }
 

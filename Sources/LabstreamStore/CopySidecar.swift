@@ -49,10 +49,12 @@ public enum CopySidecar {
         var truncate = false
         if last?.attempt != row.attempt.rawValue {
             truncate = true
-            lines = ["labstream-copy 1",
-                     "key \(field(row.key.server)) \(field(row.key.itemId)) \(field(row.key.sourceId))",
-                     "version \(row.attempt.rawValue) \(row.total) \(field(row.validator?.description)) \(field(row.sourceTag))",
-                     "pin \(row.pinned ? 1 : 0)"]
+            lines = [
+                "labstream-copy 1",
+                "key \(field(row.key.server)) \(field(row.key.itemId)) \(field(row.key.sourceId))",
+                "version \(row.attempt.rawValue) \(row.total) \(field(row.validator?.description)) \(field(row.sourceTag))",
+                "pin \(row.pinned ? 1 : 0)"
+            ]
         } else if last?.pinned != row.pinned {
             lines.append("pin \(row.pinned ? 1 : 0)")
         }
@@ -97,12 +99,13 @@ public enum CopySidecar {
                 guard let l = Int64(f[1]), let u = Int64(f[2]), l < u, let d = value(f[3]) else { continue }
                 segments[l] = OfflineIndex.Segment(range: ByteRange(l, u), digest: d)
             case ("drop", 2): if let l = Int64(f[1]) { segments[l] = nil }
-            default: continue   // a torn last line, or a record a later release writes
+            default: continue  // a torn last line, or a record a later release writes
             }
         }
         guard let key, let version else { return nil }
-        return Record(key: key, attempt: version.0, total: version.1, validator: version.2, sourceTag: version.3, pinned: pinned,
-                      segments: segments.filter { $0.value.range.upper <= version.1 })
+        return Record(
+            key: key, attempt: version.0, total: version.1, validator: version.2, sourceTag: version.3, pinned: pinned,
+            segments: segments.filter { $0.value.range.upper <= version.1 })
     }
 
     /// `-` for none, `%` for empty, a literal `-` as `%2D`; `%`, space, tab and line breaks

@@ -1,6 +1,7 @@
 import LabstreamCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Access tokens, one section per server, in a file only its owner can read (0600). The only
@@ -36,7 +37,9 @@ public struct CredentialStore: Sendable {
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw .storage("cannot stat \(path)") }
         if st.st_mode & 0o077 != 0 {
-            throw .permission("the credential file \(path) is readable by others (mode \(String(st.st_mode & 0o777, radix: 8))); refusing to use it. Fix it with: chmod 600 \(path)")
+            throw .permission(
+                "the credential file \(path) is readable by others (mode \(String(st.st_mode & 0o777, radix: 8))); refusing to use it. Fix it with: chmod 600 \(path)"
+            )
         }
         if st.st_uid != geteuid() {
             throw .permission("the credential file \(path) belongs to uid \(st.st_uid), not to you (uid \(geteuid())); refusing to use it")
@@ -120,4 +123,3 @@ public enum AtomicFile {
         }
     }
 }
-

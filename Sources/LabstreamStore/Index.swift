@@ -43,10 +43,14 @@ public final class OfflineIndex: Sendable {
         // page. Check the structure once, before anything is trusted.
         let verdict: [String]
         do { verdict = try db.query("PRAGMA quick_check").compactMap { $0.first?.text } } catch {
-            throw .storage("the index \(path) is unreadable (\(error)); Labstream will not guess. Run `labstream repair` to put its last backup in its place (nothing stored is deleted).")
+            throw .storage(
+                "the index \(path) is unreadable (\(error)); Labstream will not guess. Run `labstream repair` to put its last backup in its place (nothing stored is deleted)."
+            )
         }
         guard verdict == ["ok"] else {
-            throw .storage("the index \(path) is damaged (\(verdict.prefix(3).joined(separator: "; "))); Labstream will not guess. Run `labstream repair` to put its last backup in its place (nothing stored is deleted).")
+            throw .storage(
+                "the index \(path) is damaged (\(verdict.prefix(3).joined(separator: "; "))); Labstream will not guess. Run `labstream repair` to put its last backup in its place (nothing stored is deleted)."
+            )
         }
         try migrate()
     }
@@ -57,7 +61,7 @@ public final class OfflineIndex: Sendable {
                 let hasMeta = try c.query("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'")[0][0].int ?? 0
                 let tables = try c.query("SELECT count(*) FROM sqlite_master WHERE type='table'")[0][0].int ?? 0
                 if hasMeta == 0 {
-                    guard tables == 0 else { return -1 }   // someone else's database: do not touch it
+                    guard tables == 0 else { return -1 }  // someone else's database: do not touch it
                     try Self.createV1(c)
                 }
                 var version = Int64(try c.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text ?? "") ?? 0
@@ -70,7 +74,8 @@ public final class OfflineIndex: Sendable {
             }
             if version == -1 { throw LabstreamError.storage("\(db.path) is not a Labstream index (no schema version); move it aside") }
             if version != Self.schemaVersion {
-                throw LabstreamError.storage("\(db.path) has index schema \(version), this Labstream understands \(Self.schemaVersion); upgrade Labstream or move the index aside")
+                throw LabstreamError.storage(
+                    "\(db.path) has index schema \(version), this Labstream understands \(Self.schemaVersion); upgrade Labstream or move the index aside")
             }
             // A file that says the current version must have its shape too (a development
             // build's index may not): refuse rather than fail later on a missing column.
@@ -79,13 +84,17 @@ public final class OfflineIndex: Sendable {
                 let missing = columns.filter { !present.contains($0) }
                 guard missing.isEmpty else {
                     let what = present.isEmpty ? "table \(table)" : "\(table).\(missing.joined(separator: ", "))"
-                    throw LabstreamError.storage("the index \(db.path) says schema \(version) but lacks \(what); Labstream will not guess. Run `labstream repair` to put its last backup in its place (nothing stored is deleted).")
+                    throw LabstreamError.storage(
+                        "the index \(db.path) says schema \(version) but lacks \(what); Labstream will not guess. Run `labstream repair` to put its last backup in its place (nothing stored is deleted)."
+                    )
                 }
             }
         } catch let e as LabstreamError {
             throw e
         } catch {
-            throw .storage("the index \(db.path) is unreadable (\(error)); Labstream will not guess. Run `labstream repair` to put its last backup in its place (nothing stored is deleted).")
+            throw .storage(
+                "the index \(db.path) is unreadable (\(error)); Labstream will not guess. Run `labstream repair` to put its last backup in its place (nothing stored is deleted)."
+            )
         }
     }
 
@@ -192,7 +201,8 @@ public final class OfflineIndex: Sendable {
             try db.transaction { c in
                 // Files gone from the server that still have local bytes stay, marked orphaned.
                 let newKeys = Set(tree.map(\.key))
-                let stored = try c.query("""
+                let stored = try c.query(
+                    """
                     SELECT m.item_id, m.id FROM media_sources m JOIN downloads d
                     ON d.server = m.server AND d.item_id = m.item_id AND d.source_id = m.id
                     WHERE m.server = ? AND d.ranges != ''
@@ -205,30 +215,39 @@ public final class OfflineIndex: Sendable {
                 // Items and series details are written only where they changed (below), so what is
                 // kept of an unchanged row (its generated document's size) stays.
                 try c.run("DELETE FROM libraries WHERE server=?", [.text(server.name)])
-                try c.run("DELETE FROM media_sources WHERE server=?" + (keep.isEmpty ? "" : " AND NOT (" + keep.map { _ in "(item_id=? AND id=?)" }.joined(separator: " OR ") + ")"),
-                          [.text(server.name)] + keep.flatMap { [SQLValue.text($0.0), .text($0.1)] })
+                try c.run(
+                    "DELETE FROM media_sources WHERE server=?"
+                        + (keep.isEmpty ? "" : " AND NOT (" + keep.map { _ in "(item_id=? AND id=?)" }.joined(separator: " OR ") + ")"),
+                    [.text(server.name)] + keep.flatMap { [SQLValue.text($0.0), .text($0.1)] })
                 for (item, source) in keep {
                     try c.run("UPDATE media_sources SET orphaned=1 WHERE server=? AND item_id=? AND id=?", [.text(server.name), .text(item), .text(source)])
                 }
                 let taken = Set(tree.map { $0.path.joined(separator: "/") })
                 for (item, source) in keep {
                     // A new file took the orphan's name: the orphan moves aside rather than hide it.
-                    let path = try c.query("SELECT tree_path FROM media_sources WHERE server=? AND item_id=? AND id=?",
-                                           [.text(server.name), .text(item), .text(source)]).first?[0].text ?? ""
+                    let path =
+                        try c.query(
+                            "SELECT tree_path FROM media_sources WHERE server=? AND item_id=? AND id=?",
+                            [.text(server.name), .text(item), .text(source)]
+                        ).first?[0].text ?? ""
                     if taken.contains(path) {
-                        try c.run("UPDATE media_sources SET tree_path=? WHERE server=? AND item_id=? AND id=?",
-                                  [.text(path + " (orphaned)"), .text(server.name), .text(item), .text(source)])
+                        try c.run(
+                            "UPDATE media_sources SET tree_path=? WHERE server=? AND item_id=? AND id=?",
+                            [.text(path + " (orphaned)"), .text(server.name), .text(item), .text(source)])
                     }
                 }
-                try c.run("INSERT OR REPLACE INTO servers(name, type, url, server_id, last_sync) VALUES(?,?,?,?,?)",
-                          [.text(server.name), .text(server.type), .text(server.url), server.serverId.map(SQLValue.text) ?? .null, .int(now)])
+                try c.run(
+                    "INSERT OR REPLACE INTO servers(name, type, url, server_id, last_sync) VALUES(?,?,?,?,?)",
+                    [.text(server.name), .text(server.type), .text(server.url), server.serverId.map(SQLValue.text) ?? .null, .int(now)])
                 try c.run("CREATE TEMP TABLE IF NOT EXISTS synced(kind TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY(kind, id))")
                 try c.run("DELETE FROM temp.synced")
                 for library in libraries {
-                    try c.run("INSERT OR REPLACE INTO libraries(server, id, name, left_out) VALUES(?,?,?,?)",
-                              [.text(server.name), .text(library.id), .text(library.name), library.leftOut.map(SQLValue.text) ?? .null])
+                    try c.run(
+                        "INSERT OR REPLACE INTO libraries(server, id, name, left_out) VALUES(?,?,?,?)",
+                        [.text(server.name), .text(library.id), .text(library.name), library.leftOut.map(SQLValue.text) ?? .null])
                     for (series, details) in library.seriesDetails {
-                        try c.run("""
+                        try c.run(
+                            """
                             INSERT INTO series_details(server, series_id, details) VALUES(?,?,?)
                             ON CONFLICT(server, series_id) DO UPDATE SET details = excluded.details WHERE details IS NOT excluded.details
                             """, [.text(server.name), .text(series), Self.encodeDetails(details)])
@@ -243,7 +262,7 @@ public final class OfflineIndex: Sendable {
                             "series_year": number(item.seriesYear), "season": number(item.seasonNumber), "episode": number(item.episodeNumber),
                             "modified": .int(item.modified), "album": text(item.album), "album_artist": text(item.albumArtist),
                             "disc": number(item.discNumber), "track": number(item.trackNumber), "folders": Self.encodeFolders(item.folders),
-                            "played": .int(item.played ? 1 : 0), "details": Self.encodeDetails(item.details),
+                            "played": .int(item.played ? 1 : 0), "details": Self.encodeDetails(item.details)
                         ]
                         assert(columns.map(\.key) == ["server"] + Self.itemColumnNames)
                         try c.run(Self.itemUpsert, columns.map(\.value))
@@ -251,21 +270,25 @@ public final class OfflineIndex: Sendable {
                         for source in item.sources {
                             let key = FileKey(server: server.name, itemId: item.id, sourceId: source.id)
                             guard let path = pathOf[key] else { continue }
-                            try c.run("""
+                            try c.run(
+                                """
                                 INSERT OR REPLACE INTO media_sources(server, item_id, id, name, container, size, etag, tree_path, modified, orphaned, bitrate,
                                     remote_item)
                                 VALUES(?,?,?,?,?,?,?,?,?,0,?,?)
-                                """, [
-                                .text(server.name), .text(item.id), .text(source.id), source.name.map(SQLValue.text) ?? .null,
-                                source.container.map(SQLValue.text) ?? .null, .int(max(source.size ?? 0, 0)),
-                                source.etag.map(SQLValue.text) ?? .null, .text(path), .int(item.modified),
-                                source.bitrate.map { .int(Int64($0)) } ?? .null, source.itemId.map(SQLValue.text) ?? .null])
+                                """,
+                                [
+                                    .text(server.name), .text(item.id), .text(source.id), source.name.map(SQLValue.text) ?? .null,
+                                    source.container.map(SQLValue.text) ?? .null, .int(max(source.size ?? 0, 0)),
+                                    source.etag.map(SQLValue.text) ?? .null, .text(path), .int(item.modified),
+                                    source.bitrate.map { .int(Int64($0)) } ?? .null, source.itemId.map(SQLValue.text) ?? .null
+                                ])
                         }
                     }
                 }
                 try c.run("DELETE FROM items WHERE server=? AND id NOT IN (SELECT id FROM temp.synced WHERE kind='item')", [.text(server.name)])
-                try c.run("DELETE FROM series_details WHERE server=? AND series_id NOT IN (SELECT id FROM temp.synced WHERE kind='series')",
-                          [.text(server.name)])
+                try c.run(
+                    "DELETE FROM series_details WHERE server=? AND series_id NOT IN (SELECT id FROM temp.synced WHERE kind='series')",
+                    [.text(server.name)])
                 try c.run("DELETE FROM temp.synced")
             }
         } catch {
@@ -308,15 +331,21 @@ public final class OfflineIndex: Sendable {
             }
             let items = try db.query("SELECT \(columns) FROM items WHERE server=? ORDER BY id", [.text(server)])
             // The side files are planned from the tree's files, not from items' sources.
-            let sources = reading == .sideFiles ? [] : try db.query("""
-                SELECT item_id, id, name, container, size, etag, bitrate, remote_item FROM media_sources WHERE server=? AND orphaned=0
-                ORDER BY item_id, rowid
-                """, [.text(server)])
+            let sources =
+                reading == .sideFiles
+                ? []
+                : try db.query(
+                    """
+                    SELECT item_id, id, name, container, size, etag, bitrate, remote_item FROM media_sources WHERE server=? AND orphaned=0
+                    ORDER BY item_id, rowid
+                    """, [.text(server)])
             var sourcesOf: [String: [MediaSource]] = [:]
             for r in sources {
                 guard let item = r[0].text, let id = r[1].text else { continue }
-                sourcesOf[item, default: []].append(MediaSource(id: id, name: r[2].text, container: r[3].text, size: r[4].int, etag: r[5].text,
-                                                               bitrate: r[6].int.flatMap { Int(exactly: $0) }, itemId: r[7].text))
+                sourcesOf[item, default: []].append(
+                    MediaSource(
+                        id: id, name: r[2].text, container: r[3].text, size: r[4].int, etag: r[5].text,
+                        bitrate: r[6].int.flatMap { Int(exactly: $0) }, itemId: r[7].text))
             }
             var itemsOf: [String: [CatalogItem]] = [:]
             for r in items {
@@ -331,8 +360,9 @@ public final class OfflineIndex: Sendable {
                 guard let id = r[0].text else { return nil }
                 let items = itemsOf[id] ?? []
                 let ofSeries = Set(items.compactMap(\.seriesId))
-                return LibraryCatalog(id: id, name: r[1].text ?? id, items: items, leftOut: r[2].text,
-                                      seriesDetails: seriesDetails.filter { ofSeries.contains($0.key) })
+                return LibraryCatalog(
+                    id: id, name: r[1].text ?? id, items: items, leftOut: r[2].text,
+                    seriesDetails: seriesDetails.filter { ofSeries.contains($0.key) })
             }
         }
     }
@@ -351,8 +381,10 @@ public final class OfflineIndex: Sendable {
             var itemsOf: [String: [CatalogItem]] = [:]
             for r in try db.query("SELECT id, library, kind, series_id, series_year FROM items WHERE server=?", [.text(server)]) {
                 guard let id = r[0].text, let library = r[1].text, let kind = r[2].text.flatMap(ItemKind.init(rawValue:)) else { continue }
-                itemsOf[library, default: []].append(CatalogItem(id: id, kind: kind, title: "", seriesId: r[3].text, seriesYear: r[4].int.map { Int($0) },
-                                                                 sources: sourcesOf[id] ?? []))
+                itemsOf[library, default: []].append(
+                    CatalogItem(
+                        id: id, kind: kind, title: "", seriesId: r[3].text, seriesYear: r[4].int.map { Int($0) },
+                        sources: sourcesOf[id] ?? []))
             }
             return libraries.compactMap { r in
                 guard let id = r[0].text else { return nil }
@@ -363,14 +395,16 @@ public final class OfflineIndex: Sendable {
 
     /// An `items` row's columns as `item(_:sources:)` reads them (and `replaceCatalog` writes
     /// them, after `server`).
-    static let itemColumnNames = ["id", "library", "kind", "title", "year", "series_id", "series_name", "series_year", "season", "episode",
-                                  "modified", "album", "album_artist", "disc", "track", "folders", "played", "details"]
+    static let itemColumnNames = [
+        "id", "library", "kind", "title", "year", "series_id", "series_name", "series_year", "season", "episode",
+        "modified", "album", "album_artist", "disc", "track", "folders", "played", "details"
+    ]
     static let itemColumns = itemColumnNames.joined(separator: ", ")
 
     /// Writes an item row; an unchanged row is not written (the update's WHERE), so its
     /// triggers do not fire and what is kept of it (its document's size) stays.
     static let itemUpsert: String = {
-        let changeable = itemColumnNames.dropFirst()   // all but id
+        let changeable = itemColumnNames.dropFirst()  // all but id
         return """
             INSERT INTO items(server, \(itemColumns)) VALUES(\(Array(repeating: "?", count: itemColumnNames.count + 1).joined(separator: ",")))
             ON CONFLICT(server, id) DO UPDATE SET \(changeable.map { "\($0) = excluded.\($0)" }.joined(separator: ", "))
@@ -420,8 +454,9 @@ public final class OfflineIndex: Sendable {
         do {
             try db.transaction { c in
                 for m in made {
-                    try c.run("INSERT OR REPLACE INTO documents(server, doc, format, size, digest) VALUES(?,?,?,?,?)",
-                              [.text(server), .text(m.doc), .int(Int64(NFO.format)), .int(m.size), .int(Int64(bitPattern: m.digest))])
+                    try c.run(
+                        "INSERT OR REPLACE INTO documents(server, doc, format, size, digest) VALUES(?,?,?,?,?)",
+                        [.text(server), .text(m.doc), .int(Int64(NFO.format)), .int(m.size), .int(Int64(bitPattern: m.digest))])
                 }
             }
         } catch { throw .storage("recording the sizes of \(server)'s .nfo documents failed: \(error)") }
@@ -454,7 +489,8 @@ public final class OfflineIndex: Sendable {
         let sources = try listedSources(server: server).map { Self.shown($0.file, keeping: $0.kept) ?? $0.file }
         return try read("the catalog") {
             // Finished copies at another quality appear beside their original.
-            let finished = try db.query("""
+            let finished = try db.query(
+                """
                 SELECT server, item_id, source_id, total, source_tag, partial FROM downloads WHERE source_id LIKE '%@%' AND status IN ('complete', 'unverified')
                 \(server == nil ? "" : "AND server=?")
                 """, server.map { [.text($0)] } ?? [])
@@ -462,11 +498,13 @@ public final class OfflineIndex: Sendable {
             let byKey = Dictionary(sources.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
             let copies = finished.compactMap { r -> TreeFile? in
                 guard let s = r[0].text, let i = r[1].text, let id = r[2].text,
-                      let (base, quality) = DerivedCopy.parse(FileKey(server: s, itemId: i, sourceId: id)), let original = byKey[base] else { return nil }
+                    let (base, quality) = DerivedCopy.parse(FileKey(server: s, itemId: i, sourceId: id)), let original = byKey[base]
+                else { return nil }
                 // Named by what arrived, not by what was asked for.
                 let header = r[5].text.map { Self.header(ofPartial: (db.path as NSString).deletingLastPathComponent + "/" + $0) } ?? []
-                var copy = DerivedCopy.treeFile(of: original, quality: quality, size: r[3].int ?? 0,
-                                                extension: ContainerSniff.fileExtension(ofHeader: header) ?? DerivedCopy.container)
+                var copy = DerivedCopy.treeFile(
+                    of: original, quality: quality, size: r[3].int ?? 0,
+                    extension: ContainerSniff.fileExtension(ofHeader: header) ?? DerivedCopy.container)
                 copy.etag = r[4].text
                 return copy
             }
@@ -488,22 +526,28 @@ public final class OfflineIndex: Sendable {
     /// The catalog's media sources as files, each with the pinned complete download row it has,
     /// if any.
     func listedSources(server: String?) throws(LabstreamError) -> [(file: TreeFile, kept: DownloadRow?)] {
-        let kept = Dictionary(try downloads(where: "pinned = 1 AND status IN ('complete', 'unverified')" + (server == nil ? "" : " AND server=?"),
-                                            server.map { [.text($0)] } ?? []).map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
+        let kept = Dictionary(
+            try downloads(
+                where: "pinned = 1 AND status IN ('complete', 'unverified')" + (server == nil ? "" : " AND server=?"),
+                server.map { [.text($0)] } ?? []
+            ).map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
         return try read("the catalog") {
             // All rows first, then the files: the files' strings then sit together, not between
             // the freed rows' (row by row left the heap fragmented: 60 MiB more resident at 100 000).
-            try db.query("""
+            try db.query(
+                """
                 SELECT m.server, m.item_id, m.id, m.size, m.modified, m.etag, m.tree_path, m.orphaned, m.bitrate, m.remote_item, i.kind
                 FROM media_sources m LEFT JOIN items i ON i.server = m.server AND i.id = m.item_id
                 \(server == nil ? "" : "WHERE m.server=?") ORDER BY m.tree_path
-                """, server.map { [.text($0)] } ?? []).compactMap { r -> (TreeFile, DownloadRow?)? in
+                """, server.map { [.text($0)] } ?? []
+            ).compactMap { r -> (TreeFile, DownloadRow?)? in
                 guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let p = r[6].text else { return nil }
                 // A source's id is often its item's (Jellyfin): one string for both.
-                let file = TreeFile(path: p.split(separator: "/").map(String.init), key: FileKey(server: s, itemId: i, sourceId: id == i ? i : id),
-                                    size: r[3].int ?? 0, modified: r[4].int ?? 0, etag: r[5].text, orphaned: (r[7].int ?? 0) != 0,
-                                    bitrate: r[8].int.flatMap { Int(exactly: $0) }, remoteItemId: r[9].text,
-                                    kind: r[10].text.flatMap(ItemKind.init(rawValue:)) ?? .movie)
+                let file = TreeFile(
+                    path: p.split(separator: "/").map(String.init), key: FileKey(server: s, itemId: i, sourceId: id == i ? i : id),
+                    size: r[3].int ?? 0, modified: r[4].int ?? 0, etag: r[5].text, orphaned: (r[7].int ?? 0) != 0,
+                    bitrate: r[8].int.flatMap { Int(exactly: $0) }, remoteItemId: r[9].text,
+                    kind: r[10].text.flatMap(ItemKind.init(rawValue:)) ?? .movie)
                 return (file, kept[file.key])
             }
         }
@@ -524,9 +568,12 @@ public final class OfflineIndex: Sendable {
     public func removeServer(_ name: String) throws(LabstreamError) {
         do {
             try db.transaction { c in
-                try c.run("UPDATE downloads SET status='paused', reason=?, pause_cause=? WHERE server=? AND status IN ('queued','downloading','preparing')",
-                          [.text(StatusReason.serverRemoved), .text(PauseCause.serverRemoved.rawValue), .text(name)])
-                for table in ["servers", "libraries", "items", "media_sources", "managed_entries", "monitors", "monitored_episodes", "series_details", "item_extras"] {
+                try c.run(
+                    "UPDATE downloads SET status='paused', reason=?, pause_cause=? WHERE server=? AND status IN ('queued','downloading','preparing')",
+                    [.text(StatusReason.serverRemoved), .text(PauseCause.serverRemoved.rawValue), .text(name)])
+                for table in [
+                    "servers", "libraries", "items", "media_sources", "managed_entries", "monitors", "monitored_episodes", "series_details", "item_extras"
+                ] {
                     try c.run("DELETE FROM \(table) WHERE \(table == "servers" ? "name" : "server")=?", [.text(name)])
                 }
             }
@@ -547,12 +594,15 @@ public final class OfflineIndex: Sendable {
 
     func managedEntries(where condition: String, _ parameters: [SQLValue]) throws(LabstreamError) -> [ManagedEntry] {
         try read("managed entries") {
-            try db.query("SELECT item_id, source_id, entry_id, revision, status, delivery, reported, reported_at, manifest FROM managed_entries WHERE \(condition)",
-                         parameters).compactMap { r in
+            try db.query(
+                "SELECT item_id, source_id, entry_id, revision, status, delivery, reported, reported_at, manifest FROM managed_entries WHERE \(condition)",
+                parameters
+            ).compactMap { r in
                 guard let item = r[0].text, let source = r[1].text else { return nil }
-                return ManagedEntry(itemId: item, sourceId: source, id: r[2].text, revision: Int(r[3].int ?? 0), status: r[4].text ?? "",
-                                    deliveryFormat: r[5].text ?? "original", reported: r[6].text.flatMap(ManagedEntry.Report.init(rawValue:)),
-                                    reportedAt: r[7].int, manifest: r[8].text.map { Array($0.utf8) })
+                return ManagedEntry(
+                    itemId: item, sourceId: source, id: r[2].text, revision: Int(r[3].int ?? 0), status: r[4].text ?? "",
+                    deliveryFormat: r[5].text ?? "original", reported: r[6].text.flatMap(ManagedEntry.Report.init(rawValue:)),
+                    reportedAt: r[7].int, manifest: r[8].text.map { Array($0.utf8) })
             }
         }
     }
@@ -560,10 +610,13 @@ public final class OfflineIndex: Sendable {
     /// Records `entry` (an intent to create one when its id is nil), replacing the item's.
     public func saveManagedEntry(_ entry: ManagedEntry, server: String) throws(LabstreamError) {
         do {
-            try db.run("INSERT OR REPLACE INTO managed_entries(server, item_id, source_id, entry_id, revision, status, delivery, reported, reported_at, manifest) VALUES(?,?,?,?,?,?,?,?,?,?)",
-                       [.text(server), .text(entry.itemId), .text(entry.sourceId), entry.id.map(SQLValue.text) ?? .null, .int(Int64(entry.revision)),
-                        .text(entry.status), .text(entry.deliveryFormat), entry.reported.map { .text($0.rawValue) } ?? .null,
-                        entry.reportedAt.map(SQLValue.int) ?? .null, entry.manifest.map { .text(String(decoding: $0, as: UTF8.self)) } ?? .null])
+            try db.run(
+                "INSERT OR REPLACE INTO managed_entries(server, item_id, source_id, entry_id, revision, status, delivery, reported, reported_at, manifest) VALUES(?,?,?,?,?,?,?,?,?,?)",
+                [
+                    .text(server), .text(entry.itemId), .text(entry.sourceId), entry.id.map(SQLValue.text) ?? .null, .int(Int64(entry.revision)),
+                    .text(entry.status), .text(entry.deliveryFormat), entry.reported.map { .text($0.rawValue) } ?? .null,
+                    entry.reportedAt.map(SQLValue.int) ?? .null, entry.manifest.map { .text(String(decoding: $0, as: UTF8.self)) } ?? .null
+                ])
         } catch { throw .storage("recording the download entry of \(server)/\(entry.itemId) failed: \(error)") }
     }
 
@@ -616,8 +669,10 @@ public final class OfflineIndex: Sendable {
 
     public func download(_ key: FileKey) throws(LabstreamError) -> DownloadRow? {
         try read("download state") {
-            try db.query("SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
-                         [.text(key.server), .text(key.itemId), .text(key.sourceId)]).first.flatMap(Self.decodeDownload)
+            try db.query(
+                "SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
+                [.text(key.server), .text(key.itemId), .text(key.sourceId)]
+            ).first.flatMap(Self.decodeDownload)
         }
     }
 
@@ -647,22 +702,33 @@ public final class OfflineIndex: Sendable {
             let swappedRow = Mutex<DownloadRow?>(nil)
             defer {
                 // The file now belongs to `base`: its sidecar says so, with its segments.
-                if let row = swappedRow.withLock({ $0 }) { CopySidecar.rewrite(row, segments: (try? segments(row.key, attempt: row.attempt)) ?? [], root: dataRoot) }
+                if let row = swappedRow.withLock({ $0 }) {
+                    CopySidecar.rewrite(row, segments: (try? segments(row.key, attempt: row.attempt)) ?? [], root: dataRoot)
+                }
             }
             return try db.transaction { c in
-                guard let nextRow = try c.query("SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
-                                                [.text(next.server), .text(next.itemId), .text(next.sourceId)]).first.flatMap(Self.decodeDownload) else { return nil }
-                let old = try c.query("SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
-                                      [.text(base.server), .text(base.itemId), .text(base.sourceId)]).first.flatMap(Self.decodeDownload)
+                guard
+                    let nextRow = try c.query(
+                        "SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
+                        [.text(next.server), .text(next.itemId), .text(next.sourceId)]
+                    ).first.flatMap(Self.decodeDownload)
+                else { return nil }
+                let old = try c.query(
+                    "SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
+                    [.text(base.server), .text(base.itemId), .text(base.sourceId)]
+                ).first.flatMap(Self.decodeDownload)
                 var swapped = nextRow
                 swapped.key = base
                 swapped.attempt = AttemptID(max(old?.attempt.rawValue ?? 0, nextRow.attempt.rawValue) + 1)
-                swapped.pinned = old?.pinned ?? nextRow.pinned   // the user's pin, not the fetch's
+                swapped.pinned = old?.pinned ?? nextRow.pinned  // the user's pin, not the fetch's
                 let k: [SQLValue] = [.text(base.server), .text(base.itemId), .text(base.sourceId)]
                 try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=?", k)
-                try c.run("UPDATE segments SET source_id=?, attempt=? WHERE server=? AND item_id=? AND source_id=? AND attempt=?",
-                          [.text(base.sourceId), .int(swapped.attempt.rawValue), .text(next.server), .text(next.itemId), .text(next.sourceId),
-                           .int(nextRow.attempt.rawValue)])
+                try c.run(
+                    "UPDATE segments SET source_id=?, attempt=? WHERE server=? AND item_id=? AND source_id=? AND attempt=?",
+                    [
+                        .text(base.sourceId), .int(swapped.attempt.rawValue), .text(next.server), .text(next.itemId), .text(next.sourceId),
+                        .int(nextRow.attempt.rawValue)
+                    ])
                 try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=?", [.text(next.server), .text(next.itemId), .text(next.sourceId)])
                 try c.run("DELETE FROM downloads WHERE server=? AND item_id=? AND source_id=?", [.text(next.server), .text(next.itemId), .text(next.sourceId)])
                 try Self.insert(swapped, into: c, now: now)
@@ -680,11 +746,16 @@ public final class OfflineIndex: Sendable {
     /// The rows of `base`'s copies at other qualities.
     public func derivedCopies(of base: FileKey) throws(LabstreamError) -> [DownloadRow] {
         try read("download state") {
-            try db.query("SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id LIKE ? ESCAPE '\\'",
-                         [.text(base.server), .text(base.itemId),
-                          .text(base.sourceId.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%")
-                                .replacingOccurrences(of: "_", with: "\\_") + "@%")])
-                .compactMap(Self.decodeDownload).filter { DerivedCopy.parse($0.key)?.base == base }
+            try db.query(
+                "SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id LIKE ? ESCAPE '\\'",
+                [
+                    .text(base.server), .text(base.itemId),
+                    .text(
+                        base.sourceId.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%")
+                            .replacingOccurrences(of: "_", with: "\\_") + "@%")
+                ]
+            )
+            .compactMap(Self.decodeDownload).filter { DerivedCopy.parse($0.key)?.base == base }
         }
     }
 
@@ -719,8 +790,10 @@ public final class OfflineIndex: Sendable {
     @discardableResult
     /// `freeing`: this write records bytes just freed (a cancel); on a full disk it may use the
     /// index's reserve, which nothing else may (a download parks instead).
-    public func saveDownload(_ row: DownloadRow, committing segment: Segment? = nil, learnedSize: Bool = false, freeing: Bool = false,
-                             now: Int64) throws(LabstreamError) -> Bool {
+    public func saveDownload(
+        _ row: DownloadRow, committing segment: Segment? = nil, learnedSize: Bool = false, freeing: Bool = false,
+        now: Int64
+    ) throws(LabstreamError) -> Bool {
         do { return try saveDownloadOnce(row, committing: segment, learnedSize: learnedSize, now: now) } catch {
             // A full disk: the space kept in reserve lets the index record this (a cancel that
             // just freed a file's bytes must always be recordable).
@@ -767,8 +840,11 @@ public final class OfflineIndex: Sendable {
                 try Self.insert(row, into: c, now: now)
                 try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=? AND attempt<?", k + [.int(row.attempt.rawValue)])
                 if let segment {
-                    try c.run("INSERT OR REPLACE INTO segments VALUES(?,?,?,?,?,?,?)", k + [
-                        .int(row.attempt.rawValue), .int(segment.range.lower), .int(segment.range.upper), .text(segment.digest)])
+                    try c.run(
+                        "INSERT OR REPLACE INTO segments VALUES(?,?,?,?,?,?,?)",
+                        k + [
+                            .int(row.attempt.rawValue), .int(segment.range.lower), .int(segment.range.upper), .text(segment.digest)
+                        ])
                 }
                 if learnedSize {
                     try c.run("UPDATE media_sources SET size=? WHERE server=? AND item_id=? AND id=?", [.int(row.total)] + k)
@@ -781,7 +857,7 @@ public final class OfflineIndex: Sendable {
             }
             return saved
         } catch {
-            if let e = error as? SQLiteError, e.code == 13 { throw .noSpace("saving download state in \(db.path)") }   // SQLITE_FULL
+            if let e = error as? SQLiteError, e.code == 13 { throw .noSpace("saving download state in \(db.path)") }  // SQLITE_FULL
             throw .storage("saving download state failed: \(error)")
         }
     }
@@ -789,8 +865,10 @@ public final class OfflineIndex: Sendable {
     /// The digests of `key`'s committed segments under `attempt`.
     public func segments(_ key: FileKey, attempt: AttemptID) throws(LabstreamError) -> [Segment] {
         try read("segment digests") {
-            try db.query("SELECT lower, upper, digest FROM segments WHERE server=? AND item_id=? AND source_id=? AND attempt=? ORDER BY lower",
-                         [.text(key.server), .text(key.itemId), .text(key.sourceId), .int(attempt.rawValue)]).compactMap { r in
+            try db.query(
+                "SELECT lower, upper, digest FROM segments WHERE server=? AND item_id=? AND source_id=? AND attempt=? ORDER BY lower",
+                [.text(key.server), .text(key.itemId), .text(key.sourceId), .int(attempt.rawValue)]
+            ).compactMap { r in
                 guard let l = r[0].int, let u = r[1].int, l <= u, let d = r[2].text else { return nil }
                 return Segment(range: ByteRange(l, u), digest: d)
             }
@@ -808,12 +886,16 @@ public final class OfflineIndex: Sendable {
         }
         do {
             try db.transaction { c in
-                try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=? AND lower=?",
-                          [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .int(range.lower)])
-                try c.run("UPDATE downloads SET ranges=?, awaiting_validation=0, status=?, reason=?, pause_cause=?, updated=? WHERE server=? AND item_id=? AND source_id=? AND attempt=?",
-                          [.text(row.present.serialized), .text(row.status.rawValue), row.reason.map(SQLValue.text) ?? .null,
-                           row.pauseCause.map { .text($0.rawValue) } ?? .null, .int(now),
-                           .text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .int(row.attempt.rawValue)])
+                try c.run(
+                    "DELETE FROM segments WHERE server=? AND item_id=? AND source_id=? AND lower=?",
+                    [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .int(range.lower)])
+                try c.run(
+                    "UPDATE downloads SET ranges=?, awaiting_validation=0, status=?, reason=?, pause_cause=?, updated=? WHERE server=? AND item_id=? AND source_id=? AND attempt=?",
+                    [
+                        .text(row.present.serialized), .text(row.status.rawValue), row.reason.map(SQLValue.text) ?? .null,
+                        row.pauseCause.map { .text($0.rawValue) } ?? .null, .int(now),
+                        .text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .int(row.attempt.rawValue)
+                    ])
             }
         } catch { throw .storage("dropping a damaged segment failed: \(error)") }
     }
@@ -825,10 +907,15 @@ public final class OfflineIndex: Sendable {
             return try db.transaction { c in
                 var out: [DownloadRow] = []
                 for f in files {
-                    let existing = try c.query("SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
-                                               [.text(f.key.server), .text(f.key.itemId), .text(f.key.sourceId)]).first.flatMap(Self.decodeDownload)
-                    var row = existing ?? DownloadRow(key: f.key, status: .partial, attempt: AttemptID(1), validator: nil, total: f.size,
-                                                      present: RangeSet(), partialPath: layout.partialRelativePath(for: f.key), sourceTag: f.etag)
+                    let existing = try c.query(
+                        "SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
+                        [.text(f.key.server), .text(f.key.itemId), .text(f.key.sourceId)]
+                    ).first.flatMap(Self.decodeDownload)
+                    var row =
+                        existing
+                        ?? DownloadRow(
+                            key: f.key, status: .partial, attempt: AttemptID(1), validator: nil, total: f.size,
+                            present: RangeSet(), partialPath: layout.partialRelativePath(for: f.key), sourceTag: f.etag)
                     row.setPinned(pinned)
                     try Self.insert(row, into: c, now: now)
                     out.append(row)
@@ -861,8 +948,9 @@ public final class OfflineIndex: Sendable {
                     let verbatim = zip(names, columns).map { "\($0)=\($1.text ?? $1.int.map { String($0) } ?? "NULL")" }.joined(separator: "; ")
                     let partial = columns[8].text.flatMap { DataLayout.isValidPartialPath($0) ? $0 : nil }
                     let name = "\(columns[0].text ?? "?")/\(columns[1].text ?? "?")/\(columns[2].text ?? "?")"
-                    try c.run("INSERT INTO quarantine(source, row, partial, reason, at) VALUES('downloads', ?, ?, ?, ?)",
-                              [.text(verbatim), partial.map(SQLValue.text) ?? .null, .text(Self.whyMalformed(columns)), .int(now)])
+                    try c.run(
+                        "INSERT INTO quarantine(source, row, partial, reason, at) VALUES('downloads', ?, ?, ?, ?)",
+                        [.text(verbatim), partial.map(SQLValue.text) ?? .null, .text(Self.whyMalformed(columns)), .int(now)])
                     try c.run("DELETE FROM downloads WHERE rowid=?", [.int(rowid)])
                     out.append(name)
                 }
@@ -883,28 +971,35 @@ public final class OfflineIndex: Sendable {
         return "missing or invalid column"
     }
 
-    static let downloadColumns = "server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason, awaiting_validation, pinned, source_tag, job, checked, pause_cause"
+    static let downloadColumns =
+        "server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason, awaiting_validation, pinned, source_tag, job, checked, pause_cause"
 
     static func insert(_ row: DownloadRow, into c: Connection, now: Int64) throws {
-        try c.run("""
+        try c.run(
+            """
             INSERT OR REPLACE INTO downloads(server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason,
                 awaiting_validation, updated, pinned, source_tag, job, checked, pause_cause) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
-            """, [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .text(row.status.rawValue),
-                  .int(row.attempt.rawValue), row.validator.map { .text($0.description) } ?? .null, .int(row.total),
-                  .text(row.present.serialized), .text(row.partialPath), row.reason.map(SQLValue.text) ?? .null,
-                  .int(row.awaitingValidation ? 1 : 0), .int(now), .int(row.pinned ? 1 : 0), row.sourceTag.map(SQLValue.text) ?? .null,
-                  row.job.map(SQLValue.text) ?? .null, row.checked.map(SQLValue.text) ?? .null, row.pauseCause.map { .text($0.rawValue) } ?? .null])
+            """,
+            [
+                .text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .text(row.status.rawValue),
+                .int(row.attempt.rawValue), row.validator.map { .text($0.description) } ?? .null, .int(row.total),
+                .text(row.present.serialized), .text(row.partialPath), row.reason.map(SQLValue.text) ?? .null,
+                .int(row.awaitingValidation ? 1 : 0), .int(now), .int(row.pinned ? 1 : 0), row.sourceTag.map(SQLValue.text) ?? .null,
+                row.job.map(SQLValue.text) ?? .null, row.checked.map(SQLValue.text) ?? .null, row.pauseCause.map { .text($0.rawValue) } ?? .null
+            ])
     }
 
     static func decodeDownload(_ r: [SQLValue]) -> DownloadRow? {
         guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let status = r[3].text.flatMap(DownloadStatus.init(rawValue:)),
-              let attempt = r[4].int, let total = r[6].int, let ranges = r[7].text.flatMap(RangeSet.init(serialized:)),
-              let partial = r[8].text, DataLayout.isValidPartialPath(partial) else { return nil }
-        return DownloadRow(key: FileKey(server: s, itemId: i, sourceId: id), status: status, attempt: AttemptID(attempt),
-                           validator: r[5].text.flatMap(Validator.init(persisted:)), total: total, present: ranges,
-                           partialPath: partial, reason: r[9].text, awaitingValidation: (r[10].int ?? 0) != 0,
-                           pinned: (r[11].int ?? 0) != 0, sourceTag: r[12].text, job: r[13].text, checked: r[14].text,
-                           pauseCause: r[15].text.flatMap(PauseCause.init(rawValue:)))
+            let attempt = r[4].int, let total = r[6].int, let ranges = r[7].text.flatMap(RangeSet.init(serialized:)),
+            let partial = r[8].text, DataLayout.isValidPartialPath(partial)
+        else { return nil }
+        return DownloadRow(
+            key: FileKey(server: s, itemId: i, sourceId: id), status: status, attempt: AttemptID(attempt),
+            validator: r[5].text.flatMap(Validator.init(persisted:)), total: total, present: ranges,
+            partialPath: partial, reason: r[9].text, awaitingValidation: (r[10].int ?? 0) != 0,
+            pinned: (r[11].int ?? 0) != 0, sourceTag: r[12].text, job: r[13].text, checked: r[14].text,
+            pauseCause: r[15].text.flatMap(PauseCause.init(rawValue:)))
     }
 
     func read<T>(_ what: String, _ body: () throws -> T) throws(LabstreamError) -> T {

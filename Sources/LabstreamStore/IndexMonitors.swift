@@ -27,22 +27,28 @@ extension OfflineIndex {
     public func monitors(server: String? = nil) throws(LabstreamError) -> [SeriesMonitor] {
         try read("monitors") {
             let condition = server == nil ? "" : " WHERE server=?"
-            return try db.query("SELECT server, series_id, mode, delete_watched, max_storage, baseline, created, remote_id, remote_etag FROM monitors\(condition) ORDER BY server, series_id",
-                                server.map { [SQLValue.text($0)] } ?? []).compactMap { r in
+            return try db.query(
+                "SELECT server, series_id, mode, delete_watched, max_storage, baseline, created, remote_id, remote_etag FROM monitors\(condition) ORDER BY server, series_id",
+                server.map { [SQLValue.text($0)] } ?? []
+            ).compactMap { r in
                 guard let server = r[0].text, let series = r[1].text, let mode = r[2].text.flatMap(SeriesMonitor.Mode.init) else { return nil }
                 let baseline = Set((r[5].text ?? "").split(separator: "\n").map(String.init))
-                return SeriesMonitor(server: server, seriesId: series, mode: mode, deleteWatched: r[3].int == 1, maxStorage: r[4].int,
-                                     baseline: baseline, created: r[6].int ?? 0, remoteId: r[7].text, remoteEtag: r[8].text)
+                return SeriesMonitor(
+                    server: server, seriesId: series, mode: mode, deleteWatched: r[3].int == 1, maxStorage: r[4].int,
+                    baseline: baseline, created: r[6].int ?? 0, remoteId: r[7].text, remoteEtag: r[8].text)
             }
         }
     }
 
     public func saveMonitor(_ monitor: SeriesMonitor) throws(LabstreamError) {
         do {
-            try db.run("INSERT OR REPLACE INTO monitors(server, series_id, mode, delete_watched, max_storage, baseline, created, remote_id, remote_etag) VALUES(?,?,?,?,?,?,?,?,?)",
-                       [.text(monitor.server), .text(monitor.seriesId), .text(monitor.mode.description), .int(monitor.deleteWatched ? 1 : 0),
-                        monitor.maxStorage.map(SQLValue.int) ?? .null, .text(monitor.baseline.sorted().joined(separator: "\n")), .int(monitor.created),
-                        monitor.remoteId.map(SQLValue.text) ?? .null, monitor.remoteEtag.map(SQLValue.text) ?? .null])
+            try db.run(
+                "INSERT OR REPLACE INTO monitors(server, series_id, mode, delete_watched, max_storage, baseline, created, remote_id, remote_etag) VALUES(?,?,?,?,?,?,?,?,?)",
+                [
+                    .text(monitor.server), .text(monitor.seriesId), .text(monitor.mode.description), .int(monitor.deleteWatched ? 1 : 0),
+                    monitor.maxStorage.map(SQLValue.int) ?? .null, .text(monitor.baseline.sorted().joined(separator: "\n")), .int(monitor.created),
+                    monitor.remoteId.map(SQLValue.text) ?? .null, monitor.remoteEtag.map(SQLValue.text) ?? .null
+                ])
         } catch { throw .storage("recording the monitor of \(monitor.server)/\(monitor.seriesId) failed: \(error)") }
     }
 
@@ -71,8 +77,9 @@ extension OfflineIndex {
     public func setMonitoredEpisode(server: String, item: String, _ row: MonitoredRow?) throws(LabstreamError) {
         do {
             if let row {
-                try db.run("INSERT OR REPLACE INTO monitored_episodes(server, item_id, series_id, source_id, state) VALUES(?,?,?,?,?)",
-                           [.text(server), .text(item), .text(row.seriesId), .text(row.sourceId), .text(row.state.rawValue)])
+                try db.run(
+                    "INSERT OR REPLACE INTO monitored_episodes(server, item_id, series_id, source_id, state) VALUES(?,?,?,?,?)",
+                    [.text(server), .text(item), .text(row.seriesId), .text(row.sourceId), .text(row.state.rawValue)])
             } else {
                 try db.run("DELETE FROM monitored_episodes WHERE server=? AND item_id=?", [.text(server), .text(item)])
             }

@@ -10,11 +10,21 @@ extension OfflineIndex {
         ("meta", ["key", "value"]),
         ("servers", ["name", "type", "url", "server_id", "last_sync"]),
         ("libraries", ["server", "id", "name", "left_out"]),
-        ("items", ["server", "id", "library", "kind", "title", "year", "series_id", "series_name", "series_year", "season", "episode", "modified",
-                   "album", "album_artist", "disc", "track", "folders", "played", "details"]),
+        (
+            "items",
+            [
+                "server", "id", "library", "kind", "title", "year", "series_id", "series_name", "series_year", "season", "episode", "modified",
+                "album", "album_artist", "disc", "track", "folders", "played", "details"
+            ]
+        ),
         ("media_sources", ["server", "item_id", "id", "name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate", "remote_item"]),
-        ("downloads", ["server", "item_id", "source_id", "status", "attempt", "validator", "total", "ranges", "partial", "reason",
-                       "awaiting_validation", "updated", "pinned", "source_tag", "job", "checked", "pause_cause"]),
+        (
+            "downloads",
+            [
+                "server", "item_id", "source_id", "status", "attempt", "validator", "total", "ranges", "partial", "reason",
+                "awaiting_validation", "updated", "pinned", "source_tag", "job", "checked", "pause_cause"
+            ]
+        ),
         ("segments", ["server", "item_id", "source_id", "attempt", "lower", "upper", "digest"]),
         ("quarantine", ["id", "source", "row", "partial", "reason", "at"]),
         ("managed_entries", ["server", "item_id", "source_id", "entry_id", "revision", "status", "delivery", "reported", "reported_at", "manifest"]),
@@ -23,50 +33,56 @@ extension OfflineIndex {
         ("series_details", ["server", "series_id", "details"]),
         ("side_assets", ["server", "item_id", "asset", "state", "tag", "file", "ext", "size", "reason", "attempts", "retry_at"]),
         ("item_extras", ["server", "item_id", "tag", "details"]),
-        ("documents", ["server", "doc", "format", "size", "digest"]),
+        ("documents", ["server", "doc", "format", "size", "digest"])
     ]
 
     /// `migrations[n - 1]` takes an index from schema n to n + 1.
-    static let migrations: [@Sendable (Connection) throws -> Void] = [migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11, migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15]
+    static let migrations: [@Sendable (Connection) throws -> Void] = [
+        migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11,
+        migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15
+    ]
 
     static func createV1(_ c: Connection) throws {
-        try c.exec("""
-        CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-        INSERT INTO meta VALUES('schema_version', '1');
-        CREATE TABLE servers(name TEXT PRIMARY KEY, type TEXT NOT NULL, url TEXT NOT NULL, server_id TEXT, last_sync INTEGER);
-        CREATE TABLE libraries(server TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL, PRIMARY KEY(server, id));
-        CREATE TABLE items(server TEXT NOT NULL, id TEXT NOT NULL, library TEXT NOT NULL, kind TEXT NOT NULL,
-            title TEXT NOT NULL, year INTEGER, series_id TEXT, series_name TEXT, series_year INTEGER,
-            season INTEGER, episode INTEGER, modified INTEGER NOT NULL, PRIMARY KEY(server, id));
-        CREATE TABLE media_sources(server TEXT NOT NULL, item_id TEXT NOT NULL, id TEXT NOT NULL, name TEXT,
-            container TEXT, size INTEGER NOT NULL, etag TEXT, tree_path TEXT NOT NULL, modified INTEGER NOT NULL,
-            PRIMARY KEY(server, item_id, id));
-        CREATE TABLE downloads(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL,
-            status TEXT NOT NULL, attempt INTEGER NOT NULL, validator TEXT, total INTEGER NOT NULL,
-            ranges TEXT NOT NULL, partial TEXT NOT NULL, reason TEXT, awaiting_validation INTEGER NOT NULL DEFAULT 0,
-            updated INTEGER NOT NULL, PRIMARY KEY(server, item_id, source_id));
-        """)
+        try c.exec(
+            """
+            CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            INSERT INTO meta VALUES('schema_version', '1');
+            CREATE TABLE servers(name TEXT PRIMARY KEY, type TEXT NOT NULL, url TEXT NOT NULL, server_id TEXT, last_sync INTEGER);
+            CREATE TABLE libraries(server TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL, PRIMARY KEY(server, id));
+            CREATE TABLE items(server TEXT NOT NULL, id TEXT NOT NULL, library TEXT NOT NULL, kind TEXT NOT NULL,
+                title TEXT NOT NULL, year INTEGER, series_id TEXT, series_name TEXT, series_year INTEGER,
+                season INTEGER, episode INTEGER, modified INTEGER NOT NULL, PRIMARY KEY(server, id));
+            CREATE TABLE media_sources(server TEXT NOT NULL, item_id TEXT NOT NULL, id TEXT NOT NULL, name TEXT,
+                container TEXT, size INTEGER NOT NULL, etag TEXT, tree_path TEXT NOT NULL, modified INTEGER NOT NULL,
+                PRIMARY KEY(server, item_id, id));
+            CREATE TABLE downloads(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL,
+                status TEXT NOT NULL, attempt INTEGER NOT NULL, validator TEXT, total INTEGER NOT NULL,
+                ranges TEXT NOT NULL, partial TEXT NOT NULL, reason TEXT, awaiting_validation INTEGER NOT NULL DEFAULT 0,
+                updated INTEGER NOT NULL, PRIMARY KEY(server, item_id, source_id));
+            """)
     }
 
     /// v2: per-segment SHA-256 digests and pinning. v1 recorded ranges without digests, so they
     /// cannot be re-verified: they are dropped (fail closed) and will be fetched again.
     static func migrateV1toV2(_ c: Connection) throws {
-        try c.exec("""
-        ALTER TABLE downloads ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
-        UPDATE downloads SET ranges = '', awaiting_validation = 0, reason = 'index upgraded; bytes will be fetched and verified again' WHERE ranges != '';
-        CREATE TABLE segments(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL, attempt INTEGER NOT NULL,
-            lower INTEGER NOT NULL, upper INTEGER NOT NULL, sha256 TEXT NOT NULL, PRIMARY KEY(server, item_id, source_id, lower));
-        UPDATE meta SET value = '2' WHERE key = 'schema_version';
-        """)
+        try c.exec(
+            """
+            ALTER TABLE downloads ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+            UPDATE downloads SET ranges = '', awaiting_validation = 0, reason = 'index upgraded; bytes will be fetched and verified again' WHERE ranges != '';
+            CREATE TABLE segments(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL, attempt INTEGER NOT NULL,
+                lower INTEGER NOT NULL, upper INTEGER NOT NULL, sha256 TEXT NOT NULL, PRIMARY KEY(server, item_id, source_id, lower));
+            UPDATE meta SET value = '2' WHERE key = 'schema_version';
+            """)
     }
 
     /// v3: media sources removed on the server but still stored locally stay in the tree,
     /// marked orphaned, until the user removes them.
     static func migrateV2toV3(_ c: Connection) throws {
-        try c.exec("""
-        ALTER TABLE media_sources ADD COLUMN orphaned INTEGER NOT NULL DEFAULT 0;
-        UPDATE meta SET value = '3' WHERE key = 'schema_version';
-        """)
+        try c.exec(
+            """
+            ALTER TABLE media_sources ADD COLUMN orphaned INTEGER NOT NULL DEFAULT 0;
+            UPDATE meta SET value = '3' WHERE key = 'schema_version';
+            """)
     }
 
     /// v4: each download remembers the source tag (ETag of the media source, Plex part key) of
@@ -77,55 +93,60 @@ extension OfflineIndex {
     /// restart. Rows that cannot be decoded move to `quarantine`, verbatim, instead of being
     /// guessed at or dropped.
     static func migrateV3toV4(_ c: Connection) throws {
-        try c.exec("""
-        ALTER TABLE downloads ADD COLUMN source_tag TEXT;
-        ALTER TABLE downloads ADD COLUMN job TEXT;
-        ALTER TABLE media_sources ADD COLUMN bitrate INTEGER;
-        CREATE TABLE quarantine(id INTEGER PRIMARY KEY, source TEXT NOT NULL, row TEXT NOT NULL, partial TEXT,
-            reason TEXT NOT NULL, at INTEGER NOT NULL);
-        UPDATE meta SET value = '4' WHERE key = 'schema_version';
-        """)
+        try c.exec(
+            """
+            ALTER TABLE downloads ADD COLUMN source_tag TEXT;
+            ALTER TABLE downloads ADD COLUMN job TEXT;
+            ALTER TABLE media_sources ADD COLUMN bitrate INTEGER;
+            CREATE TABLE quarantine(id INTEGER PRIMARY KEY, source TEXT NOT NULL, row TEXT NOT NULL, partial TEXT,
+                reason TEXT NOT NULL, at INTEGER NOT NULL);
+            UPDATE meta SET value = '4' WHERE key = 'schema_version';
+            """)
     }
 
     /// v5: segment digests name their algorithm (`SegmentDigest`): new segments are XXH3-128;
     /// the SHA-256 digests already stored stay valid and are checked as SHA-256.
     static func migrateV4toV5(_ c: Connection) throws {
-        try c.exec("""
-        ALTER TABLE segments RENAME COLUMN sha256 TO digest;
-        UPDATE meta SET value = '5' WHERE key = 'schema_version';
-        """)
+        try c.exec(
+            """
+            ALTER TABLE segments RENAME COLUMN sha256 TO digest;
+            UPDATE meta SET value = '5' WHERE key = 'schema_version';
+            """)
     }
 
     /// v6: a download remembers its local copy's identity when every byte was last checked
     /// (`DownloadRow.checked`). Older rows have none: they are checked again as they are read.
     static func migrateV5toV6(_ c: Connection) throws {
-        try c.exec("""
-        ALTER TABLE downloads ADD COLUMN checked TEXT;
-        UPDATE meta SET value = '6' WHERE key = 'schema_version';
-        """)
+        try c.exec(
+            """
+            ALTER TABLE downloads ADD COLUMN checked TEXT;
+            UPDATE meta SET value = '6' WHERE key = 'schema_version';
+            """)
     }
 
     /// v7: a media source remembers the item the server's download route takes for it (Emby's
     /// `MediaSourceInfo.ItemId`). Unknown until the next sync; the backend's fallback applies.
     static func migrateV6toV7(_ c: Connection) throws {
-        try c.exec("""
-        ALTER TABLE media_sources ADD COLUMN remote_item TEXT;
-        UPDATE meta SET value = '7' WHERE key = 'schema_version';
-        """)
+        try c.exec(
+            """
+            ALTER TABLE media_sources ADD COLUMN remote_item TEXT;
+            UPDATE meta SET value = '7' WHERE key = 'schema_version';
+            """)
     }
 
     /// v8: items carry their placement beyond movies and episodes: a track's album, album
     /// artist, disc and track number, and the server's folders of any other item. Existing items
     /// are movies and episodes, which need none of them.
     static func migrateV7toV8(_ c: Connection) throws {
-        try c.exec("""
-        ALTER TABLE items ADD COLUMN album TEXT;
-        ALTER TABLE items ADD COLUMN album_artist TEXT;
-        ALTER TABLE items ADD COLUMN disc INTEGER;
-        ALTER TABLE items ADD COLUMN track INTEGER;
-        ALTER TABLE items ADD COLUMN folders TEXT;
-        UPDATE meta SET value = '8' WHERE key = 'schema_version';
-        """)
+        try c.exec(
+            """
+            ALTER TABLE items ADD COLUMN album TEXT;
+            ALTER TABLE items ADD COLUMN album_artist TEXT;
+            ALTER TABLE items ADD COLUMN disc INTEGER;
+            ALTER TABLE items ADD COLUMN track INTEGER;
+            ALTER TABLE items ADD COLUMN folders TEXT;
+            UPDATE meta SET value = '8' WHERE key = 'schema_version';
+            """)
     }
 
     /// An item's folders in one column (a unit separator between names: no folder name has one).
@@ -150,22 +171,24 @@ extension OfflineIndex {
     /// v9: a library Labstream cannot place is kept with why (`server list` says it), instead of
     /// being forgotten. Existing libraries are all placed ones.
     static func migrateV8toV9(_ c: Connection) throws {
-        try c.exec("""
-        ALTER TABLE libraries ADD COLUMN left_out TEXT;
-        UPDATE meta SET value = '9' WHERE key = 'schema_version';
-        """)
+        try c.exec(
+            """
+            ALTER TABLE libraries ADD COLUMN left_out TEXT;
+            UPDATE meta SET value = '9' WHERE key = 'schema_version';
+            """)
     }
 
     /// v10: the server's record of each copy this device holds (Silo's managed download
     /// entries), one per item: its id (NULL while a create's answer is awaited), revision,
     /// state, what was reported and when, and the manifest the copy was checked against.
     static func migrateV9toV10(_ c: Connection) throws {
-        try c.exec("""
-        CREATE TABLE managed_entries(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL, entry_id TEXT,
-            revision INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL DEFAULT '', delivery TEXT NOT NULL DEFAULT 'original',
-            reported TEXT, reported_at INTEGER, manifest TEXT, PRIMARY KEY(server, item_id));
-        UPDATE meta SET value = '10' WHERE key = 'schema_version';
-        """)
+        try c.exec(
+            """
+            CREATE TABLE managed_entries(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL, entry_id TEXT,
+                revision INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL DEFAULT '', delivery TEXT NOT NULL DEFAULT 'original',
+                reported TEXT, reported_at INTEGER, manifest TEXT, PRIMARY KEY(server, item_id));
+            UPDATE meta SET value = '10' WHERE key = 'schema_version';
+            """)
     }
 
     /// v11: monitored series (mode, delete-watched, cap, the episodes it had when made, the
@@ -174,60 +197,64 @@ extension OfflineIndex {
     /// each monitor did to an episode (`pinned` it, or the person `declined` it by unpinning);
     /// the user's watched state per item.
     static func migrateV10toV11(_ c: Connection) throws {
-        try c.exec("""
-        ALTER TABLE items ADD COLUMN played INTEGER NOT NULL DEFAULT 0;
-        ALTER TABLE items ADD COLUMN details TEXT;
-        CREATE TABLE series_details(server TEXT NOT NULL, series_id TEXT NOT NULL, details TEXT NOT NULL, PRIMARY KEY(server, series_id));
-        CREATE TABLE monitors(server TEXT NOT NULL, series_id TEXT NOT NULL, mode TEXT NOT NULL, delete_watched INTEGER NOT NULL DEFAULT 0,
-            max_storage INTEGER, baseline TEXT NOT NULL DEFAULT '', created INTEGER NOT NULL, remote_id TEXT, remote_etag TEXT,
-            PRIMARY KEY(server, series_id));
-        CREATE TABLE monitored_episodes(server TEXT NOT NULL, item_id TEXT NOT NULL, series_id TEXT NOT NULL, source_id TEXT NOT NULL,
-            state TEXT NOT NULL, PRIMARY KEY(server, item_id));
-        UPDATE meta SET value = '11' WHERE key = 'schema_version';
-        """)
+        try c.exec(
+            """
+            ALTER TABLE items ADD COLUMN played INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE items ADD COLUMN details TEXT;
+            CREATE TABLE series_details(server TEXT NOT NULL, series_id TEXT NOT NULL, details TEXT NOT NULL, PRIMARY KEY(server, series_id));
+            CREATE TABLE monitors(server TEXT NOT NULL, series_id TEXT NOT NULL, mode TEXT NOT NULL, delete_watched INTEGER NOT NULL DEFAULT 0,
+                max_storage INTEGER, baseline TEXT NOT NULL DEFAULT '', created INTEGER NOT NULL, remote_id TEXT, remote_etag TEXT,
+                PRIMARY KEY(server, series_id));
+            CREATE TABLE monitored_episodes(server TEXT NOT NULL, item_id TEXT NOT NULL, series_id TEXT NOT NULL, source_id TEXT NOT NULL,
+                state TEXT NOT NULL, PRIMARY KEY(server, item_id));
+            UPDATE meta SET value = '11' WHERE key = 'schema_version';
+            """)
     }
 
     /// v12: artwork and subtitles stored beside the media (`side/`), or why the last try failed.
     static func migrateV11toV12(_ c: Connection) throws {
-        try c.exec("""
-        CREATE TABLE side_assets(server TEXT NOT NULL, item_id TEXT NOT NULL, asset TEXT NOT NULL, state TEXT NOT NULL, tag TEXT, file TEXT,
-            ext TEXT, size INTEGER NOT NULL DEFAULT 0, reason TEXT, attempts INTEGER NOT NULL DEFAULT 0, retry_at INTEGER NOT NULL DEFAULT 0,
-            PRIMARY KEY(server, item_id, asset));
-        UPDATE meta SET value = '12' WHERE key = 'schema_version';
-        """)
+        try c.exec(
+            """
+            CREATE TABLE side_assets(server TEXT NOT NULL, item_id TEXT NOT NULL, asset TEXT NOT NULL, state TEXT NOT NULL, tag TEXT, file TEXT,
+                ext TEXT, size INTEGER NOT NULL DEFAULT 0, reason TEXT, attempts INTEGER NOT NULL DEFAULT 0, retry_at INTEGER NOT NULL DEFAULT 0,
+                PRIMARY KEY(server, item_id, asset));
+            UPDATE meta SET value = '12' WHERE key = 'schema_version';
+            """)
     }
 
     /// v13: what a server tells only item by item (Plex: subtitle streams, chapters), asked once
     /// per version of the item (`tag`) and kept apart from the catalog, which a sync rewrites.
     static func migrateV12toV13(_ c: Connection) throws {
-        try c.exec("""
-        CREATE TABLE item_extras(server TEXT NOT NULL, item_id TEXT NOT NULL, tag TEXT NOT NULL, details TEXT, PRIMARY KEY(server, item_id));
-        UPDATE meta SET value = '13' WHERE key = 'schema_version';
-        """)
+        try c.exec(
+            """
+            CREATE TABLE item_extras(server TEXT NOT NULL, item_id TEXT NOT NULL, tag TEXT NOT NULL, details TEXT, PRIMARY KEY(server, item_id));
+            UPDATE meta SET value = '13' WHERE key = 'schema_version';
+            """)
     }
 
     /// v14: the size and digest of each generated `.nfo` as last made, so a mount need not make
     /// 100 000 documents to learn their sizes. A cache: triggers drop a document's row whenever
     /// the catalog rows it is made from change, whichever code writes them.
     static func migrateV13toV14(_ c: Connection) throws {
-        try c.exec("""
-        CREATE TABLE documents(server TEXT NOT NULL, doc TEXT NOT NULL, format INTEGER NOT NULL, size INTEGER NOT NULL, digest INTEGER NOT NULL,
-            PRIMARY KEY(server, doc));
-        CREATE TRIGGER documents_item_inserted AFTER INSERT ON items BEGIN
-            DELETE FROM documents WHERE server = NEW.server AND doc = 'item:' || NEW.id; END;
-        CREATE TRIGGER documents_item_updated AFTER UPDATE ON items BEGIN
-            DELETE FROM documents WHERE (server = OLD.server AND doc = 'item:' || OLD.id) OR (server = NEW.server AND doc = 'item:' || NEW.id); END;
-        CREATE TRIGGER documents_item_deleted AFTER DELETE ON items BEGIN
-            DELETE FROM documents WHERE server = OLD.server AND doc = 'item:' || OLD.id; END;
-        CREATE TRIGGER documents_series_inserted AFTER INSERT ON series_details BEGIN
-            DELETE FROM documents WHERE server = NEW.server AND doc >= 'series:' || NEW.series_id || char(10) AND doc < 'series:' || NEW.series_id || char(11); END;
-        CREATE TRIGGER documents_series_updated AFTER UPDATE ON series_details BEGIN
-            DELETE FROM documents WHERE (server = OLD.server AND doc >= 'series:' || OLD.series_id || char(10) AND doc < 'series:' || OLD.series_id || char(11))
-                OR (server = NEW.server AND doc >= 'series:' || NEW.series_id || char(10) AND doc < 'series:' || NEW.series_id || char(11)); END;
-        CREATE TRIGGER documents_series_deleted AFTER DELETE ON series_details BEGIN
-            DELETE FROM documents WHERE server = OLD.server AND doc >= 'series:' || OLD.series_id || char(10) AND doc < 'series:' || OLD.series_id || char(11); END;
-        UPDATE meta SET value = '14' WHERE key = 'schema_version';
-        """)
+        try c.exec(
+            """
+            CREATE TABLE documents(server TEXT NOT NULL, doc TEXT NOT NULL, format INTEGER NOT NULL, size INTEGER NOT NULL, digest INTEGER NOT NULL,
+                PRIMARY KEY(server, doc));
+            CREATE TRIGGER documents_item_inserted AFTER INSERT ON items BEGIN
+                DELETE FROM documents WHERE server = NEW.server AND doc = 'item:' || NEW.id; END;
+            CREATE TRIGGER documents_item_updated AFTER UPDATE ON items BEGIN
+                DELETE FROM documents WHERE (server = OLD.server AND doc = 'item:' || OLD.id) OR (server = NEW.server AND doc = 'item:' || NEW.id); END;
+            CREATE TRIGGER documents_item_deleted AFTER DELETE ON items BEGIN
+                DELETE FROM documents WHERE server = OLD.server AND doc = 'item:' || OLD.id; END;
+            CREATE TRIGGER documents_series_inserted AFTER INSERT ON series_details BEGIN
+                DELETE FROM documents WHERE server = NEW.server AND doc >= 'series:' || NEW.series_id || char(10) AND doc < 'series:' || NEW.series_id || char(11); END;
+            CREATE TRIGGER documents_series_updated AFTER UPDATE ON series_details BEGIN
+                DELETE FROM documents WHERE (server = OLD.server AND doc >= 'series:' || OLD.series_id || char(10) AND doc < 'series:' || OLD.series_id || char(11))
+                    OR (server = NEW.server AND doc >= 'series:' || NEW.series_id || char(10) AND doc < 'series:' || NEW.series_id || char(11)); END;
+            CREATE TRIGGER documents_series_deleted AFTER DELETE ON series_details BEGIN
+                DELETE FROM documents WHERE server = OLD.server AND doc >= 'series:' || OLD.series_id || char(10) AND doc < 'series:' || OLD.series_id || char(11); END;
+            UPDATE meta SET value = '14' WHERE key = 'schema_version';
+            """)
     }
 
     /// v15: a paused row keeps why (`PauseCause`) beside its sentence. Older pauses get the

@@ -23,8 +23,10 @@ extension OfflineIndex {
         public var attempts: Int
         public var retryAt: Int64
 
-        public init(key: SideAssetKey, state: SideAssetState, tag: String?, file: String?, fileExtension: String?, size: Int64,
-                    reason: String?, attempts: Int, retryAt: Int64) {
+        public init(
+            key: SideAssetKey, state: SideAssetState, tag: String?, file: String?, fileExtension: String?, size: Int64,
+            reason: String?, attempts: Int, retryAt: Int64
+        ) {
             self.key = key
             self.state = state
             self.tag = tag
@@ -40,14 +42,19 @@ extension OfflineIndex {
     public func sideAssets(server: String? = nil) throws(LabstreamError) -> [SideAssetRow] {
         try read("side assets") {
             let condition = server == nil ? "" : " WHERE server=?"
-            return try db.query("SELECT server, item_id, asset, state, tag, file, ext, size, reason, attempts, retry_at FROM side_assets\(condition)",
-                                server.map { [SQLValue.text($0)] } ?? []).compactMap { r in
-                guard let server = r[0].text, let item = r[1].text, let asset = r[2].text, let state = r[3].text.flatMap(SideAssetState.init) else { return nil }
+            return try db.query(
+                "SELECT server, item_id, asset, state, tag, file, ext, size, reason, attempts, retry_at FROM side_assets\(condition)",
+                server.map { [SQLValue.text($0)] } ?? []
+            ).compactMap { r in
+                guard let server = r[0].text, let item = r[1].text, let asset = r[2].text, let state = r[3].text.flatMap(SideAssetState.init) else {
+                    return nil
+                }
                 // A stored file must be one of ours (a damaged index cannot point elsewhere).
                 let file = r[5].text.flatMap { DataLayout.isValidSideAssetPath($0) ? $0 : nil }
-                return SideAssetRow(key: SideAssetKey(server: server, itemId: item, asset: asset), state: state == .stored && file == nil ? .failed : state,
-                                    tag: r[4].text, file: file, fileExtension: r[6].text, size: r[7].int ?? 0, reason: r[8].text,
-                                    attempts: Int(r[9].int ?? 0), retryAt: r[10].int ?? 0)
+                return SideAssetRow(
+                    key: SideAssetKey(server: server, itemId: item, asset: asset), state: state == .stored && file == nil ? .failed : state,
+                    tag: r[4].text, file: file, fileExtension: r[6].text, size: r[7].int ?? 0, reason: r[8].text,
+                    attempts: Int(r[9].int ?? 0), retryAt: r[10].int ?? 0)
             }
         }
     }
@@ -59,10 +66,13 @@ extension OfflineIndex {
 
     public func saveSideAsset(_ row: SideAssetRow) throws(LabstreamError) {
         do {
-            try db.run("INSERT OR REPLACE INTO side_assets(server, item_id, asset, state, tag, file, ext, size, reason, attempts, retry_at) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-                       [.text(row.key.server), .text(row.key.itemId), .text(row.key.asset), .text(row.state.rawValue), row.tag.map(SQLValue.text) ?? .null,
-                        row.file.map(SQLValue.text) ?? .null, row.fileExtension.map(SQLValue.text) ?? .null, .int(row.size),
-                        row.reason.map(SQLValue.text) ?? .null, .int(Int64(row.attempts)), .int(row.retryAt)])
+            try db.run(
+                "INSERT OR REPLACE INTO side_assets(server, item_id, asset, state, tag, file, ext, size, reason, attempts, retry_at) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                [
+                    .text(row.key.server), .text(row.key.itemId), .text(row.key.asset), .text(row.state.rawValue), row.tag.map(SQLValue.text) ?? .null,
+                    row.file.map(SQLValue.text) ?? .null, row.fileExtension.map(SQLValue.text) ?? .null, .int(row.size),
+                    row.reason.map(SQLValue.text) ?? .null, .int(Int64(row.attempts)), .int(row.retryAt)
+                ])
         } catch { throw .storage("recording the side asset \(row.key) failed: \(error)") }
     }
 
@@ -88,8 +98,9 @@ extension OfflineIndex {
 
     public func saveItemExtras(server: String, itemId: String, tag: String, details: ItemDetails?) throws(LabstreamError) {
         do {
-            try db.run("INSERT OR REPLACE INTO item_extras(server, item_id, tag, details) VALUES(?,?,?,?)",
-                       [.text(server), .text(itemId), .text(tag), Self.encodeDetails(details)])
+            try db.run(
+                "INSERT OR REPLACE INTO item_extras(server, item_id, tag, details) VALUES(?,?,?,?)",
+                [.text(server), .text(itemId), .text(tag), Self.encodeDetails(details)])
         } catch { throw .storage("recording what \(server) said of item \(itemId) failed: \(error)") }
     }
 

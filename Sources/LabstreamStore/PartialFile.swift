@@ -1,7 +1,8 @@
 import CLinux
 import LabstreamCore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A sparse file holding whatever bytes of a remote file are present, at their own offsets.

@@ -28,12 +28,15 @@ public final class InMemoryTransport: HTTPTransport, Sendable {
         return response
     }
 
-    public func fetchRange(_ request: HTTPRequest, expectation: RangeExpectation,
-                           sink: (UnsafeRawBufferPointer, Int64, Validator?) throws -> Void) throws(TransportError) -> RangeTransferResult {
+    public func fetchRange(
+        _ request: HTTPRequest, expectation: RangeExpectation,
+        sink: (UnsafeRawBufferPointer, Int64, Validator?) throws -> Void
+    ) throws(TransportError) -> RangeTransferResult {
         let response = answer(request)
-        let verdict = RangeResponsePolicy.judge(status: response.status, contentRange: response.header("Content-Range"),
-                                                etag: response.header("ETag"), lastModified: response.header("Last-Modified"),
-                                                contentEncoding: response.header("Content-Encoding"), expected: expectation)
+        let verdict = RangeResponsePolicy.judge(
+            status: response.status, contentRange: response.header("Content-Range"),
+            etag: response.header("ETag"), lastModified: response.header("Last-Modified"),
+            contentEncoding: response.header("Content-Encoding"), expected: expectation)
         let body: ArraySlice<UInt8>
         let validator: Validator?
         switch verdict {
@@ -51,11 +54,14 @@ public final class InMemoryTransport: HTTPTransport, Sendable {
         } catch {
             throw .aborted("writing the partial failed: \(error)")
         }
-        return RangeTransferResult(verdict: .accept(validator: validator, total: expectation.total), bytesWritten: Int64(body.count),
-                                   status: response.status, retryAfter: response.header("Retry-After"))
+        return RangeTransferResult(
+            verdict: .accept(validator: validator, total: expectation.total), bytesWritten: Int64(body.count),
+            status: response.status, retryAfter: response.header("Retry-After"))
     }
 
-    public func fetchStream(_ request: HTTPRequest, sink: (UnsafeRawBufferPointer, Int64) throws -> Void) throws(TransportError) -> (status: Int, written: Int64) {
+    public func fetchStream(_ request: HTTPRequest, sink: (UnsafeRawBufferPointer, Int64) throws -> Void) throws(TransportError) -> (
+        status: Int, written: Int64
+    ) {
         let response = answer(request)
         guard response.status == 200 else { return (response.status, 0) }
         do { try deliver(response.body[...]) { piece, at in try sink(piece, at) } } catch { throw .aborted("writing the copy failed: \(error)") }
@@ -83,7 +89,8 @@ public final class InMemoryTransport: HTTPTransport, Sendable {
         let first = Int64(ends.first ?? "") ?? 0
         let last = min(ends.count > 1 ? Int64(ends[1]) ?? total - 1 : total - 1, total - 1)
         guard first <= last else { return HTTPResponse(status: 416, headers: ["content-range": "bytes */\(total)"], body: []) }
-        return HTTPResponse(status: 206, headers: ["etag": etag, "content-range": "bytes \(first)-\(last)/\(total)"],
-                            body: Array(bytes[Int(first)...Int(last)]))
+        return HTTPResponse(
+            status: 206, headers: ["etag": etag, "content-range": "bytes \(first)-\(last)/\(total)"],
+            body: Array(bytes[Int(first)...Int(last)]))
     }
 }

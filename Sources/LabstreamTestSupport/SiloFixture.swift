@@ -315,7 +315,7 @@ public final class SiloFixture: Sendable {
         state.withLock { s in
             guard let i = s.downloads.firstIndex(where: { $0.id == id }) else { return false }
             s.downloads[i].revision += 1
-            s.downloads[i].statusEventAt = nil   // the latest event is per revision (§ 4.3)
+            s.downloads[i].statusEventAt = nil  // the latest event is per revision (§ 4.3)
             return true
         }
     }
@@ -366,10 +366,11 @@ public final class SiloFixture: Sendable {
     public var downloadEntries: [SiloDownloadSnapshot] {
         state.withLock { s in
             s.downloads.map {
-                SiloDownloadSnapshot(id: $0.id, contentId: $0.contentId, episodeId: $0.episodeId, batchId: $0.batchId,
-                                     deviceId: $0.deviceId, profileId: $0.profileId, mediaFileId: $0.mediaFileId,
-                                     status: $0.status, quality: $0.quality, deliveryFormat: $0.deliveryFormat,
-                                     revision: $0.revision)
+                SiloDownloadSnapshot(
+                    id: $0.id, contentId: $0.contentId, episodeId: $0.episodeId, batchId: $0.batchId,
+                    deviceId: $0.deviceId, profileId: $0.profileId, mediaFileId: $0.mediaFileId,
+                    status: $0.status, quality: $0.quality, deliveryFormat: $0.deliveryFormat,
+                    revision: $0.revision)
             }
         }
     }
@@ -389,10 +390,11 @@ public final class SiloFixture: Sendable {
     public var subscriptions: [SiloSubscriptionSnapshot] {
         state.withLock { s in
             s.subscriptions.map {
-                SiloSubscriptionSnapshot(id: $0.id, seriesId: $0.seriesId, mode: $0.mode, seasonNumbers: $0.seasonNumbers,
-                                         targetSeason: $0.targetSeason, deleteWatched: $0.deleteWatched,
-                                         maxStorageBytes: $0.maxStorageBytes, active: $0.active, etag: $0.etag,
-                                         deviceId: $0.deviceId, profileId: $0.profileId)
+                SiloSubscriptionSnapshot(
+                    id: $0.id, seriesId: $0.seriesId, mode: $0.mode, seasonNumbers: $0.seasonNumbers,
+                    targetSeason: $0.targetSeason, deleteWatched: $0.deleteWatched,
+                    maxStorageBytes: $0.maxStorageBytes, active: $0.active, etag: $0.etag,
+                    deviceId: $0.deviceId, profileId: $0.profileId)
             }
         }
     }
@@ -419,8 +421,9 @@ public final class SiloFixture: Sendable {
         return state.withLock { s in
             guard let i = s.subscriptions.firstIndex(where: { $0.id == id }) else { return false }
             let widen: [Int]? = mode == "specific_seasons" && s.subscriptions[i].seasonNumbers.isEmpty ? everySeason : nil
-            return s.subscriptions[i].apply(mode: mode, seasonNumbers: widen, deleteWatched: deleteWatched, maxStorageBytes: nil,
-                                            active: nil, latestSeason: latestSeason, now: now)
+            return s.subscriptions[i].apply(
+                mode: mode, seasonNumbers: widen, deleteWatched: deleteWatched, maxStorageBytes: nil,
+                active: nil, latestSeason: latestSeason, now: now)
         }
     }
 
@@ -561,8 +564,9 @@ public final class SiloFixture: Sendable {
         // api-contract.md § What Huma covers: Silo 1.0 answers the whole /api/v1 namespace with
         // 410 Gone, the client_upgrade_required problem and Cache-Control: no-store.
         if path == "/api/v1" || path.hasPrefix("/api/v1/") {
-            return problemResponse(requestId: requestId, .clientUpgradeRequired,
-                                   "The /api/v1 surface is retired; upgrade the client to /api/v2.")
+            return problemResponse(
+                requestId: requestId, .clientUpgradeRequired,
+                "The /api/v1 surface is retired; upgrade the client to /api/v2.")
         }
         // api-contract.md § Foundation: the v2 surface is /api/v2/ and below; the bare namespace
         // root is an ordinary unrouted path.
@@ -574,11 +578,13 @@ public final class SiloFixture: Sendable {
             case .status(let code):
                 // api-contract.md § Problem Details: Retry-After accompanies every 429.
                 let retry: [(String, String)] = code == 429 ? [("Retry-After", "1")] : []
-                return problemResponse(requestId: requestId, SiloProblem.forStatus(code), "Injected failure.",
-                                       headers: retry, status: code)
+                return problemResponse(
+                    requestId: requestId, SiloProblem.forStatus(code), "Injected failure.",
+                    headers: retry, status: code)
             case .statusRetryAfter(let code, let after):
-                return problemResponse(requestId: requestId, SiloProblem.forStatus(code), "Injected failure.",
-                                       headers: [("Retry-After", after)], status: code)
+                return problemResponse(
+                    requestId: requestId, SiloProblem.forStatus(code), "Injected failure.",
+                    headers: [("Retry-After", after)], status: code)
             case .stall(let seconds):
                 Thread.sleep(forTimeInterval: seconds)
                 fault = nil
@@ -586,8 +592,9 @@ public final class SiloFixture: Sendable {
                 break
             }
         }
-        let ctx = SiloCtx(request: request, requestId: requestId, logId: logId, fault: fault,
-                      path: String(path.dropFirst("/api/v2/".count)))
+        let ctx = SiloCtx(
+            request: request, requestId: requestId, logId: logId, fault: fault,
+            path: String(path.dropFirst("/api/v2/".count)))
         var response: HTTPServer.Response
         do {
             response = try dispatch(ctx)
@@ -597,7 +604,8 @@ public final class SiloFixture: Sendable {
             response = problemResponse(requestId: requestId, .internalError, "An unexpected error occurred.")
         }
         if let fault, case .bytes(let bytes) = response.body,
-           response.headers.contains(where: { $0.0 == "Content-Type" && $0.1.hasPrefix("application/json") }) {
+            response.headers.contains(where: { $0.0 == "Content-Type" && $0.1.hasPrefix("application/json") })
+        {
             switch fault {
             case .malformedJSON: response.body = .bytes(Array("{\"items\": [{\"content_id\": ,".utf8))
             case .truncatedJSON: response.body = .bytes(Array(bytes.prefix(max(1, bytes.count / 2))))
@@ -630,8 +638,10 @@ public final class SiloFixture: Sendable {
     }
 
     private func routeTable() -> [SiloRoute] {
-        func route(_ pattern: String, raw: Bool = false,
-                   _ handlers: [String: (SiloCtx, [String]) throws -> HTTPServer.Response]) -> SiloRoute {
+        func route(
+            _ pattern: String, raw: Bool = false,
+            _ handlers: [String: (SiloCtx, [String]) throws -> HTTPServer.Response]
+        ) -> SiloRoute {
             SiloRoute(pattern: pattern.split(separator: "/").map(String.init), raw: raw, handlers: handlers)
         }
         return [
@@ -658,41 +668,53 @@ public final class SiloFixture: Sendable {
             route("catalog/series/*/seasons", ["GET": { c, p in try self.listSeriesSeasons(c, p[0]) }]),
             route("catalog/series/*/seasons/*", ["GET": { c, p in try self.getSeriesSeason(c, p[0], p[1]) }]),
             route("catalog/series/*/seasons/*/episodes", ["GET": { c, p in try self.listSeasonEpisodes(c, p[0], p[1]) }]),
-            route("direct-download", raw: true, [
-                "GET": { c, _ in try self.directDownload(c) },
-                "HEAD": { c, _ in try self.directDownload(c) },
-            ]),
+            route(
+                "direct-download", raw: true,
+                [
+                    "GET": { c, _ in try self.directDownload(c) },
+                    "HEAD": { c, _ in try self.directDownload(c) }
+                ]),
             route("capabilities/downloads", ["GET": { c, _ in try self.getDownloadCapability(c) }]),
-            route("downloads", [
-                "GET": { c, _ in try self.listDownloads(c) },
-                "POST": { c, _ in try self.createDownloads(c) },
-            ]),
+            route(
+                "downloads",
+                [
+                    "GET": { c, _ in try self.listDownloads(c) },
+                    "POST": { c, _ in try self.createDownloads(c) }
+                ]),
             // Before "downloads/*": a two- or three-segment subscription path must not be taken for
             // a download id.
-            route("downloads/subscriptions", [
-                "GET": { c, _ in try self.listDownloadSubscriptions(c) },
-                "POST": { c, _ in try self.createDownloadSubscription(c) },
-            ]),
+            route(
+                "downloads/subscriptions",
+                [
+                    "GET": { c, _ in try self.listDownloadSubscriptions(c) },
+                    "POST": { c, _ in try self.createDownloadSubscription(c) }
+                ]),
             route("downloads/subscriptions/sync", ["POST": { c, _ in try self.syncDownloadSubscription(c) }]),
-            route("downloads/subscriptions/*", [
-                "GET": { c, p in try self.getDownloadSubscription(c, p[0]) },
-                "PATCH": { c, p in try self.updateDownloadSubscription(c, p[0]) },
-                "DELETE": { c, p in try self.deleteDownloadSubscription(c, p[0]) },
-            ]),
+            route(
+                "downloads/subscriptions/*",
+                [
+                    "GET": { c, p in try self.getDownloadSubscription(c, p[0]) },
+                    "PATCH": { c, p in try self.updateDownloadSubscription(c, p[0]) },
+                    "DELETE": { c, p in try self.deleteDownloadSubscription(c, p[0]) }
+                ]),
             route("downloads/batches/*/manifests", ["GET": { c, p in try self.listDownloadBatchManifests(c, p[0]) }]),
-            route("downloads/*", [
-                "PATCH": { c, p in try self.reportDownloadStatus(c, p[0]) },
-                "DELETE": { c, p in try self.deleteDownload(c, p[0]) },
-            ]),
-            route("downloads/*/file", raw: true, [
-                "GET": { c, p in try self.downloadFile(c, p[0]) },
-                "HEAD": { c, p in try self.downloadFile(c, p[0]) },
-            ]),
+            route(
+                "downloads/*",
+                [
+                    "PATCH": { c, p in try self.reportDownloadStatus(c, p[0]) },
+                    "DELETE": { c, p in try self.deleteDownload(c, p[0]) }
+                ]),
+            route(
+                "downloads/*/file", raw: true,
+                [
+                    "GET": { c, p in try self.downloadFile(c, p[0]) },
+                    "HEAD": { c, p in try self.downloadFile(c, p[0]) }
+                ]),
             route("downloads/*/manifest", ["GET": { c, p in try self.getDownloadManifest(c, p[0]) }]),
             // downloads-api.md § 4.8 / § 4.9: GET only (Go registers no HEAD for them), binary answers.
             route("downloads/*/artwork/*", raw: true, ["GET": { c, p in try self.downloadArtwork(c, p[0], p[1]) }]),
             route("downloads/*/subtitles/*", raw: true, ["GET": { c, p in try self.downloadSubtitle(c, p[0], p[1]) }]),
-            route("progress", ["GET": { c, _ in try self.listProgress(c) }]),
+            route("progress", ["GET": { c, _ in try self.listProgress(c) }])
         ]
     }
 
@@ -707,10 +729,13 @@ public final class SiloFixture: Sendable {
             ("server_version", SiloJ.string("silo-fixture")),
             ("api_major", SiloJ.num(2)),
             ("contract_digest", SiloJ.string(siloHexString(siloSHA256Digest(Array("silo-fixture-contract".utf8))))),
-            ("links", SiloJ.obj([
-                ("openapi", SiloJ.string("/api/v2/openapi.json")),
-                ("capabilities", SiloJ.string("/api/v2/capabilities")),
-            ])),
+            (
+                "links",
+                SiloJ.obj([
+                    ("openapi", SiloJ.string("/api/v2/openapi.json")),
+                    ("capabilities", SiloJ.string("/api/v2/capabilities"))
+                ])
+            )
         ])
         return json(body, cache: "no-cache")
     }
@@ -725,7 +750,7 @@ public final class SiloFixture: Sendable {
             ("id", SiloJ.string("local")),
             ("display_name", SiloJ.string("Local")),
             ("mode", SiloJ.string("credentials")),
-            ("default", SiloJ.bool(true)),
+            ("default", SiloJ.bool(true))
         ])
         return json(SiloJ.obj([("items", SiloJ.array([local])), ("password_login", SiloJ.bool(true))]))
     }
@@ -736,16 +761,19 @@ public final class SiloFixture: Sendable {
     // wrong credentials are 401 invalid_token.
     private func login(_ c: SiloCtx) throws -> HTTPServer.Response {
         try rejectUnknownQuery(c, [])
-        let body = try parseBody(c, [
-            SiloMember("username", .string, required: true, minLength: 1, maxLength: 254),
-            SiloMember("password", .string, required: true, minLength: 1, maxLength: 1024),
-            SiloMember("provider", .string, maxLength: 64),
-        ])
+        let body = try parseBody(
+            c,
+            [
+                SiloMember("username", .string, required: true, minLength: 1, maxLength: 254),
+                SiloMember("password", .string, required: true, minLength: 1, maxLength: 1024),
+                SiloMember("provider", .string, maxLength: 64)
+            ])
         let username = body["username"]?.stringValue ?? ""
         let password = body["password"]?.stringValue ?? ""
         let provider = body["provider"]?.stringValue ?? ""
         guard provider.isEmpty || provider == "local",
-              username == configuration.username, password == configuration.password else {
+            username == configuration.username, password == configuration.password
+        else {
             throw problem(c, .invalidToken, "Invalid username or password.")
         }
         let device = c.header("user-agent") ?? ""
@@ -780,11 +808,12 @@ public final class SiloFixture: Sendable {
         case .revoked:
             throw problem(c, .sessionExpired, "The session is no longer valid; sign in again.")
         case .issued(let pair):
-            return json(SiloJ.obj([
-                ("access_token", SiloJ.string(pair.access)),
-                ("refresh_token", SiloJ.string(pair.refresh)),
-                ("expires_in", SiloJ.num(lifetime)),
-            ]))
+            return json(
+                SiloJ.obj([
+                    ("access_token", SiloJ.string(pair.access)),
+                    ("refresh_token", SiloJ.string(pair.refresh)),
+                    ("expires_in", SiloJ.num(lifetime))
+                ]))
         }
     }
 
@@ -810,14 +839,15 @@ public final class SiloFixture: Sendable {
     // report the two additions"); Go: device_login.go DeviceLoginCapability.
     private func getDeviceLoginCapability(_ c: SiloCtx) throws -> HTTPServer.Response {
         try rejectUnknownQuery(c, [])
-        return json(SiloJ.obj([
-            ("revision", SiloJ.string("1")),
-            ("state", SiloJ.string("available")),
-            ("remote_playback_handoff", SiloJ.bool(false)),
-            ("protocol_versions", SiloJ.array([SiloJ.num(2)])),
-            ("cancel", SiloJ.bool(true)),
-            ("opened_signal", SiloJ.bool(true)),
-        ]), cache: "no-cache")
+        return json(
+            SiloJ.obj([
+                ("revision", SiloJ.string("1")),
+                ("state", SiloJ.string("available")),
+                ("remote_playback_handoff", SiloJ.bool(false)),
+                ("protocol_versions", SiloJ.array([SiloJ.num(2)])),
+                ("cancel", SiloJ.bool(true)),
+                ("opened_signal", SiloJ.bool(true))
+            ]), cache: "no-cache")
     }
 
     // POST /auth/device/start — auth-api.md § Device sign-in (`user_code` eight digits shown as
@@ -826,12 +856,14 @@ public final class SiloFixture: Sendable {
     // DeviceLoginStart (201 Created).
     private func startDeviceLogin(_ c: SiloCtx) throws -> HTTPServer.Response {
         try rejectUnknownQuery(c, [])
-        let body = try parseBody(c, [
-            SiloMember("device_name", .string, maxLength: 128),
-            SiloMember("device_platform", .string, maxLength: 64),
-            SiloMember("client_purpose", .string, oneOf: ["device_login", "remote_playback"]),
-            SiloMember("temporary", .bool),
-        ], bodyOptional: true)
+        let body = try parseBody(
+            c,
+            [
+                SiloMember("device_name", .string, maxLength: 128),
+                SiloMember("device_platform", .string, maxLength: 64),
+                SiloMember("client_purpose", .string, oneOf: ["device_login", "remote_playback"]),
+                SiloMember("temporary", .bool)
+            ], bodyOptional: true)
         let purpose = body["client_purpose"]?.stringValue ?? "device_login"
         let temporary = body["temporary"]?.boolValue ?? false
         if purpose == "remote_playback" && !temporary {
@@ -848,29 +880,31 @@ public final class SiloFixture: Sendable {
                 code = siloRandomDigits(8)
                 attempts += 1
             }
-            let created = SiloDeviceRequest(deviceCode: siloRandomHex(32), userCode: code, browserCode: siloRandomHex(32),
-                                        matchCode: siloMatchWords(), deviceName: name, devicePlatform: platform,
-                                        clientPurpose: purpose, temporary: temporary, createdAt: now,
-                                        expiresAt: now.addingTimeInterval(TimeInterval(lifetime)),
-                                        status: "pending", opened: false)
+            let created = SiloDeviceRequest(
+                deviceCode: siloRandomHex(32), userCode: code, browserCode: siloRandomHex(32),
+                matchCode: siloMatchWords(), deviceName: name, devicePlatform: platform,
+                clientPurpose: purpose, temporary: temporary, createdAt: now,
+                expiresAt: now.addingTimeInterval(TimeInterval(lifetime)),
+                status: "pending", opened: false)
             s.deviceRequests.append(created)
             return created
         }
         let base = publicBase()
-        return json(SiloJ.obj([
-            ("device_code", SiloJ.string(request.deviceCode)),
-            ("user_code", SiloJ.string(siloFormatUserCode(request.userCode))),
-            ("match_code", SiloJ.string(request.matchCode)),
-            ("verification_uri", SiloJ.string(base + "/activate")),
-            ("verification_uri_complete", SiloJ.string(base + "/activate?code=" + request.userCode)),
-            ("expires_at", SiloJ.string(siloInstant(request.expiresAt))),
-            ("expires_in", SiloJ.num(lifetime)),
-            ("interval", SiloJ.num(configuration.devicePollInterval)),
-            ("device_name", SiloJ.string(request.deviceName)),
-            ("device_platform", SiloJ.string(request.devicePlatform)),
-            ("client_purpose", SiloJ.string(request.clientPurpose)),
-            ("temporary", SiloJ.bool(request.temporary)),
-        ]), status: 201)
+        return json(
+            SiloJ.obj([
+                ("device_code", SiloJ.string(request.deviceCode)),
+                ("user_code", SiloJ.string(siloFormatUserCode(request.userCode))),
+                ("match_code", SiloJ.string(request.matchCode)),
+                ("verification_uri", SiloJ.string(base + "/activate")),
+                ("verification_uri_complete", SiloJ.string(base + "/activate?code=" + request.userCode)),
+                ("expires_at", SiloJ.string(siloInstant(request.expiresAt))),
+                ("expires_in", SiloJ.num(lifetime)),
+                ("interval", SiloJ.num(configuration.devicePollInterval)),
+                ("device_name", SiloJ.string(request.deviceName)),
+                ("device_platform", SiloJ.string(request.devicePlatform)),
+                ("client_purpose", SiloJ.string(request.clientPurpose)),
+                ("temporary", SiloJ.bool(request.temporary))
+            ]), status: 201)
     }
 
     // POST /auth/device/poll — auth-api.md § Device sign-in (`opened: true` once an approver
@@ -894,14 +928,15 @@ public final class SiloFixture: Sendable {
                 pair = s.openSession(deviceName: deviceName, now: now, lifetime: lifetime)
                 s.deviceRequests[i].status = "consumed"
             }
-            return SiloPollOutcome(status: status, opened: s.deviceRequests[i].opened,
-                               expiresAt: s.deviceRequests[i].expiresAt, pair: pair)
+            return SiloPollOutcome(
+                status: status, opened: s.deviceRequests[i].opened,
+                expiresAt: s.deviceRequests[i].expiresAt, pair: pair)
         }
         guard let outcome = polled else { throw problem(c, .notFound, "No device sign-in request matches this device code.") }
         var members: [(String, SiloJ?)] = [
             ("status", SiloJ.string(outcome.status)),
             ("poll_after", SiloJ.num(configuration.devicePollInterval)),
-            ("opened", SiloJ.bool(outcome.opened)),
+            ("opened", SiloJ.bool(outcome.opened))
         ]
         if outcome.status == "pending" { members.append(("expires_at", SiloJ.string(siloInstant(outcome.expiresAt)))) }
         if let pair = outcome.pair { members.append(("tokens", tokenPairJSON(pair))) }
@@ -946,7 +981,9 @@ public final class SiloFixture: Sendable {
         }
         let now = Date()
         let looked: SiloDeviceRequest? = state.withLock { s in
-            guard let i = s.deviceRequests.lastIndex(where: { (!code.isEmpty && $0.userCode == code) || (!token.isEmpty && $0.browserCode == token) }) else { return nil }
+            guard let i = s.deviceRequests.lastIndex(where: { (!code.isEmpty && $0.userCode == code) || (!token.isEmpty && $0.browserCode == token) }) else {
+                return nil
+            }
             if s.deviceRequests[i].effectiveStatus(now) == "pending" {
                 s.deviceRequests[i].opened = true
                 let cap = s.deviceRequests[i].createdAt.addingTimeInterval(1800)
@@ -958,20 +995,21 @@ public final class SiloFixture: Sendable {
         guard let found = looked else { throw problem(c, .notFound, "No device sign-in request matches this code.") }
         let status = found.effectiveStatus(now)
         let decidable = status == "pending"
-        return json(SiloJ.obj([
-            ("status", SiloJ.string(status)),
-            ("user_code", SiloJ.string(decidable ? siloFormatUserCode(found.userCode) : "")),
-            ("match_code", SiloJ.string(found.matchCode)),
-            ("device_name", SiloJ.string(found.deviceName)),
-            ("device_platform", SiloJ.string(found.devicePlatform)),
-            ("ip_address_hint", SiloJ.string("127.0.0.x")),
-            ("expires_at", status == "expired" ? nil : SiloJ.string(siloInstant(found.expiresAt))),
-            ("client_purpose", SiloJ.string(found.clientPurpose)),
-            ("temporary", SiloJ.bool(found.temporary)),
-            ("requested_at", SiloJ.string(siloInstant(found.createdAt))),
-            ("server_name", SiloJ.string(configuration.serverName)),
-            ("server_id", SiloJ.string(serverId)),
-        ]))
+        return json(
+            SiloJ.obj([
+                ("status", SiloJ.string(status)),
+                ("user_code", SiloJ.string(decidable ? siloFormatUserCode(found.userCode) : "")),
+                ("match_code", SiloJ.string(found.matchCode)),
+                ("device_name", SiloJ.string(found.deviceName)),
+                ("device_platform", SiloJ.string(found.devicePlatform)),
+                ("ip_address_hint", SiloJ.string("127.0.0.x")),
+                ("expires_at", status == "expired" ? nil : SiloJ.string(siloInstant(found.expiresAt))),
+                ("client_purpose", SiloJ.string(found.clientPurpose)),
+                ("temporary", SiloJ.bool(found.temporary)),
+                ("requested_at", SiloJ.string(siloInstant(found.createdAt))),
+                ("server_name", SiloJ.string(configuration.serverName)),
+                ("server_id", SiloJ.string(serverId))
+            ]))
     }
 
     // POST /auth/device/approve and /auth/device/deny — auth-api.md § Device sign-in (the
@@ -994,7 +1032,9 @@ public final class SiloFixture: Sendable {
         let now = Date()
         let target = approve ? "approved" : "denied"
         let outcome: String? = state.withLock { s in
-            guard let i = s.deviceRequests.lastIndex(where: { (!code.isEmpty && $0.userCode == code) || (!token.isEmpty && $0.browserCode == token) }) else { return nil }
+            guard let i = s.deviceRequests.lastIndex(where: { (!code.isEmpty && $0.userCode == code) || (!token.isEmpty && $0.browserCode == token) }) else {
+                return nil
+            }
             let current = s.deviceRequests[i].effectiveStatus(now)
             if current == "pending" { s.deviceRequests[i].status = target }
             return current
@@ -1024,10 +1064,11 @@ public final class SiloFixture: Sendable {
         let who = try authenticate(c)
         try rejectUnknownQuery(c, [])
         _ = try resolveProfile(c, who, required: false)
-        return json(SiloJ.obj([
-            ("items", SiloJ.array(profiles.map(profileJSON))),
-            ("avatar_upload_enabled", SiloJ.bool(false)),
-        ]))
+        return json(
+            SiloJ.obj([
+                ("items", SiloJ.array(profiles.map(profileJSON))),
+                ("avatar_upload_enabled", SiloJ.bool(false))
+            ]))
     }
 
     // POST /profiles/{id}/verify-pin — api-contract.md § Pilot slice (verifyProfilePIN keeps v1's
@@ -1049,11 +1090,12 @@ public final class SiloFixture: Sendable {
         let token = "pvt_" + siloRandomHex(16)
         let binding = who.bindingKey
         state.withLock { s in s.profileTokens[token] = SiloProfileGrant(profileId: id, bindingKey: binding) }
-        return json(SiloJ.obj([
-            ("valid", SiloJ.bool(true)),
-            ("profile_token", SiloJ.string(token)),
-            ("expires_at", SiloJ.null),
-        ]))
+        return json(
+            SiloJ.obj([
+                ("valid", SiloJ.bool(true)),
+                ("profile_token", SiloJ.string(token)),
+                ("expires_at", SiloJ.null)
+            ]))
     }
 
     // MARK: - Libraries
@@ -1065,16 +1107,28 @@ public final class SiloFixture: Sendable {
         let who = try authenticate(c)
         try rejectUnknownQuery(c, [])
         _ = try resolveProfile(c, who, required: false)
-        return json(SiloJ.obj([("items", SiloJ.array([
-            SiloJ.obj([("id", SiloJ.string("1")), ("name", SiloJ.string(catalog.movieLibraryName)),
-                   ("type", SiloJ.string("movies")), ("sort_order", SiloJ.num(0))]),
-            SiloJ.obj([("id", SiloJ.string("2")), ("name", SiloJ.string(catalog.showLibraryName)),
-                   ("type", SiloJ.string("series")), ("sort_order", SiloJ.num(1))]),
-            // An audiobook library (catalog-api.md § Search media scopes names `audiobook`): its
-            // catalog holds no films or episodes, and downloads-api.md serves nothing else.
-            SiloJ.obj([("id", SiloJ.string("3")), ("name", SiloJ.string("Audiobooks")),
-                   ("type", SiloJ.string("audiobook")), ("sort_order", SiloJ.num(2))]),
-        ]))]))
+        return json(
+            SiloJ.obj([
+                (
+                    "items",
+                    SiloJ.array([
+                        SiloJ.obj([
+                            ("id", SiloJ.string("1")), ("name", SiloJ.string(catalog.movieLibraryName)),
+                            ("type", SiloJ.string("movies")), ("sort_order", SiloJ.num(0))
+                        ]),
+                        SiloJ.obj([
+                            ("id", SiloJ.string("2")), ("name", SiloJ.string(catalog.showLibraryName)),
+                            ("type", SiloJ.string("series")), ("sort_order", SiloJ.num(1))
+                        ]),
+                        // An audiobook library (catalog-api.md § Search media scopes names `audiobook`): its
+                        // catalog holds no films or episodes, and downloads-api.md serves nothing else.
+                        SiloJ.obj([
+                            ("id", SiloJ.string("3")), ("name", SiloJ.string("Audiobooks")),
+                            ("type", SiloJ.string("audiobook")), ("sort_order", SiloJ.num(2))
+                        ])
+                    ])
+                )
+            ]))
     }
 
     // MARK: - Catalog
@@ -1082,7 +1136,7 @@ public final class SiloFixture: Sendable {
     private static let catalogBrowseParameters: Set<String> = [
         "source", "scope", "section_id", "library_id", "collection_id", "person_id", "q", "name_prefix",
         "match", "type", "genre", "status", "year_min", "year_max", "content_rating", "sort", "group",
-        "skip_total", "image_size", "limit", "cursor", "groups", "query_limit", "seek",
+        "skip_total", "image_size", "limit", "cursor", "groups", "query_limit", "seek"
     ]
 
     // GET /catalog — catalog-api.md § Catalog query windows (cards, `page.next_cursor`,
@@ -1098,8 +1152,12 @@ public final class SiloFixture: Sendable {
         if let library = q["library_id"] { try requirePositiveID(c, library, location: "query.library_id") }
         if let size = q["image_size"] { try requireOneOf(c, size, ["small", "medium", "large", "original"], "query.image_size") }
         if let source = q["source"] {
-            try requireOneOf(c, source, ["query", "section", "library_collection", "user_collection", "favorites",
-                                         "watchlist", "history", "person"], "query.source")
+            try requireOneOf(
+                c, source,
+                [
+                    "query", "section", "library_collection", "user_collection", "favorites",
+                    "watchlist", "history", "person"
+                ], "query.source")
         }
         if let skip = q["skip_total"] { try requireBool(c, skip, "query.skip_total") }
         let limit = try parseLimit(c, defaultValue: 50, maximum: 200)
@@ -1120,20 +1178,23 @@ public final class SiloFixture: Sendable {
             if l != r { return descending ? l > r : l < r }
             return catalog.contentId(lhs) < catalog.contentId(rhs)
         }
-        let scope = ["listCatalogItems", userId, profile, q["library_id"] ?? "", q["type"] ?? "", q["q"] ?? "",
-                     q["source"] ?? "", sort, String(limit)].joined(separator: "\u{0}")
+        let scope = [
+            "listCatalogItems", userId, profile, q["library_id"] ?? "", q["type"] ?? "", q["q"] ?? "",
+            q["source"] ?? "", sort, String(limit)
+        ].joined(separator: "\u{0}")
         let offset = try decodeCursor(c, scope: scope)
         let pageSize = min(limit, max(1, configuration.catalogPageSize))
         let end = min(ordered.count, offset + pageSize)
         let slice = offset < ordered.count ? Array(ordered[offset..<end]) : []
         let next: String? = end < ordered.count ? encodeCursor(scope: scope, offset: end) : nil
-        return json(SiloJ.obj([
-            ("window_cursor", SiloJ.string(encodeCursor(scope: scope, offset: 0))),
-            ("items", SiloJ.array(slice.map { SiloJ.obj(cardMembers($0)) })),
-            ("page", pageJSON(next)),
-            ("total", SiloJ.num(ordered.count)),
-            ("total_exact", SiloJ.bool(true)),
-        ]))
+        return json(
+            SiloJ.obj([
+                ("window_cursor", SiloJ.string(encodeCursor(scope: scope, offset: 0))),
+                ("items", SiloJ.array(slice.map { SiloJ.obj(cardMembers($0)) })),
+                ("page", pageJSON(next)),
+                ("total", SiloJ.num(ordered.count)),
+                ("total_exact", SiloJ.bool(true))
+            ]))
     }
 
     // GET /catalog/items/{id} — catalog-api.md § Library-scoped version lists and § Device-scoped
@@ -1276,7 +1337,7 @@ public final class SiloFixture: Sendable {
             return SiloJ.obj([
                 ("preset", SiloJ.string(preset)),
                 ("bitrate_kbps", info.kbps > 0 ? SiloJ.num(info.kbps) : nil),
-                ("max_height", info.maxHeight > 0 ? SiloJ.num(info.maxHeight) : nil),
+                ("max_height", info.maxHeight > 0 ? SiloJ.num(info.maxHeight) : nil)
             ])
         }
         let body = SiloJ.obj([
@@ -1304,7 +1365,7 @@ public final class SiloFixture: Sendable {
             ("bounded_subscription_sync", SiloJ.bool(monitoring)),
             ("bulk_quality", SiloJ.bool(false)),
             ("monitor_quality", SiloJ.bool(false)),
-            ("preparation_progress", SiloJ.bool(true)),
+            ("preparation_progress", SiloJ.bool(true))
         ])
         let text = Array(body.serialized().utf8)
         let etag = "\"" + String(siloHexString(siloSHA256Digest(text)).prefix(32)) + "\""
@@ -1316,11 +1377,13 @@ public final class SiloFixture: Sendable {
         if let ifNoneMatch = c.header("if-none-match"), siloETagMatches(ifNoneMatch, etag, weak: true) {
             return HTTPServer.Response(status: 304, headers: [("ETag", etag), ("Cache-Control", "private, no-cache")])
         }
-        return HTTPServer.Response(status: 200, headers: [
-            ("Content-Type", "application/json"),
-            ("Cache-Control", "private, no-cache"),
-            ("ETag", etag),
-        ], body: .bytes(text))
+        return HTTPServer.Response(
+            status: 200,
+            headers: [
+                ("Content-Type", "application/json"),
+                ("Cache-Control", "private, no-cache"),
+                ("ETag", etag)
+            ], body: .bytes(text))
     }
 
     // POST /downloads — downloads-api.md § 4.1 Create a download and § 15 Download creation
@@ -1337,19 +1400,21 @@ public final class SiloFixture: Sendable {
         let profile = try resolveProfile(c, who, required: true) ?? ""
         let device = deviceHeader(c)
         let limit = try parseLimit(c, defaultValue: 50, maximum: 100)
-        let body = try parseBody(c, [
-            SiloMember("content_id", .string, required: true, minLength: 1, maxLength: 128),
-            SiloMember("episode_id", .string, maxLength: 128),
-            SiloMember("media_file_id", .string),
-            SiloMember("quality", .string, oneOf: siloQualityPresets),
-            SiloMember("series", .bool),
-            SiloMember("season_number", .int, minimum: 0, maximum: 9999),
-            SiloMember("caps", .object),
-            SiloMember("batch_id", .string),
-            SiloMember("expected_revision", .int, minimum: 0),
-            SiloMember("expected_download_id", .string),
-            SiloMember("expected_entries", .object),
-        ], maxBytes: 256 << 10)
+        let body = try parseBody(
+            c,
+            [
+                SiloMember("content_id", .string, required: true, minLength: 1, maxLength: 128),
+                SiloMember("episode_id", .string, maxLength: 128),
+                SiloMember("media_file_id", .string),
+                SiloMember("quality", .string, oneOf: siloQualityPresets),
+                SiloMember("series", .bool),
+                SiloMember("season_number", .int, minimum: 0, maximum: 9999),
+                SiloMember("caps", .object),
+                SiloMember("batch_id", .string),
+                SiloMember("expected_revision", .int, minimum: 0),
+                SiloMember("expected_download_id", .string),
+                SiloMember("expected_entries", .object)
+            ], maxBytes: 256 << 10)
         let contentId = body["content_id"]?.stringValue ?? ""
         let episodeId = body["episode_id"]?.stringValue
         let mediaFileId = body["media_file_id"]?.stringValue
@@ -1370,7 +1435,8 @@ public final class SiloFixture: Sendable {
                 let stated = value["revision"]?.intValue.map { Int($0) }
                 let id = value["id"]?.stringValue
                 guard !key.isEmpty, key.count <= 128, let revision = stated, revision >= 0,
-                      revision == 0 ? id == nil : (id.map { !$0.isEmpty && $0.count <= 128 } ?? false) else {
+                    revision == 0 ? id == nil : (id.map { !$0.isEmpty && $0.count <= 128 } ?? false)
+                else {
                     throw problem(c, .malformedRequest, "Invalid episode entry guard.")
                 }
                 parsed[key] = SiloEntryGuard(id: id, revision: revision)
@@ -1378,11 +1444,14 @@ public final class SiloFixture: Sendable {
             guards = parsed
         }
         if let expectedRevision {
-            let valid = expectedRevision == 0
+            let valid =
+                expectedRevision == 0
                 ? expectedDownloadId == nil
                 : (expectedDownloadId.map { !$0.isEmpty && $0.count <= 128 } ?? false)
             guard valid else {
-                throw problem(c, .malformedRequest, "A replacement requires its exact expected_download_id and positive expected_revision; absence requires revision zero without an ID.")
+                throw problem(
+                    c, .malformedRequest,
+                    "A replacement requires its exact expected_download_id and positive expected_revision; absence requires revision zero without an ID.")
             }
         } else if expectedDownloadId != nil {
             throw problem(c, .malformedRequest, "expected_download_id requires expected_revision.")
@@ -1403,9 +1472,10 @@ public final class SiloFixture: Sendable {
             let target = try resolveTarget(c, contentId: contentId, episodeId: episodeId, mediaFileId: mediaFileId)
             guard let size = fileInfo(target.path)?.size else { throw problem(c, .notFound, "The media file is missing.") }
             let outcome: SiloCreateOutcome = state.withLock { s in
-                s.createSingle(profileId: profile, deviceId: device, target: target, quality: quality, size: size,
-                               expectedRevision: expectedRevision, expectedDownloadId: expectedDownloadId,
-                               now: now, polls: polls)
+                s.createSingle(
+                    profileId: profile, deviceId: device, target: target, quality: quality, size: size,
+                    expectedRevision: expectedRevision, expectedDownloadId: expectedDownloadId,
+                    now: now, polls: polls)
             }
             guard case .created(let row, let lose) = outcome else {
                 throw problem(c, .conflict, "The managed entry changed; reconcile the registry before a new creation request.")
@@ -1420,14 +1490,16 @@ public final class SiloFixture: Sendable {
                 return armed.gate
             }
             _ = held?.wait(timeout: .now() + 60)
-            return accepted(SiloJ.obj([
-                ("items", SiloJ.array([entryJSON(row)])),
-                ("skipped", SiloJ.array([])),
-                ("page", pageJSON(nil)),
-            ]), lose: lose)
+            return accepted(
+                SiloJ.obj([
+                    ("items", SiloJ.array([entryJSON(row)])),
+                    ("skipped", SiloJ.array([])),
+                    ("page", pageJSON(nil))
+                ]), lose: lose)
         }
         guard let batch = batchId, !batch.isEmpty, batch.count <= 128, episodeId == nil, mediaFileId == nil,
-              expectedRevision == nil else {
+            expectedRevision == nil
+        else {
             throw problem(c, .malformedRequest, "Series pages require batch_id and cannot select one file, episode or revision.")
         }
         guard case .series(let show)? = visibleNode(contentId) else {
@@ -1439,20 +1511,24 @@ public final class SiloFixture: Sendable {
         }
         let episodes = season.map { show.episodes(inSeason: $0) } ?? show.episodes
         guard !episodes.isEmpty else { throw problem(c, .notFound, "No downloadable episodes.") }
-        let scope = ["createDownloads", userId, profile, device ?? "", batch, contentId, quality,
-                     season.map { String($0) } ?? ""].joined(separator: "\u{0}")
+        let scope = [
+            "createDownloads", userId, profile, device ?? "", batch, contentId, quality,
+            season.map { String($0) } ?? ""
+        ].joined(separator: "\u{0}")
         let offset = try decodeCursor(c, scope: scope)
         let end = min(episodes.count, offset + limit)
         let slice = offset < episodes.count ? Array(episodes[offset..<end]) : []
         let candidates: [SiloBatchCandidate] = slice.map { episode in
             let path = catalog.files[episode.fileId]?.path ?? ""
-            return SiloBatchCandidate(episodeId: episode.contentId, fileId: episode.fileId, path: path,
-                                  size: path.isEmpty ? nil : fileInfo(path)?.size)
+            return SiloBatchCandidate(
+                episodeId: episode.contentId, fileId: episode.fileId, path: path,
+                size: path.isEmpty ? nil : fileInfo(path)?.size)
         }
         let entryGuards = guards ?? [:]
         let outcome: SiloBatchOutcome = state.withLock { s in
-            s.createBatchPage(profileId: profile, deviceId: device, seriesId: show.contentId, batchId: batch,
-                              candidates: candidates, guards: entryGuards, now: now)
+            s.createBatchPage(
+                profileId: profile, deviceId: device, seriesId: show.contentId, batchId: batch,
+                candidates: candidates, guards: entryGuards, now: now)
         }
         guard case .page(let rows, let skipped, let lose) = outcome else {
             throw problem(c, .conflict, "A managed entry changed; reconcile the registry before a new creation request.")
@@ -1465,12 +1541,13 @@ public final class SiloFixture: Sendable {
             state.withLock { $0.forgetMonitorExclusions(profileId: profile, deviceId: device, seriesId: show.contentId, episodeIds: pageEpisodes) }
         }
         let next: String? = end < episodes.count ? encodeCursor(scope: scope, offset: end) : nil
-        return accepted(SiloJ.obj([
-            ("items", SiloJ.array(rows.map(entryJSON))),
-            ("batch_id", SiloJ.string(batch)),
-            ("skipped", SiloJ.array(skipped.map { SiloJ.obj([("episode_id", SiloJ.string($0.0)), ("reason", SiloJ.string($0.1))]) })),
-            ("page", pageJSON(next)),
-        ]), lose: lose)
+        return accepted(
+            SiloJ.obj([
+                ("items", SiloJ.array(rows.map(entryJSON))),
+                ("batch_id", SiloJ.string(batch)),
+                ("skipped", SiloJ.array(skipped.map { SiloJ.obj([("episode_id", SiloJ.string($0.0)), ("reason", SiloJ.string($0.1))]) })),
+                ("page", pageJSON(next))
+            ]), lose: lose)
     }
 
     // GET /downloads — downloads-api.md § 4.2 List downloads (with X-Silo-Device-Id: that
@@ -1504,11 +1581,13 @@ public final class SiloFixture: Sendable {
         guard let device = deviceHeader(c) else {
             throw validation(c, [("header.x-silo-device-id", "required", "The X-Silo-Device-Id header is required.")])
         }
-        let body = try parseBody(c, [
-            SiloMember("status", .string, required: true, oneOf: ["downloading", "completed"]),
-            SiloMember("updated_at", .string, required: true),
-            SiloMember("revision", .int, required: true, minimum: 1),
-        ], maxBytes: 4096)
+        let body = try parseBody(
+            c,
+            [
+                SiloMember("status", .string, required: true, oneOf: ["downloading", "completed"]),
+                SiloMember("updated_at", .string, required: true),
+                SiloMember("revision", .int, required: true, minimum: 1)
+            ], maxBytes: 4096)
         guard let updatedAt = siloParseInstant(body["updated_at"]?.stringValue ?? "") else {
             throw validation(c, [("body.updated_at", "invalid", "expected an RFC 3339 instant")])
         }
@@ -1519,8 +1598,9 @@ public final class SiloFixture: Sendable {
         let status = body["status"]?.stringValue ?? ""
         let revision = Int(body["revision"]?.intValue ?? 0)
         let outcome: SiloStatusOutcome = state.withLock { s in
-            s.reportStatus(id: id, profileId: profile, deviceId: device, status: status, updatedAt: updatedAt,
-                           revision: revision, now: now)
+            s.reportStatus(
+                id: id, profileId: profile, deviceId: device, status: status, updatedAt: updatedAt,
+                revision: revision, now: now)
         }
         switch outcome {
         case .notFound: throw problem(c, .notFound, "Download not found.")
@@ -1642,18 +1722,21 @@ public final class SiloFixture: Sendable {
         }
         if let failure {
             if failure == 429 || failure >= 500 {
-                throw problem(c, .dependencyUnavailable, "The artwork store is unavailable; retry the same request later.",
-                              headers: [("Retry-After", "5")])
+                throw problem(
+                    c, .dependencyUnavailable, "The artwork store is unavailable; retry the same request later.",
+                    headers: [("Retry-After", "5")])
             }
             throw problem(c, .notFound, "The artwork could not be read.")
         }
         guard let bytes = FileManager.default.contents(atPath: path) else {
             throw problem(c, .notFound, "The artwork could not be read.")
         }
-        return HTTPServer.Response(status: 200, headers: [
-            ("Content-Type", siloImageType(Array(bytes.prefix(8)))),
-            ("Cache-Control", "private, max-age=31536000, immutable"),
-        ], body: .bytes(Array(bytes)))
+        return HTTPServer.Response(
+            status: 200,
+            headers: [
+                ("Content-Type", siloImageType(Array(bytes.prefix(8)))),
+                ("Cache-Control", "private, max-age=31536000, immutable")
+            ], body: .bytes(Array(bytes)))
     }
 
     // GET /downloads/{id}/subtitles/{ref} — downloads-api.md § 4.9 Subtitle proxy (ref from
@@ -1671,8 +1754,9 @@ public final class SiloFixture: Sendable {
         // § 4.9 ref grammar; indexes and ordinals are non-negative decimals, a downloaded id a
         // canonical positive decimal string (§ 15 Canonical decimal string IDs).
         guard parts.count == 2, ["external", "embedded", "downloaded"].contains(parts[0]),
-              parts[0] == "downloaded" ? siloIsCanonicalPositive(parts[1]) : (parts[1] == "0" || siloIsCanonicalPositive(parts[1])),
-              let number = Int(parts[1]) else {
+            parts[0] == "downloaded" ? siloIsCanonicalPositive(parts[1]) : (parts[1] == "0" || siloIsCanonicalPositive(parts[1])),
+            let number = Int(parts[1])
+        else {
             throw validation(c, [("path.ref", "invalid", "expected external:{index}, embedded:{ordinal} or downloaded:{id}")])
         }
         let notFound = problem(c, .notFound, "The download has no such subtitle.")
@@ -1700,11 +1784,13 @@ public final class SiloFixture: Sendable {
         if let ifNoneMatch = c.header("if-none-match"), siloETagMatches(ifNoneMatch, etag, weak: true) {
             return HTTPServer.Response(status: 304, headers: [("ETag", etag), ("Cache-Control", "private, no-cache")])
         }
-        return HTTPServer.Response(status: 200, headers: [
-            ("Content-Type", siloSubtitleType(chosen.format)),
-            ("Cache-Control", "private, no-cache"),
-            ("ETag", etag),
-        ], body: .bytes(Array(bytes)))
+        return HTTPServer.Response(
+            status: 200,
+            headers: [
+                ("Content-Type", siloSubtitleType(chosen.format)),
+                ("Cache-Control", "private, no-cache"),
+                ("ETag", etag)
+            ], body: .bytes(Array(bytes)))
     }
 
     /// The caller's entry `id` (authorized on account, profile and X-Silo-Device-Id; a missing
@@ -1777,13 +1863,15 @@ public final class SiloFixture: Sendable {
         let who = try authenticate(c)
         try rejectUnknownQuery(c, [])
         let (profile, device) = try managedMonitorScope(c, who)
-        let body = try parseBody(c, [
-            SiloMember("series_id", .string, required: true, minLength: 1, maxLength: 128),
-            SiloMember("mode", .string, required: true, oneOf: siloMonitorModes),
-            SiloMember("season_numbers", .array),
-            SiloMember("delete_watched", .bool, required: true),
-            SiloMember("max_storage_bytes", .int, required: true, minimum: 0),
-        ], maxBytes: 128 << 10)
+        let body = try parseBody(
+            c,
+            [
+                SiloMember("series_id", .string, required: true, minLength: 1, maxLength: 128),
+                SiloMember("mode", .string, required: true, oneOf: siloMonitorModes),
+                SiloMember("season_numbers", .array),
+                SiloMember("delete_watched", .bool, required: true),
+                SiloMember("max_storage_bytes", .int, required: true, minimum: 0)
+            ], maxBytes: 128 << 10)
         let seriesId = body["series_id"]?.stringValue ?? ""
         let mode = body["mode"]?.stringValue ?? ""
         let deleteWatched = body["delete_watched"]?.boolValue ?? false
@@ -1804,11 +1892,12 @@ public final class SiloFixture: Sendable {
                 return s.subscriptions[i]
             }
             s.counter += 1
-            let created = SiloSubscription(id: "sub_\(s.counter)", seq: s.counter, profileId: profile, deviceId: device,
-                                           seriesId: seriesId, mode: mode,
-                                           seasonNumbers: mode == "specific_seasons" ? seasons : [],
-                                           targetSeason: target, deleteWatched: deleteWatched, maxStorageBytes: maxStorageBytes,
-                                           active: true, createdAt: now, updatedAt: now, version: 1, excluded: [])
+            let created = SiloSubscription(
+                id: "sub_\(s.counter)", seq: s.counter, profileId: profile, deviceId: device,
+                seriesId: seriesId, mode: mode,
+                seasonNumbers: mode == "specific_seasons" ? seasons : [],
+                targetSeason: target, deleteWatched: deleteWatched, maxStorageBytes: maxStorageBytes,
+                active: true, createdAt: now, updatedAt: now, version: 1, excluded: [])
             s.subscriptions.append(created)
             return created
         }
@@ -1835,8 +1924,9 @@ public final class SiloFixture: Sendable {
         }
         let slice = Array(rows.prefix(limit))
         let next: String? = rows.count > limit ? slice.last.map { encodeCursor(scope: scope, offset: $0.seq) } : nil
-        return json(SiloJ.obj([("items", SiloJ.array(slice.map(subscriptionJSON))), ("page", pageJSON(next))]),
-                    cache: "private, no-cache")
+        return json(
+            SiloJ.obj([("items", SiloJ.array(slice.map(subscriptionJSON))), ("page", pageJSON(next))]),
+            cache: "private, no-cache")
     }
 
     // GET /downloads/subscriptions/{id} — downloads-api.md § 8.3 and § 15 Subscription reads (the
@@ -1873,13 +1963,15 @@ public final class SiloFixture: Sendable {
         let who = try authenticate(c)
         try rejectUnknownQuery(c, [])
         let (profile, device) = try managedMonitorScope(c, who)
-        let body = try parseBody(c, [
-            SiloMember("mode", .string, oneOf: siloMonitorModes),
-            SiloMember("season_numbers", .array),
-            SiloMember("delete_watched", .bool),
-            SiloMember("max_storage_bytes", .int, minimum: 0),
-            SiloMember("active", .bool),
-        ], maxBytes: 128 << 10)
+        let body = try parseBody(
+            c,
+            [
+                SiloMember("mode", .string, oneOf: siloMonitorModes),
+                SiloMember("season_numbers", .array),
+                SiloMember("delete_watched", .bool),
+                SiloMember("max_storage_bytes", .int, minimum: 0),
+                SiloMember("active", .bool)
+            ], maxBytes: 128 << 10)
         let seasons = try parseSeasonNumbers(c, body["season_numbers"])
         let mode = body["mode"]?.stringValue
         let deleteWatched = body["delete_watched"]?.boolValue
@@ -1906,8 +1998,11 @@ public final class SiloFixture: Sendable {
             case .pass: break
             }
             var edited = s.subscriptions[i]
-            guard edited.apply(mode: mode, seasonNumbers: seasons, deleteWatched: deleteWatched, maxStorageBytes: maxStorageBytes,
-                               active: active, latestSeason: latestSeason, now: now) else { return .invalidSeasons }
+            guard
+                edited.apply(
+                    mode: mode, seasonNumbers: seasons, deleteWatched: deleteWatched, maxStorageBytes: maxStorageBytes,
+                    active: active, latestSeason: latestSeason, now: now)
+            else { return .invalidSeasons }
             s.subscriptions[i] = edited
             return .done(edited)
         }
@@ -1966,20 +2061,25 @@ public final class SiloFixture: Sendable {
         try rejectUnknownQuery(c, ["limit", "cursor"])
         let (profile, device) = try managedMonitorScope(c, who)
         let limit = try parseLimit(c, defaultValue: 50, maximum: 100)
-        let body = try parseBody(c, [
-            SiloMember("subscription_id", .string, required: true, minLength: 1, maxLength: 128),
-            SiloMember("etag", .string, required: true, minLength: 1, maxLength: 128),
-        ], maxBytes: 4096)
+        let body = try parseBody(
+            c,
+            [
+                SiloMember("subscription_id", .string, required: true, minLength: 1, maxLength: 128),
+                SiloMember("etag", .string, required: true, minLength: 1, maxLength: 128)
+            ], maxBytes: 4096)
         let subscriptionId = body["subscription_id"]?.stringValue ?? ""
         let etag = body["etag"]?.stringValue ?? ""
         let scope = ["syncDownloadSubscription", userId, profile, device, subscriptionId, etag].joined(separator: "\u{0}")
         let start = try decodeCursor(c, scope: scope)
-        if let change = state.withLock({ s in defer { s.changeAtNextSync = nil }; return s.changeAtNextSync }) {
+        if let change = state.withLock({ s in
+            defer { s.changeAtNextSync = nil }; return s.changeAtNextSync
+        }) {
             changeSubscriptionBehindClient(id: change.id, mode: change.mode)
         }
         guard state.withLock({ $0.downloadAllowed }) else { throw problem(c, .permissionDenied, "Downloads are not allowed.") }
         guard let monitor = findSubscription(subscriptionId, profile: profile, device: device),
-              case .series(_)? = visibleNode(monitor.seriesId) else {
+            case .series(_)? = visibleNode(monitor.seriesId)
+        else {
             throw problem(c, .notFound, "The monitor does not exist.")
         }
         guard monitor.etag == etag else {
@@ -2000,14 +2100,16 @@ public final class SiloFixture: Sendable {
         let more = order[index...].contains { !held.contains($0.contentId) }
         let candidates: [SiloMonitorCandidate] = page.map { episode in
             let path = catalog.files[episode.fileId]?.path ?? ""
-            return SiloMonitorCandidate(episodeId: episode.contentId, season: episode.season, fileId: episode.fileId,
-                                        size: path.isEmpty ? nil : fileInfo(path)?.size)
+            return SiloMonitorCandidate(
+                episodeId: episode.contentId, season: episode.season, fileId: episode.fileId,
+                size: path.isEmpty ? nil : fileInfo(path)?.size)
         }
         let now = Date()
         // Go rechecks the monitor under its lock before registering (subscription_sync_page.go).
         let outcome: SiloSyncOutcome = state.withLock { s in
-            s.registerMonitorPage(subscriptionId: subscriptionId, profileId: profile, deviceId: device, etag: etag,
-                                  candidates: candidates, now: now)
+            s.registerMonitorPage(
+                subscriptionId: subscriptionId, profileId: profile, deviceId: device, etag: etag,
+                candidates: candidates, now: now)
         }
         switch outcome {
         case .notFound:
@@ -2044,8 +2146,10 @@ public final class SiloFixture: Sendable {
         let scope = ["listProgress", userId, profile, status ?? "", library ?? ""].joined(separator: "\u{0}")
         let after = try decodeCursor(c, scope: scope)
         let (rows, held): ([SiloProgressRow], Set<String>) = state.withLock { s in
-            (s.progress.filter { $0.profileId == profile && (after == 0 || $0.seq < after) }.sorted { $0.seq > $1.seq },
-             s.heldEpisodes)
+            (
+                s.progress.filter { $0.profileId == profile && (after == 0 || $0.seq < after) }.sorted { $0.seq > $1.seq },
+                s.heldEpisodes
+            )
         }
         let shown = rows.filter { row in
             if let status, (status == "completed") != row.completed { return false }
@@ -2113,28 +2217,31 @@ public final class SiloFixture: Sendable {
             ("active", SiloJ.bool(monitor.active)),
             ("created_at", SiloJ.string(siloInstant(monitor.createdAt))),
             ("updated_at", SiloJ.string(siloInstant(monitor.updatedAt))),
-            ("etag", SiloJ.string(monitor.etag)),
+            ("etag", SiloJ.string(monitor.etag))
         ])
     }
 
     /// A single monitor: 200 with its `ETag` and Cache-Control: private, no-cache (Go:
     /// download_subscription_mutations.go subscriptionOutput, download_subscriptions.go).
     private func subscriptionResponse(_ monitor: SiloSubscription) -> HTTPServer.Response {
-        HTTPServer.Response(status: 200, headers: [
-            ("Content-Type", "application/json"),
-            ("Cache-Control", "private, no-cache"),
-            ("ETag", monitor.etag),
-        ], body: .bytes(Array(subscriptionJSON(monitor).serialized().utf8)))
+        HTTPServer.Response(
+            status: 200,
+            headers: [
+                ("Content-Type", "application/json"),
+                ("Cache-Control", "private, no-cache"),
+                ("ETag", monitor.etag)
+            ], body: .bytes(Array(subscriptionJSON(monitor).serialized().utf8)))
     }
 
     /// Go: download_subscription_sync.go DownloadSubscriptionSync.
     private func syncAnswer(_ id: String, registered: Int, examined: Int, next: String?) -> HTTPServer.Response {
-        json(SiloJ.obj([
-            ("subscription_id", SiloJ.string(id)),
-            ("registered", SiloJ.num(registered)),
-            ("examined", SiloJ.num(examined)),
-            ("page", pageJSON(next)),
-        ]))
+        json(
+            SiloJ.obj([
+                ("subscription_id", SiloJ.string(id)),
+                ("registered", SiloJ.num(registered)),
+                ("examined", SiloJ.num(examined)),
+                ("page", pageJSON(next))
+            ]))
     }
 
     /// Go: progress.go ProgressEntry.
@@ -2144,7 +2251,7 @@ public final class SiloFixture: Sendable {
             ("position_seconds", SiloJ.double(row.positionSeconds)),
             ("duration_seconds", SiloJ.double(row.durationSeconds)),
             ("completed", SiloJ.bool(row.completed)),
-            ("updated_at", SiloJ.string(siloInstant(row.updatedAt))),
+            ("updated_at", SiloJ.string(siloInstant(row.updatedAt)))
         ])
     }
 
@@ -2226,9 +2333,11 @@ public final class SiloFixture: Sendable {
         guard lose else { return HTTPServer.Response(status: 202, headers: headers, body: .bytes(bytes)) }
         // The head (with the full Content-Length) goes out; opening this missing path fails and
         // the socket server closes the connection before any body byte.
-        return HTTPServer.Response(status: 202, headers: headers,
-                                   body: .file(path: "/nonexistent/silo-fixture-lost-answer", offset: 0,
-                                               length: Int64(bytes.count), dropAfter: 0, stall: nil, sent: nil))
+        return HTTPServer.Response(
+            status: 202, headers: headers,
+            body: .file(
+                path: "/nonexistent/silo-fixture-lost-answer", offset: 0,
+                length: Int64(bytes.count), dropAfter: 0, stall: nil, sent: nil))
     }
 
     private func entryJSON(_ row: SiloDownloadRow) -> SiloJ {
@@ -2251,14 +2360,18 @@ public final class SiloFixture: Sendable {
             ("created_at", SiloJ.string(siloInstant(row.createdAt))),
             ("completed_at", row.completedAt.map { SiloJ.string(siloInstant($0)) }),
             ("status_event_at", row.statusEventAt.map { SiloJ.string(siloInstant($0)) }),
-            ("preparation", row.status == "preparing"
-                ? SiloJ.obj([("state", SiloJ.string("queued")), ("queue_position", SiloJ.num(1))]) : nil),
+            (
+                "preparation",
+                row.status == "preparing"
+                    ? SiloJ.obj([("state", SiloJ.string("queued")), ("queue_position", SiloJ.num(1))]) : nil
+            )
         ])
     }
 
     private func manifestJSON(_ c: SiloCtx, _ row: SiloDownloadRow) throws -> SiloJ {
         guard let file = catalog.files[row.mediaFileId], let info = fileInfo(file.path),
-              let digest = state.withLock({ $0.manifestHashOverride[row.mediaFileId] }) ?? mediaHash(file.path) else {
+            let digest = state.withLock({ $0.manifestHashOverride[row.mediaFileId] }) ?? mediaHash(file.path)
+        else {
             throw problem(c, .notFound, "Download not found.")
         }
         var type = "movie"
@@ -2315,19 +2428,25 @@ public final class SiloFixture: Sendable {
             ("marker_segments", SiloJ.array([])),
             // § 6 `subtitles`: always an array (Go: `json:"subtitles"`, no omitempty).
             ("subtitles", subtitlesJSON(row)),
-            ("stable_identity", SiloJ.obj([
-                ("stable_type", SiloJ.string(type)),
-                ("provider_ids", SiloJ.obj([])),
-                ("season", season.map { SiloJ.num($0) } ?? SiloJ.null),
-                ("episode", episode.map { SiloJ.num($0) } ?? SiloJ.null),
-            ])),
-            ("integrity", SiloJ.obj([
-                ("expected_bytes", SiloJ.int(info.size)),
-                ("media_file_hash", SiloJ.string(digest)),
-                ("metadata_etag", SiloJ.string(String(metadataTag.prefix(32)))),
-            ])),
+            (
+                "stable_identity",
+                SiloJ.obj([
+                    ("stable_type", SiloJ.string(type)),
+                    ("provider_ids", SiloJ.obj([])),
+                    ("season", season.map { SiloJ.num($0) } ?? SiloJ.null),
+                    ("episode", episode.map { SiloJ.num($0) } ?? SiloJ.null)
+                ])
+            ),
+            (
+                "integrity",
+                SiloJ.obj([
+                    ("expected_bytes", SiloJ.int(info.size)),
+                    ("media_file_hash", SiloJ.string(digest)),
+                    ("metadata_etag", SiloJ.string(String(metadataTag.prefix(32))))
+                ])
+            ),
             ("manifest_version", SiloJ.num(3)),
-            ("generated_at", SiloJ.string(siloInstant(Date()))),
+            ("generated_at", SiloJ.string(siloInstant(Date())))
         ])
     }
 
@@ -2383,7 +2502,7 @@ public final class SiloFixture: Sendable {
                 ("hearing_impaired", SiloJ.bool(sub.hearingImpaired)),
                 ("external", SiloJ.bool(sub.external)),
                 ("fetch_url", SiloJ.string("/api/v2/downloads/\(row.id)/subtitles/\(ref)")),
-                ("file_size", size.flatMap { $0 > 0 ? SiloJ.int($0) : nil }),
+                ("file_size", size.flatMap { $0 > 0 ? SiloJ.int($0) : nil })
             ])
         }
         var items: [SiloJ] = external.enumerated().map { index, sub in
@@ -2407,22 +2526,23 @@ public final class SiloFixture: Sendable {
         let key = row.episodeId ?? row.contentId
         guard let chapters = catalog.chapters[key], !chapters.isEmpty else { return nil }
         let runtime = catalog.runtimes[key].map(Double.init)
-        return SiloJ.array(chapters.enumerated().map { index, chapter in
-            let end: Double
-            if index + 1 < chapters.count {
-                end = chapters[index + 1].start
-            } else if let runtime, runtime > chapter.start {
-                end = runtime
-            } else {
-                end = chapter.start
-            }
-            return SiloJ.obj([
-                ("index", SiloJ.num(index)),
-                ("title", chapter.name.isEmpty ? nil : SiloJ.string(chapter.name)),
-                ("start_seconds", SiloJ.double(chapter.start)),
-                ("end_seconds", SiloJ.double(end)),
-            ])
-        })
+        return SiloJ.array(
+            chapters.enumerated().map { index, chapter in
+                let end: Double
+                if index + 1 < chapters.count {
+                    end = chapters[index + 1].start
+                } else if let runtime, runtime > chapter.start {
+                    end = runtime
+                } else {
+                    end = chapter.start
+                }
+                return SiloJ.obj([
+                    ("index", SiloJ.num(index)),
+                    ("title", chapter.name.isEmpty ? nil : SiloJ.string(chapter.name)),
+                    ("start_seconds", SiloJ.double(chapter.start)),
+                    ("end_seconds", SiloJ.double(end))
+                ])
+            })
     }
 
     private func setStatus(_ id: String, _ status: String) -> Bool {
@@ -2449,13 +2569,14 @@ public final class SiloFixture: Sendable {
             ("Content-Type", siloMimeType(container: container, path: path)),
             ("Accept-Ranges", "bytes"),
             ("Last-Modified", lastModified),
-            ("Content-Disposition", "attachment; filename=\"\(siloFileName(path).replacingOccurrences(of: "\"", with: "_"))\""),
+            ("Content-Disposition", "attachment; filename=\"\(siloFileName(path).replacingOccurrences(of: "\"", with: "_"))\"")
         ]
         if let unmodifiedSince = c.header("if-unmodified-since"), let date = siloParseHTTPDate(unmodifiedSince), modified > date {
             throw problem(c, .preconditionFailed, "The file changed after If-Unmodified-Since.")
         }
         if c.header("if-none-match") == nil, let modifiedSince = c.header("if-modified-since"),
-           let date = siloParseHTTPDate(modifiedSince), modified <= date {
+            let date = siloParseHTTPDate(modifiedSince), modified <= date
+        {
             return HTTPServer.Response(status: 304, headers: [("Last-Modified", lastModified)])
         }
         var rangeHeader = c.header("range")
@@ -2477,16 +2598,19 @@ public final class SiloFixture: Sendable {
         default: break
         }
         guard let range = rangeHeader else {
-            return HTTPServer.Response(status: 200, headers: headers,
-                                       body: .file(path: path, offset: 0, length: size, dropAfter: dropAfter, stall: stall, sent: sent))
+            return HTTPServer.Response(
+                status: 200, headers: headers,
+                body: .file(path: path, offset: 0, length: size, dropAfter: dropAfter, stall: stall, sent: sent))
         }
         switch siloParseRange(range, size: size) {
         case .whole:
-            return HTTPServer.Response(status: 200, headers: headers,
-                                       body: .file(path: path, offset: 0, length: size, dropAfter: dropAfter, stall: stall, sent: sent))
+            return HTTPServer.Response(
+                status: 200, headers: headers,
+                body: .file(path: path, offset: 0, length: size, dropAfter: dropAfter, stall: stall, sent: sent))
         case .unsatisfiable:
-            throw problem(c, .rangeNotSatisfiable, "The requested range is not satisfiable.",
-                          headers: [("Content-Range", "bytes */\(size)")])
+            throw problem(
+                c, .rangeNotSatisfiable, "The requested range is not satisfiable.",
+                headers: [("Content-Range", "bytes */\(size)")])
         case .bytes(let start, let end):
             var shownStart = start
             var shownEnd = end
@@ -2495,9 +2619,11 @@ public final class SiloFixture: Sendable {
                 shownEnd += 1
             }
             headers.append(("Content-Range", "bytes \(shownStart)-\(shownEnd)/\(size)"))
-            return HTTPServer.Response(status: 206, headers: headers,
-                                       body: .file(path: path, offset: start, length: end - start + 1,
-                                                   dropAfter: dropAfter, stall: stall, sent: sent))
+            return HTTPServer.Response(
+                status: 206, headers: headers,
+                body: .file(
+                    path: path, offset: start, length: end - start + 1,
+                    dropAfter: dropAfter, stall: stall, sent: sent))
         }
     }
 
@@ -2608,8 +2734,9 @@ public final class SiloFixture: Sendable {
                 return grant.profileId == id && grant.bindingKey == binding
             }
             guard verified else {
-                throw problem(c, .profileVerificationRequired,
-                              "The declared profile is locked; verify it and retry with X-Profile-Token.")
+                throw problem(
+                    c, .profileVerificationRequired,
+                    "The declared profile is locked; verify it and retry with X-Profile-Token.")
             }
         }
         return id
@@ -2621,8 +2748,10 @@ public final class SiloFixture: Sendable {
     /// https://siloserver.org/docs/api/v2/problems/, last segment the problem identifier),
     /// title, status, detail, instance (`urn:silo:request:<id>`), and `errors[]` of
     /// {location, code, detail} on validation problems. There is no top-level `code` member.
-    private func problem(_ c: SiloCtx, _ kind: SiloProblem, _ detail: String, errors: [(String, String, String)] = [],
-                         headers: [(String, String)] = []) -> SiloRefusal {
+    private func problem(
+        _ c: SiloCtx, _ kind: SiloProblem, _ detail: String, errors: [(String, String, String)] = [],
+        headers: [(String, String)] = []
+    ) -> SiloRefusal {
         SiloRefusal(response: problemResponse(requestId: c.requestId, kind, detail, errors: errors, headers: headers))
     }
 
@@ -2630,21 +2759,28 @@ public final class SiloFixture: Sendable {
         problem(c, .validationFailed, "The request did not pass validation; see errors.", errors: errors)
     }
 
-    private func problemResponse(requestId: String, _ kind: SiloProblem, _ detail: String,
-                                 errors: [(String, String, String)] = [], headers: [(String, String)] = [],
-                                 status: Int? = nil) -> HTTPServer.Response {
+    private func problemResponse(
+        requestId: String, _ kind: SiloProblem, _ detail: String,
+        errors: [(String, String, String)] = [], headers: [(String, String)] = [],
+        status: Int? = nil
+    ) -> HTTPServer.Response {
         let code = status ?? kind.status
         var members: [(String, SiloJ?)] = [
             ("type", SiloJ.string("https://siloserver.org/docs/api/v2/problems/" + kind.id)),
             ("title", SiloJ.string(kind.title)),
             ("status", SiloJ.num(code)),
             ("detail", SiloJ.string(detail)),
-            ("instance", SiloJ.string("urn:silo:request:" + requestId)),
+            ("instance", SiloJ.string("urn:silo:request:" + requestId))
         ]
         if !errors.isEmpty {
-            members.append(("errors", SiloJ.array(errors.map {
-                SiloJ.obj([("location", SiloJ.string($0.0)), ("code", SiloJ.string($0.1)), ("detail", SiloJ.string($0.2))])
-            })))
+            members.append(
+                (
+                    "errors",
+                    SiloJ.array(
+                        errors.map {
+                            SiloJ.obj([("location", SiloJ.string($0.0)), ("code", SiloJ.string($0.1)), ("detail", SiloJ.string($0.2))])
+                        })
+                ))
         }
         var all: [(String, String)] = [("Content-Type", "application/problem+json"), ("Cache-Control", "no-store")]
         all.append(contentsOf: headers)
@@ -2652,8 +2788,9 @@ public final class SiloFixture: Sendable {
     }
 
     private func plainNotFound() -> HTTPServer.Response {
-        HTTPServer.Response(status: 404, headers: [("Content-Type", "text/plain; charset=utf-8")],
-                            body: .bytes(Array("404 page not found\n".utf8)))
+        HTTPServer.Response(
+            status: 404, headers: [("Content-Type", "text/plain; charset=utf-8")],
+            body: .bytes(Array("404 page not found\n".utf8)))
     }
 
     // MARK: - Request helpers
@@ -2711,13 +2848,21 @@ public final class SiloFixture: Sendable {
     private func validateDeviceHeader(_ c: SiloCtx, _ raw: String) throws {
         let value = raw.trimmingCharacters(in: .whitespaces)
         if value.isEmpty { return }
-        let valid = value.count <= 128 && value.unicodeScalars.allSatisfy { s in
-            (s.value >= 48 && s.value <= 57) || (s.value >= 65 && s.value <= 90) || (s.value >= 97 && s.value <= 122)
-                || s == "." || s == "_" || s == ":" || s == "-"
-        }
+        let valid =
+            value.count <= 128
+            && value.unicodeScalars.allSatisfy { s in
+                (s.value >= 48 && s.value <= 57) || (s.value >= 65 && s.value <= 90) || (s.value >= 97 && s.value <= 122)
+                    || s == "." || s == "_" || s == ":" || s == "-"
+            }
         guard valid else {
-            throw validation(c, [("header.x-silo-device-id", "invalid",
-                                  "X-Silo-Device-Id must be one device identifier: letters, digits, '.', '_', ':' or '-', at most 128 characters.")])
+            throw validation(
+                c,
+                [
+                    (
+                        "header.x-silo-device-id", "invalid",
+                        "X-Silo-Device-Id must be one device identifier: letters, digits, '.', '_', ':' or '-', at most 128 characters."
+                    )
+                ])
         }
     }
 
@@ -2733,7 +2878,8 @@ public final class SiloFixture: Sendable {
     /// values 422 validation_failed naming each `body.<member>`.
     private func parseBody(_ c: SiloCtx, _ members: [SiloMember], maxBytes: Int = 1 << 20, bodyOptional: Bool = false) throws -> [String: SiloJ] {
         if let encoding = c.header("content-encoding"),
-           !encoding.split(separator: ",").allSatisfy({ $0.trimmingCharacters(in: .whitespaces).lowercased() == "identity" }) {
+            !encoding.split(separator: ",").allSatisfy({ $0.trimmingCharacters(in: .whitespaces).lowercased() == "identity" })
+        {
             throw problem(c, .unsupportedMediaType, "Compressed request bodies are not supported; send an unencoded application/json body.")
         }
         let declaredType = c.header("content-type")
@@ -2746,8 +2892,9 @@ public final class SiloFixture: Sendable {
         }
         var parser = SiloJSONParser(c.request.body)
         guard let document = parser.parseDocument() else {
-            throw problem(c, .malformedRequest, "The request body could not be parsed.",
-                          errors: [("body", "malformed_json", "The request body is not valid JSON.")])
+            throw problem(
+                c, .malformedRequest, "The request body could not be parsed.",
+                errors: [("body", "malformed_json", "The request body is not valid JSON.")])
         }
         guard case .object(let pairs) = document else {
             throw validation(c, [("body", "invalid_type", "expected a JSON object")])
@@ -2832,7 +2979,8 @@ public final class SiloFixture: Sendable {
         guard siloConstantTimeEqual(mac, siloHMACSHA256(key: cursorKey, message: Array(scope.utf8) + [0] + body)) else { throw invalid }
         var parser = SiloJSONParser(body)
         guard let document = parser.parseDocument(), document["v"]?.intValue == 1,
-              let offset = document["p"]?["o"]?.intValue, offset >= 0 else { throw invalid }
+            let offset = document["p"]?["o"]?.intValue, offset >= 0
+        else { throw invalid }
         return Int(offset)
     }
 
@@ -2841,8 +2989,9 @@ public final class SiloFixture: Sendable {
     private func json(_ value: SiloJ, status: Int = 200, cache: String = "no-store") -> HTTPServer.Response {
         // api-contract.md § HTTP representation: application/json without a charset parameter;
         // § Response caching: structured responses default to Cache-Control: no-store.
-        HTTPServer.Response(status: status, headers: [("Content-Type", "application/json"), ("Cache-Control", cache)],
-                            body: .bytes(Array(value.serialized().utf8)))
+        HTTPServer.Response(
+            status: status, headers: [("Content-Type", "application/json"), ("Cache-Control", cache)],
+            body: .bytes(Array(value.serialized().utf8)))
     }
 
     private func noContent() -> HTTPServer.Response {
@@ -2858,7 +3007,7 @@ public final class SiloFixture: Sendable {
             ("access_token", SiloJ.string(pair.access)),
             ("refresh_token", SiloJ.string(pair.refresh)),
             ("expires_in", SiloJ.num(configuration.accessTokenLifetime)),
-            ("user", accountJSON()),
+            ("user", accountJSON())
         ])
     }
 
@@ -2870,15 +3019,16 @@ public final class SiloFixture: Sendable {
             ("email", SiloJ.string(configuration.email)),
             ("role", SiloJ.string("user")),
             ("permissions", SiloJ.array([])),
-            ("download_allowed", SiloJ.bool(allowed)),
+            ("download_allowed", SiloJ.bool(allowed))
         ])
     }
 
     private var profiles: [SiloProfile] {
         [
             SiloProfile(id: primaryProfileId, name: configuration.primaryProfileName, pin: nil, isPrimary: true, isChild: false),
-            SiloProfile(id: lockedProfileId, name: configuration.lockedProfileName, pin: configuration.lockedProfilePIN,
-                           isPrimary: false, isChild: true),
+            SiloProfile(
+                id: lockedProfileId, name: configuration.lockedProfileName, pin: configuration.lockedProfilePIN,
+                isPrimary: false, isChild: true)
         ]
     }
 
@@ -2907,7 +3057,7 @@ public final class SiloFixture: Sendable {
             ("allowed_library_ids", SiloJ.array([])),
             ("max_playback_quality", SiloJ.string("")),
             ("created_at", stamp),
-            ("updated_at", stamp),
+            ("updated_at", stamp)
         ])
     }
 
@@ -2919,13 +3069,13 @@ public final class SiloFixture: Sendable {
             return [
                 ("content_id", SiloJ.string(movie.contentId)), ("type", SiloJ.string("movie")), ("title", SiloJ.string(movie.title)),
                 ("year", SiloJ.optNum(movie.year)), ("genres", SiloJ.array([])), ("keywords", SiloJ.array([])),
-                ("status", SiloJ.string("matched")), ("added_at", added),
+                ("status", SiloJ.string("matched")), ("added_at", added)
             ]
         case .series(let series):
             return [
                 ("content_id", SiloJ.string(series.contentId)), ("play_content_id", SiloJ.optStr(series.episodes.first?.contentId)),
                 ("type", SiloJ.string("series")), ("title", SiloJ.string(series.title)), ("year", SiloJ.optNum(series.year)),
-                ("genres", SiloJ.array([])), ("keywords", SiloJ.array([])), ("status", SiloJ.string("matched")), ("added_at", added),
+                ("genres", SiloJ.array([])), ("keywords", SiloJ.array([])), ("status", SiloJ.string("matched")), ("added_at", added)
             ]
         case .season(let series, let number):
             return [
@@ -2934,7 +3084,7 @@ public final class SiloFixture: Sendable {
                 ("type", SiloJ.string("season")), ("title", SiloJ.string(siloSeasonTitle(number))),
                 ("series_id", SiloJ.string(series.contentId)), ("series_title", SiloJ.string(series.title)),
                 ("season_number", SiloJ.num(number)), ("genres", SiloJ.array([])), ("keywords", SiloJ.array([])),
-                ("status", SiloJ.string("matched")), ("added_at", added),
+                ("status", SiloJ.string("matched")), ("added_at", added)
             ]
         case .episode(let series, let episode):
             // An episode released by `release(episodeContentId:)` was added then.
@@ -2944,7 +3094,7 @@ public final class SiloFixture: Sendable {
                 ("series_id", SiloJ.string(series.contentId)), ("series_title", SiloJ.string(series.title)),
                 ("season_number", SiloJ.num(episode.season)), ("episode_number", SiloJ.num(episode.number)),
                 ("genres", SiloJ.array([])), ("keywords", SiloJ.array([])), ("status", SiloJ.string("matched")),
-                ("added_at", arrived.map { SiloJ.string(siloInstant($0)) } ?? added),
+                ("added_at", arrived.map { SiloJ.string(siloInstant($0)) } ?? added)
             ]
         }
     }
@@ -2963,7 +3113,7 @@ public final class SiloFixture: Sendable {
             ("duration", SiloJ.num(0)),
             ("bitrate", SiloJ.num((file.bitrate ?? 0) / 1000)),
             ("added_at", SiloJ.string(siloInstant(catalog.addedAt))),
-            ("edition_raw", SiloJ.optStr(file.label)),
+            ("edition_raw", SiloJ.optStr(file.label))
         ])
     }
 
@@ -2971,12 +3121,13 @@ public final class SiloFixture: Sendable {
     private func episodeJSON(_ episode: SiloCatalog.Episode) -> SiloJ {
         var files: [SiloJ] = []
         if let file = catalog.files[episode.fileId] {
-            files.append(SiloJ.obj([
-                ("file_id", SiloJ.string(file.id)),
-                ("hdr", SiloJ.bool(false)),
-                ("container", SiloJ.string(file.container)),
-                ("file_size", SiloJ.int(fileInfo(file.path)?.size ?? 0)),
-            ]))
+            files.append(
+                SiloJ.obj([
+                    ("file_id", SiloJ.string(file.id)),
+                    ("hdr", SiloJ.bool(false)),
+                    ("container", SiloJ.string(file.container)),
+                    ("file_size", SiloJ.int(fileInfo(file.path)?.size ?? 0))
+                ]))
         }
         return SiloJ.obj([
             ("content_id", SiloJ.string(episode.contentId)),
@@ -2984,7 +3135,7 @@ public final class SiloFixture: Sendable {
             ("episode_number", SiloJ.num(episode.number)),
             ("title", SiloJ.string(episode.title)),
             ("runtime", SiloJ.num(0)),
-            ("files", SiloJ.array(files)),
+            ("files", SiloJ.array(files))
         ])
     }
 
@@ -2997,7 +3148,7 @@ public final class SiloFixture: Sendable {
             ("season_number", SiloJ.num(number)),
             ("is_specials", number == 0 ? SiloJ.bool(true) : nil),
             ("title", SiloJ.string(siloSeasonTitle(number))),
-            ("episode_count", SiloJ.num(episodes.count)),
+            ("episode_count", SiloJ.num(episodes.count))
         ])
     }
 
@@ -3023,15 +3174,17 @@ public final class SiloFixture: Sendable {
         return state.withLock { s in
             s.nextLogId += 1
             let id = s.nextLogId
-            s.log.append(SiloLoggedRequest(id: id, method: request.method, path: request.path, query: entryQuery,
-                                           range: request.headers["range"], ifRange: request.headers["if-range"],
-                                           credential: credential, authorized: credential != nil,
-                                           deviceId: request.headers["x-silo-device-id"],
-                                           deviceName: request.headers["x-silo-device-name"],
-                                           devicePlatform: request.headers["x-silo-device-platform"],
-                                           profileId: request.headers["x-profile-id"],
-                                           sentProfileToken: request.headers["x-profile-token"] != nil,
-                                           status: 0, bytesSent: 0))
+            s.log.append(
+                SiloLoggedRequest(
+                    id: id, method: request.method, path: request.path, query: entryQuery,
+                    range: request.headers["range"], ifRange: request.headers["if-range"],
+                    credential: credential, authorized: credential != nil,
+                    deviceId: request.headers["x-silo-device-id"],
+                    deviceName: request.headers["x-silo-device-name"],
+                    devicePlatform: request.headers["x-silo-device-platform"],
+                    profileId: request.headers["x-profile-id"],
+                    sentProfileToken: request.headers["x-profile-token"] != nil,
+                    status: 0, bytesSent: 0))
             let digits = String(id)
             return (id, String(repeating: "0", count: max(0, 24 - digits.count)) + digits)
         }
@@ -3115,8 +3268,10 @@ fileprivate struct SiloMember {
     let minimum: Int64?
     let maximum: Int64?
 
-    init(_ name: String, _ kind: Kind, required: Bool = false, minLength: Int = 0, maxLength: Int = .max,
-         oneOf: [String]? = nil, minimum: Int64? = nil, maximum: Int64? = nil) {
+    init(
+        _ name: String, _ kind: Kind, required: Bool = false, minLength: Int = 0, maxLength: Int = .max,
+        oneOf: [String]? = nil, minimum: Int64? = nil, maximum: Int64? = nil
+    ) {
         self.name = name
         self.kind = kind
         self.required = required
@@ -3228,31 +3383,38 @@ fileprivate struct SiloState: Sendable {
     mutating func mint(sessionId: String, now: Date, lifetime: Int) -> SiloIssuedPair {
         let access = "at_" + siloRandomHex(24)
         let refresh = "rt_" + siloRandomHex(24)
-        accessTokens[access] = SiloAccessToken(sessionId: sessionId, expiresAt: now.addingTimeInterval(TimeInterval(lifetime)),
-                                           roleEpoch: roleEpoch)
+        accessTokens[access] = SiloAccessToken(
+            sessionId: sessionId, expiresAt: now.addingTimeInterval(TimeInterval(lifetime)),
+            roleEpoch: roleEpoch)
         refreshTokens[refresh] = sessionId
         return SiloIssuedPair(access: access, refresh: refresh)
     }
 
-    mutating func newRow(profileId: String, deviceId: String?, contentId: String, episodeId: String?, fileId: String,
-                         quality: String, size: Int64, batchId: String?, now: Date, polls: Int) -> SiloDownloadRow {
+    mutating func newRow(
+        profileId: String, deviceId: String?, contentId: String, episodeId: String?, fileId: String,
+        quality: String, size: Int64, batchId: String?, now: Date, polls: Int
+    ) -> SiloDownloadRow {
         counter += 1
         let original = quality == "original"
-        return SiloDownloadRow(id: "dl_\(counter)", contentId: contentId, episodeId: episodeId, batchId: batchId,
-                           deviceId: deviceId, profileId: profileId, mediaFileId: fileId, fileSize: size,
-                           kind: deviceId == nil ? "direct" : "queued", status: original ? "ready" : "preparing",
-                           quality: quality, deliveryFormat: original ? "original" : "transcode",
-                           targetBitrateKbps: siloQualityInfo(quality).kbps, revision: 1, createdAt: now, seq: counter,
-                           completedAt: nil, statusEventAt: nil, pollsUntilReady: original ? 0 : max(1, polls))
+        return SiloDownloadRow(
+            id: "dl_\(counter)", contentId: contentId, episodeId: episodeId, batchId: batchId,
+            deviceId: deviceId, profileId: profileId, mediaFileId: fileId, fileSize: size,
+            kind: deviceId == nil ? "direct" : "queued", status: original ? "ready" : "preparing",
+            quality: quality, deliveryFormat: original ? "original" : "transcode",
+            targetBitrateKbps: siloQualityInfo(quality).kbps, revision: 1, createdAt: now, seq: counter,
+            completedAt: nil, statusEventAt: nil, pollsUntilReady: original ? 0 : max(1, polls))
     }
 
     /// downloads-api.md § 4.1 / § 15 Download creation: the managed single-item guard.
-    mutating func createSingle(profileId: String, deviceId: String?, target: SiloDownloadTarget, quality: String, size: Int64,
-                               expectedRevision: Int?, expectedDownloadId: String?, now: Date, polls: Int) -> SiloCreateOutcome {
+    mutating func createSingle(
+        profileId: String, deviceId: String?, target: SiloDownloadTarget, quality: String, size: Int64,
+        expectedRevision: Int?, expectedDownloadId: String?, now: Date, polls: Int
+    ) -> SiloCreateOutcome {
         let lose = loseNextCreate
         guard let deviceId else {
-            let row = newRow(profileId: profileId, deviceId: nil, contentId: target.contentId, episodeId: target.episodeId,
-                             fileId: target.fileId, quality: quality, size: size, batchId: nil, now: now, polls: polls)
+            let row = newRow(
+                profileId: profileId, deviceId: nil, contentId: target.contentId, episodeId: target.episodeId,
+                fileId: target.fileId, quality: quality, size: size, batchId: nil, now: now, polls: polls)
             downloads.append(row)
             loseNextCreate = false
             return .created(row, lose)
@@ -3263,8 +3425,9 @@ fileprivate struct SiloState: Sendable {
         let expected = expectedRevision ?? 0
         if expected == 0 {
             guard existing == nil else { return .conflict }
-            let row = newRow(profileId: profileId, deviceId: deviceId, contentId: target.contentId, episodeId: target.episodeId,
-                             fileId: target.fileId, quality: quality, size: size, batchId: nil, now: now, polls: polls)
+            let row = newRow(
+                profileId: profileId, deviceId: deviceId, contentId: target.contentId, episodeId: target.episodeId,
+                fileId: target.fileId, quality: quality, size: size, batchId: nil, now: now, polls: polls)
             downloads.append(row)
             loseNextCreate = false
             return .created(row, lose)
@@ -3294,8 +3457,10 @@ fileprivate struct SiloState: Sendable {
 
     /// downloads-api.md § 4.1 / § 15: one bounded batch page. Existing entries are preserved
     /// unless `expected_entries` guards them; episodes without a file are skipped as `no_file`.
-    mutating func createBatchPage(profileId: String, deviceId: String?, seriesId: String, batchId: String,
-                                  candidates: [SiloBatchCandidate], guards: [String: SiloEntryGuard], now: Date) -> SiloBatchOutcome {
+    mutating func createBatchPage(
+        profileId: String, deviceId: String?, seriesId: String, batchId: String,
+        candidates: [SiloBatchCandidate], guards: [String: SiloEntryGuard], now: Date
+    ) -> SiloBatchOutcome {
         let lose = loseNextCreate
         var rows: [SiloDownloadRow] = []
         var skipped: [(String, String)] = []
@@ -3334,8 +3499,9 @@ fileprivate struct SiloState: Sendable {
                 rows.append(downloads[i])
                 continue
             }
-            let row = newRow(profileId: profileId, deviceId: deviceId, contentId: seriesId, episodeId: candidate.episodeId,
-                             fileId: candidate.fileId, quality: "original", size: size, batchId: batchId, now: now, polls: 0)
+            let row = newRow(
+                profileId: profileId, deviceId: deviceId, contentId: seriesId, episodeId: candidate.episodeId,
+                fileId: candidate.fileId, quality: "original", size: size, batchId: batchId, now: now, polls: 0)
             downloads.append(row)
             rows.append(row)
         }
@@ -3355,8 +3521,10 @@ fileprivate struct SiloState: Sendable {
     }
 
     /// downloads-api.md § 4.3: a revision-bound, last-write-wins status event.
-    mutating func reportStatus(id: String, profileId: String, deviceId: String, status: String, updatedAt: Date,
-                               revision: Int, now: Date) -> SiloStatusOutcome {
+    mutating func reportStatus(
+        id: String, profileId: String, deviceId: String, status: String, updatedAt: Date,
+        revision: Int, now: Date
+    ) -> SiloStatusOutcome {
         guard let i = downloads.firstIndex(where: { $0.id == id && $0.profileId == profileId && $0.deviceId == deviceId }) else {
             return .notFound
         }
@@ -3403,8 +3571,10 @@ extension SiloState {
     /// episode registers when the monitor covers it, it has a file, the device has no entry for it,
     /// it was not deleted under the monitor and (delete_watched) the profile has not completed it,
     /// while the cap admits it — the first episode past the cap ends the page's registrations.
-    mutating func registerMonitorPage(subscriptionId: String, profileId: String, deviceId: String, etag: String,
-                                      candidates: [SiloMonitorCandidate], now: Date) -> SiloSyncOutcome {
+    mutating func registerMonitorPage(
+        subscriptionId: String, profileId: String, deviceId: String, etag: String,
+        candidates: [SiloMonitorCandidate], now: Date
+    ) -> SiloSyncOutcome {
         guard let monitor = subscriptions.first(where: { $0.id == subscriptionId && $0.profileId == profileId && $0.deviceId == deviceId }) else {
             return .notFound
         }
@@ -3414,18 +3584,26 @@ extension SiloState {
         var registered = 0
         for candidate in candidates {
             guard monitor.covers(season: candidate.season, addedAt: episodeAddedAt[candidate.episodeId]),
-                  !candidate.fileId.isEmpty, let size = candidate.size else { continue }
+                !candidate.fileId.isEmpty, let size = candidate.size
+            else { continue }
             if monitor.excluded.contains(candidate.episodeId) { continue }
-            if monitor.deleteWatched && progress.contains(where: {
-                $0.profileId == profileId && $0.mediaItemId == candidate.episodeId && $0.completed
-            }) { continue }
+            if monitor.deleteWatched
+                && progress.contains(where: {
+                    $0.profileId == profileId && $0.mediaItemId == candidate.episodeId && $0.completed
+                })
+            {
+                continue
+            }
             if downloads.contains(where: {
                 $0.profileId == profileId && $0.deviceId == deviceId && $0.contentId == monitor.seriesId && $0.episodeId == candidate.episodeId
-            }) { continue }
+            }) {
+                continue
+            }
             if monitor.maxStorageBytes > 0 && used + size > monitor.maxStorageBytes { break }
             used += size
-            let row = newRow(profileId: profileId, deviceId: deviceId, contentId: monitor.seriesId, episodeId: candidate.episodeId,
-                             fileId: candidate.fileId, quality: "original", size: size, batchId: monitor.id, now: now, polls: 0)
+            let row = newRow(
+                profileId: profileId, deviceId: deviceId, contentId: monitor.seriesId, episodeId: candidate.episodeId,
+                fileId: candidate.fileId, quality: "original", size: size, batchId: monitor.id, now: now, polls: 0)
             downloads.append(row)
             registered += 1
         }
@@ -3440,8 +3618,10 @@ extension SiloState {
         if let found = progress.firstIndex(where: { $0.profileId == profileId && $0.mediaItemId == mediaItemId }) {
             index = found
         } else {
-            progress.append(SiloProgressRow(profileId: profileId, mediaItemId: mediaItemId, positionSeconds: 0, durationSeconds: 0,
-                                            completed: false, updatedAt: now, seq: counter))
+            progress.append(
+                SiloProgressRow(
+                    profileId: profileId, mediaItemId: mediaItemId, positionSeconds: 0, durationSeconds: 0,
+                    completed: false, updatedAt: now, seq: counter))
             index = progress.count - 1
         }
         change(&progress[index])
@@ -3641,8 +3821,10 @@ fileprivate struct SiloSubscription: Sendable {
     /// downloads/subscription_service.go applySubscriptionPatch): seasons are kept only for
     /// specific_seasons, latest_season is re-anchored when the mode changes to it or it has no
     /// anchor, created_at stays. false (nothing changed) when specific_seasons would have no season.
-    mutating func apply(mode newMode: String?, seasonNumbers newSeasons: [Int]?, deleteWatched newDeleteWatched: Bool?,
-                        maxStorageBytes newMaxStorageBytes: Int64?, active newActive: Bool?, latestSeason: Int?, now: Date) -> Bool {
+    mutating func apply(
+        mode newMode: String?, seasonNumbers newSeasons: [Int]?, deleteWatched newDeleteWatched: Bool?,
+        maxStorageBytes newMaxStorageBytes: Int64?, active newActive: Bool?, latestSeason: Int?, now: Date
+    ) -> Bool {
         var next = self
         var modeChanged = false
         if let newMode {
@@ -3866,8 +4048,10 @@ fileprivate struct SiloCatalog: Sendable {
                 let episodeId = unique("episode:" + stem + "-s" + siloPad2(episode.season) + "e" + siloPad2(episode.number))
                 // An episode with no file ("" in the catalog) is listed with no files (catalog-api.md).
                 let fileId = episode.file.isEmpty ? "" : addFile(episode.file, episode.container, nil, nil)
-                episodes.append(Episode(contentId: episodeId, season: episode.season, number: episode.number, title: episode.title,
-                                        fileId: fileId))
+                episodes.append(
+                    Episode(
+                        contentId: episodeId, season: episode.season, number: episode.number, title: episode.title,
+                        fileId: fileId))
                 if !fileId.isEmpty { addSubtitles(fileId, episode.file) }
                 // An episode's artwork: downloads-api.md says only "poster, backdrop, and logo when
                 // available" (§ 1, § 4.8, § 6) and nothing of which image an episode's poster is.
@@ -4336,7 +4520,8 @@ fileprivate func siloIsJSONMediaType(_ value: String) -> Bool {
     for parameter in parts.dropFirst() {
         let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
         guard pair.count == 2, pair[0] == "charset",
-              pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")) == "utf-8" else { return false }
+            pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")) == "utf-8"
+        else { return false }
     }
     return true
 }
@@ -4453,7 +4638,7 @@ fileprivate func siloISO6391(_ code: String) -> String {
         "bel": "be", "est": "et", "lav": "lv", "lit": "lt", "cat": "ca", "baq": "eu", "eus": "eu", "glg": "gl",
         "wel": "cy", "cym": "cy", "gle": "ga", "ara": "ar", "heb": "he", "per": "fa", "fas": "fa", "hin": "hi",
         "ben": "bn", "tam": "ta", "tel": "te", "urd": "ur", "tha": "th", "vie": "vi", "ind": "id", "may": "ms",
-        "msa": "ms", "tgl": "tl", "chi": "zh", "zho": "zh", "jpn": "ja", "kor": "ko", "lat": "la",
+        "msa": "ms", "tgl": "tl", "chi": "zh", "zho": "zh", "jpn": "ja", "kor": "ko", "lat": "la"
     ]
     return table[lower] ?? code
 }
@@ -4530,7 +4715,7 @@ fileprivate func siloSlug(_ text: String) -> String {
 fileprivate func siloPad2(_ value: Int) -> String { value >= 0 && value < 10 ? "0\(value)" : "\(value)" }
 
 fileprivate func siloRandomBytes(_ count: Int) -> [UInt8] {
-    (0..<count).map { _ in UInt8.random(in: UInt8.min ... UInt8.max) }
+    (0..<count).map { _ in UInt8.random(in: UInt8.min...UInt8.max) }
 }
 
 fileprivate func siloRandomHex(_ byteCount: Int) -> String { siloHexString(siloRandomBytes(byteCount)) }
@@ -4582,7 +4767,7 @@ fileprivate struct SiloSHA256 {
         0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
         0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
         0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2
     ]
 
     private var h: [UInt32] = [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]

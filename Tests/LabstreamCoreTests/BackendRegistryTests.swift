@@ -9,8 +9,10 @@ import Testing
 @Suite struct BackendRegistryTests {
     struct NoNetwork: HTTPTransport {
         func send(_ request: HTTPRequest) throws(TransportError) -> HTTPResponse { throw .unreachable("no network in this test") }
-        func fetchRange(_ request: HTTPRequest, expectation: RangeExpectation,
-                        sink: (UnsafeRawBufferPointer, Int64, Validator?) throws -> Void) throws(TransportError) -> RangeTransferResult {
+        func fetchRange(
+            _ request: HTTPRequest, expectation: RangeExpectation,
+            sink: (UnsafeRawBufferPointer, Int64, Validator?) throws -> Void
+        ) throws(TransportError) -> RangeTransferResult {
             throw .unreachable("no network in this test")
         }
         func fetchStream(_ request: HTTPRequest, sink: (UnsafeRawBufferPointer, Int64) throws -> Void) throws(TransportError) -> (status: Int, written: Int64) {
@@ -40,7 +42,9 @@ import Testing
                 if request.url.hasSuffix("/auth/refresh") {
                     return HTTPResponse(status: 200, headers: [:], body: Array(#"{"access_token":"t","refresh_token":"r","expires_in":60}"#.utf8))
                 }
-                let n = asked.withLock { $0 += 1; return $0 }
+                let n = asked.withLock {
+                    $0 += 1; return $0
+                }
                 return HTTPResponse(status: n == 1 ? first : second, headers: [:], body: Array("{}".utf8))
             }
             let client = BackendRegistry.client(kind, session: session, identity: ClientIdentity(device: "d", deviceId: "i"), transport: transport)
@@ -50,7 +54,8 @@ import Testing
             #expect(probes.count == (first != 200 ? 1 : kind == .silo && second == 401 ? 3 : 2))
             // The public probe carries no token; the second one does.
             let token = { (r: HTTPRequest) in
-                r.url.contains("=t&") || r.url.hasSuffix("=t") || r.headers.contains { $0.value.contains("Token=\"t\"") || $0.value == "t" || $0.value == "Bearer t" }
+                r.url.contains("=t&") || r.url.hasSuffix("=t")
+                    || r.headers.contains { $0.value.contains("Token=\"t\"") || $0.value == "t" || $0.value == "Bearer t" }
             }
             #expect(probes.first.map(token) == false)
             if first == 200 { #expect(probes.last.map(token) == true, "\(transport.requests)") }
@@ -68,11 +73,12 @@ import Testing
             BackendRegistry.client(kind, session: session, identity: ClientIdentity(device: "d", deviceId: "i"), transport: NoNetwork())
         }
         let expected: [BackendKind: (incremental: Bool, live: Bool, prepared: Bool)] = [
-            .jellyfin: (true, true, true), .emby: (true, true, true), .plex: (false, false, true), .silo: (false, false, false),
+            .jellyfin: (true, true, true), .emby: (true, true, true), .plex: (false, false, true), .silo: (false, false, false)
         ]
         for kind in BackendKind.allCases {
             let c = client(kind), e = expected[kind]!
-            #expect((c is any IncrementalCatalog) == e.incremental && (c is any LiveCopySource) == e.live && (c is any PreparedCopySource) == e.prepared, "\(kind)")
+            #expect(
+                (c is any IncrementalCatalog) == e.incremental && (c is any LiveCopySource) == e.live && (c is any PreparedCopySource) == e.prepared, "\(kind)")
         }
     }
 

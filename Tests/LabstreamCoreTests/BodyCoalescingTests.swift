@@ -18,8 +18,10 @@ import Testing
         // The demand needs bytes still to come: holding on costs this reader nothing.
         #expect(!BodyCoalescing.mustWrite(pending: pending, checkpointDue: false, readable: RangeSet(), waiting: [ByteRange(64 << 10, 256 << 10)]))
         // …unless another body already brought the rest.
-        #expect(BodyCoalescing.mustWrite(pending: pending, checkpointDue: false, readable: RangeSet([ByteRange(128 << 10, 256 << 10)]),
-                                         waiting: [ByteRange(64 << 10, 256 << 10)]))
+        #expect(
+            BodyCoalescing.mustWrite(
+                pending: pending, checkpointDue: false, readable: RangeSet([ByteRange(128 << 10, 256 << 10)]),
+                waiting: [ByteRange(64 << 10, 256 << 10)]))
         // A demand elsewhere in the file is not this body's business.
         #expect(!BodyCoalescing.mustWrite(pending: pending, checkpointDue: false, readable: RangeSet(), waiting: [ByteRange(1 << 30, (1 << 30) + 10)]))
     }

@@ -11,21 +11,27 @@ import Testing
 
     @Test func fillResumesFromTheDurableCheckpointAndSkipsWhatIsInFlight() {
         let durable = RangeSet([ByteRange(0, S + 100)])
-        let plan = SegmentTrainPlanner.plan(.init(durable: durable, total: 5 * S, inFlight: [ByteRange(2 * S, 3 * S)],
-                                                  fillInBackground: true, segmentSize: S))
+        let plan = SegmentTrainPlanner.plan(
+            .init(
+                durable: durable, total: 5 * S, inFlight: [ByteRange(2 * S, 3 * S)],
+                fillInBackground: true, segmentSize: S))
         // The rest of the partly present segment, then nothing more: two are in flight.
         #expect(plan == [.closed(ByteRange(S + 100, 2 * S))])
     }
 
     @Test func readerDemandsComeFirstAndAreNeverCapped() {
-        let plan = SegmentTrainPlanner.plan(.init(durable: RangeSet(), total: 10 * S, inFlight: [ByteRange(0, S), ByteRange(S, 2 * S)],
-                                                  readerWants: [ByteRange(9 * S, 9 * S + 4096)], fillInBackground: true, segmentSize: S))
+        let plan = SegmentTrainPlanner.plan(
+            .init(
+                durable: RangeSet(), total: 10 * S, inFlight: [ByteRange(0, S), ByteRange(S, 2 * S)],
+                readerWants: [ByteRange(9 * S, 9 * S + 4096)], fillInBackground: true, segmentSize: S))
         #expect(plan == [.closed(ByteRange(9 * S, 9 * S + 4096))])
     }
 
     @Test func unpinnedFilesFetchOnlyWhatReadersWant() {
-        let plan = SegmentTrainPlanner.plan(.init(durable: RangeSet(), total: 10 * S, readerWants: [ByteRange(0, 4096)],
-                                                  fillInBackground: false, segmentSize: S))
+        let plan = SegmentTrainPlanner.plan(
+            .init(
+                durable: RangeSet(), total: 10 * S, readerWants: [ByteRange(0, 4096)],
+                fillInBackground: false, segmentSize: S))
         #expect(plan == [.closed(ByteRange(0, 4096))])
     }
 
@@ -50,9 +56,13 @@ import Testing
 
     @Test func exactBodiesOfTheCurrentAttemptCommitEvenOutOfOrder() {
         let durable = RangeSet([ByteRange(0, 100)])
-        #expect(AssemblyPolicy.decide(.init(planned: ByteRange(100, 200), received: 100, attempt: a), durable: durable, currentAttempt: a, total: 1000) == .commit(ByteRange(100, 200)))
+        #expect(
+            AssemblyPolicy.decide(.init(planned: ByteRange(100, 200), received: 100, attempt: a), durable: durable, currentAttempt: a, total: 1000)
+                == .commit(ByteRange(100, 200)))
         // Finished ahead of a gap: committed at its own offset (the sparse file holds it).
-        #expect(AssemblyPolicy.decide(.init(planned: ByteRange(500, 600), received: 100, attempt: a), durable: durable, currentAttempt: a, total: 1000) == .commit(ByteRange(500, 600)))
+        #expect(
+            AssemblyPolicy.decide(.init(planned: ByteRange(500, 600), received: 100, attempt: a), durable: durable, currentAttempt: a, total: 1000)
+                == .commit(ByteRange(500, 600)))
     }
 
     @Test func staleShortBehindOrMisalignedBodiesAreDiscarded() {
@@ -60,8 +70,10 @@ import Testing
         func decide(_ r: ByteRange, _ n: Int64, _ at: AttemptID = AttemptID(3)) -> AssemblyPolicy.Decision {
             AssemblyPolicy.decide(.init(planned: r, received: n, attempt: at), durable: durable, currentAttempt: a, total: 1000)
         }
-        for d in [decide(ByteRange(100, 200), 100, AttemptID(2)), decide(ByteRange(100, 200), 99), decide(ByteRange(0, 50), 50),
-                  decide(ByteRange(50, 150), 100), decide(ByteRange(900, 1100), 200)] {
+        for d in [
+            decide(ByteRange(100, 200), 100, AttemptID(2)), decide(ByteRange(100, 200), 99), decide(ByteRange(0, 50), 50),
+            decide(ByteRange(50, 150), 100), decide(ByteRange(900, 1100), 200)
+        ] {
             if case .commit = d { Issue.record("committed \(d)") }
         }
     }
@@ -74,7 +86,7 @@ import Testing
         let long = RetryPolicy(maxAttempts: 10)
         #expect(long.decide(.transientTransport, failures: 1, now: 0, random: 1) == .retry(after: 1))
         #expect(long.decide(.transientTransport, failures: 2, now: 0, random: 1) == .retry(after: 2))
-        #expect(long.decide(.transientTransport, failures: 3, now: 0, random: 0) == .retry(after: 2))   // half of 4
+        #expect(long.decide(.transientTransport, failures: 3, now: 0, random: 0) == .retry(after: 2))  // half of 4
         #expect(long.decide(.status(503, retryAfter: nil), failures: 8, now: 0, random: 1) == .retry(after: 60))
         #expect(long.decide(.status(503, retryAfter: nil), failures: 9, now: 0, random: 0.5) == .retry(after: 45))
     }

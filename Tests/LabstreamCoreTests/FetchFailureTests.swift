@@ -30,7 +30,11 @@ import Testing
     /// counts no retry; anything else retries while the policy says so, then fails.
     @Test func wholeFilePathsParkRetryOrFailByOneRule() {
         var asked = 0
-        func step(_ f: FetchFailure, policy: Bool) -> FetchFailure.Step { f.step { asked += 1; return policy } }
+        func step(_ f: FetchFailure, policy: Bool) -> FetchFailure.Step {
+            f.step {
+                asked += 1; return policy
+            }
+        }
         #expect(step(.local(.noSpace("partials")), policy: true) == .park(.storageFull))
         #expect(step(.stream(status: 401), policy: true) == .park(.signInRefused))
         #expect(asked == 0)
@@ -42,7 +46,7 @@ import Testing
     }
 
     @Test func localAndTransportFailuresAreWhatTheyAre() {
-        #expect(FetchFailure.local(.noSpace("partials")).class == .diskFull)   // never the server's fault
+        #expect(FetchFailure.local(.noSpace("partials")).class == .diskFull)  // never the server's fault
         #expect(FetchFailure.local(.storage("EIO")).class == .permanent)
         #expect(FetchFailure.transport(.timedOut("GET /x")).class == .transient)
         #expect(FetchFailure.cutShort("ended at byte 5").class == .transient)

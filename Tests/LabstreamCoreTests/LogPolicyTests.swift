@@ -11,7 +11,7 @@ import Testing
         ("{\"Username\":\"a\",\"Pw\":\"hunter2\"}", "{\"Username\":\"a\",\"Pw\":\"[redacted]\"}"),
         ("X-Emby-Token: deadbeef sent", "X-Emby-Token: [redacted] sent"),
         ("nothing secret: mytoken=visible, tokens are fine", "nothing secret: mytoken=visible, tokens are fine"),
-        ("sync demo: 10 files in 2 libraries", "sync demo: 10 files in 2 libraries"),
+        ("sync demo: 10 files in 2 libraries", "sync demo: 10 files in 2 libraries")
     ])
     func secretsAreMasked(pair: (String, String)) {
         #expect(LogRedaction.redact(pair.0) == pair.1)

@@ -14,7 +14,7 @@ import Testing
     @Test func eachPinnedFileIsRegisteredReportedAndRemovedInTurn() {
         typealias P = ManagedEntryPolicy
         #expect(P.step(pinned: true, local: .fetching, entry: nil) == .register)
-        #expect(P.step(pinned: true, local: .finished, entry: nil) == .register)   // finished before it was registered
+        #expect(P.step(pinned: true, local: .finished, entry: nil) == .register)  // finished before it was registered
         #expect(P.step(pinned: false, local: nil, entry: nil) == .none)
         // An intent whose answer never came is looked up, pinned or not.
         #expect(P.step(pinned: true, local: .fetching, entry: entry(nil)) == .lookUp)
@@ -26,7 +26,7 @@ import Testing
         // Completed only once what goes beside it (the manifest's artwork, subtitles) is stored or tried.
         #expect(P.step(pinned: true, local: .finished, entry: entry(reported: .downloading), besideStored: false) == .none)
         #expect(P.step(pinned: true, local: .finished, entry: entry(status: "completed")) == .none)
-        #expect(P.step(pinned: true, local: .failed, entry: entry(reported: .downloading)) == .none)   // a failed check is never reported complete
+        #expect(P.step(pinned: true, local: .failed, entry: entry(reported: .downloading)) == .none)  // a failed check is never reported complete
         #expect(P.step(pinned: false, local: .finished, entry: entry(reported: .completed)) == .remove)
         // The server ended the entry: fetching stops (a finished copy stays as it is).
         #expect(P.step(pinned: true, local: .fetching, entry: entry(status: "revoked")) == .stop(P.whyEnded("revoked")))
@@ -40,8 +40,9 @@ import Testing
     @Test func anEntrysPresetDecidesWhichRowItHolds() {
         #expect(ManagedEntry.sourceKey(item: "mv_1", file: "7", quality: "original") == "7")
         #expect(ManagedEntry.sourceKey(item: "mv_1", file: "7", quality: "10mbps") == "7@10mbps")
-        let odd = ManagedEntry(itemId: "mv_1", sourceId: ManagedEntry.sourceKey(item: "mv_1", file: "7", quality: "15mbps"), id: "dl_1",
-                               revision: 1, status: "ready", deliveryFormat: "transcode")
+        let odd = ManagedEntry(
+            itemId: "mv_1", sourceId: ManagedEntry.sourceKey(item: "mv_1", file: "7", quality: "15mbps"), id: "dl_1",
+            revision: 1, status: "ready", deliveryFormat: "transcode")
         #expect(odd.sourceId != "7" && !odd.routesBytes && !odd.checks(FileKey(server: "s", itemId: "mv_1", sourceId: "7")))
     }
 
@@ -54,26 +55,29 @@ import Testing
 
     @Test func aListingAdoptsLostCreatesDropsWhatIsGoneAndLeavesOthersAlone() {
         let intent = ManagedEntry(itemId: "a", sourceId: "1", id: nil)
-        let known = ManagedEntry(itemId: "b", sourceId: "2", id: "dl_b", revision: 1, status: "ready", reported: .downloading, reportedAt: 5,
-                                 manifest: [1])
+        let known = ManagedEntry(
+            itemId: "b", sourceId: "2", id: "dl_b", revision: 1, status: "ready", reported: .downloading, reportedAt: 5,
+            manifest: [1])
         let gone = ManagedEntry(itemId: "c", sourceId: "3", id: "dl_c", revision: 1, status: "completed", reported: .completed)
         let neverMade = ManagedEntry(itemId: "d", sourceId: "4", id: nil)
         let remote = [
             ManagedEntry(itemId: "a", sourceId: "1", id: "dl_a", revision: 1, status: "ready"),
             ManagedEntry(itemId: "b", sourceId: "2", id: "dl_b", revision: 1, status: "revoked"),
-            ManagedEntry(itemId: "e", sourceId: "5", id: "dl_e", revision: 3, status: "ready"),     // pinned, not known here
-            ManagedEntry(itemId: "f", sourceId: "6", id: "dl_f", revision: 1, status: "completed"), // not pinned: not ours to touch
+            ManagedEntry(itemId: "e", sourceId: "5", id: "dl_e", revision: 3, status: "ready"),  // pinned, not known here
+            ManagedEntry(itemId: "f", sourceId: "6", id: "dl_f", revision: 1, status: "completed")  // not pinned: not ours to touch
         ]
-        let now = ManagedEntryPolicy.reconcile(stored: ["a": intent, "b": known, "c": gone, "d": neverMade], remote: remote,
-                                               pinned: ["a", "b", "c", "d", "e"])
+        let now = ManagedEntryPolicy.reconcile(
+            stored: ["a": intent, "b": known, "c": gone, "d": neverMade], remote: remote,
+            pinned: ["a", "b", "c", "d", "e"])
         #expect(Set(now.keys) == ["a", "b", "e"])
         #expect(now["a"]?.id == "dl_a" && now["a"]?.reported == nil)
         // A known entry takes the server's state and keeps what was reported and the manifest.
         #expect(now["b"]?.status == "revoked" && now["b"]?.reported == .downloading && now["b"]?.reportedAt == 5 && now["b"]?.manifest == [1])
         #expect(now["e"]?.revision == 3)
         // Replaced on the server (a new id): its reports start over.
-        let replaced = ManagedEntryPolicy.reconcile(stored: ["b": known], remote: [ManagedEntry(itemId: "b", sourceId: "2", id: "dl_b2", revision: 2, status: "ready")],
-                                                    pinned: ["b"])
+        let replaced = ManagedEntryPolicy.reconcile(
+            stored: ["b": known], remote: [ManagedEntry(itemId: "b", sourceId: "2", id: "dl_b2", revision: 2, status: "ready")],
+            pinned: ["b"])
         #expect(replaced["b"]?.id == "dl_b2" && replaced["b"]?.reported == nil && replaced["b"]?.manifest == nil)
     }
 
@@ -112,11 +116,12 @@ import Testing
         let expected = (UInt64(size) &+ 16_384 &* 0x0101_0101_0101_0101)
         #expect(IntegrityCheck.osHash(size: size, head: ones, tail: ones) == String(format: "%016llx", expected))
         var head = [UInt8](repeating: 0, count: 64 * 1024)
-        head[0] = 0x02   // the first word's low byte
+        head[0] = 0x02  // the first word's low byte
         head[15] = 0x01  // the second word's high byte
-        #expect(IntegrityCheck.osHash(size: size, head: head, tail: [UInt8](repeating: 0, count: 64 * 1024))
+        #expect(
+            IntegrityCheck.osHash(size: size, head: head, tail: [UInt8](repeating: 0, count: 64 * 1024))
                 == String(format: "%016llx", UInt64(size) + 2 + (1 << 56)))
-        #expect(IntegrityCheck.osHash(size: 100_000, head: ones, tail: ones) == nil)   // under 128 KiB
+        #expect(IntegrityCheck.osHash(size: 100_000, head: ones, tail: ones) == nil)  // under 128 KiB
     }
 
     @Test func statusEventsCarryMillisecondInstants() {
@@ -134,43 +139,57 @@ import Testing
 
     /// The shapes as downloads-api.md shows them (§ 4.1 create answer, § 4.2 page, § 6 manifest).
     @Test func entriesPagesAndManifestsDecodeFromTheDocumentsShapes() throws {
-        let created = try SiloDecode.created(Array("""
-        {"items":[{"id":"dl_01H","content_id":"mv_123","media_file_id":"4567","device_id":"device-uuid","file_size":8589934592,"bytes_sent":0,
-          "kind":"queued","status":"ready","quality":"original","effective_quality":"original","delivery_format":"original","target_bitrate_kbps":0,
-          "revision":1,"created_at":"2026-06-19T16:04:05Z"}],"skipped":[],"page":{"has_more":false}}
-        """.utf8))
+        let created = try SiloDecode.created(
+            Array(
+                """
+                {"items":[{"id":"dl_01H","content_id":"mv_123","media_file_id":"4567","device_id":"device-uuid","file_size":8589934592,"bytes_sent":0,
+                  "kind":"queued","status":"ready","quality":"original","effective_quality":"original","delivery_format":"original","target_bitrate_kbps":0,
+                  "revision":1,"created_at":"2026-06-19T16:04:05Z"}],"skipped":[],"page":{"has_more":false}}
+                """.utf8))
         #expect(created == ManagedEntry(itemId: "mv_123", sourceId: "4567", id: "dl_01H", revision: 1, status: "ready"))
         // An episode's entry is the episode's.
-        let page = try SiloDecode.entriesPage(Array("""
-        {"items":[{"id":"dl_2","batch_id":"b_1","content_id":"sr_123","episode_id":"ep_1","media_file_id":"4568","status":"preparing",
-          "quality":"10mbps","effective_quality":"10mbps","delivery_format":"transcode","revision":2}],
-         "page":{"has_more":true,"next_cursor":"opaque"}}
-        """.utf8))
+        let page = try SiloDecode.entriesPage(
+            Array(
+                """
+                {"items":[{"id":"dl_2","batch_id":"b_1","content_id":"sr_123","episode_id":"ep_1","media_file_id":"4568","status":"preparing",
+                  "quality":"10mbps","effective_quality":"10mbps","delivery_format":"transcode","revision":2}],
+                 "page":{"has_more":true,"next_cursor":"opaque"}}
+                """.utf8))
         // A copy at a preset is the row of the version's copy at that quality.
-        #expect(page.next == "opaque" && page.entries == [ManagedEntry(itemId: "ep_1", sourceId: "4568@10mbps", id: "dl_2", revision: 2, status: "preparing",
-                                                                       deliveryFormat: "transcode")])
+        #expect(
+            page.next == "opaque"
+                && page.entries == [
+                    ManagedEntry(
+                        itemId: "ep_1", sourceId: "4568@10mbps", id: "dl_2", revision: 2, status: "preparing",
+                        deliveryFormat: "transcode")
+                ])
         #expect(page.entries.first?.quality == Quality("10mbps"))
         #expect(try SiloDecode.entriesPage(Array(#"{"items":[],"page":{"has_more":false}}"#.utf8)).next == nil)
         #expect(throws: LabstreamError.self) { try SiloDecode.entriesPage(Array(#"{"page":{}}"#.utf8)) }
         // More to come with no way to ask for it: an error, not a listing taken as complete.
         #expect(throws: LabstreamError.self) { try SiloDecode.entriesPage(Array(#"{"items":[],"page":{"has_more":true}}"#.utf8)) }
         // A create that made nothing says why, from its `skipped`.
-        #expect { try SiloDecode.created(Array(#"{"items":[],"skipped":[{"episode_id":"e","reason":"no_file"}],"page":{"has_more":false}}"#.utf8)) }
-            throws: { ($0 as? LabstreamError)?.userMessage.contains("no_file") == true }
+        #expect { try SiloDecode.created(Array(#"{"items":[],"skipped":[{"episode_id":"e","reason":"no_file"}],"page":{"has_more":false}}"#.utf8)) } throws: {
+            ($0 as? LabstreamError)?.userMessage.contains("no_file") == true
+        }
         // A season page (§ 4.1's example): its entries, what it skipped and why, the next page.
-        let season = try SiloDecode.seasonPage(Array("""
-        {"batch_id":"b_1","items":[{"id":"dl_3","batch_id":"b_1","content_id":"sr_123","episode_id":"ep_1","media_file_id":"4567","status":"ready",
-          "quality":"original","effective_quality":"original","delivery_format":"original","revision":1}],
-         "skipped":[{"episode_id":"ep_missing","reason":"no_file"}],"page":{"has_more":true,"next_cursor":"opaque"}}
-        """.utf8))
+        let season = try SiloDecode.seasonPage(
+            Array(
+                """
+                {"batch_id":"b_1","items":[{"id":"dl_3","batch_id":"b_1","content_id":"sr_123","episode_id":"ep_1","media_file_id":"4567","status":"ready",
+                  "quality":"original","effective_quality":"original","delivery_format":"original","revision":1}],
+                 "skipped":[{"episode_id":"ep_missing","reason":"no_file"}],"page":{"has_more":true,"next_cursor":"opaque"}}
+                """.utf8))
         #expect(season.made.map(\.itemId) == ["ep_1"] && season.made.first?.sourceId == "4567" && season.next == "opaque")
         #expect(season.skipped.map(\.episode) == ["ep_missing"] && season.skipped.map(\.reason) == ["no_file"])
         #expect(throws: LabstreamError.self) { try SiloDecode.seasonPage(Array(#"{"items":[],"page":{"has_more":true}}"#.utf8)) }
-        let integrity = try SiloDecode.integrity(Array("""
-        {"download_id":"dl_1","content_id":"mv_123","type":"movie","revision":1,"media_file_id":"4567","file_size":8589934592,
-         "integrity":{"expected_bytes":8589934592,"media_file_hash":"sha256-or-scanner-hash","metadata_etag":"opaque-server-value"},
-         "manifest_version":3,"generated_at":"2026-06-19T16:05:00.000Z"}
-        """.utf8))
+        let integrity = try SiloDecode.integrity(
+            Array(
+                """
+                {"download_id":"dl_1","content_id":"mv_123","type":"movie","revision":1,"media_file_id":"4567","file_size":8589934592,
+                 "integrity":{"expected_bytes":8589934592,"media_file_hash":"sha256-or-scanner-hash","metadata_etag":"opaque-server-value"},
+                 "manifest_version":3,"generated_at":"2026-06-19T16:05:00.000Z"}
+                """.utf8))
         #expect(integrity.integrity == Integrity(expectedBytes: 8_589_934_592, hash: "sha256-or-scanner-hash") && integrity.revision == 1)
         #expect(throws: LabstreamError.self) { try SiloDecode.integrity(Array(#"{"type":"problem"}"#.utf8)) }
     }
@@ -178,14 +197,17 @@ import Testing
     /// § 6's manifest names what goes beside the media: a film's artwork, every entry's
     /// subtitles (ISO 639-1 languages, a downloaded one's `revision`) and its chapters.
     @Test func aManifestNamesArtworkSubtitlesAndChapters() throws {
-        let film = try #require(try SiloDecode.extras(Array("""
-        {"download_id":"dl_1","content_id":"mv_123","type":"movie","revision":1,"media_file_id":"4567",
-         "artwork_urls":{"poster":"/api/v2/downloads/dl_1/artwork/poster","backdrop":"/api/v2/downloads/dl_1/artwork/backdrop"},
-         "chapters":[{"index":1,"title":"Heist","start_seconds":142.5,"end_seconds":900},{"index":0,"title":"Cold Open","start_seconds":0,"end_seconds":142.5}],
-         "subtitles":[{"language":"en","format":"srt","forced":false,"hearing_impaired":true,"external":true,"fetch_url":"/api/v2/downloads/dl_1/subtitles/external:0","file_size":41234},
-                      {"language":"fr","format":"ass","forced":true,"external":false,"fetch_url":"/api/v2/downloads/dl_1/subtitles/embedded:1","revision":"r7"}],
-         "integrity":{"expected_bytes":10,"media_file_hash":"h","metadata_etag":"e1"},"manifest_version":3}
-        """.utf8)))
+        let film = try #require(
+            try SiloDecode.extras(
+                Array(
+                    """
+                    {"download_id":"dl_1","content_id":"mv_123","type":"movie","revision":1,"media_file_id":"4567",
+                     "artwork_urls":{"poster":"/api/v2/downloads/dl_1/artwork/poster","backdrop":"/api/v2/downloads/dl_1/artwork/backdrop"},
+                     "chapters":[{"index":1,"title":"Heist","start_seconds":142.5,"end_seconds":900},{"index":0,"title":"Cold Open","start_seconds":0,"end_seconds":142.5}],
+                     "subtitles":[{"language":"en","format":"srt","forced":false,"hearing_impaired":true,"external":true,"fetch_url":"/api/v2/downloads/dl_1/subtitles/external:0","file_size":41234},
+                                  {"language":"fr","format":"ass","forced":true,"external":false,"fetch_url":"/api/v2/downloads/dl_1/subtitles/embedded:1","revision":"r7"}],
+                     "integrity":{"expected_bytes":10,"media_file_hash":"h","metadata_etag":"e1"},"manifest_version":3}
+                    """.utf8)))
         #expect(film.chapters == [.init(start: 0, name: "Cold Open"), .init(start: 142.5, name: "Heist")])
         #expect(film.assets.map(\.kind) == [.poster, .fanart, .subtitle, .subtitle])
         #expect(film.assets[0].ref == "/api/v2/downloads/dl_1/artwork/poster" && film.assets[0].tag == "/api/v2/downloads/dl_1/artwork/poster#e1")
@@ -193,10 +215,13 @@ import Testing
         #expect(en.hearingImpaired && !en.forced && en.codec == "srt" && en.sourceId == "4567" && SideAssetPlan.language(en.language) == "eng")
         #expect(fr.forced && fr.tag == "/api/v2/downloads/dl_1/subtitles/embedded:1#r7")
         // An episode's poster is its still: its thumbnail.
-        let episode = try #require(try SiloDecode.extras(Array("""
-        {"download_id":"dl_2","type":"episode","artwork_urls":{"poster":"/api/v2/downloads/dl_2/artwork/poster"},
-         "subtitles":[{"language":"de","format":"srt","fetch_url":"/api/v2/downloads/dl_2/subtitles/external:0"}]}
-        """.utf8)))
+        let episode = try #require(
+            try SiloDecode.extras(
+                Array(
+                    """
+                    {"download_id":"dl_2","type":"episode","artwork_urls":{"poster":"/api/v2/downloads/dl_2/artwork/poster"},
+                     "subtitles":[{"language":"de","format":"srt","fetch_url":"/api/v2/downloads/dl_2/subtitles/external:0"}]}
+                    """.utf8)))
         #expect(episode.assets.map(\.kind) == [.thumb, .subtitle])
         #expect(try SiloDecode.extras(Array(#"{"download_id":"dl_3","type":"movie","artwork_urls":{}}"#.utf8)) == nil)
         #expect(throws: LabstreamError.self) { try SiloDecode.extras(Array(#"{"code":"not_found"}"#.utf8)) }
@@ -210,9 +235,11 @@ import Testing
         #expect(poster.url == "http://silo.lan:8080/api/v2/downloads/dl_1/artwork/poster")
         #expect(poster.headers.contains { $0.name == "X-Silo-Device-Id" && $0.value == "dev-1" })
         #expect(requests.downloadAsset(path: "/api/v2/downloads/dl_1/subtitles/external:0", bearer: "b", profile: "p") != nil)
-        for hostile in ["//evil.example/api/v2/downloads/x/artwork/poster", "/api/v2/downloads/../auth/artwork/poster", "/api/v2/user/libraries",
-                        "/api/v2/downloads/dl_1/file", "/api/v2/downloads/dl_1/artwork/poster?x=1", "http://evil/api/v2/downloads/a/artwork/poster",
-                        "/api/v2/downloads/dl_1/artwork/"] {
+        for hostile in [
+            "//evil.example/api/v2/downloads/x/artwork/poster", "/api/v2/downloads/../auth/artwork/poster", "/api/v2/user/libraries",
+            "/api/v2/downloads/dl_1/file", "/api/v2/downloads/dl_1/artwork/poster?x=1", "http://evil/api/v2/downloads/a/artwork/poster",
+            "/api/v2/downloads/dl_1/artwork/"
+        ] {
             #expect(requests.downloadAsset(path: hostile, bearer: "b", profile: "p") == nil, "\(hostile)")
         }
     }

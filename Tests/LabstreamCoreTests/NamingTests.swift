@@ -3,21 +3,22 @@ import Testing
 
 @Suite struct NamingTests {
     @Test(arguments: [
-        ("../x", "_x"), ("../../etc/passwd (2001)", "_.._etc_passwd (2001)"), (".hack//Sign", "hack__Sign"), ("...", "_"), ("a/b", "a_b"), ("nul\u{0}in\u{1}side", "nulinside"), (".", "_"), ("..", "_"), ("", "_"),
+        ("../x", "_x"), ("../../etc/passwd (2001)", "_.._etc_passwd (2001)"), (".hack//Sign", "hack__Sign"), ("...", "_"), ("a/b", "a_b"),
+        ("nul\u{0}in\u{1}side", "nulinside"), (".", "_"), ("..", "_"), ("", "_"),
         ("What? Why: *Now* <or> \"never\" | ever\\", "What_ Why_ _Now_ _or_ _never_ _ ever_"), ("trailing dots...", "trailing dots"),
-        ("  spaced  ", "spaced"), ("Amélie", "Amélie"),
+        ("  spaced  ", "spaced"), ("Amélie", "Amélie")
     ])
     func hostileNamesAreSanitised(raw: String, expected: String) {
         #expect(Naming.sanitize(raw) == expected)
     }
 
     @Test func longNamesAreCutOnACharacterBoundaryKeepingTheExtension() {
-        let long = String(repeating: "é", count: 200) + String(repeating: "x", count: 100)   // 500 bytes
+        let long = String(repeating: "é", count: 200) + String(repeating: "x", count: 100)  // 500 bytes
         let name = Naming.sanitize(long, extension: "mkv")
         #expect(name.utf8.count <= 255)
         #expect(name.hasSuffix(".mkv"))
         #expect(name.unicodeScalars.allSatisfy { $0 == "é" || $0 == "." || $0 == "m" || $0 == "k" || $0 == "v" })
-        let emoji = String(repeating: "👨‍👩‍👧", count: 40)                                 // 18 bytes each
+        let emoji = String(repeating: "👨‍👩‍👧", count: 40)  // 18 bytes each
         let cut = Naming.sanitize(emoji, extension: "mp4")
         #expect(cut.utf8.count <= 255)
         #expect(cut.hasSuffix(".mp4"))
@@ -56,39 +57,50 @@ import Testing
 
 @Suite struct TreeBuilderTests {
     func movie(_ id: String, _ title: String, _ year: Int?, sources: [MediaSource]? = nil) -> CatalogItem {
-        CatalogItem(id: id, kind: .movie, title: title, year: year, modified: 100,
-                    sources: sources ?? [MediaSource(id: id, container: "mkv", size: 10)])
+        CatalogItem(
+            id: id, kind: .movie, title: title, year: year, modified: 100,
+            sources: sources ?? [MediaSource(id: id, container: "mkv", size: 10)])
     }
 
     func episode(_ id: String, season: Int?, number: Int, title: String, seriesYear: Int? = 2020) -> CatalogItem {
-        CatalogItem(id: id, kind: .episode, title: title, seriesId: "s1", seriesName: "Show", seriesYear: seriesYear,
-                    seasonNumber: season, episodeNumber: number, modified: 200, sources: [MediaSource(id: id, container: "mp4", size: 20)])
+        CatalogItem(
+            id: id, kind: .episode, title: title, seriesId: "s1", seriesName: "Show", seriesYear: seriesYear,
+            seasonNumber: season, episodeNumber: number, modified: 200, sources: [MediaSource(id: id, container: "mp4", size: 20)])
     }
 
     @Test func moviesAndEpisodesGetJellyfinStylePaths() {
-        let tree = TreeBuilder.build(server: "home", libraries: [
-            LibraryCatalog(id: "L1", name: "Movies", items: [movie("m1", "Heat", 1995), movie("m2", "Unknown Year", nil)]),
-            LibraryCatalog(id: "L2", name: "TV", items: [episode("e1", season: 1, number: 1, title: "Pilot"),
-                                                         episode("e2", season: 0, number: 3, title: "Special"),
-                                                         episode("e3", season: 12, number: 10, title: "Late")]),
-        ])
+        let tree = TreeBuilder.build(
+            server: "home",
+            libraries: [
+                LibraryCatalog(id: "L1", name: "Movies", items: [movie("m1", "Heat", 1995), movie("m2", "Unknown Year", nil)]),
+                LibraryCatalog(
+                    id: "L2", name: "TV",
+                    items: [
+                        episode("e1", season: 1, number: 1, title: "Pilot"),
+                        episode("e2", season: 0, number: 3, title: "Special"),
+                        episode("e3", season: 12, number: 10, title: "Late")
+                    ])
+            ])
         let paths = Set(tree.map { $0.path.joined(separator: "/") })
-        #expect(paths == [
-            "home/Movies/Heat (1995)/Heat (1995).mkv",
-            "home/Movies/Unknown Year/Unknown Year.mkv",
-            "home/TV/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mp4",
-            "home/TV/Show (2020)/Season 00/Show (2020) - S00E03 - Special.mp4",
-            "home/TV/Show (2020)/Season 12/Show (2020) - S12E10 - Late.mp4",
-        ])
+        #expect(
+            paths == [
+                "home/Movies/Heat (1995)/Heat (1995).mkv",
+                "home/Movies/Unknown Year/Unknown Year.mkv",
+                "home/TV/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mp4",
+                "home/TV/Show (2020)/Season 00/Show (2020) - S00E03 - Special.mp4",
+                "home/TV/Show (2020)/Season 12/Show (2020) - S12E10 - Late.mp4"
+            ])
         #expect(tree.first { $0.key.itemId == "m1" }?.size == 10)
     }
 
     @Test func hostileAndDuplicateTitlesStayInsideAndUnique() {
-        let items = [movie("a", "../x", 2000), movie("b", "a/b", 2000), movie("c", "Twin", 2001), movie("d", "Twin", 2001),
-                     movie("e", String(repeating: "long ", count: 80), 2002), movie("f", "nul\u{0}byte", 2003)]
+        let items = [
+            movie("a", "../x", 2000), movie("b", "a/b", 2000), movie("c", "Twin", 2001), movie("d", "Twin", 2001),
+            movie("e", String(repeating: "long ", count: 80), 2002), movie("f", "nul\u{0}byte", 2003)
+        ]
         let tree = TreeBuilder.build(server: "s", libraries: [LibraryCatalog(id: "L", name: "Movies", items: items)])
         let reversed = TreeBuilder.build(server: "s", libraries: [LibraryCatalog(id: "L", name: "Movies", items: items.reversed())])
-        #expect(Set(tree.map(\.path)) == Set(reversed.map(\.path)))       // order-independent
+        #expect(Set(tree.map(\.path)) == Set(reversed.map(\.path)))  // order-independent
         #expect(Set(tree.map(\.path)).count == items.count)
         for f in tree {
             for c in f.path {
@@ -101,9 +113,15 @@ import Testing
 
     @Test func itemsWithoutMediaAreSkippedAndVersionsSitSideBySide() {
         let versions = [MediaSource(id: "v1", name: "1080p", container: "mkv", size: 1), MediaSource(id: "v2", name: "4K", container: "mp4", size: 2)]
-        let tree = TreeBuilder.build(server: "s", libraries: [LibraryCatalog(id: "L", name: "Movies", items: [
-            movie("m", "Film", 2010, sources: versions), movie("x", "No Media", 2011, sources: []),
-        ])])
+        let tree = TreeBuilder.build(
+            server: "s",
+            libraries: [
+                LibraryCatalog(
+                    id: "L", name: "Movies",
+                    items: [
+                        movie("m", "Film", 2010, sources: versions), movie("x", "No Media", 2011, sources: [])
+                    ])
+            ])
         #expect(tree.map { $0.path.last! }.sorted() == ["Film (2010) - 1080p.mkv", "Film (2010) - 4K.mp4"])
     }
 }

@@ -3,14 +3,15 @@ import Testing
 
 /// Every way a file starts over builds its next row the same way.
 @Suite struct NextAttemptTests {
-    let row = DownloadRow(key: FileKey(server: "s", itemId: "i", sourceId: "m"), status: .downloading, attempt: AttemptID(4),
-                          validator: .etag("\"v1\""), total: 100, present: RangeSet([ByteRange(0, 60)]), partialPath: "partials/x.part",
-                          reason: "old", awaitingValidation: true, pinned: true, sourceTag: "tag", job: "7", checked: "id")
+    let row = DownloadRow(
+        key: FileKey(server: "s", itemId: "i", sourceId: "m"), status: .downloading, attempt: AttemptID(4),
+        validator: .etag("\"v1\""), total: 100, present: RangeSet([ByteRange(0, 60)]), partialPath: "partials/x.part",
+        reason: "old", awaitingValidation: true, pinned: true, sourceTag: "tag", job: "7", checked: "id")
 
     @Test func theNextAttemptHasNothingOfTheOldBytesAndKeepsTheFile() {
         let next = row.nextAttempt(reason: "why")
         #expect(next.attempt == AttemptID(5) && next.present.isEmpty && next.validator == nil && next.checked == nil && !next.awaitingValidation)
-        #expect(next.status == .queued && next.reason == "why")   // pinned: the fill takes it up again
+        #expect(next.status == .queued && next.reason == "why")  // pinned: the fill takes it up again
         #expect(next.key == row.key && next.total == 100 && next.partialPath == row.partialPath && next.pinned && next.sourceTag == "tag" && next.job == "7")
         var unpinned = row
         unpinned.pinned = false

@@ -4,8 +4,9 @@ import Testing
 /// `DownloadRow.setPinned`: what a pin or an unpin does to a row's status.
 @Suite struct PinRuleTests {
     func row(_ status: DownloadStatus, present: RangeSet = RangeSet(), key: FileKey = FileKey(server: "s", itemId: "i", sourceId: "m")) -> DownloadRow {
-        DownloadRow(key: key, status: status, attempt: AttemptID(1), validator: nil, total: 100, present: present,
-                    partialPath: "partials/x.part", reason: "old reason", job: "job-1")
+        DownloadRow(
+            key: key, status: status, attempt: AttemptID(1), validator: nil, total: 100, present: present,
+            partialPath: "partials/x.part", reason: "old reason", job: "job-1")
     }
 
     @Test(arguments: [DownloadStatus.partial, .paused, .failed])
@@ -33,7 +34,7 @@ import Testing
 
     @Test func aCopyAtAnotherQualityIsWholeOnceCompleteAndLosesItsJobWhenUnpinned() {
         let copy = DerivedCopy.key(of: FileKey(server: "s", itemId: "i", sourceId: "m"), quality: .capped(megabitsPerSecond: 2))
-        var done = row(.complete, key: copy)   // no size is known before it is complete: `present` says nothing
+        var done = row(.complete, key: copy)  // no size is known before it is complete: `present` says nothing
         done.setPinned(true)
         #expect(done.status == .complete)
         var preparing = row(.preparing, key: copy)

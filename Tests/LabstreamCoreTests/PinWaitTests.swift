@@ -25,7 +25,7 @@ import Testing
         #expect(PinWait.verdict([]) == .done)
         #expect(PinWait.verdict([complete, checked]) == .done)
         #expect(PinWait.verdict([complete, failed]) == .failed)
-        #expect(PinWait.verdict([failed, full]) == .failed)   // a failure outranks a pause
+        #expect(PinWait.verdict([failed, full]) == .failed)  // a failure outranks a pause
         #expect(PinWait.verdict([complete, full]) == .held)
         #expect(PinWait.verdict([byUser]) == .held)
         #expect(PinWait.verdict([unknown]) == .held)

@@ -5,41 +5,41 @@ import Testing
 @Suite struct ConfigTests {
     @Test func qualitiesPerServerAndPerLibrary() throws {
         let text = """
-        [server "home"]
-        type = plex
-        url = http://pms:32400
-        quality = 10mbps
-        quality.Kids Shows = 2mbps
+            [server "home"]
+            type = plex
+            url = http://pms:32400
+            quality = 10mbps
+            quality.Kids Shows = 2mbps
 
-        [server "den"]
-        type = emby
-        url = http://den:8096/emby
-        """
+            [server "den"]
+            type = emby
+            url = http://den:8096/emby
+            """
         let c = try LabstreamConfig.parse(text)
         #expect(c.qualities == ["home": .capped(megabitsPerSecond: 10), "home/Kids Shows": .capped(megabitsPerSecond: 2), "den": .original])
-        #expect(try LabstreamConfig.parse(c.serialized()).qualities == c.qualities)   // written back as read
+        #expect(try LabstreamConfig.parse(c.serialized()).qualities == c.qualities)  // written back as read
         #expect(throws: LabstreamConfig.ParseError.self) { try LabstreamConfig.parse("[server \"x\"]\ntype = plex\nurl = http://p\nquality.Movies = 3mbps\n") }
     }
 
     @Test func parsesServersAndCache() throws {
         let text = """
-        # comment
-        [server "home"]
-        type = jellyfin
-        url = http://media.local:8096
-        user = alice
+            # comment
+            [server "home"]
+            type = jellyfin
+            url = http://media.local:8096
+            user = alice
 
-        [server "cabin"]
-        type = jellyfin
-        url = https://cabin.example/jf/
+            [server "cabin"]
+            type = jellyfin
+            url = https://cabin.example/jf/
 
-        [cache]
-        segment_size = 32M
-        read_chunk = 512K
-        fetch_timeout = 10
-        max_size = 50G
-        connections_per_file = 4
-        """
+            [cache]
+            segment_size = 32M
+            read_chunk = 512K
+            fetch_timeout = 10
+            max_size = 50G
+            connections_per_file = 4
+            """
         let c = try LabstreamConfig.parse(text)
         #expect(c.servers.map(\.name) == ["home", "cabin"])
         #expect(c.server(named: "home")?.user == "alice")
@@ -60,7 +60,7 @@ import Testing
         ("[cache]\nsegment_size = lots", 2, "not a size"),
         ("[server \"a\"]\nnonsense", 2, "expected 'key = value'"),
         ("[server \"../etc\"]\n", 1, "may use only letters"),
-        ("[weird]", 1, "unknown section"),
+        ("[weird]", 1, "unknown section")
     ])
     func errorsNameTheLineAndTheFix(text: String, line: Int, fragment: String) {
         #expect {
@@ -89,7 +89,7 @@ import Testing
         (LabstreamError.notFound("x"), ENOENT), (.readOnly, EROFS), (.notADirectory("x"), ENOTDIR), (.isADirectory("x"), EISDIR),
         (.fetchFailed("x"), EIO), (.serverUnavailable("x"), EIO), (.timedOut("x"), EIO), (.remoteChanged("x"), ESTALE),
         (.noSpace("x"), ENOSPC), (.noAttribute, ENODATA), (.attributeBufferTooSmall, ERANGE), (.unsupportedAttributeWrite("x"), EPERM),
-        (.storage("x"), EIO), (.invalidArgument("x"), EINVAL),
+        (.storage("x"), EIO), (.invalidArgument("x"), EINVAL)
     ])
     func mapsEveryError(error: LabstreamError, expected: Int32) {
         #expect(ErrnoMap.errno(for: error) == expected)
@@ -122,23 +122,29 @@ import Testing
     }
 
     @Test func a200IsNeverAppended() {
-        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: nil, expected: expected)
+        #expect(
+            RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: nil, expected: expected)
                 == .restart("server ignored the Range header (200)"))
         var pinned = expected
         pinned.validator = .etag("\"abc\"")
         // A 200 to If-Range with the validator sent: the server ignores Range; the file is the same.
-        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "\"abc\"", lastModified: nil, expected: pinned)
+        #expect(
+            RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "\"abc\"", lastModified: nil, expected: pinned)
                 == .restart("server ignored the Range header (200)"))
         // With another validator, or none at all: the file changed.
         for (etag, modified) in [("\"new\"", nil), (nil, "Tue, 01 Dec 2026 10:00:00 GMT"), (nil, nil)] as [(String?, String?)] {
-            if case .remoteChanged = RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: etag, lastModified: modified, expected: pinned) {} else {
+            if case .remoteChanged = RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: etag, lastModified: modified, expected: pinned) {
+            } else {
                 Issue.record("a 200 to an If-Range request with \(String(describing: etag ?? modified)) means the file changed")
             }
         }
         var byDate = expected
         byDate.validator = .lastModified("Mon, 30 Nov 2026 10:00:00 GMT")
-        if case .remoteChanged = RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: "Tue, 01 Dec 2026 10:00:00 GMT",
-                                                          expected: byDate) {} else {
+        if case .remoteChanged = RangeResponsePolicy.judge(
+            status: 200, contentRange: nil, etag: nil, lastModified: "Tue, 01 Dec 2026 10:00:00 GMT",
+            expected: byDate)
+        {
+        } else {
             Issue.record("a new Last-Modified in a 200 to If-Range means the file changed")
         }
     }
@@ -148,42 +154,55 @@ import Testing
     @Test func openEndedRequestsTakeTheRestOfTheFile() {
         let tail = RangeExpectation(range: .openEnded(from: 100), total: nil, validator: nil)
         #expect(ByteRange.openEnded(from: 100).httpRange == "bytes=100-" && ByteRange(0, 10).httpRange == "bytes=0-9")
-        #expect(RangeResponsePolicy.judge(status: 206, contentRange: "bytes 100-4999/*", etag: nil, lastModified: nil, expected: tail)
+        #expect(
+            RangeResponsePolicy.judge(status: 206, contentRange: "bytes 100-4999/*", etag: nil, lastModified: nil, expected: tail)
                 == .accept(validator: nil, total: nil))
-        #expect(RangeResponsePolicy.judge(status: 206, contentRange: "bytes 100-4999/5000", etag: nil, lastModified: nil, expected: tail)
+        #expect(
+            RangeResponsePolicy.judge(status: 206, contentRange: "bytes 100-4999/5000", etag: nil, lastModified: nil, expected: tail)
                 == .accept(validator: nil, total: 5000))
         #expect(!RangeResponsePolicy.judge(status: 206, contentRange: "bytes 0-4999/5000", etag: nil, lastModified: nil, expected: tail).isAccept)
-        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: nil, expected: tail)
+        #expect(
+            RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: nil, expected: tail)
                 == .restart("server ignored the Range header (200)"))
         let whole = RangeExpectation(range: .openEnded(from: 0), total: nil, validator: nil)
         #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: nil, expected: whole) == .accept(validator: nil, total: nil))
         // Nor is a request for the whole file of known size.
-        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: nil,
-                                          expected: RangeExpectation(range: ByteRange(0, 1000), total: 1000, validator: nil)) == .accept(validator: nil, total: 1000))
+        #expect(
+            RangeResponsePolicy.judge(
+                status: 200, contentRange: nil, etag: nil, lastModified: nil,
+                expected: RangeExpectation(range: ByteRange(0, 1000), total: 1000, validator: nil)) == .accept(validator: nil, total: 1000))
         // A closed range from 0 without a validator still may not take a 200 (later ranges could be another version).
-        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: nil,
-                                          expected: RangeExpectation(range: ByteRange(0, 100), total: nil, validator: nil)) == .restart("server ignored the Range header (200)"))
+        #expect(
+            RangeResponsePolicy.judge(
+                status: 200, contentRange: nil, etag: nil, lastModified: nil,
+                expected: RangeExpectation(range: ByteRange(0, 100), total: nil, validator: nil)) == .restart("server ignored the Range header (200)"))
     }
 
     /// From byte 0, a whole-file 200 with the validator held (or a first one) is the range's
     /// beginning; without a validator, or from elsewhere, it is never used.
     @Test func aWholeFile200FromByteZeroWithAMatchingValidatorIsItsPrefix() {
         var fromZero = RangeExpectation(range: ByteRange(0, 100), total: 1000, validator: nil)
-        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "\"abc\"", lastModified: nil, expected: fromZero)
+        #expect(
+            RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "\"abc\"", lastModified: nil, expected: fromZero)
                 == .acceptPrefix(validator: .etag("\"abc\"")))
         fromZero.validator = .etag("\"abc\"")
-        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "\"abc\"", lastModified: nil, expected: fromZero)
+        #expect(
+            RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "\"abc\"", lastModified: nil, expected: fromZero)
                 == .acceptPrefix(validator: .etag("\"abc\"")))
-        if case .remoteChanged = RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "\"new\"", lastModified: nil, expected: fromZero) {} else {
+        if case .remoteChanged = RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "\"new\"", lastModified: nil, expected: fromZero) {
+        } else {
             Issue.record("a different validator means the file changed")
         }
         fromZero.validator = nil
-        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: nil, expected: fromZero)
+        #expect(
+            RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: nil, lastModified: nil, expected: fromZero)
                 == .restart("server ignored the Range header (200)"))
-        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "W/\"weak\"", lastModified: nil, expected: fromZero)
-                == .restart("server ignored the Range header (200)"))   // weak validators prove nothing
-        #expect(RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "\"abc\"", lastModified: nil, expected: expected)
-                == .restart("server ignored the Range header (200)"))   // not from byte 0
+        #expect(
+            RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "W/\"weak\"", lastModified: nil, expected: fromZero)
+                == .restart("server ignored the Range header (200)"))  // weak validators prove nothing
+        #expect(
+            RangeResponsePolicy.judge(status: 200, contentRange: nil, etag: "\"abc\"", lastModified: nil, expected: expected)
+                == .restart("server ignored the Range header (200)"))  // not from byte 0
     }
 
     @Test func changedValidatorOrTotalMeansTheFileChanged() {
@@ -204,11 +223,15 @@ import Testing
     }
 
     @Test func encodedBodiesAreRefused() {
-        let v = RangeResponsePolicy.judge(status: 206, contentRange: "bytes 100-199/1000", etag: nil, lastModified: nil,
-                                          contentEncoding: "gzip", expected: expected)
+        let v = RangeResponsePolicy.judge(
+            status: 206, contentRange: "bytes 100-199/1000", etag: nil, lastModified: nil,
+            contentEncoding: "gzip", expected: expected)
         #expect(!v.isAccept)
-        #expect(RangeResponsePolicy.judge(status: 206, contentRange: "bytes 100-199/1000", etag: nil, lastModified: nil,
-                                          contentEncoding: "identity", expected: expected).isAccept)
+        #expect(
+            RangeResponsePolicy.judge(
+                status: 206, contentRange: "bytes 100-199/1000", etag: nil, lastModified: nil,
+                contentEncoding: "identity", expected: expected
+            ).isAccept)
     }
 }
 
@@ -272,8 +295,9 @@ import Testing
         var b2 = b
         b2.title = "B2"
         let c = CatalogItem(id: "c", kind: .movie, title: "C", sources: [MediaSource(id: "c", size: 1)])
-        let merged = LibraryCatalog.merge([LibraryCatalog(id: "L", name: "Movies", items: [a, b]), LibraryCatalog(id: "S", name: "Shows", items: [])],
-                                          [LibraryCatalog(id: "L", name: "Films", items: [b2, c])])
+        let merged = LibraryCatalog.merge(
+            [LibraryCatalog(id: "L", name: "Movies", items: [a, b]), LibraryCatalog(id: "S", name: "Shows", items: [])],
+            [LibraryCatalog(id: "L", name: "Films", items: [b2, c])])
         #expect(merged.map(\.name) == ["Films", "Shows"])
         #expect(merged[0].items.map(\.title) == ["A", "B2", "C"])
     }

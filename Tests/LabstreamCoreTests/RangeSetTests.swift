@@ -7,12 +7,12 @@ import Testing
         var s = RangeSet()
         s.insert(ByteRange(10, 20))
         s.insert(ByteRange(30, 40))
-        s.insert(ByteRange(20, 25))      // adjacent to the first
+        s.insert(ByteRange(20, 25))  // adjacent to the first
         #expect(s.ranges == [ByteRange(10, 25), ByteRange(30, 40)])
-        s.insert(ByteRange(24, 31))      // bridges both
+        s.insert(ByteRange(24, 31))  // bridges both
         #expect(s.ranges == [ByteRange(10, 40)])
         s.insert(ByteRange(0, 5))
-        s.insert(ByteRange(50, 50))      // empty: ignored
+        s.insert(ByteRange(50, 50))  // empty: ignored
         #expect(s.ranges == [ByteRange(0, 5), ByteRange(10, 40)])
         #expect(s.byteCount == 35)
     }

@@ -6,15 +6,17 @@ import Testing
     var sizes: TransferSizes { TransferSizes(readChunk: MiB, segmentSize: 4 * MiB, readAheadInitial: MiB, readAheadMax: 8 * MiB) }
 
     @Test func smallReadIsWidenedToOneChunk() {
-        let plan = ReadPlanner.plan(demand: ByteRange(offset: 100, length: 4096), total: 100 * MiB,
-                                    present: RangeSet(), inFlight: RangeSet(), sizes: sizes)
+        let plan = ReadPlanner.plan(
+            demand: ByteRange(offset: 100, length: 4096), total: 100 * MiB,
+            present: RangeSet(), inFlight: RangeSet(), sizes: sizes)
         #expect(plan == [ByteRange(0, MiB)])
     }
 
     @Test func tailReadFetchesOnlyTheTail() {
         let total = 20 * MiB + 12345
-        let plan = ReadPlanner.plan(demand: ByteRange(total - MiB, total), total: total,
-                                    present: RangeSet(), inFlight: RangeSet(), sizes: sizes)
+        let plan = ReadPlanner.plan(
+            demand: ByteRange(total - MiB, total), total: total,
+            present: RangeSet(), inFlight: RangeSet(), sizes: sizes)
         #expect(plan == [ByteRange(19 * MiB, total)])
         #expect(plan.allSatisfy { $0.lower >= total - 2 * MiB })
     }
@@ -22,14 +24,16 @@ import Testing
     @Test func presentAndInFlightBytesAreNotRequestedAgain() {
         let present = RangeSet([ByteRange(0, 2 * MiB)])
         let inFlight = RangeSet([ByteRange(3 * MiB, 4 * MiB)])
-        let plan = ReadPlanner.plan(demand: ByteRange(MiB, 5 * MiB), total: 100 * MiB,
-                                    present: present, inFlight: inFlight, sizes: sizes)
+        let plan = ReadPlanner.plan(
+            demand: ByteRange(MiB, 5 * MiB), total: 100 * MiB,
+            present: present, inFlight: inFlight, sizes: sizes)
         #expect(plan == [ByteRange(2 * MiB, 3 * MiB), ByteRange(4 * MiB, 5 * MiB)])
     }
 
     @Test func largeDemandIsSplitIntoSegments() {
-        let plan = ReadPlanner.plan(demand: ByteRange(0, 10 * MiB), total: 100 * MiB,
-                                    present: RangeSet(), inFlight: RangeSet(), sizes: sizes)
+        let plan = ReadPlanner.plan(
+            demand: ByteRange(0, 10 * MiB), total: 100 * MiB,
+            present: RangeSet(), inFlight: RangeSet(), sizes: sizes)
         #expect(plan == [ByteRange(0, 4 * MiB), ByteRange(4 * MiB, 8 * MiB), ByteRange(8 * MiB, 10 * MiB)])
     }
 
@@ -41,17 +45,17 @@ import Testing
     @Test func readAheadGrowsWhileSequentialAndResetsOnSeek() {
         var policy = ReadAheadPolicy(sizes: sizes)
         let k128: Int64 = 128 << 10
-        #expect(policy.observe(read: ByteRange(0, k128), total: 100 * MiB) == nil)   // first read: no history
+        #expect(policy.observe(read: ByteRange(0, k128), total: 100 * MiB) == nil)  // first read: no history
         let a = policy.observe(read: ByteRange(k128, 2 * k128), total: 100 * MiB)
         #expect(a == ByteRange(2 * k128, 2 * k128 + 2 * MiB))
         let b = policy.observe(read: ByteRange(2 * k128, 3 * k128), total: 100 * MiB)
         #expect(b?.count == 4 * MiB)
         for i in 3..<10 { _ = policy.observe(read: ByteRange(Int64(i) * k128, Int64(i + 1) * k128), total: 100 * MiB) }
-        #expect(policy.window == 8 * MiB)                                               // capped
-        #expect(policy.observe(read: ByteRange(50 * MiB, 50 * MiB + k128), total: 100 * MiB) == nil) // a seek
+        #expect(policy.window == 8 * MiB)  // capped
+        #expect(policy.observe(read: ByteRange(50 * MiB, 50 * MiB + k128), total: 100 * MiB) == nil)  // a seek
         #expect(policy.window == MiB)
         let end = policy.observe(read: ByteRange(50 * MiB + k128, 100 * MiB), total: 100 * MiB)
-        #expect(end == nil)                                                             // nothing past EOF
+        #expect(end == nil)  // nothing past EOF
     }
 }
 
@@ -73,8 +77,10 @@ import Testing
                 requested.insert(piece)
             }
             if let window = policy.observe(read: read, total: total) {
-                for piece in ReadPlanner.readAhead(window: window, total: total, present: RangeSet(), inFlight: requested,
-                                                   segmentSize: sizes.segmentSize, minimumPiece: max(sizes.readChunk, window.count / 2)) {
+                for piece in ReadPlanner.readAhead(
+                    window: window, total: total, present: RangeSet(), inFlight: requested,
+                    segmentSize: sizes.segmentSize, minimumPiece: max(sizes.readChunk, window.count / 2))
+                {
                     requests.append(piece)
                     requested.insert(piece)
                 }
@@ -92,13 +98,20 @@ import Testing
     @Test func aSmallTailGapWaitsButTheFileEndDoesNot() {
         let window = ByteRange(10 << 20, 20 << 20)
         let inFlight = RangeSet([ByteRange(0, (20 << 20) - (128 << 10))])
-        #expect(ReadPlanner.readAhead(window: window, total: 1 << 30, present: RangeSet(), inFlight: inFlight,
-                                      segmentSize: 16 << 20, minimumPiece: 5 << 20).isEmpty)
-        #expect(ReadPlanner.readAhead(window: window, total: 20 << 20, present: RangeSet(), inFlight: inFlight,
-                                      segmentSize: 16 << 20, minimumPiece: 5 << 20) == [ByteRange((20 << 20) - (128 << 10), 20 << 20)])
+        #expect(
+            ReadPlanner.readAhead(
+                window: window, total: 1 << 30, present: RangeSet(), inFlight: inFlight,
+                segmentSize: 16 << 20, minimumPiece: 5 << 20
+            ).isEmpty)
+        #expect(
+            ReadPlanner.readAhead(
+                window: window, total: 20 << 20, present: RangeSet(), inFlight: inFlight,
+                segmentSize: 16 << 20, minimumPiece: 5 << 20) == [ByteRange((20 << 20) - (128 << 10), 20 << 20)])
         // A hole inside the window is fetched whatever its size.
         let holed = RangeSet([ByteRange(0, 12 << 20), ByteRange((12 << 20) + 4096, 20 << 20)])
-        #expect(ReadPlanner.readAhead(window: window, total: 1 << 30, present: RangeSet(), inFlight: holed,
-                                      segmentSize: 16 << 20, minimumPiece: 5 << 20) == [ByteRange(12 << 20, (12 << 20) + 4096)])
+        #expect(
+            ReadPlanner.readAhead(
+                window: window, total: 1 << 30, present: RangeSet(), inFlight: holed,
+                segmentSize: 16 << 20, minimumPiece: 5 << 20) == [ByteRange(12 << 20, (12 << 20) + 4096)])
     }
 }

@@ -16,9 +16,13 @@ import Testing
         Row(request: .init(backend: .plex, quality: mbps10, sourceBitrate: 8_000_000), route: .original),
         Row(request: .init(backend: .plex, quality: mbps10, sourceBitrate: 30_000_000, explicitVersion: true), route: .version),
         Row(request: .init(backend: .plex, quality: mbps10, sourceBitrate: 30_000_000, preparedOutputReady: true), route: .preparedOutput),
-        Row(request: .init(backend: .plex, quality: mbps10, sourceBitrate: 30_000_000), route: .serverPreparedCopy(bitsPerSecond: 10_000_000, preparation: .queue)),
+        Row(
+            request: .init(backend: .plex, quality: mbps10, sourceBitrate: 30_000_000),
+            route: .serverPreparedCopy(bitsPerSecond: 10_000_000, preparation: .queue)),
         // Plex has no live remux: a container change goes through the download queue at the original's bitrate.
-        Row(request: .init(backend: .plex, quality: .remux, sourceBitrate: 8_000_000, sourceContainer: "avi"), route: .serverPreparedCopy(bitsPerSecond: 8_000_000, preparation: .queue)),
+        Row(
+            request: .init(backend: .plex, quality: .remux, sourceBitrate: 8_000_000, sourceContainer: "avi"),
+            route: .serverPreparedCopy(bitsPerSecond: 8_000_000, preparation: .queue)),
         Row(request: .init(backend: .plex, quality: .remux, sourceContainer: "MKV"), route: .original),
         // Jellyfin: original static; compatible remux and capped transcode are live-forward.
         Row(request: .init(backend: .jellyfin), route: .original),
@@ -26,7 +30,8 @@ import Testing
         Row(request: .init(backend: .jellyfin, quality: .remux), route: .liveCopy(remux: true, bitsPerSecond: nil)),
         Row(request: .init(backend: .jellyfin, quality: .remux, sourceContainer: "mkv"), route: .original),
         Row(request: .init(backend: .jellyfin, quality: mbps10, sourceBitrate: 30_000_000), route: .liveCopy(remux: false, bitsPerSecond: 10_000_000)),
-        Row(request: .init(backend: .jellyfin, quality: mbps10, sourceBitrate: 30_000_000, preparedOutputReady: true),
+        Row(
+            request: .init(backend: .jellyfin, quality: mbps10, sourceBitrate: 30_000_000, preparedOutputReady: true),
             route: .liveCopy(remux: false, bitsPerSecond: 10_000_000)),
         // Unknown bitrate under a cap: do not guess that it fits.
         Row(request: .init(backend: .jellyfin, quality: mbps10), route: .liveCopy(remux: false, bitsPerSecond: 10_000_000)),
@@ -35,7 +40,9 @@ import Testing
         Row(request: .init(backend: .emby, quality: mbps10, explicitVersion: true), route: .version),
         Row(request: .init(backend: .emby, quality: mbps10, sourceBitrate: 30_000_000, preparedOutputReady: true), route: .preparedOutput),
         Row(request: .init(backend: .emby, quality: .remux, sourceContainer: "wmv"), route: .liveCopy(remux: true, bitsPerSecond: nil)),
-        Row(request: .init(backend: .emby, quality: mbps10, sourceBitrate: 30_000_000), route: .serverPreparedCopy(bitsPerSecond: 10_000_000, preparation: .job)),
+        Row(
+            request: .init(backend: .emby, quality: mbps10, sourceBitrate: 30_000_000), route: .serverPreparedCopy(bitsPerSecond: 10_000_000, preparation: .job)
+        )
     ]
 
     @Test(arguments: table) func routeTable(row: Row) {
@@ -47,8 +54,11 @@ import Testing
         #expect(Route.serverPreparedCopy(bitsPerSecond: 1, preparation: .queue).waitingStatus == .queued)
         #expect(Route.liveCopy(remux: true, bitsPerSecond: nil).waitingStatus == .queued)
         let resumable = [Route.original, .version, .preparedOutput].map { $0.resumesFromCheckpoints }
-        let restarting = [Route.liveCopy(remux: true, bitsPerSecond: nil), .serverPreparedCopy(bitsPerSecond: 1, preparation: .queue), .serverPreparedCopy(bitsPerSecond: 1, preparation: .job)]
-            .map { $0.resumesFromCheckpoints }
+        let restarting = [
+            Route.liveCopy(remux: true, bitsPerSecond: nil), .serverPreparedCopy(bitsPerSecond: 1, preparation: .queue),
+            .serverPreparedCopy(bitsPerSecond: 1, preparation: .job)
+        ]
+        .map { $0.resumesFromCheckpoints }
         #expect(resumable == [true, true, true] && restarting == [false, false, false])
     }
 
@@ -66,8 +76,12 @@ import Testing
     /// original; remux is no preset (the engine refuses it), so it is never a copy.
     @Test func siloCopiesAreEntriesItPreparesAtAPreset() {
         let two = Quality("2mbps")!
-        #expect(RoutePolicy.route(for: .init(backend: .silo, quality: two, sourceBitrate: 30_000_000)) == .serverPreparedCopy(bitsPerSecond: 2_000_000, preparation: .entry))
-        #expect(RoutePolicy.route(for: .init(backend: .silo, quality: two, sourceBitrate: nil)) == .serverPreparedCopy(bitsPerSecond: 2_000_000, preparation: .entry))
+        #expect(
+            RoutePolicy.route(for: .init(backend: .silo, quality: two, sourceBitrate: 30_000_000))
+                == .serverPreparedCopy(bitsPerSecond: 2_000_000, preparation: .entry))
+        #expect(
+            RoutePolicy.route(for: .init(backend: .silo, quality: two, sourceBitrate: nil))
+                == .serverPreparedCopy(bitsPerSecond: 2_000_000, preparation: .entry))
         #expect(RoutePolicy.route(for: .init(backend: .silo, quality: two, sourceBitrate: 1_000_000)) == .original)
         #expect(RoutePolicy.route(for: .init(backend: .silo, quality: .original, sourceBitrate: 30_000_000)) == .original)
         #expect(RoutePolicy.route(for: .init(backend: .silo, quality: .remux, sourceContainer: "avi")) == .original)

@@ -5,10 +5,13 @@ import Testing
 /// Which episodes a monitored series keeps: its mode's scope, the person's own pins, watched
 /// episodes and the storage cap.
 @Suite struct SeriesMonitorTests {
-    func ep(_ season: Int, _ number: Int, size: Int64 = 100, played: Bool = false, hand: Bool = false, monitor: Bool = false,
-            declined: Bool = false, open: Bool = false) -> MonitoredEpisode {
-        MonitoredEpisode(key: FileKey(server: "s", itemId: "e\(season)x\(number)", sourceId: "f\(season)x\(number)"), season: season, episode: number,
-                         size: size, played: played, pinnedByHand: hand, pinnedByMonitor: monitor, declined: declined, open: open)
+    func ep(
+        _ season: Int, _ number: Int, size: Int64 = 100, played: Bool = false, hand: Bool = false, monitor: Bool = false,
+        declined: Bool = false, open: Bool = false
+    ) -> MonitoredEpisode {
+        MonitoredEpisode(
+            key: FileKey(server: "s", itemId: "e\(season)x\(number)", sourceId: "f\(season)x\(number)"), season: season, episode: number,
+            size: size, played: played, pinnedByHand: hand, pinnedByMonitor: monitor, declined: declined, open: open)
     }
 
     func monitor(_ mode: SeriesMonitor.Mode, deleteWatched: Bool = false, cap: Int64? = nil, baseline: Set<String> = []) -> SeriesMonitor {
@@ -22,25 +25,28 @@ import Testing
         typealias P = SeriesMonitorPolicy
         #expect(ids(P.plan(monitor(.all), episodes: episodes).pin) == ["e0x1", "e1x1", "e1x2", "e2x1", "e3x1"])
         #expect(ids(P.plan(monitor(.latestSeason), episodes: episodes).pin) == ["e3x1"])
-        #expect(ids(P.plan(monitor(.latestSeason), episodes: [ep(0, 1), ep(0, 2)]).pin) == ["e0x1", "e0x2"])   // only specials
+        #expect(ids(P.plan(monitor(.latestSeason), episodes: [ep(0, 1), ep(0, 2)]).pin) == ["e0x1", "e0x2"])  // only specials
         #expect(ids(P.plan(monitor(.seasons([1, 3])), episodes: episodes).pin) == ["e1x1", "e1x2", "e3x1"])
         #expect(ids(P.plan(monitor(.future, baseline: ["e0x1", "e1x1", "e1x2", "e2x1"]), episodes: episodes).pin) == ["e3x1"])
     }
 
     @Test func aNewSeasonMovesLatestSeasonAlongAndKeepsTheOldBytes() {
-        let plan = SeriesMonitorPolicy.plan(monitor(.latestSeason), episodes: [ep(1, 1, monitor: true), ep(1, 2, monitor: true), ep(2, 1), ep(1, 3, hand: true)])
+        let plan = SeriesMonitorPolicy.plan(
+            monitor(.latestSeason), episodes: [ep(1, 1, monitor: true), ep(1, 2, monitor: true), ep(2, 1), ep(1, 3, hand: true)])
         #expect(ids(plan.pin) == ["e2x1"])
-        #expect(ids(plan.unpin) == ["e1x1", "e1x2"])   // unpinned, not removed
-        #expect(plan.remove.isEmpty)                  // the person's own pin stays pinned
+        #expect(ids(plan.unpin) == ["e1x1", "e1x2"])  // unpinned, not removed
+        #expect(plan.remove.isEmpty)  // the person's own pin stays pinned
         #expect(ids(plan.holds) == ["e2x1"])
     }
 
     @Test func watchedEpisodesGoWithDeleteWatchedUnlessPinnedByHandOrOpen() {
-        let episodes = [ep(1, 1, played: true, monitor: true), ep(1, 2, played: true, hand: true), ep(1, 3, played: true, monitor: true, open: true),
-                        ep(1, 4, played: true), ep(1, 5)]
+        let episodes = [
+            ep(1, 1, played: true, monitor: true), ep(1, 2, played: true, hand: true), ep(1, 3, played: true, monitor: true, open: true),
+            ep(1, 4, played: true), ep(1, 5)
+        ]
         let plan = SeriesMonitorPolicy.plan(monitor(.all, deleteWatched: true), episodes: episodes)
         #expect(ids(plan.remove) == ["e1x1"])
-        #expect(ids(plan.pin) == ["e1x5"])   // a watched episode is not pinned at all
+        #expect(ids(plan.pin) == ["e1x5"])  // a watched episode is not pinned at all
         #expect(Set(ids(plan.holds)) == ["e1x2", "e1x3", "e1x5"])
         // Without delete-watched a watched episode is kept like any other.
         #expect(ids(SeriesMonitorPolicy.plan(monitor(.all), episodes: episodes).pin) == ["e1x5", "e1x4"])
@@ -58,7 +64,8 @@ import Testing
         #expect(ids(room.pin) == ["e1x3"] && ids(room.remove) == ["e1x2"] && ids(room.heldByCap) == ["e1x2"])
         #expect(room.heldBytes == 200)
         // An open file is never removed, even over the cap.
-        let open = SeriesMonitorPolicy.plan(monitor(.all, cap: 100), episodes: [ep(1, 1, size: 100, monitor: true, open: true), ep(1, 2, size: 100, monitor: true)])
+        let open = SeriesMonitorPolicy.plan(
+            monitor(.all, cap: 100), episodes: [ep(1, 1, size: 100, monitor: true, open: true), ep(1, 2, size: 100, monitor: true)])
         #expect(open.remove.map(\.itemId) == ["e1x2"] && ids(open.holds) == ["e1x1"])
     }
 
@@ -77,8 +84,8 @@ import Testing
         let again = try SeriesMonitor.parseSettings(m.settings)
         #expect(again.mode == .seasons([2, 3]) && again.maxStorage == 500)
         #expect(SeriesMonitor.Mode("latest_season") == .latestSeason && SeriesMonitor.Mode("seasons=") == nil && SeriesMonitor.Mode("weekly") == nil)
-        #expect(throws: LabstreamError.self) { try SeriesMonitor.parseSettings("delete-watched") }             // no mode
-        #expect(throws: LabstreamError.self) { try SeriesMonitor.parseSettings("all future") }                // two modes
+        #expect(throws: LabstreamError.self) { try SeriesMonitor.parseSettings("delete-watched") }  // no mode
+        #expect(throws: LabstreamError.self) { try SeriesMonitor.parseSettings("all future") }  // two modes
         #expect(throws: LabstreamError.self) { try SeriesMonitor.parseSettings("all max-storage=lots") }
     }
 }
@@ -118,14 +125,19 @@ import Testing
     /// The subscription shape of downloads-api.md § 8.3 (with its `etag`, § 15).
     @Test func aSubscriptionDecodesFromTheDocumentsShape() throws {
         let doc = """
-        {"id": "sub_7", "series_id": "sr_55", "mode": "latest_season", "target_season": 4, "delete_watched": true,
-         "max_storage_bytes": 21474836480, "active": true, "created_at": "2026-06-19T16:00:00Z", "updated_at": "2026-06-19T16:00:00Z",
-         "etag": "\\"9f\\""}
-        """
+            {"id": "sub_7", "series_id": "sr_55", "mode": "latest_season", "target_season": 4, "delete_watched": true,
+             "max_storage_bytes": 21474836480, "active": true, "created_at": "2026-06-19T16:00:00Z", "updated_at": "2026-06-19T16:00:00Z",
+             "etag": "\\"9f\\""}
+            """
         let read = try #require(SiloDecode.subscription(try JSONValue.parse(Array(doc.utf8))))
-        #expect(read == SeriesSubscription(id: "sub_7", seriesId: "sr_55", mode: .latestSeason, deleteWatched: true, maxStorage: 21_474_836_480, etag: "\"9f\""))
-        let unlimited = try #require(SiloDecode.subscription(try JSONValue.parse(Array(
-            #"{"id":"sub_8","series_id":"sr_1","mode":"specific_seasons","season_numbers":[3,0],"max_storage_bytes":0,"active":false,"etag":"\"x\""}"#.utf8))))
+        #expect(
+            read == SeriesSubscription(id: "sub_7", seriesId: "sr_55", mode: .latestSeason, deleteWatched: true, maxStorage: 21_474_836_480, etag: "\"9f\""))
+        let unlimited = try #require(
+            SiloDecode.subscription(
+                try JSONValue.parse(
+                    Array(
+                        #"{"id":"sub_8","series_id":"sr_1","mode":"specific_seasons","season_numbers":[3,0],"max_storage_bytes":0,"active":false,"etag":"\"x\""}"#
+                            .utf8))))
         #expect(unlimited.mode == .seasons([0, 3]) && unlimited.maxStorage == nil && !unlimited.active && !unlimited.deleteWatched)
         #expect(SiloDecode.subscription(try JSONValue.parse(Array(#"{"id":"sub_9","series_id":"sr_1","mode":"weekly","etag":"\"x\""}"#.utf8))) == nil)
     }

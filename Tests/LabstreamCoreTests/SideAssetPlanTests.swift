@@ -8,45 +8,60 @@ import Testing
 
     func plan(_ libraries: [LibraryCatalog]) -> [String: PlannedAsset] {
         let tree = TreeBuilder.build(server: "srv", libraries: libraries)
-        return Dictionary(SideAssetPlan.plan(tree: tree, libraries: libraries).map { (($0.directory + [$0.stem]).joined(separator: "/"), $0) },
-                          uniquingKeysWith: { a, _ in a })
+        return Dictionary(
+            SideAssetPlan.plan(tree: tree, libraries: libraries).map { (($0.directory + [$0.stem]).joined(separator: "/"), $0) },
+            uniquingKeysWith: { a, _ in a })
     }
 
     @Test func aFilmsArtworkAndSubtitlesAreNamedAsPlayersLookForThem() {
-        let assets = [RemoteAsset(kind: .poster, ref: "m/Primary", tag: "p"), RemoteAsset(kind: .fanart, ref: "m/Backdrop/0", tag: "f"),
-                      RemoteAsset(kind: .logo, ref: "m/Logo", tag: "l"),
-                      RemoteAsset(kind: .subtitle, ref: "m/ms/2", sourceId: "ms", language: "en", codec: "subrip"),
-                      RemoteAsset(kind: .subtitle, ref: "m/ms/3", sourceId: "ms", language: "eng", codec: "srt"),
-                      RemoteAsset(kind: .subtitle, ref: "m/ms/4", sourceId: "ms", language: "fre", forced: true, codec: "ass"),
-                      RemoteAsset(kind: .subtitle, ref: "m/ms/5", sourceId: "ms", language: nil, hearingImpaired: true, codec: "webvtt"),
-                      RemoteAsset(kind: .subtitle, ref: "m/ms/6", sourceId: "ms", language: "ger", codec: "pgssub"),
-                      RemoteAsset(kind: .subtitle, ref: "m/other/1", sourceId: "other", language: "spa", codec: "srt")]
+        let assets = [
+            RemoteAsset(kind: .poster, ref: "m/Primary", tag: "p"), RemoteAsset(kind: .fanart, ref: "m/Backdrop/0", tag: "f"),
+            RemoteAsset(kind: .logo, ref: "m/Logo", tag: "l"),
+            RemoteAsset(kind: .subtitle, ref: "m/ms/2", sourceId: "ms", language: "en", codec: "subrip"),
+            RemoteAsset(kind: .subtitle, ref: "m/ms/3", sourceId: "ms", language: "eng", codec: "srt"),
+            RemoteAsset(kind: .subtitle, ref: "m/ms/4", sourceId: "ms", language: "fre", forced: true, codec: "ass"),
+            RemoteAsset(kind: .subtitle, ref: "m/ms/5", sourceId: "ms", language: nil, hearingImpaired: true, codec: "webvtt"),
+            RemoteAsset(kind: .subtitle, ref: "m/ms/6", sourceId: "ms", language: "ger", codec: "pgssub"),
+            RemoteAsset(kind: .subtitle, ref: "m/other/1", sourceId: "other", language: "spa", codec: "srt")
+        ]
         let film = CatalogItem(id: "m", kind: .movie, title: "Alpha", year: 2001, sources: source("ms"), details: ItemDetails(assets: assets))
         let planned = plan([LibraryCatalog(id: "L", name: "Movies", items: [film])])
         let dir = "srv/Movies/Alpha (2001)/"
-        #expect(Set(planned.keys) == Set(["poster", "fanart", "logo", "Alpha (2001).eng", "Alpha (2001).eng.2", "Alpha (2001).fre.forced",
-                                          "Alpha (2001).und.sdh"].map { dir + $0 }), "\(planned.keys.sorted())")
+        #expect(
+            Set(planned.keys)
+                == Set(
+                    [
+                        "poster", "fanart", "logo", "Alpha (2001).eng", "Alpha (2001).eng.2", "Alpha (2001).fre.forced",
+                        "Alpha (2001).und.sdh"
+                    ].map { dir + $0 }), "\(planned.keys.sorted())")
         #expect(planned[dir + "Alpha (2001).eng"]?.fileExtension == "srt" && planned[dir + "Alpha (2001).und.sdh"]?.fileExtension == "vtt")
-        #expect(planned[dir + "poster"]?.fileExtension == nil)   // named by its bytes once fetched
+        #expect(planned[dir + "poster"]?.fileExtension == nil)  // named by its bytes once fetched
         #expect(planned.values.allSatisfy { $0.owners.map(\.itemId) == ["m"] })
     }
 
     @Test func aSeriesHasItsArtworkItsSeasonsPostersAndEachEpisodesThumb() {
-        let episode = CatalogItem(id: "e", kind: .episode, title: "Pilot", seriesId: "s", seriesName: "Show", seriesYear: 2020, seasonNumber: 1,
-                                  episodeNumber: 1, sources: source("es"), details: ItemDetails(assets: [RemoteAsset(kind: .thumb, ref: "e/Primary", tag: "t")]))
-        let series = ItemDetails(assets: [RemoteAsset(kind: .poster, ref: "s/Primary", tag: "sp"), RemoteAsset(kind: .poster, ref: "s1/Primary", tag: "s1", season: 1),
-                                          RemoteAsset(kind: .poster, ref: "s2/Primary", tag: "s2", season: 2)])
+        let episode = CatalogItem(
+            id: "e", kind: .episode, title: "Pilot", seriesId: "s", seriesName: "Show", seriesYear: 2020, seasonNumber: 1,
+            episodeNumber: 1, sources: source("es"), details: ItemDetails(assets: [RemoteAsset(kind: .thumb, ref: "e/Primary", tag: "t")]))
+        let series = ItemDetails(assets: [
+            RemoteAsset(kind: .poster, ref: "s/Primary", tag: "sp"), RemoteAsset(kind: .poster, ref: "s1/Primary", tag: "s1", season: 1),
+            RemoteAsset(kind: .poster, ref: "s2/Primary", tag: "s2", season: 2)
+        ])
         let planned = plan([LibraryCatalog(id: "T", name: "Shows", items: [episode], seriesDetails: ["s": series])])
-        #expect(Set(planned.keys) == ["srv/Shows/Show (2020)/poster", "srv/Shows/Show (2020)/Season 01/poster",
-                                      "srv/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot-thumb"], "\(planned.keys.sorted())")
+        #expect(
+            Set(planned.keys) == [
+                "srv/Shows/Show (2020)/poster", "srv/Shows/Show (2020)/Season 01/poster",
+                "srv/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot-thumb"
+            ], "\(planned.keys.sorted())")
     }
 
     /// One cover per album folder, whichever track brought it, owned by all its tracks.
     @Test func anAlbumHasOneCoverForAllItsTracks() {
         let cover = RemoteAsset(kind: .poster, ref: "album1/Primary", tag: "c")
         let tracks = (1...3).map { (n: Int) in
-            CatalogItem(id: "t\(n)", kind: .track, title: "Song \(n)", album: "Album", albumArtist: "Band", trackNumber: n, sources: source("t\(n)s", "flac"),
-                        details: ItemDetails(assets: [cover]))
+            CatalogItem(
+                id: "t\(n)", kind: .track, title: "Song \(n)", album: "Album", albumArtist: "Band", trackNumber: n, sources: source("t\(n)s", "flac"),
+                details: ItemDetails(assets: [cover]))
         }
         let planned = plan([LibraryCatalog(id: "M", name: "Music", items: tracks)])
         #expect(planned.count == 1)

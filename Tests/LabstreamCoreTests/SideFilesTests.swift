@@ -5,32 +5,45 @@ import Testing
 /// The `.nfo` files made beside films and episodes and in series folders: where they go, what
 /// they say, and that any text makes valid XML.
 @Suite struct SideFilesTests {
-    let details = ItemDetails(originalTitle: "Alfa", plot: "A plot.", runtimeSeconds: 5_430, genres: ["Drama", "War"], studios: ["Ealing"],
-                              rating: 7.5, premiered: "2001-05-04", ids: ["imdb": "tt0000001", "tmdb": "11"])
+    let details = ItemDetails(
+        originalTitle: "Alfa", plot: "A plot.", runtimeSeconds: 5_430, genres: ["Drama", "War"], studios: ["Ealing"],
+        rating: 7.5, premiered: "2001-05-04", ids: ["imdb": "tt0000001", "tmdb": "11"])
 
     @Test func eachFilmAndEpisodeGetsOneBesideItAndEachSeriesOneInItsFolder() {
-        let movie = CatalogItem(id: "m", kind: .movie, title: "Alpha", year: 2001, sources: [MediaSource(id: "ms", container: "mkv", size: 1)], details: details)
-        let e1 = CatalogItem(id: "e1", kind: .episode, title: "Pilot", seriesId: "s", seriesName: "Show", seriesYear: 2020, seasonNumber: 1, episodeNumber: 1,
-                             sources: [MediaSource(id: "e1s", container: "mkv", size: 1)])
-        let e2 = CatalogItem(id: "e2", kind: .episode, title: "Two", seriesId: "s", seriesName: "Show", seriesYear: 2020, seasonNumber: 1, episodeNumber: 2,
-                             sources: [MediaSource(id: "e2s", container: "mp4", size: 1)])
-        let libraries = [LibraryCatalog(id: "L", name: "Movies", items: [movie]),
-                         LibraryCatalog(id: "T", name: "Shows", items: [e1, e2], seriesDetails: ["s": ItemDetails(plot: "The show.")])]
+        let movie = CatalogItem(
+            id: "m", kind: .movie, title: "Alpha", year: 2001, sources: [MediaSource(id: "ms", container: "mkv", size: 1)], details: details)
+        let e1 = CatalogItem(
+            id: "e1", kind: .episode, title: "Pilot", seriesId: "s", seriesName: "Show", seriesYear: 2020, seasonNumber: 1, episodeNumber: 1,
+            sources: [MediaSource(id: "e1s", container: "mkv", size: 1)])
+        let e2 = CatalogItem(
+            id: "e2", kind: .episode, title: "Two", seriesId: "s", seriesName: "Show", seriesYear: 2020, seasonNumber: 1, episodeNumber: 2,
+            sources: [MediaSource(id: "e2s", container: "mp4", size: 1)])
+        let libraries = [
+            LibraryCatalog(id: "L", name: "Movies", items: [movie]),
+            LibraryCatalog(id: "T", name: "Shows", items: [e1, e2], seriesDetails: ["s": ItemDetails(plot: "The show.")])
+        ]
         let tree = TreeBuilder.build(server: "srv", libraries: libraries)
         let made = SideFiles.nfos(tree: tree, libraries: libraries)
         let paths = Set(made.map { $0.path.joined(separator: "/") })
-        #expect(paths == ["srv/Movies/Alpha (2001)/Alpha (2001).nfo", "srv/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.nfo",
-                          "srv/Shows/Show (2020)/Season 01/Show (2020) - S01E02 - Two.nfo", "srv/Shows/Show (2020)/tvshow.nfo"], "\(paths)")
+        #expect(
+            paths == [
+                "srv/Movies/Alpha (2001)/Alpha (2001).nfo", "srv/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.nfo",
+                "srv/Shows/Show (2020)/Season 01/Show (2020) - S01E02 - Two.nfo", "srv/Shows/Show (2020)/tvshow.nfo"
+            ], "\(paths)")
         let film = text(made.first { $0.path.last == "Alpha (2001).nfo" }, libraries)
-        for part in ["<movie>", "<title>Alpha</title>", "<originaltitle>Alfa</originaltitle>", "<year>2001</year>", "<plot>A plot.</plot>",
-                     "<runtime>91</runtime>", "<genre>Drama</genre>", "<genre>War</genre>", "<studio>Ealing</studio>", "<value>7.5</value>",
-                     "<premiered>2001-05-04</premiered>", "<uniqueid type=\"tmdb\" default=\"true\">11</uniqueid>", "<uniqueid type=\"imdb\">tt0000001</uniqueid>"] {
+        for part in [
+            "<movie>", "<title>Alpha</title>", "<originaltitle>Alfa</originaltitle>", "<year>2001</year>", "<plot>A plot.</plot>",
+            "<runtime>91</runtime>", "<genre>Drama</genre>", "<genre>War</genre>", "<studio>Ealing</studio>", "<value>7.5</value>",
+            "<premiered>2001-05-04</premiered>", "<uniqueid type=\"tmdb\" default=\"true\">11</uniqueid>", "<uniqueid type=\"imdb\">tt0000001</uniqueid>"
+        ] {
             #expect(film.contains(part), "\(part) in \(film)")
         }
         let show = text(made.first { $0.path.last == "tvshow.nfo" }, libraries)
-        #expect(show.contains("<tvshow>") && show.contains("<title>Show</title>") && show.contains("<year>2020</year>") && show.contains("<plot>The show.</plot>"))
+        #expect(
+            show.contains("<tvshow>") && show.contains("<title>Show</title>") && show.contains("<year>2020</year>") && show.contains("<plot>The show.</plot>"))
         let episode = text(made.first { $0.path.last?.hasSuffix("Pilot.nfo") == true }, libraries)
-        #expect(episode.contains("<episodedetails>") && episode.contains("<season>1</season>") && episode.contains("<episode>1</episode>")
+        #expect(
+            episode.contains("<episodedetails>") && episode.contains("<season>1</season>") && episode.contains("<episode>1</episode>")
                 && episode.contains("<showtitle>Show</showtitle>"))
     }
 
@@ -58,8 +71,9 @@ import Testing
 
     @Test func chaptersAreOneLineEachWithTheirStart() {
         let chapters = [ItemDetails.Chapter(start: 0, name: "Opening"), ItemDetails.Chapter(start: 3_723.45, name: "Two\nlines")]
-        let item = CatalogItem(id: "m", kind: .movie, title: "Alpha", year: 2001, sources: [MediaSource(id: "ms", container: "mkv", size: 1)],
-                               details: ItemDetails(chapters: chapters))
+        let item = CatalogItem(
+            id: "m", kind: .movie, title: "Alpha", year: 2001, sources: [MediaSource(id: "ms", container: "mkv", size: 1)],
+            details: ItemDetails(chapters: chapters))
         let libraries = [LibraryCatalog(id: "L", name: "Movies", items: [item])]
         let tree = TreeBuilder.build(server: "srv", libraries: libraries)
         #expect(SideFiles.chapters(tree: tree, libraries: libraries) == [tree[0].key: "00:00:00.000 Opening\n01:02:03.450 Two lines"])

@@ -6,15 +6,18 @@ import Testing
     let film = FileKey(server: "home", itemId: "i1", sourceId: "s1")
 
     func row(_ key: FileKey, _ status: DownloadStatus, present: Int64, total: Int64 = 100, reason: String? = nil) -> DownloadRow {
-        DownloadRow(key: key, status: status, attempt: AttemptID(1), validator: nil, total: total,
-                    present: present > 0 ? RangeSet([ByteRange(0, present)]) : RangeSet(), partialPath: "p", reason: reason)
+        DownloadRow(
+            key: key, status: status, attempt: AttemptID(1), validator: nil, total: total,
+            present: present > 0 ? RangeSet([ByteRange(0, present)]) : RangeSet(), partialPath: "p", reason: reason)
     }
 
     @Test func copiesAndNewVersionsAreFieldsOfTheirFile() {
         let copy = DerivedCopy.key(of: film, quality: Quality("2mbps")!)
         let next = NextVersion.key(of: film)
-        let rows = [row(copy, .preparing, present: 0, total: 0, reason: StatusReason.preparing(job: "7")),
-                    row(film, .complete, present: 100), row(next, .downloading, present: 40, total: 120)]
+        let rows = [
+            row(copy, .preparing, present: 0, total: 0, reason: StatusReason.preparing(job: "7")),
+            row(film, .complete, present: 100), row(next, .downloading, present: 40, total: 120)
+        ]
         let all = FileStatus.gather(rows, path: { $0 == self.film ? "home/Movies/Film.mkv" : nil }, size: { $0 == self.film ? 100 : nil })
         #expect(all.count == 1)
         let f = all[0]
@@ -34,7 +37,9 @@ import Testing
         let withCopy = [cancelled, row(DerivedCopy.key(of: film, quality: Quality("2mbps")!), .downloading, present: 5, total: 50)]
         #expect(FileStatus.gather(withCopy, path: { _ in "x" }, size: { _ in 100 }).map(\.state) == [.notLocal])
         // A row whose file left the catalog is still shown, and says so.
-        #expect(FileStatus.gather([row(film, .partial, present: 3)], path: { _ in nil }, size: { _ in nil }).first?.path.hasPrefix("(no longer in the catalog)") == true)
+        #expect(
+            FileStatus.gather([row(film, .partial, present: 3)], path: { _ in nil }, size: { _ in nil }).first?.path.hasPrefix("(no longer in the catalog)")
+                == true)
     }
 
     @Test func anOrphanedFileSaysSoWhateverItsRowSays() {
@@ -71,7 +76,7 @@ import Testing
             ("index upgraded; bytes will be fetched and verified again", .partial, .indexUpgraded),
             ("timed out; resuming from byte 4096", .downloading, .retrying),
             ("mpv: invalid data", .failed, .failed),
-            ("probe timed out", .unverified, .checkInconclusive),
+            ("probe timed out", .unverified, .checkInconclusive)
         ]
         for (reason, state, code) in cases { #expect(StatusReason.code(reason, state: state) == code, "\(reason)") }
         #expect(StatusReason.code(nil, state: .failed) == nil)
@@ -98,7 +103,7 @@ import Testing
         #expect(ByteCount.text(1536) == "1.5 KiB")
         #expect(ByteCount.text(51 * 1024 * 1024) == "51 MiB")
         #expect(ByteCount.text(1_288_490_189) == "1.2 GiB")
-        #expect(ByteCount.text(1024 * 1024 - 1) == "1.0 MiB")   // not "1024 KiB"
+        #expect(ByteCount.text(1024 * 1024 - 1) == "1.0 MiB")  // not "1024 KiB"
         #expect(ByteCount.text(Int64.max).hasSuffix("PiB"))
     }
 
@@ -108,12 +113,12 @@ import Testing
         var rates: [Double] = []
         for tick in 0...40 {
             let t = Double(tick) / 2
-            meter.record(Int64(tick / 4) * 2_000_000 + 50_000_000, at: t)   // 50 MB were already here
+            meter.record(Int64(tick / 4) * 2_000_000 + 50_000_000, at: t)  // 50 MB were already here
             if let r = meter.bytesPerSecond { rates.append(r) }
         }
         #expect(!rates.isEmpty)
         let settled = rates.suffix(20)
-        #expect(settled.allSatisfy { $0 > 600_000 && $0 < 1_500_000 }, "\(settled)")   // never 0, never 4 MB/s
+        #expect(settled.allSatisfy { $0 > 600_000 && $0 < 1_500_000 }, "\(settled)")  // never 0, never 4 MB/s
         #expect(meter.secondsLeft(toReach: 80_000_000).map { $0 > 5 && $0 < 20 } == true)
         // The bytes that were already present are not a rate.
         var first = RateMeter()

@@ -11,7 +11,7 @@ import Testing
         ("allBytesPresent", .allBytesPresent), ("validated(true)", .validated(playable: true)), ("validated(false)", .validated(playable: false)),
         ("validated(nil)", .validated(playable: nil)), ("retry", .retry), ("recheck", .recheck),
         ("bytesDropped(pinned)", .bytesDropped(pinned: true)), ("bytesDropped", .bytesDropped(pinned: false)),
-        ("unpinned", .unpinned), ("restarted(pinned)", .restarted(pinned: true)), ("restarted", .restarted(pinned: false)),
+        ("unpinned", .unpinned), ("restarted(pinned)", .restarted(pinned: true)), ("restarted", .restarted(pinned: false))
     ]
 
     /// The allowed moves, from each status: event → status (and from every status, a restart).
@@ -19,23 +19,38 @@ import Testing
         $0.merging(["restarted(pinned)": .queued, "restarted": .partial]) { own, _ in own }
     }
     static let movesWithin: [DownloadStatus: [String: DownloadStatus]] = [
-        .partial: ["bytesCommitted": .partial, "enqueued": .queued, "transferStarted": .downloading, "parked": .paused,
-                   "failedPermanently": .failed, "willRetry": .queued, "allBytesPresent": .unverified],
-        .queued: ["bytesCommitted": .queued, "unpinned": .partial, "transferStarted": .downloading, "interrupted": .paused, "parked": .paused,
-                  "failedPermanently": .failed, "willRetry": .queued, "preparationStarted(queued)": .queued,
-                  "preparationStarted": .preparing, "allBytesPresent": .unverified],
-        .preparing: ["unpinned": .partial, "transferStarted": .downloading, "interrupted": .paused, "parked": .paused, "failedPermanently": .failed,
-                     "willRetry": .queued, "preparationStarted(queued)": .queued, "preparationStarted": .preparing],
-        .downloading: ["bytesCommitted": .downloading, "unpinned": .partial, "transferStarted": .downloading, "interrupted": .paused, "parked": .paused,
-                       "failedPermanently": .failed, "willRetry": .queued, "preparationStarted(queued)": .queued,
-                       "preparationStarted": .preparing, "allBytesPresent": .unverified, "validated(true)": .complete,
-                       "validated(false)": .failed, "validated(nil)": .unverified],
-        .paused: ["bytesCommitted": .paused, "enqueued": .queued, "unpinned": .partial, "transferStarted": .downloading, "parked": .paused, "failedPermanently": .failed,
-                  "willRetry": .queued, "allBytesPresent": .unverified, "retry": .queued],
-        .failed: ["bytesCommitted": .failed, "enqueued": .queued, "unpinned": .partial, "allBytesPresent": .unverified, "retry": .queued, "recheck": .unverified],
+        .partial: [
+            "bytesCommitted": .partial, "enqueued": .queued, "transferStarted": .downloading, "parked": .paused,
+            "failedPermanently": .failed, "willRetry": .queued, "allBytesPresent": .unverified
+        ],
+        .queued: [
+            "bytesCommitted": .queued, "unpinned": .partial, "transferStarted": .downloading, "interrupted": .paused, "parked": .paused,
+            "failedPermanently": .failed, "willRetry": .queued, "preparationStarted(queued)": .queued,
+            "preparationStarted": .preparing, "allBytesPresent": .unverified
+        ],
+        .preparing: [
+            "unpinned": .partial, "transferStarted": .downloading, "interrupted": .paused, "parked": .paused, "failedPermanently": .failed,
+            "willRetry": .queued, "preparationStarted(queued)": .queued, "preparationStarted": .preparing
+        ],
+        .downloading: [
+            "bytesCommitted": .downloading, "unpinned": .partial, "transferStarted": .downloading, "interrupted": .paused, "parked": .paused,
+            "failedPermanently": .failed, "willRetry": .queued, "preparationStarted(queued)": .queued,
+            "preparationStarted": .preparing, "allBytesPresent": .unverified, "validated(true)": .complete,
+            "validated(false)": .failed, "validated(nil)": .unverified
+        ],
+        .paused: [
+            "bytesCommitted": .paused, "enqueued": .queued, "unpinned": .partial, "transferStarted": .downloading, "parked": .paused,
+            "failedPermanently": .failed,
+            "willRetry": .queued, "allBytesPresent": .unverified, "retry": .queued
+        ],
+        .failed: [
+            "bytesCommitted": .failed, "enqueued": .queued, "unpinned": .partial, "allBytesPresent": .unverified, "retry": .queued, "recheck": .unverified
+        ],
         .complete: ["bytesCommitted": .complete, "recheck": .unverified, "bytesDropped(pinned)": .queued, "bytesDropped": .partial],
-        .unverified: ["bytesCommitted": .unverified, "validated(true)": .complete, "validated(false)": .failed, "validated(nil)": .unverified,
-                      "recheck": .unverified, "bytesDropped(pinned)": .queued, "bytesDropped": .partial],
+        .unverified: [
+            "bytesCommitted": .unverified, "validated(true)": .complete, "validated(false)": .failed, "validated(nil)": .unverified,
+            "recheck": .unverified, "bytesDropped(pinned)": .queued, "bytesDropped": .partial
+        ]
     ]
 
     @Test func everyPairIsAllowedExactlyAsDocumented() {
@@ -65,7 +80,8 @@ import Testing
         // The user's pause never pauses what is not moving, and nothing leaves `complete` but a
         // re-check or damaged bytes.
         #expect(DownloadStatus.partial.after(.interrupted) == nil && DownloadStatus.paused.after(.interrupted) == nil)
-        #expect(Self.events.filter { DownloadStatus.complete.after($0.1).map { $0 != .complete } ?? false }.map(\.0).sorted()
+        #expect(
+            Self.events.filter { DownloadStatus.complete.after($0.1).map { $0 != .complete } ?? false }.map(\.0).sorted()
                 == ["bytesDropped", "bytesDropped(pinned)", "recheck", "restarted", "restarted(pinned)"])
     }
 
@@ -81,12 +97,13 @@ import Testing
     }
 
     @Test func aPauseRecordsItsCauseAndLeavingPausedForgetsIt() {
-        var row = DownloadRow(key: FileKey(server: "home", itemId: "i", sourceId: "m"), status: .downloading, attempt: AttemptID(1), validator: nil,
-                              total: 10, present: RangeSet(), partialPath: "p", pinned: true)
+        var row = DownloadRow(
+            key: FileKey(server: "home", itemId: "i", sourceId: "m"), status: .downloading, attempt: AttemptID(1), validator: nil,
+            total: 10, present: RangeSet(), partialPath: "p", pinned: true)
         #expect(row.park(.signInRefused) && row.status == .paused && row.pauseCause == .signInRefused)
         #expect(row.reason == StatusReason.signInRefused(server: "home"))
         #expect(row.apply(.parked(.storageFull)) && row.pauseCause == .storageFull)
-        #expect(row.apply(.bytesCommitted) && row.pauseCause == .storageFull)     // still paused, still why
+        #expect(row.apply(.bytesCommitted) && row.pauseCause == .storageFull)  // still paused, still why
         #expect(row.apply(.retry) && row.status == .queued && row.pauseCause == nil)
         #expect(row.apply(.interrupted) && row.pauseCause == .user)
         #expect(row.nextAttempt(reason: nil).pauseCause == nil)
@@ -94,13 +111,17 @@ import Testing
         #expect(row.status == .partial && row.pauseCause == nil)
         #expect(row.park(.user) && row.status == .paused && row.reason == StatusReason.pausedByUser)
         // A row made paused without a cause has none; one made in another status keeps none.
-        #expect(DownloadRow(key: row.key, status: .queued, attempt: AttemptID(1), validator: nil, total: 1, present: RangeSet(), partialPath: "p",
-                            pauseCause: .user).pauseCause == nil)
+        #expect(
+            DownloadRow(
+                key: row.key, status: .queued, attempt: AttemptID(1), validator: nil, total: 1, present: RangeSet(), partialPath: "p",
+                pauseCause: .user
+            ).pauseCause == nil)
     }
 
     @Test func applyMovesOnlyWhereTheTableAllows() {
-        var row = DownloadRow(key: FileKey(server: "s", itemId: "i", sourceId: "m"), status: .complete, attempt: AttemptID(1), validator: nil,
-                              total: 1, present: RangeSet(), partialPath: "p")
+        var row = DownloadRow(
+            key: FileKey(server: "s", itemId: "i", sourceId: "m"), status: .complete, attempt: AttemptID(1), validator: nil,
+            total: 1, present: RangeSet(), partialPath: "p")
         #expect(!row.apply(.interrupted) && row.status == .complete)
         #expect(row.apply(.recheck) && row.status == .unverified)
     }

@@ -68,7 +68,9 @@ import Testing
         let sync = try m.cli(["sync"])
         #expect(sync.code == 0, "\(sync.stderr)")
         try m.mount()
-        #expect(Set(filesBelow(m.mountpoint)) == Set(expectedTree(m.mediaDir).keys).union(["test/Movies/Twin (2010)/Twin (2010).mkv", "test/Movies/Twin (2010) (2)/Twin (2010) (2).mkv"]))
+        #expect(
+            Set(filesBelow(m.mountpoint))
+                == Set(expectedTree(m.mediaDir).keys).union(["test/Movies/Twin (2010)/Twin (2010).mkv", "test/Movies/Twin (2010) (2)/Twin (2010) (2).mkv"]))
         try m.unmount()
     }
 
@@ -130,20 +132,23 @@ import Testing
         let rig = try EmptyPlex("plex-token")
         defer { rig.stop() }
         let (scratch, server, tv, env) = (rig.scratch, rig.server, rig.tv, rig.env)
-        let account = try runProcess(labstreamBinary, ["server", "add", "plex", "home", "--token-stdin", "--plex-tv-url", tv.baseURL],
-                                     environment: env, stdin: tv.userToken)
+        let account = try runProcess(
+            labstreamBinary, ["server", "add", "plex", "home", "--token-stdin", "--plex-tv-url", tv.baseURL],
+            environment: env, stdin: tv.userToken)
         #expect(account.code == 0, "\(account.stderr)")
         #expect(tv.requestLog.contains("GET /api/v2/resources"))
         var credentials = try String(contentsOfFile: scratch.path + "/config/credentials", encoding: .utf8)
         #expect(credentials.contains(server.accessToken) && !credentials.contains(tv.userToken))
 
         let before = tv.requestLog.count
-        let direct = try runProcess(labstreamBinary, ["server", "add", "plex", "den", "--token-stdin", "--url", server.baseURL, "--plex-tv-url", tv.baseURL],
-                                    environment: env, stdin: server.accessToken)
+        let direct = try runProcess(
+            labstreamBinary, ["server", "add", "plex", "den", "--token-stdin", "--url", server.baseURL, "--plex-tv-url", tv.baseURL],
+            environment: env, stdin: server.accessToken)
         #expect(direct.code == 0, "\(direct.stderr)")
-        #expect(tv.requestLog.count == before)   // plex.tv was not asked
-        let refused = try runProcess(labstreamBinary, ["server", "add", "plex", "bad", "--token-stdin", "--url", server.baseURL],
-                                     environment: env, stdin: "not-a-token")
+        #expect(tv.requestLog.count == before)  // plex.tv was not asked
+        let refused = try runProcess(
+            labstreamBinary, ["server", "add", "plex", "bad", "--token-stdin", "--url", server.baseURL],
+            environment: env, stdin: "not-a-token")
         #expect(refused.code == 77, "\(refused.stderr)")
         credentials = try String(contentsOfFile: scratch.path + "/config/credentials", encoding: .utf8)
         #expect(!credentials.contains("not-a-token"))
@@ -202,7 +207,8 @@ import Testing
         defer { emby.stop(); jellyfin.stop() }
         let identity = ClientIdentity(device: "t", deviceId: "t")
         for given in [emby.baseURL, emby.baseURL + "/emby", emby.baseURL + "/emby/"] {
-            let (url, info, login) = try MediaBrowserClient.login(flavor: .emby, url: given, user: "demo", password: "pw", identity: identity, transport: CurlTransport())
+            let (url, info, login) = try MediaBrowserClient.login(
+                flavor: .emby, url: given, user: "demo", password: "pw", identity: identity, transport: CurlTransport())
             #expect(url == emby.baseURL + "/emby" && info.serverId == emby.serverId && login.userId == emby.userId)
         }
         let e = #expect(throws: LabstreamError.self) {
@@ -210,10 +216,12 @@ import Testing
         }
         #expect(e?.userMessage.contains("Jellyfin") == true, "\(String(describing: e))")
         // An Emby token names no user: adopting one needs --user.
-        let (_, _, userId) = try MediaBrowserClient.adoptToken(flavor: .emby, url: emby.baseURL, user: "demo", token: emby.accessToken, identity: identity, transport: CurlTransport())
+        let (_, _, userId) = try MediaBrowserClient.adoptToken(
+            flavor: .emby, url: emby.baseURL, user: "demo", token: emby.accessToken, identity: identity, transport: CurlTransport())
         #expect(userId == emby.userId)
         #expect(throws: LabstreamError.self) {
-            _ = try MediaBrowserClient.adoptToken(flavor: .emby, url: emby.baseURL, user: nil, token: emby.accessToken, identity: identity, transport: CurlTransport())
+            _ = try MediaBrowserClient.adoptToken(
+                flavor: .emby, url: emby.baseURL, user: nil, token: emby.accessToken, identity: identity, transport: CurlTransport())
         }
     }
 }

@@ -23,8 +23,9 @@ import Testing
 
     func client(_ fixture: ServerFixture, pageSize: Int = 200) throws -> MediaBrowserClient {
         let (_, _, login) = try MediaBrowserClient.login(url: fixture.baseURL, user: "demo", password: "pw", identity: identity, transport: CurlTransport())
-        return MediaBrowserClient(session: ServerSession(name: "test", url: fixture.baseURL, userId: login.userId, token: login.token),
-                              identity: identity, transport: CurlTransport(), pageSize: pageSize)
+        return MediaBrowserClient(
+            session: ServerSession(name: "test", url: fixture.baseURL, userId: login.userId, token: login.token),
+            identity: identity, transport: CurlTransport(), pageSize: pageSize)
     }
 
     /// A server that ignores the page offset answers the first page again: the walk stops when a
@@ -108,7 +109,9 @@ import Testing
     }
 
     @Test func aServerThatIsNotJellyfinIsRecognised() throws {
-        let server = try HTTPServer { _ in HTTPServer.Response(status: 200, headers: [("Content-Type", "text/html")], body: .bytes(Array("<html>It works!</html>".utf8))) }
+        let server = try HTTPServer { _ in
+            HTTPServer.Response(status: 200, headers: [("Content-Type", "text/html")], body: .bytes(Array("<html>It works!</html>".utf8)))
+        }
         defer { server.stop() }
         do {
             _ = try MediaBrowserClient.login(url: server.baseURL, user: "a", password: "b", identity: identity, transport: CurlTransport())
@@ -135,7 +138,9 @@ import Testing
         #expect(try client.fetchCatalog { _ in }.flatMap(\.items).count == expected)
         #expect(fixture.requestLog.contains { $0.path == "/Users/Me" })
         fixture.inject(.status(401), pathPrefix: "/Items", times: nil)
-        #expect { _ = try client.fetchCatalog { _ in } } throws: { ($0 as? LabstreamError).map { if case .authenticationFailed = $0 { true } else { false } } ?? false }
+        #expect { _ = try client.fetchCatalog { _ in } } throws: {
+            ($0 as? LabstreamError).map { if case .authenticationFailed = $0 { true } else { false } } ?? false
+        }
     }
 
     @Test func malformedOrTruncatedJSONFailsTheSyncAndKeepsTheOldCatalog() throws {
@@ -146,10 +151,11 @@ import Testing
         let index = try OfflineIndex(path: scratch.path + "/index.sqlite")
         let good = try client.fetchCatalog { _ in }
         let tree = TreeBuilder.build(server: "test", libraries: good)
-        try index.replaceCatalog(server: .init(name: "test", type: "jellyfin", url: fixture.baseURL, serverId: nil, lastSync: nil),
-                                 libraries: good, tree: tree, now: 1)
+        try index.replaceCatalog(
+            server: .init(name: "test", type: "jellyfin", url: fixture.baseURL, serverId: nil, lastSync: nil),
+            libraries: good, tree: tree, now: 1)
         for fault in [FixtureFault.malformedJSON, .truncatedJSON, .status(500)] {
-            fixture.inject(fault, pathPrefix: "/Shows/", times: fault == .status(500) ? nil : 1)   // a 500 once is retried
+            fixture.inject(fault, pathPrefix: "/Shows/", times: fault == .status(500) ? nil : 1)  // a 500 once is retried
             #expect(throws: LabstreamError.self) { _ = try client.fetchCatalog { _ in } }
             #expect(try index.treeFiles().count == tree.count)
             fixture.clearFaults()
@@ -158,8 +164,9 @@ import Testing
         let broken = TreeBuilder.build(server: "test", libraries: [LibraryCatalog(id: "L", name: "Movies", items: [])])
         try index.db.exec("CREATE TRIGGER fail BEFORE INSERT ON libraries BEGIN SELECT RAISE(ABORT, 'disk trouble'); END")
         #expect(throws: LabstreamError.self) {
-            try index.replaceCatalog(server: .init(name: "test", type: "jellyfin", url: "x", serverId: nil, lastSync: nil),
-                                     libraries: [LibraryCatalog(id: "L", name: "Movies", items: [])], tree: broken, now: 2)
+            try index.replaceCatalog(
+                server: .init(name: "test", type: "jellyfin", url: "x", serverId: nil, lastSync: nil),
+                libraries: [LibraryCatalog(id: "L", name: "Movies", items: [])], tree: broken, now: 2)
         }
         #expect(try index.treeFiles().count == tree.count)
     }
@@ -168,7 +175,8 @@ import Testing
         let scratch = Scratch("token")
         let fixture = try startFixture(scratch)
         defer { fixture.stop() }
-        let (_, _, userId) = try MediaBrowserClient.adoptToken(url: fixture.baseURL, user: nil, token: fixture.accessToken, identity: identity, transport: CurlTransport())
+        let (_, _, userId) = try MediaBrowserClient.adoptToken(
+            url: fixture.baseURL, user: nil, token: fixture.accessToken, identity: identity, transport: CurlTransport())
         #expect(userId == fixture.userId)
         #expect(throws: LabstreamError.authenticationFailed("the token was not accepted")) {
             _ = try MediaBrowserClient.adoptToken(url: fixture.baseURL, user: nil, token: "bogus", identity: identity, transport: CurlTransport())

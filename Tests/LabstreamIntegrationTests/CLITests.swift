@@ -1,6 +1,6 @@
 import Foundation
-import LabstreamCore
 import LabstreamCLI
+import LabstreamCore
 import LabstreamFixture
 import LabstreamStore
 import Testing
@@ -44,7 +44,7 @@ import Testing
         let quiet = try m.cli(["unmount", m.mountpoint])
         #expect(quiet.code == 0 && waitForExit(pid: pid))
         #expect(!m.log.contains(" info: ") && !m.log.contains(" debug: "), "\(m.log)")
-        try m.mount()   // the default level: info lines appear
+        try m.mount()  // the default level: info lines appear
         try m.unmount()
         #expect(m.log.contains(" info: mounted "))
         #expect(!m.log.contains(m.fixture.accessToken))
@@ -55,7 +55,9 @@ import Testing
         let full = m.scratch.sub("full")
         FileManager.default.createFile(atPath: full + "/keep.txt", contents: Data("mine".utf8))
         let r1 = try m.cli(["mount", full])
-        #expect(r1.code == 64 && r1.stderr == "labstream: the mountpoint \(full) is not empty (1 entry); mounting would hide them: give an empty directory\n", "\(r1.stderr)")
+        #expect(
+            r1.code == 64 && r1.stderr == "labstream: the mountpoint \(full) is not empty (1 entry); mounting would hide them: give an empty directory\n",
+            "\(r1.stderr)")
         #expect(FileManager.default.contents(atPath: full + "/keep.txt") == Data("mine".utf8))
         let file = full + "/keep.txt"
         let r2 = try m.cli(["mount", file])
@@ -65,7 +67,8 @@ import Testing
         #expect(r3.code == 66 && r3.stderr == "labstream: the mountpoint \(missing) does not exist; create it with: mkdir -p \(missing)\n", "\(r3.stderr)")
         try m.mount()
         let r4 = try m.cli(["mount", m.mountpoint])
-        #expect(r4.code != 0 && r4.stderr.contains("\(m.mountpoint) is already a Labstream mount; unmount it first with: labstream unmount \(m.mountpoint)")
+        #expect(
+            r4.code != 0 && r4.stderr.contains("\(m.mountpoint) is already a Labstream mount; unmount it first with: labstream unmount \(m.mountpoint)")
                 || r4.stderr.contains("in use"), "\(r4.stderr)")
         try m.unmount()
     }
@@ -181,7 +184,7 @@ import Testing
         let rel = "test/Movies/Gamma/Gamma.mkv"
         let pin = try m.cli(["pin", "--wait", m.path(rel)])
         #expect(pin.code == 0, "\(pin.stderr)")
-        #expect(m.log.contains("control: pin=1 on 1 paths"))   // it went over the socket, not through setfattr
+        #expect(m.log.contains("control: pin=1 on 1 paths"))  // it went over the socket, not through setfattr
         let status = try m.cli(["status", "--json", m.path("test/Movies")])
         let rows = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]])
         let gamma = try #require(rows.first { ($0["path"] as? String) == m.path(rel) })
@@ -190,7 +193,7 @@ import Testing
         let outside = try m.cli(["pin", m.scratch.path])
         #expect(outside.code == 66, "\(outside.stderr)")
         try m.unmount()
-        #expect(lstat(socketPath, &st) != 0)   // removed at shutdown
+        #expect(lstat(socketPath, &st) != 0)  // removed at shutdown
     }
 
     /// Another user who could reach the socket (its directory and mode opened up on purpose)
@@ -203,8 +206,12 @@ import Testing
         for path in [m.scratch.path, m.dataDir, m.dataDir + "/labstream.lock", m.dataDir + "/control.sock", m.configDir] {
             chmod(path, path.hasSuffix(".lock") ? 0o644 : (path.hasSuffix(".sock") ? 0o666 : 0o755))
         }
-        let r = try runProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", labstreamBinary,
-                                                    "status", "--json", m.path("test/Movies")], environment: m.env)
+        let r = try runProcess(
+            "/usr/bin/setpriv",
+            [
+                "--reuid=65534", "--regid=65534", "--clear-groups", labstreamBinary,
+                "status", "--json", m.path("test/Movies")
+            ], environment: m.env)
         #expect(r.code == 77 && r.stderr.contains("refused: this daemon belongs to uid 0"), "\(r.code) \(r.stderr) \(r.stdout)")
         #expect(m.log.contains("control: refused a connection from uid 65534"))
     }
@@ -216,7 +223,8 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: m.path(twin)))
         m.fixture.remove(itemId: try #require(m.fixture.itemId(forFile: m.mediaDir + "/gamma.mkv")))
         let sync = try m.cli(["sync"])
-        #expect(sync.code == 0 && sync.stdout.hasSuffix("test: 9 files\n") && sync.stdout.contains("test: Shows: Show (1/1)\n"), "\(sync.stdout) \(sync.stderr)")
+        #expect(
+            sync.code == 0 && sync.stdout.hasSuffix("test: 9 files\n") && sync.stdout.contains("test: Shows: Show (1/1)\n"), "\(sync.stdout) \(sync.stderr)")
         // The daemon synced and reloaded before answering: the file is gone now, not eventually.
         #expect(!FileManager.default.fileExists(atPath: m.path(twin)))
         #expect(m.log.contains("info: sync test: 9 files"))
@@ -274,14 +282,14 @@ import Testing
         try Data(repeating: 0x5A, count: 16 * MiB).write(to: URL(fileURLWithPath: partial))
         m.fixture.inject(.dropAfter(Int64(5 * MiB)), pathPrefix: "/Items/\(alpha)/Download", times: 1)
         let rel = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
-        #expect((try FileManager.default.attributesOfItem(atPath: m.path(rel))[.size] as? Int) == 0)   // not known yet
+        #expect((try FileManager.default.attributesOfItem(atPath: m.path(rel))[.size] as? Int) == 0)  // not known yet
         let pin = try m.cli(["pin", "--wait", m.path(rel)])
         #expect(pin.code == 0, "\(pin.stdout) \(pin.stderr)")
 
         let fetches = m.fixture.downloadRequests.filter { $0.path.contains(alpha) && $0.range != "bytes=0-0" }
         try #require(fetches.count == 2, "\(fetches.map { "\($0.range ?? "-") \($0.bytesSent)" })")
         #expect(fetches[0].range == "bytes=0-" && fetches[0].bytesSent == Int64(5 * MiB))
-        #expect(fetches[1].range == "bytes=\(5 * MiB)-", "\(fetches[1].range ?? "-")")   // resumed, nothing fetched twice
+        #expect(fetches[1].range == "bytes=\(5 * MiB)-", "\(fetches[1].range ?? "-")")  // resumed, nothing fetched twice
         #expect(eventually { (try? FileManager.default.attributesOfItem(atPath: m.path(rel))[.size] as? Int) == 12 * MiB + 37 })
         #expect(try sha256(m.path(rel)) == sha256(m.mediaDir + "/alpha.mkv"))
         #expect(try FileManager.default.attributesOfItem(atPath: partial)[.size] as? Int == 12 * MiB + 37)
@@ -360,13 +368,15 @@ import Testing
         try m.unmount()
         let rel = "test/Movies/Gamma/Gamma.mkv"
         let pin = try m.cli(["pin", rel])
-        #expect(pin.code == 0 && pin.stdout == "No daemon is running: pinned 1 files in the index; they download when Labstream next mounts.\n", "\(pin.stdout) \(pin.stderr)")
+        #expect(
+            pin.code == 0 && pin.stdout == "No daemon is running: pinned 1 files in the index; they download when Labstream next mounts.\n",
+            "\(pin.stdout) \(pin.stderr)")
         let unknown = try m.cli(["pin", "test/Movies/Nope"])
         #expect(unknown.code == 66 && unknown.stderr.contains("is not a catalog path"), "\(unknown.stderr)")
         let quality = try m.cli(["pin", "--quality", "2mbps", rel])
         #expect(quality.code == 69 && quality.stderr.contains("needs it"), "\(quality.stderr)")
         m.fixture.clearLog()
-        try m.mount()   // the pin is picked up by itself: nothing else asks for the file
+        try m.mount()  // the pin is picked up by itself: nothing else asks for the file
         let deadline = Date().addingTimeInterval(30)
         while StatusCommandXattr.get(m.path(rel), "state") != "unverified" && Date() < deadline { usleep(50_000) }
         #expect(StatusCommandXattr.get(m.path(rel), "state") == "unverified")
@@ -395,8 +405,9 @@ import Testing
         kill(p.processIdentifier, SIGINT)
         p.waitUntilExit()
         let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(p.terminationStatus == 130 && stderr.contains("the download goes on in the background") && stderr.contains("labstream status --watch"),
-                "\(p.terminationStatus) \(stderr)")
+        #expect(
+            p.terminationStatus == 130 && stderr.contains("the download goes on in the background") && stderr.contains("labstream status --watch"),
+            "\(p.terminationStatus) \(stderr)")
         #expect(StatusCommandXattr.get(path, "pinned") == "1")
         m.fixture.clearFaults()
         try m.unmount()

@@ -1,9 +1,10 @@
 import Dispatch
 import Foundation
 import LabstreamCore
-@testable import LabstreamEngine
 import Synchronization
 import Testing
+
+@testable import LabstreamEngine
 
 /// The committer bounds how far a body runs ahead of what is durable: a background fill hands a
 /// checkpoint over only once the one before it is committed; a reader's body may queue one more
@@ -32,7 +33,7 @@ import Testing
         let ahead = queueBehindSync ? 2 : 1
         var ranAhead = false
         for n in 0..<4 {
-            syncing.wait()   // checkpoint n is being made durable and stays so
+            syncing.wait()  // checkpoint n is being made durable and stays so
             if n + ahead < 4 {
                 ranAhead = ranAhead || allSubmitted.wait(timeout: .now() + 0.3) == .success
                 #expect(!ranAhead && submitted.withLock { $0 } == n + ahead, "while \(n) syncs")

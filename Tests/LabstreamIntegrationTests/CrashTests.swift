@@ -11,13 +11,15 @@ import Testing
     static let maxInFlight = 2
 
     @Test func killedDaemonsResumeAndRefetchOnlyTheSegmentsInFlight() throws {
-        let m = try MountedLabstream("kill9", catalog: { dir in
-            var c = testCatalog(in: dir)
-            let big = dir + "/big.mkv"
-            writeRandomFile(big, size: 128 * MiB + 4321, seed: 77)
-            c.movies.append(.init(title: "Big", year: 2024, file: big, container: "mkv"))
-            return c
-        }, cacheConfig: "segment_size = 4M")
+        let m = try MountedLabstream(
+            "kill9",
+            catalog: { dir in
+                var c = testCatalog(in: dir)
+                let big = dir + "/big.mkv"
+                writeRandomFile(big, size: 128 * MiB + 4321, seed: 77)
+                c.movies.append(.init(title: "Big", year: 2024, file: big, container: "mkv"))
+                return c
+            }, cacheConfig: "segment_size = 4M")
         let rel = "test/Movies/Big (2024)/Big (2024).mkv"
         let source = m.mediaDir + "/big.mkv"
         try m.mount()
@@ -46,7 +48,7 @@ import Testing
                 }
             }
             if run > 0 {
-                try m.mount()   // the pin survives in the index and resumes by itself
+                try m.mount()  // the pin survives in the index and resumes by itself
                 victim.set(m.daemonPid)
             }
             #expect(waitForExit(pid: m.daemonPid, timeoutMs: 60_000), "run \(run): the daemon was never killed")
@@ -67,7 +69,7 @@ import Testing
         }
 
         m.fixture.clearLog()
-        try m.mount()   // over the dead mount of the last run
+        try m.mount()  // over the dead mount of the last run
         let wait = try m.cli(["pin", "--wait", "--json", m.path(rel)])
         #expect(wait.code == 0, "\(wait.stderr)")
         #expect(wait.stdout.split(separator: "\n").last?.contains("\"done\":1") == true, "\(wait.stdout)")
@@ -85,7 +87,7 @@ import Testing
         var total: Int64 = 0
         for r in requested {
             total += servedSet.intersection(r).byteCount
-            servedSet.remove(r)   // count each byte once
+            servedSet.remove(r)  // count each byte once
         }
         return total
     }

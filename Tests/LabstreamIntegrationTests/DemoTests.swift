@@ -36,19 +36,22 @@ import Testing
         #expect(episodes.count == catalog.series.first?.episodes.count)
         // And its music: an album of two discs, a single; a track plays as it is.
         let music = Set(try FileManager.default.subpathsOfDirectory(atPath: mountpoint + "/demo/Music").filter { $0.hasSuffix(".flac") })
-        #expect(music == ["Oscillator/Test Tones (2022)/1-01 - A 440.flac", "Oscillator/Test Tones (2022)/1-02 - E 330.flac",
-                          "Oscillator/Test Tones (2022)/2-01 - Low C.flac", "Oscillator/Singles/Sweep.flac"], "\(music)")
+        #expect(
+            music == [
+                "Oscillator/Test Tones (2022)/1-01 - A 440.flac", "Oscillator/Test Tones (2022)/1-02 - E 330.flac",
+                "Oscillator/Test Tones (2022)/2-01 - Low C.flac", "Oscillator/Singles/Sweep.flac"
+            ], "\(music)")
         let track = mountpoint + "/demo/Music/Oscillator/Test Tones (2022)/1-01 - A 440.flac"
         #expect(try runProcess("/usr/bin/mpv", ["--vo=null", "--ao=null", "--length=1", track]).code == 0)
         let aside = try FileManager.default.contentsOfDirectory(atPath: data + "/demo/data").filter { $0.hasPrefix("index.sqlite.unusable-") }
         #expect(aside.count == 1)
         #expect(FileManager.default.contents(atPath: data + "/demo/data/" + (aside.first ?? "")) == leftover)
 
-        demo.interrupt()   // Ctrl-C
+        demo.interrupt()  // Ctrl-C
         demo.waitUntilExit()
         let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(demo.terminationStatus == 0, "\(said)")
         #expect(said.contains("it was moved to") && said.contains("Press Ctrl-C"), "\(said)")
-        #expect(!FileManager.default.fileExists(atPath: shown))   // unmounted
+        #expect(!FileManager.default.fileExists(atPath: shown))  // unmounted
     }
 }

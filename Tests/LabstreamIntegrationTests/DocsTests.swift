@@ -1,7 +1,8 @@
 import Foundation
-@testable import LabstreamCLI
 import LabstreamCore
 import Testing
+
+@testable import LabstreamCLI
 
 /// Man pages and unit files stay true and well-formed.
 @Suite struct DocsTests {
@@ -39,8 +40,10 @@ import Testing
             $0.1.replacingOccurrences(of: "\\f[BIRP]", with: "", options: .regularExpression).replacingOccurrences(of: "\\-", with: "-")
         }
         let internalOnly: Set<String> = ["--ready-fd", "-f", "-h", "--help", "-v", "--verbose"]
-        let commands: [(String, Arguments.Spec)] = [("status", StatusCommand.spec), ("pin", PinCommand.spec), ("mount", MountCommand.spec),
-                                                    ("server", ServerCommands.spec), ("orphans", RepairCommand.orphansSpec)]
+        let commands: [(String, Arguments.Spec)] = [
+            ("status", StatusCommand.spec), ("pin", PinCommand.spec), ("mount", MountCommand.spec),
+            ("server", ServerCommands.spec), ("orphans", RepairCommand.orphansSpec)
+        ]
         for (command, spec) in commands {
             let usage = help.split(separator: "\n").filter { $0.trimmingCharacters(in: .whitespaces).hasPrefix("labstream \(command) ") }.joined(separator: " ")
             let heading = headings.filter { $0.hasPrefix(".B \(command) ") }.joined(separator: " ")
@@ -79,8 +82,12 @@ import Testing
         let service = try String(contentsOfFile: Self.root + "/mountpoints/labstream@.service", encoding: .utf8)
             .replacingOccurrences(of: "/usr/local/bin/labstream", with: labstreamBinary)
         try service.write(toFile: scratch.path + "/labstream@.service", atomically: true, encoding: .utf8)
-        let r = try runProcess("/usr/bin/systemd-analyze", ["verify", "--man=no", scratch.path + "/srv-media.mount",
-                                                             scratch.path + "/srv-media.automount", scratch.path + "/labstream@srv-media.service"])
+        let r = try runProcess(
+            "/usr/bin/systemd-analyze",
+            [
+                "verify", "--man=no", scratch.path + "/srv-media.mount",
+                scratch.path + "/srv-media.automount", scratch.path + "/labstream@srv-media.service"
+            ])
         #expect(r.code == 0, "\(r.stdout) \(r.stderr)")
     }
 
@@ -90,9 +97,11 @@ import Testing
         // The release build is not part of make test: install the binary the tests use.
         let r = try runProcess("/usr/bin/make", ["-C", Self.root, "install", "DESTDIR=\(dest)", "PREFIX=/usr/local", "INSTALL_BIN=\(labstreamBinary)"])
         try #require(r.code == 0, "make install failed: \(r.stderr)")
-        for path in ["/usr/local/bin/labstream", "/usr/local/share/man/man1/labstream.1", "/usr/local/share/man/man5/labstream.conf.5",
-                     "/usr/local/share/man/man8/mount.labstream.8", "/usr/local/lib/systemd/system/labstream@.service",
-                     "/usr/local/lib/systemd/system/srv-media.mount", "/usr/local/lib/systemd/system/srv-media.automount"] {
+        for path in [
+            "/usr/local/bin/labstream", "/usr/local/share/man/man1/labstream.1", "/usr/local/share/man/man5/labstream.conf.5",
+            "/usr/local/share/man/man8/mount.labstream.8", "/usr/local/lib/systemd/system/labstream@.service",
+            "/usr/local/lib/systemd/system/srv-media.mount", "/usr/local/lib/systemd/system/srv-media.automount"
+        ] {
             #expect(FileManager.default.fileExists(atPath: dest + path), "\(path) not installed")
         }
         #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: dest + "/sbin/mount.labstream")) == "/usr/local/bin/labstream")

@@ -2,8 +2,8 @@ import Foundation
 import LabstreamBackends
 import LabstreamCore
 import LabstreamEngine
-import LabstreamFixture
 import LabstreamFS
+import LabstreamFixture
 import LabstreamHTTP
 import LabstreamStore
 import Testing
@@ -20,8 +20,9 @@ final class EngineRig: @unchecked Sendable {
     var fs: FilesystemEngine
     static let sizes = TransferSizes(readChunk: 1 << 20, segmentSize: 4 << 20, readAheadInitial: 1 << 20, readAheadMax: 8 << 20)
     /// Fast retries so fault tests do not sleep through real backoff.
-    static let settings = TransferEngine.Settings(sizes: sizes, readTimeout: 10, retry: RetryPolicy(maxAttempts: 3, baseDelay: 0.05, maxDelay: 0.2),
-                                                  freeSpaceHeadroom: 0, checkpointBytes: 1 << 20, playbackProbe: false)
+    static let settings = TransferEngine.Settings(
+        sizes: sizes, readTimeout: 10, retry: RetryPolicy(maxAttempts: 3, baseDelay: 0.05, maxDelay: 0.2),
+        freeSpaceHeadroom: 0, checkpointBytes: 1 << 20, playbackProbe: false)
     var transfers: TransferEngine { fs.transfers }
 
     let tune: @Sendable (inout TransferEngine.Settings) -> Void
@@ -35,20 +36,24 @@ final class EngineRig: @unchecked Sendable {
         let identity = ClientIdentity(device: "t", deviceId: "t")
         let transport = CurlTransport(options: .init(connectTimeout: 2, stallTimeout: 3))
         let (_, _, login) = try MediaBrowserClient.login(url: fixture.baseURL, user: "demo", password: "pw", identity: identity, transport: transport)
-        client = MediaBrowserClient(session: ServerSession(name: "test", url: fixture.baseURL, userId: login.userId, token: login.token),
-                                identity: identity, transport: transport)
+        client = MediaBrowserClient(
+            session: ServerSession(name: "test", url: fixture.baseURL, userId: login.userId, token: login.token),
+            identity: identity, transport: transport)
         let libraries = try client.fetchCatalog { _ in }
         tree = TreeBuilder.build(server: "test", libraries: libraries)
         layout = DataLayout(root: dataDir ?? scratch.sub("data"))
         index = try OfflineIndex(path: layout.indexPath)
-        try index.replaceCatalog(server: .init(name: "test", type: "jellyfin", url: fixture.baseURL, serverId: nil, lastSync: nil),
-                                 libraries: libraries, tree: tree, now: 1)
+        try index.replaceCatalog(
+            server: .init(name: "test", type: "jellyfin", url: fixture.baseURL, serverId: nil, lastSync: nil),
+            libraries: libraries, tree: tree, now: 1)
         fs = Self.makeEngine(index: index, layout: layout, files: tree, client: client, tune: tune)
         fixture.clearLog()
     }
 
-    static func makeEngine(index: OfflineIndex, layout: DataLayout, files: [TreeFile], client: MediaBrowserClient,
-                           tune: (inout TransferEngine.Settings) -> Void = { _ in }) -> FilesystemEngine {
+    static func makeEngine(
+        index: OfflineIndex, layout: DataLayout, files: [TreeFile], client: MediaBrowserClient,
+        tune: (inout TransferEngine.Settings) -> Void = { _ in }
+    ) -> FilesystemEngine {
         var settings = settings
         tune(&settings)
         let transfers = TransferEngine(index: index, layout: layout, settings: settings, log: { _ in })
@@ -79,7 +84,7 @@ final class EngineRig: @unchecked Sendable {
         var row: DownloadRow?
         let tree = try file(rel).tree
         _ = try waitUntil {
-            row = transfers.row(for: tree)   // live: a full disk may keep the index from recording it
+            row = transfers.row(for: tree)  // live: a full disk may keep the index from recording it
             guard let r = row else { return false }
             return r.present.contains(ByteRange(0, r.total)) || r.status == .failed || r.status == .paused
         }
@@ -152,7 +157,8 @@ final class EngineRig: @unchecked Sendable {
     /// find a node and its parent by number ("." and "..").
     @Test func inodeNumbersSurviveARestartAndNodesAreFoundByNumber() throws {
         func file(_ path: String) -> TreeFile {
-            TreeFile(path: path.split(separator: "/").map(String.init), key: FileKey(server: "s", itemId: path, sourceId: path), size: 1, modified: 0, etag: nil)
+            TreeFile(
+                path: path.split(separator: "/").map(String.init), key: FileKey(server: "s", itemId: path, sourceId: path), size: 1, modified: 0, etag: nil)
         }
         let paths = (0..<2000).map { "s/Movies/Film \($0) (2000)/Film \($0) (2000).mkv" } + ["s/Shows/A/Season 01/A - S01E01.mkv"]
         let first = InodeTable(files: paths.map(file))
@@ -198,7 +204,7 @@ final class EngineRig: @unchecked Sendable {
         let size = 12 * MiB + 37
         #expect(try rig.read(alpha, offset: size - 100, length: 4096) == rig.source(alpha, offset: size - 100, length: 100))
         #expect(try rig.read(alpha, offset: size + 10, length: 4096).isEmpty)
-        _ = try rig.readAndSettle(alpha, offset: 0, length: 1)   // the fetches behind these reads are committed
+        _ = try rig.readAndSettle(alpha, offset: 0, length: 1)  // the fetches behind these reads are committed
         let row = try #require(try rig.index.download(try rig.file(alpha).tree.key))
         #expect(row.present.contains(ByteRange(0, Int64(MiB))))
         #expect(row.validator != nil)
@@ -213,7 +219,7 @@ final class EngineRig: @unchecked Sendable {
         rig.fixture.inject(.stallAfter(300_000, 3), pathPrefix: "/Items/", times: 1)
         #expect(try rig.read(alpha, offset: 1000, length: 4096) == rig.source(alpha, offset: 1000, length: 4096))
         let key = try rig.file(alpha).tree.key
-        #expect(try rig.index.download(key)?.present.isEmpty ?? true)   // the body is still stalled
+        #expect(try rig.index.download(key)?.present.isEmpty ?? true)  // the body is still stalled
         #expect(rig.fixture.downloadRequests.count == 1 && (rig.fixture.downloadRequests.first?.bytesSent ?? 0) <= 300_000)
         _ = try rig.readAndSettle(alpha, offset: 1000, length: 4096)
         #expect(try rig.index.download(key)?.present.contains(ByteRange(0, Int64(MiB))) == true)
@@ -258,7 +264,7 @@ final class EngineRig: @unchecked Sendable {
         let h = try rig.fs.open(f.ino, writeRequested: false)
         defer { rig.fs.release(handle: h) }
         let step = 128 * 1024
-        for i in 0..<24 {   // 3 MiB in kernel-sized reads
+        for i in 0..<24 {  // 3 MiB in kernel-sized reads
             #expect(try rig.fs.read(handle: h, offset: Int64(i * step), size: step) == rig.source(alpha, offset: i * step, length: step))
         }
         // Read-ahead asked for bytes beyond anything read so far, without duplicates.
@@ -312,10 +318,10 @@ final class EngineRig: @unchecked Sendable {
     @Test(arguments: [FixtureFault.status(503), .statusRetryAfter(429, "1"), .status(401), .dropAfter(1000)])
     func aReadRidesOutTransientAnswers(fault: FixtureFault) throws {
         let rig = try EngineRig("read-transient")
-        rig.fixture.inject(fault, pathPrefix: "/Items/", times: fault == .status(401) ? 1 : 2)   // a 401 is re-checked once
+        rig.fixture.inject(fault, pathPrefix: "/Items/", times: fault == .status(401) ? 1 : 2)  // a 401 is re-checked once
         let started = Date()
         #expect(try rig.read(alpha, offset: 3 * MiB, length: 4096) == rig.source(alpha, offset: 3 * MiB, length: 4096))
-        if case .statusRetryAfter = fault { #expect(Date().timeIntervalSince(started) >= 1.9) }   // Retry-After honoured
+        if case .statusRetryAfter = fault { #expect(Date().timeIntervalSince(started) >= 1.9) }  // Retry-After honoured
         #expect(rig.fixture.downloadRequests.count >= (fault == .status(401) ? 2 : 3))
     }
 
@@ -329,8 +335,9 @@ final class EngineRig: @unchecked Sendable {
         #expect(try rig.read(alpha, offset: 5 * MiB, length: 4096) == rig.source(alpha, offset: 5 * MiB, length: 4096))
         let f = try rig.file(alpha)
         let requests = rig.fixture.downloadRequests.compactMap(\.requestedRange)
-        #expect(requests.first?.lower == Int64(5 * MiB) && requests.dropFirst().allSatisfy { $0 == ByteRange(0, f.tree.size) },
-                "\(requests)")
+        #expect(
+            requests.first?.lower == Int64(5 * MiB) && requests.dropFirst().allSatisfy { $0 == ByteRange(0, f.tree.size) },
+            "\(requests)")
         #expect(try rig.read(alpha, offset: 11 * MiB, length: 4096) == rig.source(alpha, offset: 11 * MiB, length: 4096))
         #expect(try rig.read(alpha, offset: 1, length: 4096) == rig.source(alpha, offset: 1, length: 4096))
         #expect(rig.fixture.downloadRequests.count == 2)
@@ -383,7 +390,7 @@ final class EngineRig: @unchecked Sendable {
     /// 2 Mbit/s copy, an episode of another library its original.
     @Test func aLibrarysQualityDecidesWhatAPinFetches() throws {
         let rig = try EngineRig("library-quality") { $0.qualities = ["test/Movies": .capped(megabitsPerSecond: 2)] }
-        rig.transfers.stop()   // only what the pin queues is looked at here
+        rig.transfers.stop()  // only what the pin queues is looked at here
         let movie = try rig.file(alpha), episode = try rig.file("test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv")
         try rig.fs.setxattr(movie.ino, name: "user.labstream.pin", value: Array("1".utf8))
         try rig.fs.setxattr(episode.ino, name: "user.labstream.pin", value: Array("1".utf8))
@@ -404,7 +411,9 @@ final class EngineRig: @unchecked Sendable {
         let movies = try #require(rig.fs.resolve(["test", "Movies"]))
         #expect(try rig.fs.getxattr(movies, name: "user.labstream.state") == "partial")
         #expect(throws: LabstreamError.noAttribute) { _ = try rig.fs.getxattr(f.ino, name: "user.other") }
-        #expect(throws: LabstreamError.unsupportedAttributeWrite("user.labstream.state")) { try rig.fs.setxattr(f.ino, name: "user.labstream.state", value: Array("1".utf8)) }
+        #expect(throws: LabstreamError.unsupportedAttributeWrite("user.labstream.state")) {
+            try rig.fs.setxattr(f.ino, name: "user.labstream.state", value: Array("1".utf8))
+        }
         let all = try rig.fs.xattrs(f.ino).map(\.1).joined()
         #expect(!all.contains(rig.fixture.accessToken) && !all.contains("http"))
         // A whole file read makes the row complete-pending-validation.
@@ -419,26 +428,29 @@ final class EngineRig: @unchecked Sendable {
 @Suite struct CatalogRefreshTests {
     @Test func itemsRemovedOnTheServerStayWhileStoredLocally() throws {
         let rig = try EngineRig("orphans")
-        let beta = "test/Movies/Beta (2002)/Beta (2002).mp4", gamma = "test/Movies/Gamma/Gamma.mkv", pilot = "test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv"
-        _ = try rig.readAndSettle(beta, offset: 0, length: 3 * MiB)        // whole
-        _ = try rig.readAndSettle(gamma, offset: 0, length: 10)            // partly
+        let beta = "test/Movies/Beta (2002)/Beta (2002).mp4", gamma = "test/Movies/Gamma/Gamma.mkv",
+            pilot = "test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv"
+        _ = try rig.readAndSettle(beta, offset: 0, length: 3 * MiB)  // whole
+        _ = try rig.readAndSettle(gamma, offset: 0, length: 10)  // partly
         for rel in [beta, gamma, pilot] { rig.fixture.remove(itemId: try rig.file(rel).tree.key.itemId) }
         let libraries = try rig.client.fetchCatalog { _ in }
-        try rig.index.replaceCatalog(server: .init(name: "test", type: "jellyfin", url: rig.fixture.baseURL, serverId: nil, lastSync: nil),
-                                     libraries: libraries, tree: TreeBuilder.build(server: "test", libraries: libraries), now: 2)
+        try rig.index.replaceCatalog(
+            server: .init(name: "test", type: "jellyfin", url: rig.fixture.baseURL, serverId: nil, lastSync: nil),
+            libraries: libraries, tree: TreeBuilder.build(server: "test", libraries: libraries), now: 2)
         let files = try rig.index.treeFiles()
         let byPath = Dictionary(uniqueKeysWithValues: files.map { ($0.path.joined(separator: "/"), $0) })
         #expect(byPath[beta]?.orphaned == true && byPath[gamma]?.orphaned == true)
-        #expect(byPath[pilot] == nil)                                    // nothing local: gone
+        #expect(byPath[pilot] == nil)  // nothing local: gone
         #expect(byPath["test/Movies/Alpha (2001)/Alpha (2001).mkv"]?.orphaned == false)
         rig.fs.reload(files: files)
-        #expect(try rig.read(beta, offset: 0, length: 4096) == rig.source(beta, offset: 0, length: 4096))   // still plays
+        #expect(try rig.read(beta, offset: 0, length: 4096) == rig.source(beta, offset: 0, length: 4096))  // still plays
         let ino = try #require(rig.fs.resolve(beta.split(separator: "/").map(String.init)))
         #expect(try rig.fs.getxattr(ino, name: "user.labstream.reason").hasPrefix("orphaned"))
         // Removing the local copy lets the next refresh forget it.
         try rig.fs.setxattr(ino, name: "user.labstream.action", value: Array("cancel".utf8))
-        try rig.index.replaceCatalog(server: .init(name: "test", type: "jellyfin", url: rig.fixture.baseURL, serverId: nil, lastSync: nil),
-                                     libraries: libraries, tree: TreeBuilder.build(server: "test", libraries: libraries), now: 3)
+        try rig.index.replaceCatalog(
+            server: .init(name: "test", type: "jellyfin", url: rig.fixture.baseURL, serverId: nil, lastSync: nil),
+            libraries: libraries, tree: TreeBuilder.build(server: "test", libraries: libraries), now: 3)
         #expect(try rig.index.treeFiles().contains { $0.path.joined(separator: "/") == beta } == false)
     }
 }

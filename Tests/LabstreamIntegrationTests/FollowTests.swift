@@ -1,7 +1,8 @@
 import Foundation
-@testable import LabstreamCLI
 import LabstreamCore
 import Testing
+
+@testable import LabstreamCLI
 
 /// `pin --wait` follows the daemon's change counter instead of polling.
 @Suite(.serialized) struct FollowTests {

@@ -1,8 +1,9 @@
 import Foundation
 import LabstreamCore
-@testable import LabstreamEngine
 import LabstreamStore
 import Testing
+
+@testable import LabstreamEngine
 
 /// libcurl's 16 KiB pieces reach the partial in whole units, in order, hashed as written.
 @Suite struct GatheredBodyTests {
@@ -34,6 +35,6 @@ import Testing
         let expected = SegmentDigest.hasher()
         sent.withUnsafeBytes { expected.update($0) }
         #expect(body.takeDigest() == expected.finish())
-        #expect(body.takeDigest() == SegmentDigest.hasher().finish())   // the next checkpoint's starts afresh
+        #expect(body.takeDigest() == SegmentDigest.hasher().finish())  // the next checkpoint's starts afresh
     }
 }

@@ -44,14 +44,18 @@ func testCatalog(in dir: String) -> FixtureCatalog {
             .init(title: "Gamma", year: nil, file: file("gamma.mkv", 700 * 1024, 3), container: "mkv"),
             .init(title: "../x", year: 1999, file: file("hostile.mkv", 4096, 4), container: "mkv"),
             .init(title: "Twin", year: 2010, file: file("twin1.mkv", 5000, 5), container: "mkv"),
-            .init(title: "Twin", year: 2010, file: file("twin2.mkv", 6000, 6), container: "mkv"),
+            .init(title: "Twin", year: 2010, file: file("twin2.mkv", 6000, 6), container: "mkv")
         ],
-        series: [.init(name: "Show", year: 2020, episodes: [
-            .init(season: 1, number: 1, title: "Pilot", file: file("s1e1.mkv", 2 * MiB + 1, 7), container: "mkv"),
-            .init(season: 1, number: 2, title: "Second", file: file("s1e2.mp4", 2 * MiB, 8), container: "mp4"),
-            .init(season: 2, number: 1, title: "Return", file: file("s2e1.mkv", MiB, 9), container: "mkv"),
-            .init(season: 0, number: 1, title: "Special", file: file("s0e1.mkv", 300_000, 10), container: "mkv"),
-        ])])
+        series: [
+            .init(
+                name: "Show", year: 2020,
+                episodes: [
+                    .init(season: 1, number: 1, title: "Pilot", file: file("s1e1.mkv", 2 * MiB + 1, 7), container: "mkv"),
+                    .init(season: 1, number: 2, title: "Second", file: file("s1e2.mp4", 2 * MiB, 8), container: "mp4"),
+                    .init(season: 2, number: 1, title: "Return", file: file("s2e1.mkv", MiB, 9), container: "mkv"),
+                    .init(season: 0, number: 1, title: "Special", file: file("s0e1.mkv", 300_000, 10), container: "mkv")
+                ])
+        ])
 }
 
 /// The tree the test catalog must produce under server "test", relative path → source file.
@@ -64,7 +68,7 @@ func expectedTree(_ dir: String) -> [String: String] {
         "test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv": dir + "/s1e1.mkv",
         "test/Shows/Show (2020)/Season 01/Show (2020) - S01E02 - Second.mp4": dir + "/s1e2.mp4",
         "test/Shows/Show (2020)/Season 02/Show (2020) - S02E01 - Return.mkv": dir + "/s2e1.mkv",
-        "test/Shows/Show (2020)/Season 00/Show (2020) - S00E01 - Special.mkv": dir + "/s0e1.mkv",
+        "test/Shows/Show (2020)/Season 00/Show (2020) - S00E01 - Special.mkv": dir + "/s0e1.mkv"
     ]
 }
 
@@ -107,8 +111,9 @@ func runProcess(_ executable: String, _ args: [String], environment: [String: St
     let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
     group.wait()
     p.waitUntilExit()
-    return ProcessResult(code: p.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
-                         stderr: String(decoding: stderrData.get(), as: UTF8.self))
+    return ProcessResult(
+        code: p.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
+        stderr: String(decoding: stderrData.get(), as: UTF8.self))
 }
 
 final class LockedBox<T>: @unchecked Sendable {
@@ -170,8 +175,10 @@ final class MountedLabstream: @unchecked Sendable {
 
     /// Test media is random bytes, which the playback probe rightly rejects: it is off unless
     /// a test asks for it.
-    init(_ name: String, kind: ServerFixture.Kind = .jellyfin, catalog: ((String) -> FixtureCatalog)? = nil,
-         cacheConfig: String? = nil, probe: Bool = false) throws {
+    init(
+        _ name: String, kind: ServerFixture.Kind = .jellyfin, catalog: ((String) -> FixtureCatalog)? = nil,
+        cacheConfig: String? = nil, probe: Bool = false
+    ) throws {
         scratch = Scratch(name)
         mediaDir = scratch.sub("media")
         configDir = scratch.sub("config")
@@ -228,8 +235,10 @@ final class MountedLabstream: @unchecked Sendable {
 }
 
 /// `labstream mount MOUNTPOINT` (daemonised) through `cli`; the daemon's pid once the mount is live.
-func mountDaemon(at mountpoint: String, dataDir: String, options: String? = nil,
-                 cli: ([String], String?) throws -> ProcessResult) throws -> Int32 {
+func mountDaemon(
+    at mountpoint: String, dataDir: String, options: String? = nil,
+    cli: ([String], String?) throws -> ProcessResult
+) throws -> Int32 {
     let r = try cli(["mount", mountpoint] + (options.map { ["-o", $0] } ?? []), nil)
     try #require(r.code == 0, "mount failed (\(r.code)): \(r.stderr)")
     let lock = try String(contentsOfFile: dataDir + "/labstream.lock", encoding: .utf8)

@@ -1,12 +1,13 @@
 import Foundation
 import LabstreamBackends
 import LabstreamCore
-@testable import LabstreamEngine
-import LabstreamTestSupport
 import LabstreamFS
 import LabstreamStore
+import LabstreamTestSupport
 import Synchronization
 import Testing
+
+@testable import LabstreamEngine
 
 /// The engine over an in-memory server (`InMemoryTransport`): no sockets, no libcurl; the
 /// loopback suites cover the real path.
@@ -21,8 +22,9 @@ import Testing
         let scratch = Scratch(name)
         let layout = DataLayout(root: scratch.sub("data"))
         let index = try OfflineIndex(path: layout.indexPath)
-        let client = MediaBrowserClient(session: ServerSession(name: "mem", url: "http://in-memory", userId: "u", token: "t"),
-                                        identity: ClientIdentity(device: "d", deviceId: "i"), transport: transport)
+        let client = MediaBrowserClient(
+            session: ServerSession(name: "mem", url: "http://in-memory", userId: "u", token: "t"),
+            identity: ClientIdentity(device: "d", deviceId: "i"), transport: transport)
         let transfers = TransferEngine(index: index, layout: layout, settings: EngineRig.settings, log: { _ in })
         transfers.setBackend(client)
         let fs = FilesystemEngine(transfers: transfers, files: [Self.file], ownership: .init(uid: 0, gid: 0), sizes: EngineRig.sizes)

@@ -35,20 +35,22 @@ import Testing
         default: try FileManager.default.removeItem(atPath: index)
         }
         let damaged = bytes(index)
-        m.fixture.stop()   // every stored byte must come back from the disk
+        m.fixture.stop()  // every stored byte must come back from the disk
 
         if damage != "deleted" {
             let r = try m.cli(["mount", m.mountpoint])
             #expect(r.code != 0)
             #expect(r.stderr.contains(index) && r.stderr.contains("labstream repair"), "\(r.stderr)")
-            #expect(bytes(index) == damaged)   // never reset, never rewritten
+            #expect(bytes(index) == damaged)  // never reset, never rewritten
             let status = try m.cli(["status"])
             #expect(status.code != 0 && status.stderr.contains(index), "\(status.stderr)")
             #expect(bytes(index) == damaged)
             #expect(!FileManager.default.fileExists(atPath: m.path("test")))
             let repair = try m.cli(["repair"])
             #expect(repair.code == 0 && repair.stdout.contains("restored the index from its backup"), "\(repair.stdout)\(repair.stderr)")
-            let aside = try FileManager.default.contentsOfDirectory(atPath: m.dataDir).filter { $0.hasPrefix("index.sqlite.damaged-") && !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") }
+            let aside = try FileManager.default.contentsOfDirectory(atPath: m.dataDir).filter {
+                $0.hasPrefix("index.sqlite.damaged-") && !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm")
+            }
             #expect(aside.count == 1 && bytes(m.dataDir + "/" + aside[0]) == damaged)
         }
         try m.mount()
@@ -74,8 +76,9 @@ import Testing
         writeRandomFile(m.dataDir + "/partials/" + stray, size: 1000, seed: 5)
         // Alpha's stored bytes are damaged behind Labstream's back: its sidecar's digest no
         // longer matches, so it is not taken back (set aside instead) and is fetched again.
-        let alphaPartial = try #require(try OfflineIndex(path: m.dataDir + "/index.sqlite").downloads()
-            .first { $0.key.itemId == m.fixture.itemId(forFile: m.mediaDir + "/alpha.mkv") }?.partialPath)
+        let alphaPartial = try #require(
+            try OfflineIndex(path: m.dataDir + "/index.sqlite").downloads()
+                .first { $0.key.itemId == m.fixture.itemId(forFile: m.mediaDir + "/alpha.mkv") }?.partialPath)
         let fd = open(m.dataDir + "/" + alphaPartial, O_WRONLY)
         _ = [UInt8(0x5A)].withUnsafeBytes { pwrite(fd, $0.baseAddress, 1, 100) }
         close(fd)
@@ -85,8 +88,9 @@ import Testing
         #expect(m.log.contains("took back"), "\(m.log)")
         #expect(StatusCommandXattr.get(m.path(gamma), "pinned") == "1")
         #expect(try sha256(m.path(gamma)) == sha256(expectedTree(m.mediaDir)[gamma]!))
-        #expect(!m.fixture.downloadRequests.contains { !$0.path.contains(m.fixture.itemId(forFile: m.mediaDir + "/alpha.mkv")!) },
-                "\(m.fixture.downloadRequests.map(\.path))")   // gamma is not fetched again
+        #expect(
+            !m.fixture.downloadRequests.contains { !$0.path.contains(m.fixture.itemId(forFile: m.mediaDir + "/alpha.mkv")!) },
+            "\(m.fixture.downloadRequests.map(\.path))")  // gamma is not fetched again
         #expect(try pread(path: m.path(alpha), offset: 0, length: 4096) == pread(path: expectedTree(m.mediaDir)[alpha]!, offset: 0, length: 4096))
         try m.unmount()
         let orphans = try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/orphans").filter { $0.hasSuffix(".part") }
@@ -109,7 +113,8 @@ import Testing
         #expect {
             _ = try OfflineIndex(path: path)
         } throws: { error in
-            "\(error)".contains("says schema \(OfflineIndex.schemaVersion) but lacks table quarantine") && "\(error)".contains(path) && "\(error)".contains("labstream repair")
+            "\(error)".contains("says schema \(OfflineIndex.schemaVersion) but lacks table quarantine") && "\(error)".contains(path)
+                && "\(error)".contains("labstream repair")
         }
         #expect(bytes(path) == before)
     }
@@ -121,7 +126,7 @@ import Testing
         let pin = try m.cli(["pin", "--wait", m.path(rel)])
         try #require(pin.code == 0, "\(pin.stderr)")
         try m.unmount()
-        m.fixture.stop()   // every byte must now come from the moved copy
+        m.fixture.stop()  // every byte must now come from the moved copy
 
         let moved = m.scratch.path + "/moved-data"
         try FileManager.default.moveItem(atPath: m.dataDir, toPath: moved)

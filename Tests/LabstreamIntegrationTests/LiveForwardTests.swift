@@ -65,7 +65,7 @@ import Testing
         #expect(size == streams[1].bytesSent)
         #expect(StatusCommandXattr.get(m.path(Self.copy), "state") == "complete")
         #expect(StatusCommandXattr.get(m.path(Self.original), "copies") == "2mbps=complete")
-        #expect(StatusCommandXattr.get(m.path(Self.original), "state") == "not-local")   // the original was not fetched
+        #expect(StatusCommandXattr.get(m.path(Self.original), "state") == "not-local")  // the original was not fetched
         let probe = try runProcess("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=format_name", "-of", "csv=p=0", m.path(Self.copy)])
         #expect(probe.code == 0 && probe.stdout.contains("matroska"), "\(probe.stderr)")
         #expect(m.fixture.downloadRequests.isEmpty)
@@ -84,7 +84,8 @@ import Testing
         try m.mount()
         let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
         let original = try #require(try index.treeFiles().first { $0.path.last == "Clip (2020).mkv" }?.key)
-        let partial = m.dataDir + "/" + DataLayout(root: m.dataDir).partialRelativePath(for: DerivedCopy.key(of: original, quality: .capped(megabitsPerSecond: 2)))
+        let partial =
+            m.dataDir + "/" + DataLayout(root: m.dataDir).partialRelativePath(for: DerivedCopy.key(of: original, quality: .capped(megabitsPerSecond: 2)))
         try FileManager.default.createDirectory(atPath: m.dataDir + "/partials", withIntermediateDirectories: true)
         try Data(repeating: 0x5A, count: 4 << 20).write(to: URL(fileURLWithPath: partial))
 
@@ -104,11 +105,13 @@ import Testing
     /// Emby both stream it live with the codecs copied (the seed's "compatible remux").
     @Test(arguments: [ServerFixture.Kind.jellyfin, .emby])
     func aRemuxComesLiveWithItsStreamsCopied(kind: ServerFixture.Kind) throws {
-        let m = try MountedLabstream("remux-\(kind)", kind: kind, catalog: { dir in
-            let recording = dir + "/recording.ts"
-            try? DemoMedia.generate(path: recording, seconds: 4, size: "320x240")
-            return FixtureCatalog(movies: [.init(title: "Recording", year: 2021, file: recording, container: "ts")], series: [])
-        }, probe: true)
+        let m = try MountedLabstream(
+            "remux-\(kind)", kind: kind,
+            catalog: { dir in
+                let recording = dir + "/recording.ts"
+                try? DemoMedia.generate(path: recording, seconds: 4, size: "320x240")
+                return FixtureCatalog(movies: [.init(title: "Recording", year: 2021, file: recording, container: "ts")], series: [])
+            }, probe: true)
         func name(_ camel: String) -> String { kind == .jellyfin ? camel : camel.prefix(1).uppercased() + camel.dropFirst() }
         try m.mount()
         let original = "test/Movies/Recording (2021)/Recording (2021).ts"
@@ -147,12 +150,13 @@ import Testing
         }
         for asked in [["status", "--json"], ["status", "--json", m.path(Self.original)]] {
             let copy = try copies(asked)?.first
-            #expect(copy?["quality"] as? String == "2mbps" && copy?["state"] as? String == "preparing" && copy?["reason"] as? String == "preparing_copy",
-                    "\(asked): \(String(describing: copy))")
+            #expect(
+                copy?["quality"] as? String == "2mbps" && copy?["state"] as? String == "preparing" && copy?["reason"] as? String == "preparing_copy",
+                "\(asked): \(String(describing: copy))")
         }
         try m.unmount()
 
-        try m.mount()   // polling resumes with the persisted job
+        try m.mount()  // polling resumes with the persisted job
         let wait = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
         #expect(wait.code == 0, "\(wait.stderr)")
         #expect(m.fixture.syncJobCount == 1)
@@ -179,10 +183,10 @@ import Testing
         let add = try #require(m.fixture.queueAddRequests.first)
         #expect(add.authorized && add.query["keys"]?.hasPrefix("/library/metadata/") == true)
         #expect(add.query["mediaIndex"] == "0" && add.query["partIndex"] == "0" && add.query["protocol"] == "http")
-        #expect(add.query["videoBitrate"] == "2000")   // the spec's kbit/s
+        #expect(add.query["videoBitrate"] == "2000")  // the spec's kbit/s
         try m.unmount()
 
-        try m.mount()   // polling resumes with the persisted queue item
+        try m.mount()  // polling resumes with the persisted queue item
         let wait = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
         #expect(wait.code == 0, "\(wait.stderr)")
         #expect(m.fixture.queueItemCount == 1)
@@ -192,10 +196,11 @@ import Testing
         #expect(eventually { ((try? journal(m).count) ?? 1) == 0 })
         #expect(FileManager.default.fileExists(atPath: m.path(Self.copy(.plex))))
         #expect(!FileManager.default.fileExists(atPath: m.path(Self.copy)))
-        #expect(StatusCommandXattr.get(m.path(Self.original), "copies") == "2mbps=complete", "\(StatusCommandXattr.get(m.path(Self.copy(.plex)), "reason") ?? "")")
+        #expect(
+            StatusCommandXattr.get(m.path(Self.original), "copies") == "2mbps=complete", "\(StatusCommandXattr.get(m.path(Self.copy(.plex)), "reason") ?? "")")
         let probe = try runProcess("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=format_name", "-of", "csv=p=0", m.path(Self.copy(.plex))])
         #expect(probe.code == 0 && probe.stdout.contains("mp4"), "\(probe.stderr)")
-        #expect(m.fixture.downloadRequests.isEmpty)   // the original part was never fetched
+        #expect(m.fixture.downloadRequests.isEmpty)  // the original part was never fetched
         try m.unmount()
     }
 
@@ -210,12 +215,13 @@ import Testing
         #expect(pin.code == 74)
         #expect(StatusCommandXattr.get(m.path(Self.original), "copies") == "2mbps=failed")
         let copy = try copyRow(m)
-        let expected = switch (kind, expires) {
-        case (.emby, false): "Convert job 100 ended Failed"
-        case (.emby, true): "Emby no longer knows Convert job 100"
-        case (_, false): "Plex could not prepare item 1/500: the transcoder exited with an error"
-        case (_, true): "Plex's prepared file for item 1/500 expired"
-        }
+        let expected =
+            switch (kind, expires) {
+            case (.emby, false): "Convert job 100 ended Failed"
+            case (.emby, true): "Emby no longer knows Convert job 100"
+            case (_, false): "Plex could not prepare item 1/500: the transcoder exited with an error"
+            case (_, true): "Plex's prepared file for item 1/500 expired"
+            }
         #expect(copy.status == .failed && (copy.reason ?? "").contains(expected), "\(copy.reason ?? "")")
         #expect(copy.job == nil && !FileManager.default.fileExists(atPath: m.path(Self.copy(kind))))
         #expect(firstJobCleanedUp(m, kind))
@@ -274,8 +280,9 @@ import Testing
         let pin = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
         #expect(pin.code == 74, "\(pin.stdout)\(pin.stderr)")
         let copy = try copyRow(m)
-        #expect(copy.status == .failed && (copy.reason ?? "").contains("refused the request") && (copy.reason ?? "").contains("HTTP 400"),
-                "\(copy.reason ?? "")")
+        #expect(
+            copy.status == .failed && (copy.reason ?? "").contains("refused the request") && (copy.reason ?? "").contains("HTTP 400"),
+            "\(copy.reason ?? "")")
         let posts = m.fixture.requestLog.filter { $0.method == "POST" && $0.path.hasPrefix(route) }.count
         #expect(posts == 1, "\(posts) posts")
         try m.unmount()
@@ -353,13 +360,13 @@ import Testing
         let session = try #require(try journal(m).first?.session)
         #expect(m.fixture.streamRequests.first?.query["playSessionId"] == session)
         let text = try String(contentsOfFile: m.dataDir + "/cleanup-journal.json", encoding: .utf8)
-        #expect(!text.contains(m.fixture.accessToken) && !text.contains(m.fixture.baseURL))   // credential-free
+        #expect(!text.contains(m.fixture.accessToken) && !text.contains(m.fixture.baseURL))  // credential-free
         kill(m.daemonPid, SIGKILL)
         #expect(waitForExit(pid: m.daemonPid))
         #expect(!m.fixture.stoppedSessions.contains(session))
 
         m.fixture.clearFaults()
-        try m.mount()   // replays the journal, then fetches the copy again from byte 0
+        try m.mount()  // replays the journal, then fetches the copy again from byte 0
         let wait = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
         #expect(wait.code == 0, "\(wait.stderr)")
         #expect(m.fixture.stoppedSessions.contains(session))

@@ -55,8 +55,9 @@ import Testing
         m.fixture.release(itemId: try item(m, 2, 2))
         try sync(m)
         #expect(eventually { stored(m, 2, 2) && pinned(m, 2, 2) }, "\(m.log)")
-        #expect(eventually { attr(m, Self.series, "monitor_holds") == "episodes=2 bytes=600000 max=700000 held_by_cap=0" },
-                "\(attr(m, Self.series, "monitor_holds") ?? "-")")
+        #expect(
+            eventually { attr(m, Self.series, "monitor_holds") == "episodes=2 bytes=600000 max=700000 held_by_cap=0" },
+            "\(attr(m, Self.series, "monitor_holds") ?? "-")")
 
         // A watched episode is let go and its copy removed; one pinned by hand is not touched.
         #expect(try m.cli(["pin", m.path(Self.episode(1, 1))]).code == 0)
@@ -73,16 +74,19 @@ import Testing
         try sync(m)
         #expect(eventually { stored(m, 3, 1) && stored(m, 3, 2) && !pinned(m, 2, 2) }, "\(m.log)")
         #expect(!pinned(m, 3, 3) && stored(m, 2, 2))
-        #expect(eventually { attr(m, Self.series, "monitor_holds") == "episodes=2 bytes=600000 max=700000 held_by_cap=1" },
-                "\(attr(m, Self.series, "monitor_holds") ?? "-")")
+        #expect(
+            eventually { attr(m, Self.series, "monitor_holds") == "episodes=2 bytes=600000 max=700000 held_by_cap=1" },
+            "\(attr(m, Self.series, "monitor_holds") ?? "-")")
         let status = try m.cli(["status", m.path(Self.series)])
-        #expect(status.stdout.contains("monitor: latest-season, watched episodes removed, at most") && status.stdout.contains("1 held back by the cap"),
-                "\(status.stdout)")
+        #expect(
+            status.stdout.contains("monitor: latest-season, watched episodes removed, at most") && status.stdout.contains("1 held back by the cap"),
+            "\(status.stdout)")
         let held = try m.cli(["status", "--json", m.path(Self.episode(3, 3))])
         #expect(held.stdout.contains("\"reason\" : \"held_by_cap\""), "\(held.stdout)")
         let listed = try m.cli(["monitor", "list"])
-        #expect(listed.stdout.contains(Self.series) && listed.stdout.contains("holds 2 episodes") && listed.stdout.contains("1 held by the cap"),
-                "\(listed.stdout)")
+        #expect(
+            listed.stdout.contains(Self.series) && listed.stdout.contains("holds 2 episodes") && listed.stdout.contains("1 held by the cap"),
+            "\(listed.stdout)")
 
         // Unpinning a monitored episode by hand: the monitor leaves it alone, and the cap lets the next one in.
         #expect(try m.cli(["unpin", m.path(Self.episode(3, 2))]).code == 0)
@@ -183,14 +187,15 @@ import Testing
         #expect(try m.cli(["sync"]).code == 0)
         #expect(eventually { attr(m, series, "monitor") == "all,delete-watched,max-storage=700000" }, "\(attr(m, series, "monitor") ?? "-") \(m.log)")
         #expect(m.fixture.subscriptions.first?.mode == "all" && m.log.contains("was changed on the server; taking its settings"))
-        #expect(eventually { stored(m, 1, 1) && stored(m, 1, 2) }, "\(m.log)")   // 600 000 bytes: within the cap
+        #expect(eventually { stored(m, 1, 1) && stored(m, 1, 2) }, "\(m.log)")  // 600 000 bytes: within the cap
         #expect(!pinned(m, 2, 1))
         #expect(try entries(m, episode(m, 1, 1)).count == 1 && entries(m, episode(m, 1, 2)).count == 1)
 
         // Changed here: sent under If-Match.
         #expect(try m.cli(["monitor", "set", m.path(series), "--mode", "seasons=1"]).code == 0)
-        #expect(eventually { m.fixture.subscriptions.first?.mode == "specific_seasons" && m.fixture.subscriptions.first?.seasonNumbers == [1] },
-                "\(m.fixture.subscriptions) \(m.log)")
+        #expect(
+            eventually { m.fixture.subscriptions.first?.mode == "specific_seasons" && m.fixture.subscriptions.first?.seasonNumbers == [1] },
+            "\(m.fixture.subscriptions) \(m.log)")
         // The fixture changes its state before its answer is written and logged (status 0 until then).
         func patches() -> [SiloLoggedRequest] { m.fixture.requestLog.filter { $0.method == "PATCH" && $0.path.contains("/downloads/subscriptions/") } }
         #expect(eventually { !patches().isEmpty && patches().allSatisfy { $0.status != 0 } }, "\(patches())")
@@ -221,8 +226,9 @@ import Testing
         #expect(try m.cli(["sync"]).code == 0)
         #expect(eventually { attr(m, series, "monitor") == "all" }, "\(attr(m, series, "monitor") ?? "-") \(m.log)")
         #expect(m.fixture.subscriptions.first?.mode == "all", "\(m.fixture.subscriptions)")
-        #expect(!m.fixture.requestLog.contains { $0.method == "PATCH" && $0.path.contains("/downloads/subscriptions/") },
-                "\(m.fixture.requestLog.filter { $0.path.contains("subscriptions") })")
+        #expect(
+            !m.fixture.requestLog.contains { $0.method == "PATCH" && $0.path.contains("/downloads/subscriptions/") },
+            "\(m.fixture.requestLog.filter { $0.path.contains("subscriptions") })")
         try m.unmount()
     }
 
@@ -237,7 +243,9 @@ import Testing
         #expect(eventually { stored(m, 1, 1) && stored(m, 1, 2) }, "\(m.log)")
         #expect(!pinned(m, 2, 1))
         #expect(try entries(m, episode(m, 1, 1)).count == 1 && entries(m, episode(m, 1, 2)).count == 1)
-        #expect(!m.fixture.requestLog.contains { $0.path.contains("/downloads/subscriptions") }, "\(m.fixture.requestLog.filter { $0.path.contains("subscriptions") })")
+        #expect(
+            !m.fixture.requestLog.contains { $0.path.contains("/downloads/subscriptions") },
+            "\(m.fixture.requestLog.filter { $0.path.contains("subscriptions") })")
         #expect(m.log.contains("keeps no series monitors of its own"))
         try m.unmount()
     }
@@ -251,7 +259,7 @@ import Testing
     static let second = show + "/Season 01/Show (2020) - S01E02 - Second.mp4"
 
     func pinned(_ rig: EngineRig, _ rel: String) throws -> Bool { rig.transfers.row(for: try rig.file(rel).tree)?.pinned == true }
-    func evaluate(_ rig: EngineRig) { rig.transfers.setCatalog(rig.tree) }   // a catalog reload
+    func evaluate(_ rig: EngineRig) { rig.transfers.setCatalog(rig.tree) }  // a catalog reload
 
     /// A pin the monitor recorded but did not make (the daemon stopped between the two) is made
     /// by the next evaluation as the monitor's own: it is let go once watched, unlike a hand pin.

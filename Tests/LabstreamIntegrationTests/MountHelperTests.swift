@@ -9,7 +9,7 @@ import Testing
         var made: [String] = []
         init() throws {
             for (link, name) in [("/sbin/mount.labstream", "mount.labstream"), ("/usr/local/bin/labstream", "labstream")] {
-                if FileManager.default.fileExists(atPath: link) { continue }   // an installed copy: use it
+                if FileManager.default.fileExists(atPath: link) { continue }  // an installed copy: use it
                 try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: labstreamBinary)
                 made.append(link)
                 _ = name
@@ -69,7 +69,8 @@ import Testing
         #expect(FileManager.default.isExecutableFile(atPath: dest + "/usr/local/bin/labstream-probe"))
 
         let fstab = m.scratch.path + "/fstab"
-        try "labstream \(m.mountpoint) labstream config=\(m.configDir),data=\(m.dataDir),_netdev,nofail 0 0\n".write(toFile: fstab, atomically: true, encoding: .utf8)
+        try "labstream \(m.mountpoint) labstream config=\(m.configDir),data=\(m.dataDir),_netdev,nofail 0 0\n".write(
+            toFile: fstab, atomically: true, encoding: .utf8)
         let mounted = try runProcess("/bin/mount", ["-T", fstab, m.mountpoint])
         try #require(mounted.code == 0, "\(mounted.stderr)")
         let pid = try mountedPid(m)
@@ -98,7 +99,8 @@ import Testing
         }) where !file.hasSuffix("/credentials") {
             var isDir: ObjCBool = false
             guard FileManager.default.fileExists(atPath: file, isDirectory: &isDir), !isDir.boolValue,
-                  let data = FileManager.default.contents(atPath: file) else { continue }
+                let data = FileManager.default.contents(atPath: file)
+            else { continue }
             #expect(data.range(of: Data(m.fixture.accessToken.utf8)) == nil && data.range(of: Data("secret-pass".utf8)) == nil, "\(file)")
         }
     }

@@ -28,13 +28,14 @@ import Testing
         let result = LockedBox<ProcessResult?>(nil)
         let unmount = Thread { result.set(try? m.cli(["unmount", m.mountpoint])) }
         unmount.start()
-        #expect(eventually { UnmountProbe.mounted(m.mountpoint) == false })   // gone from the tree at once
-        #expect(result.get() == nil)                                          // still waiting for the open file
+        #expect(eventually { UnmountProbe.mounted(m.mountpoint) == false })  // gone from the tree at once
+        #expect(result.get() == nil)  // still waiting for the open file
         close(fd)
         #expect(eventually { result.get() != nil })
         let r = try #require(result.get() ?? nil)
-        #expect(r.code == 0 && r.stdout.contains("pid \(getpid())") && r.stdout.contains("has 1 file open") && r.stdout.contains("Waiting"),
-                "\(r.stdout)\(r.stderr)")
+        #expect(
+            r.code == 0 && r.stdout.contains("pid \(getpid())") && r.stdout.contains("has 1 file open") && r.stdout.contains("Waiting"),
+            "\(r.stdout)\(r.stderr)")
         #expect(waitForExit(pid: m.daemonPid))
     }
 
@@ -44,14 +45,17 @@ import Testing
         let expected = expectedTree(m.mediaDir)
 
         // ls -R shows exactly the catalog, with sizes before any byte is fetched.
-        #expect(Set(filesBelow(m.mountpoint)) == Set(expected.keys).union(["test/Movies/Twin (2010)/Twin (2010).mkv", "test/Movies/Twin (2010) (2)/Twin (2010) (2).mkv"]))
+        #expect(
+            Set(filesBelow(m.mountpoint))
+                == Set(expected.keys).union(["test/Movies/Twin (2010)/Twin (2010).mkv", "test/Movies/Twin (2010) (2)/Twin (2010) (2).mkv"]))
         let ls = try runProcess("/bin/ls", ["-lR", m.mountpoint])
         #expect(ls.code == 0 && ls.stdout.contains("12582949"))
         #expect(m.fixture.downloadRequests.isEmpty)
         // statfs counts the catalog's files (df -i; find(1) asks it at every walk).
         var fsStat = statvfs()
-        #expect(statvfs(m.mountpoint, &fsStat) == 0 && Int(fsStat.f_files) == filesBelow(m.mountpoint).filter { !$0.hasSuffix(".nfo") }.count,
-                "\(fsStat.f_files)")
+        #expect(
+            statvfs(m.mountpoint, &fsStat) == 0 && Int(fsStat.f_files) == filesBelow(m.mountpoint).filter { !$0.hasSuffix(".nfo") }.count,
+            "\(fsStat.f_files)")
 
         // A tail read of an uncached file asks only for the tail.
         let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
@@ -145,7 +149,7 @@ import Testing
         try m.mount()
         let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
         _ = try pread(path: m.path(alpha), offset: 0, length: 4096)
-        m.fixture.stop()   // the server vanishes
+        m.fixture.stop()  // the server vanishes
         let started = Date()
         #expect(throws: SyscallError.self) { _ = try pread(path: m.path(alpha), offset: 8 * MiB, length: 4096) }
         #expect(Date().timeIntervalSince(started) < 10)
@@ -154,19 +158,24 @@ import Testing
     }
 
     @Test func realClipsPlayAndArePlaybackCheckedThroughTheMount() throws {
-        let m = try MountedLabstream("probe", catalog: { dir in
-            let clip = dir + "/clip.mkv", broken = dir + "/broken.mp4"
-            try? DemoMedia.generate(path: clip, seconds: 4, size: "320x240")
-            try? DemoMedia.generate(path: broken, seconds: 4, size: "320x240")
-            // Same size, garbage from a third of the way to near the end.
-            if var data = try? Data(contentsOf: URL(fileURLWithPath: broken)) {
-                let from = data.count / 3, to = data.count * 19 / 20
-                for i in from..<to { data[i] = UInt8(truncatingIfNeeded: i &* 2654435761 >> 13) }
-                try? data.write(to: URL(fileURLWithPath: broken))
-            }
-            return FixtureCatalog(movies: [.init(title: "Clip", year: 2024, file: clip, container: "mkv"),
-                                           .init(title: "Broken", year: 2024, file: broken, container: "mp4")], series: [])
-        }, probe: true)
+        let m = try MountedLabstream(
+            "probe",
+            catalog: { dir in
+                let clip = dir + "/clip.mkv", broken = dir + "/broken.mp4"
+                try? DemoMedia.generate(path: clip, seconds: 4, size: "320x240")
+                try? DemoMedia.generate(path: broken, seconds: 4, size: "320x240")
+                // Same size, garbage from a third of the way to near the end.
+                if var data = try? Data(contentsOf: URL(fileURLWithPath: broken)) {
+                    let from = data.count / 3, to = data.count * 19 / 20
+                    for i in from..<to { data[i] = UInt8(truncatingIfNeeded: i &* 2654435761 >> 13) }
+                    try? data.write(to: URL(fileURLWithPath: broken))
+                }
+                return FixtureCatalog(
+                    movies: [
+                        .init(title: "Clip", year: 2024, file: clip, container: "mkv"),
+                        .init(title: "Broken", year: 2024, file: broken, container: "mp4")
+                    ], series: [])
+            }, probe: true)
         try m.mount()
         let clip = m.path("test/Movies/Clip (2024)/Clip (2024).mkv")
         let probe = try runProcess("/usr/bin/ffprobe", ["-v", "error", "-show_entries", "format=duration:stream=codec_name", "-of", "csv=p=0", clip])
@@ -174,7 +183,7 @@ import Testing
         #expect(probe.stdout.contains("h264") && probe.stdout.contains("aac"))
 
         let wait = try m.cli(["pin", "--wait", m.path("test/Movies")])
-        #expect(wait.code == 74, "\(wait.stdout) \(wait.stderr)")   // the broken one fails its check
+        #expect(wait.code == 74, "\(wait.stdout) \(wait.stderr)")  // the broken one fails its check
         let status = try m.cli(["status", "--json", m.path("test/Movies")])
         let rows = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [[String: Any]])
         let byName = Dictionary(uniqueKeysWithValues: rows.map { (($0["path"] as? String ?? "").split(separator: "/").last.map(String.init) ?? "", $0) })

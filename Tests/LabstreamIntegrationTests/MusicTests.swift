@@ -16,14 +16,18 @@ import Testing
             return path
         }
         c.tracks = [
-            .init(title: "Intro", album: "First", albumArtist: "Band", artists: ["Band"], disc: 1, number: 1, year: 2001,
-                  file: audio("intro.flac", 330), container: "flac"),
-            .init(title: "Opening", album: "Double", albumArtist: "Band", artists: ["Band"], disc: 1, number: 1, year: 2003,
-                  file: audio("opening.flac", 440), container: "flac"),
-            .init(title: "Closing", album: "Double", albumArtist: "Band", artists: ["Band"], disc: 2, number: 3, year: 2003,
-                  file: audio("closing.flac", 550), container: "flac"),
-            .init(title: "Hit", album: "Hits", albumArtist: "Various Artists", artists: ["Someone"], disc: nil, number: 7, year: 2010,
-                  file: audio("hit.flac", 660), container: "flac"),
+            .init(
+                title: "Intro", album: "First", albumArtist: "Band", artists: ["Band"], disc: 1, number: 1, year: 2001,
+                file: audio("intro.flac", 330), container: "flac"),
+            .init(
+                title: "Opening", album: "Double", albumArtist: "Band", artists: ["Band"], disc: 1, number: 1, year: 2003,
+                file: audio("opening.flac", 440), container: "flac"),
+            .init(
+                title: "Closing", album: "Double", albumArtist: "Band", artists: ["Band"], disc: 2, number: 3, year: 2003,
+                file: audio("closing.flac", 550), container: "flac"),
+            .init(
+                title: "Hit", album: "Hits", albumArtist: "Various Artists", artists: ["Someone"], disc: nil, number: 7, year: 2010,
+                file: audio("hit.flac", 660), container: "flac")
         ]
         c.albumCovers["Double"] = testImage(dir + "/double.jpg", size: "120x120")
         c.albumCovers["First"] = testImage(dir + "/first.png", size: "100x100")
@@ -66,12 +70,16 @@ import Testing
         let double = m.path("test/Music/Band/Double (2003)"), first = m.path("test/Music/Band/First (2001)")
         let wait = try m.cli(["pin", "--wait", double])
         #expect(wait.code == 0, "\(wait.stdout) \(wait.stderr)")
-        #expect(try sha256(double + "/cover.jpg") == sha256(m.mediaDir + "/double.jpg"), "\((try? FileManager.default.contentsOfDirectory(atPath: double)) ?? [])")
-        #expect(StatusCommandXattr.get(m.path(Self.closing), "side_assets")?.contains("cover.jpg=stored") == true,
-                "\(StatusCommandXattr.get(m.path(Self.closing), "side_assets") ?? "")")
+        #expect(
+            try sha256(double + "/cover.jpg") == sha256(m.mediaDir + "/double.jpg"), "\((try? FileManager.default.contentsOfDirectory(atPath: double)) ?? [])")
+        #expect(
+            StatusCommandXattr.get(m.path(Self.closing), "side_assets")?.contains("cover.jpg=stored") == true,
+            "\(StatusCommandXattr.get(m.path(Self.closing), "side_assets") ?? "")")
         // Named by its bytes: the First album's cover is a PNG.
         _ = try FileManager.default.contentsOfDirectory(atPath: first)
-        #expect(eventually { FileManager.default.fileExists(atPath: first + "/cover.png") }, "\((try? FileManager.default.contentsOfDirectory(atPath: first)) ?? [])")
+        #expect(
+            eventually { FileManager.default.fileExists(atPath: first + "/cover.png") },
+            "\((try? FileManager.default.contentsOfDirectory(atPath: first)) ?? [])")
         #expect(try sha256(first + "/cover.png") == sha256(m.mediaDir + "/first.png"))
         let hits = m.path("test/Music/Various Artists/Hits (2010)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: hits) == ["07 - Hit.flac"])

@@ -14,8 +14,8 @@ import Testing
         let m = try MountedLabstream("offline", cacheConfig: "segment_size = 1M")
         let expected = expectedTree(m.mediaDir)
         try m.mount()
-        #expect(try sha256(m.path(beta)) == sha256(expected[beta]!))          // beta fully local
-        _ = try pread(path: m.path(alpha), offset: 0, length: 4096)            // alpha partly
+        #expect(try sha256(m.path(beta)) == sha256(expected[beta]!))  // beta fully local
+        _ = try pread(path: m.path(alpha), offset: 0, length: 4096)  // alpha partly
 
         m.fixture.stop()
         // Restart the daemon while the server is down: it mounts from the index.
@@ -63,11 +63,13 @@ import Testing
     /// A complete, probed file stays playable with the server gone: it hashes like its source,
     /// a re-probe through the mount still proves it, and mpv itself plays it from the mount.
     @Test func completeFilesProbeAsPlayableOffline() throws {
-        let m = try MountedLabstream("offline-probe", catalog: { dir in
-            let clip = dir + "/clip.mkv"
-            try? DemoMedia.generate(path: clip, seconds: 4, size: "320x240")
-            return FixtureCatalog(movies: [.init(title: "Clip", year: 2020, file: clip, container: "mkv")], series: [])
-        }, probe: true)
+        let m = try MountedLabstream(
+            "offline-probe",
+            catalog: { dir in
+                let clip = dir + "/clip.mkv"
+                try? DemoMedia.generate(path: clip, seconds: 4, size: "320x240")
+                return FixtureCatalog(movies: [.init(title: "Clip", year: 2020, file: clip, container: "mkv")], series: [])
+            }, probe: true)
         try m.mount()
         let clip = "test/Movies/Clip (2020)/Clip (2020).mkv"
         let pin = try m.cli(["pin", "--wait", m.path(clip)])
@@ -75,14 +77,14 @@ import Testing
         #expect(StatusCommandXattr.get(m.path(clip), "state") == "complete")
         m.fixture.stop()
         try m.unmount()
-        try m.mount()   // restarted with the server down
+        try m.mount()  // restarted with the server down
         #expect(StatusCommandProbe.reachability(m.path("test")) == "offline")
         #expect(try sha256(m.path(clip)) == sha256(m.mediaDir + "/clip.mkv"))
         let verify = try m.cli(["verify", m.path(clip)])
         #expect(verify.code == 0)
         let deadline = Date().addingTimeInterval(30)
         let probed = { m.log.components(separatedBy: "probe of test/Movies/Clip (2020)/Clip (2020).mkv: complete").count - 1 }
-        while probed() < 2 && Date() < deadline { usleep(50_000) }   // the first probe, then verify's
+        while probed() < 2 && Date() < deadline { usleep(50_000) }  // the first probe, then verify's
         #expect(probed() >= 2, "\(m.log)")
         #expect(StatusCommandXattr.get(m.path(clip), "state") == "complete")
         let mpv = try runProcess("/usr/bin/mpv", ["--no-config", "--really-quiet", "--vo=null", "--ao=null", "--untimed", "--frames=30", m.path(clip)])
@@ -104,8 +106,9 @@ import Testing
         let walker = FileManager.default.enumerator(atPath: m.mountpoint)
         while let rel = walker?.nextObject() as? String { files.insert(rel) }
         // The film's .nfo shows with its folder: it is always here.
-        #expect(files == ["test", "test/Movies", "test/Movies/Beta (2002)", "test/Movies/Beta (2002)/Beta (2002).mp4", "test/Movies/Beta (2002)/Beta (2002).nfo"],
-                "\(files)")
+        #expect(
+            files == ["test", "test/Movies", "test/Movies/Beta (2002)", "test/Movies/Beta (2002)/Beta (2002).mp4", "test/Movies/Beta (2002)/Beta (2002).nfo"],
+            "\(files)")
         let bad = try m.cli(["mount", m.scratch.sub("other"), "-o", "offline_view=some"])
         #expect(bad.code == 64)
         #expect(try m.cli(["unmount", m.mountpoint]).code == 0)
@@ -145,15 +148,17 @@ enum StatusCommandProbe {
     @Test func serversAddedOrRemovedWhileMountedAppearAndGo() throws {
         let m = try MountedLabstream("reconfigure")
         try m.mount()
-        let second = try ServerFixture(catalog: FixtureCatalog(movies: [.init(title: "Other", year: 1999, file: expectedTree(m.mediaDir)["test/Movies/Gamma/Gamma.mkv"]!, container: "mkv")], series: []),
-                                         userName: "demo", password: "pw2")
+        let second = try ServerFixture(
+            catalog: FixtureCatalog(
+                movies: [.init(title: "Other", year: 1999, file: expectedTree(m.mediaDir)["test/Movies/Gamma/Gamma.mkv"]!, container: "mkv")], series: []),
+            userName: "demo", password: "pw2")
         try second.start()
         defer { second.stop() }
         let add = try m.cli(["server", "add", "jellyfin", "second", "--url", second.baseURL, "--user", "demo", "--password-stdin"], stdin: "pw2")
         #expect(add.code == 0 && add.stdout.contains("appears under"), "\(add.stderr)")
         #expect(eventually { FileManager.default.fileExists(atPath: m.path("second/Movies/Other (1999)/Other (1999).mkv")) })
-        #expect(FileManager.default.fileExists(atPath: m.path("test/Movies")))   // the first one stays
-        let sync = try m.cli(["sync", "second"])   // the daemon syncs a server added while mounted
+        #expect(FileManager.default.fileExists(atPath: m.path("test/Movies")))  // the first one stays
+        let sync = try m.cli(["sync", "second"])  // the daemon syncs a server added while mounted
         #expect(sync.code == 0 && sync.stdout.hasSuffix("second: 1 files\n"), "\(sync.stdout) \(sync.stderr)")
         let remove = try m.cli(["server", "remove", "second"])
         #expect(remove.code == 0)
@@ -204,8 +209,9 @@ enum StatusCommandProbe {
         let gamma = "test/Movies/Gamma/Gamma.mkv"
         m.fixture.remove(itemId: try #require(m.fixture.itemId(forFile: m.mediaDir + "/gamma.mkv")))
         let removal = try m.cli(["sync"])
-        #expect(removal.code == 0 && removal.stdout.contains("items on the server") && removal.stdout.hasSuffix("test: 9 files\n"),
-                "\(removal.stdout) \(removal.stderr)")
+        #expect(
+            removal.code == 0 && removal.stdout.contains("items on the server") && removal.stdout.hasSuffix("test: 9 files\n"),
+            "\(removal.stdout) \(removal.stderr)")
         #expect(!FileManager.default.fileExists(atPath: m.path(gamma)))
 
         m.fixture.clearLog()
@@ -242,13 +248,14 @@ enum StatusCommandProbe {
         #expect(try m.cli(["sync"]).code == 0)
         let attrs = try FileManager.default.attributesOfItem(atPath: m.path(rel))
         #expect((attrs[.size] as? Int) == oldSize)
-        #expect(try sha256(m.path(rel)) == oldHash)   // still the complete old copy
+        #expect(try sha256(m.path(rel)) == oldHash)  // still the complete old copy
 
         #expect(eventually { m.log.contains("the new version replaced the old copy") })
         // The swap is logged before the daemon's tree reload shows the new version.
         #expect(eventually { (try? sha256(m.path(rel))) == newHash })
         #expect(m.log.contains("the new version replaced the old copy"))
-        #expect(!m.fixture.downloadRequests.isEmpty && m.fixture.downloadRequests.allSatisfy { $0.path.contains(try! #require(m.fixture.itemId(forFile: source))) })
+        #expect(
+            !m.fixture.downloadRequests.isEmpty && m.fixture.downloadRequests.allSatisfy { $0.path.contains(try! #require(m.fixture.itemId(forFile: source))) })
         #expect(StatusCommandXattr.get(m.path(rel), "pinned") == "1")
         // One partial file for Beta again: the old one is gone.
         let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")

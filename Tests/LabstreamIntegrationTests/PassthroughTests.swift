@@ -66,7 +66,7 @@ import Testing
         var again = [UInt8](repeating: 0, count: source.count)
         let n = try again.withUnsafeMutableBytes { b in try preadFully(fd, into: b, at: 0, context: "after cancel") }
         #expect(n == source.count && again == source)
-        close(fd)   // an open file keeps the mount, and so the daemon, alive
+        close(fd)  // an open file keeps the mount, and so the daemon, alive
 
         // Opened afresh, the file reads correctly again (fetched anew, or from the same copy while
         // the kernel still holds it).
@@ -140,17 +140,18 @@ import Testing
             let n = try bytes.withUnsafeMutableBytes { b in try preadFully(first, into: b, at: 0, context: "old version") }
             #expect(n == old.count && bytes == old)
         } else {
-            #expect(second >= 0, "\(String(cString: strerror(openError)))")   // read through the daemon, nothing to wait for
+            #expect(second >= 0, "\(String(cString: strerror(openError)))")  // read through the daemon, nothing to wait for
         }
         if second >= 0 { close(second) }
-        close(first)   // an open file keeps the mount, and so the daemon, alive
+        close(first)  // an open file keeps the mount, and so the daemon, alive
 
         // The close reaches the daemon after the kernel let go: the next opens succeed.
-        #expect(eventually {
-            let fd = open(m.path(Self.beta), O_RDONLY)
-            if fd >= 0 { close(fd) }
-            return fd >= 0
-        })
+        #expect(
+            eventually {
+                let fd = open(m.path(Self.beta), O_RDONLY)
+                if fd >= 0 { close(fd) }
+                return fd >= 0
+            })
         #expect(try sha256(m.path(Self.beta)) == newHash)
         try m.unmount()
     }
@@ -170,7 +171,7 @@ import Testing
             var bytes = [UInt8](repeating: 0, count: source.count)
             let n = (try? bytes.withUnsafeMutableBytes { b in try preadFully(fd, into: b, at: 0, context: "beta") }) ?? -1
             #expect(n == source.count && bytes == source)
-            close(fd)   // an open file keeps the mount, and so the daemon, alive
+            close(fd)  // an open file keeps the mount, and so the daemon, alive
         }
         #expect(pinned.code == 0, "\(pinned.stderr)")
         #expect(second >= 0, "open of a file completed under an open handle failed: \(String(cString: strerror(openError)))")

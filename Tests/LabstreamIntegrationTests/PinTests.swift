@@ -1,7 +1,7 @@
 import Foundation
 import LabstreamCore
-import LabstreamFixture
 import LabstreamEngine
+import LabstreamFixture
 import LabstreamStore
 import Testing
 
@@ -30,7 +30,7 @@ import Testing
     }
 
     @Test(arguments: [
-        FixtureFault.dropAfter(300_000), .status(503), .status(500), .statusRetryAfter(429, "2"), .stall(4), .ignoreRange,
+        FixtureFault.dropAfter(300_000), .status(503), .status(500), .statusRetryAfter(429, "2"), .stall(4), .ignoreRange
     ])
     func aTransientFaultIsRetriedAndTheFileEndsCorrect(fault: FixtureFault) throws {
         let rig = try EngineRig("pin-fault")
@@ -44,14 +44,14 @@ import Testing
     /// A server that ignores Range answers the first segment with the whole file: its beginning
     /// is that segment (same validator), so nothing restarts; later segments are asked again.
     @Test func aWholeFileAnswerFromByteZeroIsUsedNotRestarted() throws {
-        let rig = try EngineRig("pin-200") { $0.maxQueuedSegments = 1 }   // the first request is the one from byte 0
+        let rig = try EngineRig("pin-200") { $0.maxQueuedSegments = 1 }  // the first request is the one from byte 0
         rig.fixture.inject(.ignoreRange, pathPrefix: "/Items/", times: 1)
         try rig.pin(alpha)
         let row = try #require(try rig.settled(alpha))
         #expect(row.status == .unverified && row.attempt == AttemptID(1), "\(row.status) attempt \(row.attempt)")
         #expect(try sha256(rig.partialPath(alpha)) == sha256(expectedTree(rig.media)[alpha]!))
         let fromZero = rig.fixture.downloadRequests.filter { $0.requestedRange?.lower == 0 }
-        #expect(fromZero.count == 1)   // the 200 was used, not asked for again
+        #expect(fromZero.count == 1)  // the 200 was used, not asked for again
     }
 
     /// A server that never honours `Range`: the pinned file still fills, from one whole-file answer.
@@ -87,7 +87,7 @@ import Testing
         try rig.pin(alpha)
         #expect(try rig.settled(alpha)?.status == .unverified)
         #expect(try sha256(rig.partialPath(alpha)) == sha256(expectedTree(rig.media)[alpha]!))
-        #expect(rig.fixture.requestLog.contains { $0.path == "/Users/Me" })   // the check
+        #expect(rig.fixture.requestLog.contains { $0.path == "/Users/Me" })  // the check
     }
 
     /// A home server restarting answers 503 for a while: a pinned file waits (`queued`, the
@@ -97,7 +97,7 @@ import Testing
         rig.fixture.inject(.status(503), pathPrefix: "/Items/", times: nil)
         try rig.pin(alpha)
         let key = try rig.file(alpha).tree.key
-        #expect(eventually { rig.fixture.downloadRequests.count >= 6 })   // more tries than the policy's attempts
+        #expect(eventually { rig.fixture.downloadRequests.count >= 6 })  // more tries than the policy's attempts
         // The fixture logs a request before the engine has taken its 503: the row says so a moment later.
         let tree = try rig.file(alpha).tree
         #expect(eventually { rig.transfers.row(for: tree)?.status == .queued })
@@ -105,7 +105,7 @@ import Testing
         #expect(waiting.status == .queued, "\(waiting.status) \(waiting.reason ?? "")")
         #expect(waiting.reason?.hasPrefix("server unavailable: HTTP 503, next try in ") == true, "\(waiting.reason ?? "")")
         #expect(try rig.index.download(key)?.status != .failed)
-        rig.fixture.clearFaults()   // the server is back: no retry command needed
+        rig.fixture.clearFaults()  // the server is back: no retry command needed
         let row = try #require(try rig.settled(alpha))
         #expect(row.status == .unverified, "\(row.status) \(row.reason ?? "")")
         #expect(try sha256(rig.partialPath(alpha)) == sha256(expectedTree(rig.media)[alpha]!))
@@ -114,7 +114,7 @@ import Testing
     @Test(arguments: [FixtureFault.wrongContentRange, .status(404), .status(401)])
     func aPersistentFaultEndsFailedWithAReasonAndKeepsGoodBytes(fault: FixtureFault) throws {
         let rig = try EngineRig("pin-fail")
-        _ = try rig.readAndSettle(alpha, offset: 0, length: 4096)   // 1 MiB good bytes first
+        _ = try rig.readAndSettle(alpha, offset: 0, length: 4096)  // 1 MiB good bytes first
         rig.fixture.inject(fault, pathPrefix: "/Items/", times: nil)
         try rig.pin(alpha)
         let row = try #require(try rig.settled(alpha))
@@ -124,7 +124,8 @@ import Testing
         #expect(row.present.contains(ByteRange(0, Int64(MiB))))
         // Whatever is recorded as present matches the source byte for byte.
         for r in row.present.ranges {
-            #expect(try pread(path: rig.partialPath(alpha), offset: Int(r.lower), length: Int(r.count))
+            #expect(
+                try pread(path: rig.partialPath(alpha), offset: Int(r.lower), length: Int(r.count))
                     == pread(path: expectedTree(rig.media)[alpha]!, offset: Int(r.lower), length: Int(r.count)))
         }
         // Fixed server, retried: it completes.
@@ -170,7 +171,7 @@ import Testing
     @Test func theRateLimitSlowsPinnedDownloads() throws {
         // A lower bound only: a limit must make a download take at least bytes / rate.
         let rig = try EngineRig("rate") { $0.rateLimit = Int64(MiB) }
-        let beta = "test/Movies/Beta (2002)/Beta (2002).mp4"           // 3 MiB at 1 MiB/s
+        let beta = "test/Movies/Beta (2002)/Beta (2002).mp4"  // 3 MiB at 1 MiB/s
         let started = Date()
         try rig.pin(beta)
         #expect(try rig.settled(beta)?.status == .unverified)
@@ -224,7 +225,7 @@ import Testing
         try rig.restart()
         rig.fixture.clearLog()
         #expect(try rig.read(alpha, offset: 5 * MiB, length: 4096) == rig.source(alpha, offset: 5 * MiB, length: 4096))
-        #expect(!rig.fixture.downloadRequests.isEmpty)   // the damaged segment was fetched again
+        #expect(!rig.fixture.downloadRequests.isEmpty)  // the damaged segment was fetched again
         #expect(try rig.read(alpha, offset: 0, length: 4096) == rig.source(alpha, offset: 0, length: 4096))
         // Only the damaged checkpoint piece (about a megabyte around the bad bytes) came again.
         let requested = RangeSet(rig.fixture.downloadRequests.compactMap(\.requestedRange))
@@ -243,7 +244,10 @@ import Testing
         // Turn the index back into schema 4, whose digests were SHA-256 of each segment's bytes.
         rig.transfers.stop()
         let partial = try rig.partialPath(alpha)
-        try rig.index.db.exec(undoSchema11 + "DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked; ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='4' WHERE key='schema_version'")
+        try rig.index.db.exec(
+            undoSchema11
+                + "DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked; ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='4' WHERE key='schema_version'"
+        )
         for segment in segments {
             let sha = SHA256Hasher()
             try pread(path: partial, offset: Int(segment.range.lower), length: Int(segment.range.count)).withUnsafeBytes { sha.update($0) }
@@ -283,8 +287,9 @@ import Testing
         #expect(!parked.isEmpty, "\(outcomes.values.map { "\($0.status) \($0.reason ?? "")" })")
         for (rel, row) in outcomes {
             #expect(row.status == .unverified || (row.status == .paused && row.reason == "storage_full"), "\(rel): \(row.status) \(row.reason ?? "")")
-            for r in row.present.ranges {   // every committed byte is the source's byte
-                #expect(try pread(path: rig.partialPath(rel), offset: Int(r.lower), length: Int(r.count))
+            for r in row.present.ranges {  // every committed byte is the source's byte
+                #expect(
+                    try pread(path: rig.partialPath(rel), offset: Int(r.lower), length: Int(r.count))
                         == pread(path: expectedTree(rig.media)[rel]!, offset: Int(r.lower), length: Int(r.count)), "\(rel) \(r)")
             }
         }
@@ -312,39 +317,43 @@ import Testing
 
 /// Takes a current index back to schema 11 (`undoSchema11` on to 10).
 let undoSchema15 = "ALTER TABLE downloads DROP COLUMN pause_cause; "
-let undoSchema14 = undoSchema15 + ["inserted", "updated", "deleted"].map { "DROP TRIGGER documents_item_\($0); DROP TRIGGER documents_series_\($0); " }.joined()
+let undoSchema14 =
+    undoSchema15 + ["inserted", "updated", "deleted"].map { "DROP TRIGGER documents_item_\($0); DROP TRIGGER documents_series_\($0); " }.joined()
     + "DROP TABLE documents; "
 let undoSchema13 = undoSchema14 + "DROP TABLE item_extras; "
 let undoSchema12 = undoSchema13 + "DROP TABLE side_assets; "
-let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_episodes; DROP TABLE series_details; ALTER TABLE items DROP COLUMN played; ALTER TABLE items DROP COLUMN details; "
+let undoSchema11 =
+    undoSchema12
+    + "DROP TABLE monitors; DROP TABLE monitored_episodes; DROP TABLE series_details; ALTER TABLE items DROP COLUMN played; ALTER TABLE items DROP COLUMN details; "
 
 @Suite struct IndexMigrationTests {
     @Test func aVersion1IndexIsUpgradedAndItsUnverifiableRangesDropped() throws {
         let scratch = Scratch("migrate")
         let path = scratch.path + "/index.sqlite"
         let db = try SQLiteDatabase(path: path)
-        try db.exec("""
-        CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-        INSERT INTO meta VALUES('schema_version', '1');
-        CREATE TABLE servers(name TEXT PRIMARY KEY, type TEXT NOT NULL, url TEXT NOT NULL, server_id TEXT, last_sync INTEGER);
-        CREATE TABLE libraries(server TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL, PRIMARY KEY(server, id));
-        CREATE TABLE items(server TEXT NOT NULL, id TEXT NOT NULL, library TEXT NOT NULL, kind TEXT NOT NULL,
-            title TEXT NOT NULL, year INTEGER, series_id TEXT, series_name TEXT, series_year INTEGER,
-            season INTEGER, episode INTEGER, modified INTEGER NOT NULL, PRIMARY KEY(server, id));
-        CREATE TABLE media_sources(server TEXT NOT NULL, item_id TEXT NOT NULL, id TEXT NOT NULL, name TEXT,
-            container TEXT, size INTEGER NOT NULL, etag TEXT, tree_path TEXT NOT NULL, modified INTEGER NOT NULL,
-            PRIMARY KEY(server, item_id, id));
-        CREATE TABLE downloads(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL,
-            status TEXT NOT NULL, attempt INTEGER NOT NULL, validator TEXT, total INTEGER NOT NULL,
-            ranges TEXT NOT NULL, partial TEXT NOT NULL, reason TEXT, awaiting_validation INTEGER NOT NULL DEFAULT 0,
-            updated INTEGER NOT NULL, PRIMARY KEY(server, item_id, source_id));
-        INSERT INTO media_sources VALUES('s', 'i', 'm', NULL, 'mkv', 100, NULL, 's/Movies/A/A.mkv', 0);
-        INSERT INTO downloads VALUES('s', 'i', 'm', 'partial', 1, NULL, 100, '0-50', 'partials/x.part', NULL, 0, 0);
-        """)
+        try db.exec(
+            """
+            CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            INSERT INTO meta VALUES('schema_version', '1');
+            CREATE TABLE servers(name TEXT PRIMARY KEY, type TEXT NOT NULL, url TEXT NOT NULL, server_id TEXT, last_sync INTEGER);
+            CREATE TABLE libraries(server TEXT NOT NULL, id TEXT NOT NULL, name TEXT NOT NULL, PRIMARY KEY(server, id));
+            CREATE TABLE items(server TEXT NOT NULL, id TEXT NOT NULL, library TEXT NOT NULL, kind TEXT NOT NULL,
+                title TEXT NOT NULL, year INTEGER, series_id TEXT, series_name TEXT, series_year INTEGER,
+                season INTEGER, episode INTEGER, modified INTEGER NOT NULL, PRIMARY KEY(server, id));
+            CREATE TABLE media_sources(server TEXT NOT NULL, item_id TEXT NOT NULL, id TEXT NOT NULL, name TEXT,
+                container TEXT, size INTEGER NOT NULL, etag TEXT, tree_path TEXT NOT NULL, modified INTEGER NOT NULL,
+                PRIMARY KEY(server, item_id, id));
+            CREATE TABLE downloads(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL,
+                status TEXT NOT NULL, attempt INTEGER NOT NULL, validator TEXT, total INTEGER NOT NULL,
+                ranges TEXT NOT NULL, partial TEXT NOT NULL, reason TEXT, awaiting_validation INTEGER NOT NULL DEFAULT 0,
+                updated INTEGER NOT NULL, PRIMARY KEY(server, item_id, source_id));
+            INSERT INTO media_sources VALUES('s', 'i', 'm', NULL, 'mkv', 100, NULL, 's/Movies/A/A.mkv', 0);
+            INSERT INTO downloads VALUES('s', 'i', 'm', 'partial', 1, NULL, 100, '0-50', 'partials/x.part', NULL, 0, 0);
+            """)
         let index = try OfflineIndex(path: path)
         #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "\(OfflineIndex.schemaVersion)")
         #expect(try index.treeFiles().first?.orphaned == false)
-        #expect(try index.treeFiles().count == 1)                        // the catalog survives
+        #expect(try index.treeFiles().count == 1)  // the catalog survives
         let row = try #require(try index.download(FileKey(server: "s", itemId: "i", sourceId: "m")))
         #expect(row.present.isEmpty && !row.pinned && row.reason?.contains("upgraded") == true)
     }
@@ -355,24 +364,29 @@ let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_epi
         do {
             let v3 = try OfflineIndex(path: path)
             let file = TreeFile(path: ["s", "M", "A", "A.mkv"], key: FileKey(server: "s", itemId: "i", sourceId: "m"), size: 100, modified: 0, etag: nil)
-            try v3.replaceCatalog(server: .init(name: "s", type: "jellyfin", url: "u", serverId: nil, lastSync: nil),
-                                  libraries: [LibraryCatalog(id: "L", name: "M", items: [CatalogItem(id: "i", kind: .movie, title: "A", sources: [MediaSource(id: "m", size: 100)])])],
-                                  tree: [file], now: 1)
-            var row = DownloadRow(key: file.key, status: .partial, attempt: AttemptID(1), validator: nil, total: 100,
-                                  present: RangeSet([ByteRange(0, 50)]), partialPath: "partials/a.part")
+            try v3.replaceCatalog(
+                server: .init(name: "s", type: "jellyfin", url: "u", serverId: nil, lastSync: nil),
+                libraries: [
+                    LibraryCatalog(id: "L", name: "M", items: [CatalogItem(id: "i", kind: .movie, title: "A", sources: [MediaSource(id: "m", size: 100)])])
+                ],
+                tree: [file], now: 1)
+            var row = DownloadRow(
+                key: file.key, status: .partial, attempt: AttemptID(1), validator: nil, total: 100,
+                present: RangeSet([ByteRange(0, 50)]), partialPath: "partials/a.part")
             row.pinned = true
             try v3.saveDownload(row, committing: .init(range: ByteRange(0, 50), digest: "ab"), now: 1)
             // Turn it back into a version 2 index.
-            try v3.db.exec(undoSchema11 + """
-                DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked;
-                ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate; DROP TABLE quarantine;
-                ALTER TABLE media_sources DROP COLUMN orphaned; ALTER TABLE segments RENAME COLUMN digest TO sha256;
-                UPDATE meta SET value='2' WHERE key='schema_version';
-                """)
+            try v3.db.exec(
+                undoSchema11 + """
+                    DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked;
+                    ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate; DROP TABLE quarantine;
+                    ALTER TABLE media_sources DROP COLUMN orphaned; ALTER TABLE segments RENAME COLUMN digest TO sha256;
+                    UPDATE meta SET value='2' WHERE key='schema_version';
+                    """)
         }
         let index = try OfflineIndex(path: path)
         let row = try #require(try index.download(FileKey(server: "s", itemId: "i", sourceId: "m")))
-        #expect(row.present == RangeSet([ByteRange(0, 50)]) && row.pinned)      // v2 ranges have digests: kept
+        #expect(row.present == RangeSet([ByteRange(0, 50)]) && row.pinned)  // v2 ranges have digests: kept
         #expect(try index.segments(row.key, attempt: row.attempt).count == 1)
         #expect(try index.treeFiles().count == 1)
     }
@@ -388,16 +402,18 @@ let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_epi
             let v8 = try OfflineIndex(path: path)
             let libraries = [LibraryCatalog(id: "L", name: "Movies", items: [movie])]
             try v8.replaceCatalog(server: server, libraries: libraries, tree: TreeBuilder.build(server: "s", libraries: libraries), now: 1)
-            try v8.db.exec(undoSchema11 + """
-                DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc;
-                ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; UPDATE meta SET value='7' WHERE key='schema_version';
-                """)
+            try v8.db.exec(
+                undoSchema11 + """
+                    DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc;
+                    ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; UPDATE meta SET value='7' WHERE key='schema_version';
+                    """)
         }
         let index = try OfflineIndex(path: path)
         #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "\(OfflineIndex.schemaVersion)")
         #expect(try index.catalog(server: "s").first?.items == [movie])
-        let song = CatalogItem(id: "t", kind: .track, title: "Song", year: 2001, album: "Album", albumArtist: "Band", discNumber: 2, trackNumber: 3,
-                               sources: [MediaSource(id: "ts", container: "flac", size: 20)])
+        let song = CatalogItem(
+            id: "t", kind: .track, title: "Song", year: 2001, album: "Album", albumArtist: "Band", discNumber: 2, trackNumber: 3,
+            sources: [MediaSource(id: "ts", container: "flac", size: 20)])
         let home = CatalogItem(id: "o", kind: .other, title: "Clip", folders: ["2019", "Trip"], sources: [MediaSource(id: "os", container: "mp4", size: 30)])
         let libraries = [LibraryCatalog(id: "L", name: "Mixed", items: [movie, song, home])]
         try index.replaceCatalog(server: server, libraries: libraries, tree: TreeBuilder.build(server: "s", libraries: libraries), now: 2)
@@ -414,8 +430,9 @@ let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_epi
         let scratch = Scratch("migrate11")
         let path = scratch.path + "/index.sqlite"
         let server = OfflineIndex.ServerRow(name: "s", type: "jellyfin", url: "u", serverId: nil, lastSync: nil)
-        let film = CatalogItem(id: "m", kind: .movie, title: "Film", sources: [MediaSource(id: "ms", container: "mkv", size: 10)],
-                               details: ItemDetails(plot: "p", assets: [RemoteAsset(kind: .poster, ref: "Primary", tag: "t1")]))
+        let film = CatalogItem(
+            id: "m", kind: .movie, title: "Film", sources: [MediaSource(id: "ms", container: "mkv", size: 10)],
+            details: ItemDetails(plot: "p", assets: [RemoteAsset(kind: .poster, ref: "Primary", tag: "t1")]))
         let libraries = [LibraryCatalog(id: "L", name: "Movies", items: [film])]
         do {
             let v12 = try OfflineIndex(path: path)
@@ -427,8 +444,9 @@ let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_epi
         #expect(try index.catalog(server: "s").first?.items == [film])
         #expect(try index.sideAssets().isEmpty)
         let key = SideAssetKey(server: "s", itemId: "m", asset: "poster:Primary")
-        let row = OfflineIndex.SideAssetRow(key: key, state: .stored, tag: "t1", file: "side/x.jpg", fileExtension: "jpg", size: 5, reason: nil,
-                                            attempts: 1, retryAt: 0)
+        let row = OfflineIndex.SideAssetRow(
+            key: key, state: .stored, tag: "t1", file: "side/x.jpg", fileExtension: "jpg", size: 5, reason: nil,
+            attempts: 1, retryAt: 0)
         try index.saveSideAsset(row)
         #expect(try index.sideAssets(server: "s") == [row])
         // A row pointing outside `side/` is not believed.
@@ -447,12 +465,15 @@ let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_epi
         let scratch = Scratch("migrate14")
         let path = scratch.path + "/index.sqlite"
         func row(_ id: String, _ status: DownloadStatus, _ reason: String?) -> DownloadRow {
-            DownloadRow(key: FileKey(server: "home", itemId: id, sourceId: "m"), status: status, attempt: AttemptID(1), validator: nil, total: 10,
-                        present: RangeSet(), partialPath: "partials/\(id).part", reason: reason, pinned: true)
+            DownloadRow(
+                key: FileKey(server: "home", itemId: id, sourceId: "m"), status: status, attempt: AttemptID(1), validator: nil, total: 10,
+                present: RangeSet(), partialPath: "partials/\(id).part", reason: reason, pinned: true)
         }
-        let rows = [row("full", .paused, StatusReason.storageFull), row("user", .paused, StatusReason.pausedByUser),
-                    row("away", .paused, StatusReason.serverUnavailable), row("refused", .paused, StatusReason.signInRefused(server: "home")),
-                    row("odd", .paused, "paused by a build long gone"), row("failed", .failed, StatusReason.storageFull)]
+        let rows = [
+            row("full", .paused, StatusReason.storageFull), row("user", .paused, StatusReason.pausedByUser),
+            row("away", .paused, StatusReason.serverUnavailable), row("refused", .paused, StatusReason.signInRefused(server: "home")),
+            row("odd", .paused, "paused by a build long gone"), row("failed", .failed, StatusReason.storageFull)
+        ]
         do {
             let v15 = try OfflineIndex(path: path)
             for r in rows { try v15.saveDownload(r, now: 1) }
@@ -461,7 +482,10 @@ let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_epi
         let index = try OfflineIndex(path: path)
         #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "\(OfflineIndex.schemaVersion)")
         let causes = Dictionary(try index.downloads().map { ($0.key.itemId, $0.pauseCause?.rawValue ?? "none") }, uniquingKeysWith: { a, _ in a })
-        #expect(causes == ["full": "storage_full", "user": "paused_by_user", "away": "server_unavailable", "refused": "sign_in_refused", "odd": "none", "failed": "none"])
+        #expect(
+            causes == [
+                "full": "storage_full", "user": "paused_by_user", "away": "server_unavailable", "refused": "sign_in_refused", "odd": "none", "failed": "none"
+            ])
         // Saved and read back as it is; a removed server's waiting files are paused for that.
         var queued = row("queued", .queued, nil)
         try index.saveDownload(queued, now: 2)
@@ -482,8 +506,9 @@ let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_epi
         let server = OfflineIndex.ServerRow(name: "s", type: "plex", url: "u", serverId: nil, lastSync: nil)
         let film = CatalogItem(id: "m", kind: .movie, title: "Film", modified: 7, sources: [MediaSource(id: "ms", container: "mkv", size: 10)])
         let libraries = [LibraryCatalog(id: "L", name: "Movies", items: [film])]
-        let stored = OfflineIndex.SideAssetRow(key: SideAssetKey(server: "s", itemId: "m", asset: "poster:/t"), state: .stored, tag: "t", file: "side/p.jpg",
-                                               fileExtension: "jpg", size: 500, reason: nil, attempts: 0, retryAt: 0)
+        let stored = OfflineIndex.SideAssetRow(
+            key: SideAssetKey(server: "s", itemId: "m", asset: "poster:/t"), state: .stored, tag: "t", file: "side/p.jpg",
+            fileExtension: "jpg", size: 500, reason: nil, attempts: 0, retryAt: 0)
         do {
             let v13 = try OfflineIndex(path: path)
             try v13.replaceCatalog(server: server, libraries: libraries, tree: TreeBuilder.build(server: "s", libraries: libraries), now: 1)
@@ -494,8 +519,9 @@ let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_epi
         #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "\(OfflineIndex.schemaVersion)")
         #expect(try index.sideAssets() == [stored])
         #expect(try index.itemExtras(server: "s").isEmpty)
-        let extras = ItemDetails(chapters: [.init(start: 0, name: "Opening")],
-                                 assets: [RemoteAsset(kind: .subtitle, ref: "/library/streams/9", tag: "/library/streams/9", sourceId: "1", language: "eng", codec: "srt")])
+        let extras = ItemDetails(
+            chapters: [.init(start: 0, name: "Opening")],
+            assets: [RemoteAsset(kind: .subtitle, ref: "/library/streams/9", tag: "/library/streams/9", sourceId: "1", language: "eng", codec: "srt")])
         try index.saveItemExtras(server: "s", itemId: "m", tag: "7", details: extras)
         try index.saveItemExtras(server: "s", itemId: "n", tag: "3", details: nil)
         // A sync rewrites the catalog; what was told item by item stays.
@@ -516,8 +542,9 @@ let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_epi
         let scratch = Scratch("migrate10")
         let path = scratch.path + "/index.sqlite"
         let server = OfflineIndex.ServerRow(name: "s", type: "jellyfin", url: "u", serverId: nil, lastSync: nil)
-        let episode = CatalogItem(id: "e", kind: .episode, title: "Pilot", seriesId: "show", seriesName: "Show", seriesYear: 2020, seasonNumber: 1,
-                                  episodeNumber: 1, sources: [MediaSource(id: "es", container: "mkv", size: 10)], played: true)
+        let episode = CatalogItem(
+            id: "e", kind: .episode, title: "Pilot", seriesId: "show", seriesName: "Show", seriesYear: 2020, seasonNumber: 1,
+            episodeNumber: 1, sources: [MediaSource(id: "es", container: "mkv", size: 10)], played: true)
         let libraries = [LibraryCatalog(id: "L", name: "Shows", items: [episode])]
         do {
             let v11 = try OfflineIndex(path: path)
@@ -531,8 +558,9 @@ let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_epi
         unwatched.played = false
         #expect(try index.catalog(server: "s").first?.items == [unwatched])
         #expect(try index.monitors().isEmpty)
-        let monitor = SeriesMonitor(server: "s", seriesId: "show", mode: .seasons([1, 2]), deleteWatched: true, maxStorage: 1 << 30,
-                                    baseline: ["e", "x"], created: 5)
+        let monitor = SeriesMonitor(
+            server: "s", seriesId: "show", mode: .seasons([1, 2]), deleteWatched: true, maxStorage: 1 << 30,
+            baseline: ["e", "x"], created: 5)
         try index.saveMonitor(monitor)
         #expect(try index.monitors(server: "s") == [monitor])
         try index.setMonitoredEpisode(server: "s", item: "e", .init(seriesId: "show", sourceId: "es", state: .declined))
@@ -549,7 +577,8 @@ let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_epi
         let key = FileKey(server: "s", itemId: "movie:a", sourceId: "7")
         do {
             let v10 = try OfflineIndex(path: path)
-            var row = DownloadRow(key: key, status: .queued, attempt: AttemptID(1), validator: nil, total: 100, present: RangeSet(), partialPath: "partials/a.part")
+            var row = DownloadRow(
+                key: key, status: .queued, attempt: AttemptID(1), validator: nil, total: 100, present: RangeSet(), partialPath: "partials/a.part")
             row.pinned = true
             try v10.saveDownload(row, now: 1)
             try v10.db.exec(undoSchema11 + "DROP TABLE managed_entries; UPDATE meta SET value='9' WHERE key='schema_version';")
@@ -560,8 +589,9 @@ let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_epi
         #expect(try index.managedEntries(server: "s").isEmpty)
         try index.saveManagedEntry(ManagedEntry(itemId: key.itemId, sourceId: key.sourceId, id: nil), server: "s")
         #expect(try index.managedEntries(server: "s")[key.itemId]?.id == nil)
-        let entry = ManagedEntry(itemId: key.itemId, sourceId: key.sourceId, id: "dl_1", revision: 2, status: "ready", reported: .downloading,
-                                 reportedAt: 1_700_000_000_123, manifest: Array("{\"download_id\":\"dl_1\"}".utf8))
+        let entry = ManagedEntry(
+            itemId: key.itemId, sourceId: key.sourceId, id: "dl_1", revision: 2, status: "ready", reported: .downloading,
+            reportedAt: 1_700_000_000_123, manifest: Array("{\"download_id\":\"dl_1\"}".utf8))
         try index.saveManagedEntry(entry, server: "s")
         #expect(try index.managedEntries(server: "s") == [key.itemId: entry])
         try index.removeManagedEntry(server: "s", item: key.itemId)
@@ -574,18 +604,20 @@ let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_epi
         let file = TreeFile(path: ["s", "M", "A", "A.mkv"], key: FileKey(server: "s", itemId: "i", sourceId: "m"), size: 100, modified: 0, etag: "v1")
         do {
             let v4 = try OfflineIndex(path: layout.indexPath)
-            let row = DownloadRow(key: file.key, status: .partial, attempt: AttemptID(1), validator: nil, total: 100,
-                                  present: RangeSet([ByteRange(0, 50)]), partialPath: "partials/a.part", sourceTag: "v1")
+            let row = DownloadRow(
+                key: file.key, status: .partial, attempt: AttemptID(1), validator: nil, total: 100,
+                present: RangeSet([ByteRange(0, 50)]), partialPath: "partials/a.part", sourceTag: "v1")
             try v4.saveDownload(row, committing: .init(range: ByteRange(0, 50), digest: "ab"), now: 1)
-            try v4.db.exec(undoSchema11 + """
-                DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked;
-                ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate; DROP TABLE quarantine;
-                ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='3' WHERE key='schema_version';
-                """)
+            try v4.db.exec(
+                undoSchema11 + """
+                    DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked;
+                    ALTER TABLE downloads DROP COLUMN source_tag; ALTER TABLE downloads DROP COLUMN job; ALTER TABLE media_sources DROP COLUMN bitrate; DROP TABLE quarantine;
+                    ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='3' WHERE key='schema_version';
+                    """)
         }
         let index = try OfflineIndex(path: layout.indexPath)
         let row = try #require(try index.download(file.key))
-        #expect(row.present == RangeSet([ByteRange(0, 50)]) && row.sourceTag == nil)   // kept: nothing says it changed
+        #expect(row.present == RangeSet([ByteRange(0, 50)]) && row.sourceTag == nil)  // kept: nothing says it changed
         #expect(!row.isStale(for: file))
         var tagged = row
         tagged.sourceTag = "v1"
@@ -672,10 +704,10 @@ let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_epi
 @Suite struct EvictionTests {
     @Test func theCacheStaysUnderItsCapWithoutTouchingPinnedOrOpenFiles() throws {
         let rig = try EngineRig("evict") { $0.limits = .init(maxSize: Int64(4 * MiB)) }
-        let beta = "test/Movies/Beta (2002)/Beta (2002).mp4"            // 3 MiB
-        let gamma = "test/Movies/Gamma/Gamma.mkv"                       // 0.7 MiB
-        let pilot = "test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv"   // 2 MiB
-        let second = "test/Shows/Show (2020)/Season 01/Show (2020) - S01E02 - Second.mp4" // 2 MiB, pinned
+        let beta = "test/Movies/Beta (2002)/Beta (2002).mp4"  // 3 MiB
+        let gamma = "test/Movies/Gamma/Gamma.mkv"  // 0.7 MiB
+        let pilot = "test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv"  // 2 MiB
+        let second = "test/Shows/Show (2020)/Season 01/Show (2020) - S01E02 - Second.mp4"  // 2 MiB, pinned
         try rig.pin(second)
         #expect(try rig.settled(second)?.status == .unverified)
         // Read beta while keeping gamma open: the cap forces evictions of closed, unpinned copies only.
@@ -691,9 +723,9 @@ let undoSchema11 = undoSchema12 + "DROP TABLE monitors; DROP TABLE monitored_epi
             return used <= Int64(4 * MiB) || betaGone
         }
         #expect(underCap)
-        #expect(try rig.index.download(try rig.file(beta).tree.key)?.present.isEmpty == true)     // least recently used
-        #expect(try rig.index.download(try rig.file(second).tree.key)?.present.byteCount == Int64(2 * MiB))   // pinned
-        #expect(try rig.index.download(gammaFile.tree.key)?.present.isEmpty == false)              // open
+        #expect(try rig.index.download(try rig.file(beta).tree.key)?.present.isEmpty == true)  // least recently used
+        #expect(try rig.index.download(try rig.file(second).tree.key)?.present.byteCount == Int64(2 * MiB))  // pinned
+        #expect(try rig.index.download(gammaFile.tree.key)?.present.isEmpty == false)  // open
         #expect(try rig.fs.read(handle: held, offset: 0, size: 4096) == rig.source(gamma, offset: 0, length: 4096))
         #expect(try rig.index.download(try rig.file(beta).tree.key)?.reason?.contains("evicted") == true)
         rig.fs.release(handle: held)

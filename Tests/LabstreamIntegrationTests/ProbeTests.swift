@@ -56,7 +56,10 @@ import Testing
         #expect(ProbeVerdict.judge(unopened, expecting: .image) == .failed("mpv could not decode the png image"))
         var raw = ProbeObservation()
         raw.loaded = true
-        if case .unverified = ProbeVerdict.judge(raw, expecting: .image, serverFormat: "nef") {} else { Issue.record("a raw camera file is unproven, not failed") }
+        if case .unverified = ProbeVerdict.judge(raw, expecting: .image, serverFormat: "nef") {
+        } else {
+            Issue.record("a raw camera file is unproven, not failed")
+        }
         #expect(ProbeVerdict.judge(raw, expecting: .image, serverFormat: "JPEG") == .failed("the server calls it a jpg image, but its bytes are not one"))
         var heic = raw
         heic.imageFormat = "heic"; heic.endFileError = "unrecognized file format"
@@ -141,18 +144,24 @@ import Testing
         #expect(ProbeVerdict.judge(seen, expecting: .audio, serverDuration: 6.4) == .complete, "\(seen)")
         if case .failed(let why) = ProbeVerdict.judge(seen, expecting: .audio, serverDuration: 9) {
             #expect(why.contains("the server says 9.0 s"), "\(why)")
-        } else { Issue.record("a 6 s file where the server says 9 s: \(ProbeVerdict.judge(seen, expecting: .audio, serverDuration: 9))") }
+        } else {
+            Issue.record("a 6 s file where the server says 9 s: \(ProbeVerdict.judge(seen, expecting: .audio, serverDuration: 9))")
+        }
         let flac = scratch.path + "/track.flac"
         #expect(try runProcess("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=220:duration=6", flac]).code == 0)
         #expect(ProbeVerdict.judge(PlaybackProbe.observe(path: flac, timeout: 10), expecting: .audio) == .complete)
         // A track cut short fails, short as it is.
         let cutTrack = try cut(flac, to: scratch.path + "/cut.flac", fraction: 0.5)
-        if case .failed = ProbeVerdict.judge(PlaybackProbe.observe(path: cutTrack, timeout: 10), expecting: .audio) {} else {
+        if case .failed = ProbeVerdict.judge(PlaybackProbe.observe(path: cutTrack, timeout: 10), expecting: .audio) {
+        } else {
             Issue.record("a track cut in half: \(ProbeVerdict.judge(PlaybackProbe.observe(path: cutTrack, timeout: 10), expecting: .audio))")
         }
         let random = scratch.path + "/random.flac"
         writeRandomFile(random, size: 200_000, seed: 9)
-        if case .failed = ProbeVerdict.judge(PlaybackProbe.observe(path: random, timeout: 10), expecting: .audio) {} else { Issue.record("random bytes as a track") }
+        if case .failed = ProbeVerdict.judge(PlaybackProbe.observe(path: random, timeout: 10), expecting: .audio) {
+        } else {
+            Issue.record("random bytes as a track")
+        }
     }
 
     /// A photo is judged by decoding its one picture: whole JPEG/PNG files are complete, cut or
@@ -161,7 +170,8 @@ import Testing
         let scratch = Scratch("probe-image")
         func image(_ name: String) throws -> String {
             let path = scratch.path + "/" + name
-            try #require(try runProcess("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=320x240", "-frames:v", "1", path]).code == 0)
+            try #require(
+                try runProcess("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=320x240", "-frames:v", "1", path]).code == 0)
             return path
         }
         func judged(_ path: String, as format: String?) -> ProbeOutcome {

@@ -14,7 +14,7 @@ import Testing
         #expect(try m.cli(["pin", "--wait", m.path(rel)]).code == 0)
         #expect(try m.cli(["status", "--json"]).code == 0)
         #expect(try m.cli(["sync"]).code == 0)
-        m.fixture.inject(.status(401), pathPrefix: "/", times: 2)   // an error path through the logs too
+        m.fixture.inject(.status(401), pathPrefix: "/", times: 2)  // an error path through the logs too
         _ = try m.cli(["sync"])
         _ = try runProcess("/usr/bin/getfattr", ["-d", "-R", m.path("test")])
         try m.unmount()
@@ -22,7 +22,7 @@ import Testing
         let secrets = [m.fixture.accessToken, "secret-pass"] + (m.plexTV.map { [$0.userToken] } ?? [])
         let credentials = m.configDir + "/credentials"
         let credentialText = try String(contentsOfFile: credentials, encoding: .utf8)
-        #expect(credentialText.contains(m.fixture.accessToken))   // it is kept, here and only here
+        #expect(credentialText.contains(m.fixture.accessToken))  // it is kept, here and only here
         var scanned = 0
         for file in (filesBelow(m.dataDir).map { m.dataDir + "/" + $0 } + filesBelow(m.configDir).map { m.configDir + "/" + $0 }) where file != credentials {
             let data = try Data(contentsOf: URL(fileURLWithPath: file))
@@ -31,7 +31,7 @@ import Testing
             }
             scanned += 1
         }
-        #expect(scanned >= 4)   // config, index, log, a partial at least
+        #expect(scanned >= 4)  // config, index, log, a partial at least
         #expect(!m.log.isEmpty)
     }
 }

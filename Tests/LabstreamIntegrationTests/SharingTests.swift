@@ -61,7 +61,7 @@ import Testing
         let dir = folder.open(root, flags: O_RDONLY | O_DIRECTORY)
         #expect(dir.fd >= 0, "open_by_handle_at of the folder after a restart: \(String(cString: strerror(dir.errno)))")
         if dir.fd >= 0 { close(dir.fd) }
-        close(root)   // an open descriptor keeps the mount busy: the unmount would wait for it
+        close(root)  // an open descriptor keeps the mount busy: the unmount would wait for it
         try m.unmount()
     }
 
@@ -70,8 +70,9 @@ import Testing
     @Test(.enabled(if: geteuid() == 0, "smbd switches to the guest account only as root; CI runs as root"))
     func aSambaShareOfTheMountServesTheBytesWithAllowOther() throws {
         let smbd = "/usr/sbin/smbd", smbclient = "/usr/bin/smbclient"
-        try #require(FileManager.default.isExecutableFile(atPath: smbd) && FileManager.default.isExecutableFile(atPath: smbclient),
-                     "Samba is missing: scripts/deps.sh installs samba and smbclient")
+        try #require(
+            FileManager.default.isExecutableFile(atPath: smbd) && FileManager.default.isExecutableFile(atPath: smbclient),
+            "Samba is missing: scripts/deps.sh installs samba and smbclient")
         let m = try MountedLabstream("samba")
         let expected = expectedTree(m.mediaDir)
         // The guest walks down to the share through the scratch folder (mkdtemp makes it 0700).
@@ -90,8 +91,9 @@ import Testing
         server.standardInput = FileHandle(forReadingAtPath: "/dev/null")
         try server.run()
         defer { if server.isRunning { server.terminate(); server.waitUntilExit() } }
-        #expect(eventually { canConnect(port: port) },
-                "smbd did not listen on \(port): \((try? String(contentsOfFile: samba + "/smbd.out", encoding: .utf8)) ?? "")")
+        #expect(
+            eventually { canConnect(port: port) },
+            "smbd did not listen on \(port): \((try? String(contentsOfFile: samba + "/smbd.out", encoding: .utf8)) ?? "")")
 
         func get(_ rel: String) throws -> (ProcessResult, [UInt8]?) {
             let out = samba + "/got-" + UUID().uuidString
@@ -123,26 +125,26 @@ import Testing
         let example = (try? String(contentsOfFile: DocsTests.root + "/mountpoints/smb.conf.example", encoding: .utf8)) ?? ""
         let shareSection = example.components(separatedBy: "\n[media]\n").last.map { "[media]\n" + $0 } ?? ""
         return """
-        [global]
-          server role = standalone server
-          map to guest = Bad User
-          guest account = nobody
-          smb ports = \(port)
-          interfaces = lo
-          bind interfaces only = yes
-          private dir = \(state)
-          lock directory = \(state)
-          state directory = \(state)
-          cache directory = \(state)
-          pid directory = \(state)
-          ncalrpc dir = \(state)/ncalrpc
-          log file = \(state)/log.%m
-          load printers = no
-          printing = bsd
-          printcap name = /dev/null
-          disable spoolss = yes
+            [global]
+              server role = standalone server
+              map to guest = Bad User
+              guest account = nobody
+              smb ports = \(port)
+              interfaces = lo
+              bind interfaces only = yes
+              private dir = \(state)
+              lock directory = \(state)
+              state directory = \(state)
+              cache directory = \(state)
+              pid directory = \(state)
+              ncalrpc dir = \(state)/ncalrpc
+              log file = \(state)/log.%m
+              load printers = no
+              printing = bsd
+              printcap name = /dev/null
+              disable spoolss = yes
 
-        """ + shareSection.replacingOccurrences(of: "/srv/media", with: share)
+            """ + shareSection.replacingOccurrences(of: "/srv/media", with: share)
     }
 }
 

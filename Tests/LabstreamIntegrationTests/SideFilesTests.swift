@@ -2,8 +2,9 @@ import CLinux
 import Foundation
 import LabstreamCore
 import LabstreamFixture
-@testable import LabstreamStore
 import Testing
+
+@testable import LabstreamStore
 
 /// `.nfo` files through a real mount, from each backend's own metadata: exact sizes before any
 /// read, valid XML for any text (parsed by Python's XML parser), readable offline, and gone with
@@ -17,9 +18,10 @@ import Testing
 
     static func catalog(_ dir: String) -> FixtureCatalog {
         var catalog = testCatalog(in: dir)
-        catalog.movies[0].details = .init(plot: hostilePlot, originalTitle: "Alfa", genres: ["Drama", "War"], studios: ["Ealing"], rating: 7.5,
-                                          premiered: "2001-05-04", runtimeSeconds: 5_430, imdb: "tt0000001", tmdb: "11",
-                                          chapters: [.init(start: 0, name: "Opening"), .init(start: 3_723.45, name: "The Raid")])
+        catalog.movies[0].details = .init(
+            plot: hostilePlot, originalTitle: "Alfa", genres: ["Drama", "War"], studios: ["Ealing"], rating: 7.5,
+            premiered: "2001-05-04", runtimeSeconds: 5_430, imdb: "tt0000001", tmdb: "11",
+            chapters: [.init(start: 0, name: "Opening"), .init(start: 3_723.45, name: "The Raid")])
         catalog.series[0].details = .init(plot: "A show & its plot.", genres: ["Comedy"], premiered: "2020-01-02", tvdb: "321")
         catalog.series[0].episodes[0].details = .init(plot: "The first one.", premiered: "2020-01-02", runtimeSeconds: 1_500)
         return catalog
@@ -28,14 +30,14 @@ import Testing
     /// The document's root and its children's text (first of each name), by Python's parser.
     func parsed(_ path: String) throws -> (root: String, fields: [String: String], genres: [String], ids: [String: String]) {
         let script = """
-        import json, sys, xml.etree.ElementTree as E
-        r = E.parse(sys.argv[1]).getroot()
-        fields = {}
-        for c in r:
-            fields.setdefault(c.tag, c.text or "")
-        print(json.dumps({"root": r.tag, "fields": fields, "genres": [g.text for g in r.findall("genre")],
-                          "ids": {u.get("type"): u.text for u in r.findall("uniqueid")}}))
-        """
+            import json, sys, xml.etree.ElementTree as E
+            r = E.parse(sys.argv[1]).getroot()
+            fields = {}
+            for c in r:
+                fields.setdefault(c.tag, c.text or "")
+            print(json.dumps({"root": r.tag, "fields": fields, "genres": [g.text for g in r.findall("genre")],
+                              "ids": {u.get("type"): u.text for u in r.findall("uniqueid")}}))
+            """
         let run = try runProcess("/usr/bin/python3", ["-c", script, path])
         try #require(run.code == 0, "not valid XML: \(run.stderr.prefix(500))")
         let j = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
@@ -49,7 +51,7 @@ import Testing
         var st = stat()
         #expect(stat(m.path(Self.film), &st) == 0)
         let film = try Data(contentsOf: URL(fileURLWithPath: m.path(Self.film)))
-        #expect(Int(st.st_size) == film.count && film.count > 1_000_000)   // the size said before the read is the bytes' size
+        #expect(Int(st.st_size) == film.count && film.count > 1_000_000)  // the size said before the read is the bytes' size
         let movie = try parsed(m.path(Self.film))
         #expect(movie.root == "movie" && movie.fields["title"] == "Alpha" && movie.fields["year"] == "2001" && movie.fields["originaltitle"] == "Alfa")
         #expect(movie.fields["plot"]?.hasPrefix("It begins ]]> & <b>ends</b>  \"quoted\" — long plot.") == true, "\(movie.fields["plot"]?.prefix(80) ?? "")")
@@ -104,9 +106,11 @@ import Testing
             for (name, size, seed) in [("beach.mp4", 300_000, 41), ("cake.mkv", 200_000, 42), ("loose.mkv", 100_000, 43)] {
                 writeRandomFile(dir + "/" + name, size: size, seed: UInt64(seed))
             }
-            catalog.homeVideos = [.init(title: "Beach", folders: ["2019", "Trip"], file: dir + "/beach.mp4", container: "mp4"),
-                                  .init(title: "Cake", folders: ["2019"], file: dir + "/cake.mkv", container: "mkv"),
-                                  .init(title: "Loose", folders: [], file: dir + "/loose.mkv", container: "mkv")]
+            catalog.homeVideos = [
+                .init(title: "Beach", folders: ["2019", "Trip"], file: dir + "/beach.mp4", container: "mp4"),
+                .init(title: "Cake", folders: ["2019"], file: dir + "/cake.mkv", container: "mkv"),
+                .init(title: "Loose", folders: [], file: dir + "/loose.mkv", container: "mkv")
+            ]
             writeRandomFile(dir + "/song.mp4", size: 150_000, seed: 44)
             writeRandomFile(dir + "/talk.mkv", size: 120_000, seed: 45)
             catalog.mixedVideos = [.init(title: "Talk", folders: ["Lectures"], file: dir + "/talk.mkv", container: "mkv")]
@@ -141,9 +145,11 @@ import Testing
         if let bytes = FileManager.default.contents(atPath: whole) {
             FileManager.default.createFile(atPath: dir + "/broken.jpg", contents: bytes.prefix(bytes.count * 45 / 100))
         }
-        c.photos = [.init(title: "Sunset", folders: ["2019", "Trip"], file: sunset, container: "jpg", width: 320, height: 240),
-                    .init(title: "Map", folders: [], file: map, container: "png", width: 160, height: 120),
-                    .init(title: "Broken", folders: ["2019"], file: dir + "/broken.jpg", container: "jpg", width: 320, height: 240)]
+        c.photos = [
+            .init(title: "Sunset", folders: ["2019", "Trip"], file: sunset, container: "jpg", width: 320, height: 240),
+            .init(title: "Map", folders: [], file: map, container: "png", width: 160, height: 120),
+            .init(title: "Broken", folders: ["2019"], file: dir + "/broken.jpg", container: "jpg", width: 320, height: 240)
+        ]
         writeRandomFile(dir + "/cake.mkv", size: 200_000, seed: 42)
         c.homeVideos = [.init(title: "Cake", folders: ["2019"], file: dir + "/cake.mkv", container: "mkv")]
         return c
@@ -155,8 +161,10 @@ import Testing
         try m.mount()
         // Jellyfin and Emby keep photos beside the home videos; Plex has a section of each.
         let photos = kind == .plex ? "test/Photos" : "test/Home Videos"
-        let expected: Set<String> = kind == .plex ? ["2019/Trip/Sunset.jpg", "Map.png", "2019/Broken.jpg"]
-                                                  : ["2019/Trip/Sunset.jpg", "Map.png", "2019/Broken.jpg", "2019/Cake.mkv"]
+        let expected: Set<String> =
+            kind == .plex
+            ? ["2019/Trip/Sunset.jpg", "Map.png", "2019/Broken.jpg"]
+            : ["2019/Trip/Sunset.jpg", "Map.png", "2019/Broken.jpg", "2019/Cake.mkv"]
         #expect(Set(filesBelow(m.path(photos))) == expected, "\(filesBelow(m.path(photos)))")
         if kind == .plex {
             #expect(filesBelow(m.path("test/Home Videos")) == ["2019/Cake.mkv"], "\(filesBelow(m.path("test/Home Videos")))")
@@ -206,7 +214,6 @@ import Testing
     }
 }
 
-
 /// Artwork and subtitles (issue 18): fetched beside the media when a folder is listed (or its
 /// file pinned), checked, stored, named the way players look for them, readable offline, and
 /// gone with their media.
@@ -220,8 +227,10 @@ import Testing
             return path
         }
         let alpha = dir + "/alpha.mkv", pilot = dir + "/s1e1.mkv"
-        c.movieArtwork[alpha] = [.init(.poster, file: image("poster.jpg", "120x180")), .init(.fanart, file: image("fanart.png", "320x180")),
-                                 .init(.logo, file: image("logo.png", "100x40"))]
+        c.movieArtwork[alpha] = [
+            .init(.poster, file: image("poster.jpg", "120x180")), .init(.fanart, file: image("fanart.png", "320x180")),
+            .init(.logo, file: image("logo.png", "100x40"))
+        ]
         c.seriesArtwork["Show"] = [.init(.poster, file: image("show.jpg", "120x180"))]
         c.seasonPosters["Show/1"] = image("season1.jpg", "120x180")
         c.episodeThumbs[pilot] = image("thumb.jpg", "160x90")
@@ -229,11 +238,13 @@ import Testing
         // Windows-1252 (an old French SRT): "Été" with 0xC9 and 0xE9.
         let latin: [UInt8] = Array("1\n00:00:01,000 --> 00:00:02,000\n".utf8) + [0xC9, 0x74, 0xE9, 0x0A]
         let ass = Array("[Script Info]\nTitle: x\n\n[Events]\nFormat: Layer, Start, End, Text\nDialogue: 0,0:00:01.00,0:00:02.00,Hi\n".utf8)
-        c.subtitles[alpha] = [.init(language: "eng", codec: "srt", external: true, file: text("alpha.eng.srt", srt)),
-                              .init(language: "fre", forced: true, codec: "srt", external: true, file: text("alpha.fre.srt", latin)),
-                              .init(language: "eng", hearingImpaired: true, codec: "ass", external: true, file: text("alpha.sdh.ass", ass)),
-                              .init(language: "eng", codec: "srt", external: true, file: text("alpha.two.srt", srt)),
-                              .init(language: nil, codec: "pgssub", external: false, file: text("alpha.sup", [0x50, 0x47, 1, 2]))]
+        c.subtitles[alpha] = [
+            .init(language: "eng", codec: "srt", external: true, file: text("alpha.eng.srt", srt)),
+            .init(language: "fre", forced: true, codec: "srt", external: true, file: text("alpha.fre.srt", latin)),
+            .init(language: "eng", hearingImpaired: true, codec: "ass", external: true, file: text("alpha.sdh.ass", ass)),
+            .init(language: "eng", codec: "srt", external: true, file: text("alpha.two.srt", srt)),
+            .init(language: nil, codec: "pgssub", external: false, file: text("alpha.sup", [0x50, 0x47, 1, 2]))
+        ]
         c.subtitles[pilot] = [.init(language: "ger", codec: "srt", external: false, file: text("pilot.srt", srt))]
         return c
     }
@@ -248,10 +259,13 @@ import Testing
         // Listing the film's folder fetches what belongs in it; the names show once stored.
         _ = try FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))
         // Plex lists subtitle streams only on the item's own route: asked for once the folder is listed.
-        let expected = ["poster.jpg", "fanart.png", "logo.png",
-                        "Alpha (2001).eng.srt", "Alpha (2001).fre.forced.srt", "Alpha (2001).eng.sdh.ass", "Alpha (2001).eng.2.srt"]
-        #expect(eventually { Set(expected).isSubset(of: Set((try? FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))) ?? [])) },
-                "\((try? FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))) ?? [])")
+        let expected = [
+            "poster.jpg", "fanart.png", "logo.png",
+            "Alpha (2001).eng.srt", "Alpha (2001).fre.forced.srt", "Alpha (2001).eng.sdh.ass", "Alpha (2001).eng.2.srt"
+        ]
+        #expect(
+            eventually { Set(expected).isSubset(of: Set((try? FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))) ?? [])) },
+            "\((try? FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))) ?? [])")
         let names = Set(try FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie)))
         #expect(!names.contains { $0.hasSuffix(".sup") || $0.contains(".und.") }, "bitmap subtitles stay inside the media: \(names)")
         #expect(try sha256(m.path(Self.movie + "/poster.jpg")) == sha256(m.mediaDir + "/poster.jpg"))
@@ -265,8 +279,9 @@ import Testing
         _ = try FileManager.default.contentsOfDirectory(atPath: m.path("test/Shows/Show (2020)"))
         var episodeSide = [Self.season + "/poster.jpg", Self.season + "/Show (2020) - S01E01 - Pilot-thumb.jpg", "test/Shows/Show (2020)/poster.jpg"]
         if kind != .plex { episodeSide.append(Self.season + "/Show (2020) - S01E01 - Pilot.ger.srt") }
-        #expect(eventually { episodeSide.allSatisfy { FileManager.default.fileExists(atPath: m.path($0)) } },
-                "\((try? FileManager.default.contentsOfDirectory(atPath: m.path(Self.season))) ?? [])")
+        #expect(
+            eventually { episodeSide.allSatisfy { FileManager.default.fileExists(atPath: m.path($0)) } },
+            "\((try? FileManager.default.contentsOfDirectory(atPath: m.path(Self.season))) ?? [])")
         #expect(try sha256(m.path(Self.season + "/poster.jpg")) == sha256(m.mediaDir + "/season1.jpg"))
         // Stored, they read with the server gone.
         m.fixture.stop()
@@ -302,8 +317,9 @@ import Testing
         defer { m.fixture.holdSideAssets(false) }
         let film = m.path(Self.movie + "/Alpha (2001).mkv")
         #expect(try m.cli(["pin", film]).code == 0)
-        #expect(eventually { StatusCommandXattr.get(film, "reason") == StatusReason.fetchingSideAssets },
-                "\(StatusCommandXattr.get(film, "state") ?? "") \(StatusCommandXattr.get(film, "reason") ?? "")")
+        #expect(
+            eventually { StatusCommandXattr.get(film, "reason") == StatusReason.fetchingSideAssets },
+            "\(StatusCommandXattr.get(film, "state") ?? "") \(StatusCommandXattr.get(film, "reason") ?? "")")
         #expect(StatusCommandXattr.get(film, "state") == "downloading")
         let size = try #require(try FileManager.default.attributesOfItem(atPath: film)[.size] as? Int)
         #expect(StatusCommandXattr.get(film, "bytes") == "\(size)/\(size)")
@@ -361,7 +377,9 @@ import Testing
         try m.mount()
         _ = try FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))
         let film = m.path(Self.movie + "/Alpha (2001).mkv")
-        #expect(eventually { StatusCommandXattr.get(film, "side_assets")?.contains("poster.…=failed") == true }, "\(StatusCommandXattr.get(film, "side_assets") ?? "")")
+        #expect(
+            eventually { StatusCommandXattr.get(film, "side_assets")?.contains("poster.…=failed") == true },
+            "\(StatusCommandXattr.get(film, "side_assets") ?? "")")
         #expect(!(try FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))).contains { $0.hasPrefix("poster") })
         #expect(eventually { m.log.contains("not a JPEG, PNG, WebP or GIF image") })
         try m.unmount()
@@ -370,14 +388,16 @@ import Testing
     /// What players do with it: ffprobe reads the stored `.srt` as SubRip, and mpv's
     /// `--sub-auto=fuzzy` loads it beside the film, both through the mount.
     @Test func playersPickUpTheSubtitleBesideTheFilm() throws {
-        let m = try MountedLabstream("side-players", kind: .jellyfin, catalog: { dir in
-            let clip = dir + "/clip.mkv", srt = dir + "/clip.eng.srt"
-            try? DemoMedia.generate(path: clip, seconds: 2, size: "160x120")
-            FileManager.default.createFile(atPath: srt, contents: Data("1\n00:00:00,000 --> 00:00:01,500\nHello\n".utf8))
-            var c = FixtureCatalog(movies: [.init(title: "Clip", year: 2024, file: clip, container: "mkv")], series: [])
-            c.subtitles[clip] = [.init(language: "eng", codec: "srt", external: true, file: srt)]
-            return c
-        })
+        let m = try MountedLabstream(
+            "side-players", kind: .jellyfin,
+            catalog: { dir in
+                let clip = dir + "/clip.mkv", srt = dir + "/clip.eng.srt"
+                try? DemoMedia.generate(path: clip, seconds: 2, size: "160x120")
+                FileManager.default.createFile(atPath: srt, contents: Data("1\n00:00:00,000 --> 00:00:01,500\nHello\n".utf8))
+                var c = FixtureCatalog(movies: [.init(title: "Clip", year: 2024, file: clip, container: "mkv")], series: [])
+                c.subtitles[clip] = [.init(language: "eng", codec: "srt", external: true, file: srt)]
+                return c
+            })
         try m.mount()
         let folder = m.path("test/Movies/Clip (2024)"), srt = folder + "/Clip (2024).eng.srt"
         _ = try FileManager.default.contentsOfDirectory(atPath: folder)
@@ -403,7 +423,9 @@ import Testing
         try m.mount()
         _ = try FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))
         let film = m.path(Self.movie + "/Alpha (2001).mkv")
-        #expect(eventually { StatusCommandXattr.get(film, "side_assets")?.contains("poster.…=failed") == true }, "\(StatusCommandXattr.get(film, "side_assets") ?? "")")
+        #expect(
+            eventually { StatusCommandXattr.get(film, "side_assets")?.contains("poster.…=failed") == true },
+            "\(StatusCommandXattr.get(film, "side_assets") ?? "")")
         #expect(eventually { FileManager.default.fileExists(atPath: m.path(Self.movie + "/fanart.jpg")) })
         #expect(!(try FileManager.default.contentsOfDirectory(atPath: m.path(Self.movie))).contains { $0.hasPrefix("poster") })
         #expect(m.log.contains("the image does not decode"))
@@ -432,10 +454,13 @@ func testImage(_ path: String, size: String) -> String {
             var film = CatalogItem(id: "a", kind: .movie, title: "Alpha", year: 2001, sources: [MediaSource(id: "a", container: "mkv", size: 10)])
             film.details = ItemDetails(plot: plot)
             let other = CatalogItem(id: "b", kind: .movie, title: "Beta", year: 2002, sources: [MediaSource(id: "b", container: "mkv", size: 10)])
-            let pilot = CatalogItem(id: "e", kind: .episode, title: "Pilot", seriesId: "s1", seriesName: "Show", seriesYear: 2020, seasonNumber: 1,
-                                    episodeNumber: 1, sources: [MediaSource(id: "e", container: "mkv", size: 10)])
-            return [LibraryCatalog(id: "M", name: "Movies", items: [film, other]),
-                    LibraryCatalog(id: "S", name: "Shows", items: [pilot], seriesDetails: ["s1": ItemDetails(plot: seriesPlot)])]
+            let pilot = CatalogItem(
+                id: "e", kind: .episode, title: "Pilot", seriesId: "s1", seriesName: "Show", seriesYear: 2020, seasonNumber: 1,
+                episodeNumber: 1, sources: [MediaSource(id: "e", container: "mkv", size: 10)])
+            return [
+                LibraryCatalog(id: "M", name: "Movies", items: [film, other]),
+                LibraryCatalog(id: "S", name: "Shows", items: [pilot], seriesDetails: ["s1": ItemDetails(plot: seriesPlot)])
+            ]
         }
         func write(_ libraries: [LibraryCatalog]) throws {
             try index.replaceCatalog(server: server, libraries: libraries, tree: TreeBuilder.build(server: "s", libraries: libraries), now: 1)
@@ -453,7 +478,9 @@ func testImage(_ path: String, size: String) -> String {
         try index.storeDocumentSizes(server: "s", made.map { ($0.key, $0.value.size, $0.value.digest) })
         #expect(try index.documentSizes(server: "s").mapValues(\.size) == made.mapValues(\.size))
         // A mount with everything cached makes nothing.
-        #expect(SideFiles.nfos(tree: try index.treeFiles(), libraries: try index.catalog(server: "s"), known: try index.documentSizes(server: "s")) { _ in nil }.made.isEmpty)
+        #expect(
+            SideFiles.nfos(tree: try index.treeFiles(), libraries: try index.catalog(server: "s"), known: try index.documentSizes(server: "s")) { _ in nil }
+                .made.isEmpty)
 
         // The film's plot and the series' details change: their sizes go; whatever is left
         // matches the documents as made now.

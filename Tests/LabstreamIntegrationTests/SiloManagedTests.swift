@@ -1,8 +1,8 @@
 import Foundation
 import LabstreamBackends
 import LabstreamCore
-import LabstreamHTTP
 import LabstreamFixture
+import LabstreamHTTP
 import LabstreamTestSupport
 import Testing
 
@@ -35,7 +35,8 @@ import Testing
         let film = m.fixture.movieContentId(title: "Alpha")
         let made = entries(m, content: film)
         let device = try String(contentsOfFile: m.dataDir + "/device-id", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(made.count == 1 && made.first?.deviceId == device && made.first?.profileId == m.fixture.primaryProfileId
+        #expect(
+            made.count == 1 && made.first?.deviceId == device && made.first?.profileId == m.fixture.primaryProfileId
                 && made.first?.episodeId == nil && made.first?.quality == "original", "\(made)")
         #expect(m.fixture.fileIds(forPath: expected[Self.alpha]!).contains(made.first?.mediaFileId ?? "?"))
         let id = try #require(made.first?.id)
@@ -51,8 +52,9 @@ import Testing
         #expect(try m.cli(["pin", "--wait", m.path(Self.season)]).code == 0)
         let show = try #require(m.fixture.seriesContentId(name: "Show"))
         let episodes = [m.fixture.episodeContentId(series: "Show", season: 1, episode: 1), m.fixture.episodeContentId(series: "Show", season: 1, episode: 2)]
-        #expect(eventually { entries(m, content: show).count == 2 && entries(m, content: show).allSatisfy { $0.status == "completed" } },
-                "\(entries(m, content: show))")
+        #expect(
+            eventually { entries(m, content: show).count == 2 && entries(m, content: show).allSatisfy { $0.status == "completed" } },
+            "\(entries(m, content: show))")
         #expect(Set(entries(m, content: show).map(\.episodeId)) == Set(episodes))
         // Every episode of the season was pinned: one batch, one create.
         let batches = Set(entries(m, content: show).map(\.batchId))
@@ -64,7 +66,10 @@ import Testing
         #expect(m.fixture.requestLog.contains { $0.method == "DELETE" && $0.path.hasSuffix("/downloads/\(id)") && $0.status == 204 })
         #expect(entries(m, content: show).count == 2)
         // The index and the journal hold ids, never a token.
-        let token = m.credentials.split(separator: "\n").first { $0.hasPrefix("token") }.map { String($0.split(separator: "=").last ?? "").trimmingCharacters(in: .whitespaces) } ?? "?"
+        let token =
+            m.credentials.split(separator: "\n").first { $0.hasPrefix("token") }.map {
+                String($0.split(separator: "=").last ?? "").trimmingCharacters(in: .whitespaces)
+            } ?? "?"
         let index = try Data(contentsOf: URL(fileURLWithPath: m.dataDir + "/index.sqlite"))
         #expect(token.count > 8 && index.range(of: Data(token.utf8)) == nil)
         try m.unmount()
@@ -75,11 +80,13 @@ import Testing
     /// the proxy routes (§ 4.8–4.9) with the device's headers, stored beside it, its chapters on
     /// the file, all of it read offline; the pin is complete only with them.
     @Test func aPinnedFilmsManifestBringsItsArtworkSubtitlesAndChapters() throws {
-        let m = try MountedSilo("silo-side", catalog: { dir in
-            var c = SideAssetTests.catalog(dir)
-            c.movies[0].details = .init(chapters: [.init(start: 0, name: "Opening"), .init(start: 61.5, name: "The Raid")])
-            return c
-        })
+        let m = try MountedSilo(
+            "silo-side",
+            catalog: { dir in
+                var c = SideAssetTests.catalog(dir)
+                c.movies[0].details = .init(chapters: [.init(start: 0, name: "Opening"), .init(start: 61.5, name: "The Raid")])
+                return c
+            })
         #expect(try m.addWithPassword().code == 0)
         try m.mount()
         let film = m.path(Self.alpha), folder = m.path("test/Movies/Alpha (2001)")
@@ -88,17 +95,23 @@ import Testing
         // The pin waited for them: each is stored by the time it returned.
         let status = try JSONSerialization.jsonObject(with: Data(try m.cli(["status", "--json", film]).stdout.utf8)) as? [[String: Any]]
         let assets = status?.first?["side_assets"] as? [[String: Any]] ?? []
-        #expect(Set(assets.compactMap { $0["name"] as? String }).isSuperset(of: ["poster.jpg", "fanart.png", "logo.png", "Alpha (2001).eng.srt",
-                                                                                  "Alpha (2001).fre.forced.srt", "Alpha (2001).eng.sdh.ass"]), "\(assets)")
+        #expect(
+            Set(assets.compactMap { $0["name"] as? String }).isSuperset(of: [
+                "poster.jpg", "fanart.png", "logo.png", "Alpha (2001).eng.srt",
+                "Alpha (2001).fre.forced.srt", "Alpha (2001).eng.sdh.ass"
+            ]), "\(assets)")
         #expect(assets.allSatisfy { $0["state"] as? String == "stored" }, "\(assets)")
         let names = ["poster.jpg", "fanart.png", "Alpha (2001).eng.srt", "Alpha (2001).eng.sdh.ass"]
-        #expect(eventually { names.allSatisfy { FileManager.default.fileExists(atPath: folder + "/" + $0) } },
-                "\((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [])")
+        #expect(
+            eventually { names.allSatisfy { FileManager.default.fileExists(atPath: folder + "/" + $0) } },
+            "\((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [])")
         #expect(StatusCommandXattr.get(film, "chapters") == "00:00:00.000 Opening\n00:01:01.500 The Raid")
         // An episode's manifest poster is its still: its thumbnail beside it.
         #expect(try m.cli(["pin", "--wait", m.path(Self.season)]).code == 0)
         let thumb = m.path(Self.season + "/Show (2020) - S01E01 - Pilot-thumb.jpg")
-        #expect(eventually { FileManager.default.fileExists(atPath: thumb) }, "\((try? FileManager.default.contentsOfDirectory(atPath: m.path(Self.season))) ?? [])")
+        #expect(
+            eventually { FileManager.default.fileExists(atPath: thumb) }, "\((try? FileManager.default.contentsOfDirectory(atPath: m.path(Self.season))) ?? [])"
+        )
         let asked = m.fixture.requestLog.filter { $0.path.contains("/artwork/") || $0.path.contains("/subtitles/") }
         #expect(!asked.isEmpty && asked.allSatisfy { $0.deviceId != nil && $0.credential == "bearer" && $0.status == 200 }, "\(asked)")
         // The film was reported completed only after its assets were stored (downloads-api.md § 11.4):
@@ -172,7 +185,8 @@ import Testing
         #expect(entries(m, content: film).count == 1 && entries(m, content: film).first?.status != "completed")
         // Silo's scanner hash is the OpenSubtitles hash of the source (computed here by Python): it is checked too.
         let alpha = expectedTree(m.mediaDir)[Self.alpha]!
-        let script = "import struct,os,sys\np=sys.argv[1];n=os.path.getsize(p);f=open(p,'rb');h=n\nfor o in (0,n-65536):\n f.seek(o);h+=sum(struct.unpack('<8192Q',f.read(65536)))\nprint('%016x'%(h&0xFFFFFFFFFFFFFFFF))"
+        let script =
+            "import struct,os,sys\np=sys.argv[1];n=os.path.getsize(p);f=open(p,'rb');h=n\nfor o in (0,n-65536):\n f.seek(o);h+=sum(struct.unpack('<8192Q',f.read(65536)))\nprint('%016x'%(h&0xFFFFFFFFFFFFFFFF))"
         let osHash = try runProcess("/usr/bin/python3", ["-c", script, alpha]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(osHash.count == 16)
         for id in m.fixture.fileIds(forPath: alpha) { m.fixture.overrideManifestHash(fileId: id, hash: osHash) }
@@ -189,7 +203,7 @@ import Testing
         let film = m.fixture.movieContentId(title: "Beta")
         #expect(eventually { entries(m, content: film).first?.status == "completed" })
         let id = try #require(entries(m, content: film).first?.id)
-        m.fixture.inject(.status(503), pathPrefix: "/downloads/\(id)", times: nil)   // every delete fails, until after the pin
+        m.fixture.inject(.status(503), pathPrefix: "/downloads/\(id)", times: nil)  // every delete fails, until after the pin
         #expect(try m.cli(["unpin", m.path(Self.beta)]).code == 0)
         #expect(eventually { m.fixture.requestLog.contains { $0.method == "DELETE" && $0.status == 503 } })
         #expect(try m.cli(["pin", "--wait", m.path(Self.beta)]).code == 0)
@@ -274,8 +288,9 @@ import Testing
         #expect(m.fixture.revokeEntry(id: id))
         m.fixture.clearFaults()
         #expect(try m.cli(["retry", m.path(Self.gamma)]).code == 0)
-        #expect(eventually { ((try? m.cli(["status", "--json", m.path(Self.gamma)]))?.stdout ?? "").contains("revoked this download") },
-                "\((try? m.cli(["status", "--json", m.path(Self.gamma)]))?.stdout ?? "") \(m.log)")
+        #expect(
+            eventually { ((try? m.cli(["status", "--json", m.path(Self.gamma)]))?.stdout ?? "").contains("revoked this download") },
+            "\((try? m.cli(["status", "--json", m.path(Self.gamma)]))?.stdout ?? "") \(m.log)")
         // Nothing more is fetched, through it or around it, and the entry is the server's to end: not deleted.
         #expect(try m.cli(["retry", m.path(Self.gamma)]).code == 0)
         #expect(eventually { ((try? m.cli(["status", "--json", m.path(Self.gamma)]))?.stdout ?? "").contains("revoked this download") })
@@ -327,8 +342,9 @@ import Testing
         m.fixture.inject(.status(409), pathPrefix: "/downloads/dl_", times: nil)
         #expect(try m.cli(["pin", m.path(Self.beta)]).code == 0)
         let status = { (try? m.cli(["status", "--json", m.path(Self.beta)]))?.stdout ?? "" }
-        #expect(eventually { status().contains("will not serve download entry") && status().contains("\"state\" : \"failed\"") },
-                "\(status()) \(m.log)")
+        #expect(
+            eventually { status().contains("will not serve download entry") && status().contains("\"state\" : \"failed\"") },
+            "\(status()) \(m.log)")
         let film = m.fixture.movieContentId(title: "Beta")
         let id = try #require(entries(m, content: film).first?.id)
         #expect(status().contains("HTTP 409: revoked or no longer servable"))
@@ -369,8 +385,10 @@ import Testing
         #expect(log.filter { $0.method == "POST" && $0.path.hasSuffix("/downloads") }.count == 1)
         let device = try String(contentsOfFile: m.dataDir + "/device-id", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let managed = log.filter { $0.path.contains("/downloads") && !$0.path.hasSuffix("/file") }
-        #expect(!managed.isEmpty && managed.allSatisfy { $0.deviceId == device && $0.devicePlatform == "linux" && $0.deviceName?.hasPrefix("Labstream on ") == true },
-                "\(managed)")
+        #expect(
+            !managed.isEmpty
+                && managed.allSatisfy { $0.deviceId == device && $0.devicePlatform == "linux" && $0.deviceName?.hasPrefix("Labstream on ") == true },
+            "\(managed)")
         try m.unmount()
     }
 
@@ -384,8 +402,9 @@ import Testing
         #expect(eventually { entries(m, content: film).first?.status == "completed" })
         try m.unmount()
         let device = try String(contentsOfFile: m.dataDir + "/device-id", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        let client = SiloClient(session: ServerSession(name: "test", url: m.baseURL, userId: m.fixture.primaryProfileId, token: m.fixture.configuration.apiKey),
-                                identity: ClientIdentity(device: "test", deviceId: device), transport: CurlTransport())
+        let client = SiloClient(
+            session: ServerSession(name: "test", url: m.baseURL, userId: m.fixture.primaryProfileId, token: m.fixture.configuration.apiKey),
+            identity: ClientIdentity(device: "test", deviceId: device), transport: CurlTransport())
         let held = try #require(try client.entries().first { $0.id == entries(m, content: film).first?.id })
         #expect(m.fixture.replaceEntry(id: held.id!))
         let now = Int64(Date().timeIntervalSince1970 * 1000)
@@ -401,19 +420,22 @@ import Testing
     /// season's pin is one batch of the episodes that have files, and the episode the server
     /// skipped is said with its reason (downloads-api.md § 4.1, `no_file`).
     @Test func aSeasonBatchSaysWhichEpisodesTheServerSkipped() throws {
-        let m = try MountedSilo("silo-batch-skipped", catalog: { dir in
-            var catalog = testCatalog(in: dir)
-            catalog.series[0].episodes.append(.init(season: 1, number: 3, title: "Unaired", file: "", container: "mkv"))
-            return catalog
-        })
+        let m = try MountedSilo(
+            "silo-batch-skipped",
+            catalog: { dir in
+                var catalog = testCatalog(in: dir)
+                catalog.series[0].episodes.append(.init(season: 1, number: 3, title: "Unaired", file: "", container: "mkv"))
+                return catalog
+            })
         #expect(try m.addWithPassword().code == 0)
         try m.mount()
         let listed = try FileManager.default.contentsOfDirectory(atPath: m.path(Self.season)).filter { !isGenerated($0) }.sorted()
         #expect(listed == ["Show (2020) - S01E01 - Pilot.mkv", "Show (2020) - S01E02 - Second.mp4"], "\(listed)")
         #expect(try m.cli(["pin", "--wait", m.path(Self.season)]).code == 0)
         let show = try #require(m.fixture.seriesContentId(name: "Show"))
-        #expect(eventually { entries(m, content: show).count == 2 && entries(m, content: show).allSatisfy { $0.status == "completed" } },
-                "\(entries(m, content: show))")
+        #expect(
+            eventually { entries(m, content: show).count == 2 && entries(m, content: show).allSatisfy { $0.status == "completed" } },
+            "\(entries(m, content: show))")
         #expect(Set(entries(m, content: show).map(\.batchId)).count == 1)
         let unaired = try #require(m.fixture.episodeContentId(series: "Show", season: 1, episode: 3))
         #expect(m.log.contains("the server skipped episode \(unaired) of batch labstream-") && m.log.contains(": no_file"), "\(m.log)")
@@ -436,8 +458,9 @@ import Testing
         m.fixture.inject(.status(503), pathPrefix: "/downloads/\(id)/file", times: nil)
         m.fixture.releaseCreateAnswer()
         func present() -> Int64 { (StatusCommandXattr.get(m.path(Self.alpha), "bytes")?.split(separator: "/").first).flatMap { Int64($0) } ?? 0 }
-        #expect(eventually { present() >= 4 * Int64(MiB) },
-                "\(StatusCommandXattr.get(m.path(Self.alpha), "bytes") ?? "-") \(m.log)")
+        #expect(
+            eventually { present() >= 4 * Int64(MiB) },
+            "\(StatusCommandXattr.get(m.path(Self.alpha), "bytes") ?? "-") \(m.log)")
         let source = expectedTree(m.mediaDir)[Self.alpha]!
         var rng = SeededRandom(seed: 99)
         let changed = rng.bytes(12 * MiB + 37)

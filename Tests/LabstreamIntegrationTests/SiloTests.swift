@@ -21,8 +21,10 @@ final class MountedSilo: @unchecked Sendable {
     /// `probe`: the playback check runs (the catalog's files must then be real media).
     let probe: Bool
 
-    init(_ name: String, catalog: ((String) -> FixtureCatalog)? = nil, probe: Bool = false,
-         configure: (inout SiloFixture.Configuration) -> Void = { _ in }) throws {
+    init(
+        _ name: String, catalog: ((String) -> FixtureCatalog)? = nil, probe: Bool = false,
+        configure: (inout SiloFixture.Configuration) -> Void = { _ in }
+    ) throws {
         scratch = Scratch(name)
         mediaDir = scratch.sub("media")
         configDir = scratch.sub("config")
@@ -99,7 +101,10 @@ final class MountedSilo: @unchecked Sendable {
         let quality = try m.cli(["pin", "--quality", "remux", m.path(alpha)])
         #expect(quality.code == 64 && quality.stderr.contains("no remux preset"), "\(quality.code) \(quality.stderr)")
         // No token anywhere but the credential store.
-        let token = m.credentials.split(separator: "\n").first { $0.hasPrefix("token") }.map { String($0.split(separator: "=").last ?? "").trimmingCharacters(in: .whitespaces) } ?? "?"
+        let token =
+            m.credentials.split(separator: "\n").first { $0.hasPrefix("token") }.map {
+                String($0.split(separator: "=").last ?? "").trimmingCharacters(in: .whitespaces)
+            } ?? "?"
         #expect(token.count > 8 && !m.fixtureLog.contains(token))
         try m.unmount()
     }
@@ -163,14 +168,15 @@ final class MountedSilo: @unchecked Sendable {
 
     @Test func anAPIKeySignsInAndAPINLockedProfileIsRefusedSayingWhatToDo() throws {
         let m = try MountedSilo("silo-key")
-        let locked = try m.cli(["server", "add", "silo", "test", "--url", m.baseURL, "--token-stdin", "--profile", "Kids"],
-                               stdin: SiloFixture.Configuration().apiKey + "\n")
+        let locked = try m.cli(
+            ["server", "add", "silo", "test", "--url", m.baseURL, "--token-stdin", "--profile", "Kids"],
+            stdin: SiloFixture.Configuration().apiKey + "\n")
         #expect(locked.code != 0 && locked.stderr.contains("locked with a PIN") && locked.stderr.contains("--profile"), "\(locked.stderr)")
         let key = try m.cli(["server", "add", "silo", "test", "--url", m.baseURL, "--token-stdin"], stdin: SiloFixture.Configuration().apiKey + "\n")
         #expect(key.code == 0, "\(key.stderr)")
         try m.mount()
         #expect(FileManager.default.fileExists(atPath: m.path("test/Movies/Alpha (2001)/Alpha (2001).mkv")))
-        #expect(!m.fixture.requestLog.contains { $0.path.hasSuffix("/auth/refresh") })   // a key is used as it is
+        #expect(!m.fixture.requestLog.contains { $0.path.hasSuffix("/auth/refresh") })  // a key is used as it is
         let notSilo = try m.cli(["server", "add", "silo", "other", "--url", "http://127.0.0.1:9", "--token-stdin"], stdin: "sa_x\n")
         #expect(notSilo.code != 0)
         try m.unmount()
@@ -183,12 +189,14 @@ extension SiloTests {
     @Test func aPINLockedProfileIsUsedWithItsProfileToken() throws {
         let m = try MountedSilo("silo-pin")
         let key = SiloFixture.Configuration().apiKey
-        let wrong = try m.cli(["server", "add", "silo", "test", "--url", m.baseURL, "--token-stdin", "--profile", "Kids", "--pin-stdin"], stdin: key + "\n0000\n")
+        let wrong = try m.cli(
+            ["server", "add", "silo", "test", "--url", m.baseURL, "--token-stdin", "--profile", "Kids", "--pin-stdin"], stdin: key + "\n0000\n")
         #expect(wrong.code != 0 && wrong.stderr.contains("did not accept that PIN") && m.credentials.isEmpty, "\(wrong.stderr)")
         let nobody = try m.cli(["server", "add", "silo", "test", "--url", m.baseURL, "--token-stdin", "--profile", "Nobody"], stdin: key + "\n")
         #expect(nobody.code != 0 && nobody.stderr.contains("no profile named 'Nobody'") && nobody.stderr.contains("Owner"), "\(nobody.stderr)")
-        let add = try m.cli(["server", "add", "silo", "test", "--url", m.baseURL, "--token-stdin", "--profile", "Kids", "--pin-stdin"],
-                            stdin: key + "\n" + SiloFixture.Configuration().lockedProfilePIN + "\n")
+        let add = try m.cli(
+            ["server", "add", "silo", "test", "--url", m.baseURL, "--token-stdin", "--profile", "Kids", "--pin-stdin"],
+            stdin: key + "\n" + SiloFixture.Configuration().lockedProfilePIN + "\n")
         #expect(add.code == 0 && add.stdout.contains("as profile Kids"), "\(add.stdout) \(add.stderr)")
         #expect(m.credentials.contains("profile_token = ") && !m.credentials.contains(SiloFixture.Configuration().lockedProfilePIN + "\n"))
         try m.mount()

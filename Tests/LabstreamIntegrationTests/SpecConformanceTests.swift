@@ -29,9 +29,10 @@ import Testing
         /// The 200 answer's JSON schema for `method path` (path as the spec spells it).
         func responseSchema(_ method: String, _ path: String) -> [String: Any]? {
             guard let paths = root["paths"] as? [String: Any], let item = paths[path] as? [String: Any],
-                  let op = item[method] as? [String: Any], let responses = op["responses"] as? [String: Any],
-                  let ok = responses["200"] as? [String: Any], let content = ok["content"] as? [String: Any],
-                  let json = content["application/json"] as? [String: Any], let schema = json["schema"] as? [String: Any] else { return nil }
+                let op = item[method] as? [String: Any], let responses = op["responses"] as? [String: Any],
+                let ok = responses["200"] as? [String: Any], let content = ok["content"] as? [String: Any],
+                let json = content["application/json"] as? [String: Any], let schema = json["schema"] as? [String: Any]
+            else { return nil }
             return schema
         }
 
@@ -59,7 +60,7 @@ import Testing
             switch (type, value) {
             case ("object", let object as [String: Any]):
                 let properties = s["properties"] as? [String: Any] ?? [:]
-                if properties.isEmpty { return [] }   // a free-form object
+                if properties.isEmpty { return [] }  // a free-form object
                 return object.flatMap { key, v -> [String] in
                     guard let p = properties[key] as? [String: Any] else { return ["\(path).\(key): not in the schema"] }
                     return check(v, p, at: path + "." + key, depth: depth + 1)
@@ -112,23 +113,28 @@ import Testing
         // Which spec route each request is, and how Labstream asks it.
         var calls: [(String, String, HTTPRequest)] = [
             ("get", "/System/Info/Public", requests.publicInfo()),
-            ("post", "/Users/AuthenticateByName", login),
+            ("post", "/Users/AuthenticateByName", login)
         ]
         let views = requests.userViews(userId: user, token: token)
         let movies = requests.items(userId: user, parentId: fixtureId("library:movies"), types: "Movie", startIndex: 0, limit: 50, token: token)
-        let home = requests.items(userId: user, parentId: fixture.homeVideoLibraryId, types: "Folder,PhotoAlbum,Video,Movie,Photo", startIndex: 0, limit: 50, token: token)
+        let home = requests.items(
+            userId: user, parentId: fixture.homeVideoLibraryId, types: "Folder,PhotoAlbum,Video,Movie,Photo", startIndex: 0, limit: 50, token: token)
         calls += [("get", kind == .jellyfin ? "/Items" : "/Users/{UserId}/Items", home)]
         let series = fixtureId("series:Show:2020")
         let seasons = requests.seasons(seriesId: series, userId: user, token: token)
         let episodes = requests.episodes(seriesId: series, userId: user, startIndex: 0, limit: 50, token: token)
         if kind == .jellyfin {
-            calls += [("get", "/UserViews", views), ("get", "/Items", movies), ("get", "/Shows/{seriesId}/Seasons", seasons),
-                      ("get", "/Shows/{seriesId}/Episodes", episodes), ("get", "/Users/Me", requests.me(token: token))]
+            calls += [
+                ("get", "/UserViews", views), ("get", "/Items", movies), ("get", "/Shows/{seriesId}/Seasons", seasons),
+                ("get", "/Shows/{seriesId}/Episodes", episodes), ("get", "/Users/Me", requests.me(token: token))
+            ]
         } else {
             // Emby's spec gives /Shows/{Id}/Episodes no schema; its items are checked as /Items's.
-            calls += [("get", "/Users/{UserId}/Views", views), ("get", "/Users/{UserId}/Items", movies), ("get", "/Shows/{Id}/Seasons", seasons),
-                      ("get", "/Users/{UserId}/Items", episodes), ("get", "/Users/{Id}", requests.me(token: token)),
-                      ("get", "/Users/Query", requests.users(token: token))]
+            calls += [
+                ("get", "/Users/{UserId}/Views", views), ("get", "/Users/{UserId}/Items", movies), ("get", "/Shows/{Id}/Seasons", seasons),
+                ("get", "/Users/{UserId}/Items", episodes), ("get", "/Users/{Id}", requests.me(token: token)),
+                ("get", "/Users/Query", requests.users(token: token))
+            ]
         }
         if kind == .emby {
             // Convert jobs: creation, the ready list (polled until the job is ready), the job.
@@ -180,7 +186,9 @@ import Testing
         let season = try #require(((seasonList?["MediaContainer"] as? [String: Any])?["Metadata"] as? [[String: Any]])?.first?["ratingKey"] as? String)
         let photoTop = requests.sectionItems(section: "5", type: nil, start: 0, size: 50, token: token)
         let photoList = try get(photoTop.url, photoTop.headers) as? [String: Any]
-        let album = try #require(((photoList?["MediaContainer"] as? [String: Any])?["Metadata"] as? [[String: Any]])?.first { $0["type"] as? String == "photoalbum" }?["ratingKey"] as? String)
+        let album = try #require(
+            ((photoList?["MediaContainer"] as? [String: Any])?["Metadata"] as? [[String: Any]])?.first { $0["type"] as? String == "photoalbum" }?["ratingKey"]
+                as? String)
         let calls: [(String, HTTPRequest)] = [
             ("/identity", requests.identityRequest()),
             ("/library/sections/all", requests.sections(token: token, newerPath: true)),
@@ -190,7 +198,7 @@ import Testing
             ("/library/metadata/{ids}", requests.children(of: season, start: 0, size: 50, token: token)),
             ("/library/sections/{sectionId}/all", requests.sectionItems(section: "4", type: 1, start: 0, size: 50, token: token)),
             ("/library/sections/{sectionId}/all", photoTop),
-            ("/library/metadata/{ids}", requests.children(of: album, start: 0, size: 50, token: token)),
+            ("/library/metadata/{ids}", requests.children(of: album, start: 0, size: 50, token: token))
         ]
         for (route, request) in calls {
             let schema = try #require(spec.responseSchema("get", route), "no JSON answer for \(route)")
@@ -240,7 +248,7 @@ import Testing
         let created = try get(requests.createPin().url, requests.createPin().headers, method: "POST")
         #expect(spec.check(created, try #require(spec.responseSchema("post", "/pins")), at: "/pins").isEmpty)
         let id = try #require((created as? [String: Any])?["id"] as? Int)
-        for _ in 0..<2 {   // pending, then approved with a token
+        for _ in 0..<2 {  // pending, then approved with a token
             let polled = try get(requests.pin(id: id).url, requests.pin(id: id).headers)
             let problems = spec.check(polled, try #require(spec.responseSchema("get", "/pins/{pinID}")), at: "/pins/{pinID}")
             #expect(problems.isEmpty, "\(problems.prefix(5))")

@@ -73,7 +73,7 @@ import Testing
         #expect(eventually { blocks(beta) >= 3 * Int64(MiB) }, "\(blocks(beta))")
         let du = try runProcess("/usr/bin/du", ["-B1", "-s", m.path("test/Movies")])
         let counted = Int64(du.stdout.split(separator: "\t").first ?? "") ?? -1
-        #expect(counted >= 3 * Int64(MiB) && counted < 4 * Int64(MiB), "\(du.stdout)")   // not the 15 MiB of the folder's sizes
+        #expect(counted >= 3 * Int64(MiB) && counted < 4 * Int64(MiB), "\(du.stdout)")  // not the 15 MiB of the folder's sizes
         #expect(try m.cli(["cancel", m.path(beta)]).code == 0)
         #expect(eventually { blocks(beta) == 0 }, "\(blocks(beta))")
         try m.unmount()
@@ -106,9 +106,10 @@ import Testing
                 let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
                 let waiting = (object?["waiting"] as? [[String: Any]])?.first
                 if !sawReason, waiting?["reason"] as? String == "server_unavailable", (waiting?["message"] as? String)?.contains("HTTP 503") == true,
-                   waiting?["path"] as? String == m.path(beta) {
+                    waiting?["path"] as? String == m.path(beta)
+                {
                     sawReason = true
-                    m.fixture.clearFaults()   // the server is back
+                    m.fixture.clearFaults()  // the server is back
                 }
             }
         }
