@@ -7,7 +7,7 @@ import PackageDescription
 //   → LabstreamHTTP (libcurl) · LabstreamStore (SQLite, partial files, credentials)
 //   → LabstreamEngine (transfers; runs the labstream-probe helper, which alone links libmpv)
 //   → LabstreamFS (filesystem engine, no FUSE)
-//   → LabstreamFUSE (the only importer of libfuse) → LabstreamCLI → labstream
+//   → LabstreamFUSE (the only importer of libfuse) → LabstreamCLI (+ LabstreamDemo) → labstream
 let package = Package(
     name: "Labstream",
     platforms: [.macOS(.v15)],
@@ -33,24 +33,29 @@ let package = Package(
         .target(name: "LabstreamProbe", dependencies: ["LabstreamCore", "CMpv"]),
         .target(name: "LabstreamFS", dependencies: ["LabstreamCore", "LabstreamStore", "LabstreamEngine"]),
         .target(name: "LabstreamFUSE", dependencies: ["LabstreamCore", "LabstreamFS", "CFuse3"]),
-        .target(name: "LabstreamFixture", dependencies: ["LabstreamCore"]),
-        // What only tests use (never linked into `labstream`): the in-memory transport.
-        .target(name: "LabstreamTestSupport", dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamFixture"]),
+        // `labstream demo`'s small Jellyfin-compatible server, its media and the loopback HTTP server.
+        .target(name: "LabstreamDemo", dependencies: ["LabstreamCore"]),
+        // What only tests and benchmarks use (never linked into `labstream`): the Jellyfin, Emby,
+        // Plex and Silo emulators with their fault hooks, and the in-memory transport.
+        .target(name: "LabstreamFixture", dependencies: ["LabstreamCore", "LabstreamDemo"]),
+        .target(name: "LabstreamTestSupport", dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamDemo", "LabstreamFixture"]),
         .target(
             name: "LabstreamCLI",
             dependencies: [
                 "LabstreamCore", "LabstreamBackends", "LabstreamHTTP", "LabstreamStore",
-                "LabstreamEngine", "LabstreamFS", "LabstreamFUSE", "LabstreamFixture", "CLinux"
+                "LabstreamEngine", "LabstreamFS", "LabstreamFUSE", "LabstreamDemo", "CLinux"
             ]),
         .executableTarget(name: "labstream", dependencies: ["LabstreamCLI"]),
         .executableTarget(name: "labstream-probe", dependencies: ["LabstreamProbe"]),
+        // `make bench`'s library server (`labstream-fixture DIR`); built, never installed.
+        .executableTarget(name: "labstream-fixture", dependencies: ["LabstreamCore", "LabstreamFixture"]),
 
         .testTarget(name: "LabstreamCoreTests", dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamFixture", "LabstreamTestSupport"]),
         .testTarget(
             name: "LabstreamIntegrationTests",
             dependencies: [
                 "LabstreamCore", "LabstreamBackends", "LabstreamHTTP", "LabstreamStore",
-                "LabstreamEngine", "LabstreamFS", "LabstreamFixture", "LabstreamTestSupport", "LabstreamCLI", "CLinux"
+                "LabstreamEngine", "LabstreamFS", "LabstreamDemo", "LabstreamFixture", "LabstreamTestSupport", "LabstreamCLI", "CLinux"
             ], exclude: ["Specs"])
     ],
     swiftLanguageModes: [.v6]

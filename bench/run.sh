@@ -15,6 +15,7 @@ BIG_SERIES=${BIG_SERIES:-200}
 CASES=${CASES:-B1 B2 B3 B4 B5 B6 B7 B8 B9 B10}   # e.g. CASES=B8 make bench
 want() { [[ " $CASES " == *" $1 "* ]]; }
 BIN=$PWD/.build/release/labstream
+FIXTURE_BIN=$PWD/.build/release/labstream-fixture   # the bench library server (never installed)
 need() { command -v "$1" >/dev/null || { echo "installing $2"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null; }; }
 need nginx nginx-light; need rclone rclone; need curl curl; need bc bc; need mpv mpv; need ffprobe ffmpeg; need fusermount3 fuse3; need ss iproute2
 CC=${CC:-$(command -v cc || echo "$(dirname "$(command -v swift || echo /opt/swift/usr/bin/swift)")/clang")}
@@ -49,7 +50,7 @@ for i in $(seq 1 "$MANY"); do : > "$W/many/m$i.mkv"; done
 # The same tree on the local disk, B5's reference (with the .nfo Labstream shows beside each film).
 mkdir -p "$W/local-tree"; (cd "$W/local-tree" && seq 1 "$MANY" | sed 's/^/m/' | xargs mkdir && for i in $(seq 1 "$MANY"); do : > "m$i/m$i.mkv"; : > "m$i/m$i.nfo"; done)
 
-$BIN fixture "$W/media" > "$W/fixture.url" &
+$FIXTURE_BIN "$W/media" > "$W/fixture.url" &
 FIXTURE_PID=$!
 for _ in $(seq 1 100); do [ -s "$W/fixture.url" ] && break; sleep 0.1; done
 FIXTURE=$(head -n1 "$W/fixture.url")
@@ -320,7 +321,7 @@ fi
 if want B5; then
 echo "B5 find over a $MANY-item library, online and offline"
 export LABSTREAM_CONFIG_DIR="$W/many-config" LABSTREAM_DATA_DIR="$W/many-data"
-$BIN fixture "$W/many" > "$W/many.url" &
+$FIXTURE_BIN "$W/many" > "$W/many.url" &
 MANY_PID=$!
 for _ in $(seq 1 100); do [ -s "$W/many.url" ] && break; sleep 0.1; done
 echo demo | $BIN server add jellyfin many --url "$(head -n1 "$W/many.url")" --user demo --password-stdin >/dev/null
@@ -367,7 +368,7 @@ for s in range(series):
 PY
 # 20 films with bytes, for 20 readers at once.
 for i in $(seq 0 19); do dd if=/dev/urandom of="$B/film$(printf %06d "$i").mkv" bs=1M count=32 status=none; done
-$BIN fixture "$B" > "$W/big.url" &
+$FIXTURE_BIN "$B" > "$W/big.url" &
 BIG_PID=$!
 until [ -s "$W/big.url" ]; do kill -0 "$BIG_PID" || exit 1; sleep 0.5; done   # 100 000 items take a while
 echo demo | $BIN server add jellyfin big --url "$(head -n1 "$W/big.url")" --user demo --password-stdin >/dev/null

@@ -1,6 +1,6 @@
 import Foundation
 import LabstreamCore
-import LabstreamFixture
+import LabstreamDemo
 import LabstreamStore
 
 /// `labstream demo [MOUNTPOINT]`: an embedded Jellyfin-compatible server with generated media on
@@ -35,11 +35,11 @@ enum DemoCommand {
         let log = Logger(level: try Logger.level(args))
         setAsideUnusableIndex(demo.layout.indexPath, log: log)
 
-        let catalog: FixtureCatalog
-        do { catalog = try DemoMedia.ensure(in: base.dataDir + "/demo/media") { log.info($0) } } catch { throw CLIError(error) }
-        let fixture = try ServerFixture(catalog: catalog, userName: "demo", password: "demo")
-        let url = try fixture.start()
-        defer { fixture.stop() }
+        let library: DemoLibrary
+        do { library = try DemoMedia.ensure(in: base.dataDir + "/demo/media") { log.info($0) } } catch { throw CLIError(error) }
+        let server = DemoServer(library: library, user: "demo", password: "demo")
+        let url = try server.start()
+        defer { server.stop() }
         let described = try ServerCommands.addMediaBrowser(.jellyfin, demo, name: "demo", url: url, user: "demo", secret: "demo", isPassword: true)
         log.info("demo server \(described) listening on \(url)")
 

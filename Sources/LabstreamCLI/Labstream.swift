@@ -6,7 +6,7 @@ import LabstreamCore
 /// message on stderr and a sysexits code.
 public enum Labstream {
     static let commands: Set<String> = [
-        "server", "mount", "unmount", "umount", "status", "sync", "demo", "fixture", "pin", "unpin",
+        "server", "mount", "unmount", "umount", "status", "sync", "demo", "pin", "unpin",
         "pause", "resume", "retry", "cancel", "verify", "pause-all", "resume-all", "repair", "orphans", "monitor",
         "-h", "--help", "help", "--version", "version"
     ]
@@ -35,7 +35,7 @@ public enum Labstream {
             return ExitCode.usage
         }
         rest = leading + rest.dropFirst()
-        if command == "mount" || command == "demo" || command == "fixture" {
+        if command == "mount" || command == "demo" {
             _ = Daemon.blockSignals()
         } else {
             // A starter may have had them blocked (libdispatch threads do): Ctrl-C and SIGTERM
@@ -61,7 +61,6 @@ public enum Labstream {
             case "repair": return try RepairCommand.run(rest)
             case "orphans": return try RepairCommand.orphans(rest)
             case "demo": return try DemoCommand.run(rest)
-            case "fixture": return try FixtureCommand.run(rest)
             case "-h", "--help", "help":
                 printOut(Help.main)
                 return ExitCode.ok

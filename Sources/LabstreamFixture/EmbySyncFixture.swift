@@ -1,5 +1,6 @@
 import Foundation
 import LabstreamCore
+import LabstreamDemo
 
 /// One server-side job of the fixture: an Emby Sync (Convert) job or a Plex download-queue item.
 struct ServerJob: Sendable {

@@ -1,5 +1,6 @@
 import Foundation
 import LabstreamCore
+import LabstreamDemo
 
 /// Plex's download queue as its spec describes it (Download Queue, "Available: 0.2.0"):
 /// `POST /downloadQueue` (one queue per client), `POST /downloadQueue/{id}/add?keys=…`,

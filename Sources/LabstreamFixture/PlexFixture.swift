@@ -1,5 +1,6 @@
 import Foundation
 import LabstreamCore
+import LabstreamDemo
 import Synchronization
 
 /// A stable decimal number for a fixture id (Plex rating keys and part ids are integers).

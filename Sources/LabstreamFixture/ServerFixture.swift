@@ -1,5 +1,6 @@
 import Foundation
 import LabstreamCore
+import LabstreamDemo
 import Synchronization
 
 // Why this file is long: the three MediaBrowser/Plex emulators share one catalog, one request

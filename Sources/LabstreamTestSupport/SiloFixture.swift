@@ -1,4 +1,5 @@
 import Foundation
+import LabstreamDemo
 import LabstreamFixture
 import Synchronization
 

@@ -1,6 +1,7 @@
 import Foundation
 import LabstreamBackends
 import LabstreamCore
+import LabstreamDemo
 import LabstreamFixture
 import LabstreamHTTP
 import LabstreamStore

@@ -1,6 +1,7 @@
 import Foundation
 import LabstreamCLI
 import LabstreamCore
+import LabstreamDemo
 import LabstreamFixture
 import LabstreamStore
 import Testing

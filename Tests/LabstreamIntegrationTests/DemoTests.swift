@@ -1,6 +1,9 @@
 import Foundation
+import LabstreamBackends
 import LabstreamCore
+import LabstreamDemo
 import LabstreamFixture
+import LabstreamHTTP
 import Testing
 
 /// `make demo`'s command, as the README's first line runs it.
@@ -53,5 +56,57 @@ import Testing
         #expect(demo.terminationStatus == 0, "\(said)")
         #expect(said.contains("it was moved to") && said.contains("Press Ctrl-C"), "\(said)")
         #expect(!FileManager.default.fileExists(atPath: shown))  // unmounted
+    }
+
+    /// The demo's own server, asked with the requests Labstream's Jellyfin client builds: a
+    /// sign-in, the library, and ranges as Jellyfin's spec and RFC 9110 answer them.
+    @Test func theDemoServerAnswersTheJellyfinClientsRequests() throws {
+        let scratch = Scratch("demo-server")
+        let file = scratch.path + "/film.mkv"
+        let bytes = (0..<10_000).map { UInt8($0 % 251) }
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        let server = DemoServer(library: DemoLibrary(movies: [.init(title: "Film", year: 2001, file: file, container: "mkv")]), user: "demo", password: "demo")
+        let url = try server.start()
+        defer { server.stop() }
+        let transport = CurlTransport()
+        let requests = MediaBrowserRequests(flavor: .jellyfin, baseURL: url, identity: ClientIdentity(device: "test", deviceId: "t-1"))
+        #expect(try MediaBrowserDecode.publicInfo(transport.call(requests.publicInfo()).body).version == "10.11.11")
+        #expect(try transport.call(requests.authenticate(user: "demo", password: "wrong")).status == 401)
+        let login = try MediaBrowserDecode.login(transport.call(requests.authenticate(user: "demo", password: "demo")).body)
+        #expect(try transport.call(requests.userViews(userId: login.userId, token: "not-the-token")).status == 401)
+        let views = try MediaBrowserDecode.views(transport.call(requests.userViews(userId: login.userId, token: login.token)).body)
+        #expect(views.map(\.collectionType) == ["movies", "tvshows", "music"])
+        let movies = try #require(views.first)
+        let page = try MediaBrowserDecode.page(
+            transport.call(requests.items(userId: login.userId, parentId: movies.id, types: "Movie", startIndex: 0, limit: 100, token: login.token)).body,
+            "/Items")
+        let film = try #require(page.items.first.flatMap { MediaBrowserDecode.item($0) })
+        #expect(page.total == 1 && film.title == "Film" && film.year == 2001 && film.sources.first?.size == 10_000)
+        // Nothing was saved since a later sync: an incremental refresh finds no change.
+        let later = try transport.call(
+            requests.items(
+                userId: login.userId, parentId: movies.id, types: "Movie", startIndex: 0, limit: 100, token: login.token, savedSince: "2030-01-01T00:00:00Z"))
+        #expect(try MediaBrowserDecode.page(later.body, "/Items").total == 0)
+
+        let range = try transport.call(requests.download(itemId: film.id, range: ByteRange(100, 200), validator: nil, token: login.token))
+        #expect(range.status == 206 && range.headers["content-range"] == "bytes 100-199/10000" && range.body == Array(bytes[100..<200]))
+        let tag = try #require(range.headers["etag"])
+        let same = try transport.call(requests.download(itemId: film.id, range: ByteRange(9_990, 10_000), validator: .etag(tag), token: login.token))
+        #expect(same.status == 206 && same.body == Array(bytes[9_990...]))
+        // Another version named in If-Range: the whole file, not a range of something else.
+        let other = try transport.call(requests.download(itemId: film.id, range: ByteRange(0, 10), validator: .etag("\"old\""), token: login.token))
+        #expect(other.status == 200 && other.body == bytes)
+        let past = try transport.call(requests.download(itemId: film.id, range: ByteRange(20_000, 20_010), validator: nil, token: login.token))
+        #expect(past.status == 416 && past.headers["content-range"] == "bytes */10000")
+        #expect(try transport.call(requests.download(itemId: "no-such-item", range: ByteRange(0, 1), validator: nil, token: login.token)).status == 404)
+    }
+
+    /// `labstream` carries the demo's small server, not the test emulators and their fault hooks.
+    @Test func theShippedBinaryCarriesNoEmulator() throws {
+        let binary = try #require(FileManager.default.contents(atPath: labstreamBinary))
+        for name in ["ServerFixture", "FixtureFault", "PlexDownloadQueue", "SiloFixture"] {
+            #expect(binary.range(of: Data(name.utf8)) == nil, "\(name) is linked into labstream")
+        }
+        #expect(binary.range(of: Data("DemoServer".utf8)) != nil)
     }
 }

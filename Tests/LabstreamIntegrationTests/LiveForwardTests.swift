@@ -1,6 +1,7 @@
 import CLinux
 import Foundation
 import LabstreamCore
+import LabstreamDemo
 import LabstreamFixture
 import LabstreamStore
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import LabstreamCore
+import LabstreamDemo
 import LabstreamFixture
 import Testing
 

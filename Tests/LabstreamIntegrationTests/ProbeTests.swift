@@ -1,5 +1,6 @@
 import Foundation
 import LabstreamCore
+import LabstreamDemo
 import LabstreamEngine
 import LabstreamFixture
 import Testing

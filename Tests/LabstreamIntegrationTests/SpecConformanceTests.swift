@@ -1,5 +1,6 @@
 import Foundation
 import LabstreamBackends
+import LabstreamDemo
 import LabstreamFixture
 import LabstreamHTTP
 import Testing

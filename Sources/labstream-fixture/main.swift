@@ -2,19 +2,29 @@ import Foundation
 import LabstreamCore
 import LabstreamFixture
 
-/// `labstream fixture DIR`: a development helper for benchmarks and manual testing. Serves every
-/// regular file in DIR as a movie, and every file in `DIR/Shows/NAME/` named `…SnnEmm…` as that
-/// episode of series NAME, from the Jellyfin fixture (user demo, password demo) on loopback, each
-/// with the metadata a real library has (a plot, genres, provider ids); prints its URL on the
-/// first line, and links `DIR/.by-id/ID` to each movie so that a real web server (nginx in
-/// `make bench`) can answer `/Items/ID/Download` itself.
-enum FixtureCommand {
-    static let spec = Arguments.Spec(valued: Context.globalValued, flags: Context.globalFlags)
+#if canImport(Glibc)
+    import Glibc
+#endif
 
+/// `labstream-fixture DIR`: a development helper for benchmarks and manual testing (built with
+/// the package, never installed). Serves every regular file in DIR as a movie, and every file in
+/// `DIR/Shows/NAME/` named `…SnnEmm…` as that episode of series NAME, from the Jellyfin fixture
+/// (user demo, password demo) on loopback, each with the metadata a real library has (a plot,
+/// genres, provider ids); prints its URL on the first line, and links `DIR/.by-id/ID` to each
+/// movie so that a real web server (nginx in `make bench`) can answer `/Items/ID/Download`
+/// itself. Runs until SIGINT or SIGTERM.
+enum FixtureCommand {
     static func run(_ argv: [String]) throws -> Int32 {
-        let args = try Arguments.parse(argv, spec: spec)
-        guard args.positionals.count == 1 else { throw UsageError("usage: labstream fixture DIR") }
-        let dir = args.positionals[0]
+        guard argv.count == 1, !argv[0].hasPrefix("-") else {
+            FileHandle.standardError.write(Data("usage: labstream-fixture DIR\n".utf8))
+            return 64
+        }
+        let dir = argv[0]
+        // Blocked before any thread starts, so that every thread leaves them to sigwait.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        for s in [SIGINT, SIGTERM] { sigaddset(&signals, s) }
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
         let names = try FileManager.default.contentsOfDirectory(atPath: dir).filter { !$0.hasPrefix(".") }.sorted()
         let movies: [FixtureCatalog.Movie] = names.compactMap { name in
             var isDir: ObjCBool = false
@@ -33,13 +43,11 @@ enum FixtureCommand {
             try? FileManager.default.removeItem(atPath: links + "/" + id)
             try FileManager.default.createSymbolicLink(atPath: links + "/" + id, withDestinationPath: m.file)
         }
-        let set = Daemon.blockSignals()
-        printOut(try fixture.start())
+        FileHandle.standardOutput.write(Data((try fixture.start() + "\n").utf8))
         var signal: Int32 = 0
-        var wanted = set
-        sigwait(&wanted, &signal)
+        sigwait(&signals, &signal)
         fixture.stop()
-        return ExitCode.ok
+        return 0
     }
 
     /// About what a scraped film or episode carries: a plot of a few sentences, genres, a studio,
@@ -71,4 +79,11 @@ enum FixtureCommand {
             return .init(name: show, year: 2010, episodes: episodes, details: details(show))
         }
     }
+}
+
+do {
+    exit(try FixtureCommand.run(Array(CommandLine.arguments.dropFirst())))
+} catch {
+    FileHandle.standardError.write(Data("labstream-fixture: \(error)\n".utf8))
+    exit(1)
 }

@@ -1,6 +1,58 @@
 import Foundation
 import LabstreamCore
 
+/// What `labstream demo` serves: films, one series, an album and a single, each a file here.
+public struct DemoLibrary: Sendable {
+    public struct Movie: Sendable {
+        public var title: String
+        public var year: Int?
+        public var file: String
+        public var container: String
+
+        public init(title: String, year: Int?, file: String, container: String) {
+            self.title = title
+            self.year = year
+            self.file = file
+            self.container = container
+        }
+    }
+
+    public struct Episode: Sendable {
+        public var season: Int
+        public var number: Int
+        public var title: String
+        public var file: String
+        public var container: String
+    }
+
+    public struct Series: Sendable {
+        public var name: String
+        public var year: Int?
+        public var episodes: [Episode]
+    }
+
+    public struct Track: Sendable {
+        public var title: String
+        public var album: String?
+        public var albumArtist: String
+        public var disc: Int?
+        public var number: Int?
+        public var year: Int?
+        public var file: String
+        public var container: String
+    }
+
+    public var movies: [Movie]
+    public var series: [Series]
+    public var tracks: [Track]
+
+    public init(movies: [Movie], series: [Series] = [], tracks: [Track] = []) {
+        self.movies = movies
+        self.series = series
+        self.tracks = tracks
+    }
+}
+
 /// Short H.264/AAC clips made with ffmpeg: a movie library (MP4 and MKV) and a two-season show
 /// with a special. Generated once into a cache directory, never committed.
 public enum DemoMedia {
@@ -34,7 +86,7 @@ public enum DemoMedia {
     ]
 
     /// Makes sure every clip exists in `directory`, generating missing ones with ffmpeg.
-    public static func ensure(in directory: String, seconds: Int = 30, log: (String) -> Void) throws(LabstreamError) -> FixtureCatalog {
+    public static func ensure(in directory: String, seconds: Int = 30, log: (String) -> Void) throws(LabstreamError) -> DemoLibrary {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
@@ -52,7 +104,7 @@ public enum DemoMedia {
             log("generating \(track.file) with ffmpeg…")
             try generateTone(path: directory + "/" + track.file, seconds: min(seconds, 8), frequency: track.tone)
         }
-        return FixtureCatalog(
+        return DemoLibrary(
             movies: movies.map { .init(title: $0.title, year: $0.year, file: directory + "/" + $0.file, container: ext($0.file)) },
             series: [
                 .init(
@@ -63,8 +115,8 @@ public enum DemoMedia {
             ],
             tracks: tracks.map {
                 .init(
-                    title: $0.title, album: $0.album, albumArtist: "Oscillator", artists: ["Oscillator"], disc: $0.disc, number: $0.number,
-                    year: 2022, file: directory + "/" + $0.file, container: "flac")
+                    title: $0.title, album: $0.album, albumArtist: "Oscillator", disc: $0.disc, number: $0.number, year: 2022,
+                    file: directory + "/" + $0.file, container: "flac")
             })
     }
 
