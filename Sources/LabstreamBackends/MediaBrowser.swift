@@ -1,5 +1,9 @@
 import LabstreamCore
 
+// Why this file is long (about 500 lines): every request Labstream sends to Jellyfin and Emby and
+// every decoder of their answers, for both flavours at once, so that one spec's member names can
+// be checked against the other's in one place. The client that sequences them is
+// MediaBrowserClient.swift.
 /// Who Labstream says it is to a server: the MediaBrowser authorization header, Plex's `X-Plex-*` headers.
 public struct ClientIdentity: Sendable, Hashable {
     public var client: String

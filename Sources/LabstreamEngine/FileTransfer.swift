@@ -116,7 +116,7 @@ final class FileTransfer: @unchecked Sendable {
     /// Pins or unpins this file's row as the index just did (`DownloadRow.setPinned`), but on the
     /// row this object holds, which may be newer than the one the index had (a commit in
     /// between), and writes it back: neither copy loses the other's change.
-    func setPinned(_ pinned: Bool, engine: TransferEngine) {
+    func setPinned(_ pinned: Bool, engine: any TransferHost) {
         condition.lock()
         defer { condition.unlock() }
         let openEnded = adoptOpenEndedProgress()
@@ -127,7 +127,7 @@ final class FileTransfer: @unchecked Sendable {
         if !openEnded { _ = try? index.saveDownload(row, now: engine.now()) }
     }
 
-    func apply(_ action: QueueAction, engine: TransferEngine, reason: String? = nil) throws(LabstreamError) {
+    func apply(_ action: QueueAction, engine: any TransferHost, reason: String? = nil) throws(LabstreamError) {
         condition.lock()
         defer {
             condition.broadcast()
@@ -145,7 +145,7 @@ final class FileTransfer: @unchecked Sendable {
             row.awaitingValidation = true
             row.reason = StatusReason.awaitingValidation
             try index.saveDownload(row, now: engine.now())
-            engine.validation.wake()
+            engine.wakeValidation()
             return
         case .retry where whole && row.status == .failed:
             // A file the probe rejected: keep it aside for inspection and fetch it again.
@@ -175,14 +175,14 @@ final class FileTransfer: @unchecked Sendable {
             try partial.discardAll()
             try index.saveDownload(row, freeing: true, now: engine.now())
             index.keepReserve()  // taken again once the freed space allows
-            engine.droppedListener.function?(file.key)
+            engine.dropped(file.key)
             return
         }
         try index.saveDownload(row, now: engine.now())
     }
 
     /// Records the completion check's verdict, if the row is still the attempt that was probed.
-    func applyVerdict(_ outcome: ProbeOutcome, attempt: AttemptID, engine: TransferEngine) {
+    func applyVerdict(_ outcome: ProbeOutcome, attempt: AttemptID, engine: any TransferHost) {
         condition.lock()
         defer {
             condition.broadcast()
@@ -227,7 +227,7 @@ final class FileTransfer: @unchecked Sendable {
     /// Blocks until `demand` is durable and verified, fetching what is missing. Returns the
     /// version the bytes belong to. Throws the failure of a fetch this reader depended on, or
     /// a timeout.
-    func waitUntilPresent(_ demand: ByteRange, engine: TransferEngine) throws(LabstreamError) -> ServedVersion {
+    func waitUntilPresent(_ demand: ByteRange, engine: any TransferHost) throws(LabstreamError) -> ServedVersion {
         let deadline = Date().addingTimeInterval(engine.settings.readTimeout)
         condition.lock()
         defer { condition.unlock() }
@@ -258,7 +258,7 @@ final class FileTransfer: @unchecked Sendable {
             }
             let reachability = engine.reachability(of: file.key.server)
             if reachability != .online {
-                engine.health.wake()  // a reader is waiting: look again soon
+                engine.lookForServerSoon()  // a reader is waiting: look again soon
                 if !offlineLogged {
                     offlineLogged = true
                     engine.log(
@@ -282,7 +282,7 @@ final class FileTransfer: @unchecked Sendable {
     /// Re-checks, against their stored digests, the committed segments overlapping `range` that
     /// this daemon has not checked yet; a mismatch drops the segment so it is fetched again.
     /// Call with `condition` held.
-    func verifyCommitted(in range: ByteRange, engine: TransferEngine) {
+    func verifyCommitted(in range: ByteRange, engine: any TransferHost) {
         let unchecked = row.present.intersection(range).ranges.flatMap { verified.missing(in: $0) }
         guard !unchecked.isEmpty else { return }
         let digests = (try? index.segments(row.key, attempt: row.attempt)) ?? []
@@ -312,7 +312,7 @@ final class FileTransfer: @unchecked Sendable {
         return row.total == file.size && row.present.contains(whole) && checked.contains(whole)
     }
 
-    func drop(_ range: ByteRange, why: String, engine: TransferEngine) {
+    func drop(_ range: ByteRange, why: String, engine: any TransferHost) {
         engine.log("\(file.path.joined(separator: "/")): bytes \(range) failed verification (\(why)); fetching them again")
         row.present.remove(range)
         written.remove(range)
@@ -336,7 +336,7 @@ final class FileTransfer: @unchecked Sendable {
         return hasher.finish()
     }
 
-    func prefetch(_ range: ByteRange, engine: TransferEngine) {
+    func prefetch(_ range: ByteRange, engine: any TransferHost) {
         condition.lock()
         defer { condition.unlock() }
         let sizes = engine.settings.sizes
@@ -350,7 +350,7 @@ final class FileTransfer: @unchecked Sendable {
     enum FillState { case filling, waitUntil(Date), idle }
 
     /// Tops up this pinned file's segment train. Called by the background fill.
-    func fill(engine: TransferEngine) -> FillState {
+    func fill(engine: any TransferHost) -> FillState {
         condition.lock()
         defer { condition.unlock() }
         guard row.pinned, !row.present.contains(ByteRange(0, row.total)) else { return .idle }
@@ -385,7 +385,7 @@ final class FileTransfer: @unchecked Sendable {
 
     /// The server ended this copy (a revoked entry): nothing more is fetched for it, what is
     /// here stays readable, and `reason` says why.
-    func stopFetching(reason: String, engine: TransferEngine) throws(LabstreamError) {
+    func stopFetching(reason: String, engine: any TransferHost) throws(LabstreamError) {
         condition.lock()
         defer {
             condition.broadcast()
@@ -403,13 +403,13 @@ final class FileTransfer: @unchecked Sendable {
     }
 
     /// Parks the row for `cause` with its sentence. Call with `condition` held.
-    func park(_ cause: PauseCause, engine: TransferEngine) {
+    func park(_ cause: PauseCause, engine: any TransferHost) {
         setStatus(.parked(cause), reason: cause.reason(server: file.key.server), engine: engine)
     }
 
     /// Moves the row by `event` (when the table allows it from here) with `reason`, and
     /// records it. Call with `condition` held.
-    func setStatus(_ event: DownloadStatus.Event, reason: String?, engine: TransferEngine) {
+    func setStatus(_ event: DownloadStatus.Event, reason: String?, engine: any TransferHost) {
         guard let status = row.status.after(event), row.status != status || row.reason != reason else { return }
         row.apply(event)
         row.reason = reason
@@ -417,13 +417,12 @@ final class FileTransfer: @unchecked Sendable {
         engine.noteChange()
         if status == .failed {
             // A server that keeps entries may have ended this one: its registry is read back.
-            engine.managed.poke()
-            engine.filler.wake()
+            engine.fileFailed()
         }
     }
 
     /// Call with `condition` held.
-    func startFetches(_ planned: [ByteRange], background: Bool, engine: TransferEngine) {
+    func startFetches(_ planned: [ByteRange], background: Bool, engine: any TransferHost) {
         var plan = planned
         if ignoresRange && !plan.isEmpty {
             // One stream of the whole file; readers wait for it to pass their bytes.
@@ -461,14 +460,11 @@ final class FileTransfer: @unchecked Sendable {
 
     func fetch(
         _ range: ByteRange, attempt: AttemptID, generation: Int, validator: Validator?, background: Bool,
-        backend: any MediaBackend, engine: TransferEngine
+        backend: any MediaBackend, engine: any TransferHost
     ) {
-        engine.activeFetches.withLock { $0 += 1 }
-        defer {
-            engine.activeFetches.withLock { $0 -= 1 }
-            engine.fetchesEnded.withLock { engine.fetchesEnded.broadcast() }
-        }
-        let answer = RangeFetch(transfer: self, range: range, attempt: attempt, background: background, engine: engine)
+        let rate = engine.fetchStarted()
+        defer { engine.fetchEnded() }
+        let answer = RangeFetch(transfer: self, range: range, attempt: attempt, background: background, rate: rate, engine: engine)
         let outcome = answer.run(validator: validator, backend: backend)
         finish(
             range, remainder: ByteRange(answer.checkpointStart, range.upper), attempt: attempt, generation: generation,
@@ -479,7 +475,7 @@ final class FileTransfer: @unchecked Sendable {
     /// accept the token). If it holds, the first such answer is retried and a second refuses
     /// the file for good; if it does not, the server is marked auth-failed and a pinned file
     /// waits for the user to sign in again.
-    func afterUnauthorized(backend: any MediaBackend, engine: TransferEngine) -> FetchFailure {
+    func afterUnauthorized(backend: any MediaBackend, engine: any TransferHost) -> FetchFailure {
         let first = condition.withLock { () -> Bool in
             defer { authRechecked = true }
             return !authRechecked
@@ -504,7 +500,7 @@ final class FileTransfer: @unchecked Sendable {
 
     /// Commits `piece` (durable already) if the assembly policy accepts it: range map and digest
     /// in one index transaction. Returns false when the attempt is no longer current.
-    func commit(_ piece: ByteRange, digest: String, validator: Validator?, attempt: AttemptID, engine: TransferEngine) -> Bool {
+    func commit(_ piece: ByteRange, digest: String, validator: Validator?, attempt: AttemptID, engine: any TransferHost) -> Bool {
         condition.lock()
         defer {
             condition.broadcast()
@@ -515,7 +511,7 @@ final class FileTransfer: @unchecked Sendable {
 
     /// Call with `condition` held.
     @discardableResult
-    func commitLocked(_ piece: ByteRange, digest: String, validator: Validator?, attempt: AttemptID, engine: TransferEngine) -> Bool {
+    func commitLocked(_ piece: ByteRange, digest: String, validator: Validator?, attempt: AttemptID, engine: any TransferHost) -> Bool {
         let decision = AssemblyPolicy.decide(
             .init(planned: piece, received: piece.count, attempt: attempt),
             durable: row.present, currentAttempt: row.attempt, total: row.total)
@@ -539,7 +535,7 @@ final class FileTransfer: @unchecked Sendable {
         if next.present.contains(ByteRange(0, next.total)) {
             next.apply(.allBytesPresent)
             next.awaitingValidation = true
-            next.reason = engine.judges(with: engine.integrityEntry(of: row.key)) ? StatusReason.awaitingValidation : StatusReason.probeOff
+            next.reason = engine.checksFinishedCopy(of: row.key) ? StatusReason.awaitingValidation : StatusReason.probeOff
         } else {
             next.apply(.bytesCommitted)
         }
@@ -555,8 +551,8 @@ final class FileTransfer: @unchecked Sendable {
             consecutiveFailures = 0
             engine.noteChange()
             if next.awaitingValidation {
-                engine.validation.wake()
-                if DerivedCopy.parse(row.key) != nil { engine.filler.wake() }  // its server job can be closed
+                engine.wakeValidation()
+                if DerivedCopy.parse(row.key) != nil { engine.wakeFill() }  // its server job can be closed
             }
         } catch {
             // The bytes are on disk but not recorded: they will be fetched again, never trusted.
@@ -570,13 +566,13 @@ final class FileTransfer: @unchecked Sendable {
 
     func finish(
         _ range: ByteRange, remainder: ByteRange, attempt: AttemptID, generation: Int, background: Bool,
-        outcome: Result<Fetched, FetchFailure>, engine: TransferEngine
+        outcome: Result<Fetched, FetchFailure>, engine: any TransferHost
     ) {
         condition.lock()
         defer {
             condition.broadcast()
             condition.unlock()
-            if background { engine.filler.wake() }
+            if background { engine.wakeFill() }
             engine.noteChange()
         }
         if let i = requestsInFlight.firstIndex(of: range) { requestsInFlight.remove(at: i) }
@@ -632,7 +628,7 @@ final class FileTransfer: @unchecked Sendable {
     /// The file changed on the server: its old bytes belong to another version. A new attempt
     /// starts from nothing; in-flight bodies of the old one can no longer write. Call with
     /// `condition` held.
-    func restart(why: String, engine: TransferEngine, counted: Bool = true) {
+    func restart(why: String, engine: any TransferHost, counted: Bool = true) {
         if counted { consecutiveFailures += 1 }
         var next = row.nextAttempt(reason: counted ? StatusReason.fileChanged(why, refetching: false) : why)
         // Only a new version starts without a validator: after a server that ignores Range the
@@ -651,7 +647,7 @@ final class FileTransfer: @unchecked Sendable {
 
     /// A pinned file never ends `failed` on a transient failure: it waits, `queued` with the
     /// reason and the next try, with capped backoff. Call with `condition` held.
-    func scheduleRetry(after failure: FetchFailure, engine: TransferEngine) {
+    func scheduleRetry(after failure: FetchFailure, engine: any TransferHost) {
         consecutiveFailures += 1
         switch engine.settings.retry.decide(
             failure.kind, failures: consecutiveFailures, now: Date().timeIntervalSince1970, random: Double.random(in: 0...1),

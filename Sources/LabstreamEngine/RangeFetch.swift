@@ -10,7 +10,7 @@ import LabstreamStore
 /// when the answer carries the attempt's validator. Used by one thread, once (`run`).
 final class RangeFetch {
     let transfer: FileTransfer
-    let engine: TransferEngine
+    let engine: any TransferHost
     let range: ByteRange
     let attempt: AttemptID
     let checkpointBytes: Int64
@@ -35,13 +35,13 @@ final class RangeFetch {
     /// A failure of the body's own writing (not the transport's).
     var sinkError: LabstreamError?
 
-    init(transfer: FileTransfer, range: ByteRange, attempt: AttemptID, background: Bool, engine: TransferEngine) {
+    init(transfer: FileTransfer, range: ByteRange, attempt: AttemptID, background: Bool, rate: Int64, engine: any TransferHost) {
         self.transfer = transfer
         self.engine = engine
         self.range = range
         self.attempt = attempt
         checkpointBytes = engine.settings.checkpointBytes
-        rate = engine.rateShare()
+        self.rate = rate
         // A whole-file stream passes over the durable prefix again: those bytes are not written.
         let prefix = transfer.condition.withLock { transfer.row.attempt == attempt ? transfer.row.present.contiguousLength(from: 0) : 0 }
         checkpointStart = range.lower == 0 && range.upper == transfer.file.size ? min(prefix, range.upper) : range.lower
@@ -75,7 +75,7 @@ final class RangeFetch {
             if let sinkError {
                 outcome = .failure(.local(sinkError))
             } else {
-                if case .unreachable = error { engine.markUnreachable(transfer.file.key.server) }
+                if case .unreachable = error { engine.markUnreachable(transfer.file.key.server, .offline) }
                 outcome = .failure(.transport(error.asLabstreamError))
             }
         }
@@ -101,7 +101,7 @@ final class RangeFetch {
             let due = Double(received) / Double(rate) - Date().timeIntervalSince(started)
             if due > 0 { usleep(useconds_t(min(due, 1) * 1_000_000)) }
         }
-        if engine.stopping.load(ordering: .relaxed) {
+        if engine.isStopping {
             try? writeGathered(seen)  // what arrived before the stop is kept
             sinkError = .fetchFailed("the daemon is stopping")
             throw LabstreamError.fetchFailed("stopping")

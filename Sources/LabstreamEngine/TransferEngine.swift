@@ -4,6 +4,10 @@ import LabstreamCore
 import LabstreamStore
 import Synchronization
 
+// Why this file is long (about 500 lines): the engine's public API and the maps it alone owns
+// (backends, transfers, catalog files, open handles); one file's work is FileTransfer.swift, what
+// a transfer may ask of the engine is TransferHost.swift, and each other kind of work is a file
+// of its own.
 /// Fetches the byte ranges readers need, and whole pinned files in the background, into durable
 /// sparse partials. A body is committed only when the assembly policy accepts it: data first
 /// (`fdatasync`), then the range map and the segment's digest in one index transaction.
@@ -74,11 +78,6 @@ public final class TransferEngine: Sendable {
     let stopping = Atomic<Bool>(false)
     let fetchesEnded = NSCondition()
 
-    /// This transfer's share of the global rate limit, fixed when it starts.
-    func rateShare() -> Int64 {
-        guard settings.rateLimit > 0 else { return 0 }
-        return max(settings.rateLimit / Int64(max(activeFetches.withLock { $0 }, 1)), 1024)
-    }
     /// Open handles per file, and when each file was last used (this session).
     private let usage = Mutex<(open: [FileKey: Int], lastUse: [FileKey: Int64])>(([:], [:]))
 
