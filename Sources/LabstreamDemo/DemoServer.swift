@@ -103,21 +103,29 @@ public final class DemoServer: Sendable {
         switch (request.method, parts) {
         case ("GET", ["Users", "Me"]): return json(userDto)
         case ("GET", ["Users"]): return json([userDto])
-        case ("GET", ["UserViews"]) where request.query["userId"] == userId:
+        // `userId` is optional (the token's user); another user's id is not this server's.
+        case ("GET", ["UserViews"]) where (request.query["userId"] ?? userId) == userId:
             return json(
                 page(
                     Self.views.map { ["Id": Self.id("view:" + $0.name), "Name": $0.name, "Type": "CollectionFolder", "CollectionType": $0.collectionType] },
                     request))
-        case ("GET", ["Items"]) where request.query["userId"] == userId: return items(request)
-        case ("GET", let p) where p.count == 3 && p[0] == "Shows" && p[2] == "Seasons":
+        case ("GET", ["Items"]) where (request.query["userId"] ?? userId) == userId: return items(request)
+        case ("GET", let p) where p.count == 3 && p[0] == "Shows" && p[2] == "Seasons" && isSeries(p[1]):
             return json(page(entries.filter { $0.type == "Season" && $0.seriesId == p[1] }.map(dto), request))
-        case ("GET", let p) where p.count == 3 && p[0] == "Shows" && p[2] == "Episodes":
-            return json(page(entries.filter { $0.type == "Episode" && $0.seriesId == p[1] }.map(dto), request))
+        case ("GET", let p) where p.count == 3 && p[0] == "Shows" && p[2] == "Episodes" && isSeries(p[1]):
+            // Of one season when asked (`seasonId`, else `season` by number).
+            let season = request.query["seasonId"], number = request.query["season"].flatMap { Int($0) }
+            let episodes = entries.filter { e in
+                e.type == "Episode" && e.seriesId == p[1] && (season == nil || e.seasonId == season) && (number == nil || e.parentIndex == number)
+            }
+            return json(page(episodes.map(dto), request))
         case (let method, let p) where (method == "GET" || method == "HEAD") && p.count == 3 && p[0] == "Items" && p[2] == "Download":
             return download(p[1], request)
         default: return .json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
         }
     }
+
+    func isSeries(_ id: String) -> Bool { entries.contains { $0.id == id && $0.type == "Series" } }
 
     /// `Authorization: MediaBrowser …, Token="…"` (Jellyfin's `CustomAuthentication`).
     static func token(in header: String?) -> String? {
@@ -143,12 +151,14 @@ public final class DemoServer: Sendable {
     /// `minDateLastSaved`, played when `isPlayed` (nothing is), sorted by name, paged.
     func items(_ request: HTTPServer.Request) -> HTTPServer.Response {
         let types = Set((request.query["includeItemTypes"] ?? "").split(separator: ",").map(String.init))
+        let ids = request.query["ids"].map { Set($0.split(separator: ",").map(String.init)) }
         let parent = request.query["parentId"]
         let recursive = request.query["recursive"]?.lowercased() == "true"
         let savedSince = request.query["minDateLastSaved"].flatMap(ISODate.epochSeconds)
         let made = ISODate.epochSeconds(Self.created) ?? 0
         let found = entries.filter { e in
-            (types.isEmpty || types.contains(e.type)) && (parent.map { isBelow(e, $0, recursive: recursive) } ?? true)
+            (types.isEmpty || types.contains(e.type)) && (ids.map { $0.contains(e.id) } ?? true)
+                && (parent.map { isBelow(e, $0, recursive: recursive) } ?? true)
                 && (savedSince.map { made >= $0 } ?? true) && request.query["isPlayed"]?.lowercased() != "true"
         }
         return json(page(found.sorted { $0.name < $1.name }.map(dto), request))
@@ -170,7 +180,8 @@ public final class DemoServer: Sendable {
         return ["Items": Array(all[start..<min(start + limit, all.count)]), "TotalRecordCount": all.count, "StartIndex": start]
     }
 
-    func etag(_ e: Entry) -> String { Self.id("etag:" + e.id + ":\(size(e))") }
+    /// A strong entity tag (RFC 9110: quoted).
+    func etag(_ e: Entry) -> String { "\"" + Self.id("etag:" + e.id + ":\(size(e))") + "\"" }
 
     func size(_ e: Entry) -> Int64 { e.file.flatMap { try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int64 } ?? 0 }
 
@@ -203,27 +214,41 @@ public final class DemoServer: Sendable {
         return d
     }
 
-    /// The item's file with `Range` and `If-Range` (RFC 9110): 206 for a satisfiable range, 416
-    /// for one past the end, the whole file when `If-Range` names another version.
+    /// The item's file with `Range` and `If-Range` (RFC 9110): 206 for one satisfiable range
+    /// (`first-last`, `first-`, or the last N bytes `-N`), 416 for one past the end, and the whole
+    /// file when `If-Range` names another version or the range is not one this server serves
+    /// (several ranges, a malformed one).
     func download(_ id: String, _ request: HTTPServer.Request) -> HTTPServer.Response {
         guard let entry = entries.first(where: { $0.id == id }), let file = entry.file else {
             return .json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
         }
         let size = size(entry), tag = etag(entry)
-        var headers: [(String, String)] = [("Content-Type", "application/octet-stream"), ("Accept-Ranges", "bytes"), ("ETag", tag)]
+        let kind = entry.type == "Audio" ? "audio" : "video"
+        var headers: [(String, String)] = [("Content-Type", "\(kind)/\(entry.container ?? "octet-stream")"), ("Accept-Ranges", "bytes"), ("ETag", tag)]
         let sameVersion = request.headers["if-range"].map { $0 == tag } ?? true
-        if sameVersion, let range = request.headers["range"], range.hasPrefix("bytes=") {
-            let bounds = range.dropFirst("bytes=".count).split(separator: "-", omittingEmptySubsequences: false)
-            guard bounds.count == 2, let first = Int64(bounds[0]), first < size else {
+        if sameVersion, let asked = request.headers["range"].flatMap({ Self.range($0, size: size) }) {
+            guard let (first, last) = asked else {
                 return HTTPServer.Response(status: 416, headers: headers + [("Content-Range", "bytes */\(size)")])
             }
-            let last = min(Int64(bounds[1]) ?? size - 1, size - 1)
-            guard last >= first else { return HTTPServer.Response(status: 416, headers: headers + [("Content-Range", "bytes */\(size)")]) }
             headers.append(("Content-Range", "bytes \(first)-\(last)/\(size)"))
             return HTTPServer.Response(
                 status: 206, headers: headers, body: .file(path: file, offset: first, length: last - first + 1, dropAfter: nil, stall: nil))
         }
         return HTTPServer.Response(status: 200, headers: headers, body: .file(path: file, offset: 0, length: size, dropAfter: nil, stall: nil))
+    }
+
+    /// One `Range` of a file of `size` bytes: nil when it is not one this server serves (the
+    /// whole file is sent), `.some(nil)` when it is past the end (416), else its bounds.
+    static func range(_ header: String, size: Int64) -> (Int64, Int64)?? {
+        guard header.hasPrefix("bytes="), !header.contains(",") else { return nil }
+        let halves = header.dropFirst("bytes=".count).split(separator: "-", omittingEmptySubsequences: false)
+        guard halves.count == 2 else { return nil }
+        switch (Int64(halves[0]), Int64(halves[1]), halves[1].isEmpty) {
+        case (let first?, let last?, _) where last >= first: return .some(first < size ? (first, min(last, size - 1)) : nil)
+        case (let first?, nil, true): return .some(first < size ? (first, size - 1) : nil)
+        case (nil, let suffix?, _) where halves[0].isEmpty && suffix > 0: return .some(size > 0 ? (max(size - suffix, 0), size - 1) : nil)
+        default: return nil
+        }
     }
 
     func json(_ object: Any) -> HTTPServer.Response {

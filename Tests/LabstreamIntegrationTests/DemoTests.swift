@@ -99,6 +99,16 @@ import Testing
         let past = try transport.call(requests.download(itemId: film.id, range: ByteRange(20_000, 20_010), validator: nil, token: login.token))
         #expect(past.status == 416 && past.headers["content-range"] == "bytes */10000")
         #expect(try transport.call(requests.download(itemId: "no-such-item", range: ByteRange(0, 1), validator: nil, token: login.token)).status == 404)
+        // The last N bytes; a range this server does not serve (backwards, several) is the whole file.
+        func ranged(_ spec: String) throws -> HTTPResponse {
+            var r = requests.download(itemId: film.id, range: ByteRange(0, 1), validator: nil, token: login.token)
+            r.headers = r.headers.filter { $0.name != "Range" } + [HTTPRequest.Header("Range", spec)]
+            return try transport.call(r)
+        }
+        let tail = try ranged("bytes=-10")
+        #expect(tail.status == 206 && tail.headers["content-range"] == "bytes 9990-9999/10000" && tail.body == Array(bytes[9_990...]))
+        #expect(try ranged("bytes=5-3").status == 200 && ranged("bytes=0-1,5-6").body == bytes)
+        #expect(tag.hasPrefix("\"") && tag.hasSuffix("\""))  // a strong entity tag, quoted
     }
 
     /// `labstream` carries the demo's small server, not the test emulators and their fault hooks.
