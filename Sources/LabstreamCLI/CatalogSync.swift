@@ -124,6 +124,13 @@ enum CatalogSync {
         }
     }
 
+    /// Whether any of `results` (`report`'s) brought a new catalog, which the tree must be rebuilt
+    /// for. A failed sync kept the old catalog: rebuilding the tree for it costs the daemon a
+    /// whole catalog's memory and the kernel its caches of the tree, for nothing.
+    static func changedCatalog(_ results: [[String: Any]]) -> Bool {
+        results.contains { $0["changed"] as? Bool == true }
+    }
+
     /// Prints sync results (after progress redrawn in place on a terminal); the exit status is
     /// that of the last failure.
     static func printResults(_ results: [[String: Any]], tty: Bool) -> Int32 {

@@ -436,8 +436,8 @@ struct Daemon {
                         if let state = Self.reachability(after: error) { transfers.markUnreachable(server.name, state) }
                     })
             }
-            // A sync that changed nothing leaves the tree (and the kernel's caches of it) alone.
-            if results.contains(where: { $0["changed"] as? Bool != false }) { reload() }
+            // A sync that changed nothing, or failed, leaves the tree (and the kernel's caches of it) alone.
+            if CatalogSync.changedCatalog(results) { reload() }
             for r in results where r["changed"] as? Bool == false { transfers.catalogUnchanged(server: r["server"] as? String ?? "") }
             return results
         }

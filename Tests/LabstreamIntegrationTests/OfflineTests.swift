@@ -6,6 +6,8 @@ import LabstreamFixture
 import LabstreamStore
 import Testing
 
+@testable import LabstreamCLI
+
 /// The mount with its server down: at start, mid-session, and coming back.
 @Suite(.serialized) struct OfflineTests {
     let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
@@ -49,6 +51,13 @@ import Testing
         let sinceRestart = String(m.log[m.log.range(of: "mounted ", options: .backwards)!.lowerBound...])
         #expect(sinceRestart.contains("Serving its last known catalog from the index"), "\(sinceRestart)")
         #expect(!sinceRestart.contains("catalog reloaded"), "\(sinceRestart)")
+        // Nor after a `labstream sync` that fails: the old catalog stays, and so does the tree.
+        let failedSync = try m.cli(["sync"])
+        #expect(failedSync.code != 0, "\(failedSync.stdout) \(failedSync.stderr)")
+        let sinceSync = String(m.log[m.log.range(of: "mounted ", options: .backwards)!.lowerBound...])
+        #expect(!sinceSync.contains("catalog reloaded"), "\(sinceSync)")
+        #expect(!CatalogSync.changedCatalog([["server": "a", "error": "refused", "code": 77], ["server": "b", "files": 3, "changed": false]]))
+        #expect(CatalogSync.changedCatalog([["server": "a", "error": "refused", "code": 77], ["server": "b", "files": 3, "changed": true]]))
 
         // Pin while offline: it waits, paused; the server comes back and it finishes by itself.
         let pin = try m.cli(["pin", m.path(alpha)])
