@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 import LabstreamBackends
 import LabstreamCore
@@ -12,6 +13,7 @@ public enum Labstream {
     ]
 
     public static func main(_ argv: [String]) -> Int32 {
+        CLinux_use_one_malloc_arena()  // before any other thread exists
         let invokedAs = argv.first.map { String($0.split(separator: "/").last ?? "") } ?? ""
         // mount(8) runs mount.labstream; mount.fuse3 runs `labstream SOURCE MOUNTPOINT -o …`.
         let helper = invokedAs.hasPrefix("mount.") || (argv.count >= 3 && !commands.contains(argv[1]) && !argv[1].hasPrefix("-"))
