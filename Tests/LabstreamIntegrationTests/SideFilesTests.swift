@@ -474,6 +474,12 @@ func testImage(_ path: String, size: String) -> String {
         }
         let first = catalog(plot: "One.", seriesPlot: "A show.")
         try write(first)
+        // What the side files are planned from leaves out media sources and plots (the tree's
+        // files and each document's own row say them); the whole read keeps both.
+        let light = try index.catalog(server: "s", reading: .sideFiles).flatMap(\.items)
+        #expect(light.count == 3 && light.allSatisfy { $0.sources.isEmpty && $0.details?.plot == nil }, "\(light)")
+        let whole = try index.catalog(server: "s").flatMap(\.items)
+        #expect(whole.allSatisfy { $0.sources.count == 1 } && whole.first { $0.id == "a" }?.details?.plot == "One.")
         let made = try fresh(first)
         #expect(Set(made.keys) == ["item:a", "item:b", "item:e", "series:s1\n2020\nShow"], "\(made.keys)")
         try index.storeDocumentSizes(server: "s", made.map { ($0.key, $0.value.size, $0.value.digest) })
