@@ -16,7 +16,7 @@ enum Help {
           labstream mount MOUNTPOINT [--foreground] [-o OPTIONS]
           labstream unmount MOUNTPOINT
           labstream status [PATH…] [--json] [--watch]
-          labstream sync [NAME]
+          labstream sync [NAME] [--full]
           labstream pin PATH… [--quality Q] [--wait] [--json]
           labstream unpin PATH…
           labstream pause|resume|retry|cancel|verify PATH…

@@ -1,16 +1,35 @@
 /// Why a file is `paused`, kept beside its sentence (`DownloadRow.pauseCause`): whether the
 /// daemon lifts the pause by itself is decided from this, never from the sentence's words.
-public enum PauseCause: String, Sendable, Hashable, Codable, CaseIterable {
+public enum PauseCause: Sendable, Hashable, CaseIterable, RawRepresentable {
     /// `labstream pause`.
-    case user = "paused_by_user"
+    case user
     /// The cache's disk cannot hold the rest of the file.
-    case storageFull = "storage_full"
+    case storageFull
     /// Its server does not answer; the fill resumes it once it does.
-    case serverUnavailable = "server_unavailable"
+    case serverUnavailable
     /// Its server refused the stored sign-in; the fill resumes it once a sign-in is accepted.
-    case signInRefused = "sign_in_refused"
+    case signInRefused
     /// Its server was removed from the configuration (`labstream server remove`).
-    case serverRemoved = "server_removed"
+    case serverRemoved
+
+    /// The stable reason code (`--json`) of a file paused for this cause; its spelling is how the
+    /// index, the attribute and the control wire keep the cause.
+    public var code: StatusReason.Code {
+        switch self {
+        case .user: return .pausedByUser
+        case .storageFull: return .storageFull
+        case .serverUnavailable: return .serverUnavailable
+        case .signInRefused: return .signInRefused
+        case .serverRemoved: return .serverRemoved
+        }
+    }
+
+    public var rawValue: String { code.rawValue }
+
+    public init?(rawValue: String) {
+        guard let cause = Self.allCases.first(where: { $0.code.rawValue == rawValue }) else { return nil }
+        self = cause
+    }
 
     /// The background fill resumes such a file once its server answers and accepts the sign-in
     /// again; every other pause waits for the user (`labstream resume`).
@@ -27,13 +46,10 @@ public enum PauseCause: String, Sendable, Hashable, Codable, CaseIterable {
         }
     }
 
-    /// The stable reason code (`--json`) of a file paused for this cause.
-    public var code: StatusReason.Code { StatusReason.Code(rawValue: rawValue) ?? .other }
-
     /// The cause of a pause recorded before causes were (schema 14 and older), read from its
     /// sentence; nil when the sentence names none (such a pause waits for the user).
     public static func recorded(before reason: String?) -> PauseCause? {
-        guard let code = StatusReason.code(reason, state: .paused) else { return nil }
-        return PauseCause(rawValue: code.rawValue)
+        let code = StatusReason.code(reason, state: .paused)
+        return allCases.first { $0.code == code }
     }
 }

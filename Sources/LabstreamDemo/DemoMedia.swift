@@ -23,12 +23,26 @@ public struct DemoLibrary: Sendable {
         public var title: String
         public var file: String
         public var container: String
+
+        public init(season: Int, number: Int, title: String, file: String, container: String) {
+            self.season = season
+            self.number = number
+            self.title = title
+            self.file = file
+            self.container = container
+        }
     }
 
     public struct Series: Sendable {
         public var name: String
         public var year: Int?
         public var episodes: [Episode]
+
+        public init(name: String, year: Int?, episodes: [Episode]) {
+            self.name = name
+            self.year = year
+            self.episodes = episodes
+        }
     }
 
     public struct Track: Sendable {

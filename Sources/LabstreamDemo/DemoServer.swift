@@ -25,6 +25,8 @@ public final class DemoServer: Sendable {
         var index: Int?
         var album: String?
         var albumArtist: String?
+        /// The file's size, read once (the demo's files are made before its server starts).
+        var size: Int64 = 0
     }
 
     static let views: [(name: String, collectionType: String)] = [("Movies", "movies"), ("Shows", "tvshows"), ("Music", "music")]
@@ -37,7 +39,7 @@ public final class DemoServer: Sendable {
     let userId = DemoServer.id("user")
     let token = DemoServer.id("token")
     let entries: [Entry]
-    let server = LockedServer()
+    let http = Mutex<HTTPServer?>(nil)
 
     public init(library: DemoLibrary, user: String, password: String) {
         self.user = user
@@ -71,17 +73,29 @@ public final class DemoServer: Sendable {
                     id: Self.id("track:" + t.file), name: t.title, type: "Audio", parent: music, year: t.year, file: t.file, container: t.container,
                     parentIndex: t.disc, index: t.number, album: t.album, albumArtist: t.albumArtist))
         }
-        self.entries = entries
+        self.entries = entries.map { e in
+            var sized = e
+            sized.size = e.file.flatMap { try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int64 } ?? 0
+            return sized
+        }
     }
 
     /// Starts listening on a free loopback port; returns the base URL.
     public func start() throws -> String {
-        let http = try HTTPServer { [self] request in handle(request) }
-        server.set(http)
-        return http.baseURL
+        let started = try HTTPServer { [self] request in handle(request) }
+        http.withLock {
+            $0?.stop()
+            $0 = started
+        }
+        return started.baseURL
     }
 
-    public func stop() { server.set(nil) }
+    public func stop() {
+        http.withLock {
+            $0?.stop()
+            $0 = nil
+        }
+    }
 
     /// A stable 32-hex-digit id, as Jellyfin's are.
     static func id(_ seed: String) -> String {
@@ -94,7 +108,7 @@ public final class DemoServer: Sendable {
         let get = request.method == "GET"
         if get && parts == ["System", "Info", "Public"] {
             return json([
-                "LocalAddress": server.baseURL, "ServerName": "Labstream Demo", "Version": "10.11.11", "ProductName": "Jellyfin Server",
+                "LocalAddress": http.withLock { $0?.baseURL ?? "" }, "ServerName": "Labstream Demo", "Version": "10.11.11", "ProductName": "Jellyfin Server",
                 "OperatingSystem": "", "Id": serverId, "StartupWizardCompleted": true
             ])
         }
@@ -181,9 +195,7 @@ public final class DemoServer: Sendable {
     }
 
     /// A strong entity tag (RFC 9110: quoted).
-    func etag(_ e: Entry) -> String { "\"" + Self.id("etag:" + e.id + ":\(size(e))") + "\"" }
-
-    func size(_ e: Entry) -> Int64 { e.file.flatMap { try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int64 } ?? 0 }
+    func etag(_ e: Entry) -> String { "\"" + Self.id("etag:" + e.id + ":\(e.size)") + "\"" }
 
     func dto(_ e: Entry) -> [String: Any] {
         var d: [String: Any] = ["Id": e.id, "Name": e.name, "Type": e.type, "ParentId": e.parent, "ServerId": serverId, "DateCreated": Self.created]
@@ -206,7 +218,7 @@ public final class DemoServer: Sendable {
             d["UserData"] = ["Played": false, "PlayCount": 0, "IsFavorite": false]
             d["MediaSources"] = [
                 [
-                    "Protocol": "File", "Id": e.id, "Path": path, "Type": "Default", "Container": e.container ?? "", "Size": size(e),
+                    "Protocol": "File", "Id": e.id, "Path": path, "Type": "Default", "Container": e.container ?? "", "Size": e.size,
                     "Name": e.name, "IsRemote": false, "ETag": etag(e)
                 ]
             ]
@@ -222,9 +234,9 @@ public final class DemoServer: Sendable {
         guard let entry = entries.first(where: { $0.id == id }), let file = entry.file else {
             return .json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
         }
-        let size = size(entry), tag = etag(entry)
-        let kind = entry.type == "Audio" ? "audio" : "video"
-        var headers: [(String, String)] = [("Content-Type", "\(kind)/\(entry.container ?? "octet-stream")"), ("Accept-Ranges", "bytes"), ("ETag", tag)]
+        let size = entry.size, tag = etag(entry)
+        let type = ["mkv": "video/x-matroska", "mp4": "video/mp4", "flac": "audio/flac"][entry.container ?? ""] ?? "application/octet-stream"
+        var headers: [(String, String)] = [("Content-Type", type), ("Accept-Ranges", "bytes"), ("ETag", tag)]
         let sameVersion = request.headers["if-range"].map { $0 == tag } ?? true
         if sameVersion, let asked = request.headers["range"].flatMap({ Self.range($0, size: size) }) {
             guard let (first, last) = asked else {
@@ -255,18 +267,4 @@ public final class DemoServer: Sendable {
         guard let data = try? JSONSerialization.data(withJSONObject: object) else { return .json("{}", status: 500) }
         return HTTPServer.Response(status: 200, headers: [("Content-Type", "application/json; charset=utf-8")], body: .bytes(Array(data)))
     }
-}
-
-/// The running HTTP server, set once started.
-final class LockedServer: Sendable {
-    let http = Mutex<HTTPServer?>(nil)
-
-    func set(_ server: HTTPServer?) {
-        http.withLock {
-            $0?.stop()
-            $0 = server
-        }
-    }
-
-    var baseURL: String { http.withLock { $0?.baseURL ?? "" } }
 }

@@ -65,7 +65,13 @@ import Testing
         let file = scratch.path + "/film.mkv"
         let bytes = (0..<10_000).map { UInt8($0 % 251) }
         try Data(bytes).write(to: URL(fileURLWithPath: file))
-        let server = DemoServer(library: DemoLibrary(movies: [.init(title: "Film", year: 2001, file: file, container: "mkv")]), user: "demo", password: "demo")
+        let show = DemoLibrary.Series(
+            name: "Show", year: 2020,
+            episodes: [
+                .init(season: 1, number: 1, title: "One", file: file, container: "mkv"), .init(season: 2, number: 1, title: "Two", file: file, container: "mkv")
+            ])
+        let server = DemoServer(
+            library: DemoLibrary(movies: [.init(title: "Film", year: 2001, file: file, container: "mkv")], series: [show]), user: "demo", password: "demo")
         let url = try server.start()
         defer { server.stop() }
         let transport = CurlTransport()
@@ -99,6 +105,26 @@ import Testing
         let past = try transport.call(requests.download(itemId: film.id, range: ByteRange(20_000, 20_010), validator: nil, token: login.token))
         #expect(past.status == 416 && past.headers["content-range"] == "bytes */10000")
         #expect(try transport.call(requests.download(itemId: "no-such-item", range: ByteRange(0, 1), validator: nil, token: login.token)).status == 404)
+        // The spec's optional userId (the token's user) and ids filter; one season's episodes; 404 for no such series.
+        func get(_ path: String) throws -> HTTPResponse {
+            var r = requests.userViews(userId: login.userId, token: login.token)
+            r.url = url + path
+            return try transport.call(r)
+        }
+        #expect(try MediaBrowserDecode.page(get("/Items?parentId=\(movies.id)&recursive=true&ids=\(film.id)").body, "/Items").total == 1)
+        #expect(try MediaBrowserDecode.page(get("/Items?parentId=\(movies.id)&recursive=true&ids=nothing").body, "/Items").total == 0)
+        #expect(try get("/Items?userId=someone-else").status == 404)
+        let seriesId = try #require(
+            MediaBrowserDecode.page(get("/Items?includeItemTypes=Series&recursive=true").body, "/Items").items.first?["Id"].string)
+        let (seasons, _) = try MediaBrowserDecode.seasons(get("/Shows/\(seriesId)/Seasons").body)
+        let second = try #require(seasons.first { $0.value == 2 }?.key)
+        let episodes = try MediaBrowserDecode.page(get("/Shows/\(seriesId)/Episodes?seasonId=\(second)").body, "/Shows/{id}/Episodes").items
+        #expect(episodes.map { $0["Name"].string } == ["Two"])
+        #expect(
+            try MediaBrowserDecode.page(get("/Shows/\(seriesId)/Episodes?season=1").body, "/Shows/{id}/Episodes").items.map { $0["Name"].string } == ["One"])
+        #expect(try get("/Shows/no-such-series/Episodes").status == 404)
+        #expect(range.headers["content-type"] == "video/x-matroska")
+
         // The last N bytes; a range this server does not serve (backwards, several) is the whole file.
         func ranged(_ spec: String) throws -> HTTPResponse {
             var r = requests.download(itemId: film.id, range: ByteRange(0, 1), validator: nil, token: login.token)
