@@ -213,6 +213,59 @@ struct PageCollector<Entry> {
     }
 }
 
+/// A later page of a listing, asked on a thread of its own while the caller decodes the page
+/// before it: the server renders pages while Labstream decodes, instead of each waiting for the
+/// other (a 100 000-item first sync took the server's time plus ours), and a server with more
+/// than one core renders two at once. At most `limit` pages ahead, so a few pages' bodies are
+/// held at a time.
+final class PageAhead<Answer: Sendable>: @unchecked Sendable {
+    static var limit: Int { 2 }
+
+    /// The offset the page was asked from: used only if the walk really continues there.
+    let start: Int
+    private let finished = DispatchSemaphore(value: 0)
+    // Written once by the thread before `finished` is signalled, read after waiting for it.
+    private var outcome: Result<Answer, LabstreamError>?
+
+    init(start: Int, _ fetch: @escaping @Sendable () throws(LabstreamError) -> Answer) {
+        self.start = start
+        let thread = Thread { [self] in
+            do throws(LabstreamError) { outcome = .success(try fetch()) } catch { outcome = .failure(error) }
+            finished.signal()
+        }
+        thread.name = "page-ahead"
+        thread.start()
+    }
+
+    /// `ahead` topped up to `limit` pages after a full page of `pageCount` entries that started
+    /// at `start`, each asked by `fetch(offset)`, none past `total`.
+    static func topUp(
+        _ ahead: inout [PageAhead], after start: Int, pageCount: Int, total: Int,
+        _ fetch: (Int) -> @Sendable () throws(LabstreamError) -> Answer
+    ) {
+        guard pageCount > 0 else { return }
+        var next = (ahead.last?.start ?? start) + pageCount
+        while ahead.count < limit, next < total {
+            ahead.append(PageAhead(start: next, fetch(next)))
+            next += pageCount
+        }
+    }
+
+    /// Waits for pages asked ahead that the walk will not use (it ended, or the server's pages
+    /// were not where they were expected): no request outlives the walk that made it.
+    static func settle(_ unused: [PageAhead]) {
+        for page in unused { _ = try? page.answer() }
+    }
+
+    /// The page's answer (or the error asking for it ended in), once it arrived.
+    func answer() throws(LabstreamError) -> Answer {
+        finished.wait()
+        finished.signal()  // a second call does not wait forever
+        guard let outcome else { throw .malformedResponse("a page asked ahead brought nothing") }
+        return try outcome.get()
+    }
+}
+
 extension HTTPTransport {
     /// `send`, with a transport failure said as a Labstream error (server unavailable, timed out…).
     public func call(_ request: HTTPRequest) throws(LabstreamError) -> HTTPResponse {

@@ -353,10 +353,25 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
     /// Every entry of a paged listing, decoded by `decode` as each page arrives (nil: left out).
     func pages<Entry>(_ what: String, decode: (JSONValue) -> Entry?, _ request: (Int) -> HTTPRequest) throws(LabstreamError) -> [Entry] {
         var pages = PageCollector<Entry>(key: { $0["Id"].string })
+        var ahead: [PageAhead<[UInt8]>] = []
+        defer { PageAhead.settle(ahead) }
         while true {
-            let page = try MediaBrowserDecode.page(get(request(pages.count), what), what)
+            let start = pages.count
+            let body: [UInt8]
+            if ahead.first?.start == start {
+                body = try ahead.removeFirst().answer()
+            } else {
+                PageAhead.settle(ahead)
+                ahead = []
+                body = try get(request(start), what)
+            }
+            let page = try MediaBrowserDecode.page(body, what)
             let progressed = pages.add(page.items, decode: decode)
             if !progressed || page.items.count < pageSize || pages.count >= page.total { return pages.all }
+            PageAhead.topUp(&ahead, after: start, pageCount: page.items.count, total: page.total) { offset in
+                let (client, next) = (self, request(offset))
+                return { () throws(LabstreamError) in try client.get(next, what) }
+            }
         }
     }
 

@@ -325,12 +325,28 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
     /// Every entry of a paged listing, decoded by `decode` as each page arrives (nil: left out).
     func pages<Entry>(_ what: String, decode: (JSONValue) -> Entry?, _ request: (Int) -> HTTPRequest) throws(LabstreamError) -> [Entry] {
         var pages = PageCollector<Entry>(key: { $0["ratingKey"].text })
+        var ahead: [PageAhead<HTTPResponse>] = []
+        defer { PageAhead.settle(ahead) }
         while true {
-            let response = try transport.call(request(pages.count))
+            let start = pages.count
+            let response: HTTPResponse
+            if ahead.first?.start == start {
+                response = try ahead.removeFirst().answer()
+            } else {
+                PageAhead.settle(ahead)
+                ahead = []
+                response = try transport.call(request(start))
+            }
             let page = try PlexDecode.page(Self.expectOK(response, what), what)
-            let progressed = pages.add(page.metadata, decode: decode)
             let total = page.total ?? response.header("X-Plex-Container-Total-Size").flatMap { Int($0) }
+            let progressed = pages.add(page.metadata, decode: decode)
             if !progressed || page.metadata.count < pageSize || total.map({ pages.count >= $0 }) ?? false { return pages.all }
+            if let total {
+                PageAhead.topUp(&ahead, after: start, pageCount: page.metadata.count, total: total) { offset in
+                    let (transport, next) = (transport, request(offset))
+                    return { () throws(LabstreamError) in try transport.call(next) }
+                }
+            }
         }
     }
 

@@ -280,6 +280,10 @@ public enum NFO {
     /// Text as XML character data: the five markup characters escaped, characters XML 1.0
     /// does not allow dropped.
     public static func escape(_ text: String) -> String {
+        // Most titles and plots need nothing: 100 000 documents are made at a first mount.
+        if text.utf8.allSatisfy({ ($0 >= 0x20 && $0 < 0x7F && $0 != 0x26 && $0 != 0x3C && $0 != 0x3E && $0 != 0x22 && $0 != 0x27) || $0 == 0x0A }) {
+            return text
+        }
         var out = ""
         out.reserveCapacity(text.utf8.count)
         for scalar in text.unicodeScalars {
