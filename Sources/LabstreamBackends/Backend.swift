@@ -10,8 +10,8 @@ public protocol MediaBackend: Sendable {
     var kind: BackendKind { get }
     var transport: any HTTPTransport { get }
     /// The whole catalog of the libraries Labstream can place. Throws rather than returning a
-    /// partial one.
-    func fetchCatalog(progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]
+    /// partial one. Items' details go to `stash` as their pages arrive, where the backend has any.
+    func fetchCatalog(progress: (String) -> Void, stash: (any DetailsStash)?) throws(LabstreamError) -> [LibraryCatalog]
     /// A closed-range request for the bytes of `file`.
     func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest
     /// The cheap request anyone may make (is the server there at all?) and the cheapest one
@@ -20,6 +20,13 @@ public protocol MediaBackend: Sendable {
     /// Does the server answer, and does it still accept the stored sign-in? (A backend whose
     /// access tokens expire renews one here before it answers no.)
     func checkReachability() -> Reachability
+}
+
+extension MediaBackend {
+    /// The whole catalog with every item's details in it.
+    public func fetchCatalog(progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog] {
+        try fetchCatalog(progress: progress, stash: nil)
+    }
 }
 
 /// A server that can list what changed since a time.
@@ -197,6 +204,12 @@ struct PageCollector<Entry> {
     var count = 0
     var seen = Set<String>()
     let key: (JSONValue) -> String?
+
+    /// Room for the whole listing once its first page said how long it is: a 90 000-film
+    /// array grown by doubling held both copies at its last growth.
+    mutating func expect(_ total: Int) {
+        if all.isEmpty { all.reserveCapacity(min(max(total, 0), 1 << 20)) }
+    }
 
     /// Adds the new entries of `page`, as `decode` makes them; false when there were none.
     mutating func add(_ page: [JSONValue], decode: (JSONValue) -> Entry?) -> Bool {

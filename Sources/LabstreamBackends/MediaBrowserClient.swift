@@ -83,7 +83,7 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
         return (base, info, try MediaBrowserDecode.userId(named: user, in: users))
     }
 
-    public func fetchCatalog(progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog] {
+    public func fetchCatalog(progress: (String) -> Void, stash: (any DetailsStash)?) throws(LabstreamError) -> [LibraryCatalog] {
         let token = session.token
         let views = try MediaBrowserDecode.views(get(requests.userViews(userId: session.userId, token: token), "/UserViews"))
         var libraries: [LibraryCatalog] = []
@@ -91,7 +91,7 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
             switch view.collectionType {
             case "movies", "music":
                 let type = view.collectionType == "music" ? "Audio" : "Movie"
-                let items = try pages("/Items", decode: { MediaBrowserDecode.item($0) }) { start in
+                let items = try pages("/Items", decode: { stash.stashing(MediaBrowserDecode.item($0)) }) { start in
                     requests.items(userId: session.userId, parentId: view.id, types: type, startIndex: start, limit: pageSize, token: token)
                 }
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: items))
@@ -111,14 +111,15 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                         get(requests.seasons(seriesId: sid, userId: session.userId, token: token), "/Shows/{id}/Seasons"))
                     if !posters.isEmpty { seriesDetails[sid, default: ItemDetails()].assets += posters }
                     episodes += try pages(
-                        "/Shows/{id}/Episodes", decode: { MediaBrowserDecode.item($0, series: (sid, name, s["ProductionYear"].int), seasons: seasons) }
+                        "/Shows/{id}/Episodes",
+                        decode: { stash.stashing(MediaBrowserDecode.item($0, series: (sid, name, s["ProductionYear"].int), seasons: seasons)) }
                     ) { start in
                         requests.episodes(seriesId: sid, userId: session.userId, startIndex: start, limit: pageSize, token: token)
                     }
                 }
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: episodes, seriesDetails: seriesDetails))
             case "musicvideos":
-                libraries.append(LibraryCatalog(id: view.id, name: view.name, items: try musicVideos(in: view)))
+                libraries.append(LibraryCatalog(id: view.id, name: view.name, items: try musicVideos(in: view, stash: stash)))
             case let kind where Self.isFolderLibrary(kind):
                 libraries.append(LibraryCatalog(id: view.id, name: view.name, items: try folderItems(in: view)))
             default:
@@ -147,8 +148,8 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
 
     /// A music-video library's videos as `Title (Year)` in their artist's folder; `savedSince`:
     /// only those saved since then.
-    func musicVideos(in view: MediaBrowserDecode.View, savedSince: String? = nil) throws(LabstreamError) -> [CatalogItem] {
-        try pages("/Items", decode: { MediaBrowserDecode.item($0, otherVideos: true) }) { start in
+    func musicVideos(in view: MediaBrowserDecode.View, savedSince: String? = nil, stash: (any DetailsStash)? = nil) throws(LabstreamError) -> [CatalogItem] {
+        try pages("/Items", decode: { stash.stashing(MediaBrowserDecode.item($0, otherVideos: true)) }) { start in
             requests.items(
                 userId: session.userId, parentId: view.id, types: "MusicVideo", startIndex: start, limit: pageSize,
                 token: session.token, savedSince: savedSince)
@@ -366,6 +367,7 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                 body = try get(request(start), what)
             }
             let page = try MediaBrowserDecode.page(body, what)
+            pages.expect(page.total)
             let progressed = pages.add(page.items, decode: decode)
             if !progressed || page.items.count < pageSize || pages.count >= page.total { return pages.all }
             PageAhead.topUp(&ahead, after: start, pageCount: page.items.count, total: page.total) { offset in

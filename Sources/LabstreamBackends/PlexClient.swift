@@ -96,7 +96,7 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
 
     // MARK: MediaBackend
 
-    public func fetchCatalog(progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog] {
+    public func fetchCatalog(progress: (String) -> Void, stash: (any DetailsStash)?) throws(LabstreamError) -> [LibraryCatalog] {
         var libraries: [LibraryCatalog] = []
         for section in try sections() {
             switch section.type {
@@ -104,7 +104,7 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
                 // Plex metadata type 1: a movie. Home videos ("Other Videos") are placed in the
                 // server's folders instead: where each file lies below the section's locations.
                 let placedBelow = section.holdsHomeVideos ? section.locations : nil
-                let items = try pages("/library/sections/{id}/all", decode: { PlexDecode.item($0, placedBelow: placedBelow) }) { start in
+                let items = try pages("/library/sections/{id}/all", decode: { stash.stashing(PlexDecode.item($0, placedBelow: placedBelow)) }) { start in
                     requests.sectionItems(section: section.key, type: 1, start: start, size: pageSize, token: session.token)
                 }
                 libraries.append(LibraryCatalog(id: section.key, name: section.title, items: items))
@@ -145,7 +145,7 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
                         episodes += try children(of: seasonKey).compactMap { e in
                             var item = PlexDecode.item(e, show: (showKey, title, show["year"].int))
                             if item?.seasonNumber == nil { item?.seasonNumber = season["index"].int }
-                            return item
+                            return stash.stashing(item)
                         }
                     }
                 }
@@ -339,6 +339,7 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
             }
             let page = try PlexDecode.page(Self.expectOK(response, what), what)
             let total = page.total ?? response.header("X-Plex-Container-Total-Size").flatMap { Int($0) }
+            if let total { pages.expect(total) }
             let progressed = pages.add(page.metadata, decode: decode)
             if !progressed || page.metadata.count < pageSize || total.map({ pages.count >= $0 }) ?? false { return pages.all }
             if let total {

@@ -131,7 +131,8 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
     /// Every movie and series library: movies with their versions, series by season with the
     /// episodes that have a file. Kinds Labstream cannot place yet (music, books, podcasts)
     /// are left out.
-    public func fetchCatalog(progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog] {
+    /// Silo's cards carry no details: there is nothing to stash.
+    public func fetchCatalog(progress: (String) -> Void, stash: (any DetailsStash)?) throws(LabstreamError) -> [LibraryCatalog] {
         let libraries = try SiloDecode.libraries(try get({ requests.libraries(bearer: $0, profile: profile) }, "/user/libraries"))
         var out: [LibraryCatalog] = []
         for library in libraries {

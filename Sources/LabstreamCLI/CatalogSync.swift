@@ -50,14 +50,22 @@ enum CatalogSync {
             }
         }
         var libraries: [LibraryCatalog]
-        if let merged { libraries = merged } else { libraries = try backend.fetchCatalog(progress: report) }
+        var staged: StagedDetails?
+        defer { staged?.discard() }
+        if let merged {
+            libraries = merged
+        } else {
+            staged = try StagedDetails(index: index, server: server.name)
+            libraries = try backend.fetchCatalog(progress: report, stash: staged)
+            try staged?.finish()
+        }
         libraries = learnUnknownSizes(libraries, backend: backend, server: server.name, log: log) { (try? index.catalog(server: server.name)) ?? [] }
         let tree = TreeBuilder.build(server: server.name, libraries: libraries)
         let skipped = libraries.reduce(0) { $0 + $1.items.filter { $0.sources.isEmpty }.count }
         if skipped > 0 { log.info("sync \(server.name): \(skipped) items have no media file and are not shown") }
         try index.replaceCatalog(
             server: OfflineIndex.ServerRow(name: server.name, type: server.kind.rawValue, url: server.url, serverId: nil, lastSync: nil),
-            libraries: libraries, tree: tree, now: Int64(Date().timeIntervalSince1970))
+            libraries: libraries, tree: tree, now: Int64(Date().timeIntervalSince1970), staged: staged)
         log.info("sync \(server.name): \(tree.count) files in \(libraries.count) libraries (\(Int(Date().timeIntervalSince(started) * 1000)) ms)")
         // A verified copy to fall back to if the index is ever damaged (`labstream repair`).
         do { try index.backUp(unlessNewerThan: 600) } catch { log.warn(error.userMessage) }

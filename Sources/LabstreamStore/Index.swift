@@ -194,8 +194,10 @@ public final class OfflineIndex: Sendable {
     }
 
     /// Replaces one server's catalog in a single transaction: a failure leaves the old one.
-    /// Download rows are never touched here.
-    public func replaceCatalog(server: ServerRow, libraries: [LibraryCatalog], tree: [TreeFile], now: Int64) throws(LabstreamError) {
+    /// Download rows are never touched here. An item without details takes those `staged` holds.
+    public func replaceCatalog(
+        server: ServerRow, libraries: [LibraryCatalog], tree: [TreeFile], now: Int64, staged: StagedDetails? = nil
+    ) throws(LabstreamError) {
         let pathOf = Dictionary(tree.map { ($0.key, $0.path.joined(separator: "/")) }, uniquingKeysWith: { a, _ in a })
         do {
             try db.transaction { c in
@@ -262,7 +264,8 @@ public final class OfflineIndex: Sendable {
                             "series_year": number(item.seriesYear), "season": number(item.seasonNumber), "episode": number(item.episodeNumber),
                             "modified": .int(item.modified), "album": text(item.album), "album_artist": text(item.albumArtist),
                             "disc": number(item.discNumber), "track": number(item.trackNumber), "folders": Self.encodeFolders(item.folders),
-                            "played": .int(item.played ? 1 : 0), "details": Self.encodeDetails(item.details)
+                            "played": .int(item.played ? 1 : 0),
+                            "details": item.details == nil ? try staged?.details(of: item.id, on: c) ?? .null : Self.encodeDetails(item.details)
                         ]
                         assert(columns.map(\.key) == ["server"] + Self.itemColumnNames)
                         try c.run(Self.itemUpsert, columns.map(\.value))

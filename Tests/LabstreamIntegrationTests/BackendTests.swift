@@ -178,6 +178,44 @@ import Testing
         #expect(try index.treeFiles().count == tree.count)
     }
 
+    /// Details stashed as pages arrive (in a staging table of the index's connection, not in
+    /// memory) are what the catalog is written with: the stored details are those of the catalog
+    /// fetched whole, the fetched items come without them, a second staging of the same server
+    /// at the same time keeps its own, and nothing stays staged after.
+    @Test func stagedDetailsAreWrittenAsIfFetchedWhole() throws {
+        let scratch = Scratch("staged-details")
+        var catalog = testCatalog(in: scratch.sub("media"))
+        for i in catalog.movies.indices {
+            catalog.movies[i].details.plot = "Plot \(i) <with> & marks"
+            catalog.movies[i].details.genres = ["Drama", "Genre \(i)"]
+        }
+        let fixture = try ServerFixture(catalog: catalog, userName: "demo", password: "pw")
+        try fixture.start()
+        defer { fixture.stop() }
+        let client = try client(fixture, pageSize: 2)
+        let whole = try client.fetchCatalog { _ in }
+        #expect(whole.flatMap(\.items).contains { $0.details?.orNil != nil })
+        let index = try OfflineIndex(path: scratch.path + "/index.sqlite")
+        let staged = try StagedDetails(index: index, server: "test")
+        let other = try StagedDetails(index: index, server: "test")
+        _ = try client.fetchCatalog(progress: { _ in }, stash: other)
+        let stashed = try client.fetchCatalog(progress: { _ in }, stash: staged)
+        #expect(stashed.flatMap(\.items).allSatisfy { $0.details == nil })
+        try other.finish()
+        other.discard()
+        try staged.finish()
+        try index.replaceCatalog(
+            server: .init(name: "test", type: "jellyfin", url: fixture.baseURL, serverId: nil, lastSync: nil),
+            libraries: stashed, tree: TreeBuilder.build(server: "test", libraries: stashed), now: 1, staged: staged)
+        staged.discard()
+        func details(_ libraries: [LibraryCatalog]) -> [String: ItemDetails] {
+            Dictionary(uniqueKeysWithValues: libraries.flatMap(\.items).compactMap { item in item.details?.orNil.map { (item.id, $0) } })
+        }
+        let stored = try index.catalog(server: "test")
+        #expect(!details(whole).isEmpty && details(stored) == details(whole))
+        #expect(try index.db.query("SELECT count(*) FROM temp.staged_details") == [[.int(0)]])
+    }
+
     @Test func tokenAdoptionFindsTheUser() throws {
         let scratch = Scratch("token")
         let fixture = try startFixture(scratch)
