@@ -9,7 +9,8 @@ enum CatalogSync {
     struct Outcome {
         var server: String
         var files: Int
-        /// false: the server said nothing changed, and the index was left as it was.
+        /// false: nothing changed (the server said so, or a full read found every row as it
+        /// was), and the index was left as it was.
         var changed = true
     }
 
@@ -63,13 +64,13 @@ enum CatalogSync {
         let tree = TreeBuilder.build(server: server.name, libraries: libraries)
         let skipped = libraries.reduce(0) { $0 + $1.items.filter { $0.sources.isEmpty }.count }
         if skipped > 0 { log.info("sync \(server.name): \(skipped) items have no media file and are not shown") }
-        try index.replaceCatalog(
+        let changed = try index.replaceCatalog(
             server: OfflineIndex.ServerRow(name: server.name, type: server.kind.rawValue, url: server.url, serverId: nil, lastSync: nil),
             libraries: libraries, tree: tree, now: Int64(Date().timeIntervalSince1970), staged: staged)
         log.info("sync \(server.name): \(tree.count) files in \(libraries.count) libraries (\(Int(Date().timeIntervalSince(started) * 1000)) ms)")
         // A verified copy to fall back to if the index is ever damaged (`labstream repair`).
         do { try index.backUp(unlessNewerThan: 600) } catch { log.warn(error.userMessage) }
-        return Outcome(server: server.name, files: tree.count)
+        return Outcome(server: server.name, files: tree.count, changed: changed)
     }
 
     /// Sources the server lists without a size (not yet probed on its side) would show as empty

@@ -195,12 +195,16 @@ public final class OfflineIndex: Sendable {
 
     /// Replaces one server's catalog in a single transaction: a failure leaves the old one.
     /// Download rows are never touched here. An item without details takes those `staged` holds.
+    /// Every row is written only where it differs; returns whether any did (the daily full
+    /// refresh of an unchanged library then rebuilds no tree).
+    @discardableResult
     public func replaceCatalog(
         server: ServerRow, libraries: [LibraryCatalog], tree: [TreeFile], now: Int64, staged: StagedDetails? = nil
-    ) throws(LabstreamError) {
+    ) throws(LabstreamError) -> Bool {
         let pathOf = Dictionary(tree.map { ($0.key, $0.path.joined(separator: "/")) }, uniquingKeysWith: { a, _ in a })
         do {
-            try db.transaction { c in
+            return try db.transaction { c in
+                var changed = false
                 // Files gone from the server that still have local bytes stay, marked orphaned.
                 let newKeys = Set(tree.map(\.key))
                 let stored = try c.query(
@@ -214,15 +218,18 @@ public final class OfflineIndex: Sendable {
                     guard let item = r[0].text, let source = r[1].text else { continue }
                     if !newKeys.contains(FileKey(server: server.name, itemId: item, sourceId: source)) { keep.append((item, source)) }
                 }
-                // Items and series details are written only where they changed (below), so what is
-                // kept of an unchanged row (its generated document's size) stays.
+                // Every row is written only where it changed (below), so what is kept of an
+                // unchanged row (its generated document's size) stays.
+                let libraryRows = { (rows: [[SQLValue]]) in Set(rows) }
+                let before = libraryRows(try c.query("SELECT id, name, left_out FROM libraries WHERE server=?", [.text(server.name)]))
+                let after = libraryRows(libraries.map { [.text($0.id), .text($0.name), $0.leftOut.map(SQLValue.text) ?? .null] })
+                changed = changed || before != after
                 try c.run("DELETE FROM libraries WHERE server=?", [.text(server.name)])
-                try c.run(
-                    "DELETE FROM media_sources WHERE server=?"
-                        + (keep.isEmpty ? "" : " AND NOT (" + keep.map { _ in "(item_id=? AND id=?)" }.joined(separator: " OR ") + ")"),
-                    [.text(server.name)] + keep.flatMap { [SQLValue.text($0.0), .text($0.1)] })
                 for (item, source) in keep {
-                    try c.run("UPDATE media_sources SET orphaned=1 WHERE server=? AND item_id=? AND id=?", [.text(server.name), .text(item), .text(source)])
+                    try c.run(
+                        "UPDATE media_sources SET orphaned=1 WHERE server=? AND item_id=? AND id=? AND orphaned=0",
+                        [.text(server.name), .text(item), .text(source)])
+                    changed = changed || c.changes > 0
                 }
                 let taken = Set(tree.map { $0.path.joined(separator: "/") })
                 for (item, source) in keep {
@@ -236,6 +243,7 @@ public final class OfflineIndex: Sendable {
                         try c.run(
                             "UPDATE media_sources SET tree_path=? WHERE server=? AND item_id=? AND id=?",
                             [.text(path + " (orphaned)"), .text(server.name), .text(item), .text(source)])
+                        changed = true
                     }
                 }
                 try c.run(
@@ -253,6 +261,7 @@ public final class OfflineIndex: Sendable {
                             INSERT INTO series_details(server, series_id, details) VALUES(?,?,?)
                             ON CONFLICT(server, series_id) DO UPDATE SET details = excluded.details WHERE details IS NOT excluded.details
                             """, [.text(server.name), .text(series), Self.encodeDetails(details)])
+                        changed = changed || c.changes > 0
                         try c.run("INSERT OR IGNORE INTO temp.synced(kind, id) VALUES('series', ?)", [.text(series)])
                     }
                     for item in library.items {
@@ -269,30 +278,38 @@ public final class OfflineIndex: Sendable {
                         ]
                         assert(columns.map(\.key) == ["server"] + Self.itemColumnNames)
                         try c.run(Self.itemUpsert, columns.map(\.value))
+                        changed = changed || c.changes > 0
                         try c.run("INSERT OR IGNORE INTO temp.synced(kind, id) VALUES('item', ?)", [.text(item.id)])
                         for source in item.sources {
                             let key = FileKey(server: server.name, itemId: item.id, sourceId: source.id)
                             guard let path = pathOf[key] else { continue }
                             try c.run(
-                                """
-                                INSERT OR REPLACE INTO media_sources(server, item_id, id, name, container, size, etag, tree_path, modified, orphaned, bitrate,
-                                    remote_item)
-                                VALUES(?,?,?,?,?,?,?,?,?,0,?,?)
-                                """,
+                                Self.sourceUpsert,
                                 [
                                     .text(server.name), .text(item.id), .text(source.id), source.name.map(SQLValue.text) ?? .null,
                                     source.container.map(SQLValue.text) ?? .null, .int(max(source.size ?? 0, 0)),
                                     source.etag.map(SQLValue.text) ?? .null, .text(path), .int(item.modified),
                                     source.bitrate.map { .int(Int64($0)) } ?? .null, source.itemId.map(SQLValue.text) ?? .null
                                 ])
+                            changed = changed || c.changes > 0
+                            try c.run("INSERT OR IGNORE INTO temp.synced(kind, id) VALUES('source', ? || char(10) || ?)", [.text(item.id), .text(source.id)])
                         }
                     }
                 }
+                // Sources gone from the server go, but those with local bytes stay (orphaned, above).
+                try c.run(
+                    "DELETE FROM media_sources WHERE server=? AND item_id || char(10) || id NOT IN (SELECT id FROM temp.synced WHERE kind='source')"
+                        + (keep.isEmpty ? "" : " AND NOT (" + keep.map { _ in "(item_id=? AND id=?)" }.joined(separator: " OR ") + ")"),
+                    [.text(server.name)] + keep.flatMap { [SQLValue.text($0.0), .text($0.1)] })
+                changed = changed || c.changes > 0
                 try c.run("DELETE FROM items WHERE server=? AND id NOT IN (SELECT id FROM temp.synced WHERE kind='item')", [.text(server.name)])
+                changed = changed || c.changes > 0
                 try c.run(
                     "DELETE FROM series_details WHERE server=? AND series_id NOT IN (SELECT id FROM temp.synced WHERE kind='series')",
                     [.text(server.name)])
+                changed = changed || c.changes > 0
                 try c.run("DELETE FROM temp.synced")
+                return changed
             }
         } catch {
             throw .storage("saving the catalog of \(server.name) failed (\(error)); the previous catalog is unchanged")
@@ -411,6 +428,18 @@ public final class OfflineIndex: Sendable {
         return """
             INSERT INTO items(server, \(itemColumns)) VALUES(\(Array(repeating: "?", count: itemColumnNames.count + 1).joined(separator: ",")))
             ON CONFLICT(server, id) DO UPDATE SET \(changeable.map { "\($0) = excluded.\($0)" }.joined(separator: ", "))
+            WHERE \(changeable.map { "\($0) IS NOT excluded.\($0)" }.joined(separator: " OR "))
+            """
+    }()
+
+    /// A media source written only where it differs; one the server lists again is no longer
+    /// orphaned.
+    static let sourceUpsert: String = {
+        let changeable = ["name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate", "remote_item"]
+        return """
+            INSERT INTO media_sources(server, item_id, id, name, container, size, etag, tree_path, modified, orphaned, bitrate, remote_item)
+            VALUES(?,?,?,?,?,?,?,?,?,0,?,?)
+            ON CONFLICT(server, item_id, id) DO UPDATE SET \(changeable.map { "\($0) = excluded.\($0)" }.joined(separator: ", "))
             WHERE \(changeable.map { "\($0) IS NOT excluded.\($0)" }.joined(separator: " OR "))
             """
     }()

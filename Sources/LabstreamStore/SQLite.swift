@@ -123,6 +123,9 @@ public struct Connection {
         _ = try query(sql, args)
     }
 
+    /// Rows the last statement inserted, updated or deleted (a trigger's own not counted).
+    public var changes: Int64 { sqlite3_changes64(db) }
+
     public func query(_ sql: String, _ args: [SQLValue] = []) throws(SQLiteError) -> [[SQLValue]] {
         let (prepared, rc) = statements.statement(sql, db: db)
         guard rc == SQLITE_OK, let stmt = prepared else { throw error(rc, sql) }

@@ -216,6 +216,38 @@ import Testing
         #expect(try index.db.query("SELECT count(*) FROM temp.staged_details") == [[.int(0)]])
     }
 
+    /// A catalog written again as it was changes no row and says so; a changed size, a removed
+    /// item and a renamed library each say changed, and the next identical write says not.
+    @Test func rewritingAnUnchangedCatalogSaysNothingChanged() throws {
+        let scratch = Scratch("unchanged-catalog")
+        let fixture = try startFixture(scratch)
+        defer { fixture.stop() }
+        let client = try client(fixture)
+        let index = try OfflineIndex(path: scratch.path + "/index.sqlite")
+        func write(_ libraries: [LibraryCatalog], now: Int64) throws -> Bool {
+            try index.replaceCatalog(
+                server: .init(name: "test", type: "jellyfin", url: fixture.baseURL, serverId: nil, lastSync: nil),
+                libraries: libraries, tree: TreeBuilder.build(server: "test", libraries: libraries), now: now)
+        }
+        let catalog = try client.fetchCatalog { _ in }
+        let movies = try #require(catalog.firstIndex { $0.name == "Movies" && !$0.items.isEmpty })
+        #expect(try write(catalog, now: 1))
+        #expect(try !write(catalog, now: 2))
+        #expect(try !write(try client.fetchCatalog { _ in }, now: 3))
+        var resized = catalog
+        resized[movies].items[0].sources[0].size = (resized[movies].items[0].sources[0].size ?? 0) + 1
+        #expect(try write(resized, now: 4))
+        #expect(try !write(resized, now: 5))
+        var fewer = resized
+        fewer[movies].items.removeLast()
+        #expect(try write(fewer, now: 6))
+        var renamed = fewer
+        renamed[movies].name += " (renamed)"
+        #expect(try write(renamed, now: 7))
+        #expect(try !write(renamed, now: 8))
+        #expect(try index.treeFiles().count == TreeBuilder.build(server: "test", libraries: renamed).count)
+    }
+
     @Test func tokenAdoptionFindsTheUser() throws {
         let scratch = Scratch("token")
         let fixture = try startFixture(scratch)

@@ -225,9 +225,12 @@ enum StatusCommandProbe {
         #expect(!FileManager.default.fileExists(atPath: m.path(gamma)))
 
         m.fixture.clearLog()
+        let reloads = m.log.components(separatedBy: "catalog reloaded").count
         let full = try m.cli(["sync", "--full"])
         #expect(full.code == 0 && full.stdout.hasSuffix("test: 9 files\n"), "\(full.stdout) \(full.stderr)")
         #expect(!asked(since) && !m.fixture.requestLog.isEmpty)
+        // The full read found every row as it was: the tree (and the kernel's caches of it) stays.
+        #expect(m.log.components(separatedBy: "catalog reloaded").count == reloads, "\(m.log)")
         try m.unmount()
     }
 }
