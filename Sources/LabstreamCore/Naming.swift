@@ -118,13 +118,17 @@ public enum TreeBuilder {
         for library in libraries.sorted(by: { ($0.name, $0.id) < ($1.name, $1.id) }) {
             let libDir = Naming.unique(library.name, extension: nil, taken: &libraryNames)
             let root = [serverDir, libDir]
-            let playable = library.items.filter { !$0.sources.isEmpty }.sorted { $0.id < $1.id }
+            // Positions, not copies: a sorted copy of 90 000 items (and the filter's growing one
+            // before it) was 90 MiB of a full sync's peak.
+            let items = library.items
+            let playable = items.indices.filter { !items[$0].sources.isEmpty }.sorted { items[$0].id < items[$1].id }
 
             // Top-level folders: one per movie, one per series, one per album artist. Other
             // items sit in the server's own folders instead.
             var topNames = Set<String>()
             var folderOf: [String: String] = [:]  // movie id, series id or artist key → folder name
-            let folderKeys: [(key: String, name: String)?] = playable.map { item in
+            let folderKeys: [(key: String, name: String)?] = playable.map { position in
+                let item = items[position]
                 switch item.kind {
                 case .movie: return (item.id, Naming.titled(item.title, year: item.year))
                 case .episode:
@@ -143,12 +147,13 @@ public enum TreeBuilder {
             // An album whose tracks span discs numbers them `D-NN`; tracks without an album
             // are the artist's "Singles".
             func albumKey(_ item: CatalogItem) -> String { "artist:" + artistFolderName(item) + "\u{1F}" + (item.album ?? "") }
-            let multiDisc = Set(playable.filter { $0.kind == .track && ($0.discNumber ?? 1) > 1 }.map(albumKey))
+            let multiDisc = Set(playable.lazy.map { items[$0] }.filter { $0.kind == .track && ($0.discNumber ?? 1) > 1 }.map(albumKey))
             var albumFolder: [String: String] = [:]
             var albumNamesIn: [String: Set<String>] = [:]
 
             var namesIn: [[String]: Set<String>] = [:]
-            for (item, folderKey) in zip(playable, folderKeys) {
+            for (position, folderKey) in zip(playable, folderKeys) {
+                let item = items[position]
                 let dir: [String]
                 let stem: String
                 switch item.kind {

@@ -206,7 +206,6 @@ public final class OfflineIndex: Sendable {
             return try db.transaction { c in
                 var changed = false
                 // Files gone from the server that still have local bytes stay, marked orphaned.
-                let newKeys = Set(tree.map(\.key))
                 let stored = try c.query(
                     """
                     SELECT m.item_id, m.id FROM media_sources m JOIN downloads d
@@ -216,7 +215,7 @@ public final class OfflineIndex: Sendable {
                 var keep: [(String, String)] = []
                 for r in stored {
                     guard let item = r[0].text, let source = r[1].text else { continue }
-                    if !newKeys.contains(FileKey(server: server.name, itemId: item, sourceId: source)) { keep.append((item, source)) }
+                    if pathOf[FileKey(server: server.name, itemId: item, sourceId: source)] == nil { keep.append((item, source)) }
                 }
                 // Every row is written only where it changed (below), so what is kept of an
                 // unchanged row (its generated document's size) stays.
@@ -231,7 +230,8 @@ public final class OfflineIndex: Sendable {
                         [.text(server.name), .text(item), .text(source)])
                     changed = changed || c.changes > 0
                 }
-                let taken = Set(tree.map { $0.path.joined(separator: "/") })
+                // Only orphans need the new paths as a set (100 000 strings when every sync made it).
+                let taken = keep.isEmpty ? [] : Set(pathOf.values)
                 for (item, source) in keep {
                     // A new file took the orphan's name: the orphan moves aside rather than hide it.
                     let path =
