@@ -378,7 +378,9 @@ kib() { awk -v k="$2" '$1 == k":" {print $2 / 1024}' "/proc/$1/status"; }
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 s=$(now); $BIN mount "$BM" >/dev/null; record B10 "first mount, sync included" s "$(elapsed "$s")"
 record B10 "daemon RSS after the first mount" MiB "$(kib "$(big_pid)" VmRSS)"
+record B10 "daemon peak RSS during the first mount" MiB "$(kib "$(big_pid)" VmHWM)"
 s=$(now); $BIN sync >/dev/null; record B10 "sync with nothing changed (incremental)" s "$(elapsed "$s")"; INC=$MED
+record B10 "daemon peak RSS after the incremental sync" MiB "$(kib "$(big_pid)" VmHWM)"
 s=$(now); $BIN sync --full >/dev/null; record B10 "sync --full" s "$(elapsed "$s")"; FULL=$MED
 note "B10 target: incremental sync <= 10 % of a full one; here $(ratio "$INC" "$FULL")"
 record B10 "daemon peak RSS after both syncs" MiB "$(kib "$(big_pid)" VmHWM)"

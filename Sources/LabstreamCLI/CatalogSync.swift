@@ -42,7 +42,7 @@ enum CatalogSync {
                     // Rewriting 100 000 unchanged rows (and rebuilding the tree) is what made an
                     // unchanged re-sync cost a full one.
                     try index.noteSynced(server: server.name, now: Int64(Date().timeIntervalSince1970))
-                    let files = outline.reduce(0) { $0 + $1.items.reduce(0) { $0 + $1.sources.count } }
+                    let files = try index.fileCount(server: server.name)
                     log.info("sync \(server.name): nothing changed since the last sync (\(Int(Date().timeIntervalSince(started) * 1000)) ms)")
                     return Outcome(server: server.name, files: files, changed: false)
                 }

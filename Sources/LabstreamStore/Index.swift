@@ -387,24 +387,31 @@ public final class OfflineIndex: Sendable {
         }
     }
 
+    /// The files of `server`'s catalog (media sources of its items, orphans left out).
+    public func fileCount(server: String) throws(LabstreamError) -> Int {
+        try read("the catalog") {
+            let count = try db.query(
+                """
+                SELECT count(*) FROM media_sources m JOIN items i ON i.server = m.server AND i.id = m.item_id
+                WHERE m.server = ? AND m.orphaned = 0
+                """, [.text(server)]
+            ).first?.first?.int
+            return Int(count ?? 0)
+        }
+    }
+
     /// `server`'s libraries with only what a refresh needs to ask for changes: each item's id,
-    /// kind and series (with its year), and its sources' ids. A fraction of `catalog(server:)`'s
-    /// cost: no details are decoded.
+    /// kind and series (with its year); no sources (an unchanged sync's peak held a list of them
+    /// per item) and no details.
     public func catalogOutline(server: String) throws(LabstreamError) -> [LibraryCatalog] {
         try read("the catalog") {
             let libraries = try db.query("SELECT id, name, left_out FROM libraries WHERE server=? ORDER BY id", [.text(server)])
-            var sourcesOf: [String: [MediaSource]] = [:]
-            for r in try db.query("SELECT item_id, id FROM media_sources WHERE server=? AND orphaned=0", [.text(server)]) {
-                guard let item = r[0].text, let id = r[1].text else { continue }
-                sourcesOf[item, default: []].append(MediaSource(id: id))
-            }
             var itemsOf: [String: [CatalogItem]] = [:]
             for r in try db.query("SELECT id, library, kind, series_id, series_year FROM items WHERE server=?", [.text(server)]) {
                 guard let id = r[0].text, let library = r[1].text, let kind = r[2].text.flatMap(ItemKind.init(rawValue:)) else { continue }
                 itemsOf[library, default: []].append(
                     CatalogItem(
-                        id: id, kind: kind, title: "", seriesId: r[3].text, seriesYear: r[4].int.map { Int($0) },
-                        sources: sourcesOf[id] ?? []))
+                        id: id, kind: kind, title: "", seriesId: r[3].text, seriesYear: r[4].int.map { Int($0) }, sources: []))
             }
             return libraries.compactMap { r in
                 guard let id = r[0].text else { return nil }
