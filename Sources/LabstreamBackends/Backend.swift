@@ -206,10 +206,12 @@ struct PageCollector<Entry> {
     let key: (JSONValue) -> String?
 
     /// Room for the whole listing once its first page said how long it is: a 90 000-film
-    /// array grown by doubling held both copies at its last growth.
+    /// array grown by doubling held both copies at its last growth. A total past `reserveLimit`
+    /// (a server's count is not trusted with memory) reserves that much; the rest grows.
     mutating func expect(_ total: Int) {
-        if all.isEmpty { all.reserveCapacity(min(max(total, 0), 1 << 20)) }
+        if all.isEmpty { all.reserveCapacity(min(max(total, 0), Self.reserveLimit)) }
     }
+    static var reserveLimit: Int { 1 << 17 }
 
     /// Adds the new entries of `page`, as `decode` makes them; false when there were none.
     mutating func add(_ page: [JSONValue], decode: (JSONValue) -> Entry?) -> Bool {
