@@ -33,9 +33,9 @@ extension MediaBackend {
 public protocol IncrementalCatalog: MediaBackend {
     /// Items changed since `since` (seconds since the epoch), per library, or nil when this
     /// server cannot tell this time (then a full fetch is needed). `known` is the stored catalog's
-    /// outline (`OfflineIndex.catalogOutline`: ids, kinds, series and their years, source ids;
-    /// no details): what a changed episode does not carry, and what counts are set against.
-    func fetchChanges(since: Int64, known: [LibraryCatalog], progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]?
+    /// outline (`OfflineIndex.catalogOutline`: item ids per library, series years): what a changed
+    /// episode does not carry, and what counts are set against.
+    func fetchChanges(since: Int64, known: CatalogOutline, progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]?
 }
 
 /// A server whose incremental catalog does not see watched-state changes (an item's last-saved

@@ -163,12 +163,12 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
     /// `minDateLastSaved` over each movie and TV library. A changed episode of a series the
     /// stored catalog does not know (a new series), a library gone, or a library whose item count
     /// on the server is not what the merged catalog would hold (a removal) needs the full walk: nil.
-    public func fetchChanges(since: Int64, known: [LibraryCatalog], progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]? {
+    public func fetchChanges(since: Int64, known: CatalogOutline, progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]? {
         let token = session.token
         let stamp = ISODate.string(epochSeconds: since)
-        let series = Dictionary(known.flatMap(\.items).compactMap { i in i.seriesId.map { ($0, i.seriesYear) } }, uniquingKeysWith: { a, _ in a })
+        let series = known.seriesYears
         var out: [LibraryCatalog] = []
-        let knownIds = Dictionary(known.map { ($0.id, Set($0.items.map(\.id))) }, uniquingKeysWith: { a, _ in a })
+        let knownIds = Dictionary(known.libraries.map { ($0.id, $0.itemIds) }, uniquingKeysWith: { a, _ in a })
         /// The server's count of `view`'s items of `types` (`TotalRecordCount` of a one-item page).
         func total(_ view: MediaBrowserDecode.View, types: String) throws(LabstreamError) -> Int {
             try MediaBrowserDecode.page(

@@ -37,7 +37,7 @@ enum CatalogSync {
         if incremental, let last = try index.servers().first(where: { $0.name == server.name })?.lastSync {
             let outline = try index.catalogOutline(server: server.name)
             if let changes = try (backend as? any IncrementalCatalog)?.fetchChanges(since: last - overlap, known: outline, progress: report) {
-                let names = Dictionary(outline.map { ($0.id, $0.name) }, uniquingKeysWith: { a, _ in a })
+                let names = Dictionary(outline.libraries.map { ($0.id, $0.name) }, uniquingKeysWith: { a, _ in a })
                 if changes.allSatisfy({ $0.items.isEmpty && names[$0.id] == $0.name }) {
                     // Rewriting 100 000 unchanged rows (and rebuilding the tree) is what made an
                     // unchanged re-sync cost a full one.

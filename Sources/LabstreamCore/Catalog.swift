@@ -324,3 +324,29 @@ extension DownloadRow {
         }
     }
 }
+
+/// What an incremental refresh needs of the stored catalog: each library's name and item ids,
+/// and each series' year (a changed episode does not carry it). Sets and a dictionary: at
+/// 100 000 items a few megabytes, where whole items were tens of an unchanged sync's peak.
+public struct CatalogOutline: Sendable {
+    public struct Library: Sendable {
+        public var id: String
+        public var name: String
+        public var itemIds: Set<String>
+
+        public init(id: String, name: String, itemIds: Set<String>) {
+            self.id = id
+            self.name = name
+            self.itemIds = itemIds
+        }
+    }
+
+    public var libraries: [Library]
+    /// Series id → its year (nil when the server gave none).
+    public var seriesYears: [String: Int?]
+
+    public init(libraries: [Library], seriesYears: [String: Int?]) {
+        self.libraries = libraries
+        self.seriesYears = seriesYears
+    }
+}

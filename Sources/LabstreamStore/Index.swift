@@ -400,23 +400,23 @@ public final class OfflineIndex: Sendable {
         }
     }
 
-    /// `server`'s libraries with only what a refresh needs to ask for changes: each item's id,
-    /// kind and series (with its year); no sources (an unchanged sync's peak held a list of them
-    /// per item) and no details.
-    public func catalogOutline(server: String) throws(LabstreamError) -> [LibraryCatalog] {
+    /// `server`'s libraries with only what a refresh needs to ask for changes: each library's
+    /// item ids and each series' year; no items, sources or details.
+    public func catalogOutline(server: String) throws(LabstreamError) -> CatalogOutline {
         try read("the catalog") {
-            let libraries = try db.query("SELECT id, name, left_out FROM libraries WHERE server=? ORDER BY id", [.text(server)])
-            var itemsOf: [String: [CatalogItem]] = [:]
-            for r in try db.query("SELECT id, library, kind, series_id, series_year FROM items WHERE server=?", [.text(server)]) {
-                guard let id = r[0].text, let library = r[1].text, let kind = r[2].text.flatMap(ItemKind.init(rawValue:)) else { continue }
-                itemsOf[library, default: []].append(
-                    CatalogItem(
-                        id: id, kind: kind, title: "", seriesId: r[3].text, seriesYear: r[4].int.map { Int($0) }, sources: []))
+            var itemIds: [String: Set<String>] = [:]
+            var seriesYears: [String: Int?] = [:]
+            for r in try db.query("SELECT id, library, series_id, series_year FROM items WHERE server=?", [.text(server)]) {
+                guard let id = r[0].text, let library = r[1].text else { continue }
+                itemIds[library, default: []].insert(id)
+                if let series = r[2].text, seriesYears[series] == nil { seriesYears[series] = r[3].int.map { Int($0) } }
             }
-            return libraries.compactMap { r in
+            let libraries = try db.query("SELECT id, name FROM libraries WHERE server=? ORDER BY id", [.text(server)]).compactMap {
+                r -> CatalogOutline.Library? in
                 guard let id = r[0].text else { return nil }
-                return LibraryCatalog(id: id, name: r[1].text ?? id, items: itemsOf[id] ?? [], leftOut: r[2].text)
+                return CatalogOutline.Library(id: id, name: r[1].text ?? id, itemIds: itemIds[id] ?? [])
             }
+            return CatalogOutline(libraries: libraries, seriesYears: seriesYears)
         }
     }
 
