@@ -266,6 +266,17 @@ final class PageAhead<Answer: Sendable>: @unchecked Sendable {
         }
     }
 
+    /// The page at `start`: the one asked ahead for it, or (when the walk is not where the pages
+    /// ahead expected it, or none was asked) `fetch()` now, after the unused ones are settled.
+    static func page(
+        at start: Int, from ahead: inout [PageAhead], else fetch: () throws(LabstreamError) -> Answer
+    ) throws(LabstreamError) -> Answer {
+        if ahead.first?.start == start { return try ahead.removeFirst().answer() }
+        settle(ahead)
+        ahead = []
+        return try fetch()
+    }
+
     /// Waits for pages asked ahead that the walk will not use (it ended, or the server's pages
     /// were not where they were expected): no request outlives the walk that made it.
     static func settle(_ unused: [PageAhead]) {

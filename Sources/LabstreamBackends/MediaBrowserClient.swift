@@ -358,14 +358,7 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
         defer { PageAhead.settle(ahead) }
         while true {
             let start = pages.count
-            let body: [UInt8]
-            if ahead.first?.start == start {
-                body = try ahead.removeFirst().answer()
-            } else {
-                PageAhead.settle(ahead)
-                ahead = []
-                body = try get(request(start), what)
-            }
+            let body = try PageAhead.page(at: start, from: &ahead) { () throws(LabstreamError) in try get(request(start), what) }
             let page = try MediaBrowserDecode.page(body, what)
             pages.expect(page.total)
             let progressed = pages.add(page.items, decode: decode)

@@ -329,14 +329,7 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
         defer { PageAhead.settle(ahead) }
         while true {
             let start = pages.count
-            let response: HTTPResponse
-            if ahead.first?.start == start {
-                response = try ahead.removeFirst().answer()
-            } else {
-                PageAhead.settle(ahead)
-                ahead = []
-                response = try transport.call(request(start))
-            }
+            let response = try PageAhead.page(at: start, from: &ahead) { () throws(LabstreamError) in try transport.call(request(start)) }
             let page = try PlexDecode.page(Self.expectOK(response, what), what)
             let total = page.total ?? response.header("X-Plex-Container-Total-Size").flatMap { Int($0) }
             if let total { pages.expect(total) }

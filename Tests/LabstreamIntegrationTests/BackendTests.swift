@@ -22,6 +22,11 @@ import Testing
         return fixture
     }
 
+    /// The index's row for the fixture as server "test".
+    func serverRow(_ fixture: ServerFixture) -> OfflineIndex.ServerRow {
+        .init(name: "test", type: "jellyfin", url: fixture.baseURL, serverId: nil, lastSync: nil)
+    }
+
     func client(_ fixture: ServerFixture, pageSize: Int = 200) throws -> MediaBrowserClient {
         let (_, _, login) = try MediaBrowserClient.login(url: fixture.baseURL, user: "demo", password: "pw", identity: identity, transport: CurlTransport())
         return MediaBrowserClient(
@@ -159,7 +164,7 @@ import Testing
         let good = try client.fetchCatalog { _ in }
         let tree = TreeBuilder.build(server: "test", libraries: good)
         try index.replaceCatalog(
-            server: .init(name: "test", type: "jellyfin", url: fixture.baseURL, serverId: nil, lastSync: nil),
+            server: serverRow(fixture),
             libraries: good, tree: tree, now: 1)
         for fault in [FixtureFault.malformedJSON, .truncatedJSON, .status(500)] {
             fixture.inject(fault, pathPrefix: "/Shows/", times: fault == .status(500) ? nil : 1)  // a 500 once is retried
@@ -205,7 +210,7 @@ import Testing
         other.discard()
         try staged.finish()
         try index.replaceCatalog(
-            server: .init(name: "test", type: "jellyfin", url: fixture.baseURL, serverId: nil, lastSync: nil),
+            server: serverRow(fixture),
             libraries: stashed, tree: TreeBuilder.build(server: "test", libraries: stashed), now: 1, staged: staged)
         staged.discard()
         func details(_ libraries: [LibraryCatalog]) -> [String: ItemDetails] {
@@ -226,7 +231,7 @@ import Testing
         let index = try OfflineIndex(path: scratch.path + "/index.sqlite")
         func write(_ libraries: [LibraryCatalog], now: Int64) throws -> Bool {
             try index.replaceCatalog(
-                server: .init(name: "test", type: "jellyfin", url: fixture.baseURL, serverId: nil, lastSync: nil),
+                server: serverRow(fixture),
                 libraries: libraries, tree: TreeBuilder.build(server: "test", libraries: libraries), now: now)
         }
         let catalog = try client.fetchCatalog { _ in }
