@@ -162,7 +162,8 @@ public enum SideFiles {
         for file in tree where DerivedCopy.parse(file.key) == nil && [.movie, .episode].contains(file.kind) {
             guard let item = itemOf[file.key.itemId], [.movie, .episode].contains(item.kind), let name = file.path.last else { continue }
             let stem = name.lastIndex(of: ".").map { String(name[..<$0]) } ?? name
-            let doc = NFODocument.item(server: file.key.server, itemId: item.id)
+            // The file's own strings: the catalog's are freed after the mount is built.
+            let doc = NFODocument.item(server: file.key.server, itemId: file.key.itemId)
             guard let nfo = generated(file.path.dropLast() + [stem + ".nfo"], doc, modified: file.modified, make: { make(doc) }) else { continue }
             out.append(nfo)
             // SERVER/LIBRARY/Series (Year)/Season NN/file: the series folder is two above.

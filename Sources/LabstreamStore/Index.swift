@@ -349,28 +349,32 @@ public final class OfflineIndex: Sendable {
                     }
                 }.joined(separator: ", ")
             }
-            let items = try db.query("SELECT \(columns) FROM items WHERE server=? ORDER BY id", [.text(server)])
-            // The side files are planned from the tree's files, not from items' sources.
-            let sources =
-                reading == .sideFiles
-                ? []
-                : try db.query(
-                    """
-                    SELECT item_id, id, name, container, size, etag, bitrate, remote_item FROM media_sources WHERE server=? AND orphaned=0
-                    ORDER BY item_id, rowid
-                    """, [.text(server)])
+            // Row by row (as `listedSources`): the items kept sit together, with no freed row
+            // between them for what the mount keeps after them to be scattered into.
             var sourcesOf: [String: [MediaSource]] = [:]
-            for r in sources {
-                guard let item = r[0].text, let id = r[1].text else { continue }
-                sourcesOf[item, default: []].append(
-                    MediaSource(
-                        id: id, name: r[2].text, container: r[3].text, size: r[4].int, etag: r[5].text,
-                        bitrate: r[6].int.flatMap { Int(exactly: $0) }, itemId: r[7].text))
-            }
             var itemsOf: [String: [CatalogItem]] = [:]
-            for r in items {
-                guard let library = r[1].text, let item = Self.item(r, sources: { sourcesOf[$0] ?? [] }) else { continue }
-                itemsOf[library, default: []].append(item)
+            try db.withConnection { c in
+                // The side files are planned from the tree's files, not from items' sources.
+                if reading == .whole {
+                    try c.forEachRow(
+                        """
+                        SELECT item_id, id, name, container, size, etag, bitrate, remote_item FROM media_sources WHERE server=? AND orphaned=0
+                        ORDER BY item_id, rowid
+                        """, [.text(server)]
+                    ) { r in
+                        guard let item = r.text(0), let id = r.text(1) else { return }
+                        sourcesOf[item, default: []].append(
+                            MediaSource(
+                                id: id, name: r.text(2), container: r.text(3), size: r.int(4), etag: r.text(5),
+                                bitrate: r.int(6).flatMap { Int(exactly: $0) }, itemId: r.text(7)))
+                    }
+                }
+                var library = ""
+                try c.forEachRow("SELECT \(columns) FROM items WHERE server=? ORDER BY library, id", [.text(server)]) { r in
+                    guard r.withText(1, { $0 != nil }), let item = Self.item(r, sources: { sourcesOf[$0] ?? [] }) else { return }
+                    if !r.withText(1, { $0!.elementsEqual(library.utf8) }) { library = r.text(1)! }
+                    itemsOf[library, default: []].append(item)
+                }
             }
             var seriesDetails: [String: ItemDetails] = [:]
             for r in try db.query("SELECT series_id, details FROM series_details WHERE server=?", [.text(server)]) {
@@ -452,14 +456,15 @@ public final class OfflineIndex: Sendable {
     }()
 
     /// An `items` row read with `itemColumns`.
-    static func item(_ r: [SQLValue], sources: (String) -> [MediaSource]) -> CatalogItem? {
-        guard let id = r[0].text, let kind = r[2].text.flatMap(ItemKind.init(rawValue:)) else { return nil }
+    static func item(_ r: borrowing Row, sources: (String) -> [MediaSource]) -> CatalogItem? {
+        guard let kind = r.withText(2, { $0.flatMap { ItemKind(rawValue: String(decoding: $0, as: UTF8.self)) } }), let id = r.text(0)
+        else { return nil }
         return CatalogItem(
-            id: id, kind: kind, title: r[3].text ?? "", year: r[4].int.map { Int($0) }, seriesId: r[5].text, seriesName: r[6].text,
-            seriesYear: r[7].int.map { Int($0) }, seasonNumber: r[8].int.map { Int($0) }, episodeNumber: r[9].int.map { Int($0) },
-            album: r[11].text, albumArtist: r[12].text, discNumber: r[13].int.map { Int($0) }, trackNumber: r[14].int.map { Int($0) },
-            folders: Self.decodeFolders(r[15].text), modified: r[10].int ?? 0, sources: sources(id), played: r[16].int == 1,
-            details: Self.decodeDetails(r[17].text))
+            id: id, kind: kind, title: r.text(3) ?? "", year: r.int(4).map { Int($0) }, seriesId: r.text(5), seriesName: r.text(6),
+            seriesYear: r.int(7).map { Int($0) }, seasonNumber: r.int(8).map { Int($0) }, episodeNumber: r.int(9).map { Int($0) },
+            album: r.text(11), albumArtist: r.text(12), discNumber: r.int(13).map { Int($0) }, trackNumber: r.int(14).map { Int($0) },
+            folders: Self.decodeFolders(r.text(15)), modified: r.int(10) ?? 0, sources: sources(id), played: r.int(16) == 1,
+            details: Self.decodeDetails(r.text(17)))
     }
 
     /// The bytes of a generated `.nfo` as the index says now (nil: its item is gone).
@@ -467,8 +472,13 @@ public final class OfflineIndex: Sendable {
         try read("the catalog") {
             switch doc {
             case .item(let server, let id):
-                let row = try db.query("SELECT \(Self.itemColumns) FROM items WHERE server=? AND id=?", [.text(server), .text(id)]).first
-                return SideFiles.document(doc, item: row.flatMap { Self.item($0, sources: { _ in [] }) }, series: nil)
+                var item: CatalogItem?
+                try db.withConnection { c in
+                    try c.forEachRow("SELECT \(Self.itemColumns) FROM items WHERE server=? AND id=?", [.text(server), .text(id)]) { r in
+                        item = Self.item(r, sources: { _ in [] })
+                    }
+                }
+                return SideFiles.document(doc, item: item, series: nil)
             case .series(let server, let series, _, _):
                 let row = try db.query("SELECT details FROM series_details WHERE server=? AND series_id=?", [.text(server), .text(series)]).first
                 return SideFiles.document(doc, item: nil, series: row.flatMap { Self.decodeDetails($0[0].text) })
@@ -562,34 +572,67 @@ public final class OfflineIndex: Sendable {
         return n > 0 ? Array(bytes[0..<n]) : []
     }
 
+    /// A download row that is a kept copy: pinned and complete.
+    static let keptCopy = "pinned = 1 AND status IN ('complete', 'unverified')"
+    /// Media source `m`'s kept copy, as a condition on `downloads d` (a subquery's own table, so
+    /// `keptCopy`'s columns are d's).
+    static let keptDownload = "d.server = m.server AND d.item_id = m.item_id AND d.source_id = m.id AND \(keptCopy)"
+
     /// The catalog's media sources as files, each with the pinned complete download row it has,
-    /// if any.
-    func listedSources(server: String?) throws(LabstreamError) -> [(file: TreeFile, kept: DownloadRow?)] {
+    /// if any; `keptOnly`: only those that have one.
+    func listedSources(server: String?, keptOnly: Bool = false) throws(LabstreamError) -> [(file: TreeFile, kept: DownloadRow?)] {
         let kept = Dictionary(
             try downloads(
-                where: "pinned = 1 AND status IN ('complete', 'unverified')" + (server == nil ? "" : " AND server=?"),
+                where: Self.keptCopy + (server == nil ? "" : " AND server=?"),
                 server.map { [.text($0)] } ?? []
             ).map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
         return try read("the catalog") {
-            // All rows first, then the files: the files' strings then sit together, not between
-            // the freed rows' (row by row left the heap fragmented: 60 MiB more resident at 100 000).
-            try db.query(
-                """
-                SELECT m.server, m.item_id, m.id, m.size, m.modified, m.etag, m.tree_path, m.orphaned, m.bitrate, m.remote_item, i.kind
-                FROM media_sources m LEFT JOIN items i ON i.server = m.server AND i.id = m.item_id
-                \(server == nil ? "" : "WHERE m.server=?") ORDER BY m.tree_path
-                """, server.map { [.text($0)] } ?? []
-            ).compactMap { r -> (TreeFile, DownloadRow?)? in
-                guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let p = r[6].text else { return nil }
-                // A source's id is often its item's (Jellyfin): one string for both.
-                let file = TreeFile(
-                    path: p.split(separator: "/").map(String.init), key: FileKey(server: s, itemId: i, sourceId: id == i ? i : id),
-                    size: r[3].int ?? 0, modified: r[4].int ?? 0, etag: r[5].text, orphaned: (r[7].int ?? 0) != 0,
-                    bitrate: r[8].int.flatMap { Int(exactly: $0) }, remoteItemId: r[9].text,
-                    kind: r[10].text.flatMap(ItemKind.init(rawValue:)) ?? .movie)
-                return (file, kept[file.key])
+            // Row by row, making only the strings a file keeps: a freed row between the kept values
+            // of the next left the heap fragmented (tens of MiB resident at 100 000 files). Rows
+            // come in path order, so a folder's name is the previous file's string, not a copy.
+            var files: [(TreeFile, DownloadRow?)] = []
+            var previous: [String] = []
+            var serverName = ""
+            try db.withConnection { c in
+                try c.forEachRow(
+                    """
+                    SELECT m.server, m.item_id, NULLIF(m.id, m.item_id), m.size, m.modified, m.etag, m.tree_path, m.orphaned, m.bitrate,
+                    m.remote_item, i.kind
+                    FROM media_sources m LEFT JOIN items i ON i.server = m.server AND i.id = m.item_id
+                    WHERE \(server == nil ? "1" : "m.server=?") \(keptOnly ? "AND EXISTS (SELECT 1 FROM downloads d WHERE \(Self.keptDownload))" : "")
+                    ORDER BY m.tree_path
+                    """, server.map { [.text($0)] } ?? []
+                ) { r in
+                    guard let i = r.text(1), r.withText(6, { $0 != nil }) else { return }
+                    if !r.withText(0, { $0.map { $0.elementsEqual(serverName.utf8) } ?? false }) { serverName = r.text(0) ?? "" }
+                    previous = r.withText(6) { Self.components($0!, reusing: previous) }
+                    // A source's id is often its item's (Jellyfin): one string for both.
+                    let file = TreeFile(
+                        path: previous, key: FileKey(server: serverName, itemId: i, sourceId: r.text(2) ?? i),
+                        size: r.int(3) ?? 0, modified: r.int(4) ?? 0, etag: r.text(5), orphaned: (r.int(7) ?? 0) != 0,
+                        bitrate: r.int(8).flatMap { Int(exactly: $0) }, remoteItemId: r.text(9),
+                        kind: r.withText(10) { $0.flatMap { ItemKind(rawValue: String(decoding: $0, as: UTF8.self)) } } ?? .movie)
+                    files.append((file, kept[file.key]))
+                }
             }
+            return files
         }
+    }
+
+    /// A stored tree path's components, each the string `previous` has at its place when the
+    /// bytes are the same (the files of one folder share their folders' names).
+    static func components(_ path: UnsafeBufferPointer<UInt8>, reusing previous: [String]) -> [String] {
+        var out: [String] = []
+        out.reserveCapacity(previous.count)
+        var start = path.startIndex
+        for end in path.indices where path[end] == UInt8(ascii: "/") || end == path.endIndex - 1 {
+            let bytes = UnsafeBufferPointer(rebasing: path[start..<(path[end] == UInt8(ascii: "/") ? end : end + 1)])
+            start = end + 1
+            guard !bytes.isEmpty else { continue }
+            let place = out.count
+            out.append(place < previous.count && previous[place].utf8.elementsEqual(bytes) ? previous[place] : String(decoding: bytes, as: UTF8.self))
+        }
+        return out
     }
 
     /// `file` as its kept row's older version (the old copy's size and tag), or nil when the row
@@ -726,7 +769,9 @@ public final class OfflineIndex: Sendable {
     /// Pinned files whose complete copy is of an older version than the catalog's: the file as
     /// shown (the old copy) and as the server has it now.
     public func staleVersions() throws(LabstreamError) -> [(shown: TreeFile, current: TreeFile)] {
-        try listedSources(server: nil).compactMap { entry in
+        // Only files with a kept copy: every fill pass asks, and the whole catalog was 100 000
+        // files read for none.
+        try listedSources(server: nil, keptOnly: true).compactMap { entry in
             guard !entry.file.orphaned, let shown = Self.shown(entry.file, keeping: entry.kept) else { return nil }
             return (shown, entry.file)
         }

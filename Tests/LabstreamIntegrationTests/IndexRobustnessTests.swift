@@ -1,8 +1,9 @@
 import Foundation
 import LabstreamCore
 import LabstreamFixture
-import LabstreamStore
 import Testing
+
+@testable import LabstreamStore
 
 /// The index fails closed and stays where it is; the data directory can move.
 @Suite(.serialized) struct IndexRobustnessTests {
@@ -102,8 +103,6 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: m.dataDir + "/orphans").isEmpty)
     }
 
-    /// An index that claims the current schema but lacks part of it (a development build's) is
-    /// refused by name, saying what is missing, and left as it was.
     /// Statements are kept prepared between uses (a sync runs the same few 100 000 times): one
     /// used again after its table changed shape reads the new shape; more distinct statements
     /// than are kept still answer right; and a kept statement holds no read open, so another
@@ -127,6 +126,59 @@ import Testing
         #expect(try db.query("SELECT count(*) FROM t") == [[.int(2)]])
     }
 
+    /// Rows read as they are stepped to give what whole queries give: integers as integers,
+    /// text (any length, not only ASCII) as text, NULL as nothing, a real as its text; a read
+    /// that stops with an error leaves no statement holding the log open.
+    @Test func rowsReadAsSteppedMatchWholeQueries() throws {
+        let scratch = Scratch("rows-stepped")
+        let path = scratch.path + "/rows.sqlite"
+        let db = try SQLiteDatabase(path: path)
+        try db.exec("PRAGMA journal_mode=WAL")
+        try db.exec("CREATE TABLE t(a INTEGER, b TEXT, c REAL)")
+        let long = String(repeating: "Ünïcødé film – ", count: 20)
+        try db.run("INSERT INTO t VALUES(?, ?, 1.5)", [.int(-7), .text(long)])
+        try db.run("INSERT INTO t VALUES(NULL, 'short', NULL)")
+        #expect(try db.query("SELECT a, b, c FROM t ORDER BY rowid") == [[.int(-7), .text(long), .text("1.5")], [.null, .text("short"), .null]])
+        var seen: [String] = []
+        try db.withConnection { c in
+            try c.forEachRow("SELECT a, b, c FROM t WHERE b <> ? ORDER BY rowid", [.text("none")]) { r in
+                #expect(r.count == 3)
+                #expect(r.text(0) == nil && r.int(1) == nil)
+                seen.append("\(r.int(0).map(String.init) ?? "-") \(r.text(1) ?? "-") \(r.text(2) ?? "-")")
+            }
+        }
+        #expect(seen == ["-7 \(long) 1.5", "- short -"])
+        #expect(throws: SQLiteError.self) {
+            try db.withConnection { c in
+                try c.forEachRow("SELECT a FROM t") { (_: borrowing Row) throws(SQLiteError) in throw SQLiteError(code: 1, message: "stop") }
+            }
+        }
+        let other = try SQLiteDatabase(path: path)
+        try other.run("INSERT INTO t(a) VALUES(3)")
+        #expect(try other.query("PRAGMA wal_checkpoint(TRUNCATE)").first?.first == .int(0))
+    }
+
+    /// A stored tree path is split at its slashes (empty parts dropped), and a part that is the
+    /// previous path's at the same place is that string, not a copy: the files of one folder
+    /// hold its name once.
+    @Test func treePathsShareTheirFoldersNames() {
+        func split(_ path: String, _ previous: [String] = []) -> [String] {
+            var path = path
+            return path.withUTF8 { OfflineIndex.components($0, reusing: previous) }
+        }
+        #expect(split("") == [])
+        #expect(split("a//b/") == ["a", "b"])
+        let folder = "A Folder Whose Name Is Longer Than Fifteen Bytes"
+        let first = split("srv/Films/\(folder)/one.mkv")
+        let second = split("srv/Films/\(folder)/two.mkv", first)
+        #expect(second == ["srv", "Films", folder, "two.mkv"])
+        func storage(_ s: String) -> UnsafeRawPointer? { s.utf8.withContiguousStorageIfAvailable { UnsafeRawPointer($0.baseAddress) } ?? nil }
+        #expect(storage(first[2]) != nil && storage(first[2]) == storage(second[2]))
+        #expect(split("srv/Series/\(folder)x/one.mkv", first)[2] == folder + "x")
+    }
+
+    /// An index that claims the current schema but lacks part of it (a development build's) is
+    /// refused by name, saying what is missing, and left as it was.
     @Test func anIndexMissingPartOfItsSchemaIsRefusedAndLeftAlone() throws {
         let scratch = Scratch("index-shape")
         let path = scratch.path + "/index.sqlite"
