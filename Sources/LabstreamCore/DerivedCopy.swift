@@ -2,7 +2,7 @@
 /// server-prepared file). It is its own download row, keyed `<source>@<quality>`, and appears
 /// in the tree beside the original once complete (its size is unknown before).
 public enum DerivedCopy {
-    static let marker: Character = "@"
+    static let marker: Unicode.Scalar = "@"
     /// Server transcodes are written as Matroska.
     public static let container = "mkv"
 
@@ -12,7 +12,7 @@ public enum DerivedCopy {
 
     /// The original's key and the quality, when `key` names a derived copy.
     public static func parse(_ key: FileKey) -> (base: FileKey, quality: Quality)? {
-        guard let at = key.sourceId.lastIndex(of: marker), let quality = Quality(String(key.sourceId[key.sourceId.index(after: at)...])),
+        guard let at = key.sourceId.utf8.lastIndex(of: UInt8(ascii: marker)), let quality = Quality(String(key.sourceId[key.sourceId.index(after: at)...])),
             quality != .original
         else { return nil }
         return (FileKey(server: key.server, itemId: key.itemId, sourceId: String(key.sourceId[..<at])), quality)

@@ -90,8 +90,16 @@ public enum SideAssetPlan {
         let itemOf = ItemLookup(libraries)
         var seriesDetails: [String: ItemDetails] = [:]
         for library in libraries { seriesDetails.merge(library.seriesDetails) { a, _ in a } }
-        var taken: [[String]: Set<String>] = [:]
-        for file in tree { taken[Array(file.path.dropLast()), default: []].insert(file.path.last ?? "") }
+        // The names in each folder, for a subtitle's name not to take one: made when the first
+        // subtitle is planned, since most catalogs' subtitles stay inside the media.
+        var takenNames: [[String]: Set<String>]?
+        func taken() -> [[String]: Set<String>] {
+            if let takenNames { return takenNames }
+            var names: [[String]: Set<String>] = [:]
+            for file in tree { names[Array(file.path.dropLast()), default: []].insert(file.path.last ?? "") }
+            takenNames = names
+            return names
+        }
         var planned: [SideAssetKey: PlannedAsset] = [:]
         var order: [SideAssetKey] = []
         func add(_ p: PlannedAsset) {
@@ -104,7 +112,14 @@ public enum SideAssetPlan {
         }
         /// The album cover a folder already has (the first track's album wins a folder of several).
         var coverOf: [[String]: String] = [:]
-        for file in tree.sorted(by: { $0.path.lexicographicallyPrecedes($1.path) }) {
+        // Only files with artwork or subtitles of their own or their series' are placed (sorted,
+        // so the first track of an album folder is the same on every mount).
+        let withAssets = tree.filter { file in
+            guard let item = itemOf[file.key.itemId] else { return false }
+            if item.details?.assets.isEmpty == false { return true }
+            return item.kind == .episode && item.seriesId.flatMap { seriesDetails[$0]?.assets.isEmpty == false } == true
+        }
+        for file in withAssets.sorted(by: { $0.path.lexicographicallyPrecedes($1.path) }) {
             guard let item = itemOf[file.key.itemId], file.path.count >= 3, [.movie, .episode, .track].contains(item.kind) else { continue }
             let dir = Array(file.path.dropLast())
             let stem = Naming.stem(of: file.path.last!)
@@ -136,11 +151,13 @@ public enum SideAssetPlan {
                     if asset.hearingImpaired { name += ".sdh" }
                     var unique = name
                     var n = 2
-                    while taken[dir, default: []].contains(unique + "." + ext) {
+                    var names = taken()[dir, default: []]
+                    while names.contains(unique + "." + ext) {
                         unique = name + ".\(n)"
                         n += 1
                     }
-                    taken[dir, default: []].insert(unique + "." + ext)
+                    names.insert(unique + "." + ext)
+                    takenNames?[dir] = names
                     var key = asset
                     key.sourceId = file.key.sourceId
                     add(

@@ -161,7 +161,7 @@ public enum SideFiles {
         var seriesFolders = Set<[String]>()
         for file in tree where DerivedCopy.parse(file.key) == nil && [.movie, .episode].contains(file.kind) {
             guard let item = itemOf[file.key.itemId], [.movie, .episode].contains(item.kind), let name = file.path.last else { continue }
-            let stem = name.lastIndex(of: ".").map { String(name[..<$0]) } ?? name
+            let stem = name.utf8.lastIndex(of: UInt8(ascii: ".")).map { String(name[..<$0]) } ?? name
             // The file's own strings: the catalog's are freed after the mount is built.
             let doc = NFODocument.item(server: file.key.server, itemId: file.key.itemId)
             guard let nfo = generated(file.path.dropLast() + [stem + ".nfo"], doc, modified: file.modified, make: { make(doc) }) else { continue }
