@@ -91,8 +91,10 @@ enum Help {
 
         Options (-o, comma-separated): allow_other, default_permissions, uid=N, gid=N, umask=OCTAL,
         offline_view=all|local, config=DIR, data=DIR, segment_size=SIZE, cache_max=SIZE (labstream.conf's
-        max_size), rate_limit=SIZE.
-        Accepted and ignored: ro, defaults, _netdev, nofail, noauto, auto, user, users, x-systemd.*.
+        max_size), rate_limit=SIZE, ro (the kernel mount itself read-only: a second walk of a large
+        tree is served by the kernel alone, but setfattr answers EROFS and only `labstream pin` as
+        the daemon's user pins).
+        Accepted and ignored: defaults, _netdev, nofail, noauto, auto, user, users, x-systemd.*.
         rw is refused: the mount is read-only.
         """
 
@@ -204,7 +206,8 @@ enum Help {
         `labstream /media/lib labstream _netdev,nofail,allow_other 0 0`. SOURCE is `labstream` (the
         default config dir) or the absolute path of a config dir. Options: allow_other,
         default_permissions, uid=, gid=, umask=, config=DIR, data=DIR, offline_view=all|local,
-        cache_max=SIZE, segment_size=SIZE, rate_limit=SIZE; ignored: ro, defaults, _netdev, nofail, noauto, auto, user,
+        cache_max=SIZE, segment_size=SIZE, rate_limit=SIZE, ro (no setfattr: pins only through
+        `labstream pin`); ignored: defaults, _netdev, nofail, noauto, auto, user,
         users, x-systemd.*; rw is refused (except the leading rw mount(8) adds by default). -f stays in the foreground, -s ignores unknown options, -n
         is accepted, -v logs more. It returns once the mount answers. See mount.labstream(8).
         """

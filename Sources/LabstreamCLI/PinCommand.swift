@@ -147,6 +147,12 @@ enum PinCommand {
                 if code == ENOTSUP || code == ENOENT || code == EOPNOTSUPP {
                     throw CLIError(ExitCode.noInput, "\(path) is not inside a live Labstream mount (or does not exist)")
                 }
+                if code == EROFS {
+                    throw CLIError(
+                        ExitCode.noPerm,
+                        "\(path) is on a Labstream mount mounted with -o ro, which takes no attribute writes: run this as the user whose daemon serves it (with its data dir), or mount without ro"
+                    )
+                }
                 throw CLIError(ExitCode.ioErr, "\(verb.lowercased()) \(path) failed: \(String(cString: strerror(code))); see the daemon's log")
             }
             if !quiet { printOut("\(verb) \(path)") }

@@ -2,6 +2,11 @@
 public struct MountOptions: Sendable, Hashable {
     public var allowOther = false
     public var defaultPermissions = false
+    /// `ro`: the kernel mount itself is read-only. The kernel then keeps a folder's attributes
+    /// after listing it (on a writable FUSE mount it marks the folder's atime stale at every
+    /// listing it fetches, so the next walk asks the daemon once per folder), but it also refuses
+    /// every attribute write: pins go through `labstream pin` (the daemon's control socket) only.
+    public var readOnly = false
     public var uid: UInt32?
     public var gid: UInt32?
     public var umask: UInt32 = 0o022
@@ -29,7 +34,7 @@ public struct MountOptions: Sendable, Hashable {
     /// Options a mount(8) line carries that mean nothing to Labstream.
     /// mount(8) and mount.fuse3 add some of these themselves.
     static let ignored: Set<String> = [
-        "ro", "defaults", "_netdev", "nofail", "noauto", "auto", "user", "users",
+        "defaults", "_netdev", "nofail", "noauto", "auto", "user", "users",
         "nosuid", "nodev", "noexec", "suid", "dev", "exec", "async",
         "atime", "noatime", "relatime", "strictatime", "nodiratime", "lazytime"
     ]
@@ -46,6 +51,7 @@ public struct MountOptions: Sendable, Hashable {
                 switch name {
                 case "allow_other": o.allowOther = true
                 case "default_permissions": o.defaultPermissions = true
+                case "ro": o.readOnly = true
                 case "uid":
                     guard let v = value.flatMap({ UInt32($0) }) else { throw Invalid(message: "uid= needs a numeric user id") }
                     o.uid = v
@@ -92,6 +98,7 @@ public struct MountOptions: Sendable, Hashable {
         var out: [String] = []
         if allowOther { out.append("allow_other") }
         if defaultPermissions { out.append("default_permissions") }
+        if readOnly { out.append("ro") }
         return out
     }
 }

@@ -260,8 +260,9 @@ import Testing
 
     @Test func mountOptions() throws {
         let o = try MountOptions.parse(["allow_other,uid=1000,gid=100", "umask=027,_netdev,x-systemd.automount,ro"])
-        #expect(o.allowOther && o.uid == 1000 && o.gid == 100 && o.umask == 0o027)
-        #expect(o.fuseOptions == ["allow_other"])
+        #expect(o.allowOther && o.uid == 1000 && o.gid == 100 && o.umask == 0o027 && o.readOnly)
+        #expect(o.fuseOptions == ["allow_other", "ro"])
+        #expect(try MountOptions.parse(["allow_other"]).fuseOptions == ["allow_other"])
         #expect(throws: MountOptions.Invalid(message: "the Labstream mount is read-only; remove 'rw'")) { try MountOptions.parse(["rw"]) }
         #expect(throws: MountOptions.Invalid(message: "unknown mount option 'bogus'")) { try MountOptions.parse(["bogus"]) }
         #expect(throws: MountOptions.Invalid.self) { try MountOptions.parse(["uid=alice"]) }

@@ -197,6 +197,32 @@ import Testing
         #expect(lstat(socketPath, &st) != 0)  // removed at shutdown
     }
 
+    /// `-o ro` makes the kernel mount itself read-only: attribute writes through the mount answer
+    /// EROFS before they reach the daemon, `labstream pin` still pins over the control socket,
+    /// and a pin that can only go through the mount (no daemon in this data dir) says why not.
+    @Test func aReadOnlyMountPinsThroughTheControlSocketOnly() throws {
+        let m = try MountedLabstream("control-ro")
+        try m.mount(options: "ro")
+        defer { _ = try? m.unmount() }
+        var fs = statvfs()
+        #expect(statvfs(m.mountpoint, &fs) == 0 && fs.f_flag & UInt(ST_RDONLY) != 0)
+        let rel = "test/Movies/Gamma/Gamma.mkv"
+        let refused = try runProcess("/usr/bin/setfattr", ["-n", "user.labstream.pin", "-v", "1", m.path(rel)])
+        #expect(refused.code != 0 && refused.stderr.contains("Read-only file system"), "\(refused.stderr)")
+        let before = try m.cli(["status", "--json", m.path(rel)])
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(before.stdout.utf8)) as? [[String: Any]])
+        #expect(rows.first?["pinned"] as? Bool == false)
+        let pin = try m.cli(["pin", "--wait", m.path(rel)])
+        #expect(pin.code == 0, "\(pin.stderr)")
+        #expect(m.log.contains("control: pin=1 on 1 paths"))
+        #expect(FileManager.default.contents(atPath: m.path(rel)) == FileManager.default.contents(atPath: expectedTree(m.mediaDir)[rel]!))
+        let elsewhere = [
+            "LABSTREAM_CONFIG_DIR": m.scratch.sub("other-config"), "LABSTREAM_DATA_DIR": m.scratch.sub("other-data")
+        ]
+        let through = try runProcess(labstreamBinary, ["pin", m.path("test/Movies/Beta (2002)")], environment: elsewhere)
+        #expect(through.code == 77 && through.stderr.contains("mounted with -o ro"), "\(through.code) \(through.stderr)")
+    }
+
     /// Another user who could reach the socket (its directory and mode opened up on purpose)
     /// is still refused by the daemon's peer check.
     @Test(.enabled(if: geteuid() == 0, "needs root (setpriv to another uid); CI runs as root"))
