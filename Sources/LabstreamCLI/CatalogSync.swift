@@ -18,8 +18,20 @@ enum CatalogSync {
     /// clock and ours may disagree a little, and asking twice costs nothing.
     static let overlap: Int64 = 600
 
-    /// How often the daemon's periodic refresh reads everything instead of what changed.
-    static let fullRefreshInterval: TimeInterval = 24 * 3600
+    /// One sync of a server at a time: two at once (the daemon's start-up sync and a `labstream
+    /// sync`, say) each held a whole catalog (440 MiB at the peak for 100 000 items, against 290
+    /// for one) and wrote the same rows. A second waits for the first, then runs.
+    static let oneAtATime = KeyedGate()
+
+    /// A sync the daemon schedules itself: what changed, unless a whole read is due.
+    static func scheduled(
+        _ backend: any MediaBackend, server: LabstreamConfig.Server, index: OfflineIndex, log: Logger
+    ) throws(LabstreamError) -> Outcome {
+        let lastFull = try index.servers().first { $0.name == server.name }?.lastFullSync
+        return try run(
+            backend, server: server, index: index, log: log,
+            incremental: !FullRefreshPolicy.due(lastFull: lastFull, now: Int64(Date().timeIntervalSince1970)))
+    }
 
     /// A full sync, or with `incremental` only what changed since the last sync merged into the
     /// stored catalog (when the backend can tell, removals by its counts; else a full one). When
@@ -27,6 +39,15 @@ enum CatalogSync {
     static func run(
         _ backend: any MediaBackend, server: LabstreamConfig.Server, index: OfflineIndex,
         log: Logger, incremental: Bool = false, progress: ((String) -> Void)? = nil
+    ) throws(LabstreamError) -> Outcome {
+        try oneAtATime.run(server.name) { () throws(LabstreamError) in
+            try runAlone(backend, server: server, index: index, log: log, incremental: incremental, progress: progress)
+        }
+    }
+
+    private static func runAlone(
+        _ backend: any MediaBackend, server: LabstreamConfig.Server, index: OfflineIndex,
+        log: Logger, incremental: Bool, progress: ((String) -> Void)?
     ) throws(LabstreamError) -> Outcome {
         let started = Date()
         let report: (String) -> Void = { step in
@@ -66,7 +87,7 @@ enum CatalogSync {
         if skipped > 0 { log.info("sync \(server.name): \(skipped) items have no media file and are not shown") }
         let changed = try index.replaceCatalog(
             server: OfflineIndex.ServerRow(name: server.name, type: server.kind.rawValue, url: server.url, serverId: nil, lastSync: nil),
-            libraries: libraries, tree: tree, now: Int64(Date().timeIntervalSince1970), staged: staged)
+            libraries: libraries, tree: tree, now: Int64(Date().timeIntervalSince1970), staged: staged, full: merged == nil)
         log.info("sync \(server.name): \(tree.count) files in \(libraries.count) libraries (\(Int(Date().timeIntervalSince(started) * 1000)) ms)")
         // A verified copy to fall back to if the index is ever damaged (`labstream repair`).
         do { try index.backUp(unlessNewerThan: 600) } catch { log.warn(error.userMessage) }

@@ -119,8 +119,9 @@ enum Help {
         Refreshes the catalog of every server (or NAME) now. A failed sync keeps the previous catalog.
         Jellyfin and Emby are asked only for what changed since the last sync, with each library's
         item count to notice removals (any doubt reads everything); --full reads everything.
-        With a daemon running, the daemon syncs (over its control socket) and its tree shows the new
-        catalog when the command returns. Progress (library, series n/m) is redrawn
+        With a daemon running, the daemon syncs (over its control socket; a sync of that server
+        already under way is waited for first) and its tree shows the new catalog when the command
+        returns. Progress (library, series n/m) is redrawn
         on a terminal and printed a line per step when piped; the last line is "NAME: N files".
         """
 

@@ -370,7 +370,7 @@ struct Daemon {
             guard let backend = transfers.backend(for: name), let server = ((try? configured.loadConfig()) ?? mounted).server(named: name) else { return }
             if failures > 1 { Thread.sleep(forTimeInterval: ReachabilityPolicy().nextProbe(after: failures - 1)) }  // a schedule, not synchronisation
             do {
-                _ = try CatalogSync.run(backend, server: server, index: index, log: log)
+                _ = try CatalogSync.scheduled(backend, server: server, index: index, log: log)
                 unsynced.withLock { _ = $0.removeValue(forKey: name) }
                 reload()
             } catch {
@@ -452,9 +452,10 @@ struct Daemon {
             var synced = false
             for (backend, server) in pending {
                 do {
-                    _ = try CatalogSync.run(backend, server: server, index: index, log: log)
+                    let outcome = try CatalogSync.scheduled(backend, server: server, index: index, log: log)
                     unsynced.withLock { _ = $0.removeValue(forKey: server.name) }
-                    synced = true
+                    synced = synced || outcome.changed
+                    if !outcome.changed { transfers.catalogUnchanged(server: server.name) }
                 } catch {
                     log.warn("sync \(server.name) failed: \(describe(error)) Serving its last known catalog from the index.")
                     if let state = Self.reachability(after: error) { transfers.markUnreachable(server.name, state) }
@@ -465,15 +466,12 @@ struct Daemon {
             // Periodic refresh: what changed since the last sync (a server that can tell says
             // removals by its counts), and once a day everything, in case a count hid one.
             guard refreshEvery > 0 else { return }
-            var lastFull = Date()
             while true {
                 Thread.sleep(forTimeInterval: refreshEvery)  // a schedule, not synchronisation
-                let full = Date().timeIntervalSince(lastFull) >= CatalogSync.fullRefreshInterval
-                if full { lastFull = Date() }
                 var refreshed = false
                 for (backend, server) in everyone where transfers.reachability(of: server.name) == .online {
                     do {
-                        let outcome = try CatalogSync.run(backend, server: server, index: index, log: log, incremental: !full)
+                        let outcome = try CatalogSync.scheduled(backend, server: server, index: index, log: log)
                         unsynced.withLock { _ = $0.removeValue(forKey: server.name) }
                         refreshed = refreshed || outcome.changed
                         if !outcome.changed { transfers.catalogUnchanged(server: server.name) }

@@ -11,7 +11,7 @@ import Synchronization
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
 /// read fails closed.
 public final class OfflineIndex: Sendable {
-    public static let schemaVersion: Int64 = 15
+    public static let schemaVersion: Int64 = 16
     public let db: SQLiteDatabase
 
     public struct ServerRow: Sendable, Hashable {
@@ -20,13 +20,16 @@ public final class OfflineIndex: Sendable {
         public var url: String
         public var serverId: String?
         public var lastSync: Int64?
+        /// When the whole catalog was last read (not merged changes): `FullRefreshPolicy`.
+        public var lastFullSync: Int64?
 
-        public init(name: String, type: String, url: String, serverId: String?, lastSync: Int64?) {
+        public init(name: String, type: String, url: String, serverId: String?, lastSync: Int64?, lastFullSync: Int64? = nil) {
             self.name = name
             self.type = type
             self.url = url
             self.serverId = serverId
             self.lastSync = lastSync
+            self.lastFullSync = lastFullSync
         }
     }
 
@@ -196,10 +199,12 @@ public final class OfflineIndex: Sendable {
     /// Replaces one server's catalog in a single transaction: a failure leaves the old one.
     /// Download rows are never touched here. An item without details takes those `staged` holds.
     /// Every row is written only where it differs; returns whether any did (the daily full
-    /// refresh of an unchanged library then rebuilds no tree).
+    /// refresh of an unchanged library then rebuilds no tree). `full`: the catalog is the
+    /// server's whole, read now (not changes merged into the stored one), recorded as its last
+    /// whole read.
     @discardableResult
     public func replaceCatalog(
-        server: ServerRow, libraries: [LibraryCatalog], tree: [TreeFile], now: Int64, staged: StagedDetails? = nil
+        server: ServerRow, libraries: [LibraryCatalog], tree: [TreeFile], now: Int64, staged: StagedDetails? = nil, full: Bool = false
     ) throws(LabstreamError) -> Bool {
         let pathOf = Dictionary(tree.map { ($0.key, $0.path.joined(separator: "/")) }, uniquingKeysWith: { a, _ in a })
         do {
@@ -247,8 +252,14 @@ public final class OfflineIndex: Sendable {
                     }
                 }
                 try c.run(
-                    "INSERT OR REPLACE INTO servers(name, type, url, server_id, last_sync) VALUES(?,?,?,?,?)",
-                    [.text(server.name), .text(server.type), .text(server.url), server.serverId.map(SQLValue.text) ?? .null, .int(now)])
+                    """
+                    INSERT OR REPLACE INTO servers(name, type, url, server_id, last_sync, last_full_sync)
+                    VALUES(?,?,?,?,?, CASE WHEN ? THEN ? ELSE (SELECT last_full_sync FROM servers WHERE name = ?) END)
+                    """,
+                    [
+                        .text(server.name), .text(server.type), .text(server.url), server.serverId.map(SQLValue.text) ?? .null, .int(now),
+                        .int(full ? 1 : 0), .int(now), .text(server.name)
+                    ])
                 try c.run("CREATE TEMP TABLE IF NOT EXISTS synced(kind TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY(kind, id))")
                 try c.run("DELETE FROM temp.synced")
                 for library in libraries {
@@ -498,7 +509,9 @@ public final class OfflineIndex: Sendable {
         try read("the documents' sizes") {
             var out: [String: (size: Int64, digest: UInt64)] = [:]
             try db.withConnection { c in
-                try c.forEachRow("SELECT doc, size, digest FROM documents WHERE server=? AND format=?", [.text(server), .int(Int64(NFO.format))]) { r in
+                // Scanned, not found through the key's index: a seek into the table per row.
+                try c.forEachRow("SELECT doc, size, digest FROM documents NOT INDEXED WHERE server=? AND format=?", [.text(server), .int(Int64(NFO.format))]) {
+                    r in
                     if let doc = r.text(0), let size = r.int(1), let digest = r.int(2) { out[doc] = (size, UInt64(bitPattern: digest)) }
                 }
             }
@@ -529,8 +542,10 @@ public final class OfflineIndex: Sendable {
 
     public func servers() throws(LabstreamError) -> [ServerRow] {
         try read("servers") {
-            try db.query("SELECT name, type, url, server_id, last_sync FROM servers ORDER BY name").map {
-                ServerRow(name: $0[0].text ?? "", type: $0[1].text ?? "", url: $0[2].text ?? "", serverId: $0[3].text, lastSync: $0[4].int)
+            try db.query("SELECT name, type, url, server_id, last_sync, last_full_sync FROM servers ORDER BY name").map {
+                ServerRow(
+                    name: $0[0].text ?? "", type: $0[1].text ?? "", url: $0[2].text ?? "", serverId: $0[3].text, lastSync: $0[4].int,
+                    lastFullSync: $0[5].int)
             }
         }
     }

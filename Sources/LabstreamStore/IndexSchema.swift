@@ -8,7 +8,7 @@ extension OfflineIndex {
     /// The columns of every table at the current schema version.
     static let schemaColumns: [(String, [String])] = [
         ("meta", ["key", "value"]),
-        ("servers", ["name", "type", "url", "server_id", "last_sync"]),
+        ("servers", ["name", "type", "url", "server_id", "last_sync", "last_full_sync"]),
         ("libraries", ["server", "id", "name", "left_out"]),
         (
             "items",
@@ -39,7 +39,7 @@ extension OfflineIndex {
     /// `migrations[n - 1]` takes an index from schema n to n + 1.
     static let migrations: [@Sendable (Connection) throws -> Void] = [
         migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11,
-        migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15
+        migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15, migrateV15toV16
     ]
 
     static func createV1(_ c: Connection) throws {
@@ -266,5 +266,13 @@ extension OfflineIndex {
             try c.run("UPDATE downloads SET pause_cause = ? WHERE rowid = ?", [.text(cause.rawValue), .int(rowid)])
         }
         try c.exec("UPDATE meta SET value = '15' WHERE key = 'schema_version';")
+    }
+
+    /// v16: when each server's whole catalog was last read, so that a restarted daemon asks only
+    /// for changes unless a whole read is due (`FullRefreshPolicy`). Older indexes know of none:
+    /// their next scheduled sync reads everything, as every start-up sync did before.
+    static func migrateV15toV16(_ c: Connection) throws {
+        try c.exec("ALTER TABLE servers ADD COLUMN last_full_sync INTEGER;")
+        try c.exec("UPDATE meta SET value = '16' WHERE key = 'schema_version';")
     }
 }

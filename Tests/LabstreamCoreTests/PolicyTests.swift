@@ -303,3 +303,14 @@ import Testing
         #expect(merged[0].items.map(\.title) == ["A", "B2", "C"])
     }
 }
+
+@Suite struct FullRefreshPolicyTests {
+    @Test func theWholeCatalogIsReadOnceADayCountedFromTheLastWholeRead() {
+        let now: Int64 = 1_764_800_000
+        #expect(FullRefreshPolicy.due(lastFull: nil, now: now))
+        #expect(!FullRefreshPolicy.due(lastFull: now, now: now))
+        #expect(!FullRefreshPolicy.due(lastFull: now - FullRefreshPolicy.interval + 1, now: now))
+        #expect(FullRefreshPolicy.due(lastFull: now - FullRefreshPolicy.interval, now: now))
+        #expect(FullRefreshPolicy.due(lastFull: now + 3600, now: now))  // the clock went back
+    }
+}

@@ -1,10 +1,12 @@
 import Foundation
-import LabstreamCLI
 import LabstreamCore
 import LabstreamDemo
 import LabstreamFixture
 import LabstreamStore
+import Synchronization
 import Testing
+
+@testable import LabstreamCLI
 
 @Suite struct ArgumentsTests {
     let spec = Arguments.Spec(valued: ["--url", "-o"], flags: ["--json", "-v"])
@@ -438,5 +440,46 @@ import Testing
         #expect(StatusCommandXattr.get(path, "pinned") == "1")
         m.fixture.clearFaults()
         try m.unmount()
+    }
+}
+
+/// Syncs of one server run one at a time (two at once each held a whole catalog); syncs of
+/// different servers do not wait for each other.
+@Suite struct KeyedGateTests {
+    @Test func oneBodyPerKeyAtATime() {
+        let gate = KeyedGate()
+        let inside = Atomic<Int>(0)
+        let overlapped = Atomic<Bool>(false)
+        let done = DispatchGroup()
+        for _ in 0..<4 {
+            done.enter()
+            Thread {
+                for _ in 0..<200 {
+                    gate.run("home") {
+                        if inside.add(1, ordering: .sequentiallyConsistent).newValue > 1 { overlapped.store(true, ordering: .sequentiallyConsistent) }
+                        var spin = 0
+                        for i in 0..<2000 { spin &+= i }  // stay inside a little
+                        _ = spin
+                        inside.subtract(1, ordering: .sequentiallyConsistent)
+                    }
+                }
+                done.leave()
+            }.start()
+        }
+        done.wait()
+        let sawTwo = overlapped.load(ordering: .sequentiallyConsistent)
+        #expect(!sawTwo)
+    }
+
+    @Test func differentKeysDoNotWait() {
+        let gate = KeyedGate()
+        let otherRan = DispatchSemaphore(value: 0)
+        // The body of "home" waits for the body of "den": a gate that held "den" back would
+        // never let it run (the wait's timeout turns that into a failure, not a hang).
+        let ranTogether = gate.run("home") { () -> Bool in
+            Thread { gate.run("den") { _ = otherRan.signal() } }.start()
+            return otherRan.wait(timeout: .now() + 30) == .success
+        }
+        #expect(ranTogether)
     }
 }
