@@ -316,7 +316,8 @@ import Testing
 }
 
 /// Takes a current index back to schema 11 (`undoSchema11` on to 10).
-let undoSchema15 = "ALTER TABLE downloads DROP COLUMN pause_cause; "
+let undoSchema16 = "ALTER TABLE servers DROP COLUMN last_full_sync; "
+let undoSchema15 = undoSchema16 + "ALTER TABLE downloads DROP COLUMN pause_cause; "
 let undoSchema14 =
     undoSchema15 + ["inserted", "updated", "deleted"].map { "DROP TRIGGER documents_item_\($0); DROP TRIGGER documents_series_\($0); " }.joined()
     + "DROP TABLE documents; "
@@ -460,6 +461,28 @@ let undoSchema11 =
     /// A v12 index opens with its side assets and catalog, and keeps what a server told item by
     /// item (a Plex film's subtitles and chapters) across a catalog rewrite; stored side assets
     /// count in the cache size.
+    /// v15 → v16: a server's last whole read is unknown, so its next scheduled sync reads
+    /// everything; what the row held stays.
+    @Test func aVersion15IndexIsUpgradedAndItsNextScheduledSyncReadsEverything() throws {
+        let scratch = Scratch("migrate15")
+        let path = scratch.path + "/index.sqlite"
+        do {
+            let v16 = try OfflineIndex(path: path)
+            let movie = CatalogItem(id: "a", kind: .movie, title: "A", sources: [MediaSource(id: "a", size: 1)])
+            let libraries = [LibraryCatalog(id: "L", name: "Movies", items: [movie])]
+            try v16.replaceCatalog(
+                server: .init(name: "home", type: "jellyfin", url: "http://h", serverId: nil, lastSync: nil), libraries: libraries,
+                tree: TreeBuilder.build(server: "home", libraries: libraries), now: 1000, full: true)
+            try v16.db.exec(undoSchema16 + "UPDATE meta SET value='15' WHERE key='schema_version';")
+        }
+        let index = try OfflineIndex(path: path)
+        #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "\(OfflineIndex.schemaVersion)")
+        let row = try #require(try index.servers().first)
+        #expect(row.name == "home" && row.lastSync == 1000 && row.lastFullSync == nil)
+        #expect(FullRefreshPolicy.due(lastFull: row.lastFullSync, now: 1001))
+        #expect(try index.treeFiles().count == 1)
+    }
+
     /// v14 → v15: a paused row gets the cause its sentence names; the fill's decisions use it.
     @Test func aVersion14IndexIsUpgradedAndItsPausesGetTheirCauses() throws {
         let scratch = Scratch("migrate14")
