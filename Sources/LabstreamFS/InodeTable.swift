@@ -81,8 +81,10 @@ public struct InodeTable: Sendable {
         // stays in them unreferenced.
         self.files = files
         generatedFiles = generated
-        for (i, file) in files.enumerated() where insert(file.path, modified: file.modified, what: .file, at: i) { fileCount += 1 }
-        for (i, file) in generated.enumerated() { _ = insert(file.path, modified: file.modified, what: .generated, at: i) }
+        var chain: [Folder] = []
+        for (i, file) in files.enumerated() where insert(file.path, modified: file.modified, what: .file, at: i, after: &chain) { fileCount += 1 }
+        chain = []
+        for (i, file) in generated.enumerated() { _ = insert(file.path, modified: file.modified, what: .generated, at: i, after: &chain) }
         layOutChildren()
     }
 
@@ -133,17 +135,37 @@ public struct InodeTable: Sendable {
         FNV1a.hash(path.utf8) % (maxIno - rootIno) + rootIno + 1
     }
 
+    /// A folder on the path inserted last: its name, position and path.
+    struct Folder {
+        var name: String
+        var position: Int
+        var path: String
+    }
+
     /// Whether the file went in (a name the builder should have kept unique may already be taken).
-    mutating func insert(_ components: [String], modified: Int64, what: What, at index: Int) -> Bool {
+    /// `chain`: the folders of the path inserted before, root first, which this one's replace.
+    /// Paths come in path order, so most of their folders are the previous path's: those are
+    /// taken from it instead of found again by a hash of each prefix of the path (at 100 000
+    /// files that was most of the build).
+    mutating func insert(_ components: [String], modified: Int64, what: What, at index: Int, after chain: inout [Folder]) -> Bool {
         var parent = 0
         var path = ""
-        for (i, component) in components.enumerated() {
+        var depth = 0
+        while depth < components.count - 1, depth < chain.count, chain[depth].name == components[depth] {
+            parent = chain[depth].position
+            path = chain[depth].path
+            stored[parent].mtime = max(stored[parent].mtime, modified)
+            depth += 1
+        }
+        chain.removeSubrange(depth...)
+        for (i, component) in components.enumerated().dropFirst(depth) {
             path += (path.isEmpty ? "" : "/") + component
             let last = i == components.count - 1
             if let existing = existing(path, parent: parent, name: component) {
                 guard !last, stored[existing].what == .directory else { return false }
                 stored[existing].mtime = max(stored[existing].mtime, modified)
                 parent = existing
+                chain.append(Folder(name: component, position: parent, path: path))
                 continue
             }
             guard stored[parent].what == .directory else { return false }
@@ -154,6 +176,7 @@ public struct InodeTable: Sendable {
                     what: last ? what : .directory))
             stored[parent].count += 1
             parent = stored.count - 1
+            if !last { chain.append(Folder(name: component, position: parent, path: path)) }
         }
         stored[0].mtime = max(stored[0].mtime, modified)
         return true

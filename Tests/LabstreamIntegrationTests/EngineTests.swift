@@ -181,6 +181,12 @@ final class EngineRig: @unchecked Sendable {
         // statfs's file count is kept as the table is built: a clashing name is not counted twice.
         #expect(first.fileCount == paths.count && grown.fileCount == paths.count + 1)
         #expect(InodeTable(files: (paths + [paths[0]]).map(file)).fileCount == paths.count)
+        // The builder takes each path's folders from the path before it: any order makes the same
+        // table, and a file named as a folder of the path before it (or below a file) is refused.
+        let interleaved = paths.enumerated().sorted { ($0.offset % 7, $0.offset) < ($1.offset % 7, $1.offset) }.map(\.element)
+        #expect(InodeTable(files: interleaved.map(file)).inodeOfPath == numbers)
+        let clash = InodeTable(files: [paths[0], "s/Movies/Film 0 (2000)", paths[0] + "/x", "s/Movies/B/b.mkv"].map(file))
+        #expect(clash.fileCount == 2 && clash.resolve(["s", "Movies", "B", "b.mkv"]) != nil)
 
         let rig = try EngineRig("dots")
         let movies = try #require(rig.fs.resolve(["test", "Movies"]))
