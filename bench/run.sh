@@ -432,6 +432,9 @@ kill "$BIG_PID"; wait "$BIG_PID" 2>/dev/null || true; BIG_PID=
 # per folder; a read-only superblock keeps them.
 s=$(now); $BIN mount "$BM" -o ro >/dev/null; record B10 "offline mount of the index (-o ro)" s "$(elapsed "$s")"
 p=$(big_pid)
+# The local disk again, right beside these walks: this machine's speed drifts over minutes.
+drop_caches; s=$(now); find "$W/big-local" >/dev/null; record B10 "local disk again: cold" s "$(elapsed "$s")"; LCOLD=$MED
+s=$(now); find "$W/big-local" >/dev/null; record B10 "local disk again: warm" s "$(elapsed "$s")"; LWARM=$MED
 drop_caches; s=$(now); find "$BM" >/dev/null; record B10 "offline ro: cold find" s "$(elapsed "$s")"; COLD=$MED
 s=$(now); c=$(cpu_of "$p"); find "$BM" >/dev/null; record B10 "offline ro: second find" s "$(elapsed "$s")"; WARMF=$MED
 record B10 "offline ro: daemon CPU during the second find" s "$(echo "($(cpu_of "$p") - $c) / $HZ" | bc -l)"

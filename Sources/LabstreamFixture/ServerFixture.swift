@@ -1644,8 +1644,8 @@ public final class ServerFixture: Sendable {
     func json(_ object: Any) -> HTTPServer.Response {
         // Keys in the dictionary's order: sorting them (Foundation compares keys by locale) was a third of
         // the fixture's time serving a large library, and JSON objects are unordered.
-        let data = (try? JSONSerialization.data(withJSONObject: object)) ?? Data("{}".utf8)
-        return HTTPServer.Response(status: 200, headers: [("Content-Type", "application/json; charset=utf-8")], body: .bytes(Array(data)))
+        let bytes = FixtureJSON.encode(object) ?? Array((try? JSONSerialization.data(withJSONObject: object)) ?? Data("{}".utf8))
+        return HTTPServer.Response(status: 200, headers: [("Content-Type", "application/json; charset=utf-8")], body: .bytes(bytes))
     }
 }
 
