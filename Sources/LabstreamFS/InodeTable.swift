@@ -105,20 +105,22 @@ public struct InodeTable: Sendable {
     /// an NFS client's file handles (which name inodes) stay valid across one. Two paths with one
     /// hash (about one chance in 10^9 at 100 000 paths) give the later one the next free number,
     /// which it keeps while the daemon runs.
-    mutating func ino(for path: String) -> UInt64 {
-        if let kept = bumped[path] { return kept }
-        var ino = Self.stableIno(path)
+    /// `hash`: the path's FNV-1a; `path` writes it out, which only a bumped number needs.
+    mutating func ino(hash: UInt64, path: () -> String) -> UInt64 {
+        if !bumped.isEmpty, let kept = bumped[path()] { return kept }
+        var ino = Self.stableIno(hash: hash)
         guard position(of: ino) != nil || bumpedNumbers.contains(ino) else { return ino }
         while position(of: ino) != nil || bumpedNumbers.contains(ino) { ino = ino == Self.maxIno ? Self.rootIno + 1 : ino + 1 }
-        bumped[path] = ino
+        bumped[path()] = ino
         bumpedNumbers.insert(ino)
         return ino
     }
 
-    /// The position of `path` (whose parent is at `parent`, last component `name`) in this
-    /// table, if it is in it.
-    func existing(_ path: String, parent: Int, name: String) -> Int? {
-        guard let p = position(of: bumped[path] ?? Self.stableIno(path)), stored[p].parent == Int32(parent), stored[p].name == name else { return nil }
+    /// The position of the path whose FNV-1a is `hash` (its parent at `parent`, its last
+    /// component `name`) in this table, if it is in it.
+    func existing(hash: UInt64, path: () -> String, parent: Int, name: String) -> Int? {
+        let ino = bumped.isEmpty ? Self.stableIno(hash: hash) : bumped[path()] ?? Self.stableIno(hash: hash)
+        guard let p = position(of: ino), stored[p].parent == Int32(parent), stored[p].name == name else { return nil }
         return p
     }
 
@@ -131,15 +133,15 @@ public struct InodeTable: Sendable {
 
     /// FNV-1a (64-bit) of the path's UTF-8 bytes, folded into 2...Int64.max (above the root,
     /// and positive for any reader that takes st_ino as signed).
-    public static func stableIno(_ path: String) -> UInt64 {
-        FNV1a.hash(path.utf8) % (maxIno - rootIno) + rootIno + 1
-    }
+    public static func stableIno(_ path: String) -> UInt64 { stableIno(hash: FNV1a.hash(path.utf8)) }
 
-    /// A folder on the path inserted last: its name, position and path.
+    static func stableIno(hash: UInt64) -> UInt64 { hash % (maxIno - rootIno) + rootIno + 1 }
+
+    /// A folder on the path inserted last: its name, position and its path's FNV-1a.
     struct Folder {
         var name: String
         var position: Int
-        var path: String
+        var hash: UInt64
     }
 
     /// Whether the file went in (a name the builder should have kept unique may already be taken).
@@ -149,34 +151,38 @@ public struct InodeTable: Sendable {
     /// files that was most of the build).
     mutating func insert(_ components: [String], modified: Int64, what: What, at index: Int, after chain: inout [Folder]) -> Bool {
         var parent = 0
-        var path = ""
+        var hash = FNV1a.offsetBasis
         var depth = 0
         while depth < components.count - 1, depth < chain.count, chain[depth].name == components[depth] {
             parent = chain[depth].position
-            path = chain[depth].path
+            hash = chain[depth].hash
             stored[parent].mtime = max(stored[parent].mtime, modified)
             depth += 1
         }
         chain.removeSubrange(depth...)
         for (i, component) in components.enumerated().dropFirst(depth) {
-            path += (path.isEmpty ? "" : "/") + component
+            // The path's hash goes on from its folder's: the path itself is written out only
+            // for a number bumped by a collision.
+            if i > 0 { hash = FNV1a.hash(CollectionOfOne(UInt8(ascii: "/")), continuing: hash) }
+            hash = FNV1a.hash(component.utf8, continuing: hash)
+            let path = { components[...i].joined(separator: "/") }
             let last = i == components.count - 1
-            if let existing = existing(path, parent: parent, name: component) {
+            if let existing = existing(hash: hash, path: path, parent: parent, name: component) {
                 guard !last, stored[existing].what == .directory else { return false }
                 stored[existing].mtime = max(stored[existing].mtime, modified)
                 parent = existing
-                chain.append(Folder(name: component, position: parent, path: path))
+                chain.append(Folder(name: component, position: parent, hash: hash))
                 continue
             }
             guard stored[parent].what == .directory else { return false }
             add(
-                ino(for: path),
+                ino(hash: hash, path: path),
                 Stored(
                     name: component, mtime: modified, parent: Int32(parent), first: last ? Int32(index) : 0, count: 0,
                     what: last ? what : .directory))
             stored[parent].count += 1
             parent = stored.count - 1
-            if !last { chain.append(Folder(name: component, position: parent, path: path)) }
+            if !last { chain.append(Folder(name: component, position: parent, hash: hash)) }
         }
         stored[0].mtime = max(stored[0].mtime, modified)
         return true
