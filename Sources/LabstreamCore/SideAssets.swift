@@ -92,14 +92,7 @@ public enum SideAssetPlan {
         for library in libraries { seriesDetails.merge(library.seriesDetails) { a, _ in a } }
         // The names in each folder, for a subtitle's name not to take one: made when the first
         // subtitle is planned, since most catalogs' subtitles stay inside the media.
-        var takenNames: [[String]: Set<String>]?
-        func taken() -> [[String]: Set<String>] {
-            if let takenNames { return takenNames }
-            var names: [[String]: Set<String>] = [:]
-            for file in tree { names[Array(file.path.dropLast()), default: []].insert(file.path.last ?? "") }
-            takenNames = names
-            return names
-        }
+        var taken: [[String]: Set<String>]?
         var planned: [SideAssetKey: PlannedAsset] = [:]
         var order: [SideAssetKey] = []
         func add(_ p: PlannedAsset) {
@@ -151,13 +144,15 @@ public enum SideAssetPlan {
                     if asset.hearingImpaired { name += ".sdh" }
                     var unique = name
                     var n = 2
-                    var names = taken()[dir, default: []]
-                    while names.contains(unique + "." + ext) {
+                    if taken == nil {
+                        taken = [:]
+                        for file in tree { taken![Array(file.path.dropLast()), default: []].insert(file.path.last ?? "") }
+                    }
+                    while taken![dir, default: []].contains(unique + "." + ext) {
                         unique = name + ".\(n)"
                         n += 1
                     }
-                    names.insert(unique + "." + ext)
-                    takenNames?[dir] = names
+                    taken![dir, default: []].insert(unique + "." + ext)
                     var key = asset
                     key.sourceId = file.key.sourceId
                     add(

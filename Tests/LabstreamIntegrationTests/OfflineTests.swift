@@ -250,10 +250,13 @@ enum StatusCommandProbe {
         let readsBefore = wholeReads()
 
         m.fixture.clearLog()
+        let reloads = m.log.components(separatedBy: "catalog reloaded").count
         try m.mount()
         #expect(eventually { m.log.components(separatedBy: "nothing changed since the last sync").count == 2 }, "\(m.log)")
         #expect(m.fixture.requestLog.contains { $0.query["minDateLastSaved"] != nil })
         try m.unmount()
+        // Nothing changed: the tree (and the kernel's caches of it) was not rebuilt.
+        #expect(m.log.components(separatedBy: "catalog reloaded").count == reloads, "\(m.log)")
         let kept = try index.servers().first?.lastFullSync
         #expect(wholeReads() == readsBefore && kept == first)
 
