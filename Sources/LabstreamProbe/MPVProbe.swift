@@ -83,13 +83,12 @@ public enum MPVProbe {
                 }
             case MPV_EVENT_END_FILE:
                 let end = event.data?.assumingMemoryBound(to: mpv_event_end_file.self).pointee
+                drainLogs()
                 if let end, end.reason == MPV_END_FILE_REASON_ERROR {
                     o.endFileError = String(cString: mpv_error_string(end.error))
-                } else if image {
-                    drainLogs()
-                } else if seekTarget != nil && !o.advancedAfterSeek {
+                } else if !image, seekTarget != nil, !o.advancedAfterSeek {
                     o.endedAfterSeek = true
-                } else if seekTarget == nil {
+                } else if !image, seekTarget == nil {
                     o.endedAfterSeek = o.reachedPlayback  // ended before the late seek could run
                 }
                 return o
@@ -100,9 +99,12 @@ public enum MPVProbe {
             default:
                 break
             }
-            // Play on a little past the seek target so decode errors there are seen.
+            // Play on a little past the seek target so decode errors there are seen; mpv hands
+            // out queued events before log lines, so the decoder's complaints about what played
+            // are read before the verdict (a damaged file was once judged complete without them).
             if let target = seekTarget, let t = double(mpv, "playback-time"), t > target + 0.05 {
                 o.advancedAfterSeek = true
+                if t > target + 0.25 { drainLogs() }
                 if t > target + 0.25 || o.decodeError != nil { return o }
             }
         }
