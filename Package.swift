@@ -7,6 +7,7 @@ import PackageDescription
 //   → LabstreamHTTP (libcurl) · LabstreamStore (SQLite, partial files, credentials)
 //   → LabstreamEngine (transfers; runs the labstream-probe helper, which alone links libmpv)
 //   → LabstreamFS (filesystem engine, no FUSE)
+//   → LabstreamDaemon (composition root, sync scheduler, typed API, control socket)
 //   → LabstreamFUSE (the only importer of libfuse) → LabstreamCLI (+ LabstreamDemo) → labstream
 let package = Package(
     name: "Labstream",
@@ -31,8 +32,12 @@ let package = Package(
         .target(name: "LabstreamEngine", dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamStore"]),
         // libmpv lives only in the probe helper, a process of its own (see labstream-probe).
         .target(name: "LabstreamProbe", dependencies: ["LabstreamCore", "CMpv"]),
-        .target(name: "LabstreamFS", dependencies: ["LabstreamCore", "LabstreamStore", "LabstreamEngine"]),
+        .target(name: "LabstreamFS", dependencies: ["LabstreamCore", "LabstreamEngine"]),
         .target(name: "LabstreamFUSE", dependencies: ["LabstreamCore", "LabstreamFS", "CFuse3"]),
+        // The daemon: its composition root, sync scheduler, typed API and control socket.
+        .target(
+            name: "LabstreamDaemon",
+            dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamHTTP", "LabstreamStore", "LabstreamEngine", "LabstreamFS", "CLinux"]),
         // `labstream demo`'s small Jellyfin-compatible server, its media and the loopback HTTP server.
         .target(name: "LabstreamDemo", dependencies: ["LabstreamCore"]),
         // What only tests and benchmarks use (never linked into `labstream`): the Jellyfin, Emby,
@@ -43,7 +48,7 @@ let package = Package(
             name: "LabstreamCLI",
             dependencies: [
                 "LabstreamCore", "LabstreamBackends", "LabstreamHTTP", "LabstreamStore",
-                "LabstreamEngine", "LabstreamFS", "LabstreamFUSE", "LabstreamDemo", "CLinux"
+                "LabstreamEngine", "LabstreamFS", "LabstreamFUSE", "LabstreamDaemon", "LabstreamDemo", "CLinux"
             ]),
         .executableTarget(name: "labstream", dependencies: ["LabstreamCLI"]),
         .executableTarget(name: "labstream-probe", dependencies: ["LabstreamProbe"]),
@@ -55,7 +60,8 @@ let package = Package(
             name: "LabstreamIntegrationTests",
             dependencies: [
                 "LabstreamCore", "LabstreamBackends", "LabstreamHTTP", "LabstreamStore",
-                "LabstreamEngine", "LabstreamFS", "LabstreamDemo", "LabstreamFixture", "LabstreamTestSupport", "LabstreamCLI", "CLinux"
+                "LabstreamEngine", "LabstreamFS", "LabstreamDaemon", "LabstreamDemo", "LabstreamFixture", "LabstreamTestSupport", "LabstreamCLI",
+                "CLinux"
             ], exclude: ["Specs"])
     ],
     swiftLanguageModes: [.v6]

@@ -1,4 +1,5 @@
 import LabstreamCore
+import LabstreamDaemon
 
 /// Hand-written command-line parsing (no outside packages): positionals and options in any
 /// order, `--name value`, `--name=value`, `-o value`, and `--` to end options.
@@ -62,41 +63,4 @@ public struct Arguments: Sendable {
     public func flag(_ name: String) -> Bool { flags.contains(name) }
     public func value(_ name: String) -> String? { values[name]?.last }
     public func all(_ name: String) -> [String] { values[name] ?? [] }
-}
-
-/// Bad usage: exit 64 with the message and a pointer to --help.
-public struct UsageError: Error, Sendable, Equatable {
-    public let message: String
-    public init(_ message: String) { self.message = message }
-}
-
-/// sysexits(3) codes.
-public enum ExitCode {
-    public static let ok: Int32 = 0
-    public static let usage: Int32 = 64
-    public static let dataErr: Int32 = 65
-    public static let noInput: Int32 = 66
-    public static let unavailable: Int32 = 69
-    public static let software: Int32 = 70
-    public static let osErr: Int32 = 71
-    public static let cantCreate: Int32 = 73
-    public static let ioErr: Int32 = 74
-    public static let tempFail: Int32 = 75
-    public static let protocolErr: Int32 = 76
-    public static let noPerm: Int32 = 77
-    public static let config: Int32 = 78
-
-    public static func of(_ error: LabstreamError) -> Int32 {
-        switch error {
-        case .serverUnavailable, .timedOut, .fetchFailed: return unavailable
-        case .authenticationFailed, .permission: return noPerm
-        case .invalidArgument: return usage
-        case .malformedResponse, .refused: return protocolErr
-        case .storage, .noSpace: return ioErr
-        case .notFound: return noInput
-        case .readOnly, .notADirectory, .isADirectory, .noAttribute, .attributeBufferTooSmall,
-            .unsupportedAttributeWrite, .remoteChanged:
-            return dataErr
-        }
-    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import LabstreamCore
+import LabstreamDaemon
 import LabstreamStore
 
 /// One daemon per data dir: an flock'd file naming the holder's pid and mountpoint.

@@ -1,5 +1,6 @@
 import Foundation
 import LabstreamCore
+import LabstreamDaemon
 import LabstreamDemo
 import LabstreamStore
 
@@ -45,7 +46,7 @@ enum DemoCommand {
 
         let shown = mountpointArg
         let env = "LABSTREAM_CONFIG_DIR=\(demo.configDir) LABSTREAM_DATA_DIR=\(demo.dataDir)"
-        return Daemon(
+        return MountedDaemon(
             context: demo, mountpoint: mountpoint, options: MountOptions(), logLevel: log.level,
             report: { line in
                 guard line == "ready" || line.hasPrefix("ready\t") else { return }

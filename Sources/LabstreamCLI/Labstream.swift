@@ -2,6 +2,7 @@ import CLinux
 import Glibc
 import LabstreamBackends
 import LabstreamCore
+import LabstreamDaemon
 
 /// The `labstream` command: dispatches to a subcommand and turns every failure into one
 /// message on stderr and a sysexits code.
@@ -19,7 +20,7 @@ public enum Labstream {
         let helper = invokedAs.hasPrefix("mount.") || (argv.count >= 3 && !commands.contains(argv[1]) && !argv[1].hasPrefix("-"))
         var rest = Array(argv.dropFirst())
         if helper {
-            _ = Daemon.blockSignals()
+            _ = MountedDaemon.blockSignals()
             return report { try MountHelper.run(rest) }
         }
         // Global options go anywhere on the line, before the command too.
@@ -38,7 +39,7 @@ public enum Labstream {
         }
         rest = leading + rest.dropFirst()
         if command == "mount" || command == "demo" {
-            _ = Daemon.blockSignals()
+            _ = MountedDaemon.blockSignals()
         } else {
             // A starter may have had them blocked (libdispatch threads do): Ctrl-C and SIGTERM
             // must still end a plain command such as `status --watch`.

@@ -1,5 +1,6 @@
 import Foundation
 import LabstreamCore
+import LabstreamDaemon
 import LabstreamStore
 
 /// `labstream monitor add|set|remove|list`: a series folder's `user.labstream.monitor` in a live
@@ -38,14 +39,14 @@ enum MonitorCommand {
             }
             if args.flag("--no-max-storage") { chosen.maxStorage = nil }
             let value = SeriesMonitor(server: "", seriesId: "", mode: chosen.mode, deleteWatched: chosen.deleteWatched, maxStorage: chosen.maxStorage).settings
-            try PinCommand.set("monitor", to: value, on: [path], saying: adding ? "Monitoring" : "Changed the monitor of", quiet: true, context: context)
+            try PinCommand.send(.monitor(value), to: [path], saying: adding ? "Monitoring" : "Changed the monitor of", quiet: true, context: context)
             printOut("\(adding ? "Monitoring" : "Changed the monitor of") \(path): \(describe(value))")
             return ExitCode.ok
         case "remove"?:
             guard args.positionals.count == 2 else { throw UsageError("usage: labstream monitor remove SERIES-FOLDER") }
             let path = args.positionals[1]
             guard try existing(path) != nil else { throw CLIError(ExitCode.noInput, "\(path) is not monitored") }
-            try PinCommand.set("monitor", to: "off", on: [path], saying: "Stopped monitoring", quiet: true, context: context)
+            try PinCommand.send(.monitor(nil), to: [path], saying: "Stopped monitoring", quiet: true, context: context)
             printOut("Stopped monitoring \(path); its episodes stay pinned and stored (unpin them to let them go)")
             return ExitCode.ok
         case "list"?:

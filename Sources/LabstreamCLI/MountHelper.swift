@@ -1,5 +1,6 @@
 import Foundation
 import LabstreamCore
+import LabstreamDaemon
 
 /// `mount.labstream SOURCE MOUNTPOINT [-o OPTIONS] [-f] [-n] [-s] [-v]`: the mount(8) helper.
 /// Also reached as `labstream SOURCE MOUNTPOINT -o …` when fuse3's mount.fuse3 runs it for

@@ -1,6 +1,7 @@
 import CLinux
 import Foundation
 import LabstreamCore
+import LabstreamDaemon
 import LabstreamFS
 
 /// `labstream pin|unpin|pause|resume|retry|cancel PATH…`: sets `user.labstream.pin` or
@@ -17,7 +18,6 @@ enum PinCommand {
             guard let q = Quality(text) else { throw UsageError("--quality takes \(Quality.spellings)") }
             return q
         }
-        let value = pin ? quality?.description ?? "1" : "0"
         let context = Context(args: args)
         if DaemonLock.holder(context.layout) == nil, args.positionals.allSatisfy({ StatusCommand.xattr($0, "state") == nil }) {
             let code = try pinInIndex(context, args.positionals, pinned: pin, quality: quality)
@@ -27,7 +27,7 @@ enum PinCommand {
                 "nothing downloads until Labstream is mounted, so there is nothing to wait for: mount, then run `labstream pin --wait` on the files in the mount"
             )
         }
-        try set("pin", to: value, on: args.positionals, saying: pin ? "Pinned" : "Unpinned", quiet: args.flag("--json"), context: context)
+        try send(pin ? .pin(quality: quality) : .unpin, to: args.positionals, saying: pin ? "Pinned" : "Unpinned", quiet: args.flag("--json"), context: context)
         guard pin && args.flag("--wait") else { return ExitCode.ok }
         sayOnInterrupt()
         if let quality, quality != .original { return try waitForCopies(args.positionals, quality: quality, json: args.flag("--json"), context: context) }
@@ -119,20 +119,20 @@ enum PinCommand {
             paths = [holder.mountpoint]
         }
         guard !paths.isEmpty else { throw UsageError("usage: labstream \(action.rawValue) PATH…") }
-        try set(
-            "action", to: action.rawValue, on: paths,
+        try send(
+            .queue(action), to: paths,
             saying: ["pause": "Paused", "resume": "Resumed", "retry": "Retrying", "cancel": "Cancelled", "verify": "Verifying"][action.rawValue]!, quiet: false,
             context: Context(args: args))
         return ExitCode.ok
     }
 
-    /// Sets `user.labstream.ATTRIBUTE` on every path: through the daemon's control socket when
-    /// the path is inside the mount of this data dir's daemon, else through the mount itself.
-    static func set(_ attribute: String, to text: String, on paths: [String], saying verb: String, quiet: Bool, context: Context) throws {
+    /// Asks `command` of every path: of the daemon over its control socket when the path is
+    /// inside the mount of this data dir's daemon, else through the mount's attribute.
+    static func send(_ command: FileCommand, to paths: [String], saying verb: String, quiet: Bool, context: Context) throws {
         let holder = DaemonLock.holder(context.layout)
         for path in paths {
             if let holder, let relative = ControlChannel.relative(path, to: holder.mountpoint),
-                try ControlChannel.send(context.layout, ["op": "set", "name": attribute, "value": text, "paths": [relative]]) != nil
+                try ControlChannel.send(context.layout, .perform(command, paths: [relative])) != nil
             {
                 if !quiet { printOut("\(verb) \(path)") }
                 continue
@@ -141,8 +141,8 @@ enum PinCommand {
             guard StatusCommand.xattr(path, "state") != nil else {
                 throw CLIError(ExitCode.noInput, "\(path) is not inside a live Labstream mount (or does not exist)")
             }
-            let value = Array(text.utf8)
-            if setxattr(path, FilesystemEngine.xattrPrefix + attribute, value, value.count, 0) != 0 {
+            let value = Array(command.value.utf8)
+            if setxattr(path, FilesystemEngine.xattrPrefix + command.attribute, value, value.count, 0) != 0 {
                 let code = errno
                 if code == ENOTSUP || code == ENOENT || code == EOPNOTSUPP {
                     throw CLIError(ExitCode.noInput, "\(path) is not inside a live Labstream mount (or does not exist)")

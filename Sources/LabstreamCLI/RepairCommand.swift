@@ -1,5 +1,6 @@
 import Foundation
 import LabstreamCore
+import LabstreamDaemon
 import LabstreamEngine
 import LabstreamStore
 

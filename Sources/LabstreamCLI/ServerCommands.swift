@@ -1,6 +1,7 @@
 import Foundation
 import LabstreamBackends
 import LabstreamCore
+import LabstreamDaemon
 import LabstreamStore
 
 enum ServerCommands {

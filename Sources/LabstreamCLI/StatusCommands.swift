@@ -1,6 +1,7 @@
 import CLinux
 import Foundation
 import LabstreamCore
+import LabstreamDaemon
 import LabstreamFS
 import LabstreamFUSE
 import LabstreamStore
@@ -25,8 +26,7 @@ enum StatusCommand {
             }
         }
         if args.flag("--json") {
-            let data = try JSONSerialization.data(withJSONObject: entries.map { $0.json() }, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
-            printOut(String(decoding: data, as: UTF8.self))
+            printOut(jsonText(entries, pretty: true))
             return ExitCode.ok
         }
         if args.positionals.isEmpty, let mountpoint = DaemonLock.holder(context.layout)?.mountpoint {
@@ -95,8 +95,8 @@ enum StatusCommand {
             var lines: [String] = []
             for e in entries {
                 // Piped, a file gets a line when it changes, not when only its rate does.
-                let line = json ? jsonLine(e.json(rate: meters.rate(e.path), eta: meters.eta(e))) : progressLine(e, meters: meters)
-                let change = json ? jsonLine(e.json()) : progressLine(e, meters: nil)
+                let line = json ? jsonText(Progress(status: e, rate: meters.rate(e.path).map(Int.init), eta: meters.eta(e))) : progressLine(e, meters: meters)
+                let change = json ? jsonText(e) : progressLine(e, meters: nil)
                 if tty || shown[e.path] != change {
                     lines.append(line)
                     shown[e.path] = change
@@ -136,6 +136,29 @@ enum StatusCommand {
         return line
     }
 
+    /// One file's status with its rate (bytes a second) and time left: `--watch --json`'s lines.
+    struct Progress: Encodable {
+        var status: FileStatus
+        var rate: Int?
+        var eta: Int?
+
+        enum Keys: String, CodingKey { case rate, eta }
+
+        func encode(to encoder: any Encoder) throws {
+            try status.encode(to: encoder)
+            var c = encoder.container(keyedBy: Keys.self)
+            try c.encodeIfPresent(rate, forKey: .rate)
+            try c.encodeIfPresent(eta, forKey: .eta)
+        }
+    }
+
+    /// The one JSON form of a value (sorted keys; one line unless `pretty`).
+    static func jsonText(_ value: some Encodable, pretty: Bool = false) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = pretty ? [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes] : [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+
     static func jsonLine(_ object: [String: Any]) -> String {
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
         return String(decoding: data, as: UTF8.self)
@@ -145,8 +168,7 @@ enum StatusCommand {
     /// its control socket when PATH is in its mount, else from the live mount's xattrs.
     static func fromMount(_ path: String, context: Context? = nil) throws -> [FileStatus] {
         if let context, let holder = DaemonLock.holder(context.layout), let relative = ControlChannel.relative(path, to: holder.mountpoint),
-            let answer = try ControlChannel.send(context.layout, ["op": "status", "paths": [relative]]),
-            let rows = answer["entries"] as? [[String: Any]]
+            case .statuses(let rows, _)? = try ControlChannel.send(context.layout, .status(paths: [relative]))
         {
             return entries(rows, below: holder.mountpoint)
         }
@@ -160,17 +182,15 @@ enum StatusCommand {
         guard let holder = DaemonLock.holder(context.layout) else { return nil }
         let relative = paths.compactMap { ControlChannel.relative($0, to: holder.mountpoint) }
         guard relative.count == paths.count else { return nil }
-        var request: [String: Any] = ["op": "status", "paths": relative]
-        if let after { request["after"] = after; request["wait"] = 1 }
-        guard let answer = try ControlChannel.send(context.layout, request), let rows = answer["entries"] as? [[String: Any]],
-            let change = (answer["change"] as? NSNumber)?.intValue
+        guard
+            case .statuses(let rows, let change)? = try ControlChannel.send(context.layout, .status(paths: relative, after: after, wait: after.map { _ in 1 }))
         else { return nil }
         return (entries(rows, below: holder.mountpoint), change)
     }
 
     /// The daemon's status rows, with paths under `mountpoint`.
-    static func entries(_ rows: [[String: Any]], below mountpoint: String) -> [FileStatus] {
-        rows.compactMap(FileStatus.init(wire:)).map {
+    static func entries(_ rows: [FileStatus], below mountpoint: String) -> [FileStatus] {
+        rows.map {
             var e = $0; e.path = mountpoint + "/" + e.path; return e
         }
     }
@@ -272,72 +292,6 @@ struct LiveLines {
     }
 }
 
-extension FileStatus {
-    /// The public JSON form (`status --json`, `--watch --json`): reason as a code, with the
-    /// sentence as `message`; bytes as numbers.
-    func json(rate: Double? = nil, eta: Int? = nil) -> [String: Any] {
-        var r = encoded(wire: false)
-        if let rate { r["rate"] = Int(rate) }
-        if let eta { r["eta"] = eta }
-        return r
-    }
-
-    /// The daemon's form on the control socket: the stored reason itself, so the CLI derives
-    /// codes and sentences exactly as it does from the index.
-    var wire: [String: Any] { encoded(wire: true) }
-
-    /// The file and its parts, each with state, bytes and reason: the stored reason on the
-    /// wire, its code and sentence in public JSON.
-    private func encoded(wire: Bool) -> [String: Any] {
-        func fields(_ state: DisplayState, _ present: Int64, _ total: Int64, _ reason: String?, _ cause: PauseCause? = nil) -> [String: Any] {
-            var r: [String: Any] = ["state": state.rawValue, "bytes_present": present, "bytes_total": total]
-            if wire {
-                if let reason { r["stored_reason"] = reason }
-                if let cause { r["pause_cause"] = cause.rawValue }
-            } else {
-                if let code = StatusReason.code(reason, state: state, cause: cause) { r["reason"] = code.rawValue }
-                if let sentence = StatusReason.sentence(reason) { r["message"] = sentence }
-            }
-            return r
-        }
-        var r = fields(state, present, total, reason, pauseCause)
-        r["path"] = path
-        r["pinned"] = pinned
-        if !copies.isEmpty {
-            r["copies"] = copies.map { c in fields(c.state, c.present, c.total, c.reason).merging(["quality": c.quality ?? ""]) { a, _ in a } }
-        }
-        if let v = newVersion { r["new_version"] = fields(v.state, v.present, v.total, v.reason) }
-        if !sideAssets.isEmpty {
-            // A side asset's reason is always a failure's sentence: `reason` on the wire, `message` in public JSON.
-            r["side_assets"] = sideAssets.map { a -> [String: Any] in
-                var o: [String: Any] = ["name": a.name, "state": a.state.rawValue]
-                if let why = a.reason { o[wire ? "reason" : "message"] = why }
-                return o
-            }
-        }
-        return r
-    }
-
-    init?(wire r: [String: Any]) {
-        func part(_ o: Any?) -> Part? {
-            guard let o = o as? [String: Any], let state = (o["state"] as? String).flatMap(DisplayState.init(rawValue:)) else { return nil }
-            return Part(
-                quality: (o["quality"] as? String).flatMap { $0.isEmpty ? nil : $0 }, state: state,
-                present: (o["bytes_present"] as? NSNumber)?.int64Value ?? 0, total: (o["bytes_total"] as? NSNumber)?.int64Value ?? 0,
-                reason: o["stored_reason"] as? String)
-        }
-        guard let path = r["path"] as? String, let own = part(r) else { return nil }
-        self.init(
-            path: path, state: own.state, present: own.present, total: own.total, reason: own.reason,
-            pauseCause: (r["pause_cause"] as? String).flatMap(PauseCause.init(rawValue:)), pinned: r["pinned"] as? Bool ?? false,
-            copies: (r["copies"] as? [Any] ?? []).compactMap(part), newVersion: part(r["new_version"]),
-            sideAssets: (r["side_assets"] as? [[String: Any]] ?? []).compactMap { o in
-                guard let name = o["name"] as? String, let state = (o["state"] as? String).flatMap(SideAssetStatus.State.init(rawValue:)) else { return nil }
-                return SideAssetStatus(name: name, state: state, reason: o["reason"] as? String)
-            })
-    }
-}
-
 enum SyncCommand {
     static let spec = Arguments.Spec(valued: Context.globalValued, flags: Context.globalFlags.union(["--full"]))
 
@@ -362,17 +316,31 @@ enum SyncCommand {
         let show: (String) -> Void = { step in printOut(tty ? "\r\u{1B}[K" + step : step, newline: !tty) }
         // A running daemon syncs itself (and reloads its tree at once).
         if DaemonLock.holder(context.layout) != nil,
-            let answer = try ControlChannel.send(context.layout, ["op": "sync", "server": args.positionals.first ?? NSNull(), "full": full], progress: show),
-            let results = answer["results"] as? [[String: Any]]
+            case .synced(let results)? = try ControlChannel.send(context.layout, .sync(server: args.positionals.first, full: full), progress: show)
         {
-            return CatalogSync.printResults(results, tty: tty)
+            return printResults(results, tty: tty)
         }
         let index = try context.openIndex()
         // Progress of a long sync: redrawn in place on a terminal, a line per step when piped.
         let results = backends.map { backend in
             CatalogSync.report(backend, server: config.server(named: backend.serverName)!, index: index, log: log, incremental: !full, progress: show)
         }
-        return CatalogSync.printResults(results, tty: tty)
+        return printResults(results, tty: tty)
+    }
+
+    /// Prints sync results (after progress redrawn in place on a terminal); the exit status is
+    /// that of the last failure.
+    static func printResults(_ results: [SyncResult], tty: Bool) -> Int32 {
+        var code = ExitCode.ok
+        for r in results {
+            if let error = r.error {
+                writeToStderr("labstream: sync \(r.server) failed: \(error)" + (error.contains("previous catalog") ? "" : " The previous catalog is kept."))
+                code = r.code ?? ExitCode.software
+            } else {
+                printOut((tty ? "\r\u{1B}[K" : "") + "\(r.server): \(r.files ?? 0) files")
+            }
+        }
+        return code
     }
 }
 

@@ -246,10 +246,11 @@ public struct LabstreamConfig: Sendable, Hashable {
 
 extension StringProtocol {
     /// Without leading and trailing characters from `set` (Foundation-free, so pure modules can use it).
+    /// Compared by scalar: "\r\n" is one Character, so a set written " \t\r\n" would not hold a lone "\n".
     public func trimming(_ set: String) -> String {
-        var s = Substring(self)
-        while let f = s.first, set.contains(f) { s.removeFirst() }
-        while let l = s.last, set.contains(l) { s.removeLast() }
+        var s = Substring(self).unicodeScalars
+        while let f = s.first, set.unicodeScalars.contains(f) { s.removeFirst() }
+        while let l = s.last, set.unicodeScalars.contains(l) { s.removeLast() }
         return String(s)
     }
 

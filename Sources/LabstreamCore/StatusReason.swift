@@ -124,6 +124,16 @@ public enum StatusReason {
         }
     }
 
+    /// The stored reason a `code` and its `sentence` were made from (`sentence`'s inverse): the
+    /// reasons kept as codes come back as such, every other is its sentence.
+    public static func stored(code: Code?, sentence text: String?) -> String? {
+        guard let text else { return nil }
+        for kept in [storageFull, awaitingValidation] where code == StatusReason.code(kept, state: .paused) && text == sentence(kept) {
+            return kept
+        }
+        return text
+    }
+
     /// What `status` prints for `reason`: the sentence itself, or one for a reason kept as a code.
     public static func sentence(_ reason: String?) -> String? {
         switch reason {

@@ -16,6 +16,14 @@ public final class HTTPServer: Sendable {
         /// Lower-cased names.
         public var headers: [String: String]
         public var body: [UInt8]
+
+        public init(method: String, path: String, query: [String: String], headers: [String: String], body: [UInt8]) {
+            self.method = method
+            self.path = path
+            self.query = query
+            self.headers = headers
+            self.body = body
+        }
     }
 
     public enum Body: Sendable {

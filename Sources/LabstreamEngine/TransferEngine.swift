@@ -351,6 +351,16 @@ public final class TransferEngine: Sendable {
 
     /// Makes, changes or (nil) removes the monitor of a series folder's series; its evaluation
     /// follows at once when the server answers. Removing one never unpins or deletes.
+    /// What a person asked of `files` (every door's commands meet the transfers here).
+    public func perform(_ command: FileCommand, files: [TreeFile]) throws(LabstreamError) {
+        switch command {
+        case .pin(let quality): try setPinned(true, files: files, quality: quality)
+        case .unpin: try setPinned(false, files: files)
+        case .queue(let action): try control(action, files: files)
+        case .monitor(let settings): try setMonitor(settings, folder: files)
+        }
+    }
+
     public func setMonitor(_ settings: String?, folder files: [TreeFile]) throws(LabstreamError) {
         try monitors.set(settings, folder: files, engine: self)
     }

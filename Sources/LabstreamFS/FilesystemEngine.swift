@@ -1,7 +1,6 @@
 import Glibc
 import LabstreamCore
 import LabstreamEngine
-import LabstreamStore
 import Synchronization
 
 /// The filesystem in plain Swift: lookup, getattr, readdir, open, read, xattrs. The FUSE adapter
@@ -458,30 +457,18 @@ public final class FilesystemEngine: Sendable {
     /// `user.labstream.action` = `pause|resume|retry|cancel` acts on their downloads.
     /// Any other write is refused with no side effect.
     public func setxattr(_ ino: UInt64, name: String, value: [UInt8]) throws(LabstreamError) {
+        guard name.hasPrefix(Self.xattrPrefix) else { throw .unsupportedAttributeWrite(name) }
+        try perform(FileCommand(attribute: String(name.dropFirst(Self.xattrPrefix.count)), value: String(decoding: value, as: UTF8.self)), at: ino)
+    }
+
+    /// `command` on the file at `ino`, or every file below a folder: the attribute writes' and
+    /// the control socket's way in alike.
+    public func perform(_ command: FileCommand, at ino: UInt64) throws(LabstreamError) {
         let (node, files) = table.withLock { ($0.node(ino), $0.files(under: ino)) }
         guard let node else { throw .notFound("inode \(ino)") }
         // A generated file has nothing to pin, fetch or monitor.
-        if node.generated != nil { throw .unsupportedAttributeWrite(name) }
-        let text = String(decoding: value, as: UTF8.self).trimming(" \t\r\n")
-        if name == Self.xattrPrefix + "action" {
-            guard let action = QueueAction(rawValue: text) else {
-                throw .invalidArgument("user.labstream.action takes " + QueueAction.allCases.map(\.rawValue).joined(separator: ", "))
-            }
-            return try transfers.control(action, files: files)
-        }
-        if name == Self.xattrPrefix + "monitor" {
-            return try transfers.setMonitor(["", "off", "none"].contains(text) ? nil : text, folder: files)
-        }
-        guard name == Self.xattrPrefix + "pin" else { throw .unsupportedAttributeWrite(name) }
-        switch text {
-        case "1": try transfers.setPinned(true, files: files)
-        case "0": try transfers.setPinned(false, files: files)
-        default:
-            guard let quality = Quality(text) else {
-                throw .invalidArgument("user.labstream.pin takes 1 (pin), 0 (unpin) or a quality: \(Quality.spellings)")
-            }
-            try transfers.setPinned(true, files: files, quality: quality)
-        }
+        if node.generated != nil { throw .unsupportedAttributeWrite(Self.xattrPrefix + command.attribute) }
+        try transfers.perform(command, files: files)
     }
 
     /// `user.labstream.monitor_holds`: `episodes=3 bytes=1234 max=2147483648 held_by_cap=2`.

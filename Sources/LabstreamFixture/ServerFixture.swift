@@ -1056,7 +1056,9 @@ public final class ServerFixture: Sendable {
 
     // MARK: - Routing
 
-    func handle(_ original: HTTPServer.Request) -> HTTPServer.Response {
+    /// Answers one request as the server would (the loopback listener's handler; in-memory
+    /// transports call it directly).
+    public func handle(_ original: HTTPServer.Request) -> HTTPServer.Response {
         var request = original
         if kind == .emby {
             // Emby serves its API below /emby (its spec's base path).

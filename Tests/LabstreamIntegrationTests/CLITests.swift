@@ -7,6 +7,7 @@ import Synchronization
 import Testing
 
 @testable import LabstreamCLI
+@testable import LabstreamDaemon
 
 @Suite struct ArgumentsTests {
     let spec = Arguments.Spec(valued: ["--url", "-o"], flags: ["--json", "-v"])

@@ -3,6 +3,7 @@ import LabstreamCore
 import Testing
 
 @testable import LabstreamCLI
+@testable import LabstreamDaemon
 
 /// Man pages and unit files stay true and well-formed.
 @Suite struct DocsTests {

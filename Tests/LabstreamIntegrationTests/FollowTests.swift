@@ -3,6 +3,7 @@ import LabstreamCore
 import Testing
 
 @testable import LabstreamCLI
+@testable import LabstreamDaemon
 
 /// `pin --wait` follows the daemon's change counter instead of polling.
 @Suite(.serialized) struct FollowTests {

@@ -5,13 +5,13 @@ import LabstreamStore
 
 /// Fetches a server's catalog and replaces it in the index in one transaction. A failure at
 /// any point leaves the previous catalog in place.
-enum CatalogSync {
-    struct Outcome {
-        var server: String
-        var files: Int
+public enum CatalogSync {
+    public struct Outcome: Sendable {
+        public var server: String
+        public var files: Int
         /// false: nothing changed (the server said so, or a full read found every row as it
         /// was), and the index was left as it was.
-        var changed = true
+        public var changed = true
     }
 
     /// Seconds before the last sync that an incremental refresh still asks for: the server's
@@ -24,7 +24,7 @@ enum CatalogSync {
     static let oneAtATime = KeyedGate()
 
     /// A sync the daemon schedules itself: what changed, unless a whole read is due.
-    static func scheduled(
+    public static func scheduled(
         _ backend: any MediaBackend, server: LabstreamConfig.Server, index: OfflineIndex, log: Logger
     ) throws(LabstreamError) -> Outcome {
         let lastFull = try index.servers().first { $0.name == server.name }?.lastFullSync
@@ -36,7 +36,7 @@ enum CatalogSync {
     /// A full sync, or with `incremental` only what changed since the last sync merged into the
     /// stored catalog (when the backend can tell, removals by its counts; else a full one). When
     /// nothing changed, only the sync's time is written.
-    static func run(
+    public static func run(
         _ backend: any MediaBackend, server: LabstreamConfig.Server, index: OfflineIndex,
         log: Logger, incremental: Bool = false, progress: ((String) -> Void)? = nil
     ) throws(LabstreamError) -> Outcome {
@@ -99,7 +99,7 @@ enum CatalogSync {
     /// read and pinned like any other. At most `limit` per sync.
     /// `known`: the stored catalog, whose sizes stand for sources whose tag has not changed
     /// (read only when some source needs one). Jellyfin's photos all come without a size.
-    static func learnUnknownSizes(
+    public static func learnUnknownSizes(
         _ libraries: [LibraryCatalog], backend: any MediaBackend, server: String, log: Logger,
         known: () -> [LibraryCatalog] = { [] }, limit: Int = 2000
     ) -> [LibraryCatalog] {
@@ -139,41 +139,18 @@ enum CatalogSync {
         return out
     }
 
-    /// One server's sync as the line a user reads: `{server, files}` or `{server, error, code}`
-    /// (the same whether the CLI or the daemon ran it). Errors also go to `failed`.
-    static func report(
+    /// One server's sync as the line a user reads (the same whether the CLI or the daemon ran
+    /// it). Errors also go to `failed`.
+    public static func report(
         _ backend: any MediaBackend, server: LabstreamConfig.Server, index: OfflineIndex, log: Logger, incremental: Bool,
         progress: ((String) -> Void)?, failed: (LabstreamError) -> Void = { _ in }
-    ) -> [String: Any] {
+    ) -> SyncResult {
         do {
             let outcome = try run(backend, server: server, index: index, log: log, incremental: incremental, progress: progress)
-            return ["server": outcome.server, "files": outcome.files, "changed": outcome.changed]
+            return .succeeded(outcome.server, files: outcome.files, changed: outcome.changed)
         } catch {
             failed(error)
-            return ["server": server.name, "error": error.userMessage, "code": Int(ExitCode.of(error))]
+            return .failed(server.name, error.userMessage, code: ExitCode.of(error))
         }
-    }
-
-    /// Whether any of `results` (`report`'s) brought a new catalog, which the tree must be rebuilt
-    /// for. A failed sync kept the old catalog: rebuilding the tree for it costs the daemon a
-    /// whole catalog's memory and the kernel its caches of the tree, for nothing.
-    static func changedCatalog(_ results: [[String: Any]]) -> Bool {
-        results.contains { $0["changed"] as? Bool == true }
-    }
-
-    /// Prints sync results (after progress redrawn in place on a terminal); the exit status is
-    /// that of the last failure.
-    static func printResults(_ results: [[String: Any]], tty: Bool) -> Int32 {
-        var code = ExitCode.ok
-        for r in results {
-            let server = r["server"] as? String ?? "?"
-            if let error = r["error"] as? String {
-                writeToStderr("labstream: sync \(server) failed: \(error)" + (error.contains("previous catalog") ? "" : " The previous catalog is kept."))
-                code = Int32(r["code"] as? Int ?? Int(ExitCode.software))
-            } else {
-                printOut((tty ? "\r\u{1B}[K" : "") + "\(server): \(r["files"] as? Int ?? 0) files")
-            }
-        }
-        return code
     }
 }

@@ -1,35 +1,25 @@
 import CLinux
 import Foundation
 import LabstreamCore
-import LabstreamFS
 import LabstreamStore
 import Synchronization
 
 /// The daemon's control socket, `DATA_DIR/control.sock` (0600; connections from other users are
-/// refused). One JSON request per connection, one JSON answer:
-///
-///     {"op": "status", "paths": ["home/Movies"]}            → {"entries": [FileStatus.wire…], "change": N}
-///     {"op": "set", "name": "pin", "value": "1", "paths": […]} → {"files": N}
-///     {"op": "sync", "server": "home"?, "full": true?}  → {"progress": "…"} lines, then {"results": […]}
-///
-/// Paths are relative to the mount root. Errors answer {"error": "…", "code": N}.
-enum ControlChannel {
-    static func path(_ layout: DataLayout) -> String { layout.root + "/control.sock" }
+/// refused). One request per connection, one JSON line each way: a `DaemonRequest`, then
+/// `DaemonResponse.progress` lines (a sync's steps) and one other `DaemonResponse`.
+public enum ControlChannel {
+    public static func path(_ layout: DataLayout) -> String { layout.root + "/control.sock" }
 
     // MARK: Daemon side
 
     final class Server: @unchecked Sendable {
         let fd: Int32
         let socketPath: String
-        let fs: FilesystemEngine
         let log: Logger
-        typealias SyncHandler = @Sendable (_ server: String?, _ full: Bool, _ progress: @escaping (String) -> Void) -> [[String: Any]]
-        let syncHandler = Hook<SyncHandler>()
+        typealias Handler = @Sendable (DaemonRequest, _ progress: @escaping (String) -> Void) -> DaemonResponse
+        let handle: Handler
 
-        /// What `sync` runs: the daemon's own catalog sync and reload.
-        func onSync(_ handler: @escaping SyncHandler) { syncHandler.set(handler) }
-
-        init(layout: DataLayout, fs: FilesystemEngine, log: Logger) throws {
+        init(layout: DataLayout, log: Logger, handle: @escaping Handler) throws(CLIError) {
             socketPath = ControlChannel.path(layout)
             unlink(socketPath)  // a previous daemon's (the lock says none runs now)
             let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -46,8 +36,8 @@ enum ControlChannel {
                 throw CLIError(ExitCode.osErr, "control socket \(socketPath): \(why)")
             }
             self.fd = fd
-            self.fs = fs
             self.log = log
+            self.handle = handle
         }
 
         func start() {
@@ -83,69 +73,23 @@ enum ControlChannel {
             guard uid >= 0 else { return }
             guard uid == Int(geteuid()) || uid == 0 else {
                 log.warn("control: refused a connection from uid \(uid)")
-                ControlChannel.write(client, ["error": "refused: this daemon belongs to uid \(geteuid())", "code": Int(ExitCode.noPerm)])
+                ControlChannel.write(client, DaemonResponse.failure(code: ExitCode.noPerm, message: "refused: this daemon belongs to uid \(geteuid())"))
                 return
             }
             var reader = LineReader(fd: client)
-            guard let line = reader.next(),
-                let request = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any],
-                let op = request["op"] as? String
-            else {
-                ControlChannel.write(client, ["error": "malformed request", "code": Int(ExitCode.usage)])
+            guard let line = reader.next(), let request = try? JSONDecoder().decode(DaemonRequest.self, from: Data(line.utf8)) else {
+                ControlChannel.write(client, DaemonResponse.failure(code: ExitCode.usage, message: "malformed request"))
                 return
             }
-            let paths = request["paths"] as? [String] ?? []
-            if op == "sync", let sync = syncHandler.function {
-                let results = sync(request["server"] as? String, request["full"] as? Bool ?? false) { step in
-                    ControlChannel.write(client, ["progress": step])
-                }
-                ControlChannel.write(client, ["results": results])
-                return
-            }
-            ControlChannel.write(client, answer(op, paths: paths, request: request))
-        }
-
-        func answer(_ op: String, paths: [String], request: [String: Any]) -> [String: Any] {
-            var inodes: [(String, UInt64)] = []
-            for path in paths {
-                let components = path.split(separator: "/").map(String.init)
-                guard let ino = components.isEmpty ? FilesystemEngine.rootInode : fs.resolve(components) else {
-                    return ["error": "\(path) is not in the mounted catalog", "code": Int(ExitCode.noInput)]
-                }
-                inodes.append((path, ino))
-            }
-            switch op {
-            case "status":
-                // `after`: answer once a download row changed past that point (or `wait` seconds
-                // went by), so a follower needs no polling; `change` says where it now stands.
-                let change =
-                    (request["after"] as? NSNumber).map { after in
-                        fs.transfers.waitForChange(after: after.intValue, timeout: min((request["wait"] as? NSNumber)?.doubleValue ?? 1, 10))
-                    } ?? fs.transfers.changeCount
-                let entries = inodes.flatMap { path, ino in fs.statuses(below: ino, named: path).map(\.wire) }
-                return ["entries": entries, "change": change]
-            case "set":
-                guard let name = request["name"] as? String, let value = request["value"] as? String else {
-                    return ["error": "set needs name and value", "code": Int(ExitCode.usage)]
-                }
-                do {
-                    for (_, ino) in inodes { try fs.setxattr(ino, name: FilesystemEngine.xattrPrefix + name, value: Array(value.utf8)) }
-                } catch {
-                    return ["error": error.userMessage, "code": Int(ExitCode.of(error))]
-                }
-                log.info("control: \(name)=\(value) on \(paths.count) paths")
-                return ["files": inodes.count]
-            default:
-                return ["error": "unknown request '\(op)'", "code": Int(ExitCode.usage)]
-            }
+            ControlChannel.write(client, handle(request) { step in ControlChannel.write(client, DaemonResponse.progress(step)) })
         }
     }
 
     // MARK: CLI side
 
-    /// Sends `request` to the daemon of `layout`; nil when none listens there. Progress lines
-    /// before the answer go to `progress`.
-    static func send(_ layout: DataLayout, _ request: [String: Any], progress: (String) -> Void = { _ in }) throws -> [String: Any]? {
+    /// Sends `request` to the daemon of `layout` and returns its answer; nil when no daemon
+    /// listens there. Progress lines before the answer go to `progress`; a failure is thrown.
+    public static func send(_ layout: DataLayout, _ request: DaemonRequest, progress: (String) -> Void = { _ in }) throws(CLIError) -> DaemonResponse? {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
@@ -159,21 +103,20 @@ enum ControlChannel {
         }
         write(fd, request)
         var reader = LineReader(fd: fd)
-        var answer: [String: Any] = [:]
         while true {
-            guard let line = reader.next(), let object = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] else {
+            guard let line = reader.next(), let answer = try? JSONDecoder().decode(DaemonResponse.self, from: Data(line.utf8)) else {
                 throw CLIError(ExitCode.software, "the daemon did not answer on \(path(layout)); see its log")
             }
-            if let step = object["progress"] as? String { progress(step); continue }
-            answer = object
-            break
+            switch answer {
+            case .progress(let step): progress(step)
+            case .failure(let code, let message): throw CLIError(code, message)
+            default: return answer
+            }
         }
-        if let error = answer["error"] as? String { throw CLIError(Int32(answer["code"] as? Int ?? Int(ExitCode.software)), error) }
-        return answer
     }
 
     /// `path` relative to the mount root at `mountpoint`, or nil when it is not below it.
-    static func relative(_ path: String, to mountpoint: String) -> String? {
+    public static func relative(_ path: String, to mountpoint: String) -> String? {
         let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         let clean = URL(fileURLWithPath: absolute).standardized.path
         if clean == mountpoint { return "" }
@@ -192,8 +135,10 @@ enum ControlChannel {
         return address
     }
 
-    static func write(_ fd: Int32, _ object: [String: Any]) {
-        guard var data = try? JSONSerialization.data(withJSONObject: object, options: [.withoutEscapingSlashes]) else { return }
+    static func write(_ fd: Int32, _ value: some Encodable) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        guard var data = try? encoder.encode(value) else { return }
         data.append(10)
         data.withUnsafeBytes { raw in
             var offset = 0

@@ -1,0 +1,264 @@
+import CLinux
+import Foundation
+import LabstreamBackends
+import LabstreamCore
+import LabstreamEngine
+import LabstreamFS
+import LabstreamStore
+import Synchronization
+
+/// The daemon: the one place its parts are made and wired (index, transfers, side files, the
+/// filesystem engine, the sync scheduler, the control socket), and the one place that answers
+/// its typed API (`handle`). The kernel mount is the caller's: `labstream mount` puts
+/// `fs` behind FUSE; a test can run a daemon in-process with no mount at all.
+public final class Daemon: Sendable {
+    public let context: Context
+    public let log: Logger
+    public let index: OfflineIndex
+    public let transfers: TransferEngine
+    public let fs: FilesystemEngine
+    /// What start-up left out (servers without credentials), for the person who mounted.
+    public let notes: [String]
+    let fetcher: SideAssetFetcher
+    let scheduler: SyncScheduler
+    let control: ControlChannel.Server?
+    /// A dispatch source is safe to use from any thread.
+    nonisolated(unsafe) let heapTrim: any DispatchSourceTimer
+    /// Servers mounted from the index, synced once the mount is up.
+    let fromIndex: [String]
+    let refreshInterval: TimeInterval
+
+    /// Every configured server with credentials, by default through libcurl; a test passes its own.
+    public typealias Backends = @Sendable (LabstreamConfig, Logger) throws -> [any MediaBackend]
+
+    /// Makes the daemon: reconciles the index with the disk, syncs the servers that have no
+    /// catalog yet, builds the tree and starts the background work and the control socket.
+    /// The data dir's lock must be held.
+    public init(
+        context: Context, options: MountOptions, log: Logger, controlSocket: Bool = true,
+        backends makeBackends: Backends? = nil
+    ) throws(CLIError) {
+        CLinux_map_large_allocations()
+        var config = try context.loadConfig()
+        if let size = options.segmentSize { config.sizes.segmentSize = size }
+        if let max = options.cacheMax { config.maxCacheSize = max }
+        if let rate = options.rateLimit { config.rateLimit = rate }
+        guard !config.servers.isEmpty else {
+            throw CLIError(
+                ExitCode.config,
+                "no servers are configured in \(context.configPath); add one with: labstream server add jellyfin NAME --url URL --user USER --password-stdin")
+        }
+        self.context = context
+        self.log = log
+        let index = try context.openIndex()
+        self.index = index
+        do { _ = try Reconcile.run(index: index, layout: context.layout, now: Int64(Date().timeIntervalSince1970), log: { log.warn($0) }) } catch {
+            throw CLIError(error)
+        }
+        let backends: [any MediaBackend]
+        do { backends = try makeBackends?(config, log) ?? context.backends(config, log: log) } catch { throw CLIError(any: error) }
+        notes = config.servers.map(\.name).filter { name in !backends.contains { $0.serverName == name } }
+            .map { "server \($0) has no stored credentials and is not mounted; add it again with `labstream server add`" }
+        var settings = TransferEngine.Settings(
+            sizes: config.sizes, readTimeout: config.fetchTimeout + config.connectTimeout,
+            maxQueuedSegments: config.connectionsPerFile, maxConcurrentFiles: config.maxConcurrentFiles,
+            checkpointBytes: max(1 << 20, config.sizes.segmentSize / 8),
+            limits: .init(maxSize: config.maxCacheSize, minFree: config.minFree),
+            playbackProbe: config.playbackProbe, rateLimit: config.rateLimit)
+        settings.qualities = config.qualities
+        let transfers = TransferEngine(index: index, layout: context.layout, settings: settings, log: { log.info($0) })
+        self.transfers = transfers
+        for b in backends { transfers.setBackend(b) }
+
+        // The `.nfo` beside each film and episode and in each series folder, made from the
+        // index, the chapters the server knows (each file's user.labstream.chapters), and the
+        // artwork and subtitles stored beside them.
+        let fetcher = SideAssetFetcher(engine: transfers, mode: config.sideAssets)
+        self.fetcher = fetcher
+        let beside = Self.besideMedia(index: index, fetcher: fetcher, mode: config.sideAssets, log: log)
+        // Set once `fs` exists; the scheduler's first syncs (before it does) need no rebuild.
+        let tree = Mutex<FilesystemEngine?>(nil)
+        let reload: @Sendable () -> Void = {
+            guard let fs = tree.withLock({ $0 }) else { return }
+            do {
+                let files = try index.treeFiles()
+                let made = beside(files)
+                fs.reload(files: files, generated: made.files, chapters: made.chapters)
+                CLinux_release_free_memory()
+                log.info("catalog reloaded from the index")
+            } catch {
+                log.warn("reloading the catalog failed: \(describe(error))")
+            }
+        }
+        let scheduler = SyncScheduler(context: context, index: index, transfers: transfers, log: log, mounted: config, reload: reload)
+        self.scheduler = scheduler
+
+        // A server with no catalog yet is synced before mounting; the others mount from the
+        // index at once (knowing whether they answer, so the first listing is right) and
+        // refresh once the mount is up.
+        let known: Set<String>
+        do { known = try index.serversWithCatalog() } catch { throw CLIError(error) }
+        let mountedNames = backends.map(\.serverName)
+        fromIndex = mountedNames.filter { known.contains($0) }
+        for backend in backends where known.contains(backend.serverName) {
+            let state = backend.checkReachability()
+            if state != .online { transfers.markUnreachable(backend.serverName, state) }
+        }
+        scheduler.sync(mountedNames.filter { !known.contains($0) }, .first)
+        refreshInterval = config.refreshInterval
+
+        let files: [TreeFile]
+        do { files = try index.treeFiles() } catch { throw CLIError(error) }
+        let made = beside(files)
+        let fs = FilesystemEngine(
+            transfers: transfers, files: files, generated: made.files, chapters: made.chapters,
+            ownership: FilesystemEngine.Ownership(uid: options.uid ?? geteuid(), gid: options.gid ?? getegid(), umask: options.umask),
+            sizes: config.sizes, offlineView: options.offlineView)
+        self.fs = fs
+        tree.withLock { $0 = fs }
+        CLinux_release_free_memory()  // what reading the catalog needed is not what serving it needs
+
+        transfers.onTreeChange(reload)  // a finished copy at another quality joins the tree
+        fetcher.onChange(reload)  // stored (or dropped) artwork and subtitles show
+        transfers.onSideAssetsMissing { key in fetcher.status(of: key).contains { $0.state == .missing } }
+        fs.onListed { fetcher.listed($0) }
+        fs.onSideAssetStatus { fetcher.status(of: $0) }
+        transfers.onMediaDropped { fetcher.mediaDropped($0) }
+        transfers.onPinned { fetcher.wake() }
+        transfers.onVerify { fetcher.verify($0) }
+        transfers.onServerOnline { scheduler.serverOnline($0) }
+
+        // The heap's free pages go back to the kernel once enough is held and no walk is under way.
+        let trimPolicy = Mutex(HeapTrimPolicy(slack: CLinux_resident_slack_bytes()))
+        heapTrim = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "labstream.heap-trim", qos: .utility))
+        heapTrim.schedule(deadline: .now() + 10, repeating: 10)
+        heapTrim.setEventHandler {
+            let slack = CLinux_resident_slack_bytes()
+            if trimPolicy.withLock({ $0.tick(served: fs.takeServed(), slack: slack) }) { CLinux_release_free_memory() }
+        }
+
+        var control: ControlChannel.Server?
+        if controlSocket {
+            let handle = Mutex<(@Sendable (DaemonRequest, @escaping (String) -> Void) -> DaemonResponse)?>(nil)
+            do {
+                control = try ControlChannel.Server(layout: context.layout, log: log) { request, progress in
+                    handle.withLock { $0 }?(request, progress) ?? .failure(code: ExitCode.tempFail, message: "the daemon is starting; try again")
+                }
+            } catch {
+                log.warn("no control socket (\(describe(error))); commands fall back to the mount's attributes")
+            }
+            self.control = control
+            handle.withLock { [unowned self] in $0 = { self.handle($0, progress: $1) } }
+        } else {
+            self.control = nil
+        }
+        transfers.startBackgroundFill()
+        heapTrim.resume()
+        fetcher.start()
+        control?.start()
+    }
+
+    /// The mount answers: the servers mounted from the index are synced, then every server
+    /// that answers is refreshed at the configured interval, on a thread of the daemon's own.
+    public func mounted() {
+        let scheduler = self.scheduler, names = fromIndex, interval = refreshInterval
+        let thread = Thread { scheduler.startUpAndRefresh(names, every: interval) }
+        thread.name = "catalog-refresh"
+        thread.start()
+    }
+
+    /// SIGHUP: re-read the configuration and credentials (servers added or removed), sync the
+    /// servers that have no catalog yet, and rebuild the tree, all without unmounting.
+    public func reconfigure() {
+        do {
+            let fresh = try context.loadConfig()
+            let known = try index.serversWithCatalog()
+            let backends = try context.backends(fresh, log: log)
+            for backend in backends { transfers.setBackend(backend) }
+            scheduler.sync(backends.map(\.serverName).filter { !known.contains($0) }, .first)
+            log.info("configuration reloaded: \(fresh.servers.map(\.name).joined(separator: ", "))")
+        } catch {
+            log.warn("reloading the configuration failed, keeping the old one: \(describe(error))")
+        }
+        scheduler.reload()
+    }
+
+    /// Answers one request of the daemon's API (the control socket's, and any other door's).
+    public func handle(_ request: DaemonRequest, progress: @escaping (String) -> Void = { _ in }) -> DaemonResponse {
+        switch request {
+        case .sync(let server, let full):
+            if let server, !scheduler.configured.contains(where: { $0.name == server }) {
+                return .failure(code: ExitCode.noInput, message: CLIError.noSuchServer(server).message)
+            }
+            return .synced(scheduler.sync(server.map { [$0] }, .request(full: full), progress: progress))
+        case .status(let paths, let after, let wait):
+            let inodes: [(String, UInt64)]
+            do { inodes = try resolve(paths) } catch { return .failure(code: error.code, message: error.message) }
+            // `after`: answer once a download row changed past that point, so a follower needs
+            // no polling; `change` says where it now stands.
+            let change = after.map { transfers.waitForChange(after: $0, timeout: min(wait ?? 1, 10)) } ?? transfers.changeCount
+            return .statuses(entries: inodes.flatMap { path, ino in fs.statuses(below: ino, named: path) }, change: change)
+        case .perform(let command, let paths):
+            do throws(CLIError) {
+                let inodes = try resolve(paths)
+                for (_, ino) in inodes {
+                    do { try fs.perform(command, at: ino) } catch { throw CLIError(error) }
+                }
+                log.info("control: \(command) on \(inodes.count) paths")
+                return .performed(files: inodes.count)
+            } catch {
+                return .failure(code: error.code, message: error.message)
+            }
+        }
+    }
+
+    /// The inode of each path below the mount's root.
+    func resolve(_ paths: [String]) throws(CLIError) -> [(String, UInt64)] {
+        try paths.map { path throws(CLIError) in
+            let components = path.split(separator: "/").map(String.init)
+            guard let ino = components.isEmpty ? FilesystemEngine.rootInode : fs.resolve(components) else {
+                throw CLIError(ExitCode.noInput, "\(path) is not in the mounted catalog")
+            }
+            return (path, ino)
+        }
+    }
+
+    /// Stops the background work and leaves the index whole: everything in index.sqlite itself
+    /// (not in its write-ahead log) and a verified backup beside it.
+    public func stop() {
+        control?.stop()
+        fetcher.stop()
+        heapTrim.cancel()
+        transfers.stop()
+        if let error = index.checkpoint() { log.warn("checkpointing the index: \(error)") }
+        do { try index.backUp() } catch { log.warn(error.userMessage) }
+    }
+
+    /// What is made beside the media of `files`: the `.nfo` documents (each one's size from the
+    /// index's cache; only new or changed ones are made), the chapters, and the side assets
+    /// the fetcher has stored.
+    static func besideMedia(
+        index: OfflineIndex, fetcher: SideAssetFetcher, mode: LabstreamConfig.SideAssets, log: Logger
+    ) -> @Sendable ([TreeFile]) -> (files: [GeneratedFile], chapters: [FileKey: String]) {
+        { files in
+            var made: (files: [GeneratedFile], chapters: [FileKey: String]) = ([], [:])
+            var catalogs: [String: [LibraryCatalog]] = [:]
+            for (server, tree) in TreeFile.byServer(files) {
+                let libraries = fetcher.catalog(server: server)
+                if mode != .off {
+                    let (nfos, new) = SideFiles.nfos(tree: tree, libraries: libraries, known: (try? index.documentSizes(server: server)) ?? [:]) {
+                        try? index.document($0)
+                    }
+                    made.files += nfos
+                    if !new.isEmpty {
+                        do { try index.storeDocumentSizes(server: server, new) } catch { log.warn(describe(error)) }
+                    }
+                }
+                made.chapters.merge(SideFiles.chapters(tree: tree, libraries: libraries)) { a, _ in a }
+                catalogs[server] = libraries
+            }
+            made.files += fetcher.replan(tree: files, catalogs: catalogs)
+            return made
+        }
+    }
+}

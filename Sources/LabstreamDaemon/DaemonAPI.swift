@@ -1,0 +1,46 @@
+import LabstreamCore
+
+/// What the daemon is asked, by the CLI over its control socket (and, next, by a local HTTP
+/// API): typed values, one JSON encoding (Codable), served by `Daemon.handle`. Paths are
+/// relative to the mount's root (`SERVER/LIBRARY/…`; empty: the root).
+public enum DaemonRequest: Sendable, Hashable, Codable {
+    /// The status of every file at or below each path. With `after`, the answer waits until a
+    /// download changed past that point (or `wait` seconds, at most 10, went by): a follower
+    /// needs no polling.
+    case status(paths: [String], after: Int? = nil, wait: Double? = nil)
+    /// A person's command on every file at or below each path.
+    case perform(FileCommand, paths: [String])
+    /// Refresh the catalog of one server (nil: every one) now; progress comes before the answer.
+    case sync(server: String?, full: Bool)
+}
+
+/// The daemon's answer. A request gets `progress` lines (a sync's steps) and then exactly one
+/// other answer.
+public enum DaemonResponse: Sendable, Hashable, Codable {
+    case statuses(entries: [FileStatus], change: Int)
+    case performed(files: Int)
+    case synced([SyncResult])
+    case progress(String)
+    /// Refused or failed: the sysexits code and the sentence a person reads.
+    case failure(code: Int32, message: String)
+}
+
+/// One server's sync as a person reads it (the same whether the CLI or the daemon ran it).
+public struct SyncResult: Sendable, Hashable, Codable {
+    public var server: String
+    /// How many files its catalog has now; nil when it failed.
+    public var files: Int?
+    /// false: nothing changed, and the index and tree were left as they were.
+    public var changed: Bool
+    /// Why it failed (the previous catalog is kept), and the exit code it means.
+    public var error: String?
+    public var code: Int32?
+
+    public static func succeeded(_ server: String, files: Int, changed: Bool) -> SyncResult {
+        SyncResult(server: server, files: files, changed: changed)
+    }
+
+    public static func failed(_ server: String, _ message: String, code: Int32) -> SyncResult {
+        SyncResult(server: server, changed: false, error: message, code: code)
+    }
+}

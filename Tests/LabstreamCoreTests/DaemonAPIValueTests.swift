@@ -1,0 +1,83 @@
+import Foundation
+import LabstreamCore
+import Testing
+
+/// The typed values every door of the daemon speaks: commands decoded once from an attribute,
+/// and one JSON form of a file's status that reads back as the same status.
+@Suite struct FileCommandTests {
+    @Test func everyAttributeWriteIsOneCommandAndWritesBackTheSame() throws {
+        let cases: [(String, String, FileCommand)] = [
+            ("pin", "1", .pin(quality: nil)), ("pin", " 0\n", .unpin), ("pin", "10mbps", .pin(quality: Quality("10mbps"))),
+            ("pin", "original", .pin(quality: .original)), ("action", "pause", .queue(.pause)), ("action", "cancel", .queue(.cancel)),
+            ("monitor", "latest-season,delete-watched", .monitor("latest-season,delete-watched")), ("monitor", "off", .monitor(nil)),
+            ("monitor", "", .monitor(nil))
+        ]
+        for (name, value, command) in cases {
+            #expect(try FileCommand(attribute: name, value: value) == command, "\(name)=\(value)")
+            #expect(try FileCommand(attribute: command.attribute, value: command.value) == command)
+        }
+        #expect(FileCommand.pin(quality: nil).description == "pin=1" && FileCommand.queue(.retry).description == "action=retry")
+    }
+
+    @Test func aWriteThatIsNoCommandIsRefusedSayingWhatItTakes() {
+        #expect(throws: LabstreamError.invalidArgument("user.labstream.action takes pause, resume, retry, cancel, verify")) {
+            try FileCommand(attribute: "action", value: "explode")
+        }
+        #expect(throws: LabstreamError.self) { try FileCommand(attribute: "pin", value: "3mbps") }
+        #expect(throws: LabstreamError.unsupportedAttributeWrite("user.labstream.state")) { try FileCommand(attribute: "state", value: "complete") }
+    }
+
+    @Test func commandsTravelAsJSONAndComeBackTheSame() throws {
+        for command: FileCommand in [.pin(quality: Quality("2mbps")), .pin(quality: nil), .unpin, .queue(.verify), .monitor("all"), .monitor(nil)] {
+            #expect(try JSONDecoder().decode(FileCommand.self, from: JSONEncoder().encode(command)) == command)
+        }
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode(FileCommand.self, from: Data(#"{"pin":{"quality":"3mbps"}}"#.utf8)) }
+    }
+}
+
+@Suite struct FileStatusJSONTests {
+    let film = FileKey(server: "home", itemId: "i1", sourceId: "s1")
+
+    func row(_ status: DownloadStatus, present: Int64, reason: String?, cause: PauseCause? = nil) -> DownloadRow {
+        var r = DownloadRow(
+            key: film, status: status, attempt: AttemptID(1), validator: nil, total: 100,
+            present: present > 0 ? RangeSet([ByteRange(0, present)]) : RangeSet(), partialPath: "p", reason: reason)
+        r.pauseCause = cause
+        return r
+    }
+
+    func roundTrip(_ status: FileStatus) throws -> (FileStatus, [String: Any]) {
+        let data = try JSONEncoder().encode(status)
+        return (try JSONDecoder().decode(FileStatus.self, from: data), try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any]))
+    }
+
+    @Test func aStatusReadsBackAsTheSameStatusWhateverItsReason() throws {
+        let copy = DerivedCopy.key(of: film, quality: Quality("2mbps")!)
+        var copyRow = row(.preparing, present: 0, reason: StatusReason.preparing(job: "7"))
+        copyRow.key = copy
+        let statuses = [
+            FileStatus(path: "home/Movies/F.mkv", size: 100, row: row(.paused, present: 30, reason: StatusReason.storageFull, cause: .storageFull)),
+            FileStatus(path: "a", size: 100, row: row(.unverified, present: 100, reason: StatusReason.awaitingValidation)),
+            FileStatus(path: "b", size: 100, row: row(.paused, present: 10, reason: StatusReason.pausedByUser, cause: .user), related: [copyRow]),
+            FileStatus(path: "c", size: 100, row: row(.failed, present: 100, reason: "mpv: unrecognized file format")),
+            FileStatus(path: "d", size: 100, row: nil, orphaned: true),
+            FileStatus(
+                path: "e", state: .complete, present: 100, total: 100, reason: nil, pinned: true,
+                newVersion: .init(quality: nil, state: .downloading, present: 5, total: 120, reason: nil),
+                sideAssets: [SideAssetStatus(name: "poster.jpg", state: .failed, reason: "HTTP 404"), SideAssetStatus(name: "F.eng.srt", state: .stored)])
+        ]
+        for status in statuses {
+            let (back, _) = try roundTrip(status)
+            #expect(back == status, "\(status.path)")
+        }
+    }
+
+    @Test func theJSONSaysTheReasonAsACodeAndASentence() throws {
+        let (_, full) = try roundTrip(
+            FileStatus(path: "p", size: 100, row: row(.paused, present: 30, reason: StatusReason.storageFull, cause: .storageFull)))
+        #expect(full["reason"] as? String == "storage_full" && full["state"] as? String == "paused")
+        #expect((full["message"] as? String)?.contains("disk is full") == true && full["bytes_present"] as? Int == 30 && full["bytes_total"] as? Int == 100)
+        let (_, plain) = try roundTrip(FileStatus(path: "q", size: 100, row: nil))
+        #expect(plain["reason"] == nil && plain["message"] == nil && plain["state"] as? String == "not-local" && plain["pinned"] as? Bool == false)
+    }
+}
