@@ -259,8 +259,8 @@ public struct DownloadRow: Sendable, Hashable {
     public var pinned: Bool
     /// The catalog's tag for the version these bytes belong to (media source ETag, Plex part key).
     public var sourceTag: String?
-    /// The server-side job preparing this copy (Emby Convert), while it matters.
-    public var job: String?
+    /// The server-side job preparing this copy (Emby Convert, Plex's download queue), while it matters.
+    public var job: ServerJob?
     /// The local copy's identity (`PartialFile.identity`) when this daemon last found every
     /// byte present and matching its digest. A copy with the same identity after a restart was
     /// not written since, and is trusted without reading it again.
@@ -272,7 +272,7 @@ public struct DownloadRow: Sendable, Hashable {
     public init(
         key: FileKey, status: DownloadStatus, attempt: AttemptID, validator: Validator?, total: Int64,
         present: RangeSet, partialPath: String, reason: String? = nil, awaitingValidation: Bool = false,
-        pinned: Bool = false, sourceTag: String? = nil, job: String? = nil, checked: String? = nil,
+        pinned: Bool = false, sourceTag: String? = nil, job: ServerJob? = nil, checked: String? = nil,
         pauseCause: PauseCause? = nil
     ) {
         self.pauseCause = status == .paused ? pauseCause : nil

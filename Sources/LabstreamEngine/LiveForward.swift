@@ -182,7 +182,7 @@ final class LiveForward: Sendable {
         let live = Set(runs.withLock { $0.values.map(\.session) })
         let pending = engine.journal.pending
         guard !pending.isEmpty else { return }
-        let jobsInUse = Set(((try? engine.index.downloads()) ?? []).filter { $0.status != .failed }.compactMap(\.job))
+        let jobsInUse = Set(((try? engine.index.downloads()) ?? []).filter { $0.status != .failed }.compactMap(\.job?.id))
         for intent in pending where !live.contains(intent.session) {
             guard let backend = engine.backend(for: intent.server), engine.reachability(of: intent.server) == .online else { continue }
             switch intent.kind {

@@ -11,8 +11,6 @@ import Synchronization
 /// journaled for cancellation until its file has arrived and the server was told.
 final class PreparedCopies: Sendable {
     static let pollInterval = 1.0
-    /// `row.job` while a job is being made: after a stop, the server is asked for it first.
-    static let creating = "creating"
     let nextPoll = Mutex<[FileKey: Date]>([:])
     /// Transient failures in a row per copy: each retry waits longer (capped).
     let failures = Mutex<[FileKey: Int]>([:])
@@ -21,12 +19,12 @@ final class PreparedCopies: Sendable {
         var row = queued
         guard let backend = any as? any PreparedCopySource else { return .idle }  // the route says it prepares; this one cannot
         do throws(LabstreamError) {
-            guard let job = row.job, job != Self.creating else {
+            guard case .made(let job)? = row.job else {
                 if let due = nextPoll.withLock({ $0[row.key] }), due > Date() { return .waitUntil(due) }
                 let id: String
                 // A create whose answer never came back (a stop, a timeout) may have made the job:
                 // adopt it rather than make a second one, and cancel any further ones.
-                let found = row.job == Self.creating ? try backend.existingPreparations(of: base, route: route) : []
+                let found = row.job == .creating ? try backend.existingPreparations(of: base, route: route) : []
                 if let adopted = found.first {
                     id = adopted
                     engine.log("\(base.path.joined(separator: "/")): adopted server job \(id), made by an earlier try whose answer was lost")
@@ -37,12 +35,12 @@ final class PreparedCopies: Sendable {
                     }
                 } else {
                     // The intent is recorded before the job is made.
-                    row.job = Self.creating
+                    row.job = .creating
                     _ = try engine.index.saveDownload(row, now: engine.now())
                     id = try backend.startPreparation(of: base, route: route)
                 }
                 try engine.journal.add(.init(kind: .cancelJob, server: row.key.server, session: id, created: engine.now()))
-                row.job = id
+                row.job = .made(id)
                 row.apply(.preparationStarted(queued: route.waitingStatus == .queued))
                 row.reason = StatusReason.preparing(job: id)
                 _ = try engine.index.saveDownload(row, now: engine.now())
@@ -65,7 +63,7 @@ final class PreparedCopies: Sendable {
                     row.apply(.enqueued)
                     row.total = size
                     row.sourceTag = prepared.tag
-                    row.job = job
+                    row.job = .made(job)
                     _ = try engine.index.saveDownload(row, now: engine.now())
                     engine.log("\(base.path.joined(separator: "/")): server job \(job) is ready (\(size) bytes)")
                 case .failed(let why):
@@ -90,7 +88,7 @@ final class PreparedCopies: Sendable {
                 failures.withLock { _ = $0.removeValue(forKey: row.key) }
                 row.apply(.failedPermanently)
                 row.reason = error.userMessage
-                if row.job == Self.creating { row.job = nil }
+                if row.job == .creating { row.job = nil }
                 _ = try? engine.index.saveDownload(row, now: engine.now())
                 engine.log("\(base.path.joined(separator: "/")): \(error.userMessage)")
                 engine.noteChange()
@@ -124,7 +122,7 @@ final class PreparedCopies: Sendable {
     /// Closes jobs whose files have arrived: the server is told, the journal forgets them.
     func finish(_ engine: TransferEngine) {
         for var row in (try? engine.index.finishedServerJobs()) ?? [] {
-            guard let job = row.job, row.sourceTag != nil, let backend = engine.backend(for: row.key.server),
+            guard let job = row.job?.id, row.sourceTag != nil, let backend = engine.backend(for: row.key.server),
                 engine.reachability(of: row.key.server) == .online
             else { continue }
             do throws(LabstreamError) {

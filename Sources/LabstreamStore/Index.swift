@@ -1094,7 +1094,7 @@ public final class OfflineIndex: Sendable {
                 .int(row.attempt.rawValue), row.validator.map { .text($0.description) } ?? .null, .int(row.total),
                 .text(row.present.serialized), .text(row.partialPath), row.reason.map(SQLValue.text) ?? .null,
                 .int(row.awaitingValidation ? 1 : 0), .int(now), .int(row.pinned ? 1 : 0), row.sourceTag.map(SQLValue.text) ?? .null,
-                row.job.map(SQLValue.text) ?? .null, row.checked.map(SQLValue.text) ?? .null, row.pauseCause.map { .text($0.rawValue) } ?? .null
+                row.job.map { .text($0.persisted) } ?? .null, row.checked.map(SQLValue.text) ?? .null, row.pauseCause.map { .text($0.rawValue) } ?? .null
             ])
     }
 
@@ -1107,7 +1107,7 @@ public final class OfflineIndex: Sendable {
             key: FileKey(server: s, itemId: i, sourceId: id), status: status, attempt: AttemptID(attempt),
             validator: r[5].text.flatMap(Validator.init(persisted:)), total: total, present: ranges,
             partialPath: partial, reason: r[9].text, awaitingValidation: (r[10].int ?? 0) != 0,
-            pinned: (r[11].int ?? 0) != 0, sourceTag: r[12].text, job: r[13].text, checked: r[14].text,
+            pinned: (r[11].int ?? 0) != 0, sourceTag: r[12].text, job: r[13].text.map(ServerJob.init(persisted:)), checked: r[14].text,
             pauseCause: r[15].text.flatMap(PauseCause.init(rawValue:)))
     }
 

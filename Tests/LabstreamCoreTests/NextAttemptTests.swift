@@ -6,13 +6,13 @@ import Testing
     let row = DownloadRow(
         key: FileKey(server: "s", itemId: "i", sourceId: "m"), status: .downloading, attempt: AttemptID(4),
         validator: .etag("\"v1\""), total: 100, present: RangeSet([ByteRange(0, 60)]), partialPath: "partials/x.part",
-        reason: "old", awaitingValidation: true, pinned: true, sourceTag: "tag", job: "7", checked: "id")
+        reason: "old", awaitingValidation: true, pinned: true, sourceTag: "tag", job: .made("7"), checked: "id")
 
     @Test func theNextAttemptHasNothingOfTheOldBytesAndKeepsTheFile() {
         let next = row.nextAttempt(reason: "why")
         #expect(next.attempt == AttemptID(5) && next.present.isEmpty && next.validator == nil && next.checked == nil && !next.awaitingValidation)
         #expect(next.status == .queued && next.reason == "why")  // pinned: the fill takes it up again
-        #expect(next.key == row.key && next.total == 100 && next.partialPath == row.partialPath && next.pinned && next.sourceTag == "tag" && next.job == "7")
+        #expect(next.key == row.key && next.total == 100 && next.partialPath == row.partialPath && next.pinned && next.sourceTag == "tag" && next.job == .made("7"))
         var unpinned = row
         unpinned.pinned = false
         #expect(unpinned.nextAttempt(reason: nil).status == .partial)
@@ -22,5 +22,13 @@ import Testing
             from.status = status
             #expect(from.nextAttempt(reason: nil).status == .queued && unpinned.nextAttempt(reason: nil).status == .partial, "\(status)")
         }
+    }
+}
+
+@Suite struct ServerJobTests {
+    /// The index keeps a job as text: `creating` before the create's answer, else the server's id.
+    @Test func aJobReadsBackFromTheIndexAsItWasKept() {
+        for job: ServerJob in [.creating, .made("42"), .made("7/3")] { #expect(ServerJob(persisted: job.persisted) == job) }
+        #expect(ServerJob(persisted: "creating") == .creating && ServerJob.creating.id == nil && ServerJob.made("9").id == "9")
     }
 }

@@ -6,7 +6,7 @@ import Testing
     func row(_ status: DownloadStatus, present: RangeSet = RangeSet(), key: FileKey = FileKey(server: "s", itemId: "i", sourceId: "m")) -> DownloadRow {
         DownloadRow(
             key: key, status: status, attempt: AttemptID(1), validator: nil, total: 100, present: present,
-            partialPath: "partials/x.part", reason: "old reason", job: "job-1")
+            partialPath: "partials/x.part", reason: "old reason", job: .made("job-1"))
     }
 
     @Test(arguments: [DownloadStatus.partial, .paused, .failed])
@@ -29,7 +29,7 @@ import Testing
         var r = row(status)
         r.pinned = true
         r.setPinned(false)
-        #expect(!r.pinned && r.status == .partial && r.reason == nil && r.job == "job-1")
+        #expect(!r.pinned && r.status == .partial && r.reason == nil && r.job == .made("job-1"))
     }
 
     @Test func aCopyAtAnotherQualityIsWholeOnceCompleteAndLosesItsJobWhenUnpinned() {
