@@ -12,7 +12,8 @@ import Testing
         let next = row.nextAttempt(reason: "why")
         #expect(next.attempt == AttemptID(5) && next.present.isEmpty && next.validator == nil && next.checked == nil && !next.awaitingValidation)
         #expect(next.status == .queued && next.reason == "why")  // pinned: the fill takes it up again
-        #expect(next.key == row.key && next.total == 100 && next.partialPath == row.partialPath && next.pinned && next.sourceTag == "tag" && next.job == .made("7"))
+        #expect(
+            next.key == row.key && next.total == 100 && next.partialPath == row.partialPath && next.pinned && next.sourceTag == "tag" && next.job == .made("7"))
         var unpinned = row
         unpinned.pinned = false
         #expect(unpinned.nextAttempt(reason: nil).status == .partial)
