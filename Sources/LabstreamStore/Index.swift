@@ -1053,10 +1053,11 @@ public final class OfflineIndex: Sendable {
                 for r in try c.query("SELECT rowid, \(Self.downloadColumns) FROM downloads") {
                     let columns = Array(r.dropFirst())
                     guard Self.decodeDownload(columns) == nil, let rowid = r[0].int else { continue }
-                    let names = Self.downloadColumns.split(separator: ",").map { $0.trimming(" ") }
-                    let verbatim = zip(names, columns).map { "\($0)=\($1.text ?? $1.int.map { String($0) } ?? "NULL")" }.joined(separator: "; ")
-                    let partial = columns[8].text.flatMap { DataLayout.isValidPartialPath($0) ? $0 : nil }
-                    let name = "\(columns[0].text ?? "?")/\(columns[1].text ?? "?")/\(columns[2].text ?? "?")"
+                    let named = NamedRow<DownloadColumn>(columns)
+                    let verbatim = zip(DownloadColumn.allCases.map(\.rawValue), columns).map { "\($0)=\($1.text ?? $1.int.map { String($0) } ?? "NULL")" }
+                        .joined(separator: "; ")
+                    let partial = named[.partial].text.flatMap { DataLayout.isValidPartialPath($0) ? $0 : nil }
+                    let name = "\(named[.server].text ?? "?")/\(named[.itemId].text ?? "?")/\(named[.sourceId].text ?? "?")"
                     try c.run(
                         "INSERT INTO quarantine(source, row, partial, reason, at) VALUES('downloads', ?, ?, ?, ?)",
                         [.text(verbatim), partial.map(SQLValue.text) ?? .null, .text(Self.whyMalformed(columns)), .int(now)])
@@ -1080,8 +1081,14 @@ public final class OfflineIndex: Sendable {
         return "missing or invalid column"
     }
 
-    static let downloadColumns =
-        "server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason, awaiting_validation, pinned, source_tag, job, checked, pause_cause"
+    /// The columns a download row is read from, in the order every SELECT of them lists them:
+    /// a row is decoded by column name, never by a position written out by hand.
+    enum DownloadColumn: String, CaseIterable {
+        case server, itemId = "item_id", sourceId = "source_id", status, attempt, validator, total, ranges, partial, reason
+        case awaitingValidation = "awaiting_validation", pinned, sourceTag = "source_tag", job, checked, pauseCause = "pause_cause"
+    }
+
+    static let downloadColumns = DownloadColumn.allCases.map(\.rawValue).joined(separator: ", ")
 
     static func insert(_ row: DownloadRow, into c: Connection, now: Int64) throws {
         try c.run(
@@ -1098,17 +1105,18 @@ public final class OfflineIndex: Sendable {
             ])
     }
 
-    static func decodeDownload(_ r: [SQLValue]) -> DownloadRow? {
-        guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let status = r[3].text.flatMap(DownloadStatus.init(rawValue:)),
-            let attempt = r[4].int, let total = r[6].int, let ranges = r[7].text.flatMap(RangeSet.init(serialized:)),
-            let partial = r[8].text, DataLayout.isValidPartialPath(partial)
+    static func decodeDownload(_ values: [SQLValue]) -> DownloadRow? {
+        let r = NamedRow<DownloadColumn>(values)
+        guard let s = r[.server].text, let i = r[.itemId].text, let id = r[.sourceId].text,
+            let status = r[.status].text.flatMap(DownloadStatus.init(rawValue:)), let attempt = r[.attempt].int, let total = r[.total].int,
+            let ranges = r[.ranges].text.flatMap(RangeSet.init(serialized:)), let partial = r[.partial].text, DataLayout.isValidPartialPath(partial)
         else { return nil }
         return DownloadRow(
             key: FileKey(server: s, itemId: i, sourceId: id), status: status, attempt: AttemptID(attempt),
-            validator: r[5].text.flatMap(Validator.init(persisted:)), total: total, present: ranges,
-            partialPath: partial, reason: r[9].text, awaitingValidation: (r[10].int ?? 0) != 0,
-            pinned: (r[11].int ?? 0) != 0, sourceTag: r[12].text, job: r[13].text.map(ServerJob.init(persisted:)), checked: r[14].text,
-            pauseCause: r[15].text.flatMap(PauseCause.init(rawValue:)))
+            validator: r[.validator].text.flatMap(Validator.init(persisted:)), total: total, present: ranges,
+            partialPath: partial, reason: r[.reason].text, awaitingValidation: (r[.awaitingValidation].int ?? 0) != 0,
+            pinned: (r[.pinned].int ?? 0) != 0, sourceTag: r[.sourceTag].text, job: r[.job].text.map(ServerJob.init(persisted:)),
+            checked: r[.checked].text, pauseCause: r[.pauseCause].text.flatMap(PauseCause.init(rawValue:)))
     }
 
     func read<T>(_ what: String, _ body: () throws -> T) throws(LabstreamError) -> T {

@@ -190,3 +190,18 @@ public struct Row: ~Copyable {
         }
     }
 }
+
+/// A result row read by column name: `Column`'s cases, in order, are the columns the SELECT
+/// listed (a missing one reads as NULL).
+struct NamedRow<Column: CaseIterable & Equatable> {
+    let values: [SQLValue]
+
+    init(_ values: [SQLValue]) { self.values = values }
+
+    subscript(_ column: Column) -> SQLValue {
+        guard let at = Column.allCases.firstIndex(of: column).map({ Column.allCases.distance(from: Column.allCases.startIndex, to: $0) }),
+            at < values.count
+        else { return .null }
+        return values[at]
+    }
+}
