@@ -5,16 +5,17 @@ import LabstreamStore
 import Synchronization
 
 /// Tops up the segment train of every pinned file that still misses bytes, whenever pins,
-/// catalogs, backends or finished transfers change something.
+/// catalogs, backends or finished transfers change something. It makes no call to a server but
+/// for bytes: the registries and the servers' cleanup run on their own threads, which it only
+/// wakes, so a server that is slow to answer them holds up no other server's files.
 enum BackgroundFill {
     /// One pass over the pinned rows. Returns when it next needs to look again without a
     /// wake-up (a retry's backoff).
     static func pass(_ engine: TransferEngine) -> Date? {
         engine.evictIfNeeded()
-        engine.live.replayJournal(engine)
-        engine.prepared.finish(engine)
+        engine.cleanup.wake()
+        engine.entries.wake()
         let versionsDue = NextVersions.pass(engine)
-        let entriesDue = engine.managed.pass(engine)
         let pinned: [DownloadRow]
         do { pinned = try engine.index.pinnedIncompleteDownloads() } catch {
             engine.log("background fill: \(error.userMessage)")
@@ -27,6 +28,9 @@ enum BackgroundFill {
         var active = 0
         var soonest: Date?
         for row in copies + originals where active < engine.settings.maxConcurrentFiles {
+            // A registry's file is fetched once its registry has had its say (its entry made or
+            // read back), as when the two ran in one pass; the registry wakes the fill after.
+            if engine.managed.holdsFill(row.key.server, engine: engine) { continue }
             let state: FileTransfer.FillState
             if DerivedCopy.parse(row.key) != nil {
                 state = engine.live.consider(row, engine: engine)
@@ -49,6 +53,6 @@ enum BackgroundFill {
             case .idle: continue
             }
         }
-        return [soonest, versionsDue, entriesDue].compactMap { $0 }.min()
+        return [soonest, versionsDue].compactMap { $0 }.min()
     }
 }

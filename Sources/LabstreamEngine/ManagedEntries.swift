@@ -25,7 +25,32 @@ final class ManagedEntries: Sendable {
     /// Failed attempts the server's entries were read back for (a refused fetch may be a revoked entry).
     let failuresSeen = Mutex<Set<String>>([])
 
-    func poke() { poked.store(true, ordering: .relaxed) }
+    /// Registry servers whose pass runs now, and those with files pinned (or retried) since
+    /// their last pass began.
+    let inPass = Mutex<Set<String>>([])
+    let due = Mutex<Set<String>>([])
+    /// Wakes the registries' thread (`TransferEngine.entries`); set before the engine starts it.
+    let wakeUp = Hook<@Sendable () -> Void>()
+
+    func poke() {
+        poked.store(true, ordering: .relaxed)
+        wakeUp.function?()
+    }
+
+    /// Files of `servers` were pinned or retried: their registry has its say (an entry made or
+    /// read back) before the fill fetches them.
+    func pinned(_ servers: Set<String>) {
+        due.withLock { $0.formUnion(servers) }
+        poke()
+    }
+
+    /// Whether the fill leaves `server`'s files alone for now: it keeps a registry, and a pass
+    /// runs for it or is due since a pin, which may make or read back the entry its bytes come
+    /// through. Other servers' files never wait on a registry, nor on its other passes.
+    func holdsFill(_ server: String, engine: TransferEngine) -> Bool {
+        guard inPass.withLock({ $0.contains(server) }) || due.withLock({ $0.contains(server) }) else { return false }
+        return engine.backend(for: server) is any ManagedDownloadRegistry
+    }
 
     /// Set when a step left work for the very next pass (an entry to read back).
     let again = Atomic<Bool>(false)
@@ -45,16 +70,23 @@ final class ManagedEntries: Sendable {
     }
 
     /// One pass over every registry server. Returns when it wants to run again without a wake-up.
-    func pass(_ engine: TransferEngine) -> Date? {
+    /// Returns when it wants to run again without a wake-up, and whether it ran.
+    func pass(_ engine: TransferEngine) -> (Date?, Bool) {
         let now = Date()
-        let wasPoked = poked.exchange(false, ordering: .relaxed)
         let last = lastPass.withLock { $0 }
         // Throttled: the pass after this one comes a second after the last, so nothing it was
         // woken for waits longer than that.
-        guard wasPoked || now.timeIntervalSince(last) >= 1 else { return last.addingTimeInterval(1) }
+        guard poked.load(ordering: .relaxed) || now.timeIntervalSince(last) >= 1 else { return (last.addingTimeInterval(1), false) }
         lastPass.withLock { $0 = now }
+        // Each registry server is marked running before its pin is taken: the fill never sees neither.
+        let registries = engine.serverNames.filter { engine.backend(for: $0) is any ManagedDownloadRegistry }
+        inPass.withLock { $0.formUnion(registries) }
+        due.withLock { $0.subtract(registries) }
+        poked.store(false, ordering: .relaxed)
+        defer { inPass.withLock { $0.removeAll() } }
         var soonest: Date?
-        for server in engine.serverNames {
+        for server in registries {
+            defer { inPass.withLock { _ = $0.remove(server) } }
             guard let registry = engine.backend(for: server) as? any ManagedDownloadRegistry else { continue }
             if routed.withLock({ $0.insert(server).inserted }) {
                 for entry in ((try? engine.index.managedEntries(server: server)) ?? [:]).values {
@@ -88,7 +120,7 @@ final class ManagedEntries: Sendable {
         }
         if again.exchange(false, ordering: .relaxed) { soonest = min(soonest ?? now.addingTimeInterval(1), now.addingTimeInterval(1)) }
         for (_, poll) in preparing.withLock({ $0 }) { soonest = min(soonest ?? poll.due, poll.due) }
-        return soonest
+        return (soonest, true)
     }
 
     static func key(_ entry: ManagedEntry, _ server: String) -> FileKey { FileKey(server: server, itemId: entry.itemId, sourceId: entry.sourceId) }

@@ -69,7 +69,13 @@ public final class TransferEngine: Sendable {
     /// Every file in the catalog, for background fill of pinned rows.
     private let catalog = Mutex(CatalogFiles())
     public let log: @Sendable (String) -> Void
+    // Each duty its own thread, so that none waits on another's server: the fill (local work and
+    // the bytes), the download-entry registries (Silo's calls), the servers' cleanup (jobs to
+    // finish, the cleanup journal), validation; side assets, monitors and server health have
+    // theirs in their own types.
     let filler = Worker(name: "background-fill")
+    let entries = Worker(name: "download-entries")
+    let cleanup = Worker(name: "server-cleanup")
     let validation = Worker(name: "validation")
     let health = ServerHealth()
     /// Transfers on the wire, to share the rate limit between them.
@@ -100,6 +106,7 @@ public final class TransferEngine: Sendable {
         self.log = log
         self.journal = journal ?? CleanupJournal.open(path: layout.cleanupJournalPath, warn: log)
         index.keepReserve()
+        managed.wakeUp.set { [entries] in entries.wake() }
     }
 
     /// Called when files appear in the tree without a catalog sync (a finished copy at another
@@ -171,6 +178,17 @@ public final class TransferEngine: Sendable {
     /// Starts filling pinned files in the background (until `stop`).
     public func startBackgroundFill() {
         filler.start { [self] _ in BackgroundFill.pass(self) }
+        entries.start { [self] _ in
+            let (due, ran) = managed.pass(self)
+            // What a pass registered or read back lets the fill go on with that server's files.
+            if ran { filler.wake() }
+            return due
+        }
+        cleanup.start { [self] _ in
+            live.replayJournal(self)
+            prepared.finish(self)
+            return nil
+        }
         health.start(self)
         // Without the probe the worker still runs the integrity checks of managed copies.
         validation.start { [self] _ in Validation.pass(self) }
@@ -181,6 +199,8 @@ public final class TransferEngine: Sendable {
     /// stalled one is waited for at most `grace` seconds).
     public func stop(grace: Double = 3) {
         filler.stop()
+        entries.stop()
+        cleanup.stop()
         health.stop()
         validation.stop()
         monitors.stop()
@@ -269,7 +289,7 @@ public final class TransferEngine: Sendable {
         }
         if !pinned { live.cancel(Set(rows.map(\.key))) }
         if pinned { pinnedListener.function?() }
-        managed.poke()
+        managed.pinned(Set(rows.map(\.key.server)))
         log("\(pinned ? "pinned" : "unpinned") \(rows.count) files")
         filler.wake()
     }
@@ -445,7 +465,7 @@ public final class TransferEngine: Sendable {
         }
         if action == .verify { verifyListener.function?(targets.map(\.key)) }
         log("\(action.rawValue) \(targets.count) files")
-        managed.poke()
+        if action == .retry || action == .resume { managed.pinned(Set(targets.map(\.key.server))) } else { managed.poke() }
         filler.wake()
     }
 

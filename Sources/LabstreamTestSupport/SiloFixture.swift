@@ -350,6 +350,10 @@ public final class SiloFixture: Sendable {
 
     public func releaseCreateAnswer() { createHold.withLock { $0 }?.gate.signal() }
 
+    /// Whether a create's answer is being held now (made, not yet sent).
+    public var holdsCreateAnswer: Bool { createHeld.withLock { $0 } }
+    private let createHeld = Mutex(false)
+
     /// Manifests of `fileId` name `hash` as the media file's SHA-256 (a server whose integrity
     /// data disagrees with the bytes it serves).
     public func overrideManifestHash(fileId: String, hash: String) { state.withLock { $0.manifestHashOverride[fileId] = hash } }
@@ -1490,7 +1494,11 @@ public final class SiloFixture: Sendable {
                 h = (false, armed.gate)
                 return armed.gate
             }
-            _ = held?.wait(timeout: .now() + 60)
+            if let held {
+                createHeld.withLock { $0 = true }
+                _ = held.wait(timeout: .now() + 60)
+                createHeld.withLock { $0 = false }
+            }
             return accepted(
                 SiloJ.obj([
                     ("items", SiloJ.array([entryJSON(row)])),

@@ -151,6 +151,39 @@ import Testing
         #expect(try sha256(m.path(rel)) == sha256(expectedTree(m.mediaDir)[rel]!))
     }
 
+    /// A Silo server slow to answer its download registry holds up no other server's files: a
+    /// Jellyfin pin beside it downloads and completes while Silo's create has no answer yet (the
+    /// registry's calls have a thread of their own; the fill only wakes it). The Silo film then
+    /// comes through its entry once the answer arrives, never through the direct route.
+    @Test func aSlowRegistryHoldsUpNoOtherServersFiles() throws {
+        let m = try MountedSilo("silo-slow-registry")
+        #expect(try m.addWithPassword().code == 0)
+        let jellyfin = try ServerFixture(catalog: testCatalog(in: m.scratch.sub("jf-media")), userName: "demo", password: "pw")
+        _ = try jellyfin.start()
+        defer { jellyfin.stop() }
+        let add = try m.cli(["server", "add", "jellyfin", "jf", "--url", jellyfin.baseURL, "--user", "demo", "--password-stdin"], stdin: "pw\n")
+        #expect(add.code == 0, "\(add.stderr)")
+        // Patient enough that a fill stuck behind the held create could not give up on it first.
+        let conf = m.configDir + "/labstream.conf"
+        try (try String(contentsOfFile: conf, encoding: .utf8) + "\n[cache]\nplayback_probe = no\nfetch_timeout = 120\n")
+            .write(toFile: conf, atomically: true, encoding: .utf8)
+        try m.mount()
+        m.fixture.holdNextCreateAnswer()
+        #expect(try m.cli(["pin", m.path(Self.gamma)]).code == 0)
+        #expect(eventually { m.fixture.holdsCreateAnswer })
+        let other = "jf/Movies/Beta (2002)/Beta (2002).mp4"
+        let wait = try m.cli(["pin", "--wait", m.path(other)])
+        #expect(wait.code == 0, "\(wait.stdout) \(wait.stderr)")
+        #expect(m.fixture.holdsCreateAnswer, "the Jellyfin pin finished only once Silo answered")
+        #expect(try sha256(m.path(other)) == sha256(expectedTree(m.scratch.path + "/jf-media")["test/Movies/Beta (2002)/Beta (2002).mp4"]!))
+        // Nothing of the Silo film was fetched while its entry was unanswered.
+        #expect(!m.fixture.requestLog.contains { $0.path.hasSuffix("/direct-download") || $0.path.hasSuffix("/file") }, "\(m.fixture.requestLog)")
+        m.fixture.releaseCreateAnswer()
+        try expectOneCompletedEntry(m, film: "Gamma", at: Self.gamma)
+        #expect(!m.fixture.requestLog.contains { $0.path.hasSuffix("/direct-download") })
+        try m.unmount()
+    }
+
     /// A daemon killed between a create and its answer: after the restart the entry is adopted,
     /// so the server holds exactly one for the file, and the copy completes.
     @Test func aKillBetweenACreateAndItsAnswerLeavesExactlyOneEntry() throws {
