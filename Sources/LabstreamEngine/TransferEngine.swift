@@ -22,7 +22,8 @@ public final class TransferEngine: Sendable {
         public var sizes: TransferSizes
         /// How long a reader waits for its bytes before failing with EIO.
         public var readTimeout: Double
-        /// Segment requests in flight per pinned file (the seed's head plus one look-ahead).
+        /// Segment requests in flight per pinned file: the head plus one look-ahead, so a drop
+        /// or a crash costs at most the two segments on the wire.
         public var maxQueuedSegments: Int
         /// Pinned files filled at once.
         public var maxConcurrentFiles: Int
