@@ -234,7 +234,7 @@ public struct TreeFile: Sendable, Hashable {
 }
 
 /// One attempt at downloading a file. Work started under an older attempt may not change the
-/// row (the seed's exact-attempt ownership).
+/// row: every write names the attempt it belongs to, and only the row's current one is taken.
 public struct AttemptID: Sendable, Hashable, Codable, CustomStringConvertible {
     public let rawValue: Int64
     public init(_ rawValue: Int64) { self.rawValue = rawValue }

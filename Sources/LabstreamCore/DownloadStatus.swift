@@ -1,5 +1,6 @@
-/// Persisted per-file download status: the seed's serialized states plus `partial` for a file
-/// that holds on-demand bytes but was never queued for a full copy.
+/// Persisted per-file download status. The raw values are what the index stores, not display
+/// phases: renaming one changes how an old index reads. `partial` is a file that holds on-demand
+/// bytes but was never queued for a full copy.
 public enum DownloadStatus: String, Sendable, Hashable, Codable, CaseIterable {
     case partial, queued, preparing, downloading, paused, failed, complete, unverified
 

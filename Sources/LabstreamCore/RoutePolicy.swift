@@ -1,5 +1,8 @@
-/// Which download route serves a requested copy, per backend, from the seed's "Backend
-/// routes" table. Pure: the engine and the CLI act on the answer.
+/// Which download route serves a requested copy, per backend: the original (or a version or
+/// output the server already has) is a static, range-resumable file; Jellyfin's copies and Emby's
+/// remux are live forward-only streams; other copies the server prepares first (Emby Convert,
+/// Plex's download queue, Silo's entries) and then serves as a file. Pure: the engine and the CLI
+/// act on the answer.
 
 /// The quality a copy is fetched at: the original bytes, the original's streams in Matroska
 /// (for containers that seek badly or that players refuse: AVI, MPEG-TS, WMV…), or a bitrate cap.

@@ -6,7 +6,7 @@ public enum SegmentRequest: Sendable, Hashable {
     case openEnded(from: Int64)
 }
 
-/// The seed's segment train: which closed ranges to request next for one file. Pure.
+/// The segment train: which closed ranges to request next for one file. Pure.
 ///
 /// Reader-demanded ranges come first and are never held back (a player is waiting on them).
 /// Background fill of a pinned file then tops the file up to `maxQueued` requests in flight,

@@ -244,9 +244,9 @@ public final class DemoServer: Sendable {
             }
             headers.append(("Content-Range", "bytes \(first)-\(last)/\(size)"))
             return HTTPServer.Response(
-                status: 206, headers: headers, body: .file(path: file, offset: first, length: last - first + 1, dropAfter: nil, stall: nil))
+                status: 206, headers: headers, body: .file(path: file, offset: first, length: last - first + 1))
         }
-        return HTTPServer.Response(status: 200, headers: headers, body: .file(path: file, offset: 0, length: size, dropAfter: nil, stall: nil))
+        return HTTPServer.Response(status: 200, headers: headers, body: .file(path: file, offset: 0, length: size))
     }
 
     /// One `Range` of a file of `size` bytes: nil when it is not one this server serves (the

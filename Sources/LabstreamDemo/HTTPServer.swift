@@ -7,7 +7,9 @@ import Synchronization
 #endif
 
 /// A small HTTP/1.1 server on real loopback sockets, one thread per connection, keep-alive.
-/// Enough of the protocol for a media-server fixture; not for production.
+/// Enough of the protocol for the demo's server and the test emulators; not for production. It
+/// has no faults of its own: the emulators make theirs with `stream` bodies (LabstreamFixture's
+/// `FaultyFile`), so `labstream demo` carries none.
 public final class HTTPServer: Sendable {
     public struct Request: Sendable {
         public var method: String
@@ -28,12 +30,12 @@ public final class HTTPServer: Sendable {
 
     public enum Body: Sendable {
         case bytes([UInt8])
-        /// `length` bytes of `file` from `offset`; `dropAfter` closes the connection early;
-        /// `stall` pauses once `after` body bytes went out; `sent` hears how many body bytes
-        /// went out so far.
-        case file(
-            path: String, offset: Int64, length: Int64, dropAfter: Int64?, stall: (after: Int64, seconds: Double)?,
-            sent: (@Sendable (Int64) -> Void)? = nil)
+        /// `length` bytes of `file` from `offset`.
+        case file(path: String, offset: Int64, length: Int64)
+        /// A body of `length` bytes (its `Content-Length`) that `write` sends itself, through
+        /// `send` (false: the connection is gone). `write` returns whether the connection may
+        /// serve another request; false closes it, even mid-body.
+        case stream(length: Int64, write: @Sendable (_ send: ([UInt8]) -> Bool) -> Bool)
     }
 
     public struct Response: Sendable {
@@ -184,10 +186,10 @@ public final class HTTPServer: Sendable {
     }
 
     func write(_ response: Response, to fd: Int32, method: String) -> Bool {
-        var length: Int64
+        let length: Int64
         switch response.body {
         case .bytes(let b): length = Int64(b.count)
-        case .file(_, _, let l, _, _, _): length = l
+        case .file(_, _, let l), .stream(let l, _): length = l
         }
         var head = "HTTP/1.1 \(response.status) \(reason(response.status))\r\n"
         for (k, v) in response.headers { head += "\(k): \(v)\r\n" }
@@ -197,29 +199,22 @@ public final class HTTPServer: Sendable {
         switch response.body {
         case .bytes(let b):
             return sendAll(fd, b)
-        case .file(let path, let offset, let total, let dropAfter, let stall, let report):
+        case .file(let path, let offset, _):
             let file = open(path, O_RDONLY)
             guard file >= 0 else { return false }
             defer { close(file) }
             var sent: Int64 = 0
-            var stalled = false
             var chunk = [UInt8](repeating: 0, count: 256 * 1024)
-            length = total
-            if let dropAfter { length = min(total, dropAfter) }
             while sent < length {
-                if let stall, !stalled, sent >= stall.after {
-                    stalled = true
-                    Thread.sleep(forTimeInterval: stall.seconds)
-                }
-                let want = Int(min(Int64(chunk.count), length - sent, stall.map { $0.after > sent ? $0.after - sent : .max } ?? .max))
+                let want = Int(min(Int64(chunk.count), length - sent))
                 let n = chunk.withUnsafeMutableBytes { pread(file, $0.baseAddress, want, off_t(offset + sent)) }
                 guard n > 0 else { return false }
                 guard sendAll(fd, Array(chunk[0..<n])) else { return false }
                 sent += Int64(n)
-                report?(sent)
             }
-            // A dropped transfer closes the connection mid-body.
-            return dropAfter == nil || dropAfter! >= total
+            return true
+        case .stream(_, let produce):
+            return produce { sendAll(fd, $0) }
         }
     }
 

@@ -601,6 +601,9 @@ final class FileTransfer: @unchecked Sendable {
             engine.log("fetch of bytes \(range) of \(file.path.joined(separator: "/")) failed: \(error.userMessage)")
             // Started before the user's last resume or retry: it cannot fail the fresh dispatch.
             guard generation == self.generation else { return }
+            // On the wire when the user paused: a retry, a park or a new attempt would each move
+            // the row out of the pause. Resuming fetches again and meets whatever this was.
+            guard row.pauseCause != .user else { return }
             switch failure.class {
             case .changedVersion:
                 if case .remoteChanged(let why) = error { restart(why: why, engine: engine) }

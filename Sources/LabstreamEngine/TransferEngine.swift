@@ -14,14 +14,16 @@ import Synchronization
 /// Blocking API for FUSE worker threads; transfers run on their own threads, never on Swift's
 /// cooperative pool.
 ///
-/// Lock order: `TransferEngine.files` → `FileTransfer.condition` → `FileTransfer.writeGate` →
-/// the index's connection lock. Never take `files` while holding a file's condition.
+/// Lock order: `TransferEngine.opening` → `TransferEngine.files` → `FileTransfer.condition` →
+/// `FileTransfer.writeGate` → the index's connection lock. Never take `files` while holding a
+/// file's condition.
 public final class TransferEngine: Sendable {
     public struct Settings: Sendable {
         public var sizes: TransferSizes
         /// How long a reader waits for its bytes before failing with EIO.
         public var readTimeout: Double
-        /// Segment requests in flight per pinned file (the seed's head plus one look-ahead).
+        /// Segment requests in flight per pinned file: the head plus one look-ahead, so a drop
+        /// or a crash costs at most the two segments on the wire.
         public var maxQueuedSegments: Int
         /// Pinned files filled at once.
         public var maxConcurrentFiles: Int
@@ -66,6 +68,12 @@ public final class TransferEngine: Sendable {
     // `retireTransfers`), so every lock on them is taken in this file.
     private let backends = Mutex<[String: any MediaBackend]>([:])
     private let files = Mutex<[FileKey: FileTransfer]>([:])
+    /// Held while a transfer is opened from the index, and while a pin is written to the index
+    /// and then to the open transfers: so a transfer opens either before the pin's write (and
+    /// the pin reaches it) or after the pin reached every open one. One opened in between read
+    /// the pinned row and was then pinned again on top of whatever happened to it meanwhile: a
+    /// pause that landed there became `queued` again and the fill went on.
+    private let opening = NSLock()
     /// Every file in the catalog, for background fill of pinned rows.
     private let catalog = Mutex(CatalogFiles())
     public let log: @Sendable (String) -> Void
@@ -282,16 +290,24 @@ public final class TransferEngine: Sendable {
                 rowsFor.append(file)
             }
         }
-        let rows = try index.setPinned(pinned, files: rowsFor, layout: layout, now: now())
+        let rows = try recordPin(pinned, rows: rowsFor)
         if origin == .person { monitors.personPinned(pinned, targets.map(\.key), engine: self) }
-        for row in rows {
-            if let live = files.withLock({ $0[row.key] }) { live.setPinned(pinned, engine: self) }
-        }
         if !pinned { live.cancel(Set(rows.map(\.key))) }
         if pinned { pinnedListener.function?() }
         managed.pinned(Set(rows.map(\.key.server)))
         log("\(pinned ? "pinned" : "unpinned") \(rows.count) files")
         filler.wake()
+    }
+
+    /// Writes a pin to the index, then to the transfers open now, under `opening`.
+    private func recordPin(_ pinned: Bool, rows targets: [TreeFile]) throws(LabstreamError) -> [DownloadRow] {
+        opening.lock()
+        defer { opening.unlock() }
+        let rows = try index.setPinned(pinned, files: targets, layout: layout, now: now())
+        for row in rows {
+            if let live = files.withLock({ $0[row.key] }) { live.setPinned(pinned, engine: self) }
+        }
+        return rows
     }
 
     /// The managed entry whose integrity data judges the finished copy of `key` (Silo), if any.
@@ -480,7 +496,10 @@ public final class TransferEngine: Sendable {
             return existing
         }
         if let current { return current }
-        // Open outside the map lock: it touches the disk and the index.
+        // Open outside the map lock (it touches the disk and the index), and never between a
+        // pin's index write and its reaching the open transfers (`opening`).
+        opening.lock()
+        defer { opening.unlock() }
         let created = try FileTransfer.open(file: file, index: index, layout: layout)
         return files.withLock { map in
             if let raced = map[file.key] { return raced }

@@ -490,7 +490,6 @@ public final class FilesystemEngine: Sendable {
 
     public static let rootInode = InodeTable.rootIno
 
-    /// Every file below `ino` (itself, if a file), with its path under `name` and its inode.
     /// The status of every file below `ino` (named `name`), each with its copies and new
     /// version as its fields. A copy shown in the tree beside its original is part of the
     /// original's status, unless it is what was asked for.
@@ -511,6 +510,7 @@ public final class FilesystemEngine: Sendable {
         }
     }
 
+    /// Every file below `ino` (itself, if a file), with its path under `name` and its inode.
     public func files(below ino: UInt64, named name: String) -> [(String, UInt64)] {
         table.withLock { t -> [(String, UInt64)] in
             guard let node = t.node(ino) else { return [] }

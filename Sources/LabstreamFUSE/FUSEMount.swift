@@ -22,12 +22,12 @@ public final class FUSEMount: @unchecked Sendable {
     let sessionLive = Mutex<Bool>(true)
 
     /// Mounts `engine` at `mountpoint`, read-only. `options` are extra `-o` options for libfuse
-    /// (e.g. `allow_other`, `default_permissions`).
+    /// (e.g. `allow_other`, `default_permissions`, `ro`: `MountOptions.fuseOptions`).
     public init(engine: FilesystemEngine, mountpoint: String, options: [String] = []) throws(LabstreamError) {
         self.engine = engine
         self.mountpoint = mountpoint
-        // Not the kernel's `ro`: it would refuse `setfattr -n user.labstream.pin` too. Every
-        // write operation is refused here instead, with EROFS.
+        // The kernel's `ro` only when asked (`-o ro`, `MountOptions.readOnly`): it refuses
+        // `setfattr -n user.labstream.pin` too. Every other write is refused here, with EROFS.
         let allOptions = (["fsname=labstream", "subtype=labstream"] + options).joined(separator: ",")
         let argv = ["labstream", "-o", allOptions]
         var cArgs = argv.map { strdup($0) }

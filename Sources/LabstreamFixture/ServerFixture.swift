@@ -1585,12 +1585,12 @@ public final class ServerFixture: Sendable {
             sending(min(last - first + 1, dropAfter ?? .max))
             return HTTPServer.Response(
                 status: 206, headers: headers,
-                body: .file(path: file, offset: first, length: last - first + 1, dropAfter: dropAfter, stall: stall, sent: report))
+                body: FaultyFile.body(path: file, offset: first, length: last - first + 1, dropAfter: dropAfter, stall: stall, sent: report))
         }
         sending(min(size, dropAfter ?? .max))
         return HTTPServer.Response(
             status: 200, headers: headers,
-            body: .file(path: file, offset: 0, length: size, dropAfter: dropAfter, stall: stall, sent: report))
+            body: FaultyFile.body(path: file, offset: 0, length: size, dropAfter: dropAfter, stall: stall, sent: report))
     }
 
     /// Play sessions whose encodings clients stopped, in order.
@@ -1640,7 +1640,7 @@ public final class ServerFixture: Sendable {
         }()
         return HTTPServer.Response(
             status: 200, headers: [("Content-Type", "video/x-matroska")],
-            body: .file(path: out, offset: 0, length: size, dropAfter: dropAfter, stall: stall, sent: report))
+            body: FaultyFile.body(path: out, offset: 0, length: size, dropAfter: dropAfter, stall: stall, sent: report))
     }
 
     func json(_ object: Any) -> HTTPServer.Response {

@@ -2340,13 +2340,9 @@ public final class SiloFixture: Sendable {
         let bytes = Array(body.serialized().utf8)
         let headers: [(String, String)] = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
         guard lose else { return HTTPServer.Response(status: 202, headers: headers, body: .bytes(bytes)) }
-        // The head (with the full Content-Length) goes out; opening this missing path fails and
-        // the socket server closes the connection before any body byte.
-        return HTTPServer.Response(
-            status: 202, headers: headers,
-            body: .file(
-                path: "/nonexistent/silo-fixture-lost-answer", offset: 0,
-                length: Int64(bytes.count), dropAfter: 0, stall: nil, sent: nil))
+        // The head (with the full Content-Length) goes out, then the connection closes before
+        // any body byte.
+        return HTTPServer.Response(status: 202, headers: headers, body: .stream(length: Int64(bytes.count)) { _ in false })
     }
 
     private func entryJSON(_ row: SiloDownloadRow) -> SiloJ {
@@ -2609,13 +2605,13 @@ public final class SiloFixture: Sendable {
         guard let range = rangeHeader else {
             return HTTPServer.Response(
                 status: 200, headers: headers,
-                body: .file(path: path, offset: 0, length: size, dropAfter: dropAfter, stall: stall, sent: sent))
+                body: FaultyFile.body(path: path, offset: 0, length: size, dropAfter: dropAfter, stall: stall, sent: sent))
         }
         switch siloParseRange(range, size: size) {
         case .whole:
             return HTTPServer.Response(
                 status: 200, headers: headers,
-                body: .file(path: path, offset: 0, length: size, dropAfter: dropAfter, stall: stall, sent: sent))
+                body: FaultyFile.body(path: path, offset: 0, length: size, dropAfter: dropAfter, stall: stall, sent: sent))
         case .unsatisfiable:
             throw problem(
                 c, .rangeNotSatisfiable, "The requested range is not satisfiable.",
@@ -2630,7 +2626,7 @@ public final class SiloFixture: Sendable {
             headers.append(("Content-Range", "bytes \(shownStart)-\(shownEnd)/\(size)"))
             return HTTPServer.Response(
                 status: 206, headers: headers,
-                body: .file(
+                body: FaultyFile.body(
                     path: path, offset: start, length: end - start + 1,
                     dropAfter: dropAfter, stall: stall, sent: sent))
         }

@@ -58,6 +58,18 @@ import Testing
 
     /// Every attribute the filesystem engine answers, and every action it takes, is in
     /// labstream(1)'s EXTENDED ATTRIBUTES; every -o cache option names its labstream.conf key.
+    /// README says the `labstream` binary links neither the emulators nor their fault hooks:
+    /// their names are not in it, while the same search finds them in `labstream-fixture`.
+    @Test func theExecutableCarriesNoFaultHooks() throws {
+        let fixtureBinary = URL(fileURLWithPath: labstreamBinary).deletingLastPathComponent().appendingPathComponent("labstream-fixture").path
+        let shipped = try Data(contentsOf: URL(fileURLWithPath: labstreamBinary))
+        let fixture = try Data(contentsOf: URL(fileURLWithPath: fixtureBinary))
+        for name in ["dropAfter", "FaultyFile"] {
+            #expect(fixture.range(of: Data(name.utf8)) != nil, "the search does not find \(name) in labstream-fixture")
+            #expect(shipped.range(of: Data(name.utf8)) == nil, "labstream carries \(name)")
+        }
+    }
+
     @Test func everyAttributeActionAndMountOptionIsDocumented() throws {
         let source = try String(contentsOfFile: Self.root + "/Sources/LabstreamFS/FilesystemEngine.swift", encoding: .utf8)
         let man = try String(contentsOfFile: Self.root + "/man/labstream.1", encoding: .utf8).replacingOccurrences(of: "\\-", with: "-")

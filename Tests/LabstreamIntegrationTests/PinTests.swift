@@ -168,6 +168,30 @@ import Testing
         #expect(throws: LabstreamError.self) { try rig.fs.setxattr(f.ino, name: "user.labstream.action", value: Array("explode".utf8)) }
     }
 
+    /// A request on the wire when the pause landed fails: the pause holds (before, the failure
+    /// scheduled a retry, `paused` became `queued`, and the fill went on).
+    @Test func aPauseHoldsWhenTheRequestOnTheWireFails() throws {
+        let rig = try EngineRig("pin-pause-fail")
+        let f = try rig.file(alpha)
+        let fs = rig.fs
+        let fixture = rig.fixture
+        rig.fixture.onDownloadRequest { n in
+            guard n == 1 else { return }
+            try? fs.setxattr(f.ino, name: "user.labstream.action", value: Array("pause".utf8))
+            fixture.inject(.status(503), pathPrefix: "/Items/", times: 1)  // this very request
+        }
+        try rig.pin(alpha)
+        // Nothing on the wire and still paused: every answer was taken in, and none moved it.
+        #expect(try rig.waitUntil { try rig.index.download(f.tree.key)?.status == .paused && rig.transfers.inFlight(f.tree).isEmpty })
+        let paused = try #require(try rig.index.download(f.tree.key))
+        #expect(paused.reason == "paused by user" && !paused.present.contains(ByteRange(0, paused.total)), "\(paused)")
+        #expect(rig.fixture.downloadRequests.count <= 2)
+        rig.fixture.onDownloadRequest(nil)
+        try rig.fs.setxattr(f.ino, name: "user.labstream.action", value: Array("resume".utf8))
+        #expect(try rig.settled(alpha)?.status == .unverified)
+        #expect(try sha256(rig.partialPath(alpha)) == sha256(expectedTree(rig.media)[alpha]!))
+    }
+
     @Test func theRateLimitSlowsPinnedDownloads() throws {
         // A lower bound only: a limit must make a download take at least bytes / rate.
         let rig = try EngineRig("rate") { $0.rateLimit = Int64(MiB) }

@@ -14,7 +14,7 @@ import Testing
         let server = try HTTPServer { _ in
             HTTPServer.Response(
                 status: 200, headers: [("Content-Length", "65536")],
-                body: .file(path: file, offset: 0, length: 65536, dropAfter: nil, stall: (after: 0, seconds: 4)))
+                body: FaultyFile.body(path: file, offset: 0, length: 65536, stall: (after: 0, seconds: 4)))
         }
         defer { server.stop() }
         let transport = CurlTransport(options: .init(connectTimeout: 2, stallTimeout: 1))
