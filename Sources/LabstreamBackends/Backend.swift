@@ -41,9 +41,10 @@ public protocol IncrementalCatalog: MediaBackend {
 /// A server whose incremental catalog does not see watched-state changes (an item's last-saved
 /// date is its metadata's): series monitors ask it directly which episodes were watched.
 public protocol WatchedState: MediaBackend {
-    /// The ids of the episodes of `series` the signed-in user has watched (asked once per
-    /// evaluation of a server's monitors; more may come back, never fewer).
-    func watchedEpisodes(ofSeries series: [String]) throws(LabstreamError) -> Set<String>
+    /// The episodes of `series` the signed-in user has watched, with those whose own watched
+    /// flag in the same answer says otherwise (asked once per evaluation of a server's monitors;
+    /// more may come back, never fewer).
+    func watchedEpisodes(ofSeries series: [String]) throws(LabstreamError) -> WatchedAnswer
 }
 
 /// A server that serves artwork and subtitles beside its media.

@@ -247,15 +247,20 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
         (requests.publicInfo(), requests.me(token: session.token))
     }
 
-    /// The series' episodes with `isPlayed` (Jellyfin `/Items`, Emby `/Users/{UserId}/Items`).
-    public func watchedEpisodes(ofSeries series: [String]) throws(LabstreamError) -> Set<String> {
-        var out = Set<String>()
+    /// The series' episodes with `isPlayed` (Jellyfin `/Items`, Emby `/Users/{UserId}/Items`),
+    /// each with its own `UserData.Played` (asked with `enableUserData`).
+    public func watchedEpisodes(ofSeries series: [String]) throws(LabstreamError) -> WatchedAnswer {
+        var out = WatchedAnswer(listed: [])
         for id in series {
-            out.formUnion(
-                try pages("/Items") { start in
-                    requests.items(
-                        userId: session.userId, parentId: id, types: "Episode", startIndex: start, limit: pageSize, token: session.token, played: true)
-                }.compactMap { $0["Id"].string })
+            let listed = try pages("/Items") { start in
+                requests.items(
+                    userId: session.userId, parentId: id, types: "Episode", startIndex: start, limit: pageSize, token: session.token, played: true)
+            }
+            for item in listed {
+                guard let itemId = item["Id"].string else { continue }
+                out.listed.insert(itemId)
+                if item["UserData"]["Played"].bool == false { out.ownFlagUnwatched.insert(itemId) }
+            }
         }
         return out
     }

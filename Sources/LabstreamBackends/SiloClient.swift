@@ -511,10 +511,17 @@ extension SiloClient: SeriesSubscriptions, WatchedState {
     }
 
     /// Everything the profile has finished (`GET /progress?status=completed`, § 7.2), in one
-    /// walk: every series' episodes are in it.
-    public func watchedEpisodes(ofSeries series: [String]) throws(LabstreamError) -> Set<String> {
+    /// walk: every series' episodes are in it. A row whose own `completed` is false is one the
+    /// filter should not have listed.
+    public func watchedEpisodes(ofSeries series: [String]) throws(LabstreamError) -> WatchedAnswer {
         let finished = try everyPage("/progress") { requests.completedProgress(cursor: $0, bearer: $1, profile: profile) }
-        return Set(finished.filter { $0["completed"].bool != false }.compactMap { $0["media_item_id"].text })
+        var out = WatchedAnswer(listed: [])
+        for row in finished {
+            guard let id = row["media_item_id"].text else { continue }
+            out.listed.insert(id)
+            if row["completed"].bool == false { out.ownFlagUnwatched.insert(id) }
+        }
+        return out
     }
 
     static func subscription(_ answer: HTTPResponse, _ what: String) throws(LabstreamError) -> SeriesSubscription {

@@ -105,9 +105,11 @@ enum Help {
         present / total, and the reason when there is one; a file's copies at other qualities and a
         new version still arriving are shown with it, each with its own state. Without PATH: every
         file with local bytes, from the index. With no daemon running, PATH may be a catalog path
-        (SERVER/LIBRARY/…). Text shows sizes as 3.4 GiB and reasons as sentences; --json prints one
+        (SERVER/LIBRARY/…). A monitored series' folder first says its monitor, as monitor list does.
+        Text shows sizes as 3.4 GiB and reasons as sentences; --json prints one
         array of objects (path, state, bytes_present, bytes_total, pinned, reason as a code, message,
-        copies, new_version; see labstream(1)). --watch follows files with local bytes (the whole
+        copies, new_version; a monitored series' folder adds one object with path and monitor; see
+        labstream(1)). --watch follows files with local bytes (the whole
         mount without PATH) with a progress bar, smoothed rate and ETA per file, redrawn in place on a
         terminal, a line per change when piped, one JSON object per line with --json (plus rate and
         eta); it runs until interrupted.
@@ -140,14 +142,20 @@ enum Help {
         unpinned, their bytes kept until eviction needs them), seasons=2,3.
         --delete-watched: an episode the server marks watched is unpinned and its copy removed,
         unless you pinned it yourself or it is open. --max-storage SIZE (2G, 500M): a hard cap on what
-        the monitor keeps; pinning in episode order stops at the cap (the rest are held by it, and
-        `monitor list` says how many), watched episodes go first when it needs room, and an open or
+        the monitor keeps; pinning in episode order stops at the cap (the rest are held back by it),
+        watched episodes go first when it needs room, and an open or
         hand-pinned file is never removed. Pinning an episode yourself makes it yours; unpinning a
         monitored episode tells the monitor to leave it alone. Offline, monitors wait: nothing is
         pinned, unpinned or removed because a server is unreachable. remove stops the monitor and
         never unpins or deletes. The same through attributes:
         setfattr -n user.labstream.monitor -v 'latest-season,delete-watched,max-storage=2G' SERIES-FOLDER
         (-v off removes it); getfattr shows user.labstream.monitor and user.labstream.monitor_holds.
+        list (and status SERIES-FOLDER) says what each monitor holds, what it skipped and why, with
+        counts (watched, held back by the cap, unpinned by you, waiting for an offline server,
+        nothing in its scope yet), and when it looks next (the next catalog refresh: refresh_interval
+        after the server's last sync); it reads the index, so it answers with no daemon running too
+        (as of the last evaluation). A watched query whose episodes' own watched state says
+        otherwise is named in the log, and those episodes are kept as unwatched.
         Needs a live mount, except list.
         """
 

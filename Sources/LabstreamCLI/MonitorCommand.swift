@@ -4,7 +4,8 @@ import LabstreamDaemon
 import LabstreamStore
 
 /// `labstream monitor add|set|remove|list`: a series folder's `user.labstream.monitor` in a live
-/// mount (the daemon evaluates it); `list` reads the index, and the mount for what each holds.
+/// mount (the daemon evaluates it); `list` reads the index, where the daemon keeps what each
+/// monitor held and skipped, so it answers with no daemon running too.
 enum MonitorCommand {
     static let spec = Arguments.Spec(
         valued: Context.globalValued.union(["--mode", "--max-storage"]),
@@ -72,66 +73,145 @@ enum MonitorCommand {
         }.joined(separator: ", ")
     }
 
-    /// What `user.labstream.monitor_holds` says, as numbers.
-    static func holds(_ text: String?) -> [String: Int64] {
-        var out: [String: Int64] = [:]
-        for pair in (text ?? "").split(separator: " ") {
-            let kv = pair.split(separator: "=", maxSplits: 1)
-            if kv.count == 2, let n = Int64(kv[1]) { out[String(kv[0])] = n }
-        }
-        return out
-    }
+    /// A monitor as `monitor list` and `status` tell it: its settings and folder from the index,
+    /// what it held and skipped at its last evaluation (kept in the index by the daemon), and when
+    /// it looks next.
+    struct Report {
+        var monitor: SeriesMonitor
+        /// `SERVER/LIBRARY/Series (Year)`; nil for a series gone from the catalog.
+        var folder: String?
+        var outcome: MonitorOutcome?
+        var next: NextLook
 
-    static func list(_ json: Bool, _ context: Context) throws -> Int32 {
-        guard FileManager.default.fileExists(atPath: context.layout.indexPath) else {
-            if json { printOut("[]") } else { printOut("No monitored series.") }
-            return ExitCode.ok
-        }
-        let index = try context.openIndex()
-        let monitors: [SeriesMonitor]
-        do { monitors = try index.monitors() } catch { throw CLIError(error) }
-        let mountpoint = DaemonLock.holder(context.layout)?.mountpoint
-        let paths = (try? index.treeFiles()) ?? []
-        var rows: [[String: Any]] = []
-        // Each server's episodes by series, read once.
-        var episodesOf: [String: [String: Set<String>]] = [:]
-        for server in Set(monitors.map(\.server)) {
-            let episodes = ((try? index.catalog(server: server)) ?? []).flatMap(\.items).filter { $0.kind == .episode }
-            episodesOf[server] = Dictionary(grouping: episodes, by: { $0.seriesId ?? "" }).mapValues { Set($0.map(\.id)) }
-        }
-        for monitor in monitors {
-            let items = episodesOf[monitor.server]?[monitor.seriesId] ?? []
-            // The series folder: SERVER/LIBRARY/Series (Year) above every episode's season folder.
-            let folder = paths.first { $0.key.server == monitor.server && items.contains($0.key.itemId) }.map { $0.path.prefix(3).joined(separator: "/") }
+        /// The public JSON form: counts, `skipped` by code, `next_look` as a code (and a time).
+        var json: [String: Any] {
             var row: [String: Any] = [
                 "server": monitor.server, "series_id": monitor.seriesId, "mode": monitor.mode.description,
                 "delete_watched": monitor.deleteWatched, "settings": monitor.settings
             ]
             if let folder { row["path"] = folder }
             if let cap = monitor.maxStorage { row["max_storage"] = cap }
-            if let mountpoint, let folder {
-                let held = holds(StatusCommand.xattr(mountpoint + "/" + folder, "monitor_holds"))
-                if let n = held["episodes"] { row["episodes"] = n }
-                if let n = held["bytes"] { row["bytes"] = n }
-                if let n = held["held_by_cap"] { row["held_by_cap"] = n }
+            if let outcome {
+                row["episodes"] = outcome.episodes
+                row["bytes"] = outcome.bytes
+                row["in_scope"] = outcome.inScope
+                row["held_by_cap"] = outcome.skipped[.overCap] ?? 0
+                row["skipped"] = Dictionary(uniqueKeysWithValues: outcome.skipped.map { ($0.key.rawValue, $0.value) })
             }
-            rows.append(row)
+            var next: [String: Any] = ["when": self.next.code]
+            if case .atRefresh(let at) = self.next { next["at"] = at }
+            row["next_look"] = next
+            return row
         }
+
+        /// `holds 0 episodes, 0 B of 700 KiB; skipped: 2 watched (delete-watched), …; next look: …`.
+        func summary(now: Int64) -> String {
+            var parts: [String] = []
+            if let outcome {
+                parts.append(
+                    "holds \(outcome.episodes) episode\(outcome.episodes == 1 ? "" : "s"), \(ByteCount.text(outcome.bytes))"
+                        + (monitor.maxStorage.map { " of \(ByteCount.text($0))" } ?? ""))
+                let skipped = outcome.skipped.keys.sorted().map { MonitorCommand.words($0, outcome.skipped[$0]!, mode: monitor.mode) }
+                if !skipped.isEmpty { parts.append("skipped: " + skipped.joined(separator: ", ")) }
+            } else {
+                parts.append("not evaluated yet")
+            }
+            parts.append("next look: " + MonitorCommand.words(next, server: monitor.server, now: now))
+            return parts.joined(separator: "; ")
+        }
+    }
+
+    /// Why episodes were skipped, for a person.
+    static func words(_ why: MonitorSkip, _ n: Int, mode: SeriesMonitor.Mode) -> String {
+        switch why {
+        case .watched: return "\(n) watched (delete-watched lets them go)"
+        case .overCap: return "\(n) held back by the cap"
+        case .declined: return "\(n) you unpinned (left alone)"
+        case .offline: return "\(n) waiting for the server, which is not answering"
+        case .nothingInScope:
+            return "nothing in its scope (\(mode)) yet" + (n > 0 ? ": the series' \(n) episode\(n == 1 ? " is" : "s are") outside it" : "")
+        }
+    }
+
+    /// When a monitor looks next, for a person.
+    static func words(_ next: NextLook, server: String, now: Int64) -> String {
+        switch next {
+        case .atRefresh(let at):
+            let minutes = max(0, (at - now + 59) / 60)
+            let formatter = DateFormatter()
+            formatter.dateFormat = "yyyy-MM-dd HH:mm"
+            return "at the next catalog refresh, \(formatter.string(from: Date(timeIntervalSince1970: Double(at))))"
+                + (minutes == 0 ? " (due now)" : " (in \(minutes) min)")
+        case .whenServerAnswers: return "when \(server) answers again"
+        case .atSync: return "at the next `labstream sync` (refresh_interval is 0)"
+        case .atMount: return "once mounted (no daemon is running)"
+        }
+    }
+
+    /// Every monitor's report, from the index (and the running daemon's mount for whether each
+    /// server answers).
+    static func reports(_ context: Context) throws -> [Report] {
+        guard FileManager.default.fileExists(atPath: context.layout.indexPath) else { return [] }
+        let index = try context.openIndex()
+        let monitors: [SeriesMonitor]
+        let lastSync: [String: Int64]
+        do {
+            monitors = try index.monitors()
+            lastSync = Dictionary(try index.servers().compactMap { s in s.lastSync.map { (s.name, $0) } }, uniquingKeysWith: { a, _ in a })
+        } catch { throw CLIError(error) }
+        // `status` asks at every call: with no monitor, the tree is not read.
+        guard !monitors.isEmpty else { return [] }
+        let mountpoint = DaemonLock.holder(context.layout)?.mountpoint
+        let refreshInterval = (try? context.loadConfig())?.refreshInterval ?? LabstreamConfig().refreshInterval
+        let now = Int64(Date().timeIntervalSince1970)
+        let paths = (try? index.treeFiles()) ?? []
+        // Each server's episodes by series, read once.
+        var episodesOf: [String: [String: Set<String>]] = [:]
+        for server in Set(monitors.map(\.server)) {
+            let episodes = ((try? index.catalog(server: server)) ?? []).flatMap(\.items).filter { $0.kind == .episode }
+            episodesOf[server] = Dictionary(grouping: episodes, by: { $0.seriesId ?? "" }).mapValues { Set($0.map(\.id)) }
+        }
+        return monitors.map { monitor in
+            let items = episodesOf[monitor.server]?[monitor.seriesId] ?? []
+            // The series folder: SERVER/LIBRARY/Series (Year) above every episode's season folder.
+            let folder = paths.first { $0.key.server == monitor.server && items.contains($0.key.itemId) }.map { $0.path.prefix(3).joined(separator: "/") }
+            // A server the daemon has not marked (or a mount that does not say) counts as answering.
+            let online = mountpoint.map { StatusCommand.xattr($0, "reachability." + monitor.server) ?? Reachability.online.rawValue }
+            let next = SeriesMonitorPolicy.nextLook(
+                daemon: mountpoint != nil, online: online == Reachability.online.rawValue, lastSync: lastSync[monitor.server],
+                refreshInterval: refreshInterval, now: now)
+            return Report(
+                monitor: monitor, folder: folder, outcome: try? index.monitorOutcome(server: monitor.server, series: monitor.seriesId), next: next)
+        }
+    }
+
+    /// The report of the monitored series whose folder `path` is: a path in the running daemon's
+    /// mount, or (with no daemon) a catalog path.
+    static func report(for path: String, in reports: [Report], context: Context) -> Report? {
+        let clean: String
+        if let mountpoint = DaemonLock.holder(context.layout)?.mountpoint {
+            let absolute = URL(fileURLWithPath: path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path).standardized.path
+            guard absolute.hasPrefix(mountpoint + "/") else { return nil }
+            clean = String(absolute.dropFirst(mountpoint.count + 1))
+        } else {
+            clean = path.split(separator: "/").joined(separator: "/")
+        }
+        return reports.first { $0.folder == clean }
+    }
+
+    static func list(_ json: Bool, _ context: Context) throws -> Int32 {
+        let reports = try reports(context)
         if json {
-            let data = try JSONSerialization.data(withJSONObject: rows, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
+            let data = try JSONSerialization.data(withJSONObject: reports.map(\.json), options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
             printOut(String(decoding: data, as: UTF8.self))
             return ExitCode.ok
         }
-        if rows.isEmpty { printOut("No monitored series.") }
-        for row in rows {
+        if reports.isEmpty { printOut("No monitored series.") }
+        let now = Int64(Date().timeIntervalSince1970)
+        for report in reports {
             // A series gone from the server's catalog has no folder: its server and id.
-            let shown = row["path"] as? String ?? "\(row["server"] as? String ?? "?")/\(row["series_id"] as? String ?? "?") (not in the catalog)"
-            var line = "\(shown)\t\(describe(row["settings"] as? String ?? ""))"
-            if let n = row["episodes"] as? Int64, let bytes = row["bytes"] as? Int64 {
-                line += "\tholds \(n) episodes, \(ByteCount.text(bytes))" + ((row["max_storage"] as? Int64).map { " of \(ByteCount.text($0))" } ?? "")
-                if let held = row["held_by_cap"] as? Int64, held > 0 { line += "; \(held) held by the cap" }
-            }
-            printOut(line)
+            let shown = report.folder ?? "\(report.monitor.server)/\(report.monitor.seriesId) (not in the catalog)"
+            printOut("\(shown)\t\(describe(report.monitor.settings))\t\(report.summary(now: now))")
         }
         return ExitCode.ok
     }

@@ -25,8 +25,23 @@ enum StatusCommand {
                 entries += try !daemon && xattr(path, "state") == nil ? fromIndex(context, catalogPath: path) : fromMount(path, context: context)
             }
         }
+        // A monitored series asked for: its monitor (what it holds, what it skipped and why, when
+        // it looks next), above its files.
+        let allReports = args.positionals.isEmpty ? [] : (try? MonitorCommand.reports(context)) ?? []
+        let monitored = args.positionals.compactMap { MonitorCommand.report(for: $0, in: allReports, context: context) }
         if args.flag("--json") {
-            printOut(jsonText(entries, pretty: true))
+            let root = DaemonLock.holder(context.layout)?.mountpoint
+            let monitors: [[String: Any]] = monitored.map { report in
+                ["path": ((root.map { [$0] } ?? []) + [report.folder ?? ""]).joined(separator: "/"), "monitor": report.json]
+            }
+            guard !monitors.isEmpty else {
+                printOut(jsonText(entries, pretty: true))
+                return ExitCode.ok
+            }
+            // A monitor's object first, then the files in their one JSON form.
+            let files = (try? JSONSerialization.jsonObject(with: Data(jsonText(entries).utf8)) as? [Any]) ?? []
+            let data = try JSONSerialization.data(withJSONObject: monitors + files, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
+            printOut(String(decoding: data, as: UTF8.self))
             return ExitCode.ok
         }
         if args.positionals.isEmpty, let mountpoint = DaemonLock.holder(context.layout)?.mountpoint {
@@ -39,17 +54,8 @@ enum StatusCommand {
                         + (again.map { " (the stored sign-in was refused; transfers are paused: sign in again with `\($0.signInAgain)`)" } ?? ""))
             }
         }
-        // A monitored series: its monitor and what it holds, above its files.
-        for path in args.positionals {
-            guard let settings = xattr(path, "monitor") else { continue }
-            let held = MonitorCommand.holds(xattr(path, "monitor_holds"))
-            var line = "monitor: \(MonitorCommand.describe(settings))"
-            if let n = held["episodes"], let bytes = held["bytes"] {
-                line += "; holds \(n) episodes, \(ByteCount.text(bytes))" + (held["max"].map { " of \(ByteCount.text($0))" } ?? "")
-                if let back = held["held_by_cap"], back > 0 { line += "; \(back) held back by the cap" }
-            }
-            printOut(line)
-        }
+        let now = Int64(Date().timeIntervalSince1970)
+        for report in monitored { printOut("monitor: \(MonitorCommand.describe(report.monitor.settings)); \(report.summary(now: now))") }
         if entries.isEmpty { printOut(args.positionals.isEmpty ? "Nothing is stored locally yet." : "No files there.") }
         printOut(table(entries).joined(separator: "\n"), newline: !entries.isEmpty)
         return ExitCode.ok

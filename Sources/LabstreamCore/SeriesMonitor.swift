@@ -161,8 +161,14 @@ public enum SeriesMonitorPolicy {
         /// pins in its scope, and their bytes (what counts against the cap).
         public var holds: [FileKey] = []
         public var heldBytes: Int64 = 0
+        /// The episodes in its scope, and how many of them it does not hold, by why.
+        public var inScope = 0
+        public var skipped: [MonitorSkip: Int] = [:]
 
         public init() {}
+
+        /// What `monitor list` and `status` say of it: counts and codes, kept in the index.
+        public var outcome: MonitorOutcome { MonitorOutcome(episodes: holds.count, bytes: heldBytes, inScope: inScope, skipped: skipped) }
     }
 
     /// The episodes of `episodes` the monitor's mode takes.
@@ -181,9 +187,23 @@ public enum SeriesMonitorPolicy {
     /// What to pin, unpin and remove now. The person's pins are never touched and always count
     /// against the cap; an open file is never removed. Within the cap, unwatched episodes come
     /// first in episode order, then watched ones (dropped entirely with delete-watched).
-    public static func plan(_ monitor: SeriesMonitor, episodes: [MonitoredEpisode]) -> Plan {
+    /// Every episode in scope is either held or skipped for one reason. `online` false (its server
+    /// is not answering): nothing is pinned, let go or removed on old news; it holds what is
+    /// pinned now, and the rest waits for the server.
+    public static func plan(_ monitor: SeriesMonitor, episodes: [MonitoredEpisode], online: Bool = true) -> Plan {
         var plan = Plan()
         let scope = inScope(monitor, episodes)
+        plan.inScope = scope.count
+        if scope.isEmpty { plan.skipped[.nothingInScope] = episodes.count }
+        guard online else {
+            let held = scope.filter { $0.pinnedByHand || $0.pinnedByMonitor }
+            plan.holds = held.map(\.key)
+            plan.heldBytes = held.reduce(Int64(0)) { $0 + $1.size }
+            let declined = scope.filter { $0.declined && !$0.pinnedByHand }.count
+            if declined > 0 { plan.skipped[.declined] = declined }
+            if scope.count - held.count - declined > 0 { plan.skipped[.offline] = scope.count - held.count - declined }
+            return plan
+        }
         let inScope = Set(scope.map(\.key))
         for e in episodes where e.pinnedByMonitor && !inScope.contains(e.key) && !e.pinnedByHand { plan.unpin.append(e.key) }
         let cap = monitor.maxStorage ?? Int64.max
@@ -211,6 +231,90 @@ public enum SeriesMonitorPolicy {
         // Watched, with delete-watched: let go and removed (an open one stayed in `fixed`).
         for e in movable where e.pinnedByMonitor && !wantedKeys.contains(e.key) { plan.remove.append(e.key) }
         plan.heldBytes = used
+        let counts: [(MonitorSkip, Int)] = [
+            (.watched, movable.count - wanted.count), (.overCap, plan.heldByCap.count),
+            (.declined, scope.filter { $0.declined && !$0.pinnedByHand && !($0.open && $0.pinnedByMonitor) }.count)
+        ]
+        for (why, n) in counts where n > 0 { plan.skipped[why] = n }
         return plan
+    }
+
+    /// When a monitor is evaluated next. `daemon`: whether a daemon serves the data directory;
+    /// `online`: whether the server answered it last; `lastSync`: when the server's catalog was
+    /// last synced (seconds since the epoch); `refreshInterval`: `labstream.conf`'s (0: never).
+    public static func nextLook(daemon: Bool, online: Bool, lastSync: Int64?, refreshInterval: Double, now: Int64) -> NextLook {
+        guard daemon else { return .atMount }
+        guard online else { return .whenServerAnswers }
+        guard refreshInterval > 0 else { return .atSync }
+        // Never synced: the daemon's first sync is under way. An overdue refresh comes now.
+        guard let lastSync else { return .atRefresh(now) }
+        return .atRefresh(max(now, lastSync + Int64(refreshInterval.rounded(.up))))
+    }
+}
+
+/// Why a monitor does not hold an episode of its series (or holds none): a code, rendered to
+/// words where it is shown.
+public enum MonitorSkip: String, Sendable, Hashable, CaseIterable, Comparable {
+    /// Watched, with delete-watched: not kept.
+    case watched
+    /// In scope but past the storage cap.
+    case overCap = "over_cap"
+    /// Unpinned by the person after the monitor pinned it: left alone.
+    case declined
+    /// Its server is not answering: pinned once it does.
+    case offline
+    /// No episode is in the monitor's scope yet (counted: the series' episodes, all outside it).
+    case nothingInScope = "nothing_in_scope"
+
+    public static func < (a: MonitorSkip, b: MonitorSkip) -> Bool { allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)! }
+}
+
+/// What a monitor held and skipped at its last evaluation (kept in the index, so it is told with
+/// no daemon running).
+public struct MonitorOutcome: Sendable, Hashable {
+    public var episodes: Int
+    public var bytes: Int64
+    public var inScope: Int
+    public var skipped: [MonitorSkip: Int]
+
+    public init(episodes: Int, bytes: Int64, inScope: Int, skipped: [MonitorSkip: Int]) {
+        self.episodes = episodes
+        self.bytes = bytes
+        self.inScope = inScope
+        self.skipped = skipped
+    }
+
+    /// `watched=2 over_cap=1`, in `MonitorSkip` order: how the index keeps `skipped`.
+    public var skippedCodes: String { skipped.keys.sorted().map { "\($0.rawValue)=\(skipped[$0]!)" }.joined(separator: " ") }
+
+    /// `skippedCodes` read back; a code this build does not know is left out.
+    public static func skipped(codes: String) -> [MonitorSkip: Int] {
+        var out: [MonitorSkip: Int] = [:]
+        for pair in codes.split(separator: " ") {
+            let kv = pair.split(separator: "=", maxSplits: 1)
+            if kv.count == 2, let why = MonitorSkip(rawValue: String(kv[0])), let n = Int(kv[1]) { out[why] = n }
+        }
+        return out
+    }
+}
+
+/// When a monitor is looked at next: a code, and for `atRefresh` the time.
+public enum NextLook: Sendable, Hashable {
+    /// At the daemon's next catalog refresh (seconds since the epoch).
+    case atRefresh(Int64)
+    /// Its server is not answering: when it answers again.
+    case whenServerAnswers
+    /// `refresh_interval = 0`: at `labstream sync` (or when the monitor is changed).
+    case atSync
+    /// No daemon serves the data directory: once it is mounted.
+    case atMount
+
+    public var code: String {
+        switch self {
+        case .atRefresh: "refresh"
+        case .whenServerAnswers: "server_answers"
+        case .atSync: "sync"
+        case .atMount: "mount"
+        }
     }
 }

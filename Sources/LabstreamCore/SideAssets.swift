@@ -1,6 +1,7 @@
 /// Artwork and subtitles the server keeps beside an item's media, fetched and stored next to
 /// the copy so players and scanners find them where they look (Jellyfin's and Kodi's naming):
-/// `poster`/`fanart`/`logo` in a film's or series' folder, `poster` in a season folder,
+/// `poster`/`fanart`/`logo` in a film's or series' folder, a season's poster both as `poster` in
+/// its season folder (Jellyfin) and as `seasonNN-poster` in the series folder (Kodi),
 /// `<episode>-thumb`, `<media>.<lang>[.forced][.sdh].<ext>`.
 public struct RemoteAsset: Sendable, Hashable, Codable {
     public enum Kind: String, Sendable, Hashable, Codable, CaseIterable {
@@ -55,8 +56,14 @@ public struct PlannedAsset: Sendable, Hashable {
     /// Known up front for a subtitle; an image's is named by its bytes once stored.
     public var fileExtension: String?
     public var owners: [FileKey]
+    /// Further names of the same stored bytes (folder, then the name before its extension), for
+    /// players that look elsewhere: a season poster's `seasonNN-poster` in the series folder.
+    public var alsoAt: [[String]]
 
-    public init(server: String, itemId: String, asset: RemoteAsset, directory: [String], stem: String, fileExtension: String? = nil, owners: [FileKey]) {
+    public init(
+        server: String, itemId: String, asset: RemoteAsset, directory: [String], stem: String, fileExtension: String? = nil, owners: [FileKey],
+        alsoAt: [[String]] = []
+    ) {
         self.server = server
         self.itemId = itemId
         self.asset = asset
@@ -64,10 +71,19 @@ public struct PlannedAsset: Sendable, Hashable {
         self.stem = stem
         self.fileExtension = fileExtension
         self.owners = owners
+        self.alsoAt = alsoAt
     }
 
     /// The key it is stored under.
     public var key: SideAssetKey { SideAssetKey(server: server, itemId: itemId, asset: asset.id) }
+
+    /// Every path it shows at once stored with extension `ext`: its own, then `alsoAt`.
+    public func paths(extension ext: String) -> [[String]] {
+        ([directory + [stem]] + alsoAt).map { Array($0.dropLast()) + [$0.last! + "." + ext] }
+    }
+
+    /// The folders it shows in: listing any of them fetches it (with `side_assets = all`).
+    public var directories: [[String]] { [directory] + alsoAt.map { Array($0.dropLast()) } }
 }
 
 public struct SideAssetKey: Sendable, Hashable, Codable, CustomStringConvertible {
@@ -167,7 +183,10 @@ public enum SideAssetPlan {
                 for asset in seriesDetails[series]?.assets ?? [] where [.poster, .fanart, .logo].contains(asset.kind) {
                     if let season = asset.season {
                         guard asset.kind == .poster, season == item.seasonNumber else { continue }
-                        add(PlannedAsset(server: file.key.server, itemId: series, asset: asset, directory: dir, stem: "poster", owners: [file.key]))
+                        add(
+                            PlannedAsset(
+                                server: file.key.server, itemId: series, asset: asset, directory: dir, stem: "poster", owners: [file.key],
+                                alsoAt: [seriesDir + [kodiSeasonPoster(season)]]))
                     } else {
                         add(
                             PlannedAsset(
@@ -178,6 +197,12 @@ public enum SideAssetPlan {
             }
         }
         return order.compactMap { planned[$0] }
+    }
+
+    /// Kodi's name for a season's poster in the series folder: `season01-poster`, and
+    /// `season-specials-poster` for season 0.
+    public static func kodiSeasonPoster(_ season: Int) -> String {
+        season == 0 ? "season-specials-poster" : "season" + (season < 10 ? "0" : "") + String(season) + "-poster"
     }
 
     /// A text subtitle's file extension; nil for bitmap subtitles (PGS, VobSub, DVB), which stay

@@ -55,9 +55,10 @@ final class SeriesMonitors: Sendable {
         guard !monitors.isEmpty else { return }
         let items = try engine.index.catalog(server: server).flatMap(\.items).filter { $0.kind == .episode }
         refreshLookup(server, monitors: monitors, items: items)
-        // Offline, a monitor waits: nothing is pinned, let go or removed on old news.
-        guard engine.reachability(of: server) == .online else { return }
-        if let registry = engine.backend(for: server) as? any SeriesSubscriptions {
+        // Offline, a monitor waits: nothing is pinned, let go or removed on old news (its plan
+        // only says what it holds and what waits for the server).
+        let online = engine.reachability(of: server) == .online
+        if online, let registry = engine.backend(for: server) as? any SeriesSubscriptions {
             // The server's monitors failing (busy, refused, not offered) does not stop them
             // being evaluated here: the pins register one by one instead of by the server's sync.
             do throws(LabstreamError) {
@@ -71,9 +72,22 @@ final class SeriesMonitors: Sendable {
         var monitored = try engine.index.monitoredEpisodes(server: server)
         // An episode counts as pinned when its file or a copy of it at another quality is.
         let pinnedFiles = Set(try engine.index.pinnedManaged(server: server).map { DerivedCopy.parse($0.key)?.base ?? $0.key })
-        // Watched state from the server itself where a refresh does not carry it, once for all.
+        // Watched state from the server itself where a refresh does not carry it, once for all;
+        // where the query and the episodes' own flags disagree, the log says so each time.
         var watched: Set<String>?
-        if let source = engine.backend(for: server) as? any WatchedState { watched = try source.watchedEpisodes(ofSeries: monitors.map(\.seriesId)) }
+        if online, let source = engine.backend(for: server) as? any WatchedState {
+            let series = Set(monitors.map(\.seriesId))
+            let verdict = WatchedAgreement.resolve(
+                try source.watchedEpisodes(ofSeries: monitors.map(\.seriesId)),
+                among: Set(items.filter { $0.seriesId.map(series.contains) ?? false }.map(\.id)))
+            watched = verdict.watched
+            if verdict.disagreeing > 0 {
+                engine.log(
+                    "\(server): its watched query listed \(verdict.disagreeing) episode\(verdict.disagreeing == 1 ? "" : "s") of monitored series "
+                        + "that \(verdict.disagreeing == 1 ? "its" : "their") own watched state in the same answer calls unwatched; "
+                        + "taking \(verdict.disagreeing == 1 ? "it" : "them") as unwatched (kept, never removed on that word)")
+            }
+        }
         for monitor in monitors {
             let episodes = items.filter { $0.seriesId == monitor.seriesId }.compactMap { item -> (MonitoredEpisode, TreeFile)? in
                 let record = monitored[item.id].flatMap { $0.seriesId == monitor.seriesId ? $0 : nil }
@@ -93,8 +107,12 @@ final class SeriesMonitors: Sendable {
                 )
             }
             let fileOf = Dictionary(episodes.map { ($0.0.key, $0.1) }, uniquingKeysWith: { a, _ in a })
-            let plan = SeriesMonitorPolicy.plan(monitor, episodes: episodes.map(\.0))
+            let plan = SeriesMonitorPolicy.plan(monitor, episodes: episodes.map(\.0), online: online)
             lastPlans.withLock { $0[Self.id(server, monitor.seriesId)] = plan }
+            // Kept in the index: `monitor list` and `status` tell it with no daemon running too.
+            // Only what is said of the monitor: failing to keep it stops no pin.
+            try? engine.index.saveMonitorOutcome(server: server, series: monitor.seriesId, plan.outcome)
+            guard online else { continue }
             if !plan.pin.isEmpty {
                 for key in plan.pin {
                     let row = OfflineIndex.MonitoredRow(seriesId: monitor.seriesId, sourceId: key.sourceId, state: .pinned)

@@ -115,7 +115,8 @@ public final class SideAssetFetcher: Sendable {
             }
         }
         let rows = Dictionary(((try? engine.index.sideAssets()) ?? []).map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
-        let inDirectory = Dictionary(grouping: planned.values, by: \.directory).mapValues { $0.map(\.key) }
+        var inDirectory: [[String]: [SideAssetKey]] = [:]
+        for p in planned.values { for d in p.directories { inDirectory[d, default: []].append(p.key) } }
         var byOwner: [FileKey: [SideAssetKey]] = [:]
         for p in planned.values.sorted(by: { $0.stem < $1.stem }) { for owner in p.owners { byOwner[owner, default: []].append(p.key) } }
         state.withLock { s in
@@ -130,9 +131,10 @@ public final class SideAssetFetcher: Sendable {
             s.extrasKnown = extrasKnown
         }
         worker.wake()
-        return planned.values.compactMap { p in
-            guard let row = rows[p.key], row.state == .stored, let file = row.file, let ext = row.fileExtension else { return nil }
-            return GeneratedFile(path: p.directory + [p.stem + "." + ext], storedAt: engine.layout.absolute(file), size: row.size, modified: 0)
+        // One stored copy behind each of its names (a season poster's two): read from the same bytes.
+        return planned.values.flatMap { p -> [GeneratedFile] in
+            guard let row = rows[p.key], row.state == .stored, let file = row.file, let ext = row.fileExtension else { return [] }
+            return p.paths(extension: ext).map { GeneratedFile(path: $0, storedAt: engine.layout.absolute(file), size: row.size, modified: 0) }
         }.sorted { $0.path.lexicographicallyPrecedes($1.path) }
     }
 
@@ -273,7 +275,8 @@ public final class SideAssetFetcher: Sendable {
             let row = rows[p.key]
             // One stored at an older tag is fetched anew (a new poster on the server) whoever wanted it.
             let asked = forced.contains(p.key)
-            let wanted = asked || p.owners.contains { pinned.contains($0) } || (mode == .all && listed.contains(p.directory.hashValue)) || row?.state == .stored
+            let inListed = mode == .all && p.directories.contains { listed.contains($0.hashValue) }
+            let wanted = asked || p.owners.contains { pinned.contains($0) } || inListed || row?.state == .stored
             guard wanted, engine.reachability(of: p.server) == .online else { continue }
             if !asked, row?.state == .stored && row?.tag == p.asset.tag { continue }
             if !asked, let row, row.state == .failed, row.tag == p.asset.tag, row.retryAt > now {
@@ -421,7 +424,7 @@ public final class SideAssetFetcher: Sendable {
             drop(row)
             dropped = true
         }
-        state.withLock { s in for p in owned { s.listed.remove(p.directory.hashValue) } }
+        state.withLock { s in for p in owned { for d in p.directories { s.listed.remove(d.hashValue) } } }
         if dropped {
             announced.withLock { $0.pending = true }
             worker.wake()

@@ -453,7 +453,10 @@ public final class TransferEngine: Sendable {
     /// A request could not reach `server` (or was refused its token): reads of missing bytes
     /// fail fast from now on, and the server is probed with backoff until it answers.
     public func markUnreachable(_ server: String, _ state: Reachability = .offline) {
-        if health.mark(server, state) { log("server \(server) is \(state.rawValue); probing it with backoff") }
+        guard health.mark(server, state) else { return }
+        log("server \(server) is \(state.rawValue); probing it with backoff")
+        // Its monitors change nothing now, but say that what they lack waits for the server.
+        monitors.schedule([server])
     }
 
     /// The ranges of `file` on the wire right now.

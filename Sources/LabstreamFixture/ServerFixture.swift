@@ -427,6 +427,8 @@ public final class ServerFixture: Sendable {
         var ignoreItemTypes = false
         /// Every page starts at the first item, whatever offset was asked.
         var ignorePaging = false
+        /// Jellyfin/Emby: `/Items` does not apply `isPlayed` (every item, each with its own `UserData`).
+        var ignorePlayedFilter = false
         var removed: Set<String> = []
         /// Items the server does not have yet (`hold`), and when each released one arrived.
         var held: Set<String> = []
@@ -809,6 +811,11 @@ public final class ServerFixture: Sendable {
     /// From now on every page is the first one (a server that ignores the offset).
     public func ignorePageOffsets() { state.withLock { $0.ignorePaging = true } }
 
+    /// From now on `/Items` lists watched and unwatched items alike whatever `isPlayed` asks, each
+    /// with its own `UserData.Played`, as a Jellyfin-compatible server that leaves a filter
+    /// unapplied does (Silo's jellycompat-api.md: "including filters Silo does not apply").
+    public func ignoreIsPlayedFilter() { state.withLock { $0.ignorePlayedFilter = true } }
+
     /// Lists `sourceId` without its Size from now on.
     public func hideSize(of sourceId: String) { state.withLock { _ = $0.sizeless.insert(sourceId) } }
     /// Not listed with a size, and ranged answers do not say the total.
@@ -955,7 +962,9 @@ public final class ServerFixture: Sendable {
     /// `isPlayed` (Jellyfin `/Items`, Emby `IsPlayed`): only items the user has (true) or has not
     /// (false) watched.
     func playedFilter(_ request: HTTPServer.Request) -> (String) -> Bool {
-        guard let wanted = query(request, "isPlayed").map({ $0.lowercased() == "true" }) else { return { _ in true } }
+        guard let wanted = query(request, "isPlayed").map({ $0.lowercased() == "true" }), !state.withLock({ $0.ignorePlayedFilter }) else {
+            return { _ in true }
+        }
         let counts = state.withLock { $0.playCounts }
         return { id in ((counts[id] ?? 0) > 0) == wanted }
     }

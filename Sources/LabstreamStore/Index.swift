@@ -11,7 +11,7 @@ import Synchronization
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
 /// read fails closed.
 public final class OfflineIndex: Sendable {
-    public static let schemaVersion: Int64 = 16
+    public static let schemaVersion: Int64 = 17
     public let db: SQLiteDatabase
 
     public struct ServerRow: Sendable, Hashable {

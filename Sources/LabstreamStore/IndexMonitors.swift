@@ -52,6 +52,31 @@ extension OfflineIndex {
         } catch { throw .storage("recording the monitor of \(monitor.server)/\(monitor.seriesId) failed: \(error)") }
     }
 
+    /// What the monitor held and skipped at its last evaluation (nothing happens for a monitor
+    /// removed meanwhile).
+    public func saveMonitorOutcome(server: String, series: String, _ outcome: MonitorOutcome) throws(LabstreamError) {
+        do {
+            try db.run(
+                "UPDATE monitors SET held_episodes=?, held_bytes=?, in_scope=?, skipped=? WHERE server=? AND series_id=?",
+                [
+                    .int(Int64(outcome.episodes)), .int(outcome.bytes), .int(Int64(outcome.inScope)), .text(outcome.skippedCodes), .text(server),
+                    .text(series)
+                ])
+        } catch { throw .storage("recording what the monitor of \(server)/\(series) holds failed: \(error)") }
+    }
+
+    /// What the monitor held and skipped at its last evaluation; nil before its first.
+    public func monitorOutcome(server: String, series: String) throws(LabstreamError) -> MonitorOutcome? {
+        try read("a monitor's outcome") {
+            guard
+                let r = try db.query(
+                    "SELECT held_episodes, held_bytes, in_scope, skipped FROM monitors WHERE server=? AND series_id=?", [.text(server), .text(series)]
+                ).first, let episodes = r[0].int, let bytes = r[1].int, let inScope = r[2].int
+            else { return nil }
+            return MonitorOutcome(episodes: Int(episodes), bytes: bytes, inScope: Int(inScope), skipped: MonitorOutcome.skipped(codes: r[3].text ?? ""))
+        }
+    }
+
     /// Forgets the monitor and what it did; the pins it made stay (the person's now).
     public func removeMonitor(server: String, series: String) throws(LabstreamError) {
         do {

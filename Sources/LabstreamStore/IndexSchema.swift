@@ -28,7 +28,13 @@ extension OfflineIndex {
         ("segments", ["server", "item_id", "source_id", "attempt", "lower", "upper", "digest"]),
         ("quarantine", ["id", "source", "row", "partial", "reason", "at"]),
         ("managed_entries", ["server", "item_id", "source_id", "entry_id", "revision", "status", "delivery", "reported", "reported_at", "manifest"]),
-        ("monitors", ["server", "series_id", "mode", "delete_watched", "max_storage", "baseline", "created", "remote_id", "remote_etag"]),
+        (
+            "monitors",
+            [
+                "server", "series_id", "mode", "delete_watched", "max_storage", "baseline", "created", "remote_id", "remote_etag", "held_episodes",
+                "held_bytes", "in_scope", "skipped"
+            ]
+        ),
         ("monitored_episodes", ["server", "item_id", "series_id", "source_id", "state"]),
         ("series_details", ["server", "series_id", "details"]),
         ("side_assets", ["server", "item_id", "asset", "state", "tag", "file", "ext", "size", "reason", "attempts", "retry_at"]),
@@ -39,7 +45,7 @@ extension OfflineIndex {
     /// `migrations[n - 1]` takes an index from schema n to n + 1.
     static let migrations: [@Sendable (Connection) throws -> Void] = [
         migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11,
-        migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15, migrateV15toV16
+        migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15, migrateV15toV16, migrateV16toV17
     ]
 
     static func createV1(_ c: Connection) throws {
@@ -274,5 +280,19 @@ extension OfflineIndex {
     static func migrateV15toV16(_ c: Connection) throws {
         try c.exec("ALTER TABLE servers ADD COLUMN last_full_sync INTEGER;")
         try c.exec("UPDATE meta SET value = '16' WHERE key = 'schema_version';")
+    }
+
+    /// v17: what each monitor held and skipped at its last evaluation (`MonitorOutcome`: counts,
+    /// and `skipped` as codes), so `monitor list` and `status` tell it with no daemon running.
+    /// Older monitors have none until their next evaluation.
+    static func migrateV16toV17(_ c: Connection) throws {
+        try c.exec(
+            """
+            ALTER TABLE monitors ADD COLUMN held_episodes INTEGER;
+            ALTER TABLE monitors ADD COLUMN held_bytes INTEGER;
+            ALTER TABLE monitors ADD COLUMN in_scope INTEGER;
+            ALTER TABLE monitors ADD COLUMN skipped TEXT;
+            UPDATE meta SET value = '17' WHERE key = 'schema_version';
+            """)
     }
 }

@@ -3,6 +3,7 @@ import LabstreamBackends
 import LabstreamCore
 import LabstreamDemo
 import LabstreamFixture
+import Synchronization
 
 extension InMemoryTransport {
     /// A transport whose every request is answered by `fixture` in memory, exactly as its
@@ -27,12 +28,20 @@ extension InMemoryTransport {
         switch answer.body {
         case .bytes(let bytes):
             return HTTPResponse(status: answer.status, headers: out, body: bytes)
-        case .file(let path, let offset, let length, _, _, _):
+        case .file(let path, let offset, let length):
             let handle = FileHandle(forReadingAtPath: path)
             defer { try? handle?.close() }
             try? handle?.seek(toOffset: UInt64(offset))
             let bytes = (try? handle?.read(upToCount: Int(length))).flatMap { $0.map { [UInt8]($0) } } ?? []
             return HTTPResponse(status: answer.status, headers: out, body: bytes)
+        case .stream(_, let write):
+            // What a faulty body sends before it stops is what arrives.
+            let sent = Mutex<[UInt8]>([])
+            _ = write { chunk in
+                sent.withLock { $0 += chunk }
+                return true
+            }
+            return HTTPResponse(status: answer.status, headers: out, body: sent.withLock { $0 })
         }
     }
 }

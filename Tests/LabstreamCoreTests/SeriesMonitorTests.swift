@@ -74,6 +74,60 @@ import Testing
         #expect(ids(plan.pin) == ["e1x2"] && plan.unpin.isEmpty && plan.remove.isEmpty)
     }
 
+    /// Every episode in scope is held or skipped for one reason, counted by its code.
+    @Test func aMonitorThatHoldsNothingSaysWhy() {
+        typealias P = SeriesMonitorPolicy
+        // Watched (delete-watched), unpinned by the person, and one that does not fit the cap.
+        let episodes = [ep(1, 1, played: true), ep(1, 2, played: true, monitor: true), ep(1, 3, declined: true), ep(1, 4, size: 500)]
+        let plan = P.plan(monitor(.all, deleteWatched: true, cap: 400), episodes: episodes)
+        #expect(plan.holds.isEmpty && plan.heldBytes == 0 && plan.inScope == 4)
+        #expect(plan.skipped == [.watched: 2, .overCap: 1, .declined: 1], "\(plan.skipped)")
+        #expect(plan.outcome == MonitorOutcome(episodes: 0, bytes: 0, inScope: 4, skipped: [.watched: 2, .overCap: 1, .declined: 1]))
+        // Nothing in scope yet: `future` before the server gains an episode; the count is the series'.
+        let future = P.plan(monitor(.future, baseline: ["e1x1", "e1x2"]), episodes: [ep(1, 1), ep(1, 2)])
+        #expect(future.inScope == 0 && future.skipped == [.nothingInScope: 2])
+        #expect(P.plan(monitor(.seasons([4])), episodes: []).skipped == [.nothingInScope: 0])
+        // A monitor that holds everything skips nothing.
+        #expect(P.plan(monitor(.all), episodes: [ep(1, 1), ep(1, 2, played: true)]).skipped.isEmpty)
+    }
+
+    /// Offline, nothing is pinned, let go or removed; what is pinned is held, the rest waits.
+    @Test func offlineAMonitorHoldsWhatIsPinnedAndTheRestWaitsForTheServer() {
+        let episodes = [ep(1, 1, monitor: true), ep(1, 2, hand: true), ep(1, 3), ep(1, 4, declined: true), ep(1, 5, played: true, monitor: true)]
+        let plan = SeriesMonitorPolicy.plan(monitor(.all, deleteWatched: true, cap: 150), episodes: episodes, online: false)
+        #expect(plan.pin.isEmpty && plan.unpin.isEmpty && plan.remove.isEmpty)
+        #expect(Set(ids(plan.holds)) == ["e1x1", "e1x2", "e1x5"] && plan.heldBytes == 300)
+        #expect(plan.skipped == [.offline: 1, .declined: 1], "\(plan.skipped)")
+    }
+
+    /// The next look: the daemon's next catalog refresh, counted from the server's last sync.
+    @Test func theNextLookIsTheNextRefreshAfterTheLastSync() {
+        typealias P = SeriesMonitorPolicy
+        #expect(P.nextLook(daemon: true, online: true, lastSync: 1000, refreshInterval: 900, now: 1200) == .atRefresh(1900))
+        #expect(P.nextLook(daemon: true, online: true, lastSync: 1000, refreshInterval: 900, now: 5000) == .atRefresh(5000))  // overdue: now
+        #expect(P.nextLook(daemon: true, online: true, lastSync: nil, refreshInterval: 900, now: 5000) == .atRefresh(5000))
+        #expect(P.nextLook(daemon: true, online: true, lastSync: 1000, refreshInterval: 0, now: 1200) == .atSync)
+        #expect(P.nextLook(daemon: true, online: false, lastSync: 1000, refreshInterval: 900, now: 1200) == .whenServerAnswers)
+        #expect(P.nextLook(daemon: false, online: true, lastSync: 1000, refreshInterval: 900, now: 1200) == .atMount)
+        #expect([NextLook.atRefresh(1), .whenServerAnswers, .atSync, .atMount].map(\.code) == ["refresh", "server_answers", "sync", "mount"])
+    }
+
+    /// `skipped` as the index keeps it: codes, read back; an unknown code is left out.
+    @Test func skippedCountsAreKeptAsCodes() {
+        let outcome = MonitorOutcome(episodes: 1, bytes: 2, inScope: 9, skipped: [.offline: 3, .watched: 2, .nothingInScope: 0])
+        #expect(outcome.skippedCodes == "watched=2 offline=3 nothing_in_scope=0")
+        #expect(MonitorOutcome.skipped(codes: outcome.skippedCodes) == outcome.skipped)
+        #expect(MonitorOutcome.skipped(codes: "over_cap=4 someday=1 declined=x") == [.overCap: 4])
+    }
+
+    /// An episode the watched query lists while its own flag says unwatched counts as unwatched.
+    @Test func anEpisodeTheQueryAndItsOwnFlagDisagreeOnIsUnwatched() {
+        let answer = WatchedAnswer(listed: ["a", "b", "c", "movie"], ownFlagUnwatched: ["b", "movie"])
+        let verdict = WatchedAgreement.resolve(answer, among: ["a", "b", "c", "d"])
+        #expect(verdict.watched == ["a", "c"] && verdict.disagreeing == 1)  // the film is no monitored episode
+        #expect(WatchedAgreement.resolve(WatchedAnswer(listed: ["a"]), among: ["a"]) == (["a"], 0))
+    }
+
     @Test func settingsParseAndPrintTheSameWay() throws {
         let parsed = try SeriesMonitor.parseSettings("latest-season delete-watched max-storage=2G")
         #expect(parsed.mode == .latestSeason && parsed.deleteWatched && parsed.maxStorage == 2 << 30)

@@ -53,6 +53,28 @@ import Testing
                 "srv/Shows/Show (2020)/poster", "srv/Shows/Show (2020)/Season 01/poster",
                 "srv/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot-thumb"
             ], "\(planned.keys.sorted())")
+        // Kodi looks for a season's poster in the series folder: the same stored bytes show there too.
+        let season = planned["srv/Shows/Show (2020)/Season 01/poster"]
+        #expect(season?.alsoAt == [["srv", "Shows", "Show (2020)", "season01-poster"]], "\(season?.alsoAt ?? [])")
+        #expect(
+            season?.paths(extension: "jpg") == [
+                ["srv", "Shows", "Show (2020)", "Season 01", "poster.jpg"], ["srv", "Shows", "Show (2020)", "season01-poster.jpg"]
+            ])
+        #expect(season?.directories.contains(["srv", "Shows", "Show (2020)"]) == true)
+        #expect(planned["srv/Shows/Show (2020)/poster"]?.alsoAt == [])  // the series' own poster has one name
+    }
+
+    /// Season 0 is Kodi's `season-specials-poster`; seasons are two digits at least.
+    @Test func kodisSeasonPosterNames() {
+        #expect(SideAssetPlan.kodiSeasonPoster(0) == "season-specials-poster")
+        #expect(SideAssetPlan.kodiSeasonPoster(3) == "season03-poster")
+        #expect(SideAssetPlan.kodiSeasonPoster(12) == "season12-poster")
+        let special = CatalogItem(
+            id: "e0", kind: .episode, title: "Extra", seriesId: "s", seriesName: "Show", seriesYear: 2020, seasonNumber: 0,
+            episodeNumber: 1, sources: source("e0s"))
+        let series = ItemDetails(assets: [RemoteAsset(kind: .poster, ref: "s0/Primary", tag: "s0", season: 0)])
+        let planned = plan([LibraryCatalog(id: "T", name: "Shows", items: [special], seriesDetails: ["s": series])])
+        #expect(planned["srv/Shows/Show (2020)/Season 00/poster"]?.alsoAt == [["srv", "Shows", "Show (2020)", "season-specials-poster"]], "\(planned)")
     }
 
     /// One cover per album folder, whichever track brought it, owned by all its tracks.

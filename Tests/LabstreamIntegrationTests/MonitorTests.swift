@@ -85,7 +85,7 @@ import Testing
         #expect(held.stdout.contains("\"reason\" : \"held_by_cap\""), "\(held.stdout)")
         let listed = try m.cli(["monitor", "list"])
         #expect(
-            listed.stdout.contains(Self.series) && listed.stdout.contains("holds 2 episodes") && listed.stdout.contains("1 held by the cap"),
+            listed.stdout.contains(Self.series) && listed.stdout.contains("holds 2 episodes") && listed.stdout.contains("1 held back by the cap"),
             "\(listed.stdout)")
 
         // Unpinning a monitored episode by hand: the monitor leaves it alone, and the cap lets the next one in.
@@ -109,6 +109,72 @@ import Testing
         #expect(attr(m, Self.series, "monitor") == nil)
         #expect(pinned(m, 3, 1) && pinned(m, 3, 3))
         try m.unmount()
+    }
+
+    /// A monitor that holds nothing says what it skipped and why, with counts, and when it looks
+    /// next: in `monitor list` and `status` of its folder, text and JSON, with the daemon
+    /// running, offline, and with no daemon. A watched query that lists episodes their own
+    /// `UserData.Played` calls unwatched is named in the log, and they are kept as unwatched.
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby])
+    func aMonitorThatHoldsNothingSaysWhatItSkippedAndWhenItLooksNext(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("monitor-why-\(kind)", kind: kind, catalog: Self.catalog)
+        for (s, e) in Self.later { m.fixture.hold(itemId: try item(m, s, e)) }
+        m.fixture.markPlayed(itemId: try item(m, 1, 1))
+        m.fixture.markPlayed(itemId: try item(m, 1, 2))
+        try m.mount()
+        #expect(try m.cli(["monitor", "add", m.path(Self.series), "--mode", "seasons=1", "--delete-watched"]).code == 0)
+        func list() -> String { (try? m.cli(["monitor", "list"]).stdout) ?? "" }
+        #expect(eventually { list().contains("holds 0 episodes, 0 B; skipped: 2 watched (delete-watched lets them go)") }, "\(list())")
+        #expect(list().contains("next look: at the next catalog refresh, "), "\(list())")
+        let row = try #require(try JSONSerialization.jsonObject(with: Data(try m.cli(["monitor", "list", "--json"]).stdout.utf8)) as? [[String: Any]]).first
+        #expect(row?["episodes"] as? Int == 0 && row?["in_scope"] as? Int == 2, "\(row ?? [:])")
+        #expect((row?["skipped"] as? [String: Int]) == ["watched": 2], "\(row ?? [:])")
+        // The next look is the daemon's next refresh (refresh_interval, 900 s), counted from the server's last sync.
+        let servers = try JSONSerialization.jsonObject(with: Data(try m.cli(["server", "list", "--json"]).stdout.utf8)) as? [[String: Any]]
+        let lastSync = try #require(servers?.first?["last_sync"] as? Int)
+        let next = row?["next_look"] as? [String: Any]
+        #expect(next?["when"] as? String == "refresh" && next?["at"] as? Int == lastSync + 900, "\(row ?? [:]) last sync \(lastSync)")
+        // `status` of the series folder says the same, above its files.
+        let status = try m.cli(["status", m.path(Self.series)])
+        #expect(
+            status.stdout.hasPrefix(
+                "monitor: seasons=1, watched episodes removed; holds 0 episodes, 0 B; skipped: 2 watched (delete-watched lets them go); "
+                    + "next look: at the next catalog refresh, "), "\(status.stdout)")
+        let statusJSON = try m.cli(["status", "--json", m.path(Self.series)]).stdout
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(statusJSON.utf8)) as? [[String: Any]])
+        let monitor = json.first?["monitor"] as? [String: Any]
+        #expect(json.first?["path"] as? String == m.path(Self.series) && (monitor?["skipped"] as? [String: Int]) == ["watched": 2], "\(json.first ?? [:])")
+        #expect(json.dropFirst().allSatisfy { $0["state"] != nil && $0["monitor"] == nil })
+
+        // The server stops applying the watched query's filter: it lists unwatched episodes too,
+        // each with its own UserData.Played false. They are unwatched: season 1's second episode,
+        // marked unwatched, is pinned, and the log names how many disagree (it and season 2's).
+        m.fixture.ignoreIsPlayedFilter()
+        m.fixture.markPlayed(itemId: try item(m, 1, 2), false)
+        #expect(try m.cli(["sync"]).code == 0)
+        let said = "its watched query listed 2 episodes of monitored series that their own watched state in the same answer calls unwatched"
+        #expect(eventually { m.log.contains(said) }, "\(m.log)")
+        #expect(eventually { stored(m, 1, 2) && pinned(m, 1, 2) }, "\(m.log)")
+        #expect(!pinned(m, 1, 1))
+        #expect(eventually { list().contains("holds 1 episode, ") == true && list().contains("skipped: 1 watched") }, "\(list())")
+
+        // Offline: nothing changes, what it lacks waits for the server, and it looks again when the server answers.
+        try m.unmount()
+        m.fixture.stop()
+        try m.mount()
+        #expect(try m.cli(["sync"]).code != 0)
+        #expect(
+            eventually { list().contains("skipped: 1 waiting for the server, which is not answering; next look: when test answers again") },
+            "\(list())")
+        #expect(pinned(m, 1, 2))
+        // With no daemon: the last evaluation, from the index, and the next look once mounted.
+        try m.unmount()
+        #expect(list().contains("\(Self.series)\tseasons=1, watched episodes removed\tholds 1 episode, "), "\(list())")
+        #expect(list().contains("next look: once mounted (no daemon is running)"), "\(list())")
+        let offlineStatus = try m.cli(["status", Self.series])
+        #expect(
+            offlineStatus.stdout.contains("monitor: seasons=1, watched episodes removed; holds 1 episode, "),
+            "\(offlineStatus.stdout) \(offlineStatus.stderr)")
     }
 
     /// Jellyfin saves no item when it is watched (only its user data): the sync finds nothing

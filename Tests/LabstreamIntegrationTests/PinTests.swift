@@ -340,7 +340,8 @@ import Testing
 }
 
 /// Takes a current index back to schema 11 (`undoSchema11` on to 10).
-let undoSchema16 = "ALTER TABLE servers DROP COLUMN last_full_sync; "
+let undoSchema17 = ["held_episodes", "held_bytes", "in_scope", "skipped"].map { "ALTER TABLE monitors DROP COLUMN \($0); " }.joined()
+let undoSchema16 = undoSchema17 + "ALTER TABLE servers DROP COLUMN last_full_sync; "
 let undoSchema15 = undoSchema16 + "ALTER TABLE downloads DROP COLUMN pause_cause; "
 let undoSchema14 =
     undoSchema15 + ["inserted", "updated", "deleted"].map { "DROP TRIGGER documents_item_\($0); DROP TRIGGER documents_series_\($0); " }.joined()
@@ -485,6 +486,27 @@ let undoSchema11 =
     /// A v12 index opens with its side assets and catalog, and keeps what a server told item by
     /// item (a Plex film's subtitles and chapters) across a catalog rewrite; stored side assets
     /// count in the cache size.
+    /// v16 → v17: a monitor keeps its settings and has no outcome until its next evaluation,
+    /// whose counts and skipped codes are then read back.
+    @Test func aVersion16IndexIsUpgradedAndKeepsWhatItsMonitorsSkipped() throws {
+        let scratch = Scratch("migrate16")
+        let path = scratch.path + "/index.sqlite"
+        let monitor = SeriesMonitor(server: "s", seriesId: "show", mode: .latestSeason, deleteWatched: true, maxStorage: 500, created: 7)
+        do {
+            let v17 = try OfflineIndex(path: path)
+            try v17.saveMonitor(monitor)
+            try v17.db.exec(undoSchema17 + "UPDATE meta SET value='16' WHERE key='schema_version';")
+        }
+        let index = try OfflineIndex(path: path)
+        #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "\(OfflineIndex.schemaVersion)")
+        #expect(try index.monitors() == [monitor])
+        #expect(try index.monitorOutcome(server: "s", series: "show") == nil)
+        let outcome = MonitorOutcome(episodes: 0, bytes: 0, inScope: 3, skipped: [.watched: 2, .declined: 1])
+        try index.saveMonitorOutcome(server: "s", series: "show", outcome)
+        #expect(try index.monitorOutcome(server: "s", series: "show") == outcome)
+        #expect(try index.db.query("SELECT skipped FROM monitors").first?[0].text == "watched=2 declined=1")
+    }
+
     /// v15 → v16: a server's last whole read is unknown, so its next scheduled sync reads
     /// everything; what the row held stays.
     @Test func aVersion15IndexIsUpgradedAndItsNextScheduledSyncReadsEverything() throws {

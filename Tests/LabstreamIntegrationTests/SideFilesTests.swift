@@ -233,7 +233,7 @@ import Testing
             .init(.logo, file: image("logo.png", "100x40"))
         ]
         c.seriesArtwork["Show"] = [.init(.poster, file: image("show.jpg", "120x180"))]
-        c.seasonPosters["Show/1"] = image("season1.jpg", "120x180")
+        c.seasonPosters["Show/1"] = image("season1.jpg", "100x150")  // bytes of its own: stored once, found by them
         c.episodeThumbs[pilot] = image("thumb.jpg", "160x90")
         let srt = Array("1\n00:00:01,000 --> 00:00:02,000\nHello\n".utf8)
         // Windows-1252 (an old French SRT): "Été" with 0xC9 and 0xE9.
@@ -284,6 +284,22 @@ import Testing
             eventually { episodeSide.allSatisfy { FileManager.default.fileExists(atPath: m.path($0)) } },
             "\((try? FileManager.default.contentsOfDirectory(atPath: m.path(Self.season))) ?? [])")
         #expect(try sha256(m.path(Self.season + "/poster.jpg")) == sha256(m.mediaDir + "/season1.jpg"))
+        // Kodi's name for the season's poster, in the series folder: the same stored bytes, its
+        // size exact before a read, stored once.
+        let kodiSeason = m.path("test/Shows/Show (2020)/season01-poster.jpg")
+        #expect(
+            eventually { FileManager.default.fileExists(atPath: kodiSeason) },
+            "\((try? FileManager.default.contentsOfDirectory(atPath: m.path("test/Shows/Show (2020)"))) ?? [])")
+        let posterSize = try #require(try FileManager.default.attributesOfItem(atPath: m.mediaDir + "/season1.jpg")[.size] as? Int)
+        #expect(try FileManager.default.attributesOfItem(atPath: kodiSeason)[.size] as? Int == posterSize)
+        #expect(try sha256(kodiSeason) == sha256(m.mediaDir + "/season1.jpg"))
+        let seasonSha = try sha256(m.mediaDir + "/season1.jpg")
+        let stored = (FileManager.default.enumerator(atPath: m.dataDir + "/side")?.allObjects as? [String] ?? []).filter { rel in
+            var dir: ObjCBool = false
+            return FileManager.default.fileExists(atPath: m.dataDir + "/side/" + rel, isDirectory: &dir) && !dir.boolValue
+                && (try? sha256(m.dataDir + "/side/" + rel)) == seasonSha
+        }
+        #expect(stored.count == 1, "\(stored)")
         // Stored, they read with the server gone.
         m.fixture.stop()
         #expect(try sha256(m.path(Self.movie + "/poster.jpg")) == sha256(m.mediaDir + "/poster.jpg"))
