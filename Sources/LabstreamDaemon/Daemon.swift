@@ -118,15 +118,19 @@ public final class Daemon: Sendable {
         tree.withLock { $0 = fs }
         CLinux_release_free_memory()  // what reading the catalog needed is not what serving it needs
 
-        transfers.onTreeChange(reload)  // a finished copy at another quality joins the tree
-        fetcher.onChange(reload)  // stored (or dropped) artwork and subtitles show
+        transfers.onEvent { event in
+            switch event {
+            case .treeChanged: reload()  // a finished copy at another quality joins the tree
+            case .pinned: fetcher.wake()  // what goes beside the pinned files comes with them
+            case .verify(let keys): fetcher.verify(keys)
+            case .mediaDropped(let key): fetcher.mediaDropped(key)
+            case .serverOnline(let name): scheduler.serverOnline(name)
+            }
+        }
         transfers.onSideAssetsMissing { key in fetcher.status(of: key).contains { $0.state == .missing } }
+        fetcher.onChange(reload)  // stored (or dropped) artwork and subtitles show
         fs.onListed { fetcher.listed($0) }
         fs.onSideAssetStatus { fetcher.status(of: $0) }
-        transfers.onMediaDropped { fetcher.mediaDropped($0) }
-        transfers.onPinned { fetcher.wake() }
-        transfers.onVerify { fetcher.verify($0) }
-        transfers.onServerOnline { scheduler.serverOnline($0) }
 
         // The heap's free pages go back to the kernel once enough is held and no walk is under way.
         let trimPolicy = Mutex(HeapTrimPolicy(slack: CLinux_resident_slack_bytes()))

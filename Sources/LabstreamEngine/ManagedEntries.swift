@@ -204,7 +204,7 @@ final class ManagedEntries: Sendable {
                 engine.log("\(server): the server skipped episode \(skipped.episode) of batch \(batch): \(skipped.reason)")
             }
             engine.log("\(server): registered season \(season.season) of \(season.series) as batch \(batch) (\(answer.made.count) entries)")
-            engine.pinnedListener.function?()  // their manifests name what goes beside them
+            engine.tell(.pinned)  // their manifests name what goes beside them
             engine.validation.wake()
         }
         return made
@@ -282,7 +282,7 @@ final class ManagedEntries: Sendable {
                 registry.routeBytes(of: row.key, through: entry.routesBytes ? entry.id : nil)
                 engine.log("\(file.path.joined(separator: "/")): registered with \(server) as download entry \(entry.id ?? "?")")
                 engine.validation.wake()
-                engine.pinnedListener.function?()  // its manifest names what goes beside it
+                engine.tell(.pinned)  // its manifest names what goes beside it
                 let next = ManagedEntryPolicy.step(
                     pinned: true, local: local(row, entry: entry, engine: engine), entry: entry,
                     besideStored: !engine.sideAssetsMissing(row.key))

@@ -69,7 +69,7 @@ final class ServerHealth: Sendable {
                     if state == .online {
                         engine.filler.wake()
                         engine.monitors.schedule([server])
-                        if let listener = engine.onlineListener.function { Thread { listener(server) }.start() }
+                        engine.tell(.serverOnline(server))
                     }
                     engine.noteChange()
                 }

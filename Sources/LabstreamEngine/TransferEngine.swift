@@ -102,7 +102,7 @@ public final class TransferEngine: Sendable {
     let managed = ManagedEntries()
     let monitors = SeriesMonitors()
     let openEnded = OpenEndedFill()
-    let treeListener = Hook<@Sendable () -> Void>()
+    let events = Hook<@Sendable (TransferEvent) -> Void>()
 
     public init(
         index: OfflineIndex, layout: DataLayout, settings: Settings, journal: CleanupJournal? = nil,
@@ -117,31 +117,20 @@ public final class TransferEngine: Sendable {
         managed.wakeUp.set { [entries] in entries.wake() }
     }
 
-    /// Called when files appear in the tree without a catalog sync (a finished copy at another
-    /// quality): the daemon reloads its tree.
-    public func onTreeChange(_ listener: @escaping @Sendable () -> Void) { treeListener.set(listener) }
+    /// What the engine tells whoever runs it, one typed event at a time (`TransferEvent`).
+    /// The handler must not block, but on `serverOnline`, which comes on a thread of its own.
+    public func onEvent(_ handler: @escaping @Sendable (TransferEvent) -> Void) { events.set(handler) }
 
-    func treeChanged() { treeListener.function?() }
+    func tell(_ event: TransferEvent) {
+        guard let handler = events.function else { return }
+        if case .serverOnline = event {
+            Thread { handler(event) }.start()
+        } else {
+            handler(event)
+        }
+    }
 
-    let droppedListener = Hook<@Sendable (FileKey) -> Void>()
-    let pinnedListener = Hook<@Sendable () -> Void>()
-    let verifyListener = Hook<@Sendable ([FileKey]) -> Void>()
-
-    /// Called when files are to be checked again (`labstream verify`): what is stored beside
-    /// them is checked too. Must not block.
-    public func onVerify(_ listener: @escaping @Sendable ([FileKey]) -> Void) { verifyListener.set(listener) }
-
-    /// Called when files were pinned (their side assets are fetched with them). Must not block.
-    public func onPinned(_ listener: @escaping @Sendable () -> Void) { pinnedListener.set(listener) }
-
-    /// Called when a file's local bytes were freed (cancelled or evicted): what was stored
-    /// beside it goes too.
-    public func onMediaDropped(_ listener: @escaping @Sendable (FileKey) -> Void) { droppedListener.set(listener) }
-
-    let onlineListener = Hook<@Sendable (String) -> Void>()
-
-    /// Called (on its own thread) when a server that was not answering answers again.
-    public func onServerOnline(_ listener: @escaping @Sendable (String) -> Void) { onlineListener.set(listener) }
+    func treeChanged() { tell(.treeChanged) }
 
     /// The servers this engine has backends for.
     public var serverNames: [String] { backends.withLock { $0.keys.sorted() } }
@@ -293,7 +282,7 @@ public final class TransferEngine: Sendable {
         let rows = try recordPin(pinned, rows: rowsFor)
         if origin == .person { monitors.personPinned(pinned, targets.map(\.key), engine: self) }
         if !pinned { live.cancel(Set(rows.map(\.key))) }
-        if pinned { pinnedListener.function?() }
+        if pinned { tell(.pinned) }
         managed.pinned(Set(rows.map(\.key.server)))
         log("\(pinned ? "pinned" : "unpinned") \(rows.count) files")
         filler.wake()
@@ -482,7 +471,7 @@ public final class TransferEngine: Sendable {
         for file in targets {
             try transfer(for: file).apply(action, engine: self, reason: reason)
         }
-        if action == .verify { verifyListener.function?(targets.map(\.key)) }
+        if action == .verify { tell(.verify(targets.map(\.key))) }
         log("\(action.rawValue) \(targets.count) files")
         if action == .retry || action == .resume { managed.pinned(Set(targets.map(\.key.server))) } else { managed.poke() }
         filler.wake()

@@ -53,7 +53,7 @@ extension TransferEngine: TransferHost {
         filler.wake()
     }
 
-    func dropped(_ key: FileKey) { droppedListener.function?(key) }
+    func dropped(_ key: FileKey) { tell(.mediaDropped(key)) }
 
     func fetchStarted() -> Int64 {
         let running = activeFetches.withLock {

@@ -1,0 +1,16 @@
+import LabstreamCore
+
+/// What the transfer engine tells the daemon that runs it (`TransferEngine.onEvent`).
+public enum TransferEvent: Sendable, Hashable {
+    /// Files appeared in the tree without a catalog sync (a finished copy at another quality):
+    /// the tree is rebuilt from the index.
+    case treeChanged
+    /// Files were pinned: what belongs beside them is fetched with them.
+    case pinned
+    /// Files are to be checked again (`labstream verify`): what is stored beside them too.
+    case verify([FileKey])
+    /// A file's local bytes were freed (cancelled or evicted): what was stored beside it goes too.
+    case mediaDropped(FileKey)
+    /// A server that was not answering answers again (told on a thread of its own).
+    case serverOnline(String)
+}
