@@ -109,6 +109,34 @@ final class MountedSilo: @unchecked Sendable {
         try m.unmount()
     }
 
+    /// A film's versions are labelled by resolution and edition, each said once: an edition
+    /// that names the resolution (`360p` of a 360p file) was `Big Buck Test (2008) - 360p
+    /// 360p.mp4`, and its `.nfo` likewise.
+    @Test func aVersionWhoseEditionNamesItsResolutionIsLabelledOnce() throws {
+        let m = try MountedSilo(
+            "silo-versions",
+            catalog: { dir in
+                writeRandomFile(dir + "/big.mp4", size: 200_000, seed: 41)
+                writeRandomFile(dir + "/big-360p.mp4", size: 100_000, seed: 42)
+                var movie = FixtureCatalog.Movie(title: "Big Buck Test", year: 2008, file: dir + "/big.mp4", container: "mp4")
+                movie.versions = [("360p", dir + "/big-360p.mp4")]
+                return FixtureCatalog(movies: [movie], series: [])
+            }
+        ) { $0.resolutions = ["big.mp4": "1080p", "big-360p.mp4": "360p"] }
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        let folder = m.path("test/Movies/Big Buck Test (2008)")
+        let names = Set(try FileManager.default.contentsOfDirectory(atPath: folder))
+        #expect(
+            names.isSuperset(of: [
+                "Big Buck Test (2008) - 1080p.mp4", "Big Buck Test (2008) - 1080p.nfo", "Big Buck Test (2008) - 360p.mp4",
+                "Big Buck Test (2008) - 360p.nfo"
+            ]), "\(names.sorted())")
+        #expect(!names.contains { $0.contains("360p 360p") }, "\(names.sorted())")
+        #expect(try sha256(folder + "/Big Buck Test (2008) - 360p.mp4") == sha256(m.mediaDir + "/big-360p.mp4"))
+        try m.unmount()
+    }
+
     /// An access token that expires mid-session is renewed with the refresh token (one try),
     /// and the rotated refresh token is what the credential store holds afterwards.
     @Test func anExpiredAccessTokenIsRenewedAndTheRotatedRefreshTokenIsStored() throws {
