@@ -147,6 +147,9 @@ enum PinCommand {
                 if code == ENOTSUP || code == ENOENT || code == EOPNOTSUPP {
                     throw CLIError(ExitCode.noInput, "\(path) is not inside a live Labstream mount (or does not exist)")
                 }
+                if code == EPERM, let side = ["generated", "side_asset"].first(where: { StatusCommand.xattr(path, $0) != nil }) {
+                    throw CLIError(.localSideFile(path, stored: side == "side_asset"))
+                }
                 if code == EROFS {
                     throw CLIError(
                         ExitCode.noPerm,

@@ -461,7 +461,7 @@ public final class FilesystemEngine: Sendable {
         let (node, files) = table.withLock { ($0.node(ino), $0.files(under: ino)) }
         guard let node else { throw .notFound("inode \(ino)") }
         // A generated file has nothing to pin, fetch or monitor.
-        if node.generated != nil { throw .unsupportedAttributeWrite(name) }
+        if let made = node.generated { throw .localSideFile(made.path.joined(separator: "/"), stored: made.storedAt != nil) }
         let text = String(decoding: value, as: UTF8.self).trimming(" \t\r\n")
         if name == Self.xattrPrefix + "action" {
             guard let action = QueueAction(rawValue: text) else {

@@ -89,6 +89,7 @@ import Testing
         (LabstreamError.notFound("x"), ENOENT), (.readOnly, EROFS), (.notADirectory("x"), ENOTDIR), (.isADirectory("x"), EISDIR),
         (.fetchFailed("x"), EIO), (.serverUnavailable("x"), EIO), (.timedOut("x"), EIO), (.remoteChanged("x"), ESTALE),
         (.noSpace("x"), ENOSPC), (.noAttribute, ENODATA), (.attributeBufferTooSmall, ERANGE), (.unsupportedAttributeWrite("x"), EPERM),
+        (.localSideFile("x", stored: false), EPERM),
         (.storage("x"), EIO), (.invalidArgument("x"), EINVAL)
     ])
     func mapsEveryError(error: LabstreamError, expected: Int32) {

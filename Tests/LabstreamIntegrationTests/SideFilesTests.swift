@@ -76,6 +76,11 @@ import Testing
         #expect(StatusCommandXattr.get(m.path(Self.film), "state") == "complete")
         let pin = Array("1".utf8)
         #expect(setxattr(m.path(Self.film), "user.labstream.pin", pin, pin.count, 0) != 0 && errno == EPERM)
+        // `labstream pin` says what it is, with the exit status labstream(1) gives it.
+        for nfo in [Self.film, Self.show] {
+            let refused = try m.cli(["pin", m.path(nfo)])
+            #expect(refused.code == 65 && refused.stderr.contains("generated from the catalog; always local"), "\(refused.code) \(refused.stderr)")
+        }
         // Offline after a restart: the same bytes.
         try m.unmount()
         m.fixture.stop()
