@@ -159,6 +159,24 @@ import Testing
         #expect(again.code == 66)
     }
 
+    /// A bad argument is said first, before anything about the path or what it holds (`monitor
+    /// add … --mode weekly` on a monitored series said "is monitored already").
+    @Test func monitorArgumentsAreCheckedBeforeThePath() throws {
+        let e = Env(scratch: Scratch("cli-monitor-args"))
+        let nowhere = e.scratch.path + "/not-a-mount"
+        for args in [["add", nowhere, "--mode", "weekly"], ["set", nowhere, "--mode", "weekly"]] {
+            let r = try e.run(["monitor"] + args)
+            #expect(r.code == 64 && r.stderr.contains("--mode takes all, future, latest-season"), "\(args): \(r.code) \(r.stderr)")
+        }
+        let size = try e.run(["monitor", "set", nowhere, "--max-storage", "lots"])
+        #expect(size.code == 64 && size.stderr.contains("--max-storage takes a size"), "\(size.code) \(size.stderr)")
+        let noMode = try e.run(["monitor", "add", nowhere])
+        #expect(noMode.code == 64 && noMode.stderr.contains("monitor add needs --mode"), "\(noMode.code) \(noMode.stderr)")
+        // Good arguments: then the path is looked at.
+        let path = try e.run(["monitor", "add", nowhere, "--mode", "all"])
+        #expect(path.code == 66 && path.stderr.contains("not inside a live Labstream mount"), "\(path.code) \(path.stderr)")
+    }
+
     @Test func unreachableAndWrongServersGiveClearErrors() throws {
         let e = Env(scratch: Scratch("cli-bad"))
         let gone = try e.run(["server", "add", "jellyfin", "x", "--url", "http://127.0.0.1:1", "--user", "a", "--password-stdin"], stdin: "b")
