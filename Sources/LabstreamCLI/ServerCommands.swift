@@ -249,10 +249,11 @@ enum ServerCommands {
         for s in config.servers {
             let sync =
                 synced[s.name]?.lastSync.map { "last sync " + ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double($0))) } ?? "never synced"
-            printOut(
-                "\(s.name)\t\(s.kind.rawValue)\t\(s.url)\t\(s.user ?? "-")\t\(creds[s.name] == nil ? "no credentials" : "signed in")\t\(sync)\t\(reachability(s.name) ?? "not mounted")"
-            )
-            if reachability(s.name) == Reachability.authFailed.rawValue {
+            // Stored credentials the server refuses are not a sign-in: one state on the line.
+            let refused = reachability(s.name) == Reachability.authFailed.rawValue
+            let signIn = creds[s.name] == nil ? "no credentials" : refused ? "sign-in refused" : "signed in"
+            printOut("\(s.name)\t\(s.kind.rawValue)\t\(s.url)\t\(s.user ?? "-")\t\(signIn)\t\(sync)\t\(reachability(s.name) ?? "not mounted")")
+            if refused {
                 printOut("  the server refused the stored sign-in; its transfers are paused until you sign in again: \(s.signInAgain)")
             }
             for library in leftOut(s.name) { printOut("  left out: \(library.name) (\(library.why))") }

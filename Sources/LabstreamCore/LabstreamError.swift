@@ -40,7 +40,11 @@ public enum LabstreamError: Error, Sendable, Equatable {
         case .fetchFailed(let why): return "fetching from the server failed: \(why)"
         case .serverUnavailable(let why): return "the server is unavailable: \(why). Check that it is running and the URL is right."
         case .remoteChanged(let why): return "the file changed on the server: \(why). Run `labstream sync` to refresh the catalog."
-        case .authenticationFailed(let why): return "the server refused the credentials: \(why). Add the server again with `labstream server add`."
+        case .authenticationFailed(let why):
+            // A reason that already says how to sign in again (Silo's names the very command) is
+            // not followed by the same advice in general words.
+            let advice = why.contains("labstream server add") ? "" : " Add the server again with `labstream server add`."
+            return "the server refused the credentials: \(why)." + advice
         case .malformedResponse(let why): return "the server sent a response Labstream cannot read: \(why)"
         case .refused(let why): return "the server refused the request: \(why)"
         case .noSpace(let why): return "the disk is full: \(why). Free space in the data directory."

@@ -96,6 +96,14 @@ import Testing
         #expect(ErrnoMap.errno(for: error) == expected)
     }
 
+    /// The way to sign in again is said once: a reason naming the command is not followed by
+    /// the general advice (a Silo sync failure gave both).
+    @Test func signInAdviceIsGivenOnce() {
+        let silo = LabstreamError.authenticationFailed("Silo ended this sign-in; sign in again with `labstream server add silo s --url http://h`")
+        #expect(silo.userMessage.components(separatedBy: "labstream server add").count == 2, "\(silo.userMessage)")
+        #expect(LabstreamError.authenticationFailed("the token was not accepted").userMessage.hasSuffix("Add the server again with `labstream server add`."))
+    }
+
     @Test func syscallErrorsKeepENOSPC() {
         #expect(ErrnoMap.errno(for: SyscallError(function: "pwrite", context: "x", code: ENOSPC) as any Error) == ENOSPC)
         #expect(ErrnoMap.errno(for: SyscallError(function: "pwrite", context: "x", code: EACCES) as any Error) == EIO)

@@ -317,7 +317,14 @@ import Testing
         #expect(status().contains("\"state\" : \"paused\""), "\(status())")
         let list = try m.cli(["server", "list"])
         #expect(list.stdout.contains("sign in again: labstream server add silo test --url \(m.baseURL)"), "\(list.stdout)")
+        // One state on its line: the sign-in is refused, not "signed in" beside "auth-failed".
+        let line = list.stdout.split(separator: "\n").first { $0.hasPrefix("test\t") } ?? ""
+        #expect(line.contains("sign-in refused") && line.contains("auth-failed") && !line.contains("signed in"), "\(line)")
         #expect(try m.cli(["status"]).stdout.contains("server test: auth-failed (the stored sign-in was refused"))
+        // A sync says what to do once.
+        let sync = try m.cli(["sync"])
+        #expect(sync.code == 77 && sync.stderr.components(separatedBy: "labstream server add").count == 2, "\(sync.stderr)")
+        #expect(sync.stderr.contains("labstream server add silo test --url \(m.baseURL)"), "\(sync.stderr)")
         #expect(entries(m, content: film).map(\.id) == [id])
         // Signing in again resumes it, through the entry it had.
         m.fixture.clearRequestLog()
