@@ -65,7 +65,8 @@ public struct FileStatus: Sendable, Hashable {
     public init(path: String, size: Int64, row: DownloadRow?, related: [DownloadRow] = [], orphaned: Bool = false) {
         self.init(
             path: path, state: Self.state(of: row), present: row.map { min($0.present.byteCount, size) } ?? 0,
-            total: size, reason: orphaned ? StatusReason.orphaned : row?.reason, pauseCause: row?.pauseCause, pinned: row?.pinned ?? false)
+            total: size, reason: orphaned ? StatusReason.orphaned(kept: row.map { !$0.present.isEmpty } ?? false) : row?.reason,
+            pauseCause: row?.pauseCause, pinned: row?.pinned ?? false)
         for other in related {
             let part = Part(
                 quality: DerivedCopy.parse(other.key).map { "\($0.quality)" }, state: Self.state(of: other),

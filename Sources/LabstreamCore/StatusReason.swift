@@ -19,8 +19,13 @@ public enum StatusReason {
     public static let monitorLetGo = "removed by its series monitor (watched, or over the monitor's storage cap)"
     /// In a series monitor's scope, but over its storage cap: not pinned.
     public static let heldByCap = "held back by its series monitor's storage cap"
-    /// A file its server no longer lists.
-    public static let orphaned = "orphaned: removed on the server; the local copy is kept until you remove it"
+    /// A file its server no longer lists: what of it is kept here (`kept`: any bytes), and how
+    /// it goes.
+    public static func orphaned(kept: Bool) -> String {
+        kept
+            ? "orphaned: removed on the server; the local copy is kept until you remove it with `labstream cancel`"
+            : "orphaned: removed on the server, and nothing of it is kept here; it leaves the tree at the next sync (`labstream sync`)"
+    }
     public static let localFileVanished = "the local file vanished; fetching it again"
     public static let damagedBytes = "damaged bytes found on disk were dropped and will be fetched again"
     /// A pinned file whose media is whole while its subtitles and artwork are still on their way.

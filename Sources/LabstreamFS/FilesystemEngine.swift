@@ -411,7 +411,7 @@ public final class FilesystemEngine: Sendable {
             if reason == nil, states == [.notLocal], away != .online { reason = StatusReason.serverAway(away) }
             out.append((Self.xattrPrefix + "server", f.key.server))
             out.append((Self.xattrPrefix + "item_id", f.key.itemId))
-            if f.orphaned { reason = StatusReason.orphaned }
+            if f.orphaned { reason = StatusReason.orphaned(kept: present > 0) }
             if let reason { out.append((Self.xattrPrefix + "reason", reason)) }
             if let cause { out.append((Self.xattrPrefix + "pause_cause", cause.rawValue)) }
             if let marks = chapters.withLock({ $0[f.key] }) { out.append((Self.xattrPrefix + "chapters", marks)) }

@@ -43,7 +43,11 @@ import Testing
     }
 
     @Test func anOrphanedFileSaysSoWhateverItsRowSays() {
-        #expect(FileStatus(path: "x", size: 100, row: row(film, .complete, present: 100), orphaned: true).reason == StatusReason.orphaned)
+        let kept = FileStatus(path: "x", size: 100, row: row(film, .complete, present: 100), orphaned: true).reason ?? ""
+        #expect(kept == StatusReason.orphaned(kept: true) && kept.contains("until you remove it with `labstream cancel`"))
+        // Cancelled: nothing is kept, and it says so (it said "kept until you remove it" of 0 B).
+        let gone = FileStatus(path: "x", size: 100, row: row(film, .partial, present: 0), orphaned: true).reason ?? ""
+        #expect(gone == StatusReason.orphaned(kept: false) && gone.contains("nothing of it is kept") && gone.contains("`labstream sync`"))
     }
 
     @Test func verifyingACompleteFileShowsItUnverifiedUntilTheVerdict() {
@@ -65,7 +69,7 @@ import Testing
             (StatusReason.awaitingValidation, .unverified, .awaitingValidation),
             (StatusReason.probeOff, .unverified, .probeOff),
             (StatusReason.evicted, .notLocal, .evicted),
-            (StatusReason.orphaned, .complete, .orphaned),
+            (StatusReason.orphaned(kept: true), .complete, .orphaned), (StatusReason.orphaned(kept: false), .notLocal, .orphaned),
             (StatusReason.fileChanged(), .queued, .fileChanged),
             (StatusReason.fileChanged("ETag", refetching: false), .partial, .fileChanged),
             (StatusReason.keepsChanging("ETag"), .failed, .fileChanged),
