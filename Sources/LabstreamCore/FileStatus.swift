@@ -76,6 +76,24 @@ public struct FileStatus: Sendable, Hashable {
         copies.sort { ($0.quality ?? "") < ($1.quality ?? "") }
     }
 
+    /// The file as it stands with no daemon on the data directory (none was mounted since, or
+    /// it was killed): what the index left under way (downloading, preparing, queued with a
+    /// next try) moves no more, so it shows as queued for the next mount, saying why. The rest
+    /// (paused, failed, partial, complete) is what it is either way.
+    public func withoutDaemon() -> FileStatus {
+        func stands(_ state: DisplayState, _ reason: String?) -> (DisplayState, String?) {
+            [.downloading, .preparing, .queued].contains(state) ? (.queued, StatusReason.daemonNotRunning) : (state, reason)
+        }
+        var out = self
+        (out.state, out.reason) = stands(state, reason)
+        for i in out.copies.indices { (out.copies[i].state, out.copies[i].reason) = stands(copies[i].state, copies[i].reason) }
+        if let v = newVersion { (out.newVersion!.state, out.newVersion!.reason) = stands(v.state, v.reason) }
+        return out
+    }
+
+    /// Whether `withoutDaemon` changes anything: something was under way.
+    public var wasUnderWay: Bool { withoutDaemon() != self }
+
     /// A row with no bytes left (never read, cancelled, evicted) is simply not local.
     public static func state(of row: DownloadRow?) -> DisplayState {
         guard let row else { return .notLocal }
