@@ -284,15 +284,27 @@ enum ServerCommands {
             }
         }
         config.servers.removeAll { $0.name == name }
+        // What it leaves on disk: its files with local bytes (none if it never downloaded).
+        var kept: (files: Int, bytes: Int64) = (0, 0)
         do {
             try context.saveConfig(config)
             try context.credentials.remove(name)
-            if FileManager.default.fileExists(atPath: context.layout.indexPath) { try context.openIndex().removeServer(name) }
+            if FileManager.default.fileExists(atPath: context.layout.indexPath) {
+                let index = try context.openIndex()
+                for row in try index.downloads() where row.key.server == name && !row.present.isEmpty {
+                    kept = (kept.files + 1, kept.bytes + row.present.byteCount)
+                }
+                try index.removeServer(name)
+            }
         } catch let e as LabstreamError { throw CLIError(e) }
         if let holder = DaemonLock.holder(context.layout) { kill(holder.pid, SIGHUP) }
         printOut(
-            "Removed \(name).\(signedOut) Its downloaded files stay on disk, paused; to free them, add the server again and run `labstream cancel` on its folder."
-        )
+            "Removed \(name).\(signedOut)"
+                + (kept.files == 0
+                    ? ""
+                    : " Its \(kept.files == 1 ? "downloaded file" : "\(kept.files) downloaded files") (\(ByteCount.text(kept.bytes))) "
+                        + "\(kept.files == 1 ? "stays" : "stay") on disk, paused; "
+                        + "to free them, add the server again and run `labstream cancel` on its folder."))
         return ExitCode.ok
     }
 }
