@@ -367,7 +367,10 @@ enum SyncCommand {
         let full = args.flag("--full")
         let context = Context(args: args)
         let config = try context.loadConfig()
-        let log = Logger(level: try Logger.level(args))
+        // Run here, the sync speaks as a command: its result on standard output, and only
+        // warnings on standard error unless a log level is asked for.
+        let asked = args.flag("-v") || args.flag("--verbose") || args.value("--log-level") != nil
+        let log = Logger(level: asked ? try Logger.level(args) : .warning, command: true)
         var backends = try context.backends(config, log: log)
         if let name = args.positionals.first {
             guard config.server(named: name) != nil else {

@@ -139,6 +139,8 @@ import Testing
 
         let sync = try e.run(["sync", "home"])
         #expect(sync.code == 0 && sync.stdout.hasSuffix("home: 10 files\n"), "\(sync.stderr)")
+        // With no daemon the command's own output, not a daemon's stamped log line.
+        #expect(!sync.stderr.contains("labstream[") && !sync.stderr.contains(" info: "), "\(sync.stderr)")
         // Piped, a long sync reports each step on its own line before the total.
         #expect(sync.stdout.contains("home: Shows: Show (1/1)\n") && sync.stdout.contains("home: Movies: 6 items\n"), "\(sync.stdout)")
 
