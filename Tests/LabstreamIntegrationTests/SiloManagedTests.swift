@@ -1,6 +1,7 @@
 import Foundation
 import LabstreamBackends
 import LabstreamCore
+import LabstreamDemo
 import LabstreamFixture
 import LabstreamHTTP
 import LabstreamTestSupport
@@ -254,6 +255,27 @@ import Testing
         let status = try m.cli(["status", "--json", m.path(Self.beta)])
         #expect(status.stdout.contains("does not let this profile download"), "\(status.stdout) \(m.log)")
         #expect(capabilityAnswers() == [200, 304, 200], "\(capabilityAnswers())")
+        try m.unmount()
+    }
+
+    /// A copy is named by what arrived, in the tree and in the log alike: an MP4 copy is
+    /// `- 5mbps.mp4` in both (the log said `- 5mbps.mkv`).
+    @Test func aCopyIsLoggedByTheNameItHasInTheTree() throws {
+        let m = try MountedSilo(
+            "silo-copy-name",
+            catalog: { dir in
+                try? DemoMedia.generate(path: dir + "/clip.mp4", seconds: 4, size: "320x180")
+                return FixtureCatalog(movies: [.init(title: "Clip", year: 2020, file: dir + "/clip.mp4", container: "mp4")], series: [])
+            }, probe: true)
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        let wait = try m.cli(["pin", "--quality", "5mbps", "--wait", m.path("test/Movies/Clip (2020)/Clip (2020).mp4")])
+        #expect(wait.code == 0, "\(wait.stdout) \(wait.stderr) \(m.log)")
+        // The fixture's artifact is the source's bytes: an MP4.
+        let copy = "test/Movies/Clip (2020)/Clip (2020) - 5mbps.mp4"
+        #expect(FileManager.default.fileExists(atPath: m.path(copy)))
+        #expect(eventually { m.log.contains("probe of \(copy): complete") }, "\(m.log)")
+        #expect(!m.log.contains("5mbps.mkv"), "\(m.log)")
         try m.unmount()
     }
 
