@@ -137,6 +137,17 @@ final class MountedSilo: @unchecked Sendable {
         try m.unmount()
     }
 
+    /// Control characters in a Silo title part its words with a space, as on the other backends
+    /// (they were dropped: `Tabandnewline`).
+    @Test func aTitleWithControlCharactersKeepsItsWordsApart() throws {
+        let m = try MountedSilo("silo-controls", catalog: BackendKindsTests.catalogWithControls)
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        let film = m.path("test/Movies/Tab and newline (2011)/Tab and newline (2011).mkv")
+        #expect(try sha256(film) == sha256(m.mediaDir + "/controls.mkv"), "\(filesBelow(m.path("test/Movies")))")
+        try m.unmount()
+    }
+
     /// An access token that expires mid-session is renewed with the refresh token (one try),
     /// and the rotated refresh token is what the credential store holds afterwards.
     @Test func anExpiredAccessTokenIsRenewedAndTheRotatedRefreshTokenIsStored() throws {
