@@ -1,5 +1,6 @@
 import Foundation
 import LabstreamCore
+import LabstreamEngine
 import Testing
 
 @testable import LabstreamCLI
@@ -103,6 +104,19 @@ import Testing
             }
         }
         return found
+    }
+
+    /// labstream.conf(5) says what `min_free` and `max_concurrent_files` do today: the floor
+    /// only drives eviction (a pinned fill checks its own headroom, not the floor), and a file
+    /// waiting out a backoff holds its place among the files filled at once.
+    @Test func theCacheLimitsAreDocumentedAsTheyWork() throws {
+        let page = String(String.UnicodeScalarView(try Self.render(file: Self.root + "/man/labstream.conf.5").map(\.0)))
+            .split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        func entry(_ key: String) -> String { page.components(separatedBy: " \(key) ").dropFirst().first?.prefix(600).description ?? "" }
+        let headroom = ByteCount.text(TransferEngine.Settings().freeSpaceHeadroom)
+        #expect(entry("min_free").contains("does not hold back pinned downloads") && entry("min_free").contains("plus \(headroom)"), "\(entry("min_free"))")
+        #expect(entry("max_concurrent_files").contains("default \(LabstreamConfig().maxConcurrentFiles)."), "\(entry("max_concurrent_files"))")
+        #expect(entry("max_concurrent_files").contains("backoff") && entry("max_concurrent_files").contains("so it counts"))
     }
 
     @Test func everySubcommandInHelpIsInTheManPage() throws {
