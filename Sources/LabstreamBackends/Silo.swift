@@ -498,10 +498,20 @@ public enum SiloDecode {
     /// reports bitrates in kilobits per second (0: not known, never "fits every cap").
     public static func source(_ f: JSONValue, labelled: Bool) -> MediaSource? {
         guard let id = f["file_id"].text, let size = f["file_size"].int64, size >= 0, f["unreadable"].bool != true else { return nil }
-        let label = labelled ? ([f["resolution"].string, f["edition_raw"].string].compactMap { $0 }.filter { !$0.isEmpty }.joined(separator: " ")) : ""
+        let label = labelled ? versionLabel(resolution: f["resolution"].string, edition: f["edition_raw"].string) : ""
         return MediaSource(
             id: id, name: label.isEmpty ? nil : label, container: f["container"].string.map { $0.lowercased() },
             path: f["file_name"].string, size: size, etag: nil, bitrate: f["bitrate"].int.flatMap { $0 > 0 ? $0 * 1000 : nil })
+    }
+
+    /// A version's label: its resolution and its edition (`edition_raw`), each said once. The
+    /// edition may name the resolution too (a `360p` file whose edition is `360p` was shown as
+    /// `Film - 360p 360p.mp4`): then the edition alone is the label.
+    public static func versionLabel(resolution: String?, edition: String?) -> String {
+        let resolution = (resolution ?? "").trimmingCharacters(in: .whitespaces), edition = (edition ?? "").trimmingCharacters(in: .whitespaces)
+        guard !resolution.isEmpty else { return edition }
+        let words = edition.lowercased().split { !$0.isLetter && !$0.isNumber }
+        return words.contains(Substring(resolution.lowercased())) ? edition : [resolution, edition].filter { !$0.isEmpty }.joined(separator: " ")
     }
 
     public static func versions(_ body: [UInt8], _ what: String) throws(LabstreamError) -> [MediaSource] {

@@ -37,8 +37,9 @@ enum Help {
                              in the foreground, to stderr. Secrets in a line are masked.
           -h, --help         this text; `labstream COMMAND --help` for one command
 
-        Exit status follows sysexits(3): 64 bad usage, 66 no such input, 69 server unavailable,
-        74 local I/O error, 75 try again later, 76 server protocol error, 77 permission or login refused, 78 bad configuration.
+        Exit status follows sysexits(3): 64 bad usage, 65 the path cannot take the request (a generated
+        .nfo given to pin), 66 no such input, 69 server unavailable, 74 local I/O error, 75 try again
+        later, 76 server protocol error, 77 permission or login refused, 78 bad configuration.
         See labstream(1) and labstream.conf(5).
         """
 
@@ -105,8 +106,9 @@ enum Help {
         present / total, and the reason when there is one; a file's copies at other qualities and a
         new version still arriving are shown with it, each with its own state. Without PATH: every
         file with local bytes, from the index. With no daemon running, PATH may be a catalog path
-        (SERVER/LIBRARY/…). A monitored series' folder first says its monitor, as monitor list does.
-        Text shows sizes as 3.4 GiB and reasons as sentences; --json prints one
+        (SERVER/LIBRARY/…), status says the daemon is not running, and what was under way shows as
+        queued (reason daemon_not_running). A monitored series' folder first says its monitor, as
+        monitor list does. Text shows sizes as 3.4 GiB and reasons as sentences; --json prints one
         array of objects (path, state, bytes_present, bytes_total, pinned, reason as a code, message,
         copies, new_version; a monitored series' folder adds one object with path and monitor; see
         labstream(1)). --watch follows files with local bytes (the whole
@@ -175,7 +177,8 @@ enum Help {
         line per change; --json, one JSON object per line (bytes, files, done, failed, rate, eta,
         waiting: path/state/reason/message). With no daemon, --wait pins in the index and exits 69
         (nothing downloads until a mount). unpin stops background filling and
-        keeps the bytes already present. The same works with: setfattr -n user.labstream.pin -v 1 PATH
+        keeps the bytes already present. A generated .nfo, or stored artwork or subtitles, is always
+        local: pinning it says so (exit 65). The same works with: setfattr -n user.labstream.pin -v 1 PATH
 
         --quality original|remux|20mbps|10mbps|5mbps|2mbps|1mbps (default: the server's `quality`)
         keeps a server-made copy at that bitrate when the original exceeds it, or (remux) the
@@ -184,8 +187,8 @@ enum Help {
         (preparing, then fetched in ranges), a Plex download-queue item (queued, then fetched in
         ranges) or a Silo download entry at a preset it offers (preparing, then fetched in ranges;
         Silo has no remux). It appears beside the original as "Title (Year) - 10mbps.mkv" once complete (named
-        by what its bytes are: Plex's copies are MP4, ".mp4");
-        user.labstream.copies on the original shows its state.
+        by what its bytes are: Plex's copies are MP4, ".mp4"); an original already within Q is kept as
+        itself, and --wait says no copy was needed. user.labstream.copies on the original shows its state.
 
         These commands reach the daemon through DATA_DIR/control.sock (0600). With no daemon running,
         pin and unpin take catalog paths (SERVER/LIBRARY/…, as `labstream status` prints them) and
@@ -240,10 +243,11 @@ enum Help {
         (DATA_DIR/index.backup.sqlite, written after syncs at most every ten minutes, and at
         unmount) in its place; stored files the restored index owns, and copies that describe
         themselves (their .part.meta sidecar), are taken back from DATA_DIR/orphans. A mount with no index
-        and a backup does the same by itself. Run it with no daemon on the data dir.
+        and a backup does the same by itself. Run it with no daemon on the data dir (else exit 75).
 
         Stored files no index row owns are never deleted: they are set aside in DATA_DIR/orphans.
-        orphans lists them with their sizes; --purge deletes them.
+        orphans lists them with their sizes; --purge deletes them, with no daemon on the data dir
+        (else exit 75).
         """
 
     static let demo = """

@@ -19,6 +19,17 @@ enum MonitorCommand {
         case "add"?, "set"?:
             let adding = args.positionals.first == "add"
             guard args.positionals.count == 2 else { throw UsageError("usage: labstream monitor \(adding ? "add" : "set") SERIES-FOLDER --mode MODE …") }
+            // The arguments are checked before the path is looked at: a bad one is said as such,
+            // whatever the series holds.
+            let mode = try args.value("--mode").map { text throws(UsageError) -> SeriesMonitor.Mode in
+                guard let parsed = SeriesMonitor.Mode(text) else { throw UsageError("--mode takes \(SeriesMonitor.Mode.spellings)") }
+                return parsed
+            }
+            if adding && mode == nil { throw UsageError("monitor add needs --mode \(SeriesMonitor.Mode.spellings)") }
+            let maxStorage = try args.value("--max-storage").map { size throws(UsageError) -> Int64 in
+                guard let bytes = LabstreamConfig.parseSize(size), bytes > 0 else { throw UsageError("--max-storage takes a size such as 2G or 500M") }
+                return bytes
+            }
             let path = args.positionals[1]
             let current = try existing(path)
             if adding, current != nil { throw CLIError(ExitCode.usage, "\(path) is monitored already (\(current!)); change it with `labstream monitor set`") }
@@ -27,17 +38,11 @@ enum MonitorCommand {
             if let current {
                 do throws(LabstreamError) { settings = try SeriesMonitor.parseSettings(current) } catch { throw CLIError(error) }
             }
-            if let mode = args.value("--mode") {
-                guard let parsed = SeriesMonitor.Mode(mode) else { throw UsageError("--mode takes \(SeriesMonitor.Mode.spellings)") }
-                settings = (parsed, settings?.deleteWatched ?? false, settings?.maxStorage)
-            }
+            if let mode { settings = (mode, settings?.deleteWatched ?? false, settings?.maxStorage) }
             guard var chosen = settings else { throw UsageError("monitor add needs --mode \(SeriesMonitor.Mode.spellings)") }
             if args.flag("--delete-watched") { chosen.deleteWatched = true }
             if args.flag("--keep-watched") { chosen.deleteWatched = false }
-            if let size = args.value("--max-storage") {
-                guard let bytes = LabstreamConfig.parseSize(size), bytes > 0 else { throw UsageError("--max-storage takes a size such as 2G or 500M") }
-                chosen.maxStorage = bytes
-            }
+            if let maxStorage { chosen.maxStorage = maxStorage }
             if args.flag("--no-max-storage") { chosen.maxStorage = nil }
             let value = SeriesMonitor(server: "", seriesId: "", mode: chosen.mode, deleteWatched: chosen.deleteWatched, maxStorage: chosen.maxStorage).settings
             try PinCommand.send(.monitor(value), to: [path], saying: adding ? "Monitoring" : "Changed the monitor of", quiet: true, context: context)

@@ -54,12 +54,13 @@ enum PinCommand {
         while true {
             let followed = try StatusCommand.follow(paths, after: change, context: context)
             let entries = try followed?.entries ?? paths.flatMap { try StatusCommand.fromMount($0) }
-            var states: [(path: String, state: DisplayState, reason: String?, done: Bool)] = []
+            // `copy` false: the original, already within the quality, kept as itself.
+            var states: [(path: String, state: DisplayState, reason: String?, done: Bool, copy: Bool)] = []
             for e in entries {
                 guard let mine = e.copies.first(where: { $0.quality == quality.description }) else {
                     // No copy was made: the original is within the cap and was pinned as itself.
                     if !json && keptOriginals.insert(e.path).inserted { printOut("\(e.path): the original is within \(quality); keeping it") }
-                    states.append((e.path, e.state, e.reason, PinWait.finished(state: e.state.rawValue, reason: e.reason)))
+                    states.append((e.path, e.state, e.reason, PinWait.finished(state: e.state.rawValue, reason: e.reason), false))
                     continue
                 }
                 // A finished copy is in the tree beside the original; it is not done for the
@@ -70,19 +71,31 @@ enum PinCommand {
                 let stem = String(named.dropLast(DerivedCopy.container.count))
                 let inTree = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [])
                     .contains { $0.hasPrefix(stem) && !$0.dropFirst(stem.count).contains(".") }
-                states.append((e.path, mine.state, mine.reason, inTree && PinWait.finished(state: mine.state.rawValue, reason: mine.reason)))
+                states.append((e.path, mine.state, mine.reason, inTree && PinWait.finished(state: mine.state.rawValue, reason: mine.reason), true))
             }
             let done = states.filter(\.done).count
             let failed = states.filter { $0.state == .failed }
             let why = states.first { !$0.done && $0.state != .failed && $0.reason != nil }
+            let copies = states.filter(\.copy), originals = states.filter { !$0.copy }
             let line: String
             if json {
-                var object: [String: Any] = ["quality": "\(quality)", "files": states.count, "done": done, "failed": failed.count]
+                var object: [String: Any] = [
+                    "quality": "\(quality)", "files": states.count, "done": done, "failed": failed.count, "no_copy_needed": originals.count
+                ]
                 if let why { object["waiting"] = waitingObject(path: why.path, state: why.state, reason: why.reason) }
                 line = StatusCommand.jsonLine(object)
             } else {
+                // Copies are counted as copies; an original kept as itself is not one (it said
+                // "copies ready: 1 of 1" of none).
+                var parts: [String] = []
+                if !copies.isEmpty { parts.append("copies ready: \(copies.filter(\.done).count) of \(copies.count)") }
+                if !originals.isEmpty {
+                    parts.append(
+                        "no copy needed for \(originals.count == 1 ? "the original" : "\(originals.count) originals") (already within \(quality)); "
+                            + "originals ready: \(originals.filter(\.done).count) of \(originals.count)")
+                }
                 line =
-                    "\(quality): copies ready: \(done) of \(states.count)"
+                    "\(quality): " + parts.joined(separator: "; ")
                     + (why.map { "; waiting: \(($0.path as NSString).lastPathComponent): \(StatusReason.sentence($0.reason) ?? $0.state.rawValue)" } ?? "")
             }
             if line != last { printOut(line); last = line }
@@ -146,6 +159,9 @@ enum PinCommand {
                 let code = errno
                 if code == ENOTSUP || code == ENOENT || code == EOPNOTSUPP {
                     throw CLIError(ExitCode.noInput, "\(path) is not inside a live Labstream mount (or does not exist)")
+                }
+                if code == EPERM, let side = ["generated", "side_asset"].first(where: { StatusCommand.xattr(path, $0) != nil }) {
+                    throw CLIError(.localSideFile(path, stored: side == "side_asset"))
                 }
                 if code == EROFS {
                     throw CLIError(

@@ -250,10 +250,11 @@ enum ServerCommands {
         for s in config.servers {
             let sync =
                 synced[s.name]?.lastSync.map { "last sync " + ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double($0))) } ?? "never synced"
-            printOut(
-                "\(s.name)\t\(s.kind.rawValue)\t\(s.url)\t\(s.user ?? "-")\t\(creds[s.name] == nil ? "no credentials" : "signed in")\t\(sync)\t\(reachability(s.name) ?? "not mounted")"
-            )
-            if reachability(s.name) == Reachability.authFailed.rawValue {
+            // Stored credentials the server refuses are not a sign-in: one state on the line.
+            let refused = reachability(s.name) == Reachability.authFailed.rawValue
+            let signIn = creds[s.name] == nil ? "no credentials" : refused ? "sign-in refused" : "signed in"
+            printOut("\(s.name)\t\(s.kind.rawValue)\t\(s.url)\t\(s.user ?? "-")\t\(signIn)\t\(sync)\t\(reachability(s.name) ?? "not mounted")")
+            if refused {
                 printOut("  the server refused the stored sign-in; its transfers are paused until you sign in again: \(s.signInAgain)")
             }
             for library in leftOut(s.name) { printOut("  left out: \(library.name) (\(library.why))") }
@@ -284,15 +285,27 @@ enum ServerCommands {
             }
         }
         config.servers.removeAll { $0.name == name }
+        // What it leaves on disk: its files with local bytes (none if it never downloaded).
+        var kept: (files: Int, bytes: Int64) = (0, 0)
         do {
             try context.saveConfig(config)
             try context.credentials.remove(name)
-            if FileManager.default.fileExists(atPath: context.layout.indexPath) { try context.openIndex().removeServer(name) }
+            if FileManager.default.fileExists(atPath: context.layout.indexPath) {
+                let index = try context.openIndex()
+                for row in try index.downloads() where row.key.server == name && !row.present.isEmpty {
+                    kept = (kept.files + 1, kept.bytes + row.present.byteCount)
+                }
+                try index.removeServer(name)
+            }
         } catch let e as LabstreamError { throw CLIError(e) }
         if let holder = DaemonLock.holder(context.layout) { kill(holder.pid, SIGHUP) }
         printOut(
-            "Removed \(name).\(signedOut) Its downloaded files stay on disk, paused; to free them, add the server again and run `labstream cancel` on its folder."
-        )
+            "Removed \(name).\(signedOut)"
+                + (kept.files == 0
+                    ? ""
+                    : " Its \(kept.files == 1 ? "downloaded file" : "\(kept.files) downloaded files") (\(ByteCount.text(kept.bytes))) "
+                        + "\(kept.files == 1 ? "stays" : "stay") on disk, paused; "
+                        + "to free them, add the server again and run `labstream cancel` on its folder."))
         return ExitCode.ok
     }
 }

@@ -15,14 +15,22 @@ enum StatusCommand {
         if args.flag("--watch") { return try watch(args) }
         let context = Context(args: args)
         var entries: [FileStatus] = []
+        // With no daemon on the data dir (none mounted since, or one killed), what the index has
+        // under way moves no more: it is said as such, not as the last daemon left it.
+        let daemon = DaemonLock.holder(context.layout) != nil
+        var underWay = false
+        func asStored(_ stored: [FileStatus]) -> [FileStatus] {
+            guard !daemon else { return stored }
+            underWay = underWay || stored.contains(where: \.wasUnderWay)
+            return stored.map { $0.withoutDaemon() }
+        }
         if args.positionals.isEmpty {
-            entries = try fromIndex(context)
+            entries = asStored(try fromIndex(context))
         } else {
             // With no daemon, a catalog path (`SERVER/LIBRARY/…`) is answered from the index,
             // as `pin` takes one.
-            let daemon = DaemonLock.holder(context.layout) != nil
             for path in args.positionals {
-                entries += try !daemon && xattr(path, "state") == nil ? fromIndex(context, catalogPath: path) : fromMount(path, context: context)
+                entries += try !daemon && xattr(path, "state") == nil ? asStored(fromIndex(context, catalogPath: path)) : fromMount(path, context: context)
             }
         }
         // A monitored series asked for: its monitor (what it holds, what it skipped and why, when
@@ -56,6 +64,17 @@ enum StatusCommand {
         }
         let now = Int64(Date().timeIntervalSince1970)
         for report in monitored { printOut("monitor: \(MonitorCommand.describe(report.monitor.settings)); \(report.summary(now: now))") }
+        if !daemon, let dead = DaemonLock.read(context.layout), dead.mountpoint.hasPrefix("/") {
+            // The lock still names a daemon that no longer holds it: it ended without unmounting.
+            let stale = UnmountCommand.mountedType(at: dead.mountpoint) == "fuse.labstream"
+            printOut(
+                "The Labstream daemon is not running: pid \(dead.pid), which mounted \(dead.mountpoint), ended without unmounting (killed or crashed)"
+                    + (stale
+                        ? ". Nothing downloads until Labstream is mounted again: `labstream mount \(dead.mountpoint)` clears its dead mount first."
+                        : ". Nothing downloads until Labstream is mounted again."))
+        } else if underWay {
+            printOut("The Labstream daemon is not running for this data directory: nothing downloads until Labstream is mounted.")
+        }
         if entries.isEmpty { printOut(args.positionals.isEmpty ? "Nothing is stored locally yet." : "No files there.") }
         printOut(table(entries).joined(separator: "\n"), newline: !entries.isEmpty)
         return ExitCode.ok
@@ -308,7 +327,10 @@ enum SyncCommand {
         let full = args.flag("--full")
         let context = Context(args: args)
         let config = try context.loadConfig()
-        let log = Logger(level: try Logger.level(args))
+        // Run here, the sync speaks as a command: its result on standard output, and only
+        // warnings on standard error unless a log level is asked for.
+        let asked = args.flag("-v") || args.flag("--verbose") || args.value("--log-level") != nil
+        let log = Logger(level: asked ? try Logger.level(args) : .warning, command: true)
         var backends = try context.backends(config, log: log)
         if let name = args.positionals.first {
             guard config.server(named: name) != nil else {

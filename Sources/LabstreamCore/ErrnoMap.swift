@@ -12,7 +12,7 @@ public enum ErrnoMap {
         case .readOnly: return EROFS
         case .noAttribute: return ENODATA
         case .attributeBufferTooSmall: return ERANGE
-        case .unsupportedAttributeWrite: return EPERM
+        case .unsupportedAttributeWrite, .localSideFile: return EPERM
         case .fetchFailed, .serverUnavailable, .authenticationFailed, .malformedResponse, .refused, .timedOut:
             return EIO
         case .remoteChanged: return ESTALE

@@ -31,7 +31,7 @@ public enum ExitCode {
         case .storage, .noSpace: return ioErr
         case .notFound: return noInput
         case .readOnly, .notADirectory, .isADirectory, .noAttribute, .attributeBufferTooSmall,
-            .unsupportedAttributeWrite, .remoteChanged:
+            .unsupportedAttributeWrite, .localSideFile, .remoteChanged:
             return dataErr
         }
     }

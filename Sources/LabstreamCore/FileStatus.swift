@@ -65,7 +65,8 @@ public struct FileStatus: Sendable, Hashable {
     public init(path: String, size: Int64, row: DownloadRow?, related: [DownloadRow] = [], orphaned: Bool = false) {
         self.init(
             path: path, state: Self.state(of: row), present: row.map { min($0.present.byteCount, size) } ?? 0,
-            total: size, reason: orphaned ? StatusReason.orphaned : row?.reason, pauseCause: row?.pauseCause, pinned: row?.pinned ?? false)
+            total: size, reason: orphaned ? StatusReason.orphaned(kept: row.map { !$0.present.isEmpty } ?? false) : row?.reason,
+            pauseCause: row?.pauseCause, pinned: row?.pinned ?? false)
         for other in related {
             let part = Part(
                 quality: DerivedCopy.parse(other.key).map { "\($0.quality)" }, state: Self.state(of: other),
@@ -74,6 +75,24 @@ public struct FileStatus: Sendable, Hashable {
         }
         copies.sort { ($0.quality ?? "") < ($1.quality ?? "") }
     }
+
+    /// The file as it stands with no daemon on the data directory (none was mounted since, or
+    /// it was killed): what the index left under way (downloading, preparing, queued with a
+    /// next try) moves no more, so it shows as queued for the next mount, saying why. The rest
+    /// (paused, failed, partial, complete) is what it is either way.
+    public func withoutDaemon() -> FileStatus {
+        func stands(_ state: DisplayState, _ reason: String?) -> (DisplayState, String?) {
+            [.downloading, .preparing, .queued].contains(state) ? (.queued, StatusReason.daemonNotRunning) : (state, reason)
+        }
+        var out = self
+        (out.state, out.reason) = stands(state, reason)
+        for i in out.copies.indices { (out.copies[i].state, out.copies[i].reason) = stands(copies[i].state, copies[i].reason) }
+        if let v = newVersion { (out.newVersion!.state, out.newVersion!.reason) = stands(v.state, v.reason) }
+        return out
+    }
+
+    /// Whether `withoutDaemon` changes anything: something was under way.
+    public var wasUnderWay: Bool { withoutDaemon() != self }
 
     /// A row with no bytes left (never read, cancelled, evicted) is simply not local.
     public static func state(of row: DownloadRow?) -> DisplayState {

@@ -8,6 +8,9 @@ public enum LabstreamError: Error, Sendable, Equatable {
     case noAttribute
     case attributeBufferTooSmall
     case unsupportedAttributeWrite(String)
+    /// A file Labstream makes or keeps itself (an `.nfo`, stored artwork or subtitles), by its
+    /// path: always local, it has nothing to pin, fetch or monitor.
+    case localSideFile(String, stored: Bool)
     case fetchFailed(String)
     case serverUnavailable(String)
     case remoteChanged(String)
@@ -31,10 +34,17 @@ public enum LabstreamError: Error, Sendable, Equatable {
         case .noAttribute: return "no such attribute"
         case .attributeBufferTooSmall: return "attribute buffer too small"
         case .unsupportedAttributeWrite(let n): return "attribute \(n) cannot be written"
+        case .localSideFile(let p, let stored):
+            return "\(p) is \(stored ? "artwork or subtitles stored with its media" : "generated from the catalog"); always local, "
+                + "so there is nothing to pin or fetch: pin the film or episode it belongs to"
         case .fetchFailed(let why): return "fetching from the server failed: \(why)"
         case .serverUnavailable(let why): return "the server is unavailable: \(why). Check that it is running and the URL is right."
         case .remoteChanged(let why): return "the file changed on the server: \(why). Run `labstream sync` to refresh the catalog."
-        case .authenticationFailed(let why): return "the server refused the credentials: \(why). Add the server again with `labstream server add`."
+        case .authenticationFailed(let why):
+            // A reason that already says how to sign in again (Silo's names the very command) is
+            // not followed by the same advice in general words.
+            let advice = why.contains("labstream server add") ? "" : " Add the server again with `labstream server add`."
+            return "the server refused the credentials: \(why)." + advice
         case .malformedResponse(let why): return "the server sent a response Labstream cannot read: \(why)"
         case .refused(let why): return "the server refused the request: \(why)"
         case .noSpace(let why): return "the disk is full: \(why). Free space in the data directory."

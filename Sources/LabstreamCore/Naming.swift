@@ -7,10 +7,17 @@ public enum Naming {
     /// at most 255 UTF-8 bytes cut on a character boundary with the extension kept.
     public static func sanitize(_ raw: String, extension ext: String? = nil) -> String {
         var out = ""
+        // A control character parted words (`Tab\tand\nnewline`): it becomes one space, with
+        // the spaces beside it, so the words stay apart without a run of blanks.
+        var parted = false
         for scalar in raw.unicodeScalars {
             switch scalar.value {
-            case 0..<0x20, 0x7F, 0x80..<0xA0: continue
-            default: break
+            case 0..<0x20, 0x7F, 0x80..<0xA0:
+                if !out.hasSuffix(" ") { out.unicodeScalars.append(" ") }
+                parted = true
+                continue
+            case 0x20 where parted: continue
+            default: parted = false
             }
             switch scalar {
             case "/", "\\", ":", "*", "?", "\"", "<", ">", "|": out.unicodeScalars.append("_")

@@ -228,8 +228,9 @@ extension SideFiles {
 /// cannot hold (NUL and other controls) are left out, so any plot makes a valid document.
 public enum NFO {
     /// The documents' format: raised whenever what they hold or how it is written changes, so
-    /// sizes the index kept for the old format are not taken for the new one.
-    public static let format = 1
+    /// sizes the index kept for the old format are not taken for the new one (2: a runtime
+    /// under half a minute is left out).
+    public static let format = 2
 
     public static func movie(_ item: CatalogItem) -> [UInt8] {
         document("movie", [element("title", item.title)] + common(item.details, year: item.year))
@@ -254,7 +255,13 @@ public enum NFO {
         if let original = details?.originalTitle { lines.append(element("originaltitle", original)) }
         if let year { lines.append(element("year", String(year))) }
         if let plot = details?.plot { lines.append(element("plot", plot)) }
-        if let runtime = details?.runtimeSeconds { lines.append(element("runtime", String(Int((runtime / 60).rounded())))) }
+        // Kodi (and Jellyfin's reader) take `<runtime>` in whole minutes. One that rounds to 0
+        // (a clip under half a minute, or a server's 0 for "unknown") is left out rather than
+        // written as 0: a scanner then takes the length from the file itself, exactly, where a
+        // 0 says it plays for nothing and a 1 would say six times too long of a 10-second clip.
+        if let runtime = details?.runtimeSeconds, case let minutes = Int((runtime / 60).rounded()), minutes > 0 {
+            lines.append(element("runtime", String(minutes)))
+        }
         for genre in details?.genres ?? [] { lines.append(element("genre", genre)) }
         for studio in details?.studios ?? [] { lines.append(element("studio", studio)) }
         if let rating = details?.rating {

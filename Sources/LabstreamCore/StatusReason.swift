@@ -19,14 +19,22 @@ public enum StatusReason {
     public static let monitorLetGo = "removed by its series monitor (watched, or over the monitor's storage cap)"
     /// In a series monitor's scope, but over its storage cap: not pinned.
     public static let heldByCap = "held back by its series monitor's storage cap"
-    /// A file its server no longer lists.
-    public static let orphaned = "orphaned: removed on the server; the local copy is kept until you remove it"
+    /// A file its server no longer lists: what of it is kept here (`kept`: any bytes), and how
+    /// it goes.
+    public static func orphaned(kept: Bool) -> String {
+        kept
+            ? "orphaned: removed on the server; the local copy is kept until you remove it with `labstream cancel`"
+            : "orphaned: removed on the server, and nothing of it is kept here; it leaves the tree at the next sync (`labstream sync`)"
+    }
     public static let localFileVanished = "the local file vanished; fetching it again"
     public static let damagedBytes = "damaged bytes found on disk were dropped and will be fetched again"
     /// A pinned file whose media is whole while its subtitles and artwork are still on their way.
     public static let fetchingSideAssets = "the media is here; fetching its subtitles and artwork"
     /// A file whose server was removed from the configuration while it was on its way.
     public static let serverRemoved = "server removed; after adding it again, resume with labstream resume"
+    /// A transfer the index has under way while no daemon runs on the data directory (it was
+    /// never mounted since, or was killed): nothing moves until the next mount.
+    public static let daemonNotRunning = "the daemon is not running; this goes on when Labstream is mounted again"
     /// Set by the index itself (SQL), matched by its opening words.
     static let serverRemovedOpening = "server removed"
     static let indexUpgradedOpening = "index upgraded"
@@ -87,6 +95,7 @@ public enum StatusReason {
         case sizeUnknown = "size_unknown"
         case serverRemoved = "server_removed"
         case indexUpgraded = "index_upgraded"
+        case daemonNotRunning = "daemon_not_running"
         /// A failed try the fill comes back to by itself.
         case retrying
         /// The completion check could not prove the file plays (the file is kept).
@@ -105,7 +114,7 @@ public enum StatusReason {
         ("file changed on the server", .fileChanged), ("the file keeps changing", .fileChanged),
         (localFileVanished, .localFileVanished), (damagedBytes, .damagedBytes), (fetchingSideAssets, .fetchingSideAssets),
         ("the server is preparing the copy", .preparingCopy), ("the live stream", .liveStream), ("size unknown", .sizeUnknown),
-        (serverRemovedOpening, .serverRemoved), (indexUpgradedOpening, .indexUpgraded),
+        (serverRemovedOpening, .serverRemoved), (indexUpgradedOpening, .indexUpgraded), (daemonNotRunning, .daemonNotRunning),
         ("server offline", .serverAway), ("server auth-failed", .serverAway)
     ]
 

@@ -8,23 +8,28 @@ public final class Logger: Sendable {
     let fd: Int32
     public let level: LogLevel
     let toSyslog: Bool
+    /// A command's own words (`labstream: …`) rather than a daemon's stamped log lines.
+    let command: Bool
     public var verbose: Bool { level >= .debug }
 
     /// openlog keeps the pointer: it must outlive every call.
     nonisolated(unsafe) static let ident = strdup("labstream")
 
-    public init(fd: Int32 = 2, level: LogLevel = .info, syslog: Bool = false) {
+    public init(fd: Int32 = 2, level: LogLevel = .info, syslog: Bool = false, command: Bool = false) {
         self.fd = fd
         self.level = level
         self.toSyslog = syslog
+        self.command = command
         if syslog { openlog(Self.ident, LOG_PID, LOG_DAEMON) }
     }
 
     public func line(_ level: LogLevel, _ message: String) {
         guard level <= self.level else { return }
         let clean = LogRedaction.redact(message)
-        let stamp = ISO8601DateFormatter().string(from: Date())
-        let text = "\(stamp) labstream[\(getpid())] \(level.name): \(clean)\n"
+        let text =
+            command
+            ? "labstream: \(level <= .warning ? level.name + ": " : "")\(clean)\n"
+            : "\(ISO8601DateFormatter().string(from: Date())) labstream[\(getpid())] \(level.name): \(clean)\n"
         text.utf8CString.withUnsafeBufferPointer { p in _ = write(fd, p.baseAddress, p.count - 1) }
         if toSyslog {
             let priority: Int32 = [LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG][level.rawValue]

@@ -336,6 +336,9 @@ final class ManagedEntries: Sendable {
         if row.total == 0 {
             guard var shown = engine.derivedTreeFile(row) else { return .idle }
             shown.size = 1
+            // What the copy turns out to be is known from its first bytes: until then it is said
+            // as the original's copy, never by a name it may not have.
+            let named = (DerivedCopy.parse(row.key).flatMap { engine.catalogFile($0.base) }?.path ?? shown.path).joined(separator: "/")
             do throws(LabstreamError) {
                 let probe = try registry.transport.sizeOf(registry.rangeRequest(for: shown, range: ByteRange(0, 1), validator: nil))
                 guard let size = probe.size, size > 0 else {
@@ -345,9 +348,9 @@ final class ManagedEntries: Sendable {
                 row.apply(.enqueued)
                 row.total = size
                 _ = try engine.index.saveDownload(row, now: engine.now())
-                engine.log("\(shown.path.joined(separator: "/")): the server's \(quality) copy is ready (\(size) bytes)")
+                engine.log("\(named): the server's \(quality) copy is ready (\(size) bytes)")
             } catch {
-                engine.log("\(shown.path.joined(separator: "/")): \(error.userMessage); trying again shortly")
+                engine.log("\(named): the server's \(quality) copy: \(error.userMessage); trying again shortly")
                 return .waitUntil(Date().addingTimeInterval(5))
             }
         }

@@ -365,7 +365,12 @@ public final class TransferEngine: Sendable {
     /// catalog and its row.
     func derivedTreeFile(_ row: DownloadRow) -> TreeFile? {
         guard let (base, quality) = DerivedCopy.parse(row.key), let original = catalog.withLock({ $0[base] }) else { return nil }
-        var file = DerivedCopy.treeFile(of: original, quality: quality, size: row.total)
+        // Named by what arrived, as the tree names it once complete (a Silo or Plex copy may be
+        // an MP4); before its first bytes, by what was asked for.
+        let arrived =
+            row.present.contains(ByteRange(0, Int64(ContainerSniff.headerLength)))
+            ? ContainerSniff.fileExtension(ofHeader: OfflineIndex.header(ofPartial: layout.absolute(row.partialPath))) : nil
+        var file = DerivedCopy.treeFile(of: original, quality: quality, size: row.total, extension: arrived ?? DerivedCopy.container)
         file.etag = row.sourceTag
         return file
     }

@@ -410,7 +410,7 @@ public final class FilesystemEngine: Sendable {
             if reason == nil, states == [.notLocal], away != .online { reason = StatusReason.serverAway(away) }
             out.append((Self.xattrPrefix + "server", f.key.server))
             out.append((Self.xattrPrefix + "item_id", f.key.itemId))
-            if f.orphaned { reason = StatusReason.orphaned }
+            if f.orphaned { reason = StatusReason.orphaned(kept: present > 0) }
             if let reason { out.append((Self.xattrPrefix + "reason", reason)) }
             if let cause { out.append((Self.xattrPrefix + "pause_cause", cause.rawValue)) }
             if let marks = chapters.withLock({ $0[f.key] }) { out.append((Self.xattrPrefix + "chapters", marks)) }
@@ -467,7 +467,7 @@ public final class FilesystemEngine: Sendable {
         let (node, files) = table.withLock { ($0.node(ino), $0.files(under: ino)) }
         guard let node else { throw .notFound("inode \(ino)") }
         // A generated file has nothing to pin, fetch or monitor.
-        if node.generated != nil { throw .unsupportedAttributeWrite(Self.xattrPrefix + command.attribute) }
+        if let made = node.generated { throw .localSideFile(made.path.joined(separator: "/"), stored: made.storedAt != nil) }
         try transfers.perform(command, files: files)
     }
 

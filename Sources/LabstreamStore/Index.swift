@@ -585,7 +585,7 @@ public final class OfflineIndex: Sendable {
     }
 
     /// The first bytes of a stored partial (none when it cannot be read).
-    static func header(ofPartial path: String) -> [UInt8] {
+    public static func header(ofPartial path: String) -> [UInt8] {
         guard DataLayout.isValidPartialPath(String(path.split(separator: "/").suffix(2).joined(separator: "/"))) else { return [] }
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return [] }

@@ -139,6 +139,9 @@ public final class SiloFixture: Sendable {
         /// a server without the monitor services does (Go: download_subscriptions.go
         /// `unavailable("download subscriptions")`). `setSeriesMonitoring(_:)` flips it later.
         public var seriesMonitoring = true
+        /// The resolution Silo's probe found for a media file (FileVersion `resolution`, such as
+        /// `360p`), by the file's name; a file not named here is unprobed (`""`).
+        public var resolutions: [String: String] = [:]
 
         public init() {}
     }
@@ -3109,7 +3112,7 @@ public final class SiloFixture: Sendable {
         SiloJ.obj([
             ("file_id", SiloJ.string(file.id)),
             ("file_name", SiloJ.string(siloFileName(file.path))),
-            ("resolution", SiloJ.string("")),
+            ("resolution", SiloJ.string(configuration.resolutions[siloFileName(file.path)] ?? "")),
             ("codec_video", SiloJ.string("")),
             ("codec_audio", SiloJ.string("")),
             ("hdr", SiloJ.bool(false)),

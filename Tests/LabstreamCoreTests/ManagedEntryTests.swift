@@ -137,6 +137,20 @@ import Testing
         #expect(known?.bitrate == 8_000_000 && unknown?.bitrate == nil && unknown?.id == "8")
     }
 
+    /// A version's label says its resolution and edition once each: an edition that names the
+    /// resolution already is the label alone (it was `360p 360p`).
+    @Test func aVersionLabelNamesItsResolutionOnce() {
+        func label(_ resolution: String, _ edition: String?) -> String? {
+            var raw: [String: Any] = ["file_id": "7", "file_size": 10, "resolution": resolution]
+            if let edition { raw["edition_raw"] = edition }
+            return SiloDecode.source(JSONValue(raw: raw), labelled: true)?.name
+        }
+        #expect(label("360p", "360p") == "360p")
+        #expect(label("1080p", "1080P Extended") == "1080P Extended")
+        #expect(label("1080p", "Director's Cut") == "1080p Director's Cut")
+        #expect(label("720p", nil) == "720p" && label("", "Theatrical") == "Theatrical" && label("", nil) == nil)
+    }
+
     /// The shapes as downloads-api.md shows them (§ 4.1 create answer, § 4.2 page, § 6 manifest).
     @Test func entriesPagesAndManifestsDecodeFromTheDocumentsShapes() throws {
         let created = try SiloDecode.created(

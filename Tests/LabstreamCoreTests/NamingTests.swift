@@ -4,7 +4,11 @@ import Testing
 @Suite struct NamingTests {
     @Test(arguments: [
         ("../x", "_x"), ("../../etc/passwd (2001)", "_.._etc_passwd (2001)"), (".hack//Sign", "hack__Sign"), ("...", "_"), ("a/b", "a_b"),
-        ("nul\u{0}in\u{1}side", "nulinside"), (".", "_"), ("..", "_"), ("", "_"),
+        ("nul\u{0}in\u{1}side", "nul in side"), (".", "_"), ("..", "_"), ("", "_"),
+        // A control character is a space, one however many there are around it (it was dropped:
+        // `Tabandnewline`); the server's own spaces stay.
+        ("Tab\tand\nnewline", "Tab and newline"), ("a \t\r\n b", "a b"), ("\tlead\u{7F}", "lead"), ("C1\u{85}next", "C1 next"),
+        ("two  spaces", "two  spaces"),
         ("What? Why: *Now* <or> \"never\" | ever\\", "What_ Why_ _Now_ _or_ _never_ _ ever_"), ("trailing dots...", "trailing dots"),
         ("  spaced  ", "spaced"), ("Amélie", "Amélie")
     ])

@@ -89,10 +89,19 @@ import Testing
         (LabstreamError.notFound("x"), ENOENT), (.readOnly, EROFS), (.notADirectory("x"), ENOTDIR), (.isADirectory("x"), EISDIR),
         (.fetchFailed("x"), EIO), (.serverUnavailable("x"), EIO), (.timedOut("x"), EIO), (.remoteChanged("x"), ESTALE),
         (.noSpace("x"), ENOSPC), (.noAttribute, ENODATA), (.attributeBufferTooSmall, ERANGE), (.unsupportedAttributeWrite("x"), EPERM),
+        (.localSideFile("x", stored: false), EPERM),
         (.storage("x"), EIO), (.invalidArgument("x"), EINVAL)
     ])
     func mapsEveryError(error: LabstreamError, expected: Int32) {
         #expect(ErrnoMap.errno(for: error) == expected)
+    }
+
+    /// The way to sign in again is said once: a reason naming the command is not followed by
+    /// the general advice (a Silo sync failure gave both).
+    @Test func signInAdviceIsGivenOnce() {
+        let silo = LabstreamError.authenticationFailed("Silo ended this sign-in; sign in again with `labstream server add silo s --url http://h`")
+        #expect(silo.userMessage.components(separatedBy: "labstream server add").count == 2, "\(silo.userMessage)")
+        #expect(LabstreamError.authenticationFailed("the token was not accepted").userMessage.hasSuffix("Add the server again with `labstream server add`."))
     }
 
     @Test func syscallErrorsKeepENOSPC() {

@@ -47,6 +47,22 @@ import Testing
                 && episode.contains("<showtitle>Show</showtitle>"))
     }
 
+    /// Kodi reads `<runtime>` in minutes: an item shorter than half a minute (or of unknown
+    /// length, 0) has none rather than `<runtime>0</runtime>`, so a scanner takes the length
+    /// from the file itself; from half a minute it is the nearest minute.
+    @Test func aRuntimeUnderHalfAMinuteIsLeftOut() {
+        func runtime(_ seconds: Double) -> String? {
+            let item = CatalogItem(
+                id: "m", kind: .movie, title: "Short", year: 2001, sources: [MediaSource(id: "ms", container: "mkv", size: 1)],
+                details: ItemDetails(plot: "Brief.", runtimeSeconds: seconds))
+            let text = String(decoding: SideFiles.document(.item(server: "s", itemId: "m"), item: item, series: nil) ?? [], as: UTF8.self)
+            #expect(text.contains("<plot>Brief.</plot>"), "\(text)")
+            return text.components(separatedBy: "<runtime>").dropFirst().first?.components(separatedBy: "</runtime>").first
+        }
+        #expect(runtime(0) == nil && runtime(10) == nil && runtime(29) == nil)
+        #expect(runtime(30) == "1" && runtime(59) == "1" && runtime(5_430) == "91")
+    }
+
     /// A generated file keeps only its document's size and digest: the document made again
     /// from the same catalog (as the mount does from the index when it is opened) matches both.
     func text(_ generated: GeneratedFile?, _ libraries: [LibraryCatalog]) -> String {

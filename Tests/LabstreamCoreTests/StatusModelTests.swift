@@ -43,7 +43,11 @@ import Testing
     }
 
     @Test func anOrphanedFileSaysSoWhateverItsRowSays() {
-        #expect(FileStatus(path: "x", size: 100, row: row(film, .complete, present: 100), orphaned: true).reason == StatusReason.orphaned)
+        let kept = FileStatus(path: "x", size: 100, row: row(film, .complete, present: 100), orphaned: true).reason ?? ""
+        #expect(kept == StatusReason.orphaned(kept: true) && kept.contains("until you remove it with `labstream cancel`"))
+        // Cancelled: nothing is kept, and it says so (it said "kept until you remove it" of 0 B).
+        let gone = FileStatus(path: "x", size: 100, row: row(film, .partial, present: 0), orphaned: true).reason ?? ""
+        #expect(gone == StatusReason.orphaned(kept: false) && gone.contains("nothing of it is kept") && gone.contains("`labstream sync`"))
     }
 
     @Test func verifyingACompleteFileShowsItUnverifiedUntilTheVerdict() {
@@ -51,6 +55,24 @@ import Testing
         #expect(DownloadStatus.failed.after(.recheck) == .unverified)
         #expect(DownloadStatus.downloading.after(.recheck) == nil)
         #expect(DownloadStatus.unverified.after(.validated(playable: false)) == .failed)
+    }
+
+    /// With no daemon, what the index left under way (a killed daemon's "downloading 32%")
+    /// waits for the next mount and says why; what is at rest stays as it is.
+    @Test func withoutADaemonNothingIsUnderWay() {
+        let copy = FileStatus.Part(quality: "2mbps", state: .preparing, present: 0, total: 0, reason: StatusReason.preparing(job: "7"))
+        let busy = FileStatus(
+            path: "x", state: .downloading, present: 32, total: 100, reason: "timed out; resuming from byte 32", pinned: true, copies: [copy])
+        let still = busy.withoutDaemon()
+        #expect(still.state == .queued && still.reason == StatusReason.daemonNotRunning && still.present == 32 && still.pinned)
+        #expect(still.copies.first?.state == .queued && still.copies.first?.reason == StatusReason.daemonNotRunning)
+        #expect(busy.wasUnderWay && !still.wasUnderWay)
+        let waiting = FileStatus(path: "x", size: 100, row: row(film, .queued, present: 0, reason: StatusReason.fileChanged()))
+        #expect(waiting.withoutDaemon().reason == StatusReason.daemonNotRunning)
+        for state in [DownloadStatus.paused, .failed, .partial, .complete, .unverified] {
+            let resting = FileStatus(path: "x", size: 100, row: row(film, state, present: 50, reason: "why"))
+            #expect(resting.withoutDaemon() == resting && !resting.wasUnderWay, "\(state)")
+        }
     }
 
     @Test func everyReasonTheDaemonWritesHasItsOwnCode() {
@@ -65,7 +87,7 @@ import Testing
             (StatusReason.awaitingValidation, .unverified, .awaitingValidation),
             (StatusReason.probeOff, .unverified, .probeOff),
             (StatusReason.evicted, .notLocal, .evicted),
-            (StatusReason.orphaned, .complete, .orphaned),
+            (StatusReason.orphaned(kept: true), .complete, .orphaned), (StatusReason.orphaned(kept: false), .notLocal, .orphaned),
             (StatusReason.fileChanged(), .queued, .fileChanged),
             (StatusReason.fileChanged("ETag", refetching: false), .partial, .fileChanged),
             (StatusReason.keepsChanging("ETag"), .failed, .fileChanged),
@@ -75,6 +97,7 @@ import Testing
             ("server removed; after adding it again, resume with labstream resume", .paused, .serverRemoved),
             ("index upgraded; bytes will be fetched and verified again", .partial, .indexUpgraded),
             ("timed out; resuming from byte 4096", .downloading, .retrying),
+            (StatusReason.daemonNotRunning, .queued, .daemonNotRunning),
             ("mpv: invalid data", .failed, .failed),
             ("probe timed out", .unverified, .checkInconclusive)
         ]

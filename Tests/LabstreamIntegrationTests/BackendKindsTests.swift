@@ -74,11 +74,21 @@ import Testing
         try m.unmount()
     }
 
+    /// The test catalog and a film whose title holds a tab and a newline.
+    static func catalogWithControls(in dir: String) -> FixtureCatalog {
+        var catalog = testCatalog(in: dir)
+        writeRandomFile(dir + "/controls.mkv", size: 5000, seed: 12)
+        catalog.movies.append(.init(title: "Tab\tand\nnewline", year: 2011, file: dir + "/controls.mkv", container: "mkv"))
+        return catalog
+    }
+
     @Test func jellyfinEmbyAndPlexSideBySide() throws {
-        let m = try MountedLabstream("three")
-        let emby = try ServerFixture(kind: .emby, catalog: testCatalog(in: m.scratch.sub("emby-media")), userName: "demo", password: "secret-pass")
+        let m = try MountedLabstream("three", catalog: Self.catalogWithControls)
+        let emby = try ServerFixture(
+            kind: .emby, catalog: Self.catalogWithControls(in: m.scratch.sub("emby-media")), userName: "demo", password: "secret-pass")
         try emby.start()
-        let plex = try ServerFixture(kind: .plex, catalog: testCatalog(in: m.scratch.sub("plex-media")), userName: "demo", password: "secret-pass")
+        let plex = try ServerFixture(
+            kind: .plex, catalog: Self.catalogWithControls(in: m.scratch.sub("plex-media")), userName: "demo", password: "secret-pass")
         try plex.start()
         let tv = PlexTVFixture(server: plex)
         try tv.start()
@@ -93,6 +103,12 @@ import Testing
             #expect(try sha256(m.path(server + "/" + rel)) == sha256(media + "/s1e1.mkv"), "\(server)")
         }
         #expect(emby.downloadRequests.count > 0 && plex.downloadRequests.count > 0 && m.fixture.downloadRequests.count > 0)
+        // Control characters in a title part its words with a space on every backend (they
+        // were dropped: `Tabandnewline`).
+        for server in ["test", "emby", "plex"] {
+            let film = m.path(server + "/Movies/Tab and newline (2011)/Tab and newline (2011).mkv")
+            #expect(FileManager.default.fileExists(atPath: film), "\(server): \(filesBelow(m.path(server + "/Movies")))")
+        }
         let list = try m.cli(["server", "list"])
         #expect(list.stdout.contains("emby\temby\t") && list.stdout.contains("plex\tplex\t"))
         try m.unmount()

@@ -140,6 +140,8 @@ import Testing
 
         let sync = try e.run(["sync", "home"])
         #expect(sync.code == 0 && sync.stdout.hasSuffix("home: 10 files\n"), "\(sync.stderr)")
+        // With no daemon the command's own output, not a daemon's stamped log line.
+        #expect(!sync.stderr.contains("labstream[") && !sync.stderr.contains(" info: "), "\(sync.stderr)")
         // Piped, a long sync reports each step on its own line before the total.
         #expect(sync.stdout.contains("home: Shows: Show (1/1)\n") && sync.stdout.contains("home: Movies: 6 items\n"), "\(sync.stdout)")
 
@@ -154,10 +156,29 @@ import Testing
         #expect(token.code == 0, "\(token.stderr)")
 
         let remove = try e.run(["server", "remove", "home"])
-        #expect(remove.code == 0)
+        // It never downloaded anything: no word of files staying paused.
+        #expect(remove.code == 0 && remove.stdout.hasPrefix("Removed home.") && !remove.stdout.contains("paused"), "\(remove.stdout)")
         #expect(!(try String(contentsOfFile: credentials, encoding: .utf8)).contains("[server \"home\"]"))
         let again = try e.run(["server", "remove", "home"])
         #expect(again.code == 66)
+    }
+
+    /// A bad argument is said first, before anything about the path or what it holds (`monitor
+    /// add … --mode weekly` on a monitored series said "is monitored already").
+    @Test func monitorArgumentsAreCheckedBeforeThePath() throws {
+        let e = Env(scratch: Scratch("cli-monitor-args"))
+        let nowhere = e.scratch.path + "/not-a-mount"
+        for args in [["add", nowhere, "--mode", "weekly"], ["set", nowhere, "--mode", "weekly"]] {
+            let r = try e.run(["monitor"] + args)
+            #expect(r.code == 64 && r.stderr.contains("--mode takes all, future, latest-season"), "\(args): \(r.code) \(r.stderr)")
+        }
+        let size = try e.run(["monitor", "set", nowhere, "--max-storage", "lots"])
+        #expect(size.code == 64 && size.stderr.contains("--max-storage takes a size"), "\(size.code) \(size.stderr)")
+        let noMode = try e.run(["monitor", "add", nowhere])
+        #expect(noMode.code == 64 && noMode.stderr.contains("monitor add needs --mode"), "\(noMode.code) \(noMode.stderr)")
+        // Good arguments: then the path is looked at.
+        let path = try e.run(["monitor", "add", nowhere, "--mode", "all"])
+        #expect(path.code == 66 && path.stderr.contains("not inside a live Labstream mount"), "\(path.code) \(path.stderr)")
     }
 
     @Test func unreachableAndWrongServersGiveClearErrors() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import LabstreamCore
+import LabstreamEngine
 import Testing
 
 @testable import LabstreamCLI
@@ -13,6 +14,110 @@ import Testing
     func manPagesRenderWithoutWarnings(page: String) throws {
         let r = try runProcess("/usr/bin/groff", ["-man", "-ww", "-z", Self.root + "/" + page], environment: ["LC_ALL": "C"])
         #expect(r.code == 0 && r.stderr.isEmpty, "\(page): \(r.stderr)")
+    }
+
+    /// Every page as `man` shows it has no words run together: a macro's arguments are joined
+    /// without spaces, so `.IR … ext . A file …` showed `.ext.Afiletheserverlistswithoutasize`,
+    /// `.RI ( … /..., as bare` showed `/...,asbare`, and `.BR "labstream sync" . Without` showed
+    /// `sync.Without`.
+    @Test(arguments: ["man/labstream.1", "man/labstream.conf.5", "man/mount.labstream.8"])
+    func manPagesRunNoWordsTogether(page: String) throws {
+        let glued = Self.wordsRunTogether(try Self.render(file: Self.root + "/" + page))
+        #expect(glued.isEmpty, "\(page): \(glued)")
+    }
+
+    /// The check finds the three cases labstream(1) had (as they were written), and passes the
+    /// joins that are meant: a literal in one font, a placeholder after a key, a file's extension.
+    @Test func theRunTogetherCheckFindsWhatItIsFor() throws {
+        let old = [
+            ".IR SERVER / LIBRARY /Artist/Title\\ (Year). ext . A file the server lists without a size",
+            ".RI ( SERVER / LIBRARY /..., as bare\n.B status\nprints them)",
+            "the moment it answers without a remount or\n.BR \"labstream sync\" . Without\n.B \\-\\-foreground\nthe command returns"
+        ]
+        for troff in old {
+            let glued = Self.wordsRunTogether(try Self.render(troff: ".TH T 1\n.SH NAME\nt\n.SH DESCRIPTION\n" + troff + "\n"))
+            #expect(glued.count == 1, "\(troff): \(glued)")
+        }
+        let meant = [
+            ".IR SERVER / LIBRARY /Title\\ (Year). ext\nfor movies.", ".BR UserData.Played ,\nPlex", ".BI user.labstream.reachability. NAME\nfor each.",
+            ".B latest\\-season,delete\\-watched\nis one value.", "A sentence. Another one."
+        ]
+        for troff in meant {
+            let glued = Self.wordsRunTogether(try Self.render(troff: ".TH T 1\n.SH NAME\nt\n.SH DESCRIPTION\n" + troff + "\n"))
+            #expect(glued.isEmpty, "\(troff): \(glued)")
+        }
+    }
+
+    enum Font { case roman, bold, italic }
+
+    /// A page as man(1) lays it out for a terminal, with each character's font (groff's
+    /// overstrikes: `c\bc` bold, `_\bc` italic), on lines too long to wrap and unhyphenated.
+    static func render(file: String? = nil, troff: String? = nil) throws -> [(Unicode.Scalar, Font)] {
+        let r = try runProcess(
+            "/usr/bin/groff", ["-man", "-Tutf8", "-P-c", "-rHY=0", "-rLL=400n"] + (file.map { [$0] } ?? []), environment: ["LC_ALL": "C.UTF-8"],
+            stdin: troff)
+        try #require(r.code == 0, "groff: \(r.stderr)")
+        let scalars = Array(r.stdout.unicodeScalars)
+        var out: [(Unicode.Scalar, Font)] = []
+        var i = 0
+        while i < scalars.count {
+            // A chain `a\bb\b…c` is the last character, struck over by the others.
+            var j = i
+            while j + 2 < scalars.count && scalars[j + 1] == "\u{8}" { j += 2 }
+            let glyph = scalars[j]
+            let struck = stride(from: i, to: j, by: 2).map { scalars[$0] }
+            out.append((glyph, struck.isEmpty ? .roman : struck.contains("_") && glyph != "_" ? .italic : .bold))
+            i = j + 1
+        }
+        return out
+    }
+
+    /// The runs without white space in which words were run together: a letter right after a
+    /// letter of another font (two arguments of a font macro: `as`+`bare`); across a change of
+    /// font, a sentence's end right before a capitalised word (`sync.Without`, `ext.A`) or a
+    /// comma, semicolon or colon right before a word (`...,as`). A run in one font is a literal
+    /// (`UserData.Played`, `latest-season,delete-watched`), and capitals after a dot a
+    /// placeholder (`reachability.NAME`).
+    static func wordsRunTogether(_ text: [(Unicode.Scalar, Font)]) -> [String] {
+        func isLetter(_ c: Unicode.Scalar) -> Bool { c.properties.isAlphabetic }
+        func isUpper(_ c: Unicode.Scalar) -> Bool { c.properties.isUppercase }
+        var found: [String] = []
+        var run: [(Unicode.Scalar, Font)] = []
+        func glued() -> Bool {
+            for k in run.indices.dropLast() {
+                let (c, fc) = run[k], (d, fd) = run[k + 1]
+                if isLetter(c) && isLetter(d) && fc != fd { return true }
+                if ",;:".unicodeScalars.contains(c) && isLetter(d) && fc != fd { return true }
+                guard ".!?".unicodeScalars.contains(c), isUpper(d), k > 0 else { continue }
+                let (b, fb) = run[k - 1]
+                guard b.properties.isLowercase || b == ")", Set([fb, fc, fd]).count > 1 else { continue }
+                let word = run[(k + 1)...].prefix { isLetter($0.0) && $0.1 == fd }.map(\.0)
+                if word.count == 1 || !word.allSatisfy(isUpper) { return true }
+            }
+            return false
+        }
+        for c in text + [(" ", .roman)] {
+            if c.0.properties.isWhitespace {
+                if glued() { found.append(String(String.UnicodeScalarView(run.map(\.0)))) }
+                run = []
+            } else {
+                run.append(c)
+            }
+        }
+        return found
+    }
+
+    /// labstream.conf(5) says what `min_free` and `max_concurrent_files` do today: the floor
+    /// only drives eviction (a pinned fill checks its own headroom, not the floor), and a file
+    /// waiting out a backoff holds its place among the files filled at once.
+    @Test func theCacheLimitsAreDocumentedAsTheyWork() throws {
+        let page = String(String.UnicodeScalarView(try Self.render(file: Self.root + "/man/labstream.conf.5").map(\.0)))
+            .split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        func entry(_ key: String) -> String { page.components(separatedBy: " \(key) ").dropFirst().first?.prefix(600).description ?? "" }
+        let headroom = ByteCount.text(TransferEngine.Settings().freeSpaceHeadroom)
+        #expect(entry("min_free").contains("does not hold back pinned downloads") && entry("min_free").contains("plus \(headroom)"), "\(entry("min_free"))")
+        #expect(entry("max_concurrent_files").contains("default \(LabstreamConfig().maxConcurrentFiles)."), "\(entry("max_concurrent_files"))")
+        #expect(entry("max_concurrent_files").contains("backoff") && entry("max_concurrent_files").contains("so it counts"))
     }
 
     @Test func everySubcommandInHelpIsInTheManPage() throws {

@@ -451,9 +451,16 @@ final class EngineRig: @unchecked Sendable {
         rig.fs.reload(files: files)
         #expect(try rig.read(beta, offset: 0, length: 4096) == rig.source(beta, offset: 0, length: 4096))  // still plays
         let ino = try #require(rig.fs.resolve(beta.split(separator: "/").map(String.init)))
-        #expect(try rig.fs.getxattr(ino, name: "user.labstream.reason").hasPrefix("orphaned"))
-        // Removing the local copy lets the next refresh forget it.
+        // It says what is kept and the command that removes it.
+        let kept = try rig.fs.getxattr(ino, name: "user.labstream.reason")
+        #expect(kept.hasPrefix("orphaned") && kept.contains("kept until you remove it with `labstream cancel`"), "\(kept)")
+        // Removing the local copy lets the next refresh forget it; until then it says nothing is kept.
         try rig.fs.setxattr(ino, name: "user.labstream.action", value: Array("cancel".utf8))
+        let gone = try rig.fs.getxattr(ino, name: "user.labstream.reason")
+        #expect(gone.hasPrefix("orphaned") && gone.contains("nothing of it is kept") && !gone.contains("is kept until"), "\(gone)")
+        let status = rig.fs.statuses(below: ino, named: beta)
+        #expect(status.first?.present == 0 && status.first?.reason == gone, "\(status)")
+        #expect(StatusReason.code(gone, state: .notLocal) == .orphaned)
         try rig.index.replaceCatalog(
             server: .init(name: "test", type: "jellyfin", url: rig.fixture.baseURL, serverId: nil, lastSync: nil),
             libraries: libraries, tree: TreeBuilder.build(server: "test", libraries: libraries), now: 3)

@@ -266,6 +266,8 @@ import Testing
         let path = m.path("test/Movies/Small (2021)/Small (2021).mkv")
         let pin = try m.cli(["pin", "--quality", "10mbps", "--wait", path])
         #expect(pin.code == 0 && pin.stdout.contains("the original is within 10mbps; keeping it"), "\(pin.stdout)\(pin.stderr)")
+        // No copy was made, and none is counted as ready.
+        #expect(!pin.stdout.contains("copies ready") && pin.stdout.contains("10mbps: no copy needed"), "\(pin.stdout)")
         #expect(m.fixture.streamRequests.isEmpty && StatusCommandXattr.get(path, "pinned") == "1")
         try m.unmount()
     }

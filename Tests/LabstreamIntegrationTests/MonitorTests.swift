@@ -50,6 +50,9 @@ import Testing
         // A season folder is not the series: a monitor there is refused, saying where it goes.
         let season = try m.cli(["monitor", "add", m.path(Self.series + "/Season 01"), "--mode", "all"])
         #expect(season.code == 64 && season.stderr.contains("series folder itself"), "\(season.stderr)")
+        // An unknown mode is refused as such, though the series is monitored already.
+        let weekly = try m.cli(["monitor", "add", m.path(Self.series), "--mode", "weekly"])
+        #expect(weekly.code == 64 && weekly.stderr.contains("--mode takes"), "\(weekly.stderr)")
 
         // The server gains an episode: the next refresh pins it.
         m.fixture.release(itemId: try item(m, 2, 2))

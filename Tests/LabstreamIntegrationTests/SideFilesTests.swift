@@ -25,6 +25,7 @@ import Testing
             chapters: [.init(start: 0, name: "Opening"), .init(start: 3_723.45, name: "The Raid")])
         catalog.series[0].details = .init(plot: "A show & its plot.", genres: ["Comedy"], premiered: "2020-01-02", tvdb: "321")
         catalog.series[0].episodes[0].details = .init(plot: "The first one.", premiered: "2020-01-02", runtimeSeconds: 1_500)
+        catalog.series[0].episodes[1].details = .init(plot: "A short one.", runtimeSeconds: 20)
         return catalog
     }
 
@@ -64,6 +65,9 @@ import Testing
         let pilot = try parsed(m.path(Self.pilot))
         #expect(pilot.root == "episodedetails" && pilot.fields["title"] == "Pilot" && pilot.fields["season"] == "1" && pilot.fields["episode"] == "1")
         #expect(pilot.fields["plot"] == "The first one." && pilot.fields["aired"] == "2020-01-02" && pilot.fields["runtime"] == "25")
+        // Shorter than half a minute: no runtime rather than `<runtime>0</runtime>`.
+        let short = try parsed(m.path("test/Shows/Show (2020)/Season 01/Show (2020) - S01E02 - Second.nfo"))
+        #expect(short.fields["plot"] == "A short one." && short.fields["runtime"] == nil, "\(short.fields)")
         // The chapters the server knows: Jellyfin and Emby list them; Plex tells them item by
         // item, asked when the film's folder is listed.
         let media = m.path("test/Movies/Alpha (2001)/Alpha (2001).mkv"), marks = "00:00:00.000 Opening\n01:02:03.450 The Raid"
@@ -76,6 +80,11 @@ import Testing
         #expect(StatusCommandXattr.get(m.path(Self.film), "state") == "complete")
         let pin = Array("1".utf8)
         #expect(setxattr(m.path(Self.film), "user.labstream.pin", pin, pin.count, 0) != 0 && errno == EPERM)
+        // `labstream pin` says what it is, with the exit status labstream(1) gives it.
+        for nfo in [Self.film, Self.show] {
+            let refused = try m.cli(["pin", m.path(nfo)])
+            #expect(refused.code == 65 && refused.stderr.contains("generated from the catalog; always local"), "\(refused.code) \(refused.stderr)")
+        }
         // Offline after a restart: the same bytes.
         try m.unmount()
         m.fixture.stop()

@@ -1,6 +1,7 @@
 import Foundation
 import LabstreamBackends
 import LabstreamCore
+import LabstreamDemo
 import LabstreamFixture
 import LabstreamHTTP
 import LabstreamTestSupport
@@ -290,6 +291,27 @@ import Testing
         try m.unmount()
     }
 
+    /// A copy is named by what arrived, in the tree and in the log alike: an MP4 copy is
+    /// `- 5mbps.mp4` in both (the log said `- 5mbps.mkv`).
+    @Test func aCopyIsLoggedByTheNameItHasInTheTree() throws {
+        let m = try MountedSilo(
+            "silo-copy-name",
+            catalog: { dir in
+                try? DemoMedia.generate(path: dir + "/clip.mp4", seconds: 4, size: "320x180")
+                return FixtureCatalog(movies: [.init(title: "Clip", year: 2020, file: dir + "/clip.mp4", container: "mp4")], series: [])
+            }, probe: true)
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        let wait = try m.cli(["pin", "--quality", "5mbps", "--wait", m.path("test/Movies/Clip (2020)/Clip (2020).mp4")])
+        #expect(wait.code == 0, "\(wait.stdout) \(wait.stderr) \(m.log)")
+        // The fixture's artifact is the source's bytes: an MP4.
+        let copy = "test/Movies/Clip (2020)/Clip (2020) - 5mbps.mp4"
+        #expect(FileManager.default.fileExists(atPath: m.path(copy)))
+        #expect(eventually { m.log.contains("probe of \(copy): complete") }, "\(m.log)")
+        #expect(!m.log.contains("5mbps.mkv"), "\(m.log)")
+        try m.unmount()
+    }
+
     /// Real media with the playback check on: a pinned film's copy at a preset is proven
     /// playable, and the original's pin is checked by hash and probe before it is complete.
     @Test func aCopyAtAPresetOfRealMediaIsProvenPlayable() throws {
@@ -350,7 +372,14 @@ import Testing
         #expect(status().contains("\"state\" : \"paused\""), "\(status())")
         let list = try m.cli(["server", "list"])
         #expect(list.stdout.contains("sign in again: labstream server add silo test --url \(m.baseURL)"), "\(list.stdout)")
+        // One state on its line: the sign-in is refused, not "signed in" beside "auth-failed".
+        let line = list.stdout.split(separator: "\n").first { $0.hasPrefix("test\t") } ?? ""
+        #expect(line.contains("sign-in refused") && line.contains("auth-failed") && !line.contains("signed in"), "\(line)")
         #expect(try m.cli(["status"]).stdout.contains("server test: auth-failed (the stored sign-in was refused"))
+        // A sync says what to do once.
+        let sync = try m.cli(["sync"])
+        #expect(sync.code == 77 && sync.stderr.components(separatedBy: "labstream server add").count == 2, "\(sync.stderr)")
+        #expect(sync.stderr.contains("labstream server add silo test --url \(m.baseURL)"), "\(sync.stderr)")
         #expect(entries(m, content: film).map(\.id) == [id])
         // Signing in again resumes it, through the entry it had.
         m.fixture.clearRequestLog()

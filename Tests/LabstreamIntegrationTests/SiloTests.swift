@@ -109,6 +109,45 @@ final class MountedSilo: @unchecked Sendable {
         try m.unmount()
     }
 
+    /// A film's versions are labelled by resolution and edition, each said once: an edition
+    /// that names the resolution (`360p` of a 360p file) was `Big Buck Test (2008) - 360p
+    /// 360p.mp4`, and its `.nfo` likewise.
+    @Test func aVersionWhoseEditionNamesItsResolutionIsLabelledOnce() throws {
+        let m = try MountedSilo(
+            "silo-versions",
+            catalog: { dir in
+                writeRandomFile(dir + "/big.mp4", size: 200_000, seed: 41)
+                writeRandomFile(dir + "/big-360p.mp4", size: 100_000, seed: 42)
+                var movie = FixtureCatalog.Movie(title: "Big Buck Test", year: 2008, file: dir + "/big.mp4", container: "mp4")
+                movie.versions = [("360p", dir + "/big-360p.mp4")]
+                return FixtureCatalog(movies: [movie], series: [])
+            }
+        ) { $0.resolutions = ["big.mp4": "1080p", "big-360p.mp4": "360p"] }
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        let folder = m.path("test/Movies/Big Buck Test (2008)")
+        let names = Set(try FileManager.default.contentsOfDirectory(atPath: folder))
+        #expect(
+            names.isSuperset(of: [
+                "Big Buck Test (2008) - 1080p.mp4", "Big Buck Test (2008) - 1080p.nfo", "Big Buck Test (2008) - 360p.mp4",
+                "Big Buck Test (2008) - 360p.nfo"
+            ]), "\(names.sorted())")
+        #expect(!names.contains { $0.contains("360p 360p") }, "\(names.sorted())")
+        #expect(try sha256(folder + "/Big Buck Test (2008) - 360p.mp4") == sha256(m.mediaDir + "/big-360p.mp4"))
+        try m.unmount()
+    }
+
+    /// Control characters in a Silo title part its words with a space, as on the other backends
+    /// (they were dropped: `Tabandnewline`).
+    @Test func aTitleWithControlCharactersKeepsItsWordsApart() throws {
+        let m = try MountedSilo("silo-controls", catalog: BackendKindsTests.catalogWithControls)
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        let film = m.path("test/Movies/Tab and newline (2011)/Tab and newline (2011).mkv")
+        #expect(try sha256(film) == sha256(m.mediaDir + "/controls.mkv"), "\(filesBelow(m.path("test/Movies")))")
+        try m.unmount()
+    }
+
     /// An access token that expires mid-session is renewed with the refresh token (one try),
     /// and the rotated refresh token is what the credential store holds afterwards.
     @Test func anExpiredAccessTokenIsRenewedAndTheRotatedRefreshTokenIsStored() throws {
@@ -131,6 +170,8 @@ final class MountedSilo: @unchecked Sendable {
         let stored = m.credentials
         let remove = try m.cli(["server", "remove", "test"])
         #expect(remove.code == 0 && remove.stdout.contains("Signed out of the Silo server"), "\(remove.stdout) \(remove.stderr)")
+        // It had read files: those stay, and it says so.
+        #expect(remove.stdout.contains("downloaded files") && remove.stdout.contains("on disk, paused"), "\(remove.stdout)")
         #expect(m.fixture.requestLog.contains { $0.path.hasSuffix("/auth/logout") && $0.authorized })
         #expect(m.credentials.isEmpty || !m.credentials.contains("[server \"test\"]"), "\(m.credentials) (was \(stored.count) bytes)")
     }

@@ -1,5 +1,6 @@
 import Foundation
 import LabstreamCore
+import LabstreamStore
 import Testing
 
 /// `status` gives one answer whichever way it is asked, and `pin --wait` says what holds it.
@@ -57,6 +58,44 @@ import Testing
         #expect(wait.code == 69 && wait.stderr.contains("nothing downloads until Labstream is mounted"), "\(wait.code) \(wait.stderr)")
         let gamma = try json(try m.cli(["status", "--json", "test/Movies/Gamma"]))
         #expect(gamma.first?["state"] as? String == "queued" && gamma.first?["pinned"] as? Bool == true, "\(gamma)")
+    }
+
+    /// After `kill -9` of the daemon nothing moves: `status` says no daemon is running, and a
+    /// file it was downloading shows as waiting for the next mount (it said "downloading 32%").
+    @Test func statusAfterTheDaemonWasKilledSaysItIsNotRunning() throws {
+        let big = "test/Movies/Big (2024)/Big (2024).mkv"
+        let m = try MountedLabstream("status-killed") { dir in
+            var c = testCatalog(in: dir)
+            writeRandomFile(dir + "/big.mkv", size: 64 * MiB, seed: 78)
+            c.movies.append(.init(title: "Big", year: 2024, file: dir + "/big.mkv", container: "mkv"))
+            return c
+        }
+        try m.mount()
+        // The dead mount a killed daemon leaves is cleared whatever happens here.
+        defer { _ = try? m.cli(["unmount", m.mountpoint]) }
+        let pid = m.daemonPid, fixture = m.fixture
+        let killed = LockedBox(false)
+        // Killed once its second range is asked for: the file is well under way by then.
+        fixture.onDownloadRequest { _ in
+            if !killed.get() && fixture.downloadRequests.count >= 2 {
+                killed.set(true)
+                kill(pid, SIGKILL)
+            }
+        }
+        #expect(try m.cli(["pin", m.path(big)]).code == 0)
+        #expect(waitForExit(pid: pid, timeoutMs: 60_000), "the daemon was never killed")
+        fixture.onDownloadRequest(nil)
+        let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
+        let key = try #require(try index.treeFiles().first { $0.path.last == "Big (2024).mkv" }?.key)
+        #expect(try index.download(key)?.status == .downloading, "the index still says downloading, as the killed daemon left it")
+        let text = try m.cli(["status"])
+        #expect(text.code == 0 && text.stdout.contains("The Labstream daemon is not running"), "\(text.stdout)")
+        #expect(text.stdout.contains("labstream mount \(m.mountpoint)") && !text.stdout.contains("downloading"), "\(text.stdout)")
+        let row = try json(try m.cli(["status", "--json"])).first { ($0["path"] as? String)?.hasSuffix("Big (2024).mkv") == true }
+        #expect(row?["state"] as? String == "queued" && row?["reason"] as? String == "daemon_not_running", "\(row ?? [:])")
+        #expect((row?["message"] as? String)?.contains("the daemon is not running") == true, "\(row ?? [:])")
+        let cleared = try m.cli(["unmount", m.mountpoint])
+        #expect(cleared.code == 0, "\(cleared.stderr)")
     }
 
     /// `du` adds up what is really on disk: a file not here takes no blocks, a pinned one its
