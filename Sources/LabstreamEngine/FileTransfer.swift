@@ -464,7 +464,7 @@ final class FileTransfer: @unchecked Sendable {
     ) {
         let rate = engine.fetchStarted()
         defer { engine.fetchEnded() }
-        let answer = RangeFetch(transfer: self, range: range, attempt: attempt, background: background, rate: rate, engine: engine)
+        let answer = RangeFetch(sink: self, range: range, attempt: attempt, background: background, rate: rate, engine: engine)
         let outcome = answer.run(validator: validator, backend: backend)
         finish(
             range, remainder: ByteRange(answer.checkpointStart, range.upper), attempt: attempt, generation: generation,
@@ -664,4 +664,45 @@ final class FileTransfer: @unchecked Sendable {
             setStatus(.failedPermanently, reason: failure.error.userMessage, engine: engine)
         }
     }
+}
+
+extension FileTransfer: RangeSink {
+    func durablePrefix(of attempt: AttemptID) -> Int64 {
+        condition.withLock { row.attempt == attempt ? row.present.contiguousLength(from: 0) : 0 }
+    }
+
+    func mustWrite(_ pending: ByteRange, checkpointDue: Bool) -> Bool {
+        condition.withLock {
+            let waiting = waitingFor.filter { $0.overlaps(pending) }
+            return BodyCoalescing.mustWrite(
+                pending: pending, checkpointDue: checkpointDue, readable: waiting.isEmpty ? row.present : readable, waiting: waiting)
+        }
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64, attempt: AttemptID) throws(LabstreamError) {
+        writeGate.lock()
+        defer { writeGate.unlock() }
+        guard writableAttempt == attempt else { throw .remoteChanged("a newer attempt replaced this one") }
+        try partial.write(bytes, at: offset)
+    }
+
+    func wrote(_ piece: ByteRange, attempt: AttemptID, validator: Validator?, servable decided: Bool?) throws(LabstreamError) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        var servable = decided
+        if servable == nil {
+            guard row.attempt == attempt else { throw .remoteChanged("a newer attempt replaced this one") }
+            if row.validator == nil { row.validator = validator }
+            servable = row.validator == validator
+        }
+        if servable == true && row.attempt == attempt {
+            written.insert(piece)
+            if waitingFor.contains(where: { $0.overlaps(piece) }) { condition.broadcast() }
+        }
+        return servable ?? false
+    }
+
+    func sync() throws(LabstreamError) { try partial.sync() }
+
+    func startWriteback(_ range: ByteRange) { partial.startWriteback(range) }
 }

@@ -7,9 +7,10 @@ import LabstreamStore
 /// checkpoints as they arrive (`CheckpointCommitter`), so a crash or a dropped connection loses
 /// a checkpoint or two, not the whole segment; pieces are gathered and written together when
 /// `BodyCoalescing` says; readers waiting inside the range are served bytes as they are written
-/// when the answer carries the attempt's validator. Used by one thread, once (`run`).
+/// when the answer carries the attempt's validator. Used by one thread, once (`run`). It reaches
+/// its file only through `RangeSink`: never the file's state or its locks.
 final class RangeFetch {
-    let transfer: FileTransfer
+    let sink: any RangeSink
     let engine: any TransferHost
     let range: ByteRange
     let attempt: AttemptID
@@ -35,22 +36,22 @@ final class RangeFetch {
     /// A failure of the body's own writing (not the transport's).
     var sinkError: LabstreamError?
 
-    init(transfer: FileTransfer, range: ByteRange, attempt: AttemptID, background: Bool, rate: Int64, engine: any TransferHost) {
-        self.transfer = transfer
+    init(sink: any RangeSink, range: ByteRange, attempt: AttemptID, background: Bool, rate: Int64, engine: any TransferHost) {
+        self.sink = sink
         self.engine = engine
         self.range = range
         self.attempt = attempt
         checkpointBytes = engine.settings.checkpointBytes
         self.rate = rate
         // A whole-file stream passes over the durable prefix again: those bytes are not written.
-        let prefix = transfer.condition.withLock { transfer.row.attempt == attempt ? transfer.row.present.contiguousLength(from: 0) : 0 }
-        checkpointStart = range.lower == 0 && range.upper == transfer.file.size ? min(prefix, range.upper) : range.lower
+        let prefix = sink.durablePrefix(of: attempt)
+        checkpointStart = range.lower == 0 && range.upper == sink.file.size ? min(prefix, range.upper) : range.lower
         writtenBack = checkpointStart
         body = GatheredBody(at: checkpointStart)
-        checkpoints = CheckpointCommitter(queueBehindSync: !background) { [transfer, engine] c throws(LabstreamError) in
-            try transfer.partial.sync()
+        checkpoints = CheckpointCommitter(queueBehindSync: !background) { [sink, engine] c throws(LabstreamError) in
+            try sink.sync()
             // The response's validator is pinned with its first committed bytes.
-            guard transfer.commit(c.piece, digest: c.digest, validator: c.validator, attempt: attempt, engine: engine) else {
+            guard sink.commit(c.piece, digest: c.digest, validator: c.validator, attempt: attempt, engine: engine) else {
                 throw .remoteChanged("a newer attempt replaced this one")
             }
         }
@@ -60,8 +61,8 @@ final class RangeFetch {
     /// cut short is committed (the attempt check refuses stale bytes); `checkpointStart` then
     /// says where the rest begins.
     func run(validator: Validator?, backend: any MediaBackend) -> Result<FileTransfer.Fetched, FetchFailure> {
-        let request = backend.rangeRequest(for: transfer.file, range: range, validator: validator)
-        let expectation = RangeExpectation(range: range, total: transfer.file.size, validator: validator)
+        let request = backend.rangeRequest(for: sink.file, range: range, validator: validator)
+        let expectation = RangeExpectation(range: range, total: sink.file.size, validator: validator)
         var outcome: Result<FileTransfer.Fetched, FetchFailure>
         do {
             let result = try backend.transport.fetchRange(request, expectation: expectation) { bytes, offset, seen in
@@ -75,7 +76,7 @@ final class RangeFetch {
             if let sinkError {
                 outcome = .failure(.local(sinkError))
             } else {
-                if case .unreachable = error { engine.markUnreachable(transfer.file.key.server, .offline) }
+                if case .unreachable = error { engine.markUnreachable(sink.file.key.server, .offline) }
                 outcome = .failure(.transport(error.asLabstreamError))
             }
         }
@@ -85,8 +86,8 @@ final class RangeFetch {
             // Cut short (a drop, a stall, the daemon stopping): what arrived is the answer's own,
             // already judged and possibly read, so it is kept. The attempt check refuses stale bytes.
             let arrived = ByteRange(checkpointStart, body.writtenUpTo)
-            if (try? transfer.partial.sync()) != nil,
-                transfer.commit(arrived, digest: body.takeDigest(), validator: answerValidator, attempt: attempt, engine: engine)
+            if (try? sink.sync()) != nil,
+                sink.commit(arrived, digest: body.takeDigest(), validator: answerValidator, attempt: attempt, engine: engine)
             {
                 checkpointStart = arrived.upper
             }
@@ -115,21 +116,7 @@ final class RangeFetch {
         received += Int64(bytes.count)
         let pending = body.pending
         let checkpointDue = pending.upper - checkpointStart >= checkpointBytes && pending.upper < range.upper
-        let write = transfer.condition.withLock { () -> Bool in
-            let waiting = transfer.waitingFor.filter { $0.overlaps(pending) }
-            return BodyCoalescing.mustWrite(
-                pending: pending, checkpointDue: checkpointDue,
-                readable: waiting.isEmpty ? transfer.row.present : transfer.readable, waiting: waiting)
-        }
-        if write { try writeGathered(seen) }
-    }
-
-    /// Writes gathered bytes unless a newer attempt owns the file.
-    func writeUnlessStale(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(LabstreamError) {
-        transfer.writeGate.lock()
-        defer { transfer.writeGate.unlock() }
-        guard transfer.writableAttempt == attempt else { throw .remoteChanged("a newer attempt replaced this one") }
-        try transfer.partial.write(bytes, at: offset)
+        if sink.mustWrite(pending, checkpointDue: checkpointDue) { try writeGathered(seen) }
     }
 
     /// Writes what was gathered, then lets readers have it, starts its writeback and submits a
@@ -142,23 +129,11 @@ final class RangeFetch {
     }
 
     private func writeGatheredBytes(_ seen: Validator?) throws(LabstreamError) {
-        guard let piece = try body.flush(writeUnlessStale) else { return }
-        transfer.condition.lock()
-        if servable == nil {
-            guard transfer.row.attempt == attempt else {
-                transfer.condition.unlock()
-                throw .remoteChanged("a newer attempt replaced this one")
-            }
-            if transfer.row.validator == nil { transfer.row.validator = seen }
-            servable = transfer.row.validator == seen
-        }
-        if servable == true && transfer.row.attempt == attempt {
-            transfer.written.insert(piece)
-            if transfer.waitingFor.contains(where: { $0.overlaps(piece) }) { transfer.condition.broadcast() }
-        }
-        transfer.condition.unlock()
+        let attempt = self.attempt
+        guard let piece = try body.flush({ bytes, offset throws(LabstreamError) in try sink.write(bytes, at: offset, attempt: attempt) }) else { return }
+        servable = try sink.wrote(piece, attempt: attempt, validator: seen, servable: servable)
         if piece.upper - writtenBack >= 1 << 20 {
-            transfer.partial.startWriteback(ByteRange(max(writtenBack, checkpointStart), piece.upper))
+            sink.startWriteback(ByteRange(max(writtenBack, checkpointStart), piece.upper))
             writtenBack = piece.upper
         }
         if piece.upper - checkpointStart >= checkpointBytes && piece.upper < range.upper {
@@ -175,18 +150,42 @@ final class RangeFetch {
                 return .failure(.cutShort("the connection ended after \(result.bytesWritten) of \(range.count) bytes"))
             }
             do {
-                try transfer.partial.sync()
+                try sink.sync()
                 return .success(.init(validator: seen, received: range.upper - checkpointStart, digest: body.takeDigest()))
             } catch {
                 return .failure(.local(error))
             }
         }
-        if case .reject = result.verdict, result.status == 401 { return .failure(transfer.afterUnauthorized(backend: backend, engine: engine)) }
+        if case .reject = result.verdict, result.status == 401 { return .failure(sink.afterUnauthorized(backend: backend, engine: engine)) }
         if case .reject = result.verdict, let registry = backend as? any ManagedDownloadRegistry,
-            let why = registry.byteRefusal(of: transfer.file.key, status: result.status)
+            let why = registry.byteRefusal(of: sink.file.key, status: result.status)
         {
             return .failure(FetchFailure(error: .refused(why), kind: .validation))
         }
         return .failure(FetchFailure.answer(result.verdict, status: result.status, retryAfter: result.retryAfter)!)
     }
+}
+
+/// All a ranged answer may do to its file (`FileTransfer` is the one sink); each call takes the
+/// file's own locks, so a fetch never holds them nor touches the state they guard.
+protocol RangeSink: AnyObject, Sendable {
+    var file: TreeFile { get }
+    /// How much of `attempt` is durable from byte 0 (a whole-file stream passes over it again).
+    func durablePrefix(of attempt: AttemptID) -> Int64
+    /// Whether the gathered `pending` bytes must be written now (`BodyCoalescing`: a reader waits
+    /// inside them, or a checkpoint is due).
+    func mustWrite(_ pending: ByteRange, checkpointDue: Bool) -> Bool
+    /// Writes bytes of `attempt`, unless a newer attempt owns the file.
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64, attempt: AttemptID) throws(LabstreamError)
+    /// `piece` of `attempt`, carrying `validator`, is written: readers may have it when the answer
+    /// is servable (decided at its first write, when `servable` is nil: it carries the attempt's
+    /// validator, pinned by the first answer). Returns that verdict.
+    func wrote(_ piece: ByteRange, attempt: AttemptID, validator: Validator?, servable: Bool?) throws(LabstreamError) -> Bool
+    /// Makes what was written durable; starts the writeback of `range` early.
+    func sync() throws(LabstreamError)
+    func startWriteback(_ range: ByteRange)
+    /// Records a durable piece of `attempt` (its range and digest); false when a newer attempt replaced it.
+    func commit(_ piece: ByteRange, digest: String, validator: Validator?, attempt: AttemptID, engine: any TransferHost) -> Bool
+    /// What a `401` comes to (the sign-in is checked once per transfer).
+    func afterUnauthorized(backend: any MediaBackend, engine: any TransferHost) -> FetchFailure
 }
