@@ -281,20 +281,24 @@ final class FileTransfer: @unchecked Sendable {
 
     /// Re-checks, against their stored digests, the committed segments overlapping `range` that
     /// this daemon has not checked yet; a mismatch drops the segment so it is fetched again.
-    /// Call with `condition` held.
+    /// Call with `condition` held: it is let go while the digests are read from the index and the
+    /// stored bytes hashed (a segment is megabytes), so that the file's other readers and commits
+    /// go on meanwhile; what was found counts only if the attempt is still the same.
     func verifyCommitted(in range: ByteRange, engine: any TransferHost) {
         let unchecked = row.present.intersection(range).ranges.flatMap { verified.missing(in: $0) }
         guard !unchecked.isEmpty else { return }
-        let digests = (try? index.segments(row.key, attempt: row.attempt)) ?? []
+        let (key, attempt) = (row.key, row.attempt)
+        condition.unlock()
+        let digests = (try? index.segments(key, attempt: attempt)) ?? []
+        let checked = digests.filter { segment in unchecked.contains { segment.range.overlaps($0) } }
+            .map { segment in (segment.range, digest(of: segment.range, like: segment.digest) == segment.digest) }
+        condition.lock()
+        guard row.attempt == attempt else { return }
+        for (segment, matches) in checked where !verified.contains(segment) {
+            if matches { verified.insert(segment) } else { drop(segment, why: "digest mismatch", engine: engine) }
+        }
+        // Durable bytes with no digest at all cannot be trusted either.
         for gap in unchecked {
-            for segment in digests where segment.range.overlaps(gap) && !verified.contains(segment.range) {
-                if digest(of: segment.range, like: segment.digest) == segment.digest {
-                    verified.insert(segment.range)
-                } else {
-                    drop(segment.range, why: "digest mismatch", engine: engine)
-                }
-            }
-            // Durable bytes with no digest at all cannot be trusted either.
             for orphan in verified.missing(in: gap) where row.present.contains(orphan) {
                 if !digests.contains(where: { $0.range.contains(orphan) }) { drop(orphan, why: "no digest", engine: engine) }
             }
