@@ -10,7 +10,7 @@ import Synchronization
 /// is retried later and never shown. An asset goes when every media file it belongs with has been
 /// evicted or cancelled, never before. Runs on its own thread.
 public final class SideAssetFetcher: Sendable {
-    let engine: TransferEngine
+    let engine: any SideAssetHost
     let mode: LabstreamConfig.SideAssets
     let worker = Worker(name: "side-assets")
     /// Assets fetched per pass before the tree is told; then the next pass.
@@ -65,7 +65,9 @@ public final class SideAssetFetcher: Sendable {
     /// tree is rebuilt at most once a second however fast assets arrive).
     private let announced = Mutex<(pending: Bool, at: Date)>((false, .distantPast))
 
-    public init(engine: TransferEngine, mode: LabstreamConfig.SideAssets) {
+    public convenience init(engine: TransferEngine, mode: LabstreamConfig.SideAssets) { self.init(host: engine, mode: mode) }
+
+    init(host engine: any SideAssetHost, mode: LabstreamConfig.SideAssets) {
         self.engine = engine
         self.mode = mode
     }
@@ -354,7 +356,7 @@ public final class SideAssetFetcher: Sendable {
     /// Why an image whose bytes look right does not decode (the playback probe's helper decodes
     /// it, when the probe is on); nil when it decodes, or cannot be proven either way.
     func undecodable(_ bytes: [UInt8], extension ext: String) -> String? {
-        guard engine.settings.playbackProbe else { return nil }
+        guard engine.playbackProbe else { return nil }
         let scratch = engine.layout.sideAssetsDir + "/.decode-\(UUID().uuidString).\(ext)"
         do {
             try FileManager.default.createDirectory(atPath: engine.layout.sideAssetsDir, withIntermediateDirectories: true)
@@ -463,4 +465,23 @@ public final class SideAssetFetcher: Sendable {
         }
     }
 
+}
+
+/// All the side-asset fetcher may ask of the transfer engine.
+protocol SideAssetHost: AnyObject, Sendable {
+    var index: OfflineIndex { get }
+    var layout: DataLayout { get }
+    var log: @Sendable (String) -> Void { get }
+    /// Whether images are decoded by the playback probe's helper before they show.
+    var playbackProbe: Bool { get }
+    func reachability(of server: String) -> Reachability
+    func backend(for server: String) -> (any MediaBackend)?
+    /// Stored, failed or dropped side assets: a copy waiting for them may now be reported completed.
+    func sideAssetsChanged()
+    /// Something `status` shows changed.
+    func noteChange()
+}
+
+extension TransferEngine: SideAssetHost {
+    var playbackProbe: Bool { settings.playbackProbe }
 }
