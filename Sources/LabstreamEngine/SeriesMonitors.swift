@@ -25,7 +25,7 @@ final class SeriesMonitors: Sendable {
 
     static func id(_ server: String, _ series: String) -> String { server + "\u{0}" + series }
 
-    func start(_ engine: TransferEngine) {
+    func start(_ engine: any MonitorHost) {
         worker.start { [self] _ in
             let servers = due.withLock { d -> Set<String> in
                 defer { d.removeAll() }
@@ -50,7 +50,7 @@ final class SeriesMonitors: Sendable {
 
     /// The catalog's episodes of every monitored series of `server`, with what the monitor and
     /// the person did to each, planned and carried out.
-    func evaluate(_ server: String, engine: TransferEngine) throws(LabstreamError) {
+    func evaluate(_ server: String, engine: any MonitorHost) throws(LabstreamError) {
         var monitors = try engine.index.monitors(server: server)
         guard !monitors.isEmpty else { return }
         let items = try engine.index.catalog(server: server).flatMap(\.items).filter { $0.kind == .episode }
@@ -119,11 +119,11 @@ final class SeriesMonitors: Sendable {
                     try engine.index.setMonitoredEpisode(server: server, item: key.itemId, row)
                     monitored[key.itemId] = row
                 }
-                try engine.setPinned(true, files: plan.pin.compactMap { fileOf[$0] }, by: .monitor)
+                try engine.setPinned(true, files: plan.pin.compactMap { fileOf[$0] }, quality: nil, by: .monitor)
             }
             let letGo = plan.unpin + plan.remove
             if !letGo.isEmpty {
-                try engine.setPinned(false, files: letGo.compactMap { fileOf[$0] }, by: .monitor)
+                try engine.setPinned(false, files: letGo.compactMap { fileOf[$0] }, quality: nil, by: .monitor)
                 for key in letGo {
                     try engine.index.setMonitoredEpisode(server: server, item: key.itemId, nil)
                     monitored[key.itemId] = nil
@@ -147,7 +147,7 @@ final class SeriesMonitors: Sendable {
     /// leaves them as they are: they are evaluated here all the same.
     func mirror(
         _ monitors: [SeriesMonitor], to registry: any SeriesSubscriptions, server: String,
-        engine: TransferEngine
+        engine: any MonitorHost
     ) throws(LabstreamError) -> [SeriesMonitor] {
         guard try registry.keepsMonitors() else {
             if refusedOnce.withLock({ $0.insert(server).inserted }) { engine.log("\(server) keeps no series monitors of its own; evaluating them here") }
@@ -199,8 +199,7 @@ final class SeriesMonitors: Sendable {
         // What the server registered is read back before the pins look for entries.
         if registered > 0 {
             engine.log("\(server): its monitors registered \(registered) episodes")
-            engine.managed.relist(server)
-            engine.filler.wake()
+            engine.relistEntries(of: server)
         }
         return out
     }
@@ -208,7 +207,7 @@ final class SeriesMonitors: Sendable {
     /// The server's monitor of a series whose monitor was removed here is deleted too (its
     /// entries stay); a changed validator is read again once. Best effort: a server that does
     /// not answer keeps it, and says so in the log.
-    func unmirror(_ monitor: SeriesMonitor, engine: TransferEngine) {
+    func unmirror(_ monitor: SeriesMonitor, engine: any MonitorHost) {
         guard let registry = engine.backend(for: monitor.server) as? any SeriesSubscriptions, let id = monitor.remoteId else { return }
         do throws(LabstreamError) {
             for _ in 0..<2 {
@@ -261,7 +260,7 @@ final class SeriesMonitors: Sendable {
 
     /// Makes, changes (`settings`) or removes (nil) the monitor of the series whose folder holds
     /// `files`: every episode file of one series, as the series folder does.
-    func set(_ settings: String?, folder files: [TreeFile], engine: TransferEngine) throws(LabstreamError) {
+    func set(_ settings: String?, folder files: [TreeFile], engine: any MonitorHost) throws(LabstreamError) {
         guard let server = files.first?.key.server, files.allSatisfy({ $0.key.server == server && $0.kind == .episode }) else {
             throw .invalidArgument("a monitor is set on a series folder (every file in it an episode of one series)")
         }
@@ -303,7 +302,7 @@ final class SeriesMonitors: Sendable {
 
     /// The person pinned or unpinned `keys` themselves: a pin makes a monitored episode theirs,
     /// an unpin tells its monitor to leave it alone.
-    func personPinned(_ pinned: Bool, _ keys: [FileKey], engine: TransferEngine) {
+    func personPinned(_ pinned: Bool, _ keys: [FileKey], engine: any MonitorHost) {
         let servers = Set(keys.map(\.server))
         for server in servers {
             guard let monitored = try? engine.index.monitoredEpisodes(server: server), !monitored.isEmpty else { continue }
@@ -319,4 +318,26 @@ final class SeriesMonitors: Sendable {
 /// Who pins or unpins: the person (a command, an attribute write) or a series monitor.
 public enum PinOrigin: Sendable {
     case person, monitor
+}
+
+/// All series monitors may ask of the transfer engine.
+protocol MonitorHost: AnyObject, Sendable {
+    var index: OfflineIndex { get }
+    var log: @Sendable (String) -> Void { get }
+    func reachability(of server: String) -> Reachability
+    func backend(for server: String) -> (any MediaBackend)?
+    func catalogFile(_ key: FileKey) -> TreeFile?
+    func isOpen(_ key: FileKey) -> Bool
+    func now() -> Int64
+    func setPinned(_ pinned: Bool, files targets: [TreeFile], quality: Quality?, by origin: PinOrigin) throws(LabstreamError)
+    func control(_ action: QueueAction, files targets: [TreeFile], reason: String?) throws(LabstreamError)
+    /// The server's download registry changed under a monitor: read it back, then fill.
+    func relistEntries(of server: String)
+}
+
+extension TransferEngine: MonitorHost {
+    func relistEntries(of server: String) {
+        managed.relist(server)
+        filler.wake()
+    }
 }
