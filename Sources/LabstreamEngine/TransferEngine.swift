@@ -432,6 +432,12 @@ public final class TransferEngine: Sendable {
         }
         for file in targets {
             try transfer(for: file).apply(action, engine: self, reason: reason)
+            // A new version arriving beside the shown copy has no path of its own: pausing,
+            // resuming or retrying the file acts on it too (its failure is the file's to retry).
+            guard [.pause, .resume, .retry].contains(action), let row = (try? index.download(NextVersion.key(of: file.key))) ?? nil,
+                let next = treeFile(for: row)
+            else { continue }
+            try transfer(for: next).apply(action, engine: self, reason: reason)
         }
         if action == .verify { verifyListener.function?(targets.map(\.key)) }
         log("\(action.rawValue) \(targets.count) files")

@@ -101,6 +101,16 @@ final class EngineRig: @unchecked Sendable {
         fs = Self.makeEngine(index: index, layout: layout, files: try index.treeFiles(), client: client, tune: tune)
     }
 
+    /// A catalog refresh as the daemon makes it: the server's catalog into the index, the
+    /// index's tree (a kept copy's shown version) into the engines.
+    func sync(now: Int64 = 2) throws {
+        let libraries = try client.fetchCatalog { _ in }
+        try index.replaceCatalog(
+            server: .init(name: "test", type: "jellyfin", url: fixture.baseURL, serverId: nil, lastSync: nil),
+            libraries: libraries, tree: TreeBuilder.build(server: "test", libraries: libraries), now: now)
+        fs.reload(files: try index.treeFiles())
+    }
+
     func file(_ rel: String) throws -> (ino: UInt64, tree: TreeFile, source: String) {
         let components = rel.split(separator: "/").map(String.init)
         let ino = try #require(fs.resolve(components))
