@@ -158,7 +158,8 @@ enum Help {
 
         Pins a file, season, series or library folder inside a live mount: its files download
         completely in the background and are never evicted. A folder is pinned in one transaction.
-        --wait follows the download until every file is present (exit 0) or one fails (exit 74),
+        --wait follows the download until every file (or copy) is present with its subtitles and
+        artwork, or they were tried (exit 0; one that failed is named on stderr), or one fails (exit 74),
         or until the rest are paused for something only you can clear (a full disk, `pause`): it
         then says what to do and exits 75. A file waiting for its server is followed on. Ctrl-C
         stops waiting (exit 130); the download goes on in the background. What holds the wait
