@@ -373,7 +373,7 @@ extension TransportError {
     public var asLabstreamError: LabstreamError {
         switch self {
         case .unreachable(let why): return .serverUnavailable(why)
-        case .timedOut(let why): return .timedOut(why)
+        case .timedOut(let why), .stalled(let why): return .timedOut(why)
         case .aborted(let why): return .fetchFailed(why)
         case .protocolError(let why): return .serverUnavailable(why)
         }

@@ -39,6 +39,8 @@ final class FileTransfer: @unchecked Sendable {
     /// Ranges fetched for the background fill (a subset of `inFlight`).
     var fillInFlight: [ByteRange] = []
     var failures: [(sequence: Int, range: ByteRange, error: LabstreamError, kind: RetryPolicy.Failure)] = []
+    /// The last fetch that stalled, and when (`FetchFailure.echoesToReaders`).
+    var lastStall: (range: ByteRange, failure: FetchFailure, at: Date)?
     var sequence = 0
     /// What each waiting reader needs (a body writes early for them, and wakes only them).
     var waitingFor: [ByteRange] = []
@@ -238,7 +240,13 @@ final class FileTransfer: @unchecked Sendable {
         while true {
             if !verified.contains(demand) { verifyCommitted(in: demand, engine: engine) }
             if readable.contains(demand) { return ServedVersion(attempt: row.attempt, validator: row.validator) }
+            if let stall = lastStall, stall.range.overlaps(demand), stall.failure.echoesToReaders(age: Date().timeIntervalSince(stall.at)) {
+                throw stall.failure.error
+            }
             if let failure = failures.first(where: { $0.sequence > startSequence && $0.range.overlaps(demand) }) {
+                // The server stopped sending for fetch_timeout: the read fails now, as
+                // labstream.conf(5) says (it has waited that long for these bytes).
+                if failure.kind == .stall { throw failure.error }
                 // A player would rather wait than fail: a transient failure is retried with
                 // backoff while the read timeout allows.
                 transientFailures += 1
@@ -598,6 +606,7 @@ final class FileTransfer: @unchecked Sendable {
             guard attempt == row.attempt else { return }
             failures.append((sequence, range, error, failure.kind))
             if failures.count > 64 { failures.removeFirst(failures.count - 64) }
+            if failure.class == .stalled { lastStall = (range, failure, Date()) }
             engine.log("fetch of bytes \(range) of \(file.path.joined(separator: "/")) failed: \(error.userMessage)")
             // Started before the user's last resume or retry: it cannot fail the fresh dispatch.
             guard generation == self.generation else { return }
@@ -608,7 +617,7 @@ final class FileTransfer: @unchecked Sendable {
                 park(.storageFull, engine: engine)
             case .signedOut:
                 if row.pinned { park(.signInRefused, engine: engine) }
-            case .transient, .permanent:
+            case .transient, .stalled, .permanent:
                 if background || row.pinned { scheduleRetry(after: failure, engine: engine) }
             }
         }

@@ -76,7 +76,7 @@ final class RangeFetch {
                 outcome = .failure(.local(sinkError))
             } else {
                 if case .unreachable = error { engine.markUnreachable(transfer.file.key.server, .offline) }
-                outcome = .failure(.transport(error.asLabstreamError))
+                if case .stalled = error { outcome = .failure(.stall(error.asLabstreamError)) } else { outcome = .failure(.transport(error.asLabstreamError)) }
             }
         }
         // Every checkpoint is in before the body is finished, so nothing of it is planned again meanwhile.
