@@ -228,8 +228,9 @@ final class FileTransfer: @unchecked Sendable {
 
     /// Blocks until `demand` is durable and verified, fetching what is missing. Returns the
     /// version the bytes belong to. Throws the failure of a fetch this reader depended on, or
-    /// a timeout.
-    func waitUntilPresent(_ demand: ByteRange, engine: any TransferHost) throws(LabstreamError) -> ServedVersion {
+    /// a timeout. A reader whose handle was served another version (`handle`) fetches nothing:
+    /// it would get ESTALE for the bytes, and a player keeps reading.
+    func waitUntilPresent(_ demand: ByteRange, engine: any TransferHost, handle: ServedVersion? = nil) throws(LabstreamError) -> ServedVersion {
         let deadline = Date().addingTimeInterval(engine.settings.readTimeout)
         condition.lock()
         defer { condition.unlock() }
@@ -263,6 +264,9 @@ final class FileTransfer: @unchecked Sendable {
                 while Date() < retryAt && condition.wait(until: retryAt) {}  // a schedule; other wake-ups are ignored
                 startSequence = sequence
                 continue
+            }
+            if let handle, !ServedVersion(attempt: row.attempt, validator: row.validator).isSameVersion(as: handle) {
+                throw .remoteChanged("\(file.path.joined(separator: "/")) changed on the server after it was opened; open it again for the new version")
             }
             let reachability = engine.reachability(of: file.key.server)
             if reachability != .online {
@@ -643,7 +647,10 @@ final class FileTransfer: @unchecked Sendable {
         // Only a new version starts without a validator: after a server that ignores Range the
         // whole-file stream must still be the version the bytes so far were (If-Range).
         if !counted { next.validator = row.validator }
-        next.sourceTag = file.etag
+        // The server's bytes changed under the catalog's version: the new attempt's are of no
+        // catalog version yet (their validator guards them), and the next catalog's adopts them
+        // (`open`) instead of taking them for an older version and fetching them again.
+        next.sourceTag = counted ? nil : file.etag
         begin(next)
         // The old version's bytes go; a descriptor still reading them directly keeps them whole.
         if (try? partial.discardAll()) == nil { engine.log("\(file.path.last ?? ""): could not free the old version's bytes") }
