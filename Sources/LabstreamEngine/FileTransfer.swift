@@ -39,6 +39,8 @@ final class FileTransfer: @unchecked Sendable {
     /// Ranges fetched for the background fill (a subset of `inFlight`).
     var fillInFlight: [ByteRange] = []
     var failures: [(sequence: Int, range: ByteRange, error: LabstreamError, kind: RetryPolicy.Failure)] = []
+    /// What this file's failures last said, so that a player reading on does not repeat it.
+    var repeats = RepeatedLines()
     /// The last fetch that stalled, and when (`FetchFailure.echoesToReaders`).
     var lastStall: (range: ByteRange, failure: FetchFailure, at: Date)?
     var sequence = 0
@@ -259,7 +261,9 @@ final class FileTransfer: @unchecked Sendable {
                         random: Double.random(in: 0...1), persistent: true),
                     Date().addingTimeInterval(delay) < deadline
                 else { throw failure.error }
-                engine.log("read of \(file.path.last ?? ""): \(failure.error.userMessage); trying again in \(String(format: "%.1f", delay)) s")
+                say(
+                    "read of \(file.path.last ?? ""): \(failure.error.userMessage); trying again in \(String(format: "%.1f", delay)) s",
+                    key: "read: " + failure.error.userMessage, engine: engine)
                 let retryAt = Date().addingTimeInterval(delay)
                 while Date() < retryAt && condition.wait(until: retryAt) {}  // a schedule; other wake-ups are ignored
                 startSequence = sequence
@@ -611,7 +615,9 @@ final class FileTransfer: @unchecked Sendable {
             failures.append((sequence, range, error, failure.kind))
             if failures.count > 64 { failures.removeFirst(failures.count - 64) }
             if failure.class == .stalled { lastStall = (range, failure, Date()) }
-            engine.log("fetch of bytes \(range) of \(file.path.joined(separator: "/")) failed: \(error.userMessage)")
+            say(
+                "fetch of bytes \(range) of \(file.path.joined(separator: "/")) failed: \(error.userMessage)", key: "fetch: " + error.userMessage,
+                engine: engine)
             // Started before the user's last resume or retry: it cannot fail the fresh dispatch.
             guard generation == self.generation else { return }
             switch failure.class {
@@ -625,6 +631,12 @@ final class FileTransfer: @unchecked Sendable {
                 if background || row.pinned { scheduleRetry(after: failure, engine: engine) }
             }
         }
+    }
+
+    /// Logs `line` unless the same (`key`) was said of this file moments ago. Call with
+    /// `condition` held.
+    func say(_ line: String, key: String, engine: any TransferHost) {
+        if let line = repeats.admit(line, key: key, now: Date().timeIntervalSince1970) { engine.log(line) }
     }
 
     /// Makes `next` (a `nextAttempt`) the row: from here no body of the old attempt can write,
