@@ -661,8 +661,9 @@ final class FileTransfer: @unchecked Sendable {
         if !counted { next.validator = row.validator }
         // The server's bytes changed under the catalog's version: the new attempt's are of no
         // catalog version yet (their validator guards them), and the next catalog's adopts them
-        // (`open`) instead of taking them for an older version and fetching them again.
-        next.sourceTag = counted ? nil : file.etag
+        // (`open`) instead of taking them for an older version and fetching them again. (A copy
+        // the server prepared keeps its tag: it names the prepared file, not a catalog version.)
+        next.sourceTag = counted && DerivedCopy.parse(row.key) == nil ? nil : file.etag
         begin(next)
         // The old version's bytes go; a descriptor still reading them directly keeps them whole.
         if (try? partial.discardAll()) == nil { engine.log("\(file.path.last ?? ""): could not free the old version's bytes") }
