@@ -87,6 +87,17 @@ public protocol PreparedCopySource: MediaBackend {
     func cancelPreparationRequest(job: String) -> HTTPRequest?
 }
 
+/// A server whose address for a file's bytes names the file's version (Plex: a part's `key`
+/// carries its changestamp), so the address stops answering once the file changes, and the
+/// item's own route says where the new bytes are.
+public protocol MovableSources: MediaBackend {
+    /// A ranged `request` for `file` was answered `status`: when that is because the file changed
+    /// on the server and its bytes now live elsewhere, says so (later `rangeRequest`s go there
+    /// until a catalog sync names the new address); nil when it is not (the file is gone, or
+    /// the address is still current). May ask the server (blocking).
+    func sourceMoved(_ file: TreeFile, asked request: HTTPRequest, status: Int) -> String?
+}
+
 /// A server that keeps a registry of the copies this device holds (Silo's managed downloads):
 /// a pinned file is registered, its progress and completion reported, and its entry deleted
 /// when it is unpinned. One entry per item (a film, an episode), for one of its files.
@@ -374,7 +385,7 @@ extension TransportError {
     public var asLabstreamError: LabstreamError {
         switch self {
         case .unreachable(let why): return .serverUnavailable(why)
-        case .timedOut(let why): return .timedOut(why)
+        case .timedOut(let why), .stalled(let why): return .timedOut(why)
         case .aborted(let why): return .fetchFailed(why)
         case .protocolError(let why): return .serverUnavailable(why)
         }

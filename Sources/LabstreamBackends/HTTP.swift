@@ -51,6 +51,9 @@ public struct HTTPResponse: Sendable, Hashable {
 public enum TransportError: Error, Sendable, Equatable {
     case unreachable(String)
     case timedOut(String)
+    /// Connected and asked, then nothing arrived for the stall timeout (`fetch_timeout`),
+    /// before the answer or in the middle of its body.
+    case stalled(String)
     case aborted(String)
     case protocolError(String)
 }

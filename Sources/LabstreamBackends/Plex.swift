@@ -401,6 +401,17 @@ public enum PlexDecode {
     }
 
     /// Where a part sits in its item: the `mediaIndex` and `partIndex` the download queue takes.
+    /// The key of part `partId` in an item's metadata (`Media[].Part[].key`).
+    public static func partKey(_ body: [UInt8], partId: String) throws(LabstreamError) -> String {
+        let item = try page(body, "/library/metadata/{id}").metadata.first ?? JSONValue(raw: nil)
+        for media in item["Media"].array ?? [] {
+            for part in media["Part"].array ?? [] where part["id"].text == partId {
+                if let key = part["key"].string, !key.isEmpty { return key }
+            }
+        }
+        throw .malformedResponse("/library/metadata/{id} no longer lists part \(partId)")
+    }
+
     public static func partPosition(_ body: [UInt8], partId: String) throws(LabstreamError) -> (media: Int, part: Int) {
         let item = try page(body, "/library/metadata/{id}").metadata.first ?? JSONValue(raw: nil)
         for (m, media) in (item["Media"].array ?? []).enumerated() {

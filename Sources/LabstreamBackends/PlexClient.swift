@@ -1,12 +1,22 @@
 import Foundation
 import LabstreamCore
+import Synchronization
 
 /// Talks to one Plex Media Server with a server access token.
-public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
+public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource, MovableSources {
     public let requests: PlexRequests
     public let transport: any HTTPTransport
     public let session: ServerSession
     public var pageSize: Int
+    /// Part keys learnt since the catalog's: the catalog's key → the part's key now.
+    let movedParts = MovedParts()
+
+    final class MovedParts: Sendable {
+        let keys = Mutex<[String: String]>([:])
+        /// Held while an item is asked where its part went, so fetches that met the old key
+        /// together wait for one answer.
+        let asking = NSLock()
+    }
 
     public var serverName: String { session.name }
     public var kind: BackendKind { .plex }
@@ -171,7 +181,32 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource {
         if case .queueItem(let queue, let item)? = file.prepared {
             return requests.downloadQueueMedia(queue, item: item, range: range, validator: validator, token: session.token)
         }
-        return requests.part(key: file.etag ?? "/library/parts/\(file.key.sourceId)", range: range, validator: validator, token: session.token)
+        return requests.part(key: partKey(of: file), range: range, validator: validator, token: session.token)
+    }
+
+    /// Where `file`'s part is: the catalog's key, or the one its item named since.
+    func partKey(of file: TreeFile) -> String {
+        let listed = file.etag ?? "/library/parts/\(file.key.remoteSourceId)"
+        return movedParts.keys.withLock { $0[listed] } ?? listed
+    }
+
+    /// A part key carries the file's changestamp: once the file changes its old key answers 404
+    /// ("The part doesn't exist"), and the item's metadata names the part (same id) at its new key.
+    public func sourceMoved(_ file: TreeFile, asked request: HTTPRequest, status: Int) -> String? {
+        func url(_ key: String) -> String { requests.part(key: key, range: ByteRange(0, 1), validator: nil, token: "").url }
+        func moved(to key: String) -> String { "its old part key answers 404 and its item names the part at \(key) now; a new open reads it there" }
+        guard status == 404, file.prepared == nil, let listed = file.etag else { return nil }
+        // Fetches in flight together all meet the old key: the item is asked once.
+        movedParts.asking.lock()
+        defer { movedParts.asking.unlock() }
+        if let known = movedParts.keys.withLock({ $0[listed] }), request.url != url(known) { return moved(to: known) }
+        guard
+            let answer = try? transport.call(requests.metadata(file.key.itemId, token: session.token)), answer.status == 200,
+            let now = try? PlexDecode.partKey(answer.body, partId: file.key.remoteSourceId),
+            request.url != url(now)
+        else { return nil }
+        movedParts.keys.withLock { $0[listed] = now }
+        return moved(to: now)
     }
 
     // MARK: Server-prepared copies: the download queue

@@ -168,7 +168,8 @@ enum Help {
 
         Pins a file, season, series or library folder inside a live mount: its files download
         completely in the background and are never evicted. A folder is pinned in one transaction.
-        --wait follows the download until every file is present (exit 0) or one fails (exit 74),
+        --wait follows the download until every file (or copy) is present with its subtitles and
+        artwork, or they were tried (exit 0; one that failed is named on stderr), or one fails (exit 74),
         or until the rest are paused for something only you can clear (a full disk, `pause`): it
         then says what to do and exits 75. A file waiting for its server is followed on. Ctrl-C
         stops waiting (exit 130); the download goes on in the background. What holds the wait
@@ -203,11 +204,13 @@ enum Help {
         Acts on the downloads of a file, or of every file below a folder, inside a live mount.
         pause stops planning new segments (those in flight finish); resume and retry queue the files
         again (a file parked for a full disk is checked for free space again, and parks again if it
-        still does not fit); cancel unpins and frees every local byte, first, so it works on a full
+        still does not fit); pause, resume and retry act on a file's new version still arriving beside
+        its old copy too; cancel unpins and frees every local byte, first, so it works on a full
         disk too; verify runs the completion check (size, libmpv playback probe)
         again on complete files and checks their stored side assets (subtitles, artwork), dropping a
         damaged one and fetching each anew without touching the media; retry of a file that failed
-        the check keeps a copy in DATA_DIR/inspect and downloads it again. pause-all and resume-all act on the whole mount of this data dir.
+        the check (or whose new version did) keeps a copy in DATA_DIR/inspect and downloads it again.
+        pause-all and resume-all act on the whole mount of this data dir.
         The same works with: setfattr -n user.labstream.action -v pause PATH
         """
 

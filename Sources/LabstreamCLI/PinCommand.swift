@@ -101,7 +101,9 @@ enum PinCommand {
             if line != last { printOut(line); last = line }
             if done + failed.count == states.count {
                 for f in failed { writeToStderr("labstream: the \(quality) copy of \(f.path) failed: \(StatusReason.sentence(f.reason) ?? "no reason given")") }
-                return failed.isEmpty ? ExitCode.ok : ExitCode.ioErr
+                guard failed.isEmpty else { return ExitCode.ioErr }
+                sayFailedSideAssets(entries)
+                return ExitCode.ok
             }
             if let followed {
                 change = followed.change
@@ -203,6 +205,15 @@ enum PinCommand {
         return ExitCode.ok
     }
 
+    /// A failed poster or subtitle does not fail a pin (it is tried again later), but is said.
+    static func sayFailedSideAssets(_ entries: [FileStatus]) {
+        for e in entries {
+            for a in e.sideAssets where a.state == .failed {
+                writeToStderr("labstream: \(e.path): \(a.name) could not be fetched (\(a.reason ?? "no reason given")); it is tried again later")
+            }
+        }
+    }
+
     /// Follows the pinned files until every one is complete or unverified (0), or one fails (74),
     /// or nothing moves because some are paused until the user acts (75, saying what to do).
     /// Whatever holds the wait is said: the reason of each file still waiting.
@@ -261,12 +272,7 @@ enum PinCommand {
             switch verdict {
             case .following: break
             case .done:
-                // A failed poster or subtitle does not fail the pin (it is tried again later), but is said.
-                for e in entries {
-                    for a in e.sideAssets where a.state == .failed {
-                        writeToStderr("labstream: \(e.path): \(a.name) could not be fetched (\(a.reason ?? "no reason given")); it is tried again later")
-                    }
-                }
+                sayFailedSideAssets(entries)
                 return ExitCode.ok
             case .failed:
                 for f in failed { writeToStderr("labstream: \(f.path) failed: \(StatusReason.sentence(f.reason) ?? "unknown reason")") }

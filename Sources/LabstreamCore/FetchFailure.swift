@@ -18,6 +18,11 @@ public struct FetchFailure: Error, Sendable, Equatable {
     public enum Class: Sendable, Hashable {
         /// Try again after the retry policy's delay (forever for a pinned file).
         case transient
+        /// The server stopped sending for `fetch_timeout`: a pinned file tries again like a
+        /// transient failure, but a reader has waited its timeout and fails with EIO now
+        /// (labstream.conf(5)), as does a reader asking for those bytes right after
+        /// (`echoesToReaders`).
+        case stalled
         /// The server's file is another version now: start over as a new attempt.
         case changedVersion
         /// The local disk is full: park the file until there is room (never blame the server).
@@ -34,9 +39,20 @@ public struct FetchFailure: Error, Sendable, Equatable {
         case .remoteChanged: return .changedVersion
         case .noSpace: return .diskFull
         case .authenticationFailed: return .signedOut
-        default: return RetryPolicy.isTransient(kind) ? .transient : .permanent
+        default:
+            if kind == .stall { return .stalled }
+            return RetryPolicy.isTransient(kind) ? .transient : .permanent
         }
     }
+
+    /// How long a stall stays the answer to reads of its bytes. The kernel asks again at once
+    /// for the page of a read-ahead that failed, and one stall must not cost the reader behind
+    /// it `fetch_timeout` twice; a reader coming later starts a new fetch.
+    public static let stallEcho: Double = 1
+
+    /// Whether a reader arriving `age` seconds after this failure of its bytes fails with it at
+    /// once instead of fetching them again.
+    public func echoesToReaders(age: Double) -> Bool { `class` == .stalled && age >= 0 && age < Self.stallEcho }
 
     /// What a whole-file path (an open-ended fill, a live copy) does after a failed try: a full
     /// disk or a refused sign-in parks the file until that is mended (nothing is failed for it,
@@ -52,12 +68,15 @@ public struct FetchFailure: Error, Sendable, Equatable {
         switch `class` {
         case .diskFull: return .park(.storageFull)
         case .signedOut: return .park(.signInRefused)
-        case .transient, .changedVersion, .permanent: return retry() ? .retry : .fail
+        case .transient, .stalled, .changedVersion, .permanent: return retry() ? .retry : .fail
         }
     }
 
     /// The transport gave up (refused, reset, stalled, timed out): worth another try.
     public static func transport(_ error: LabstreamError) -> FetchFailure { FetchFailure(error: error, kind: .transientTransport) }
+
+    /// The server stopped sending for the stall timeout.
+    public static func stall(_ error: LabstreamError) -> FetchFailure { FetchFailure(error: error, kind: .stall) }
 
     /// Writing or syncing the bytes here failed.
     public static func local(_ error: LabstreamError) -> FetchFailure { FetchFailure(error: error, kind: .localFile) }

@@ -10,13 +10,16 @@ public struct FileStatus: Sendable, Hashable {
         public var present: Int64
         public var total: Int64
         public var reason: String?
+        /// A copy kept at a quality is pinned: it is complete only with what belongs beside it.
+        public var pinned: Bool
 
-        public init(quality: String?, state: DisplayState, present: Int64, total: Int64, reason: String?) {
+        public init(quality: String?, state: DisplayState, present: Int64, total: Int64, reason: String?, pinned: Bool = false) {
             self.quality = quality
             self.state = state
             self.present = present
             self.total = total
             self.reason = reason
+            self.pinned = pinned
         }
 
         /// What it is, as `status` names it.
@@ -52,11 +55,16 @@ public struct FileStatus: Sendable, Hashable {
         self.sideAssets = sideAssets
     }
 
-    /// Adds what belongs beside the file, and what that makes its state (`shown`).
+    /// Adds what belongs beside the file, and what that makes its state and its pinned copies'
+    /// (`shown`): a copy is kept instead of the file, with the same artwork and subtitles.
     public mutating func attach(sideAssets: [SideAssetStatus]) {
         self.sideAssets = sideAssets
         (state, reason) = Self.shown(state: state, reason: reason, pinned: pinned, sideAssets: sideAssets)
         if state != .paused { pauseCause = nil }
+        for i in copies.indices {
+            (copies[i].state, copies[i].reason) = Self.shown(
+                state: copies[i].state, reason: copies[i].reason, pinned: copies[i].pinned, sideAssets: sideAssets)
+        }
     }
 
     /// The status of a file of `size` bytes from its own download row (nil: never read) and the
@@ -70,7 +78,7 @@ public struct FileStatus: Sendable, Hashable {
         for other in related {
             let part = Part(
                 quality: DerivedCopy.parse(other.key).map { "\($0.quality)" }, state: Self.state(of: other),
-                present: min(other.present.byteCount, other.total), total: other.total, reason: other.reason)
+                present: min(other.present.byteCount, other.total), total: other.total, reason: other.reason, pinned: other.pinned)
             if part.quality == nil { newVersion = part } else { copies.append(part) }
         }
         copies.sort { ($0.quality ?? "") < ($1.quality ?? "") }

@@ -58,8 +58,13 @@ public struct ManagedEntry: Sendable, Hashable {
     /// Whether this entry's integrity data judges the finished copy of `key`.
     public func checks(_ key: FileKey) -> Bool { key.itemId == itemId && key.sourceId == sourceId && servesOriginal }
 
+    /// Its file and manifest can be asked for (downloads-api.md § 4.5–4.6: a `preparing` artifact
+    /// is not servable yet, and the manifest is fetched "when the entry reaches ready"; both
+    /// answer `409` before, as for a revoked or failed entry).
+    public var servable: Bool { id != nil && !endsFetching && status != "preparing" }
+
     /// Serves the source's own bytes now, so its manifest's integrity data (the source's) is theirs.
-    public var servesOriginal: Bool { routesBytes && deliveryFormat == "original" && !endsFetching && status != "preparing" }
+    public var servesOriginal: Bool { routesBytes && deliveryFormat == "original" && servable }
 
     /// Labstream's source id for the file an entry holds: the version's, or its copy's at a
     /// preset. A preset Labstream has no name for keys a copy no row is (never the original's

@@ -16,8 +16,11 @@ public struct RetryPolicy: Sendable, Hashable {
 
     public enum Failure: Sendable, Hashable {
         case status(Int, retryAfter: String?)
-        /// Connection refused, reset, dropped mid-body, stalled, timed out.
+        /// Connection refused, reset, dropped mid-body, timed out.
         case transientTransport
+        /// The server stopped sending for the stall timeout (`fetch_timeout`): it is up, but
+        /// its answer stopped (mid-body, or before it began).
+        case stall
         /// The response failed the range checks (wrong Content-Range, 200 for a range, …).
         case validation
         case localFile
@@ -36,7 +39,7 @@ public struct RetryPolicy: Sendable, Hashable {
         switch failure {
         case .validation, .localFile: return false
         case .status(let code, _): return retriedStatuses.contains(code)
-        case .transientTransport: return true
+        case .transientTransport, .stall: return true
         }
     }
 

@@ -39,6 +39,10 @@ final class FileTransfer: @unchecked Sendable {
     /// Ranges fetched for the background fill (a subset of `inFlight`).
     var fillInFlight: [ByteRange] = []
     var failures: [(sequence: Int, range: ByteRange, error: LabstreamError, kind: RetryPolicy.Failure)] = []
+    /// What this file's failures last said, so that a player reading on does not repeat it.
+    var repeats = RepeatedLines()
+    /// The last fetch that stalled, and when (`FetchFailure.echoesToReaders`).
+    var lastStall: (range: ByteRange, failure: FetchFailure, at: Date)?
     var sequence = 0
     /// What each waiting reader needs (a body writes early for them, and wakes only them).
     var waitingFor: [ByteRange] = []
@@ -226,8 +230,9 @@ final class FileTransfer: @unchecked Sendable {
 
     /// Blocks until `demand` is durable and verified, fetching what is missing. Returns the
     /// version the bytes belong to. Throws the failure of a fetch this reader depended on, or
-    /// a timeout.
-    func waitUntilPresent(_ demand: ByteRange, engine: any TransferHost) throws(LabstreamError) -> ServedVersion {
+    /// a timeout. A reader whose handle was served another version (`handle`) fetches nothing:
+    /// it would get ESTALE for the bytes, and a player keeps reading.
+    func waitUntilPresent(_ demand: ByteRange, engine: any TransferHost, handle: ServedVersion? = nil) throws(LabstreamError) -> ServedVersion {
         let deadline = Date().addingTimeInterval(engine.settings.readTimeout)
         condition.lock()
         defer { condition.unlock() }
@@ -238,7 +243,13 @@ final class FileTransfer: @unchecked Sendable {
         while true {
             if !verified.contains(demand) { verifyCommitted(in: demand, engine: engine) }
             if readable.contains(demand) { return ServedVersion(attempt: row.attempt, validator: row.validator) }
+            if let stall = lastStall, stall.range.overlaps(demand), stall.failure.echoesToReaders(age: Date().timeIntervalSince(stall.at)) {
+                throw stall.failure.error
+            }
             if let failure = failures.first(where: { $0.sequence > startSequence && $0.range.overlaps(demand) }) {
+                // The server stopped sending for fetch_timeout: the read fails now, as
+                // labstream.conf(5) says (it has waited that long for these bytes).
+                if failure.kind == .stall { throw failure.error }
                 // A player would rather wait than fail: a transient failure is retried with
                 // backoff while the read timeout allows.
                 transientFailures += 1
@@ -250,11 +261,16 @@ final class FileTransfer: @unchecked Sendable {
                         random: Double.random(in: 0...1), persistent: true),
                     Date().addingTimeInterval(delay) < deadline
                 else { throw failure.error }
-                engine.log("read of \(file.path.last ?? ""): \(failure.error.userMessage); trying again in \(String(format: "%.1f", delay)) s")
+                say(
+                    "read of \(file.path.last ?? ""): \(failure.error.userMessage); trying again in \(String(format: "%.1f", delay)) s",
+                    key: "read: " + failure.error.userMessage, engine: engine)
                 let retryAt = Date().addingTimeInterval(delay)
                 while Date() < retryAt && condition.wait(until: retryAt) {}  // a schedule; other wake-ups are ignored
                 startSequence = sequence
                 continue
+            }
+            if let handle, !ServedVersion(attempt: row.attempt, validator: row.validator).isSameVersion(as: handle) {
+                throw .remoteChanged("\(file.path.joined(separator: "/")) changed on the server after it was opened; open it again for the new version")
             }
             let reachability = engine.reachability(of: file.key.server)
             if reachability != .online {
@@ -602,7 +618,10 @@ final class FileTransfer: @unchecked Sendable {
             guard attempt == row.attempt else { return }
             failures.append((sequence, range, error, failure.kind))
             if failures.count > 64 { failures.removeFirst(failures.count - 64) }
-            engine.log("fetch of bytes \(range) of \(file.path.joined(separator: "/")) failed: \(error.userMessage)")
+            if failure.class == .stalled { lastStall = (range, failure, Date()) }
+            say(
+                "fetch of bytes \(range) of \(file.path.joined(separator: "/")) failed: \(error.userMessage)", key: "fetch: " + error.userMessage,
+                engine: engine)
             // Started before the user's last resume or retry: it cannot fail the fresh dispatch.
             guard generation == self.generation else { return }
             // On the wire when the user paused: a retry, a park or a new attempt would each move
@@ -615,10 +634,16 @@ final class FileTransfer: @unchecked Sendable {
                 park(.storageFull, engine: engine)
             case .signedOut:
                 if row.pinned { park(.signInRefused, engine: engine) }
-            case .transient, .permanent:
+            case .transient, .stalled, .permanent:
                 if background || row.pinned { scheduleRetry(after: failure, engine: engine) }
             }
         }
+    }
+
+    /// Logs `line` unless the same (`key`) was said of this file moments ago. Call with
+    /// `condition` held.
+    func say(_ line: String, key: String, engine: any TransferHost) {
+        if let line = repeats.admit(line, key: key, now: Date().timeIntervalSince1970) { engine.log(line) }
     }
 
     /// Makes `next` (a `nextAttempt`) the row: from here no body of the old attempt can write,
@@ -641,7 +666,11 @@ final class FileTransfer: @unchecked Sendable {
         // Only a new version starts without a validator: after a server that ignores Range the
         // whole-file stream must still be the version the bytes so far were (If-Range).
         if !counted { next.validator = row.validator }
-        next.sourceTag = file.etag
+        // The server's bytes changed under the catalog's version: the new attempt's are of no
+        // catalog version yet (their validator guards them), and the next catalog's adopts them
+        // (`open`) instead of taking them for an older version and fetching them again. (A copy
+        // the server prepared keeps its tag: it names the prepared file, not a catalog version.)
+        next.sourceTag = counted && DerivedCopy.parse(row.key) == nil ? nil : file.etag
         begin(next)
         // The old version's bytes go; a descriptor still reading them directly keeps them whole.
         if (try? partial.discardAll()) == nil { engine.log("\(file.path.last ?? ""): could not free the old version's bytes") }

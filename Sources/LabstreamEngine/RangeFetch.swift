@@ -69,7 +69,7 @@ final class RangeFetch {
                 try receive(bytes, at: offset, seen: seen)
             }
             try? writeGathered(answerValidator)
-            outcome = sinkError.map { .failure(.local($0)) } ?? judged(result, backend: backend)
+            outcome = sinkError.map { .failure(.local($0)) } ?? judged(result, asked: request, backend: backend)
         } catch {
             // A body cut short keeps what arrived (a stale attempt's bytes are refused here too).
             if sinkError == nil { try? writeGathered(answerValidator) }
@@ -77,7 +77,7 @@ final class RangeFetch {
                 outcome = .failure(.local(sinkError))
             } else {
                 if case .unreachable = error { engine.markUnreachable(sink.file.key.server, .offline) }
-                outcome = .failure(.transport(error.asLabstreamError))
+                if case .stalled = error { outcome = .failure(.stall(error.asLabstreamError)) } else { outcome = .failure(.transport(error.asLabstreamError)) }
             }
         }
         // Every checkpoint is in before the body is finished, so nothing of it is planned again meanwhile.
@@ -143,7 +143,7 @@ final class RangeFetch {
     }
 
     /// What a whole answer that reached the end of the transport comes to.
-    func judged(_ result: RangeTransferResult, backend: any MediaBackend) -> Result<FileTransfer.Fetched, FetchFailure> {
+    func judged(_ result: RangeTransferResult, asked request: HTTPRequest, backend: any MediaBackend) -> Result<FileTransfer.Fetched, FetchFailure> {
         if result.verdict.isAccept {
             // The transport reports a finished prefix as `accept`; one cut short is a drop.
             guard case .accept(let seen, _) = result.verdict, result.bytesWritten == range.count else {
@@ -161,6 +161,12 @@ final class RangeFetch {
             let why = registry.byteRefusal(of: sink.file.key, status: result.status)
         {
             return .failure(FetchFailure(error: .refused(why), kind: .validation))
+        }
+        // The file's address named its old version: a new attempt reads it where it is now.
+        if case .reject = result.verdict, let movable = backend as? any MovableSources,
+            let why = movable.sourceMoved(sink.file, asked: request, status: result.status)
+        {
+            return .failure(FetchFailure(error: .remoteChanged(why), kind: .validation))
         }
         return .failure(FetchFailure.answer(result.verdict, status: result.status, retryAfter: result.retryAfter)!)
     }

@@ -154,10 +154,11 @@ public final class SideAssetFetcher: Sendable {
     func askExtras(pinned: Set<FileKey>) -> (learnt: Bool, failed: Bool, more: Bool) {
         let now = Date()
         var (due, listed, retry, entryItems) = state.withLock { ($0.extrasDue, $0.listed, $0.extrasRetry, $0.entryItems) }
-        // An item with a download entry is wanted (it is pinned); its extras are due at each new revision.
+        // An item with a download entry is wanted (it is pinned); its extras are due at each new
+        // revision, once the entry is ready (a copy the server is still preparing has no manifest yet).
         for server in Set(entryItems.keys.map(\.server)) where engine.reachability(of: server) == .online {
             let told = (try? engine.index.itemExtras(server: server)) ?? [:]
-            for (itemId, entry) in (try? engine.index.managedEntries(server: server)) ?? [:] {
+            for (itemId, entry) in (try? engine.index.managedEntries(server: server)) ?? [:] where entry.servable {
                 let ref = ItemRef(server: server, itemId: itemId)
                 guard let id = entry.id, var candidate = entryItems[ref] else { continue }
                 candidate.tag += "/\(id)@\(entry.revision)"
@@ -207,7 +208,9 @@ public final class SideAssetFetcher: Sendable {
 
     /// What is stored, missing or failed beside `file`: `(name, state, reason)`.
     public func status(of file: FileKey) -> [SideAssetStatus] {
-        state.withLock { s in
+        // A copy at a quality has its original's artwork and subtitles.
+        let file = DerivedCopy.parse(file)?.base ?? file
+        return state.withLock { s in
             // What the server tells only item by item is not known yet: it may name more.
             let ref = ItemRef(server: file.server, itemId: file.itemId)
             let asking: [SideAssetStatus] =
@@ -257,7 +260,8 @@ public final class SideAssetFetcher: Sendable {
     /// One pass: drop the assets whose media all went, then fetch what is wanted and missing or
     /// changed on the server, a few at a time.
     func pass() -> Date? {
-        let pinned = Set(((try? engine.index.downloads()) ?? []).filter(\.pinned).map(\.key))
+        // A pinned copy at a quality wants what belongs beside its original.
+        let pinned = Set(((try? engine.index.downloads()) ?? []).filter(\.pinned).flatMap { [$0.key] + [DerivedCopy.parse($0.key)?.base].compactMap { $0 } })
         let extras = askExtras(pinned: pinned)
         if extras.learnt {
             _ = replan(tree: state.withLock { $0.tree })

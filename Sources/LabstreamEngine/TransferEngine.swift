@@ -217,7 +217,11 @@ public final class TransferEngine: Sendable {
     /// Reads `range` of `file`, fetching whatever is missing first, and says which version of
     /// the file the bytes are (`HandleVersion` decides whether a handle may have them).
     /// `readAhead`, when given, is fetched in the background without delaying this read.
-    public func read(_ file: TreeFile, range: ByteRange, readAhead: ByteRange? = nil) throws(LabstreamError) -> (bytes: [UInt8], version: ServedVersion?) {
+    /// `handle`: the version a handle was served so far; bytes of another are neither fetched
+    /// nor fetched ahead for it (the handle gets ESTALE).
+    public func read(
+        _ file: TreeFile, range: ByteRange, readAhead: ByteRange? = nil, handle: ServedVersion? = nil
+    ) throws(LabstreamError) -> (bytes: [UInt8], version: ServedVersion?) {
         // A handle opened on a version that has since been replaced reads nothing of the new one.
         if let current = catalog.withLock({ $0[file.key] }), current.size != file.size || current.etag != file.etag {
             throw .remoteChanged("\(file.path.joined(separator: "/")) was replaced by a new version; open it again")
@@ -227,8 +231,8 @@ public final class TransferEngine: Sendable {
         let demand = range.clamped(to: ByteRange(0, file.size))
         if demand.isEmpty { return ([], nil) }
         let transfer = try self.transfer(for: file)
-        let version = try transfer.waitUntilPresent(demand, engine: self)
-        if let readAhead { transfer.prefetch(readAhead, engine: self) }
+        let version = try transfer.waitUntilPresent(demand, engine: self, handle: handle)
+        if let readAhead, handle.map(version.isSameVersion(as:)) ?? true { transfer.prefetch(readAhead, engine: self) }
         return (try transfer.readPresent(demand, attempt: version.attempt), version)
     }
 
@@ -475,6 +479,12 @@ public final class TransferEngine: Sendable {
         }
         for file in targets {
             try transfer(for: file).apply(action, engine: self, reason: reason)
+            // A new version arriving beside the shown copy has no path of its own: pausing,
+            // resuming or retrying the file acts on it too (its failure is the file's to retry).
+            guard [.pause, .resume, .retry].contains(action), let row = (try? index.download(NextVersion.key(of: file.key))) ?? nil,
+                let next = treeFile(for: row)
+            else { continue }
+            try transfer(for: next).apply(action, engine: self, reason: reason)
         }
         if action == .verify { tell(.verify(targets.map(\.key))) }
         log("\(action.rawValue) \(targets.count) files")

@@ -325,20 +325,20 @@ public final class FilesystemEngine: Sendable {
     }
 
     public func read(handle: UInt64, offset: Int64, size: Int) throws(LabstreamError) -> [UInt8] {
-        enum Planned { case media(TreeFile, ByteRange?), generated([UInt8]) }
+        enum Planned { case media(TreeFile, ByteRange?, ServedVersion?), generated([UInt8]) }
         let planned = handles.withLock { h -> Planned? in
             guard var open = h.open[handle] else { return h.generated[handle].map(Planned.generated) }
             let ahead = open.readAhead.observe(read: ByteRange(offset: offset, length: Int64(size)), total: open.file.size)
             h.open[handle] = open
-            return .media(open.file, ahead)
+            return .media(open.file, ahead, open.version.pinned)
         }
         guard let planned else { throw .invalidArgument("bad file handle") }
-        guard case .media(let file, let ahead) = planned else {
+        guard case .media(let file, let ahead, let pinned) = planned else {
             guard case .generated(let made) = planned, offset >= 0, size >= 0 else { throw .invalidArgument("bad read range") }
             let start = Int(min(offset, Int64(made.count)))
             return Array(made[start..<min(made.count, start + size)])
         }
-        let (bytes, served) = try transfers.read(file, range: ByteRange(offset: offset, length: Int64(size)), readAhead: ahead)
+        let (bytes, served) = try transfers.read(file, range: ByteRange(offset: offset, length: Int64(size)), readAhead: ahead, handle: pinned)
         guard let served else { return bytes }
         let admitted = handles.withLock { h -> Bool in
             guard var open = h.open[handle] else { return false }

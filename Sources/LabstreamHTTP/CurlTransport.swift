@@ -1,4 +1,5 @@
 import CCurl
+import Glibc
 import LabstreamBackends
 import LabstreamCore
 import Synchronization
@@ -129,8 +130,18 @@ public final class CurlTransport: HTTPTransport {
         CCurl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
         CCurl_setopt_long(handle, CURLOPT_BUFFERSIZE, 512 * 1024)
         CCurl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout * 1000))
-        CCurl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, 1)
-        CCurl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(Int(options.stallTimeout.rounded(.up)), 1))
+        // A stall is timed from the last byte either way (libcurl's low-speed check averages
+        // over a moving window, and noticed a body that stopped seconds late).
+        state.stallTimeout = options.stallTimeout
+        state.lastProgress = monotonicNow()
+        CCurl_setopt_long(handle, CURLOPT_NOPROGRESS, 0)
+        CCurl_setopt_xferinfo(
+            handle,
+            { user, _, down, _, up in
+                let state = Unmanaged<TransferState>.fromOpaque(user!).takeUnretainedValue()
+                return state.progress(down: Int64(down), up: Int64(up)) ? 0 : 1
+            })
+        CCurl_setopt_pointer(handle, CURLOPT_XFERINFODATA, box.toOpaque())
         if wholeTimeout > 0 { CCurl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(wholeTimeout * 1000)) }
         CCurl_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList)
         CCurl_setopt_string(handle, CURLOPT_USERAGENT, "Labstream/\(LabstreamVersion.current)")
@@ -179,16 +190,13 @@ public final class CurlTransport: HTTPTransport {
             switch code {
             case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_SSL_CONNECT_ERROR:
                 throw .unreachable("\(where_): \(message)")
+            case CURLE_ABORTED_BY_CALLBACK where state.stalled:
+                throw .stalled("\(where_): " + stallMessage(status: state.status, bodyBytes: state.bodyBytes))
             case CURLE_OPERATION_TIMEDOUT:
                 // libcurl says only "Timeout was reached": say which limit, and what to do.
-                var connected: curl_off_t = 0, elapsed: curl_off_t = 0
-                CCurl_getinfo_offt(handle, CURLINFO_CONNECT_TIME_T, &connected)
+                var elapsed: curl_off_t = 0
                 CCurl_getinfo_offt(handle, CURLINFO_TOTAL_TIME_T, &elapsed)
-                throw .timedOut(
-                    "\(where_): "
-                        + timeoutMessage(
-                            connected: connected > 0, elapsedSeconds: Double(elapsed) / 1e6,
-                            wholeTimeout: wholeTimeout))
+                throw .timedOut("\(where_): " + timeoutMessage(elapsedSeconds: Double(elapsed) / 1e6, wholeTimeout: wholeTimeout))
             case CURLE_WRITE_ERROR:
                 throw .aborted("\(where_): transfer stopped by Labstream")
             default:
@@ -200,18 +208,36 @@ public final class CurlTransport: HTTPTransport {
 }
 
 extension CurlTransport {
-    /// Which of the transport's limits ran out, in words a user can act on.
-    func timeoutMessage(connected: Bool, elapsedSeconds: Double, wholeTimeout: Double) -> String {
-        func seconds(_ s: Double) -> String { s == s.rounded() ? "\(Int(s)) s" : "\(s) s" }
-        if !connected {
-            return "no connection within \(seconds(options.connectTimeout)) (connect_timeout): check that the server is running and reachable from this machine"
-        }
+    /// Which of the transport's limits ran out, in words a user can act on. A stall is not one
+    /// of them (`stallMessage`): what is left is the whole request's limit, or the connection's.
+    func timeoutMessage(elapsedSeconds: Double, wholeTimeout: Double) -> String {
         if wholeTimeout > 0 && elapsedSeconds >= wholeTimeout - 0.5 {
-            return "no complete answer within \(seconds(wholeTimeout)); the server is answering too slowly"
+            return "no complete answer within \(Self.seconds(wholeTimeout)); the server is answering too slowly"
         }
-        return "the server sent nothing for \(seconds(options.stallTimeout.rounded(.up))) (fetch_timeout); it may be busy (transcoding, scanning): "
-            + "raise fetch_timeout in labstream.conf if it is often this slow"
+        return "no connection within \(Self.seconds(options.connectTimeout)) (connect_timeout): "
+            + "check that the server is running and reachable from this machine"
     }
+
+    /// The server was reached and asked, then stopped sending: where in its answer, and what to do.
+    func stallMessage(status: Int, bodyBytes: Int64) -> String {
+        let quiet = "sent nothing for \(Self.seconds(options.stallTimeout)) (fetch_timeout)"
+        let advice = "raise fetch_timeout in labstream.conf if it is often this slow"
+        if bodyBytes > 0 {
+            return "the server stopped sending mid-body: it \(quiet) after \(bodyBytes) bytes of its answer (HTTP \(status)); "
+                + "it may be overloaded or its disk slow: " + advice
+        }
+        if status > 0 { return "the server answered (HTTP \(status)), then \(quiet) of its body; it may be busy: " + advice }
+        return "the server \(quiet) after the request; it may be busy (transcoding, scanning): " + advice
+    }
+
+    static func seconds(_ s: Double) -> String { s == s.rounded() ? "\(Int(s)) s" : "\(s) s" }
+}
+
+/// Seconds on a clock that never jumps (stall timing).
+func monotonicNow() -> Double {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
 }
 
 /// An idle easy handle; only one thread uses a handle at a time (it is popped from the pool).
@@ -240,10 +266,33 @@ final class TransferState {
     var refused = false
     /// A buffered body stopped at its limit.
     var truncated = false
+    /// Body bytes received (whatever was done with them).
+    var bodyBytes: Int64 = 0
+    /// Stall timing: the limit, when bytes last moved (either way), what had moved then, and
+    /// whether the transfer was ended for it.
+    var stallTimeout: Double = 0
+    var lastProgress: Double = 0
+    var moved: (down: Int64, up: Int64) = (0, 0)
+    var stalled = false
 
     init(mode: Mode) { self.mode = mode }
 
+    /// libcurl's progress callback: false ends the transfer, nothing having moved for the
+    /// stall timeout (headers count as movement).
+    func progress(down: Int64, up: Int64) -> Bool {
+        let now = monotonicNow()
+        if down != moved.down || up != moved.up {
+            moved = (down, up)
+            lastProgress = now
+            return true
+        }
+        guard stallTimeout > 0, now - lastProgress >= stallTimeout else { return true }
+        stalled = true
+        return false
+    }
+
     func headerLine(_ raw: UnsafeRawBufferPointer) {
+        lastProgress = monotonicNow()
         let line = String(decoding: raw, as: UTF8.self).trimming("\r\n")
         if line.hasPrefix("HTTP/") {
             headers = [:]  // a new response (after 100 Continue): forget the previous one
@@ -259,6 +308,7 @@ final class TransferState {
 
     /// Returns false to make curl abort the transfer.
     func body(_ chunk: UnsafeRawBufferPointer) -> Bool {
+        bodyBytes += Int64(chunk.count)
         switch mode {
         case .buffer(let limit):
             if let limit, body.count + chunk.count > limit {

@@ -51,4 +51,14 @@ import Testing
         #expect(FetchFailure.transport(.timedOut("GET /x")).class == .transient)
         #expect(FetchFailure.cutShort("ended at byte 5").class == .transient)
     }
+
+    /// A server that stopped sending for fetch_timeout is a stall: a pinned file tries again, a
+    /// reader fails now, and so does a reader asking for those bytes at once after.
+    @Test func aStallIsItsOwnClass() {
+        let stall = FetchFailure.stall(.timedOut("the server stopped sending mid-body"))
+        #expect(stall.class == .stalled && RetryPolicy.isTransient(stall.kind))
+        #expect(stall.step { true } == .retry)
+        #expect(stall.echoesToReaders(age: 0) && stall.echoesToReaders(age: 0.5) && !stall.echoesToReaders(age: FetchFailure.stallEcho))
+        #expect(!FetchFailure.transport(.timedOut("no connection")).echoesToReaders(age: 0))
+    }
 }

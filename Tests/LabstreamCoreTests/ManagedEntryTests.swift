@@ -53,6 +53,13 @@ import Testing
         #expect(!entry(status: "preparing").servesOriginal)
     }
 
+    /// Its manifest is asked for once the entry is ready (§ 4.6), never while the server prepares it.
+    @Test func onlyAReadyEntryHasAManifestToAskFor() {
+        #expect(["ready", "downloading", "completed"].allSatisfy { entry(status: $0, delivery: "transcode").servable })
+        #expect(["preparing", "failed", "revoked"].allSatisfy { !entry(status: $0, delivery: "transcode").servable })
+        #expect(!entry(nil).servable)
+    }
+
     @Test func aListingAdoptsLostCreatesDropsWhatIsGoneAndLeavesOthersAlone() {
         let intent = ManagedEntry(itemId: "a", sourceId: "1", id: nil)
         let known = ManagedEntry(

@@ -116,6 +116,12 @@ import Testing
             """)
         #expect(try PlexDecode.partPosition(metadata, partId: "103") == (media: 1, part: 1))
         #expect(throws: LabstreamError.self) { try PlexDecode.partPosition(metadata, partId: "999") }
+        // Where a part is now: its key, with the file's changestamp (GET /library/metadata/{id}).
+        let moved = bytes(
+            #"{"MediaContainer":{"Metadata":[{"ratingKey":"42","type":"movie","Media":[{"Part":[{"id":101,"key":"/library/parts/101/1531779264/file.mkv"}]}]}]}}"#
+        )
+        #expect(try PlexDecode.partKey(moved, partId: "101") == "/library/parts/101/1531779264/file.mkv")
+        #expect(throws: LabstreamError.self) { try PlexDecode.partKey(moved, partId: "102") }
         #expect(try PlexDecode.downloadQueueId(bytes(#"{"MediaContainer":{"DownloadQueue":[{"id":7,"status":"done"}]}}"#)) == 7)
         #expect(try PlexDecode.addedQueueItemId(bytes(#"{"MediaContainer":{"AddedQueueItems":[{"id":31,"key":"/library/metadata/42"}]}}"#)) == 31)
         #expect(throws: LabstreamError.self) { try PlexDecode.addedQueueItemId(bytes(#"{"MediaContainer":{}}"#)) }

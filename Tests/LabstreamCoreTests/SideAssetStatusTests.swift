@@ -33,6 +33,29 @@ import Testing
         }
     }
 
+    /// A copy kept at a quality (`pin --quality`) stands for its file: pinned, it waits for the
+    /// artwork and subtitles beside the original as a pinned original would.
+    @Test func aPinnedCopyWaitsForWhatIsMissingBesideItsOriginal() {
+        let film = FileKey(server: "s", itemId: "i", sourceId: "f")
+        func row(_ key: FileKey, pinned: Bool) -> DownloadRow {
+            var r = DownloadRow(
+                key: key, status: .unverified, attempt: AttemptID(1), validator: nil, total: 10, present: RangeSet([ByteRange(0, 10)]),
+                partialPath: "p", reason: "no probe")
+            r.pinned = pinned
+            return r
+        }
+        let copy = DerivedCopy.key(of: film, quality: Quality("10mbps")!)
+        var status = FileStatus(path: "x", size: 10, row: nil, related: [row(copy, pinned: true)])
+        status.attach(sideAssets: [stored, missing])
+        #expect(status.copies.map(\.state) == [.downloading] && status.copies.first?.reason == StatusReason.fetchingSideAssets)
+        var tried = FileStatus(path: "x", size: 10, row: nil, related: [row(copy, pinned: true)])
+        tried.attach(sideAssets: [stored, failed])
+        #expect(tried.copies.map(\.state) == [.unverified])  // a failed one has been tried
+        var unpinned = FileStatus(path: "x", size: 10, row: nil, related: [row(copy, pinned: false)])
+        unpinned.attach(sideAssets: [missing])
+        #expect(unpinned.copies.map(\.state) == [.unverified])
+    }
+
     @Test func theAttributeRoundTrips() {
         let all = [stored, missing, SideAssetStatus(name: "a=b.srt", state: .failed)]
         let text = SideAssetStatus.attribute(all)

@@ -142,6 +142,22 @@ import Testing
         try m.unmount()
     }
 
+    /// A part that is gone for good (its item too: no new key to read it at) fails each read,
+    /// and the log says so once, not once per read.
+    @Test func aGonePlexPartIsSaidOnceNotOncePerRead() throws {
+        let m = try MountedLabstream("plex-gone", kind: .plex)
+        try m.mount()
+        let rel = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+        m.fixture.remove(itemId: try #require(m.fixture.itemId(forFile: expectedTree(m.mediaDir)[rel]!)))
+        for i in 0..<6 {
+            #expect(throws: SyscallError.self) { _ = try pread(path: m.path(rel), offset: i * 2 * MiB, length: 4096) }
+        }
+        let said = m.log.split(separator: "\n").filter { $0.contains("Alpha (2001)") && $0.contains("failed") }
+        #expect(said.count == 1 && said.first?.contains("404") == true, "\(m.log)")
+        #expect(m.fixture.downloadRequests.count >= 6)  // each read asked again; only the words were spared
+        try m.unmount()
+    }
+
     /// `--token-stdin`: an account token goes through plex.tv's resources (the server's own token
     /// is stored); with `--url`, a server token is checked against the server and plex.tv is not asked.
     @Test func plexTokensFromStandardInput() throws {

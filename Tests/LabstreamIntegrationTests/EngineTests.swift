@@ -101,6 +101,16 @@ final class EngineRig: @unchecked Sendable {
         fs = Self.makeEngine(index: index, layout: layout, files: try index.treeFiles(), client: client, tune: tune)
     }
 
+    /// A catalog refresh as the daemon makes it: the server's catalog into the index, the
+    /// index's tree (a kept copy's shown version) into the engines.
+    func sync(now: Int64 = 2) throws {
+        let libraries = try client.fetchCatalog { _ in }
+        try index.replaceCatalog(
+            server: .init(name: "test", type: "jellyfin", url: fixture.baseURL, serverId: nil, lastSync: nil),
+            libraries: libraries, tree: TreeBuilder.build(server: "test", libraries: libraries), now: now)
+        fs.reload(files: try index.treeFiles())
+    }
+
     func file(_ rel: String) throws -> (ino: UInt64, tree: TreeFile, source: String) {
         let components = rel.split(separator: "/").map(String.init)
         let ino = try #require(fs.resolve(components))
@@ -363,6 +373,54 @@ final class EngineRig: @unchecked Sendable {
         #expect(after.attempt == before.attempt.next)
         #expect(after.present.isEmpty && after.validator == nil)
         #expect(try rig.read(alpha, offset: 0, length: 4096) == rig.source(alpha, offset: 0, length: 4096))
+    }
+
+    /// A file changed on the server under a reader: its handle gets ESTALE and fetches nothing
+    /// of the new version (neither the bytes asked for nor read-ahead, however long the player
+    /// keeps reading); bytes of the new version fetched once (by a handle opened after the
+    /// change) survive the sync that brings its catalog version, and are never fetched again.
+    @Test func aChangedFileIsFetchedOnceNotForStaleHandlesNorAgainAfterTheSync() throws {
+        let rig = try EngineRig("changed-once")
+        let f = try rig.file(alpha)
+        let step = 128 * 1024
+        let old = try rig.fs.open(f.ino, writeRequested: false)
+        defer { rig.fs.release(handle: old) }
+        for i in 0..<8 { _ = try rig.fs.read(handle: old, offset: Int64(i * step), size: step) }  // read-ahead grows
+        _ = try rig.waitUntil { rig.transfers.inFlight(f.tree).isEmpty }
+        let stored = try #require(try rig.index.download(f.tree.key))
+        let oldValidator = try #require(stored.validator?.headerValue)
+        // Bytes of the old version still here are the handle's; past them it meets the change.
+        let firstMissing = Int(stored.present.contiguousLength(from: 0)) / step + 1
+        writeRandomFile(f.source, size: 12 * MiB + 37, seed: 4711)
+        rig.fixture.touch(itemId: try #require(rig.fixture.itemId(forFile: f.source)))
+        rig.fixture.clearLog()
+        try #require(firstMissing * step < 12 * MiB - 16 * step, "\(stored.present)")
+        for i in firstMissing..<(12 * MiB / step) {
+            #expect(throws: LabstreamError.self) { _ = try rig.fs.read(handle: old, offset: Int64(i * step), size: step) }
+        }
+        _ = try rig.waitUntil { rig.transfers.inFlight(f.tree).isEmpty }
+        // The request that met the change, and nothing of the new version.
+        let forStale = rig.fixture.downloadRequests.filter { $0.ifRange != oldValidator }
+        #expect(forStale.isEmpty, "\(forStale.map { ($0.range ?? "", $0.bytesSent) })")
+
+        // A handle opened now (before any sync) reads the new version; the sync keeps those bytes.
+        let fresh = try rig.fs.open(f.ino, writeRequested: false)
+        var first: [UInt8] = []
+        while first.count < 3 * MiB { first += try rig.fs.read(handle: fresh, offset: Int64(first.count), size: step) }
+        #expect(try first == rig.source(alpha, offset: 0, length: 3 * MiB))
+        rig.fs.release(handle: fresh)
+        _ = try rig.waitUntil { rig.transfers.inFlight(f.tree).isEmpty }
+        let fetched = RangeSet(rig.fixture.downloadRequests.filter { $0.ifRange != oldValidator }.compactMap(\.servedRange))
+        #expect(fetched.contains(ByteRange(0, Int64(3 * MiB))), "\(fetched)")
+        try rig.sync()
+        rig.fixture.clearLog()
+        let after = try rig.fs.open(f.ino, writeRequested: false)
+        defer { rig.fs.release(handle: after) }
+        var whole: [UInt8] = []
+        while whole.count < 12 * MiB + 37 { whole += try rig.fs.read(handle: after, offset: Int64(whole.count), size: MiB) }
+        #expect(try whole == rig.source(alpha, offset: 0, length: 12 * MiB + 37))
+        let again = rig.fixture.downloadRequests.compactMap(\.requestedRange)
+        #expect(!again.isEmpty && again.allSatisfy { r in !fetched.ranges.contains { $0.overlaps(r) } }, "fetched again: \(again) after \(fetched)")
     }
 
     @Test func presentRangesSurviveARestart() throws {

@@ -36,13 +36,21 @@ import Testing
                 break
             }
         }
-        #expect(failure != 0, "\(kind): a read through the old handle should fail once the server has the new version")
+        #expect(failure == ESTALE, "\(kind): a read through the old handle should fail with ESTALE, not \(String(cString: strerror(failure)))")
         // (A Bool: printing two 12 MiB arrays on failure would take minutes.)
         let onlyOld = seen == Array(old[0..<min(seen.count, old.count)])
         #expect(onlyOld, "\(kind): the handle returned bytes of the new version after the old one's")
         // Later reads through the same handle fail too; none returns new bytes.
         #expect(throws: POSIXErrorBox.self) { _ = try readSome(fd, at: seen.count, count: 4096) }
         close(fd)
+
+        // Before any sync, a new open reads the new version (Plex: the old part key answers 404,
+        // and the item's metadata names the part's new one).
+        let newBeforeSync = try pread(path: m.path(rel), offset: 0, length: size) == new
+        #expect(newBeforeSync, "\(kind): \(m.log)")
+        // Whatever met the change is said once, not once per read.
+        let said = m.log.split(separator: "\n").compactMap { line in line.range(of: "info: ").map { String(line[$0.upperBound...]) } }
+        #expect(Set(said).count == said.count, "\(kind): \(m.log)")
 
         // After a sync, a new open reads the new version from its first byte to its last.
         #expect(try m.cli(["sync"]).code == 0)

@@ -158,6 +158,34 @@ import Testing
         try m.unmount()
     }
 
+    /// A server that sends 256 KiB and then nothing (up, but stalled mid-body): the read fails
+    /// with EIO once fetch_timeout has passed without a byte, not twice that (the kernel asks
+    /// again at once for the page of a read-ahead that failed), and the log says the server
+    /// stopped sending mid-body, not that there was no connection (the first read's connection
+    /// is reused).
+    @Test func aReadWhoseBodyStallsFailsWithinFetchTimeoutAndSaysWhere() throws {
+        let m = try MountedLabstream("stall", cacheConfig: "fetch_timeout = 3\nconnect_timeout = 2")
+        try m.mount()
+        let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+        _ = try pread(path: m.path(alpha), offset: 0, length: 4096)
+        m.fixture.inject(.stallAfter(256 * 1024, 60), pathPrefix: "/Items/", times: nil)
+        let started = Date()
+        let demand = ByteRange(Int64(4 * MiB + 768 * 1024), Int64(4 * MiB + 772 * 1024))
+        #expect(throws: SyscallError.self) { _ = try pread(path: m.path(alpha), offset: Int(demand.lower), length: Int(demand.count)) }
+        let took = Date().timeIntervalSince(started)
+        // Within the read's own limit, fetch_timeout + connect_timeout (the stall clock may take
+        // a second to notice): one stalled fetch, whose failure also answers the kernel's
+        // second read of the page.
+        #expect(took < 3 + 2, "\(took) s")
+        let asked = m.fixture.downloadRequests.filter { $0.requestedRange?.overlaps(demand) == true }
+        #expect(asked.count == 1, "\(asked)")
+        #expect(m.log.contains("the server stopped sending mid-body: it sent nothing for 3 s (fetch_timeout) after 262144 bytes"), "\(m.log)")
+        #expect(!m.log.contains("no connection within"), "\(m.log)")
+        m.fixture.clearFaults()
+        #expect(try pread(path: m.path(alpha), offset: 4 * MiB, length: 4096) == pread(path: expectedTree(m.mediaDir)[alpha]!, offset: 4 * MiB, length: 4096))
+        try m.unmount()
+    }
+
     @Test func realClipsPlayAndArePlaybackCheckedThroughTheMount() throws {
         let m = try MountedLabstream(
             "probe",

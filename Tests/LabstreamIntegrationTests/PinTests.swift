@@ -216,6 +216,43 @@ import Testing
         #expect(rig.fixture.downloadRequests.last?.ifRange == row.validator?.headerValue)
     }
 
+    /// A pinned file's new version that the probe rejected (status: "new version: failed … mpv:
+    /// unrecognized file format") has no path of its own: `retry` on the file keeps the rejected
+    /// bytes in DATA_DIR/inspect and downloads the new version again, as labstream(1) says.
+    @Test func retryingAFileRetriesItsRejectedNewVersion() throws {
+        let probe = LockedBox(false)
+        let rig = try EngineRig("retry-next") { $0.playbackProbe = probe.get() }
+        let gamma = "test/Movies/Gamma/Gamma.mkv"
+        let tree = try rig.file(gamma).tree, source = try rig.file(gamma).source
+        try rig.pin(gamma)
+        #expect(try rig.settled(gamma)?.status == .unverified)
+        // The server's file changes; the probe, on from now, rejects the new random bytes (the
+        // old copy counts as checked: the probe would reject its random bytes too).
+        writeRandomFile(source, size: 700 * 1024, seed: 77)
+        rig.fixture.touch(itemId: try #require(rig.fixture.itemId(forFile: source)))
+        rig.transfers.stop()
+        try rig.index.db.run("UPDATE downloads SET awaiting_validation = 0 WHERE item_id = ?", [.text(tree.key.itemId)])
+        probe.set(true)
+        try rig.restart()
+        try rig.sync()
+        let nextKey = NextVersion.key(of: tree.key)
+        #expect(try rig.waitUntil { try rig.index.download(nextKey)?.status == .failed })
+        let first = try #require(try rig.index.download(nextKey))
+        #expect(first.reason?.hasPrefix("mpv: ") == true, "\(first.reason ?? "")")
+        #expect(rig.transfers.related(to: tree.key).map(\.status) == [.failed])
+
+        rig.fixture.clearLog()
+        try rig.fs.setxattr(try rig.file(gamma).ino, name: "user.labstream.action", value: Array("retry".utf8))
+        let inspect = try FileManager.default.contentsOfDirectory(atPath: rig.layout.root + "/inspect")
+        #expect(inspect.count == 1, "\(inspect)")
+        #expect(try sha256(rig.layout.root + "/inspect/" + inspect[0]) == sha256(source))
+        // Fetched again as a new attempt (and rejected again: the bytes are the same).
+        #expect(try rig.waitUntil { (try rig.index.download(nextKey)).map { $0.attempt.rawValue > first.attempt.rawValue && $0.status == .failed } ?? false })
+        #expect(rig.fixture.downloadRequests.count >= 1)
+        // The shown copy is still the old, complete one.
+        #expect(rig.transfers.row(for: tree)?.status == .unverified)
+    }
+
     /// A pin that meets a newer row than the index's (a commit landed between the pin's index
     /// write and the transfer taking it): the transfer keeps its state, the index gets the pin
     /// and the state; neither change is lost. (Before, the live row took the index's older

@@ -312,6 +312,36 @@ import Testing
         try m.unmount()
     }
 
+    /// A copy at a preset waits `preparing` while the server makes it; its manifest is asked for
+    /// only once the entry is `ready` (downloads-api.md § 4.6: "Fetch when the entry reaches
+    /// ready"; a preparing entry answers 409), and the pin waits for the artwork and subtitles
+    /// it names (with `side_assets = pinned` too: the pinned copy wants its original's). One that
+    /// failed does not fail the pin, but is named on standard error.
+    @Test(arguments: ["all", "pinned"])
+    func aCopyAtAPresetAsksForItsManifestOnceReadyAndNamesAFailedSideAsset(sideAssets: String) throws {
+        let m = try MountedSilo("silo-preset-side", catalog: SideAssetTests.catalog)
+        #expect(try m.addWithPassword().code == 0)
+        let conf = m.configDir + "/labstream.conf"
+        try (String(contentsOfFile: conf, encoding: .utf8) + "\n[cache]\nplayback_probe = no\nside_assets = \(sideAssets)\n")
+            .write(toFile: conf, atomically: true, encoding: .utf8)
+        try m.mount()
+        m.fixture.failArtwork(times: 1, status: 404)
+        // Bounded: a copy whose side assets nobody fetches would be waited for forever.
+        let wait = try runProcess(
+            "/usr/bin/timeout", ["60", labstreamBinary, "pin", "--quality", "10mbps", "--wait", m.path(Self.alpha)], environment: m.env)
+        #expect(wait.code == 0 && wait.stdout.contains("copies ready: 1 of 1"), "\(wait.code) \(wait.stdout) \(wait.stderr)")
+        let manifests = m.fixture.requestLog.filter { $0.path.hasSuffix("/manifest") }
+        #expect(!manifests.isEmpty && manifests.allSatisfy { $0.status == 200 }, "\(manifests.map(\.status)) \(m.log)")
+        let artwork = m.fixture.requestLog.filter { $0.path.contains("/artwork/") }
+        #expect(artwork.first?.status == 404, "\(artwork.map(\.status))")
+        let status = try JSONSerialization.jsonObject(with: Data(try m.cli(["status", "--json", m.path(Self.alpha)]).stdout.utf8)) as? [[String: Any]]
+        let assets = status?.first?["side_assets"] as? [[String: Any]] ?? []
+        let failed = assets.filter { $0["state"] as? String == "failed" }.compactMap { $0["name"] as? String }
+        #expect(failed.count == 1 && assets.filter { $0["state"] as? String == "missing" }.isEmpty, "\(assets)")
+        #expect(wait.stderr.contains("\(failed.first ?? "?") could not be fetched") && wait.stderr.contains("tried again later"), "\(wait.stderr)")
+        try m.unmount()
+    }
+
     /// Real media with the playback check on: a pinned film's copy at a preset is proven
     /// playable, and the original's pin is checked by hash and probe before it is complete.
     @Test func aCopyAtAPresetOfRealMediaIsProvenPlayable() throws {
