@@ -27,9 +27,11 @@ enum PinCommand {
                 "nothing downloads until Labstream is mounted, so there is nothing to wait for: mount, then run `labstream pin --wait` on the files in the mount"
             )
         }
+        // Before the request goes: the daemon starts fetching at once, and a Ctrl-C that came
+        // before the handler (a loaded machine) ended the wait saying nothing.
+        if pin && args.flag("--wait") { sayOnInterrupt() }
         try send(pin ? .pin(quality: quality) : .unpin, to: args.positionals, saying: pin ? "Pinned" : "Unpinned", quiet: args.flag("--json"), context: context)
         guard pin && args.flag("--wait") else { return ExitCode.ok }
-        sayOnInterrupt()
         if let quality, quality != .original { return try waitForCopies(args.positionals, quality: quality, json: args.flag("--json"), context: context) }
         return try wait(args.positionals, json: args.flag("--json"), context: context)
     }

@@ -67,11 +67,4 @@ public struct CLIError: Error, Sendable {
 }
 
 /// The sentence a user reads for any error.
-public func describe(_ error: any Error) -> String {
-    switch error {
-    case let e as LabstreamError: return e.userMessage
-    case let e as CLIError: return e.message
-    case let e as UsageError: return e.message
-    default: return "\(error)"
-    }
-}
+public func describe(_ error: any Error) -> String { CLIError(any: error).message }
