@@ -180,9 +180,12 @@ final class LiveForward: Sendable {
     /// for servers that answer. Intents of copies on the wire now are theirs to clean up.
     func replayJournal(_ engine: TransferEngine) {
         let live = Set(runs.withLock { $0.values.map(\.session) })
-        let pending = engine.journal.pending
+        let (pending, jobsInUse) = engine.prepared.recordingJob.withLock {
+            let pending = engine.journal.pending
+            guard !pending.isEmpty else { return (pending, Set<String>()) }
+            return (pending, Set(((try? engine.index.downloads()) ?? []).filter { $0.status != .failed }.compactMap(\.job?.id)))
+        }
         guard !pending.isEmpty else { return }
-        let jobsInUse = Set(((try? engine.index.downloads()) ?? []).filter { $0.status != .failed }.compactMap(\.job?.id))
         for intent in pending where !live.contains(intent.session) {
             guard let backend = engine.backend(for: intent.server), engine.reachability(of: intent.server) == .online else { continue }
             switch intent.kind {

@@ -14,6 +14,11 @@ final class PreparedCopies: Sendable {
     let nextPoll = Mutex<[FileKey: Date]>([:])
     /// Transient failures in a row per copy: each retry waits longer (capped).
     let failures = Mutex<[FileKey: Int]>([:])
+    /// Held from a job's journal intent to the row that names the job, and by the journal's
+    /// replay while it decides which jobs no row uses: without it the replay could read the
+    /// intent, miss the row not yet saved, and cancel a job just made. Taken before the index's
+    /// connection lock.
+    let recordingJob = NSLock()
 
     func consider(_ queued: DownloadRow, base: TreeFile, route: Route, backend any: any MediaBackend, engine: TransferEngine) -> FileTransfer.FillState {
         var row = queued
@@ -39,11 +44,15 @@ final class PreparedCopies: Sendable {
                     _ = try engine.index.saveDownload(row, now: engine.now())
                     id = try backend.startPreparation(of: base, route: route)
                 }
-                try engine.journal.add(.init(kind: .cancelJob, server: row.key.server, session: id, created: engine.now()))
                 row.job = .made(id)
                 row.apply(.preparationStarted(queued: route.waitingStatus == .queued))
                 row.reason = StatusReason.preparing(job: id)
-                _ = try engine.index.saveDownload(row, now: engine.now())
+                do {
+                    recordingJob.lock()
+                    defer { recordingJob.unlock() }
+                    try engine.journal.add(.init(kind: .cancelJob, server: row.key.server, session: id, created: engine.now()))
+                    _ = try engine.index.saveDownload(row, now: engine.now())
+                }
                 engine.log("\(base.path.joined(separator: "/")): server job \(id) started for \(LiveForward.describe(route))")
                 engine.noteChange()
                 return schedule(row.key)
