@@ -20,7 +20,7 @@ final class LiveForward: Sendable {
     let retries = StreamRetries()
 
     /// Considers one pinned derived row for the background fill.
-    func consider(_ row: DownloadRow, engine: TransferEngine) -> FileTransfer.FillState {
+    func consider(_ row: DownloadRow, engine: any LiveForwardHost) -> FileTransfer.FillState {
         guard let (baseKey, quality) = DerivedCopy.parse(row.key) else { return .idle }
         if runs.withLock({ $0[row.key] != nil }) { return .filling }
         guard [.queued, .downloading, .preparing].contains(row.status), let backend = engine.backend(for: row.key.server),
@@ -33,8 +33,8 @@ final class LiveForward: Sendable {
                 backend: backend.kind, quality: quality, sourceBitrate: base.bitrate,
                 sourceContainer: base.container))
         switch route {
-        case .serverPreparedCopy(_, .entry): return engine.managed.fillCopy(row, engine: engine)
-        case .serverPreparedCopy: return engine.prepared.consider(row, base: base, route: route, backend: backend, engine: engine)
+        case .serverPreparedCopy(_, .entry): return engine.fillManagedCopy(row)
+        case .serverPreparedCopy: return engine.fillPreparedCopy(row, base: base, route: route, backend: backend)
         case .liveCopy: break
         case .original, .version, .preparedOutput: return .idle  // not a derived copy's route
         }
@@ -44,7 +44,7 @@ final class LiveForward: Sendable {
             run(row, base: base, route: route, session: session, backend: backend, engine: engine)
             runs.withLock { _ = $0.removeValue(forKey: row.key) }
             engine.noteChange()
-            engine.filler.wake()
+            engine.wakeFill()
         }
         thread.name = "live-forward"
         thread.start()
@@ -65,7 +65,7 @@ final class LiveForward: Sendable {
         runs.withLock { for key in keys { $0[key]?.cancelled = true } }
     }
 
-    func run(_ queued: DownloadRow, base: TreeFile, route: Route, session: String, backend: any MediaBackend, engine: TransferEngine) {
+    func run(_ queued: DownloadRow, base: TreeFile, route: Route, session: String, backend: any MediaBackend, engine: any LiveForwardHost) {
         let intent = CleanupJournal.Intent(kind: .stopEncoding, server: queued.key.server, session: session, created: engine.now())
         // A live copy's size is known once it ends; it has no tag or job of its own.
         var row = queued.nextAttempt(reason: nil)
@@ -124,7 +124,7 @@ final class LiveForward: Sendable {
             retries.succeeded(row.key)
             row.total = size
             row.present = RangeSet([ByteRange(0, size)])
-            let verdict: ProbeOutcome = engine.settings.playbackProbe ? ProbeVerdict.judge(PlaybackProbe.observe(path: path)) : .unverified("probe off")
+            let verdict: ProbeOutcome = engine.playbackProbe ? ProbeVerdict.judge(PlaybackProbe.observe(path: path)) : .unverified("probe off")
             switch verdict {
             case .complete: row.apply(.validated(playable: true))
             case .unverified(let why):
@@ -151,7 +151,7 @@ final class LiveForward: Sendable {
             let failure: FetchFailure
             if let answered { failure = answered } else if case .noSpace = error { failure = .local(error) } else { failure = .transport(error) }
             row.present = RangeSet()
-            switch failure.step(retry: { retries.failed(row.key, failure.kind, policy: engine.settings.retry) != .giveUp }) {
+            switch failure.step(retry: { retries.failed(row.key, failure.kind, policy: engine.retry) != .giveUp }) {
             case .retry:
                 row.apply(.willRetry)
                 row.reason = "the live stream stopped (\(error.userMessage)); it starts again from the beginning"
@@ -168,7 +168,7 @@ final class LiveForward: Sendable {
 
     /// Asks the server to stop the encoding; the journal forgets the intent once it did (or
     /// the server no longer knows the session).
-    func stopEncoding(_ intent: CleanupJournal.Intent, backend: any MediaBackend, engine: TransferEngine) {
+    func stopEncoding(_ intent: CleanupJournal.Intent, backend: any MediaBackend, engine: any LiveForwardHost) {
         guard let request = (backend as? any LiveCopySource)?.stopEncodingRequest(playSession: intent.session) else {
             try? engine.journal.remove(intent)
             return
@@ -178,9 +178,9 @@ final class LiveForward: Sendable {
 
     /// Cleans up what an earlier run left behind (a crash mid-stream, a server that was down),
     /// for servers that answer. Intents of copies on the wire now are theirs to clean up.
-    func replayJournal(_ engine: TransferEngine) {
+    func replayJournal(_ engine: any LiveForwardHost) {
         let live = Set(runs.withLock { $0.values.map(\.session) })
-        let (pending, jobsInUse) = engine.prepared.recordingJob.withLock {
+        let (pending, jobsInUse) = engine.recordingJob.withLock {
             let pending = engine.journal.pending
             guard !pending.isEmpty else { return (pending, Set<String>()) }
             return (pending, Set(((try? engine.index.downloads()) ?? []).filter { $0.status != .failed }.compactMap(\.job?.id)))
@@ -202,5 +202,31 @@ final class LiveForward: Sendable {
                 ManagedEntries.delete(intent, backend: backend, engine: engine)
             }
         }
+    }
+}
+
+/// All live copies (and the cleanup journal's replay) may ask of the transfer engine.
+protocol LiveForwardHost: ServerAccess, RowAccess, CatalogAccess, CleanupAccess {
+    /// Whether a finished copy is probed with libmpv.
+    var playbackProbe: Bool { get }
+    var retry: RetryPolicy { get }
+    /// Held while a server job's intent and its row are recorded (`PreparedCopies.recordingJob`).
+    var recordingJob: NSLock { get }
+    /// Keeps a rejected copy aside for inspection.
+    func setAside(_ path: String) throws(LabstreamError)
+    /// A copy ended: the background fill looks again.
+    func wakeFill()
+    /// A derived copy on a server's download entry (`ManagedEntries.fillCopy`).
+    func fillManagedCopy(_ row: DownloadRow) -> FileTransfer.FillState
+    /// A derived copy the server prepares first (`PreparedCopies.consider`).
+    func fillPreparedCopy(_ row: DownloadRow, base: TreeFile, route: Route, backend: any MediaBackend) -> FileTransfer.FillState
+}
+
+extension TransferEngine: LiveForwardHost {
+    var recordingJob: NSLock { prepared.recordingJob }
+    func fillManagedCopy(_ row: DownloadRow) -> FileTransfer.FillState { managed.fillCopy(row, engine: self) }
+
+    func fillPreparedCopy(_ row: DownloadRow, base: TreeFile, route: Route, backend: any MediaBackend) -> FileTransfer.FillState {
+        prepared.consider(row, base: base, route: route, backend: backend, engine: self)
     }
 }

@@ -47,7 +47,7 @@ final class ManagedEntries: Sendable {
     /// Whether the fill leaves `server`'s files alone for now: it keeps a registry, and a pass
     /// runs for it or is due since a pin, which may make or read back the entry its bytes come
     /// through. Other servers' files never wait on a registry, nor on its other passes.
-    func holdsFill(_ server: String, engine: TransferEngine) -> Bool {
+    func holdsFill(_ server: String, engine: any ServerAccess) -> Bool {
         guard inPass.withLock({ $0.contains(server) }) || due.withLock({ $0.contains(server) }) else { return false }
         return engine.backend(for: server) is any ManagedDownloadRegistry
     }
@@ -71,7 +71,7 @@ final class ManagedEntries: Sendable {
 
     /// One pass over every registry server. Returns when it wants to run again without a wake-up.
     /// Returns when it wants to run again without a wake-up, and whether it ran.
-    func pass(_ engine: TransferEngine) -> (Date?, Bool) {
+    func pass(_ engine: any ManagedEntriesHost) -> (Date?, Bool) {
         let now = Date()
         let last = lastPass.withLock { $0 }
         // Throttled: the pass after this one comes a second after the last, so nothing it was
@@ -105,7 +105,7 @@ final class ManagedEntries: Sendable {
                 if case .authenticationFailed = error { engine.markUnreachable(server, .authFailed) }
                 let failures = (nextTry.withLock { $0[server]?.failures } ?? 0) + 1
                 var delay = 5.0
-                if case .retry(let d) = engine.settings.retry.decide(
+                if case .retry(let d) = engine.retry.decide(
                     .transientTransport, failures: failures, now: now.timeIntervalSince1970,
                     random: Double.random(in: 0...1), persistent: true)
                 {
@@ -126,7 +126,7 @@ final class ManagedEntries: Sendable {
     static func key(_ entry: ManagedEntry, _ server: String) -> FileKey { FileKey(server: server, itemId: entry.itemId, sourceId: entry.sourceId) }
 
     /// Brings `server`'s entries in step with its pinned files, one step per item.
-    func keep(_ server: String, registry: any ManagedDownloadRegistry, engine: TransferEngine) throws(LabstreamError) {
+    func keep(_ server: String, registry: any ManagedDownloadRegistry, engine: any ManagedEntriesHost) throws(LabstreamError) {
         let rows = try engine.index.pinnedManaged(server: server)
         let pinned = Dictionary(grouping: rows, by: \.key.itemId)
         var stored = try engine.index.managedEntries(server: server)
@@ -171,7 +171,7 @@ final class ManagedEntries: Sendable {
     /// a single create's. Returns the entries made; what the server skipped is said.
     func registerSeasons(
         _ server: String, rows: [DownloadRow], stored: [String: ManagedEntry], registry: any ManagedDownloadRegistry,
-        engine: TransferEngine
+        engine: any ManagedEntriesHost
     ) throws(LabstreamError) -> [String: ManagedEntry] {
         let waiting = rows.filter { row in
             stored[row.key.itemId] == nil && row.status != .failed && DerivedCopy.parse(row.key) == nil && engine.catalogFile(row.key)?.kind == .episode
@@ -204,8 +204,8 @@ final class ManagedEntries: Sendable {
                 engine.log("\(server): the server skipped episode \(skipped.episode) of batch \(batch): \(skipped.reason)")
             }
             engine.log("\(server): registered season \(season.season) of \(season.series) as batch \(batch) (\(answer.made.count) entries)")
-            engine.tell(.pinned)  // their manifests name what goes beside them
-            engine.validation.wake()
+            engine.sideAssetsDue()  // their manifests name what goes beside them
+            engine.wakeValidation()
         }
         return made
     }
@@ -216,7 +216,7 @@ final class ManagedEntries: Sendable {
     }
 
     /// Where a pinned row's copy stands, for the policy.
-    func local(_ row: DownloadRow, entry: ManagedEntry?, engine: TransferEngine) -> LocalCopy {
+    func local(_ row: DownloadRow, entry: ManagedEntry?, engine: any ManagedEntriesHost) -> LocalCopy {
         if row.status == .failed { return .failed }
         guard row.total > 0, row.present.contains(ByteRange(0, row.total)) else { return .fetching }
         let judged = engine.judges(with: entry.flatMap { $0.checks(row.key) ? $0 : nil })
@@ -225,7 +225,7 @@ final class ManagedEntries: Sendable {
 
     func relist(
         _ server: String, registry: any ManagedDownloadRegistry, stored: [String: ManagedEntry], pinned: Set<String>,
-        engine: TransferEngine
+        engine: any ManagedEntriesHost
     ) throws(LabstreamError) -> [String: ManagedEntry] {
         let remote = try registry.entries()
         let now = ManagedEntryPolicy.reconcile(stored: stored, remote: remote, pinned: pinned)
@@ -239,7 +239,7 @@ final class ManagedEntries: Sendable {
             }
             try engine.index.saveManagedEntry(entry, server: server)
             registry.routeBytes(of: Self.key(entry, server), through: entry.routesBytes ? entry.id : nil)
-            engine.validation.wake()  // a finished copy found its entry: its integrity can be checked
+            engine.wakeValidation()  // a finished copy found its entry: its integrity can be checked
             // Pinned again before its journaled delete went through: the entry is in use, kept.
             for intent in engine.journal.pending where intent.kind == .deleteEntry && intent.server == server && intent.session == entry.id {
                 try engine.journal.remove(intent)
@@ -252,7 +252,7 @@ final class ManagedEntries: Sendable {
 
     func take(
         _ step: ManagedEntryPolicy.Step, server: String, item: String, row: DownloadRow?, entry: ManagedEntry?,
-        registry: any ManagedDownloadRegistry, engine: TransferEngine
+        registry: any ManagedDownloadRegistry, engine: any ManagedEntriesHost
     ) throws(LabstreamError) {
         switch step {
         case .none:
@@ -270,7 +270,7 @@ final class ManagedEntries: Sendable {
                 guard case .refused(let why) = error else { throw error }
                 // Refused for good (not offered, not allowed): the copy fails saying so; a retry asks again.
                 try engine.index.removeManagedEntry(server: server, item: item)
-                if let shown = engine.treeFile(for: row) { try engine.transfer(for: shown).stopFetching(reason: why, engine: engine) }
+                if let shown = engine.treeFile(for: row) { try engine.stopFetching(shown, reason: why) }
                 engine.log("\(file.path.joined(separator: "/")): \(why)")
                 return
             }
@@ -281,8 +281,8 @@ final class ManagedEntries: Sendable {
                 try engine.index.saveManagedEntry(entry, server: server)
                 registry.routeBytes(of: row.key, through: entry.routesBytes ? entry.id : nil)
                 engine.log("\(file.path.joined(separator: "/")): registered with \(server) as download entry \(entry.id ?? "?")")
-                engine.validation.wake()
-                engine.tell(.pinned)  // its manifest names what goes beside it
+                engine.wakeValidation()
+                engine.sideAssetsDue()  // its manifest names what goes beside it
                 let next = ManagedEntryPolicy.step(
                     pinned: true, local: local(row, entry: entry, engine: engine), entry: entry,
                     besideStored: !engine.sideAssetsMissing(row.key))
@@ -308,7 +308,7 @@ final class ManagedEntries: Sendable {
             Self.delete(intent, backend: registry, engine: engine)
         case .stop(let why):
             guard let row, let file = engine.catalogFile(row.key) else { return }
-            try engine.transfer(for: file).stopFetching(reason: why, engine: engine)
+            try engine.stopFetching(file, reason: why)
             engine.log("\(file.path.joined(separator: "/")): \(why)")
         }
     }
@@ -316,7 +316,7 @@ final class ManagedEntries: Sendable {
     /// The background fill of a copy at a preset: it waits (`preparing`) while the server
     /// prepares its entry, learns its size from the entry's file route once it is ready, then
     /// is fetched like any file. The managed pass registers it first.
-    func fillCopy(_ queued: DownloadRow, engine: TransferEngine) -> FileTransfer.FillState {
+    func fillCopy(_ queued: DownloadRow, engine: any ManagedEntriesHost) -> FileTransfer.FillState {
         var row = queued
         guard let registry = engine.backend(for: row.key.server) as? any ManagedDownloadRegistry,
             let entry = (try? engine.index.managedEntry(server: row.key.server, item: row.key.itemId)) ?? nil,
@@ -354,13 +354,34 @@ final class ManagedEntries: Sendable {
                 return .waitUntil(Date().addingTimeInterval(5))
             }
         }
-        guard let file = engine.derivedTreeFile(row), let transfer = try? engine.transfer(for: file) else { return .idle }
-        return transfer.fill(engine: engine)
+        guard let file = engine.derivedTreeFile(row), let state = try? engine.fillTransfer(of: file) else { return .idle }
+        return state
     }
 
     /// Deletes a journaled entry; the journal forgets it once the server has (or never will).
-    static func delete(_ intent: CleanupJournal.Intent, backend: any MediaBackend, engine: TransferEngine) {
+    static func delete(_ intent: CleanupJournal.Intent, backend: any MediaBackend, engine: any CleanupAccess) {
         guard let registry = backend as? any ManagedDownloadRegistry else { return }
         engine.settle(intent, status: registry.remove(entry: intent.session), doing: "deleting download entry \(intent.session)")
     }
+}
+
+/// All the download-entry registries' keeper may ask of the transfer engine.
+protocol ManagedEntriesHost: ServerAccess, RowAccess, CatalogAccess, CleanupAccess, TransferDriving {
+    /// The servers the engine has backends for.
+    var serverNames: [String] { get }
+    var retry: RetryPolicy { get }
+    /// A server refused its sign-in: reads fail fast, and it is probed until it answers.
+    func markUnreachable(_ server: String, _ state: Reachability)
+    /// Whether a finished copy is judged at all (`entry`: its integrity data, if any).
+    func judges(with entry: ManagedEntry?) -> Bool
+    /// Whether something that belongs beside `key` is neither stored nor tried yet.
+    func sideAssetsMissing(_ key: FileKey) -> Bool
+    /// New entries' manifests name what goes beside their files: it is fetched with them.
+    func sideAssetsDue()
+    /// A finished copy found its entry: its integrity can be checked.
+    func wakeValidation()
+}
+
+extension TransferEngine: ManagedEntriesHost {
+    func sideAssetsDue() { tell(.pinned) }
 }

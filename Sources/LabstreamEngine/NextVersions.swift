@@ -7,7 +7,7 @@ import LabstreamStore
 /// `#next` row), and once it is complete (and checked) it replaces the old one in one index
 /// transaction; the old bytes are then freed and the kernel told.
 enum NextVersions {
-    static func pass(_ engine: TransferEngine) -> Date? {
+    static func pass(_ engine: any NextVersionsHost) -> Date? {
         guard let stale = try? engine.index.staleVersions(), !stale.isEmpty else { return nil }
         var soonest: Date?
         for (shown, current) in stale {
@@ -22,18 +22,18 @@ enum NextVersions {
                 engine.log("\(shown.path.joined(separator: "/")) changed on the server: fetching the new version beside the old copy")
             }
             if let row, [.complete, .unverified].contains(row.status), !row.isStale(for: next),
-                !(row.awaitingValidation && engine.settings.playbackProbe)
+                !(row.awaitingValidation && engine.playbackProbe)
             {
                 swap(shown, next: next, engine: engine)
                 continue
             }
-            guard let transfer = try? engine.transfer(for: next) else { continue }
-            if case .waitUntil(let date) = transfer.fill(engine: engine) { soonest = min(soonest ?? date, date) }
+            guard let state = try? engine.fillTransfer(of: next) else { continue }
+            if case .waitUntil(let date) = state { soonest = min(soonest ?? date, date) }
         }
         return soonest
     }
 
-    static func swap(_ shown: TreeFile, next: TreeFile, engine: TransferEngine) {
+    static func swap(_ shown: TreeFile, next: TreeFile, engine: any NextVersionsHost) {
         // Not while a reader is inside the old copy: the next pass swaps.
         guard engine.retireTransfers([shown.key, next.key]) else { return }
         do {
@@ -49,3 +49,13 @@ enum NextVersions {
         }
     }
 }
+
+/// All version swaps may ask of the transfer engine.
+protocol NextVersionsHost: ServerAccess, RowAccess, TransferDriving {
+    /// Whether complete files are probed with libmpv (a copy awaiting its probe is not swapped in).
+    var playbackProbe: Bool { get }
+    /// Drops the transfers of `keys` if none is in use; false when one is, and nothing changed.
+    func retireTransfers(_ keys: [FileKey]) -> Bool
+}
+
+extension TransferEngine: NextVersionsHost {}

@@ -19,7 +19,7 @@ final class OpenEndedFill: Sendable {
         row.total == 0 && file.size == 0 && DerivedCopy.parse(row.key) == nil
     }
 
-    func consider(_ row: DownloadRow, file: TreeFile, engine: TransferEngine) -> FileTransfer.FillState {
+    func consider(_ row: DownloadRow, file: TreeFile, engine: any OpenEndedHost) -> FileTransfer.FillState {
         if running.withLock({ $0.contains(row.key) }) { return .filling }
         guard row.pinned, ![.failed, .paused].contains(row.status), let backend = engine.backend(for: row.key.server),
             engine.reachability(of: row.key.server) == .online
@@ -35,14 +35,14 @@ final class OpenEndedFill: Sendable {
             run(row, file: file, from: from, backend: backend, engine: engine)
             running.withLock { _ = $0.remove(row.key) }
             engine.noteChange()
-            engine.filler.wake()
+            engine.wakeFill()
         }
         thread.name = "open-ended"
         thread.start()
         return .filling
     }
 
-    func run(_ start: DownloadRow, file: TreeFile, from: Int64, backend: any MediaBackend, engine: TransferEngine) {
+    func run(_ start: DownloadRow, file: TreeFile, from: Int64, backend: any MediaBackend, engine: any OpenEndedHost) {
         let name = file.path.joined(separator: "/")
         var row = start
         row.apply(.transferStarted)
@@ -150,7 +150,7 @@ final class OpenEndedFill: Sendable {
                 return
             }
             engine.noteChange()
-            engine.validation.wake()
+            engine.wakeValidation()
         case .remoteChanged(let why), .restart(let why):
             // Another version of the file: its bytes must not meet the old prefix.
             row = row.nextAttempt(reason: StatusReason.fileChanged(why))
@@ -171,7 +171,7 @@ final class OpenEndedFill: Sendable {
     }
 
     /// A failed try: back off and let the fill come back, or fail the row with the reason.
-    func finish(_ failed: DownloadRow, name: String, failure: FetchFailure, engine: TransferEngine) {
+    func finish(_ failed: DownloadRow, name: String, failure: FetchFailure, engine: any OpenEndedHost) {
         var row = failed
         switch failure.step(retry: { retries.failed(row.key, failure.kind, policy: engine.settings.retry) != .giveUp }) {
         case .retry:
@@ -188,3 +188,17 @@ final class OpenEndedFill: Sendable {
         engine.noteChange()
     }
 }
+
+/// All open-ended fills may ask of the transfer engine.
+protocol OpenEndedHost: ServerAccess, RowAccess {
+    /// Segment size, checkpoint size, retries, whether the probe is on.
+    var settings: TransferEngine.Settings { get }
+    /// The catalog learns a size found by fetching to the end (before the tree reloads).
+    func learnedSize(_ size: Int64, of key: FileKey)
+    /// A fill ended: the background fill looks again.
+    func wakeFill()
+    /// A whole file is waiting for its check.
+    func wakeValidation()
+}
+
+extension TransferEngine: OpenEndedHost {}

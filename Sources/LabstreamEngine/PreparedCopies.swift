@@ -20,7 +20,7 @@ final class PreparedCopies: Sendable {
     /// connection lock.
     let recordingJob = NSLock()
 
-    func consider(_ queued: DownloadRow, base: TreeFile, route: Route, backend any: any MediaBackend, engine: TransferEngine) -> FileTransfer.FillState {
+    func consider(_ queued: DownloadRow, base: TreeFile, route: Route, backend any: any MediaBackend, engine: any PreparedCopyHost) -> FileTransfer.FillState {
         var row = queued
         guard let backend = any as? any PreparedCopySource else { return .idle }  // the route says it prepares; this one cannot
         do throws(LabstreamError) {
@@ -89,7 +89,7 @@ final class PreparedCopies: Sendable {
             }
             // The prepared file: a static transfer like any original.
             guard row.total > 0, row.sourceTag != nil, let file = engine.derivedTreeFile(row) else { return .idle }
-            return try engine.transfer(for: file).fill(engine: engine)
+            return try engine.fillTransfer(of: file)
         } catch {
             if case .refused = error {
                 // A permanent refusal ends the copy with the server's own words; pinning again
@@ -107,7 +107,7 @@ final class PreparedCopies: Sendable {
                 $0[row.key, default: 0] += 1; return $0[row.key]!
             }
             let delay: Double
-            if case .retry(let d) = engine.settings.retry.decide(
+            if case .retry(let d) = engine.retry.decide(
                 .transientTransport, failures: count, now: Date().timeIntervalSince1970,
                 random: Double.random(in: 0...1), persistent: true)
             {
@@ -129,7 +129,7 @@ final class PreparedCopies: Sendable {
     }
 
     /// Closes jobs whose files have arrived: the server is told, the journal forgets them.
-    func finish(_ engine: TransferEngine) {
+    func finish(_ engine: any PreparedCopyHost) {
         for var row in (try? engine.index.finishedServerJobs()) ?? [] {
             guard let job = row.job?.id, row.sourceTag != nil, let backend = engine.backend(for: row.key.server),
                 engine.reachability(of: row.key.server) == .online
@@ -149,14 +149,14 @@ final class PreparedCopies: Sendable {
         }
     }
 
-    static func cancel(_ intent: CleanupJournal.Intent, backend: any MediaBackend, engine: TransferEngine) {
+    static func cancel(_ intent: CleanupJournal.Intent, backend: any MediaBackend, engine: any CleanupAccess) {
         let request = (backend as? any PreparedCopySource)?.cancelPreparationRequest(job: intent.session)
         let status = request == nil ? 204 : request.flatMap { try? backend.transport.send($0) }?.status
         engine.settle(intent, status: status, doing: "cancelling job \(intent.session)")
     }
 }
 
-extension TransferEngine {
+extension CleanupAccess {
     /// Acts on the server's answer to a journaled cleanup: kept for the next try, or forgotten
     /// (done, or refused for good, said once).
     func settle(_ intent: CleanupJournal.Intent, status: Int?, doing what: String) {
@@ -170,4 +170,13 @@ extension TransferEngine {
             do { try journal.remove(pending) } catch { log("cleanup journal: \(error.userMessage)") }
         }
     }
+}
+
+/// All server-prepared copies may ask of the transfer engine.
+protocol PreparedCopyHost: ServerAccess, RowAccess, CatalogAccess, CleanupAccess, TransferDriving {
+    var retry: RetryPolicy { get }
+}
+
+extension TransferEngine: PreparedCopyHost {
+    var retry: RetryPolicy { settings.retry }
 }

@@ -49,7 +49,7 @@ final class ServerHealth: Sendable {
     func wake() { worker.wake() }
     func stop() { worker.stop() }
 
-    func start(_ engine: TransferEngine) {
+    func start(_ engine: any HealthHost) {
         worker.start { [self] woken in
             // A waiting reader may ask for a probe, but at most once a second.
             let now = Date()
@@ -66,15 +66,29 @@ final class ServerHealth: Sendable {
                 let state = backend.checkReachability()
                 if mark(server, state) {
                     engine.log("server \(server) is \(state.rawValue)")
-                    if state == .online {
-                        engine.filler.wake()
-                        engine.monitors.schedule([server])
-                        engine.tell(.serverOnline(server))
-                    }
+                    if state == .online { engine.answersAgain(server) }
                     engine.noteChange()
                 }
             }
             return entries.withLock { $0.values.map(\.nextProbe).min() }
         }
+    }
+}
+
+/// All server health may ask of the transfer engine.
+protocol HealthHost: AnyObject, Sendable {
+    var log: @Sendable (String) -> Void { get }
+    func backend(for server: String) -> (any MediaBackend)?
+    /// A server's reachability changed (status shows it).
+    func noteChange()
+    /// `server` answers again: its files fill, its monitors are evaluated, the daemon is told.
+    func answersAgain(_ server: String)
+}
+
+extension TransferEngine: HealthHost {
+    func answersAgain(_ server: String) {
+        filler.wake()
+        monitors.schedule([server])
+        tell(.serverOnline(server))
     }
 }

@@ -9,7 +9,7 @@ import Synchronization
 /// and hash), then the libmpv probe (when it is on).
 enum Validation {
     /// Returns when rows it could not check yet (their server away) should be looked at again.
-    static func pass(_ engine: TransferEngine) -> Date? {
+    static func pass(_ engine: any ValidationHost) -> Date? {
         let pending = (try? engine.index.downloadsAwaitingValidation()) ?? []
         let catalog = engine.catalogFiles()
         var again: Date?
@@ -18,7 +18,7 @@ enum Validation {
             let registry = engine.backend(for: server) as? any ManagedDownloadRegistry
             let entry = engine.integrityEntry(of: row.key)
             guard engine.judges(with: entry) else { continue }
-            guard let file = catalog[row.key] ?? engine.treeFile(for: row), let transfer = try? engine.transfer(for: file) else { continue }
+            guard let file = catalog[row.key] ?? engine.treeFile(for: row), let applyVerdict = engine.verdictSink(for: file) else { continue }
             let path = engine.layout.absolute(row.partialPath)
             var st = stat()
             var outcome: ProbeOutcome?
@@ -39,18 +39,15 @@ enum Validation {
                     if case .mismatch(let why) = verdict { outcome = .failed(why) }
                 } catch {
                     // A changed entry is read back before its copy is judged again.
-                    // (The registry pass runs on the fill's thread: woken, it reads the entry now.)
-                    if case .remoteChanged = error {
-                        engine.managed.relist(server)
-                        engine.filler.wake()
-                    }
+                    // (The registry pass runs on a thread of its own: woken, it reads the entry now.)
+                    if case .remoteChanged = error { engine.relistEntries(of: server) }
                     engine.log("integrity of \(file.path.joined(separator: "/")): \(error.userMessage); trying again later")
                     again = Date().addingTimeInterval(30)
                     continue
                 }
             }
             if outcome == nil {
-                if engine.settings.playbackProbe {
+                if engine.playbackProbe {
                     let started = Date()
                     // A track is also checked against how long the server says it plays.
                     let duration =
@@ -63,9 +60,8 @@ enum Validation {
                     outcome = .unverified(StatusReason.probeOff)
                 }
             }
-            transfer.applyVerdict(outcome!, attempt: row.attempt, engine: engine)
-            engine.managed.poke()
-            engine.filler.wake()
+            applyVerdict(outcome!, row.attempt)
+            engine.copyJudged()
         }
         return again
     }
@@ -94,5 +90,34 @@ enum Validation {
             buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
             offset += Int64(n)
         }
+    }
+}
+
+/// All validation may ask of the transfer engine.
+protocol ValidationHost: ServerAccess, RowAccess, CatalogAccess {
+    /// Whether complete files are probed with libmpv.
+    var playbackProbe: Bool { get }
+    /// The managed entry whose integrity data judges `key`'s finished copy, if any.
+    func integrityEntry(of key: FileKey) -> ManagedEntry?
+    /// Whether a finished copy is judged at all (`entry`: from `integrityEntry`).
+    func judges(with entry: ManagedEntry?) -> Bool
+    /// `file`'s transfer, opened now, to take the check's verdict for an attempt (nil: it
+    /// cannot be opened, and the row waits).
+    func verdictSink(for file: TreeFile) -> (@Sendable (ProbeOutcome, AttemptID) -> Void)?
+    /// The server's download registry changed under a copy: read it back, then fill.
+    func relistEntries(of server: String)
+    /// A copy was judged: a server that keeps entries is told, and the fill looks again.
+    func copyJudged()
+}
+
+extension TransferEngine: ValidationHost {
+    func verdictSink(for file: TreeFile) -> (@Sendable (ProbeOutcome, AttemptID) -> Void)? {
+        guard let transfer = try? transfer(for: file) else { return nil }
+        return { [self] outcome, attempt in transfer.applyVerdict(outcome, attempt: attempt, engine: self) }
+    }
+
+    func copyJudged() {
+        managed.poke()
+        filler.wake()
     }
 }
