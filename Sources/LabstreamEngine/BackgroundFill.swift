@@ -11,10 +11,9 @@ import Synchronization
 enum BackgroundFill {
     /// One pass over the pinned rows. Returns when it next needs to look again without a
     /// wake-up (a retry's backoff).
-    static func pass(_ engine: TransferEngine) -> Date? {
+    static func pass(_ engine: any FillHost) -> Date? {
         engine.evictIfNeeded()
-        engine.cleanup.wake()
-        engine.entries.wake()
+        engine.wakeServerWork()
         let versionsDue = NextVersions.pass(engine)
         let pinned: [DownloadRow]
         do { pinned = try engine.index.pinnedIncompleteDownloads() } catch {
@@ -27,22 +26,22 @@ enum BackgroundFill {
         let originals = pinned.filter { DerivedCopy.parse($0.key) == nil }
         var active = 0
         var soonest: Date?
-        for row in copies + originals where active < engine.settings.maxConcurrentFiles {
+        for row in copies + originals where active < engine.maxConcurrentFiles {
             // A registry's file is fetched once its registry has had its say (its entry made or
             // read back), as when the two ran in one pass; the registry wakes the fill after.
-            if engine.managed.holdsFill(row.key.server, engine: engine) { continue }
+            if engine.entriesHoldFill(of: row.key.server) { continue }
             let state: FileTransfer.FillState
             if DerivedCopy.parse(row.key) != nil {
-                state = engine.live.consider(row, engine: engine)
+                state = engine.fillDerivedCopy(row)
             } else {
                 guard let file = catalog[row.key] else { continue }
                 if OpenEndedFill.applies(row, file) {
-                    state = engine.openEnded.consider(row, file: file, engine: engine)
+                    state = engine.fillOpenEnded(row, file: file)
                 } else if row.present.contains(ByteRange(0, row.total)) {
                     continue
                 } else {
-                    guard let transfer = try? engine.transfer(for: file) else { continue }
-                    state = transfer.fill(engine: engine)
+                    guard let filled = try? engine.fillTransfer(of: file) else { continue }
+                    state = filled
                 }
             }
             switch state {
@@ -55,4 +54,35 @@ enum BackgroundFill {
         }
         return [soonest, versionsDue].compactMap { $0 }.min()
     }
+}
+
+/// All the background fill may ask of the transfer engine: its own work (evictions, version
+/// swaps, the pinned rows' transfers) and the doors to the other kinds of fill, which it only
+/// dispatches to.
+protocol FillHost: NextVersionsHost, CatalogAccess {
+    /// Pinned files filled at once.
+    var maxConcurrentFiles: Int { get }
+    /// Drops least recently used copies while the cache is over its limits.
+    func evictIfNeeded()
+    /// The threads that call servers (download entries, cleanup) look again: never waited for.
+    func wakeServerWork()
+    /// Whether `server`'s registry has its say before its files are fetched (`ManagedEntries.holdsFill`).
+    func entriesHoldFill(of server: String) -> Bool
+    /// A copy at another quality (`LiveForward.consider`).
+    func fillDerivedCopy(_ row: DownloadRow) -> FileTransfer.FillState
+    /// A file of unknown size (`OpenEndedFill.consider`).
+    func fillOpenEnded(_ row: DownloadRow, file: TreeFile) -> FileTransfer.FillState
+}
+
+extension TransferEngine: FillHost {
+    var maxConcurrentFiles: Int { settings.maxConcurrentFiles }
+
+    func wakeServerWork() {
+        cleanup.wake()
+        entries.wake()
+    }
+
+    func entriesHoldFill(of server: String) -> Bool { managed.holdsFill(server, engine: self) }
+    func fillDerivedCopy(_ row: DownloadRow) -> FileTransfer.FillState { live.consider(row, engine: self) }
+    func fillOpenEnded(_ row: DownloadRow, file: TreeFile) -> FileTransfer.FillState { openEnded.consider(row, file: file, engine: self) }
 }
