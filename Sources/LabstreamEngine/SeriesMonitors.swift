@@ -321,11 +321,8 @@ public enum PinOrigin: Sendable {
 }
 
 /// All series monitors may ask of the transfer engine.
-protocol MonitorHost: AnyObject, Sendable {
+protocol MonitorHost: ServerAccess {
     var index: OfflineIndex { get }
-    var log: @Sendable (String) -> Void { get }
-    func reachability(of server: String) -> Reachability
-    func backend(for server: String) -> (any MediaBackend)?
     func catalogFile(_ key: FileKey) -> TreeFile?
     func isOpen(_ key: FileKey) -> Bool
     func now() -> Int64

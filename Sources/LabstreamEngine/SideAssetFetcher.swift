@@ -472,14 +472,11 @@ public final class SideAssetFetcher: Sendable {
 }
 
 /// All the side-asset fetcher may ask of the transfer engine.
-protocol SideAssetHost: AnyObject, Sendable {
+protocol SideAssetHost: ServerAccess {
     var index: OfflineIndex { get }
     var layout: DataLayout { get }
-    var log: @Sendable (String) -> Void { get }
     /// Whether images are decoded by the playback probe's helper before they show.
     var playbackProbe: Bool { get }
-    func reachability(of server: String) -> Reachability
-    func backend(for server: String) -> (any MediaBackend)?
     /// Stored, failed or dropped side assets: a copy waiting for them may now be reported completed.
     func sideAssetsChanged()
     /// Something `status` shows changed.
