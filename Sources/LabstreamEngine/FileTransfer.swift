@@ -464,11 +464,11 @@ final class FileTransfer: @unchecked Sendable {
         let validator = row.validator
         let generation = generation
         for r in plan {
-            let thread = Thread { [self] in
-                fetch(r, attempt: attempt, generation: generation, validator: validator, background: background, backend: backend, engine: engine)
+            engine.runFetch(background: background) { [self] lane in
+                fetch(
+                    r, attempt: attempt, generation: generation, validator: validator, background: background, backend: backend, lane: lane,
+                    engine: engine)
             }
-            thread.name = "fetch"
-            thread.start()
         }
     }
 
@@ -478,13 +478,20 @@ final class FileTransfer: @unchecked Sendable {
         var digest: String
     }
 
+    /// Runs on the fetch pool (`lane`: the pool thread's own, for the checkpoints).
     func fetch(
         _ range: ByteRange, attempt: AttemptID, generation: Int, validator: Validator?, background: Bool,
-        backend: any MediaBackend, engine: any TransferHost
+        backend: any MediaBackend, lane: Lane, engine: any TransferHost
     ) {
+        // Queued while the daemon stopped: nothing goes on the wire any more.
+        if engine.isStopping {
+            let stopped = FetchFailure.local(.fetchFailed("the daemon is stopping"))
+            finish(range, remainder: range, attempt: attempt, generation: generation, background: background, outcome: .failure(stopped), engine: engine)
+            return
+        }
         let rate = engine.fetchStarted()
         defer { engine.fetchEnded() }
-        let answer = RangeFetch(sink: self, range: range, attempt: attempt, background: background, rate: rate, engine: engine)
+        let answer = RangeFetch(sink: self, range: range, attempt: attempt, background: background, rate: rate, lane: lane, engine: engine)
         let outcome = answer.run(validator: validator, backend: backend)
         finish(
             range, remainder: ByteRange(answer.checkpointStart, range.upper), attempt: attempt, generation: generation,
