@@ -4,10 +4,10 @@ import LabstreamCore
 import LabstreamStore
 import Synchronization
 
-// Why this file is long: one file's state is guarded by one condition, and everything that
-// reads or moves it under that condition (reads waiting for bytes, the fill, commits, user
-// actions, restarts) is here so the locking can be checked in one place. A ranged answer's own
-// work is RangeFetch.swift.
+// Why this file is long: one file's state (a `TransferMachine`, LabstreamCore) is guarded by one
+// condition, and everything that feeds it events and performs what they return (reads waiting
+// for bytes, the fill, commits, user actions, restarts) is here so the locking can be checked in
+// one place. A ranged answer's own work is RangeFetch.swift; the threads it runs on, FetchPool.swift.
 
 /// One file's transfers: the shell around its `TransferMachine`. `condition` guards every `var`;
 /// `writeGate` orders body writes against attempt changes so that no byte of a stale attempt

@@ -16,7 +16,11 @@ import Synchronization
 ///
 /// Lock order: `TransferEngine.opening` → `TransferEngine.files` → `FileTransfer.condition` →
 /// `FileTransfer.writeGate` → the index's connection lock. Never take `files` while holding a
-/// file's condition.
+/// file's condition. A commit's index transaction runs holding the file's commit token
+/// (`TransferMachine.committing`), not its condition; a thread waiting for the token lets the
+/// condition go while it waits, and the holder needs nothing but the index to give it back.
+/// `FetchPool.condition` and `Lane.condition` are leaves (a fetch is queued with the file's
+/// condition held).
 public final class TransferEngine: Sendable {
     public struct Settings: Sendable {
         public var sizes: TransferSizes
