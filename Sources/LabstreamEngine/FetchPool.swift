@@ -5,8 +5,9 @@ import Foundation
 /// fetch's checkpoints (the syncs and commits that follow a body), so a fetch never waits for
 /// another's disk and the two threads of a fetch are taken together or not at all. Submitting
 /// never blocks: a FUSE thread or a task of Swift's cooperative pool only queues the fetch (a
-/// reader's goes before the fill's). Threads start on demand and end after a minute with no
-/// work, so an engine that fetches nothing holds none. `condition` guards every `var`.
+/// reader's goes before the fill's). Threads start on demand and end after `idleTimeout` with no
+/// work, or once the engine stopped (`close`), so an engine that fetches nothing holds none.
+/// `condition` guards every `var`.
 final class FetchPool: @unchecked Sendable {
     typealias Job = @Sendable (Lane) -> Void
 
@@ -17,8 +18,9 @@ final class FetchPool: @unchecked Sendable {
     var background: [Job] = []
     var threads = 0
     var idle = 0
+    var closed = false
 
-    init(size: Int, idleTimeout: Double = 60) {
+    init(size: Int, idleTimeout: Double = 10) {
         precondition(size > 0, "a fetch pool needs a thread")
         self.size = size
         self.idleTimeout = idleTimeout
@@ -39,6 +41,15 @@ final class FetchPool: @unchecked Sendable {
         }
     }
 
+    /// Idle threads end now, busy ones once the queue is empty; a fetch queued later still runs
+    /// (and puts nothing on the wire: the engine is stopping).
+    func close() {
+        condition.withLock {
+            closed = true
+            condition.broadcast()
+        }
+    }
+
     /// Fetches queued and not started yet (a test's view).
     var queued: Int { condition.withLock { foreground.count + background.count } }
 
@@ -48,7 +59,7 @@ final class FetchPool: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(idleTimeout)
         while foreground.isEmpty && background.isEmpty {
             idle += 1
-            let woken = condition.wait(until: deadline)
+            let woken = !closed && condition.wait(until: deadline)
             idle -= 1
             if !woken && foreground.isEmpty && background.isEmpty {
                 threads -= 1

@@ -216,6 +216,7 @@ public final class TransferEngine: Sendable {
         fetchesEnded.lock()
         while activeFetches.withLock({ $0 }) > 0 && fetchesEnded.wait(until: deadline) {}
         fetchesEnded.unlock()
+        fetchPool.close()
     }
 
     /// The current download row for `file`: live state if the file is open, else the index.
