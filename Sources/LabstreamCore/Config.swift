@@ -50,6 +50,9 @@ public struct LabstreamConfig: Sendable, Hashable {
     public var refreshInterval: Double = 900
     public var maxConcurrentFiles = 3
     public var connectionsPerFile = 2
+    /// Range fetches on the wire at once, reads and fills together (the engine's fetch pool).
+    public var fetchThreads = LabstreamConfig.defaultFetchThreads
+    public static let defaultFetchThreads = 16
 
     public init() {}
 
@@ -152,6 +155,11 @@ public struct LabstreamConfig: Sendable, Hashable {
                         throw ParseError(line: lineNo, message: "\(key) must be a whole number from 1 to 16")
                     }
                     if key == "max_concurrent_files" { config.maxConcurrentFiles = v } else { config.connectionsPerFile = v }
+                case "fetch_threads":
+                    guard let v = Int(value), (1...64).contains(v) else {
+                        throw ParseError(line: lineNo, message: "fetch_threads must be a whole number from 1 to 64")
+                    }
+                    config.fetchThreads = v
                 case "refresh_interval":
                     guard let v = Double(value), v >= 0 else {
                         throw ParseError(line: lineNo, message: "refresh_interval must be a number of seconds (0: never)")
@@ -239,6 +247,7 @@ public struct LabstreamConfig: Sendable, Hashable {
         if refreshInterval != 900 { cache.append("refresh_interval = \(refreshInterval)") }
         if maxConcurrentFiles != 3 { cache.append("max_concurrent_files = \(maxConcurrentFiles)") }
         if connectionsPerFile != 2 { cache.append("connections_per_file = \(connectionsPerFile)") }
+        if fetchThreads != Self.defaultFetchThreads { cache.append("fetch_threads = \(fetchThreads)") }
         if !cache.isEmpty { out += "\n[cache]\n" + cache.joined(separator: "\n") + "\n" }
         return out
     }

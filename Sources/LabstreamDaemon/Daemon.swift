@@ -66,6 +66,7 @@ public final class Daemon: Sendable {
             limits: .init(maxSize: config.maxCacheSize, minFree: config.minFree),
             playbackProbe: config.playbackProbe, rateLimit: config.rateLimit)
         settings.qualities = config.qualities
+        settings.fetchThreads = config.fetchThreads
         let transfers = TransferEngine(index: index, layout: context.layout, settings: settings, log: { log.info($0) })
         self.transfers = transfers
         for b in backends { transfers.setBackend(b) }

@@ -1,7 +1,7 @@
 import Foundation
 import LabstreamCore
 
-/// Makes one body's checkpoints durable and commits them on a thread of its own, in order, so
+/// Makes one body's checkpoints durable and commits them on a thread of their own, in order, so
 /// the body keeps arriving while the disk syncs. When the disk is slower than the network the
 /// body waits, so a crash loses little (unbounded, the queue grew to whole segments under load):
 /// a background fill hands a checkpoint over only once the one before it is committed, losing
@@ -26,10 +26,11 @@ final class CheckpointCommitter: @unchecked Sendable {
     /// Whether a checkpoint may wait queued while the one before it is synced (a reader's body).
     let queueBehindSync: Bool
 
-    /// `commit` syncs the file and records the checkpoint; it throws to stop the body.
-    init(queueBehindSync: Bool, commit: @escaping @Sendable (Checkpoint) throws(LabstreamError) -> Void) {
+    /// `commit` syncs the file and records the checkpoint, on `lane` (the fetch's own, from the
+    /// fetch pool); it throws to stop the body.
+    init(queueBehindSync: Bool, lane: Lane, commit: @escaping @Sendable (Checkpoint) throws(LabstreamError) -> Void) {
         self.queueBehindSync = queueBehindSync
-        let thread = Thread { [self] in
+        lane.run { [self] in
             while let next = take() {
                 do throws(LabstreamError) { try commit(next) } catch {
                     condition.withLock {
@@ -43,8 +44,6 @@ final class CheckpointCommitter: @unchecked Sendable {
                 }
             }
         }
-        thread.name = "checkpoint"
-        thread.start()
     }
 
     private func take() -> Checkpoint? {
@@ -68,7 +67,7 @@ final class CheckpointCommitter: @unchecked Sendable {
         condition.broadcast()
     }
 
-    /// Waits until every queued checkpoint is committed (or dropped), ends the thread, and
+    /// Waits until every queued checkpoint is committed (or dropped), gives the lane back, and
     /// returns the first failure.
     func finish() -> LabstreamError? {
         condition.lock()

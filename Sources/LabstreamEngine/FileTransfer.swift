@@ -4,13 +4,14 @@ import LabstreamCore
 import LabstreamStore
 import Synchronization
 
-// Why this file is long: one file's state is guarded by one condition, and everything that
-// reads or moves it under that condition (reads waiting for bytes, the fill, commits, user
-// actions, restarts) is here so the locking can be checked in one place. A ranged answer's own
-// work is RangeFetch.swift.
+// Why this file is long: one file's state (a `TransferMachine`, LabstreamCore) is guarded by one
+// condition, and everything that feeds it events and performs what they return (reads waiting
+// for bytes, the fill, commits, user actions, restarts) is here so the locking can be checked in
+// one place. A ranged answer's own work is RangeFetch.swift; the threads it runs on, FetchPool.swift.
 
-/// One file's transfers. `condition` guards every `var`; `writeGate` orders body writes
-/// against attempt changes so that no byte of a stale attempt lands after a new one began.
+/// One file's transfers: the shell around its `TransferMachine`. `condition` guards every `var`;
+/// `writeGate` orders body writes against attempt changes so that no byte of a stale attempt
+/// lands after a new one began.
 final class FileTransfer: @unchecked Sendable {
     let file: TreeFile
     let partial: PartialFile
@@ -19,44 +20,21 @@ final class FileTransfer: @unchecked Sendable {
     let index: OfflineIndex
 
     // Guarded by `condition`.
-    var row: DownloadRow
-    /// Durable ranges whose digests were checked since this daemon started.
-    var verified = RangeSet()
-    /// Bytes of this attempt in the partial, from answers carrying the attempt's validator, that
-    /// may not be synced and committed yet: readers are served them at once (the commit follows;
-    /// a crash only means they are fetched again).
-    var written = RangeSet()
-    /// Each request on the wire (the train counts requests; adjacent ones coalesce in `inFlight`).
-    var requestsInFlight: [ByteRange] = []
-    var inFlight: RangeSet { RangeSet(requestsInFlight) }
-    /// What a reader can be served now: committed bytes and those written ahead of their commit.
-    var readable: RangeSet {
-        guard !written.isEmpty else { return row.present }
-        var all = row.present
-        all.formUnion(written)
-        return all
+    /// The transfer's state (`TransferMachine`): its events say what this object then does, the
+    /// network, the disk and the index, with the lock let go where it can (a commit's index
+    /// transaction runs outside it, holding the machine's commit token).
+    var machine: TransferMachine
+    /// The machine's row. Changed only where no commit of it runs (`awaitRow`).
+    var row: DownloadRow {
+        get { machine.row }
+        set { machine.row = newValue }
     }
-    /// Ranges fetched for the background fill (a subset of `inFlight`).
-    var fillInFlight: [ByteRange] = []
-    var failures: [(sequence: Int, range: ByteRange, error: LabstreamError, kind: RetryPolicy.Failure)] = []
+    var verified: RangeSet { machine.attempt.verified }
+    var readable: RangeSet { machine.attempt.readable }
+    var inFlight: RangeSet { machine.inFlight }
     /// What this file's failures last said, so that a player reading on does not repeat it.
     var repeats = RepeatedLines()
-    /// The last fetch that stalled, and when (`FetchFailure.echoesToReaders`).
-    var lastStall: (range: ByteRange, failure: FetchFailure, at: Date)?
-    var sequence = 0
-    /// What each waiting reader needs (a body writes early for them, and wakes only them).
-    var waitingFor: [ByteRange] = []
-    var waiters: Int { waitingFor.count }
-    var consecutiveFailures = 0
-    var retryAt: Date?
     var offlineLogged = false
-    /// A 401 made us check the sign-in once already (for this transfer).
-    var authRechecked = false
-    /// Bumped by a user's resume or retry: failures of fetches started before it do not count.
-    var generation = 0
-    /// The server answered a ranged request from past byte 0 with the whole file: from then on
-    /// one whole-file fetch from byte 0 serves every reader and the fill.
-    var ignoresRange = false
 
     // Guarded by `writeGate` (read under the condition too, written under both).
     var writableAttempt: AttemptID
@@ -64,12 +42,19 @@ final class FileTransfer: @unchecked Sendable {
     init(file: TreeFile, partial: PartialFile, row: DownloadRow, index: OfflineIndex) {
         self.file = file
         self.partial = partial
-        self.row = row
         self.writableAttempt = row.attempt
         self.index = index
         // Checked whole by an earlier run and not written since: its digests would match again.
-        let whole = RangeSet([ByteRange(0, row.total)])
-        if let checked = row.checked, checkedWhole(row, whole), partial.identity() == checked { verified = whole }
+        let whole = ByteRange(0, row.total)
+        let checkedBefore = row.checked != nil && row.total == file.size && row.present.contains(whole) && partial.identity() == row.checked
+        machine = TransferMachine(row: row, verified: checkedBefore ? RangeSet([whole]) : RangeSet())
+    }
+
+    /// Waits until no commit of the row is being recorded (`TransferMachine.mayChangeRow`): a
+    /// change made meanwhile would be overwritten by the commit's row, or overwrite it. Call
+    /// with `condition` held; it is let go while waiting.
+    func awaitRow() {
+        while !machine.mayChangeRow { condition.wait() }
     }
 
     static func open(file: TreeFile, index: OfflineIndex, layout: DataLayout) throws(LabstreamError) -> FileTransfer {
@@ -96,7 +81,7 @@ final class FileTransfer: @unchecked Sendable {
     var isIdle: Bool {
         condition.lock()
         defer { condition.unlock() }
-        return requestsInFlight.isEmpty && waiters == 0
+        return machine.isIdle
     }
 
     func snapshot() -> DownloadRow {
@@ -113,6 +98,7 @@ final class FileTransfer: @unchecked Sendable {
     @discardableResult
     func adoptOpenEndedProgress() -> Bool {
         guard file.size == 0, DerivedCopy.parse(row.key) == nil else { return false }
+        guard machine.mayChangeRow else { return true }
         if let stored = try? index.download(row.key), stored.attempt.rawValue >= row.attempt.rawValue { row = stored }
         return true
     }
@@ -123,10 +109,10 @@ final class FileTransfer: @unchecked Sendable {
     func setPinned(_ pinned: Bool, engine: any TransferHost) {
         condition.lock()
         defer { condition.unlock() }
+        awaitRow()
         let openEnded = adoptOpenEndedProgress()
         row.setPinned(pinned)
-        consecutiveFailures = 0
-        retryAt = nil
+        machine.startOver(fresh: false)
         // An open-ended fill writes its own row; the index already has the pin.
         if !openEnded { _ = try? index.saveDownload(row, now: engine.now()) }
     }
@@ -138,6 +124,7 @@ final class FileTransfer: @unchecked Sendable {
             condition.unlock()
             engine.noteChange()
         }
+        awaitRow()
         let openEnded = adoptOpenEndedProgress()
         let whole = !openEnded && row.present.contains(ByteRange(0, row.total))
         switch action {
@@ -166,10 +153,7 @@ final class FileTransfer: @unchecked Sendable {
             }
             row.apply(.retry)
             row.reason = nil
-            consecutiveFailures = 0
-            retryAt = nil
-            generation += 1
-            authRechecked = false
+            machine.startOver(fresh: true)
         case .cancel:
             var unpinned = row
             unpinned.pinned = false
@@ -193,6 +177,7 @@ final class FileTransfer: @unchecked Sendable {
             condition.unlock()
             engine.noteChange()
         }
+        awaitRow()
         guard row.attempt == attempt, row.awaitingValidation, row.present.contains(ByteRange(0, row.total)) else { return }
         let playable: Bool?
         switch outcome {
@@ -236,17 +221,17 @@ final class FileTransfer: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(engine.settings.readTimeout)
         condition.lock()
         defer { condition.unlock() }
-        var startSequence = sequence
+        var startSequence = machine.sequence
         var transientFailures = 0
-        waitingFor.append(demand)
-        defer { waitingFor.remove(at: waitingFor.firstIndex(of: demand)!) }
+        machine.readerArrived(demand)
+        defer { machine.readerLeft(demand) }
         while true {
             if !verified.contains(demand) { verifyCommitted(in: demand, engine: engine) }
             if readable.contains(demand) { return ServedVersion(attempt: row.attempt, validator: row.validator) }
-            if let stall = lastStall, stall.range.overlaps(demand), stall.failure.echoesToReaders(age: Date().timeIntervalSince(stall.at)) {
+            if let stall = machine.lastStall, stall.range.overlaps(demand), stall.failure.echoesToReaders(age: Date().timeIntervalSince1970 - stall.at) {
                 throw stall.failure.error
             }
-            if let failure = failures.first(where: { $0.sequence > startSequence && $0.range.overlaps(demand) }) {
+            if let failure = machine.failure(after: startSequence, overlapping: demand) {
                 // The server stopped sending for fetch_timeout: the read fails now, as
                 // labstream.conf(5) says (it has waited that long for these bytes).
                 if failure.kind == .stall { throw failure.error }
@@ -266,7 +251,7 @@ final class FileTransfer: @unchecked Sendable {
                     key: "read: " + failure.error.userMessage, engine: engine)
                 let retryAt = Date().addingTimeInterval(delay)
                 while Date() < retryAt && condition.wait(until: retryAt) {}  // a schedule; other wake-ups are ignored
-                startSequence = sequence
+                startSequence = machine.sequence
                 continue
             }
             if let handle, !ServedVersion(attempt: row.attempt, validator: row.validator).isSameVersion(as: handle) {
@@ -309,10 +294,10 @@ final class FileTransfer: @unchecked Sendable {
         let checked = digests.filter { segment in unchecked.contains { segment.range.overlaps($0) } }
             .map { segment in (segment.range, digest(of: segment.range, like: segment.digest) == segment.digest) }
         condition.lock()
+        // A drop and the checked identity change the row: not while a commit records it.
+        awaitRow()
         guard row.attempt == attempt else { return }
-        for (segment, matches) in checked where !verified.contains(segment) {
-            if matches { verified.insert(segment) } else { drop(segment, why: "digest mismatch", engine: engine) }
-        }
+        for segment in machine.checked(checked, attempt: attempt) { drop(segment, why: "digest mismatch", engine: engine) }
         // Durable bytes with no digest at all cannot be trusted either.
         for gap in unchecked {
             for orphan in verified.missing(in: gap) where row.present.contains(orphan) {
@@ -334,8 +319,7 @@ final class FileTransfer: @unchecked Sendable {
 
     func drop(_ range: ByteRange, why: String, engine: any TransferHost) {
         engine.log("\(file.path.joined(separator: "/")): bytes \(range) failed verification (\(why)); fetching them again")
-        row.present.remove(range)
-        written.remove(range)
+        machine.dropped(range)
         row.awaitingValidation = false
         row.apply(.bytesDropped(pinned: row.pinned))
         row.reason = StatusReason.damagedBytes
@@ -373,9 +357,10 @@ final class FileTransfer: @unchecked Sendable {
     func fill(engine: any TransferHost) -> FillState {
         condition.lock()
         defer { condition.unlock() }
+        awaitRow()
         guard row.pinned, !row.present.contains(ByteRange(0, row.total)) else { return .idle }
         if row.status == .failed || (row.status == .paused && !(row.pauseCause?.liftsByItself ?? false)) { return .idle }
-        if let retryAt, retryAt > Date() { return .waitUntil(retryAt) }
+        if let retryAt = machine.retryAt, retryAt > Date().timeIntervalSince1970 { return .waitUntil(Date(timeIntervalSince1970: retryAt)) }
         let reachability = engine.reachability(of: file.key.server)
         guard engine.backend(for: file.key.server) != nil, reachability == .online else {
             // A refused sign-in waits for the user to sign in again; nothing is failed for it.
@@ -387,13 +372,13 @@ final class FileTransfer: @unchecked Sendable {
             return .idle
         }
         // A retry is checked like the first try: it must not fill the disk it was parked for.
-        if fillInFlight.isEmpty && !engine.hasRoom(for: row.total - row.present.byteCount) {
+        if machine.fillRequests.isEmpty && !engine.hasRoom(for: row.total - row.present.byteCount) {
             park(.storageFull, engine: engine)
             return .idle
         }
         let plan = SegmentTrainPlanner.plan(
             .init(
-                durable: row.present, total: row.total, inFlight: requestsInFlight, fillInBackground: true,
+                durable: row.present, total: row.total, inFlight: machine.requests, fillInBackground: true,
                 segmentSize: engine.settings.sizes.segmentSize, maxQueued: engine.settings.maxQueuedSegments))
         let ranges = plan.compactMap { request -> ByteRange? in
             if case .closed(let r) = request { return r }; return nil
@@ -411,6 +396,7 @@ final class FileTransfer: @unchecked Sendable {
             condition.broadcast()
             condition.unlock()
         }
+        awaitRow()
         guard row.reason != reason else { return }
         if row.status == .failed {
             // Its fetch already failed (the entry's file route refused it): say the cause.
@@ -430,6 +416,7 @@ final class FileTransfer: @unchecked Sendable {
     /// Moves the row by `event` (when the table allows it from here) with `reason`, and
     /// records it. Call with `condition` held.
     func setStatus(_ event: DownloadStatus.Event, reason: String?, engine: any TransferHost) {
+        awaitRow()
         guard let status = row.status.after(event), row.status != status || row.reason != reason else { return }
         row.apply(event)
         row.reason = reason
@@ -443,32 +430,21 @@ final class FileTransfer: @unchecked Sendable {
 
     /// Call with `condition` held.
     func startFetches(_ planned: [ByteRange], background: Bool, engine: any TransferHost) {
-        var plan = planned
-        if ignoresRange && !plan.isEmpty {
-            // One stream of the whole file; readers wait for it to pass their bytes.
-            guard requestsInFlight.isEmpty else { return }
-            plan = [ByteRange(0, row.total)]
-        }
-        guard !plan.isEmpty else { return }
-        guard let backend = engine.backend(for: file.key.server) else {
-            sequence += 1
+        guard !planned.isEmpty else { return }
+        let backend = engine.backend(for: file.key.server)
+        let refusal = backend == nil ? LabstreamError.serverUnavailable("server \(file.key.server) is not connected") : nil
+        switch machine.dispatch(planned, background: background, refusal: refusal) {
+        case .none: return
+        case .refused: condition.broadcast()
+        case .fetch(let plan, let attempt, let generation, let validator):
+            guard let backend else { return }
             for r in plan {
-                failures.append((sequence, r, .serverUnavailable("server \(file.key.server) is not connected"), .validation))
+                engine.runFetch(background: background) { [self] lane in
+                    fetch(
+                        r, attempt: attempt, generation: generation, validator: validator, background: background, backend: backend,
+                        lane: lane, engine: engine)
+                }
             }
-            condition.broadcast()
-            return
-        }
-        requestsInFlight += plan
-        if background { fillInFlight += plan }
-        let attempt = row.attempt
-        let validator = row.validator
-        let generation = generation
-        for r in plan {
-            let thread = Thread { [self] in
-                fetch(r, attempt: attempt, generation: generation, validator: validator, background: background, backend: backend, engine: engine)
-            }
-            thread.name = "fetch"
-            thread.start()
         }
     }
 
@@ -478,13 +454,20 @@ final class FileTransfer: @unchecked Sendable {
         var digest: String
     }
 
+    /// Runs on the fetch pool (`lane`: the pool thread's own, for the checkpoints).
     func fetch(
         _ range: ByteRange, attempt: AttemptID, generation: Int, validator: Validator?, background: Bool,
-        backend: any MediaBackend, engine: any TransferHost
+        backend: any MediaBackend, lane: Lane, engine: any TransferHost
     ) {
+        // Queued while the daemon stopped: nothing goes on the wire any more.
+        if engine.isStopping {
+            let stopped = FetchFailure.local(.fetchFailed("the daemon is stopping"))
+            finish(range, remainder: range, attempt: attempt, generation: generation, background: background, outcome: .failure(stopped), engine: engine)
+            return
+        }
         let rate = engine.fetchStarted()
         defer { engine.fetchEnded() }
-        let answer = RangeFetch(sink: self, range: range, attempt: attempt, background: background, rate: rate, engine: engine)
+        let answer = RangeFetch(sink: self, range: range, attempt: attempt, background: background, rate: rate, lane: lane, engine: engine)
         let outcome = answer.run(validator: validator, backend: backend)
         finish(
             range, remainder: ByteRange(answer.checkpointStart, range.upper), attempt: attempt, generation: generation,
@@ -496,10 +479,7 @@ final class FileTransfer: @unchecked Sendable {
     /// the file for good; if it does not, the server is marked auth-failed and a pinned file
     /// waits for the user to sign in again.
     func afterUnauthorized(backend: any MediaBackend, engine: any TransferHost) -> FetchFailure {
-        let first = condition.withLock { () -> Bool in
-            defer { authRechecked = true }
-            return !authRechecked
-        }
+        let first = condition.withLock { machine.unauthorized() }
         let server = file.key.server
         switch backend.checkReachability() {
         case .online where first:
@@ -519,75 +499,91 @@ final class FileTransfer: @unchecked Sendable {
     }
 
     /// Commits `piece` (durable already) if the assembly policy accepts it: range map and digest
-    /// in one index transaction. Returns false when the attempt is no longer current.
+    /// in one index transaction, run with the file's lock let go while the machine's commit token
+    /// is held (a second commit of the file waits for it, and so does every other change of the
+    /// row); readers are woken once it landed. Returns false when the attempt is no longer current.
     func commit(_ piece: ByteRange, digest: String, validator: Validator?, attempt: AttemptID, engine: any TransferHost) -> Bool {
+        condition.lock()
+        var start = machine.beginCommit(piece, validator: validator, attempt: attempt)
+        while case .wait = start {
+            condition.wait()
+            start = machine.beginCommit(piece, validator: validator, attempt: attempt)
+        }
+        guard case .record(let commit) = start else {
+            defer {
+                condition.broadcast()
+                condition.unlock()
+            }
+            switch start {
+            case .discard(let why, let current):
+                engine.log("discarded bytes \(piece) of \(file.key): \(why)")
+                return current
+            case .changedValidator(let pinned, let validator):
+                // Two responses of one attempt from different versions of the file: never mix them.
+                restart(why: "validator changed from \(pinned.headerValue) to \(validator.headerValue)", engine: engine)
+                return false
+            case .wait, .record: return false
+            }
+        }
+        condition.unlock()
+        let landing = record(commit, digest: digest, engine: engine)
         condition.lock()
         defer {
             condition.broadcast()
             condition.unlock()
         }
-        return commitLocked(piece, digest: digest, validator: validator, attempt: attempt, engine: engine)
-    }
-
-    /// Call with `condition` held.
-    @discardableResult
-    func commitLocked(_ piece: ByteRange, digest: String, validator: Validator?, attempt: AttemptID, engine: any TransferHost) -> Bool {
-        let decision = AssemblyPolicy.decide(
-            .init(planned: piece, received: piece.count, attempt: attempt),
-            durable: row.present, currentAttempt: row.attempt, total: row.total)
-        guard case .commit(let committed) = decision else {
-            if case .discard(let why) = decision { engine.log("discarded bytes \(piece) of \(file.key): \(why)") }
-            return attempt == row.attempt
-        }
-        if let pinned = row.validator, let validator, pinned != validator {
-            // Two responses of one attempt from different versions of the file: never mix them.
-            restart(why: "validator changed from \(pinned.headerValue) to \(validator.headerValue)", engine: engine)
+        switch machine.landed(commit, landing) {
+        case .stale:
             return false
-        }
-        var next = row
-        next.present.insert(committed)
-        // Another transfer object for this file (one evicted while a reader still held it)
-        // may have committed ranges of the same attempt meanwhile: keep them.
-        if let stored = try? index.download(row.key), stored.attempt == row.attempt {
-            next.present.formUnion(stored.present)
-        }
-        if next.validator == nil { next.validator = validator }
-        if next.present.contains(ByteRange(0, next.total)) {
-            next.apply(.allBytesPresent)
-            next.awaitingValidation = true
-            next.reason = engine.checksFinishedCopy(of: row.key) ? StatusReason.awaitingValidation : StatusReason.probeOff
-        } else {
-            next.apply(.bytesCommitted)
-        }
-        // Every byte present and checked: an identity that lets the next run trust the copy.
-        var checkedNow = verified
-        checkedNow.insert(committed)
-        next.checked = checkedWhole(next, checkedNow) ? partial.identity() : nil
-        do {
-            try index.saveDownload(next, committing: .init(range: committed, digest: digest), now: engine.now())
-            row = next
-            verified.insert(committed)
-            written.remove(committed)  // durable now: kept in `present`
-            consecutiveFailures = 0
+        case .recorded(let awaitingValidation):
             engine.noteChange()
-            if next.awaitingValidation {
+            if awaitingValidation {
                 engine.wakeValidation()
                 if DerivedCopy.parse(row.key) != nil { engine.wakeFill() }  // its server job can be closed
             }
-        } catch {
+        case .failed(let error):
             // The bytes are on disk but not recorded: they will be fetched again, never trusted.
-            sequence += 1
-            failures.append((sequence, piece, error, .localFile))
             engine.log("\(file.key): \(error.userMessage)")
             if case .noSpace = error { park(.storageFull, engine: engine) }
         }
         return true
     }
 
+    /// The index transaction of `commit`, without the file's lock (the commit token keeps the row
+    /// as it was): the row with the piece, then the range map and the digest in one transaction.
+    func record(_ commit: TransferMachine.Commit, digest: String, engine: any TransferHost) -> TransferMachine.Landing {
+        var next = commit.row
+        // Another transfer object for this file (one evicted while a reader still held it)
+        // may have committed ranges of the same attempt meanwhile: keep them.
+        if let stored = try? index.download(next.key), stored.attempt == next.attempt {
+            next.present.formUnion(stored.present)
+        }
+        if next.present.contains(ByteRange(0, next.total)) {
+            next.apply(.allBytesPresent)
+            next.awaitingValidation = true
+            next.reason = engine.checksFinishedCopy(of: next.key) ? StatusReason.awaitingValidation : StatusReason.probeOff
+        } else {
+            next.apply(.bytesCommitted)
+        }
+        // Every byte present and checked: an identity that lets the next run trust the copy.
+        next.checked = checkedWhole(next, commit.verified) ? partial.identity() : nil
+        do {
+            try index.saveDownload(next, committing: .init(range: commit.range, digest: digest), now: engine.now())
+            return .recorded(next)
+        } catch {
+            return .failed(error)
+        }
+    }
+
+    /// A fetch ended: what arrived of it is committed first (the range stays in flight until
+    /// then, so no reader plans it again), then the machine says what its end comes to.
     func finish(
         _ range: ByteRange, remainder: ByteRange, attempt: AttemptID, generation: Int, background: Bool,
         outcome: Result<Fetched, FetchFailure>, engine: any TransferHost
     ) {
+        if case .success(let fetched) = outcome, fetched.received > 0 || !remainder.isEmpty {
+            _ = commit(remainder, digest: fetched.digest, validator: fetched.validator, attempt: attempt, engine: engine)
+        }
         condition.lock()
         defer {
             condition.broadcast()
@@ -595,47 +591,29 @@ final class FileTransfer: @unchecked Sendable {
             if background { engine.wakeFill() }
             engine.noteChange()
         }
-        if let i = requestsInFlight.firstIndex(of: range) { requestsInFlight.remove(at: i) }
-        if let i = fillInFlight.firstIndex(of: range) { fillInFlight.remove(at: i) }
-        sequence += 1
+        let ending: TransferMachine.Ending
         switch outcome {
-        case .failure(let failure) where failure.rangeIgnored:
-            guard attempt == row.attempt, !ignoresRange else { return }
+        case .success: ending = .succeeded
+        case .failure(let failure): ending = .failed(failure)
+        }
+        switch machine.finished(range, attempt: attempt, generation: generation, background: background, ending: ending, now: Date().timeIntervalSince1970) {
+        case .done:
+            break
+        case .ignoresRange(let why):
             // Its body was not written. A new attempt fetches the whole file from byte 0, and
             // the readers waiting now wait for that stream instead of failing.
             engine.log("\(file.path.joined(separator: "/")): the server ignores Range; fetching the whole file from its start")
-            ignoresRange = true
-            restart(why: failure.error.userMessage, engine: engine, counted: false)
-        case .success(let fetched):
-            if fetched.received > 0 || !remainder.isEmpty {
-                commitLocked(remainder, digest: fetched.digest, validator: fetched.validator, attempt: attempt, engine: engine)
-            }
-            if attempt == row.attempt && !row.present.contains(range) {
-                failures.append((sequence, range, .fetchFailed("the response could not be used"), .validation))
-            }
-        case .failure(let failure):
+            restart(why: why, engine: engine, counted: false)
+        case .failed(let failure, let next):
             let error = failure.error
-            guard attempt == row.attempt else { return }
-            failures.append((sequence, range, error, failure.kind))
-            if failures.count > 64 { failures.removeFirst(failures.count - 64) }
-            if failure.class == .stalled { lastStall = (range, failure, Date()) }
             say(
                 "fetch of bytes \(range) of \(file.path.joined(separator: "/")) failed: \(error.userMessage)", key: "fetch: " + error.userMessage,
                 engine: engine)
-            // Started before the user's last resume or retry: it cannot fail the fresh dispatch.
-            guard generation == self.generation else { return }
-            // On the wire when the user paused: a retry, a park or a new attempt would each move
-            // the row out of the pause. Resuming fetches again and meets whatever this was.
-            guard row.pauseCause != .user else { return }
-            switch failure.class {
-            case .changedVersion:
-                if case .remoteChanged(let why) = error { restart(why: why, engine: engine) }
-            case .diskFull:
-                park(.storageFull, engine: engine)
-            case .signedOut:
-                if row.pinned { park(.signInRefused, engine: engine) }
-            case .transient, .stalled, .permanent:
-                if background || row.pinned { scheduleRetry(after: failure, engine: engine) }
+            switch next {
+            case .nothing: break
+            case .restart(let why): restart(why: why, engine: engine)
+            case .park(let cause): park(cause, engine: engine)
+            case .retry: scheduleRetry(after: failure, engine: engine)
             }
         }
     }
@@ -652,16 +630,14 @@ final class FileTransfer: @unchecked Sendable {
         writeGate.lock()
         writableAttempt = next.attempt
         writeGate.unlock()
-        row = next
-        verified = RangeSet()
-        written = RangeSet()
+        machine.begin(next)
     }
 
     /// The file changed on the server: its old bytes belong to another version. A new attempt
     /// starts from nothing; in-flight bodies of the old one can no longer write. Call with
     /// `condition` held.
     func restart(why: String, engine: any TransferHost, counted: Bool = true) {
-        if counted { consecutiveFailures += 1 }
+        if counted { machine.failedAgain() }
         var next = row.nextAttempt(reason: counted ? StatusReason.fileChanged(why, refetching: false) : why)
         // Only a new version starts without a validator: after a server that ignores Range the
         // whole-file stream must still be the version the bytes so far were (If-Range).
@@ -674,7 +650,7 @@ final class FileTransfer: @unchecked Sendable {
         begin(next)
         // The old version's bytes go; a descriptor still reading them directly keeps them whole.
         if (try? partial.discardAll()) == nil { engine.log("\(file.path.last ?? ""): could not free the old version's bytes") }
-        if consecutiveFailures >= engine.settings.retry.maxAttempts {
+        if machine.consecutiveFailures >= engine.settings.retry.maxAttempts {
             if row.pinned { row.apply(.failedPermanently) }
             row.reason = StatusReason.keepsChanging(why)
         }
@@ -684,13 +660,13 @@ final class FileTransfer: @unchecked Sendable {
     /// A pinned file never ends `failed` on a transient failure: it waits, `queued` with the
     /// reason and the next try, with capped backoff. Call with `condition` held.
     func scheduleRetry(after failure: FetchFailure, engine: any TransferHost) {
-        consecutiveFailures += 1
+        let consecutiveFailures = machine.failedAgain()
         switch engine.settings.retry.decide(
             failure.kind, failures: consecutiveFailures, now: Date().timeIntervalSince1970, random: Double.random(in: 0...1),
             persistent: row.pinned)
         {
         case .retry(let delay):
-            retryAt = Date().addingTimeInterval(delay)
+            machine.retry(at: Date().timeIntervalSince1970 + delay)
             engine.log("\(file.path.last ?? ""): retrying in \(String(format: "%.1f", delay)) s (failure \(consecutiveFailures))")
             if row.pinned { setStatus(.willRetry, reason: StatusReason.waitingForServer(failure.error, retryIn: delay), engine: engine) }
         case .giveUp:
@@ -706,7 +682,7 @@ extension FileTransfer: RangeSink {
 
     func mustWrite(_ pending: ByteRange, checkpointDue: Bool) -> Bool {
         condition.withLock {
-            let waiting = waitingFor.filter { $0.overlaps(pending) }
+            let waiting = machine.waiting.filter { $0.overlaps(pending) }
             return BodyCoalescing.mustWrite(
                 pending: pending, checkpointDue: checkpointDue, readable: waiting.isEmpty ? row.present : readable, waiting: waiting)
         }
@@ -722,17 +698,13 @@ extension FileTransfer: RangeSink {
     func wrote(_ piece: ByteRange, attempt: AttemptID, validator: Validator?, servable decided: Bool?) throws(LabstreamError) -> Bool {
         condition.lock()
         defer { condition.unlock() }
-        var servable = decided
-        if servable == nil {
-            guard row.attempt == attempt else { throw .remoteChanged("a newer attempt replaced this one") }
-            if row.validator == nil { row.validator = validator }
-            servable = row.validator == validator
+        switch machine.wrote(piece, attempt: attempt, validator: validator, servable: decided) {
+        case .stale:
+            throw .remoteChanged("a newer attempt replaced this one")
+        case .written(let servable, let wake):
+            if wake { condition.broadcast() }
+            return servable
         }
-        if servable == true && row.attempt == attempt {
-            written.insert(piece)
-            if waitingFor.contains(where: { $0.overlaps(piece) }) { condition.broadcast() }
-        }
-        return servable ?? false
     }
 
     func sync() throws(LabstreamError) { try partial.sync() }

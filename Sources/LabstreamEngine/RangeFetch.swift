@@ -36,7 +36,8 @@ final class RangeFetch {
     /// A failure of the body's own writing (not the transport's).
     var sinkError: LabstreamError?
 
-    init(sink: any RangeSink, range: ByteRange, attempt: AttemptID, background: Bool, rate: Int64, engine: any TransferHost) {
+    /// `lane`: the thread this fetch's checkpoints are made durable and committed on.
+    init(sink: any RangeSink, range: ByteRange, attempt: AttemptID, background: Bool, rate: Int64, lane: Lane, engine: any TransferHost) {
         self.sink = sink
         self.engine = engine
         self.range = range
@@ -48,7 +49,7 @@ final class RangeFetch {
         checkpointStart = range.lower == 0 && range.upper == sink.file.size ? min(prefix, range.upper) : range.lower
         writtenBack = checkpointStart
         body = GatheredBody(at: checkpointStart)
-        checkpoints = CheckpointCommitter(queueBehindSync: !background) { [sink, engine] c throws(LabstreamError) in
+        checkpoints = CheckpointCommitter(queueBehindSync: !background, lane: lane) { [sink, engine] c throws(LabstreamError) in
             try sink.sync()
             // The response's validator is pinned with its first committed bytes.
             guard sink.commit(c.piece, digest: c.digest, validator: c.validator, attempt: attempt, engine: engine) else {

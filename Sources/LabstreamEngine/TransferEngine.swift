@@ -11,12 +11,16 @@ import Synchronization
 /// Fetches the byte ranges readers need, and whole pinned files in the background, into durable
 /// sparse partials. A body is committed only when the assembly policy accepts it: data first
 /// (`fdatasync`), then the range map and the segment's digest in one index transaction.
-/// Blocking API for FUSE worker threads; transfers run on their own threads, never on Swift's
-/// cooperative pool.
+/// Blocking API for FUSE worker threads; range fetches run on the engine's fetch pool
+/// (`FetchPool`, `fetch_threads` threads), never on FUSE's threads or Swift's cooperative pool.
 ///
 /// Lock order: `TransferEngine.opening` → `TransferEngine.files` → `FileTransfer.condition` →
 /// `FileTransfer.writeGate` → the index's connection lock. Never take `files` while holding a
-/// file's condition.
+/// file's condition. A commit's index transaction runs holding the file's commit token
+/// (`TransferMachine.committing`), not its condition; a thread waiting for the token lets the
+/// condition go while it waits, and the holder needs nothing but the index to give it back.
+/// `FetchPool.condition` and `Lane.condition` are leaves (a fetch is queued with the file's
+/// condition held).
 public final class TransferEngine: Sendable {
     public struct Settings: Sendable {
         public var sizes: TransferSizes
@@ -38,6 +42,9 @@ public final class TransferEngine: Sendable {
         public var playbackProbe = true
         /// Bytes per second for all transfers together; 0 is unlimited.
         public var rateLimit: Int64 = 0
+        /// Range fetches on the wire at once, reads and fills together (`fetch_threads`): the
+        /// size of the fetch pool. More wait their turn, a reader's before the fill's.
+        public var fetchThreads = LabstreamConfig.defaultFetchThreads
         /// The quality a pin fetches, per `SERVER` and `SERVER/LIBRARY` (absent: the original).
         public var qualities: [String: Quality] = [:]
 
@@ -91,6 +98,8 @@ public final class TransferEngine: Sendable {
     /// Set by `stop`: bodies on the wire end at their next chunk, keeping what arrived.
     let stopping = Atomic<Bool>(false)
     let fetchesEnded = NSCondition()
+    /// The threads every range fetch runs on (`Settings.fetchThreads`).
+    let fetchPool: FetchPool
 
     /// Open handles per file, and when each file was last used (this session).
     private let usage = Mutex<(open: [FileKey: Int], lastUse: [FileKey: Int64])>(([:], [:]))
@@ -112,6 +121,7 @@ public final class TransferEngine: Sendable {
         self.layout = layout
         self.settings = settings
         self.log = log
+        fetchPool = FetchPool(size: max(settings.fetchThreads, 1))
         self.journal = journal ?? CleanupJournal.open(path: layout.cleanupJournalPath, warn: log)
         index.keepReserve()
         managed.wakeUp.set { [entries] in entries.wake() }
@@ -206,6 +216,7 @@ public final class TransferEngine: Sendable {
         fetchesEnded.lock()
         while activeFetches.withLock({ $0 }) > 0 && fetchesEnded.wait(until: deadline) {}
         fetchesEnded.unlock()
+        fetchPool.close()
     }
 
     /// The current download row for `file`: live state if the file is open, else the index.

@@ -35,6 +35,8 @@ protocol TransferHost: AnyObject, Sendable {
     /// The bytes of `key` were dropped (`labstream cancel`).
     func dropped(_ key: FileKey)
 
+    /// Queues a range fetch on the engine's fetch pool (`fetch_threads`); never blocks.
+    func runFetch(background: Bool, _ job: @escaping FetchPool.Job)
     /// A ranged request goes on the wire; its share of the rate limit (0: none).
     func fetchStarted() -> Int64
     func fetchEnded()
@@ -54,6 +56,8 @@ extension TransferEngine: TransferHost {
     }
 
     func dropped(_ key: FileKey) { tell(.mediaDropped(key)) }
+
+    func runFetch(background: Bool, _ job: @escaping FetchPool.Job) { fetchPool.submit(background: background, job) }
 
     func fetchStarted() -> Int64 {
         let running = activeFetches.withLock {

@@ -39,6 +39,7 @@ import Testing
             fetch_timeout = 10
             max_size = 50G
             connections_per_file = 4
+            fetch_threads = 8
             """
         let c = try LabstreamConfig.parse(text)
         #expect(c.servers.map(\.name) == ["home", "cabin"])
@@ -48,6 +49,7 @@ import Testing
         #expect(c.sizes.readChunk == 512 << 10)
         #expect(c.fetchTimeout == 10)
         #expect(c.maxCacheSize == 50 << 30 && c.connectionsPerFile == 4 && c.maxConcurrentFiles == 3)
+        #expect(c.fetchThreads == 8 && LabstreamConfig().fetchThreads == 16)
         #expect(try LabstreamConfig.parse(c.serialized()) == c)
     }
 
@@ -58,6 +60,7 @@ import Testing
         ("url = x", 1, "outside any section"),
         ("[cache]\nsegment_size = 2G", 2, "between 1M and 512M"),
         ("[cache]\nsegment_size = lots", 2, "not a size"),
+        ("[cache]\nfetch_threads = 0", 2, "from 1 to 64"),
         ("[server \"a\"]\nnonsense", 2, "expected 'key = value'"),
         ("[server \"../etc\"]\n", 1, "may use only letters"),
         ("[weird]", 1, "unknown section")

@@ -14,7 +14,9 @@ import Testing
     func aSubmitWaitsForTheCheckpointsBeforeIt(queueBehindSync: Bool) {
         let syncing = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
         let committed = Mutex<[Int64]>([])
-        let committer = CheckpointCommitter(queueBehindSync: queueBehindSync) { c throws(LabstreamError) in
+        let lane = Lane(name: "checkpoint")
+        defer { lane.close() }
+        let committer = CheckpointCommitter(queueBehindSync: queueBehindSync, lane: lane) { c throws(LabstreamError) in
             syncing.signal()
             release.wait()
             committed.withLock { $0.append(c.piece.lower) }
