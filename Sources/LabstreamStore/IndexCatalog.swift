@@ -446,8 +446,8 @@ extension OfflineIndex {
         do {
             try db.transaction { c in
                 try c.run(
-                    "UPDATE downloads SET status='paused', reason=?, pause_cause=? WHERE server=? AND status IN ('queued','downloading','preparing')",
-                    [.text(StatusReason.serverRemoved), .text(PauseCause.serverRemoved.rawValue), .text(name)])
+                    "UPDATE downloads SET status='paused', reason=?, reason_detail=?, pause_cause=? WHERE server=? AND status IN ('queued','downloading','preparing')",
+                    Self.reasonValues(.serverRemoved) + [.text(PauseCause.serverRemoved.rawValue), .text(name)])
                 for table in [
                     "servers", "libraries", "items", "media_sources", "managed_entries", "monitors", "monitored_episodes", "series_details", "item_extras"
                 ] {

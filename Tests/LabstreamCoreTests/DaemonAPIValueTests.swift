@@ -38,7 +38,7 @@ import Testing
 @Suite struct FileStatusJSONTests {
     let film = FileKey(server: "home", itemId: "i1", sourceId: "s1")
 
-    func row(_ status: DownloadStatus, present: Int64, reason: String?, cause: PauseCause? = nil) -> DownloadRow {
+    func row(_ status: DownloadStatus, present: Int64, reason: StatusReason?, cause: PauseCause? = nil) -> DownloadRow {
         var r = DownloadRow(
             key: film, status: status, attempt: AttemptID(1), validator: nil, total: 100,
             present: present > 0 ? RangeSet([ByteRange(0, present)]) : RangeSet(), partialPath: "p", reason: reason)
@@ -59,7 +59,14 @@ import Testing
             FileStatus(path: "home/Movies/F.mkv", size: 100, row: row(.paused, present: 30, reason: StatusReason.storageFull, cause: .storageFull)),
             FileStatus(path: "a", size: 100, row: row(.unverified, present: 100, reason: StatusReason.awaitingValidation)),
             FileStatus(path: "b", size: 100, row: row(.paused, present: 10, reason: StatusReason.pausedByUser, cause: .user), related: [copyRow]),
-            FileStatus(path: "c", size: 100, row: row(.failed, present: 100, reason: "mpv: unrecognized file format")),
+            FileStatus(path: "c", size: 100, row: row(.failed, present: 100, reason: .said("mpv: unrecognized file format"))),
+            // Reasons with parameters come back as their case, parameters and all.
+            FileStatus(
+                path: "f", size: 100, row: row(.queued, present: 10, reason: .waitingForServer(.serverUnavailable("HTTP 503"), retryIn: 3.2))),
+            FileStatus(path: "g", size: 100, row: row(.paused, present: 10, reason: .signInRefused(server: "home"), cause: .signInRefused)),
+            FileStatus(path: "h", size: 100, row: row(.downloading, present: 10, reason: .retrying("timed out: x", fromByte: 10))),
+            FileStatus(path: "i", size: 100, row: row(.queued, present: 0, reason: .fileChanged("ETag", refetching: true))),
+            FileStatus(path: "j", size: 100, row: row(.preparing, present: 0, reason: .preparingEntry(quality: "10mbps", entry: "e1"))),
             FileStatus(path: "d", size: 100, row: nil, orphaned: true),
             FileStatus(
                 path: "e", state: .complete, present: 100, total: 100, reason: nil, pinned: true,
