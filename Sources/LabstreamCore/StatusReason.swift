@@ -41,6 +41,9 @@ public enum StatusReason: Sendable, Hashable {
     case preparing(job: String)
     /// A copy at a preset the server prepares as a download entry (Silo).
     case preparingEntry(quality: String, entry: String)
+    /// The server ended the copy's download entry (Silo): it `revoked` it, or could not prepare
+    /// it. What is here stays readable.
+    case entryEnded(revoked: Bool)
     /// A file that is not here while its server is away (its reads fail until it is back).
     case serverAway(Reachability)
     /// A pinned file waiting out a transient failure (`queued`): what happened, in the error's
@@ -113,6 +116,10 @@ public enum StatusReason: Sendable, Hashable {
         case .keepsChanging(let why): return "the file keeps changing on the server (\(why)); run `labstream sync`"
         case .preparing(let job): return "the server is preparing the copy (job \(job))"
         case .preparingEntry(let quality, let entry): return "the server is preparing the \(quality) copy (download entry \(entry))"
+        case .entryEnded(let revoked):
+            return revoked
+                ? "the server revoked this download; the bytes already here stay readable, nothing more is fetched (unpin and pin again to ask anew)"
+                : "the server could not prepare this download; the bytes already here stay readable (unpin and pin again to ask anew)"
         case .serverAway(let state): return "server \(state.rawValue)"
         case .waiting(let what, let seconds): return "server unavailable: \(what), next try in \(seconds) s"
         case .signInRefused(let server):
@@ -196,7 +203,7 @@ public enum StatusReason: Sendable, Hashable {
         case .sizeUnknown: return .sizeUnknown
         case .liveStreamStopped, .liveStreamFailed: return .liveStream
         // Sentences that never had a code of their own: they keep the one their state gives.
-        case .preparingEntry, .doesNotPlay, .said: return .plain(state)
+        case .preparingEntry, .entryEnded, .doesNotPlay, .said: return .plain(state)
         case .coded(let code, _): return code
         }
     }
@@ -246,6 +253,7 @@ extension StatusReason {
         case "keeps_changing": self = .keepsChanging(text)
         case "preparing_copy": self = .preparing(job: p["job"] ?? "")
         case "preparing_entry": self = .preparingEntry(quality: p["quality"] ?? "", entry: p["entry"] ?? "")
+        case "entry_ended": self = .entryEnded(revoked: p["revoked"] == "1")
         case "server_away": self = .serverAway(p["state"].flatMap(Reachability.init(rawValue:)) ?? .offline)
         case "waiting_for_server": self = .waiting(what: text, retryIn: p["retry_in"].flatMap { Int($0) } ?? 0)
         case "sign_in_refused": self = .signInRefused(server: p["server"] ?? "")
@@ -281,6 +289,7 @@ extension StatusReason {
         case .keepsChanging(let why): return ("keeps_changing", ["text": why])
         case .preparing(let job): return ("preparing_copy", ["job": job])
         case .preparingEntry(let quality, let entry): return ("preparing_entry", ["quality": quality, "entry": entry])
+        case .entryEnded(let revoked): return ("entry_ended", ["revoked": revoked ? "1" : "0"])
         case .serverAway(let state): return ("server_away", ["state": state.rawValue])
         case .waiting(let what, let seconds): return ("waiting_for_server", ["text": what, "retry_in": String(seconds)])
         case .signInRefused(let server): return ("sign_in_refused", ["server": server])
@@ -302,7 +311,8 @@ extension StatusReason {
     static let plainCases: [StatusReason] = [
         .awaitingValidation, .probeOff, .serverUnavailable, .storageFull, .pausedByUser, .evicted, .monitorLetGo, .heldByCap,
         .orphaned(kept: true), .orphaned(kept: false), .localFileVanished, .damagedBytes, .fetchingSideAssets, .serverRemoved,
-        .daemonNotRunning, .indexUpgraded, .sizeUnknown, .serverAway(.offline), .serverAway(.authFailed)
+        .daemonNotRunning, .indexUpgraded, .sizeUnknown, .serverAway(.offline), .serverAway(.authFailed), .entryEnded(revoked: true),
+        .entryEnded(revoked: false)
     ]
 
     /// How indexes before schema 18 spelled the reasons they kept other than as their sentence.

@@ -308,8 +308,8 @@ final class ManagedEntries: Sendable {
             Self.delete(intent, backend: registry, engine: engine)
         case .stop(let why):
             guard let row, let file = engine.catalogFile(row.key) else { return }
-            try engine.transfer(for: file).stopFetching(reason: .said(why), engine: engine)
-            engine.log("\(file.path.joined(separator: "/")): \(why)")
+            try engine.transfer(for: file).stopFetching(reason: why, engine: engine)
+            engine.log("\(file.path.joined(separator: "/")): \(why.sentence)")
         }
     }
 

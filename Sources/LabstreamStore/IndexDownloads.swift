@@ -114,15 +114,9 @@ extension OfflineIndex {
     public func derivedCopies(of base: FileKey) throws(LabstreamError) -> [DownloadRow] {
         try read("download state") {
             try db.query(
-                "SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id LIKE ? ESCAPE '\\'",
-                [
-                    .text(base.server), .text(base.itemId),
-                    .text(
-                        base.sourceId.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%")
-                            .replacingOccurrences(of: "_", with: "\\_") + "@%")
-                ]
+                "SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND kind='copy'", [.text(base.server), .text(base.itemId)]
             )
-            .compactMap(Self.decodeDownload).filter { DerivedCopy.parse($0.key)?.base == base }
+            .compactMap(Self.decodeDownload).filter { $0.key.base == base }
         }
     }
 

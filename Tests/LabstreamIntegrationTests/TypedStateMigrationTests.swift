@@ -133,6 +133,12 @@ func undoSchema18(_ db: SQLiteDatabase) throws {
         Old(
             item: "odd-pause", id: "m", status: "paused", reason: "paused by a build long gone", code: "other", message: "paused by a build long gone",
             typed: .said("paused by a build long gone")),
+        Old(
+            item: "revoked", id: "m", status: "failed",
+            reason: "the server revoked this download; the bytes already here stay readable, nothing more is fetched (unpin and pin again to ask anew)",
+            code: "failed",
+            message: "the server revoked this download; the bytes already here stay readable, nothing more is fetched (unpin and pin again to ask anew)",
+            typed: .entryEnded(revoked: true)),
         // Words with a code's opening this release cannot take apart: kept, under that code.
         Old(
             item: "older-wording", id: "m", status: "preparing", reason: "the server is preparing the copy (an older wording)", code: "preparing_copy",
@@ -207,7 +213,8 @@ func undoSchema18(_ db: SQLiteDatabase) throws {
             .daemonNotRunning, .indexUpgraded, .fileChanged(), .fileChanged("ETag", refetching: false), .keepsChanging("size"),
             .preparing(job: "7"), .preparingEntry(quality: "10mbps", entry: "e"), .serverAway(.offline), .serverAway(.authFailed),
             .waiting(what: "HTTP 503", retryIn: 4), .signInRefused(server: "home"), .retrying("timed out", fromByte: 9), .sizeUnknown,
-            .liveStreamStopped("x"), .liveStreamFailed("y"), .doesNotPlay("z"), .said("the server's words"), .coded(.fileChanged, "older words")
+            .liveStreamStopped("x"), .liveStreamFailed("y"), .entryEnded(revoked: true), .entryEnded(revoked: false), .doesNotPlay("z"),
+            .said("the server's words"), .coded(.fileChanged, "older words")
         ]
         for reason in reasons {
             let (code, parameters) = reason.persisted
