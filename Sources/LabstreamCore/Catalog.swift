@@ -219,6 +219,23 @@ public struct FileKey: Sendable, Hashable, Codable, CustomStringConvertible {
     }
 
     public var description: String { "\(server)/\(itemId)/\(sourceId)" }
+
+    // On a wire a key is its three ids, as before its kind was a field: the id spells the kind.
+    enum CodingKeys: String, CodingKey { case server, itemId, sourceId }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            server: try c.decode(String.self, forKey: .server), itemId: try c.decode(String.self, forKey: .itemId),
+            sourceId: try c.decode(String.self, forKey: .sourceId))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(server, forKey: .server)
+        try c.encode(itemId, forKey: .itemId)
+        try c.encode(sourceId, forKey: .sourceId)
+    }
 }
 
 /// A file in the mounted tree, as the catalog describes it.

@@ -1,7 +1,7 @@
 /// What a download row holds of its media source: the original, a copy at another quality
 /// (`DerivedCopy`), or a new version arriving beside the copy shown (`NextVersion`). The index
 /// keeps it in a column of its own; code asks this, never the id's spelling.
-public enum FileKind: Sendable, Hashable, Codable {
+public enum FileKind: Sendable, Hashable {
     case original
     case copy(Quality)
     case nextVersion
