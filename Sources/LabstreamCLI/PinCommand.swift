@@ -57,7 +57,7 @@ enum PinCommand {
             let followed = try StatusCommand.follow(paths, after: change, context: context)
             let entries = try followed?.entries ?? paths.flatMap { try StatusCommand.fromMount($0) }
             // `copy` false: the original, already within the quality, kept as itself.
-            var states: [(path: String, state: DisplayState, reason: String?, done: Bool, copy: Bool)] = []
+            var states: [(path: String, state: DisplayState, reason: StatusReason?, done: Bool, copy: Bool)] = []
             for e in entries {
                 guard let mine = e.copies.first(where: { $0.quality == quality.description }) else {
                     // No copy was made: the original is within the cap and was pinned as itself.
@@ -98,11 +98,11 @@ enum PinCommand {
                 }
                 line =
                     "\(quality): " + parts.joined(separator: "; ")
-                    + (why.map { "; waiting: \(($0.path as NSString).lastPathComponent): \(StatusReason.sentence($0.reason) ?? $0.state.rawValue)" } ?? "")
+                    + (why.map { "; waiting: \(($0.path as NSString).lastPathComponent): \($0.reason?.sentence ?? $0.state.rawValue)" } ?? "")
             }
             if line != last { printOut(line); last = line }
             if done + failed.count == states.count {
-                for f in failed { writeToStderr("labstream: the \(quality) copy of \(f.path) failed: \(StatusReason.sentence(f.reason) ?? "no reason given")") }
+                for f in failed { writeToStderr("labstream: the \(quality) copy of \(f.path) failed: \(f.reason?.sentence ?? "no reason given")") }
                 guard failed.isEmpty else { return ExitCode.ioErr }
                 sayFailedSideAssets(entries)
                 return ExitCode.ok
@@ -116,10 +116,10 @@ enum PinCommand {
     }
 
     /// `{"path", "state", "reason", "message"}` of a file holding a wait.
-    static func waitingObject(path: String, state: DisplayState, reason: String?, cause: PauseCause? = nil) -> [String: Any] {
+    static func waitingObject(path: String, state: DisplayState, reason: StatusReason?, cause: PauseCause? = nil) -> [String: Any] {
         var object: [String: Any] = ["path": path, "state": state.rawValue]
         if let code = StatusReason.code(reason, state: state, cause: cause) { object["reason"] = code.rawValue }
-        if let sentence = StatusReason.sentence(reason) { object["message"] = sentence }
+        if let sentence = reason?.sentence { object["message"] = sentence }
         return object
     }
 
@@ -254,7 +254,7 @@ enum PinCommand {
                 sameAs =
                     "\(percent)%  \(ByteCount.text(present)) of \(ByteCount.text(total))  files done: \(done) of \(entries.count)"
                     + (held.first.map { e in
-                        "; waiting: \((e.path as NSString).lastPathComponent): \(StatusReason.sentence(e.reason) ?? e.state.rawValue)"
+                        "; waiting: \((e.path as NSString).lastPathComponent): \(e.reason?.sentence ?? e.state.rawValue)"
                             + (held.count > 1 ? " (and \(held.count - 1) more)" : "")
                     } ?? "")
                 line = sameAs
@@ -277,7 +277,7 @@ enum PinCommand {
                 sayFailedSideAssets(entries)
                 return ExitCode.ok
             case .failed:
-                for f in failed { writeToStderr("labstream: \(f.path) failed: \(StatusReason.sentence(f.reason) ?? "unknown reason")") }
+                for f in failed { writeToStderr("labstream: \(f.path) failed: \(f.reason?.sentence ?? "unknown reason")") }
                 return ExitCode.ioErr
             case .held:
                 for f in entries where PinWait.held(state: f.state.rawValue, cause: f.pauseCause) {

@@ -88,12 +88,12 @@ enum StatusCommand {
         let width = entries.map { sizes($0.present, $0.total).count }.max() ?? 0
         var lines: [String] = []
         for e in entries {
-            let why = StatusReason.sentence(e.reason).map { "  (\($0))" } ?? ""
+            let why = e.reason.map { "  (\($0.sentence))" } ?? ""
             lines.append(
                 "\(e.state.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)) \(percent(e.present, e.total))  "
                     + "\(sizes(e.present, e.total).padding(toLength: width, withPad: " ", startingAt: 0))  \(e.path)\(why)")
             for part in e.copies + (e.newVersion.map { [$0] } ?? []) {
-                let why = StatusReason.sentence(part.reason).map { "  (\($0))" } ?? ""
+                let why = part.reason.map { "  (\($0.sentence))" } ?? ""
                 lines.append(
                     "            \(part.label): \(part.state.rawValue) \(percent(part.present, part.total).trimmingCharacters(in: .whitespaces)), "
                         + "\(sizes(part.present, part.total))\(why)")
@@ -156,7 +156,7 @@ enum StatusCommand {
             line += " \(RateText.text(meters.rate(e.path))) \(RateText.eta(meters.eta(e)))"
         }
         line += "  \(e.path)"
-        if let why = StatusReason.sentence(e.reason) { line += "  (\(why))" }
+        if let why = e.reason?.sentence { line += "  (\(why))" }
         for part in e.copies + (e.newVersion.map { [$0] } ?? []) { line += "  [\(part.label): \(part.state.rawValue)]" }
         return line
     }
@@ -246,9 +246,11 @@ enum StatusCommand {
             guard halves.count == 2 else { return nil }
             return FileStatus.Part(quality: halves[0], state: DisplayState(rawValue: halves[1]) ?? .partial, present: 0, total: 0, reason: nil)
         }
+        let shown = DisplayState(rawValue: state) ?? .notLocal
         return FileStatus(
-            path: path, state: DisplayState(rawValue: state) ?? .notLocal, present: bytes.first ?? 0, total: bytes.count > 1 ? bytes[1] : 0,
-            reason: xattr(path, "reason"), pauseCause: xattr(path, "pause_cause").flatMap(PauseCause.init(rawValue:)),
+            path: path, state: shown, present: bytes.first ?? 0, total: bytes.count > 1 ? bytes[1] : 0,
+            reason: xattr(path, "reason").map { StatusReason(sentence: $0, state: shown) },
+            pauseCause: xattr(path, "pause_cause").flatMap(PauseCause.init(rawValue:)),
             pinned: xattr(path, "pinned") == "1", copies: copies,
             sideAssets: SideAssetStatus.parse(attribute: xattr(path, "side_assets") ?? ""))
     }

@@ -175,15 +175,67 @@ extension LibraryCatalog {
 public struct FileKey: Sendable, Hashable, Codable, CustomStringConvertible {
     public var server: String
     public var itemId: String
-    public var sourceId: String
+    /// The row's id: the server's source id, spelled with its kind's marker after it for a copy
+    /// or a next version (what older indexes keyed rows by, and partial files are named after).
+    public private(set) var sourceId: String
+    /// What the row holds of its source.
+    public private(set) var kind: FileKind
 
+    /// The key of the row whose id is `sourceId` (a catalog source's id; a row id of an older
+    /// index, a sidecar or a managed entry, whose kind its spelling says).
     public init(server: String, itemId: String, sourceId: String) {
         self.server = server
         self.itemId = itemId
         self.sourceId = sourceId
+        self.kind = FileKind.spelled(in: sourceId).kind
+    }
+
+    /// The key of the `kind` row of `source` (the server's own id).
+    public init(server: String, itemId: String, source: String, kind: FileKind) {
+        self.server = server
+        self.itemId = itemId
+        self.sourceId = source + kind.marker
+        self.kind = kind
+    }
+
+    /// A key read from the index, whose kind is a column of the row.
+    public init(server: String, itemId: String, sourceId: String, kind: FileKind) {
+        self.server = server
+        self.itemId = itemId
+        self.sourceId = sourceId
+        self.kind = kind
+    }
+
+    /// The server's id of the source these bytes come from.
+    public var remoteSourceId: String { kind == .nextVersion ? String(sourceId.dropLast(FileKind.nextMarker.count)) : sourceId }
+
+    /// The original's key: the file a copy or a next version belongs to (itself for an original).
+    public var base: FileKey {
+        switch kind {
+        case .original: return self
+        case .copy, .nextVersion:
+            return FileKey(server: server, itemId: itemId, source: String(sourceId.dropLast(kind.marker.count)), kind: .original)
+        }
     }
 
     public var description: String { "\(server)/\(itemId)/\(sourceId)" }
+
+    // On a wire a key is its three ids, as before its kind was a field: the id spells the kind.
+    enum CodingKeys: String, CodingKey { case server, itemId, sourceId }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            server: try c.decode(String.self, forKey: .server), itemId: try c.decode(String.self, forKey: .itemId),
+            sourceId: try c.decode(String.self, forKey: .sourceId))
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(server, forKey: .server)
+        try c.encode(itemId, forKey: .itemId)
+        try c.encode(sourceId, forKey: .sourceId)
+    }
 }
 
 /// A file in the mounted tree, as the catalog describes it.
@@ -252,7 +304,7 @@ public struct DownloadRow: Sendable, Hashable {
     public var present: RangeSet
     /// The partial file, relative to the data directory.
     public var partialPath: String
-    public var reason: String?
+    public var reason: StatusReason?
     /// All bytes are present and the completion check (size, hash, playback probe) has not run.
     public var awaitingValidation: Bool
     /// Pinned files are downloaded completely in the background and never evicted.
@@ -271,7 +323,7 @@ public struct DownloadRow: Sendable, Hashable {
 
     public init(
         key: FileKey, status: DownloadStatus, attempt: AttemptID, validator: Validator?, total: Int64,
-        present: RangeSet, partialPath: String, reason: String? = nil, awaitingValidation: Bool = false,
+        present: RangeSet, partialPath: String, reason: StatusReason? = nil, awaitingValidation: Bool = false,
         pinned: Bool = false, sourceTag: String? = nil, job: ServerJob? = nil, checked: String? = nil,
         pauseCause: PauseCause? = nil
     ) {
@@ -296,7 +348,7 @@ extension DownloadRow {
     /// The row of this file's next attempt: no bytes, no validator, nothing checked, `queued`
     /// when pinned else `partial` (`.restarted`); the file, its pin, its partial, its tag and
     /// its job carry over. Bytes of the old attempt can no longer be committed under it.
-    public func nextAttempt(reason: String?) -> DownloadRow {
+    public func nextAttempt(reason: StatusReason?) -> DownloadRow {
         var next = self
         next.attempt = attempt.next
         next.apply(.restarted(pinned: pinned))

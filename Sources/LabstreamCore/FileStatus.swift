@@ -9,11 +9,11 @@ public struct FileStatus: Sendable, Hashable {
         public var state: DisplayState
         public var present: Int64
         public var total: Int64
-        public var reason: String?
+        public var reason: StatusReason?
         /// A copy kept at a quality is pinned: it is complete only with what belongs beside it.
         public var pinned: Bool
 
-        public init(quality: String?, state: DisplayState, present: Int64, total: Int64, reason: String?, pinned: Bool = false) {
+        public init(quality: String?, state: DisplayState, present: Int64, total: Int64, reason: StatusReason?, pinned: Bool = false) {
             self.quality = quality
             self.state = state
             self.present = present
@@ -30,7 +30,7 @@ public struct FileStatus: Sendable, Hashable {
     public var state: DisplayState
     public var present: Int64
     public var total: Int64
-    public var reason: String?
+    public var reason: StatusReason?
     /// Why it is paused, when it is.
     public var pauseCause: PauseCause?
     public var pinned: Bool
@@ -40,7 +40,7 @@ public struct FileStatus: Sendable, Hashable {
     public var sideAssets: [SideAssetStatus] = []
 
     public init(
-        path: String, state: DisplayState, present: Int64, total: Int64, reason: String?, pauseCause: PauseCause? = nil,
+        path: String, state: DisplayState, present: Int64, total: Int64, reason: StatusReason?, pauseCause: PauseCause? = nil,
         pinned: Bool = false, copies: [Part] = [], newVersion: Part? = nil, sideAssets: [SideAssetStatus] = []
     ) {
         self.path = path
@@ -89,7 +89,7 @@ public struct FileStatus: Sendable, Hashable {
     /// next try) moves no more, so it shows as queued for the next mount, saying why. The rest
     /// (paused, failed, partial, complete) is what it is either way.
     public func withoutDaemon() -> FileStatus {
-        func stands(_ state: DisplayState, _ reason: String?) -> (DisplayState, String?) {
+        func stands(_ state: DisplayState, _ reason: StatusReason?) -> (DisplayState, StatusReason?) {
             [.downloading, .preparing, .queued].contains(state) ? (.queued, StatusReason.daemonNotRunning) : (state, reason)
         }
         var out = self

@@ -33,22 +33,24 @@ extension FileStatus: Codable {
     }
 
     static func encodeFields(
-        _ c: inout KeyedEncodingContainer<Keys>, _ state: DisplayState, _ present: Int64, _ total: Int64, _ reason: String?, _ cause: PauseCause?
+        _ c: inout KeyedEncodingContainer<Keys>, _ state: DisplayState, _ present: Int64, _ total: Int64, _ reason: StatusReason?, _ cause: PauseCause?
     ) throws {
         try c.encode(state, forKey: .state)
         try c.encode(present, forKey: .present)
         try c.encode(total, forKey: .total)
         try c.encodeIfPresent(StatusReason.code(reason, state: state, cause: cause), forKey: .reason)
-        try c.encodeIfPresent(StatusReason.sentence(reason), forKey: .message)
+        try c.encodeIfPresent(reason?.sentence, forKey: .message)
     }
 
-    static func decodeFields(_ c: KeyedDecodingContainer<Keys>) throws -> (DisplayState, Int64, Int64, String?) {
+    /// The reason comes back as the case its code and sentence are of, parameters and all; one
+    /// it cannot take apart keeps its code and words (`StatusReason.coded`).
+    static func decodeFields(_ c: KeyedDecodingContainer<Keys>) throws -> (DisplayState, Int64, Int64, StatusReason?) {
         let state = try c.decode(DisplayState.self, forKey: .state)
         let code = try c.decodeIfPresent(StatusReason.Code.self, forKey: .reason)
         let message = try c.decodeIfPresent(String.self, forKey: .message)
         return (
             state, try c.decode(Int64.self, forKey: .present), try c.decode(Int64.self, forKey: .total),
-            StatusReason.stored(code: code, sentence: message)
+            message.map { StatusReason(sentence: $0, code: code, state: state) }
         )
     }
 }

@@ -100,7 +100,7 @@ public enum ManagedEntryPolicy {
         /// The file is no longer pinned: delete the entry (through the cleanup journal).
         case remove
         /// The server ended the entry: stop fetching, keep what is here, say why.
-        case stop(String)
+        case stop(StatusReason)
     }
 
     /// `besideStored`: what belongs beside the copy (its manifest's artwork and subtitles) is
@@ -157,11 +157,7 @@ public enum ManagedEntryPolicy {
         return "Silo keeps one download of each film or episode per device, and this one's is \(which) (pinned): unpin it first"
     }
 
-    public static func whyEnded(_ status: String) -> String {
-        status == "revoked"
-            ? "the server revoked this download; the bytes already here stay readable, nothing more is fetched (unpin and pin again to ask anew)"
-            : "the server could not prepare this download; the bytes already here stay readable (unpin and pin again to ask anew)"
-    }
+    public static func whyEnded(_ status: String) -> StatusReason { .entryEnded(revoked: status == "revoked") }
 }
 
 /// The server's integrity data for a copy (Silo's manifest `integrity`).

@@ -1,5 +1,5 @@
-/// Why a file is `paused`, kept beside its sentence (`DownloadRow.pauseCause`): whether the
-/// daemon lifts the pause by itself is decided from this, never from the sentence's words.
+/// Why a file is `paused`, kept beside its reason (`DownloadRow.pauseCause`): whether the
+/// daemon lifts the pause by itself is decided from this.
 public enum PauseCause: Sendable, Hashable, CaseIterable, RawRepresentable {
     /// `labstream pause`.
     case user
@@ -35,21 +35,13 @@ public enum PauseCause: Sendable, Hashable, CaseIterable, RawRepresentable {
     /// again; every other pause waits for the user (`labstream resume`).
     public var liftsByItself: Bool { self == .serverUnavailable || self == .signInRefused }
 
-    /// The sentence `status` shows for a file of `server` paused for this cause.
-    public func reason(server: String) -> String {
-        switch self {
-        case .user: return StatusReason.pausedByUser
-        case .storageFull: return StatusReason.storageFull
-        case .serverUnavailable: return StatusReason.serverUnavailable
-        case .signInRefused: return StatusReason.signInRefused(server: server)
-        case .serverRemoved: return StatusReason.serverRemoved
-        }
-    }
+    /// Why `status` says a file of `server` paused for this cause is paused.
+    public func reason(server: String) -> StatusReason { .paused(self, server: server) }
 
     /// The cause of a pause recorded before causes were (schema 14 and older), read from its
     /// sentence; nil when the sentence names none (such a pause waits for the user).
     public static func recorded(before reason: String?) -> PauseCause? {
-        let code = StatusReason.code(reason, state: .paused)
+        guard let reason, !reason.isEmpty, let code = StatusReason.olderCode(reason) else { return nil }
         return allCases.first { $0.code == code }
     }
 }

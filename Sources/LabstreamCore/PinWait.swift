@@ -13,7 +13,7 @@ public enum PinWait {
     }
 
     /// Done once every byte is present and the completion check has run (or is off).
-    public static func finished(state: String, reason: String?) -> Bool {
+    public static func finished(state: String, reason: StatusReason?) -> Bool {
         state == DisplayState.complete.rawValue
             || (state == DisplayState.unverified.rawValue && reason != StatusReason.awaitingValidation)
     }
@@ -24,7 +24,7 @@ public enum PinWait {
         state == DisplayState.paused.rawValue && !(cause?.liftsByItself ?? false)
     }
 
-    public static func verdict(_ files: [(state: String, reason: String?, cause: PauseCause?)]) -> Verdict {
+    public static func verdict(_ files: [(state: String, reason: StatusReason?, cause: PauseCause?)]) -> Verdict {
         let failed = files.filter { $0.state == DisplayState.failed.rawValue }.count
         let done = files.filter { Self.finished(state: $0.state, reason: $0.reason) }.count
         let parked = files.filter { Self.held(state: $0.state, cause: $0.cause) }.count
@@ -34,13 +34,13 @@ public enum PinWait {
     }
 
     /// What to tell the user about a held file, and what to run next.
-    public static func heldMessage(path: String, reason: String?, cause: PauseCause?) -> String {
+    public static func heldMessage(path: String, reason: StatusReason?, cause: PauseCause?) -> String {
         switch cause {
         case .storageFull?:
             return
                 "\(path) is paused: the cache's disk cannot hold the rest of it. Free space on it (or unpin other files, or lower min_free), then run `labstream resume \(path)`."
         default:
-            return "\(path) is paused (\(reason ?? "no reason given")); `labstream resume \(path)` continues it."
+            return "\(path) is paused (\(reason?.sentence ?? "no reason given")); `labstream resume \(path)` continues it."
         }
     }
 }

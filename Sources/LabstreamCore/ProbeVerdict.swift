@@ -30,6 +30,8 @@ public enum ProbeOutcome: Sendable, Hashable {
     case complete
     /// Kept, but playability could not be proven.
     case unverified(String)
+    /// Kept with no check made: the playback probe is off.
+    case probeOff
     /// Kept aside for inspection; the row is retryable.
     case failed(String)
 }

@@ -40,9 +40,9 @@ extension FileStatus {
     /// and failed (its reason is reported, and it is tried again later: a broken poster must
     /// not hold a pin forever). Until then a file whose media is whole shows as downloading.
     public static func shown(
-        state: DisplayState, reason: String?, pinned: Bool,
+        state: DisplayState, reason: StatusReason?, pinned: Bool,
         sideAssets: [SideAssetStatus]
-    ) -> (state: DisplayState, reason: String?) {
+    ) -> (state: DisplayState, reason: StatusReason?) {
         guard pinned, state == .complete || (state == .unverified && reason != StatusReason.awaitingValidation),
             sideAssets.contains(where: { $0.state == .missing })
         else { return (state, reason) }

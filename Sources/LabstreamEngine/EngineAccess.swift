@@ -52,13 +52,13 @@ protocol TransferDriving: AnyObject, Sendable {
     /// Tops up `file`'s segment train; throws when its transfer cannot be opened.
     func fillTransfer(of file: TreeFile) throws(LabstreamError) -> FileTransfer.FillState
     /// Fails `file` for good with `reason` (a retry asks again).
-    func stopFetching(_ file: TreeFile, reason: String) throws(LabstreamError)
+    func stopFetching(_ file: TreeFile, reason: StatusReason) throws(LabstreamError)
 }
 
 extension TransferEngine: ServerAccess, RowAccess, CatalogAccess, CleanupAccess, TransferDriving {
     func fillTransfer(of file: TreeFile) throws(LabstreamError) -> FileTransfer.FillState { try transfer(for: file).fill(engine: self) }
 
-    func stopFetching(_ file: TreeFile, reason: String) throws(LabstreamError) {
+    func stopFetching(_ file: TreeFile, reason: StatusReason) throws(LabstreamError) {
         try transfer(for: file).stopFetching(reason: reason, engine: self)
     }
 }

@@ -117,7 +117,7 @@ final class FileTransfer: @unchecked Sendable {
         if !openEnded { _ = try? index.saveDownload(row, now: engine.now()) }
     }
 
-    func apply(_ action: QueueAction, engine: any TransferHost, reason: String? = nil) throws(LabstreamError) {
+    func apply(_ action: QueueAction, engine: any TransferHost, reason: StatusReason? = nil) throws(LabstreamError) {
         condition.lock()
         defer {
             condition.broadcast()
@@ -182,8 +182,9 @@ final class FileTransfer: @unchecked Sendable {
         let playable: Bool?
         switch outcome {
         case .complete: playable = true; row.reason = nil
-        case .unverified(let why): playable = nil; row.reason = why
-        case .failed(let why): playable = false; row.reason = why
+        case .unverified(let why): playable = nil; row.reason = .said(why)
+        case .probeOff: playable = nil; row.reason = .probeOff
+        case .failed(let why): playable = false; row.reason = .said(why)
         }
         row.apply(.validated(playable: playable))
         row.awaitingValidation = false
@@ -390,7 +391,7 @@ final class FileTransfer: @unchecked Sendable {
 
     /// The server ended this copy (a revoked entry): nothing more is fetched for it, what is
     /// here stays readable, and `reason` says why.
-    func stopFetching(reason: String, engine: any TransferHost) throws(LabstreamError) {
+    func stopFetching(reason: StatusReason, engine: any TransferHost) throws(LabstreamError) {
         condition.lock()
         defer {
             condition.broadcast()
@@ -415,7 +416,7 @@ final class FileTransfer: @unchecked Sendable {
 
     /// Moves the row by `event` (when the table allows it from here) with `reason`, and
     /// records it. Call with `condition` held.
-    func setStatus(_ event: DownloadStatus.Event, reason: String?, engine: any TransferHost) {
+    func setStatus(_ event: DownloadStatus.Event, reason: StatusReason?, engine: any TransferHost) {
         awaitRow()
         guard let status = row.status.after(event), row.status != status || row.reason != reason else { return }
         row.apply(event)
@@ -638,7 +639,7 @@ final class FileTransfer: @unchecked Sendable {
     /// `condition` held.
     func restart(why: String, engine: any TransferHost, counted: Bool = true) {
         if counted { machine.failedAgain() }
-        var next = row.nextAttempt(reason: counted ? StatusReason.fileChanged(why, refetching: false) : why)
+        var next = row.nextAttempt(reason: counted ? StatusReason.fileChanged(why, refetching: false) : .said(why))
         // Only a new version starts without a validator: after a server that ignores Range the
         // whole-file stream must still be the version the bytes so far were (If-Range).
         if !counted { next.validator = row.validator }
@@ -670,7 +671,7 @@ final class FileTransfer: @unchecked Sendable {
             engine.log("\(file.path.last ?? ""): retrying in \(String(format: "%.1f", delay)) s (failure \(consecutiveFailures))")
             if row.pinned { setStatus(.willRetry, reason: StatusReason.waitingForServer(failure.error, retryIn: delay), engine: engine) }
         case .giveUp:
-            setStatus(.failedPermanently, reason: failure.error.userMessage, engine: engine)
+            setStatus(.failedPermanently, reason: .said(failure.error.userMessage), engine: engine)
         }
     }
 }

@@ -129,10 +129,13 @@ final class LiveForward: Sendable {
             case .complete: row.apply(.validated(playable: true))
             case .unverified(let why):
                 row.apply(.validated(playable: nil))
-                row.reason = why
+                row.reason = .said(why)
+            case .probeOff:
+                row.apply(.validated(playable: nil))
+                row.reason = .probeOff
             case .failed(let why):
                 row.apply(.validated(playable: false))
-                row.reason = "the copy does not play: \(why)"
+                row.reason = .doesNotPlay(why)
                 try? engine.setAside(path)
             }
             engine.log(
@@ -154,14 +157,14 @@ final class LiveForward: Sendable {
             switch failure.step(retry: { retries.failed(row.key, failure.kind, policy: engine.retry) != .giveUp }) {
             case .retry:
                 row.apply(.willRetry)
-                row.reason = "the live stream stopped (\(error.userMessage)); it starts again from the beginning"
+                row.reason = .liveStreamStopped(error.userMessage)
             case .park(let cause):
                 row.park(cause)
             case .fail:
                 row.apply(.failedPermanently)
-                row.reason = "the live stream failed: \(error.userMessage)"
+                row.reason = .liveStreamFailed(error.userMessage)
             }
-            engine.log("live copy of \(base.path.joined(separator: "/")): \(row.reason!)")
+            engine.log("live copy of \(base.path.joined(separator: "/")): \(row.reason!.sentence)")
             _ = try? engine.index.saveDownload(row, now: engine.now())
         }
     }

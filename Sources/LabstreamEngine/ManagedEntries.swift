@@ -270,7 +270,7 @@ final class ManagedEntries: Sendable {
                 guard case .refused(let why) = error else { throw error }
                 // Refused for good (not offered, not allowed): the copy fails saying so; a retry asks again.
                 try engine.index.removeManagedEntry(server: server, item: item)
-                if let shown = engine.treeFile(for: row) { try engine.stopFetching(shown, reason: why) }
+                if let shown = engine.treeFile(for: row) { try engine.stopFetching(shown, reason: .said(why)) }
                 engine.log("\(file.path.joined(separator: "/")): \(why)")
                 return
             }
@@ -309,7 +309,7 @@ final class ManagedEntries: Sendable {
         case .stop(let why):
             guard let row, let file = engine.catalogFile(row.key) else { return }
             try engine.stopFetching(file, reason: why)
-            engine.log("\(file.path.joined(separator: "/")): \(why)")
+            engine.log("\(file.path.joined(separator: "/")): \(why.sentence)")
         }
     }
 
@@ -324,7 +324,7 @@ final class ManagedEntries: Sendable {
         else { return .idle }
         let quality = entry.quality
         if entry.status == "preparing" {
-            let why = "the server is preparing the \(quality) copy (download entry \(id))"
+            let why = StatusReason.preparingEntry(quality: "\(quality)", entry: id)
             if row.status != .preparing || row.reason != why {
                 row.apply(.preparationStarted(queued: false))
                 row.reason = why

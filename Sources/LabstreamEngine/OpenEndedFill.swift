@@ -46,7 +46,7 @@ final class OpenEndedFill: Sendable {
         let name = file.path.joined(separator: "/")
         var row = start
         row.apply(.transferStarted)
-        row.reason = "size unknown: fetching to the end"
+        row.reason = .sizeUnknown
         row.present = RangeSet(row.present.ranges.filter { $0.upper <= from })  // only the prefix is resumed
         do { guard try engine.index.saveDownload(row, now: engine.now()) else { return } } catch {
             engine.log("\(name): \(error.userMessage)")
@@ -176,14 +176,14 @@ final class OpenEndedFill: Sendable {
         switch failure.step(retry: { retries.failed(row.key, failure.kind, policy: engine.settings.retry) != .giveUp }) {
         case .retry:
             row.apply(.willRetry)
-            row.reason = "\(failure.error.userMessage); resuming from byte \(row.present.contiguousLength(from: 0))"
+            row.reason = .retrying(failure.error.userMessage, fromByte: row.present.contiguousLength(from: 0))
         case .park(let cause):
             row.park(cause)
         case .fail:
             row.apply(.failedPermanently)
-            row.reason = failure.error.userMessage
+            row.reason = .said(failure.error.userMessage)
         }
-        engine.log("\(name): \(row.reason ?? "")")
+        engine.log("\(name): \(row.reason?.sentence ?? "")")
         _ = try? engine.index.saveDownload(row, now: engine.now())
         engine.noteChange()
     }

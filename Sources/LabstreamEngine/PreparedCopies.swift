@@ -61,8 +61,8 @@ final class PreparedCopies: Sendable {
                 if let due = nextPoll.withLock({ $0[row.key] }), due > Date() { return .waitUntil(due) }
                 switch try backend.preparation(job: job) {
                 case .running(let what):
-                    if row.reason != what {
-                        row.reason = what
+                    if row.reason != .said(what) {
+                        row.reason = .said(what)
                         _ = try engine.index.saveDownload(row, now: engine.now())
                         engine.noteChange()
                     }
@@ -78,7 +78,7 @@ final class PreparedCopies: Sendable {
                 case .failed(let why):
                     // The job is over: pinning again starts a new one.
                     row.apply(.failedPermanently)
-                    row.reason = why
+                    row.reason = .said(why)
                     row.job = nil
                     _ = try engine.index.saveDownload(row, now: engine.now())
                     engine.log("\(base.path.joined(separator: "/")): \(why)")
@@ -96,7 +96,7 @@ final class PreparedCopies: Sendable {
                 // tries anew.
                 failures.withLock { _ = $0.removeValue(forKey: row.key) }
                 row.apply(.failedPermanently)
-                row.reason = error.userMessage
+                row.reason = .said(error.userMessage)
                 if row.job == .creating { row.job = nil }
                 _ = try? engine.index.saveDownload(row, now: engine.now())
                 engine.log("\(base.path.joined(separator: "/")): \(error.userMessage)")

@@ -327,7 +327,7 @@ protocol MonitorHost: ServerAccess {
     func isOpen(_ key: FileKey) -> Bool
     func now() -> Int64
     func setPinned(_ pinned: Bool, files targets: [TreeFile], quality: Quality?, by origin: PinOrigin) throws(LabstreamError)
-    func control(_ action: QueueAction, files targets: [TreeFile], reason: String?) throws(LabstreamError)
+    func control(_ action: QueueAction, files targets: [TreeFile], reason: StatusReason?) throws(LabstreamError)
     /// The server's download registry changed under a monitor: read it back, then fill.
     func relistEntries(of server: String)
 }

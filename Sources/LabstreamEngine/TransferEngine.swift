@@ -478,7 +478,7 @@ public final class TransferEngine: Sendable {
 
     /// Pause, resume, retry or cancel downloads. Cancel forgets every local byte of the files
     /// (`reason`, when given, says why in their status).
-    public func control(_ action: QueueAction, files targets: [TreeFile], reason: String? = nil) throws(LabstreamError) {
+    public func control(_ action: QueueAction, files targets: [TreeFile], reason: StatusReason? = nil) throws(LabstreamError) {
         if action == .retry || action == .resume {
             // The user says try again: ask a server that failed whether it answers now, before
             // the files are dispatched (a blocking check; this is a FUSE or control thread).

@@ -57,7 +57,7 @@ enum Validation {
                         serverDuration: duration, serverFormat: file.path.last.map { ($0 as NSString).pathExtension })
                     engine.log("probe of \(file.path.joined(separator: "/")): \(outcome!) in \(Int(Date().timeIntervalSince(started) * 1000)) ms")
                 } else {
-                    outcome = .unverified(StatusReason.probeOff)
+                    outcome = .probeOff
                 }
             }
             applyVerdict(outcome!, row.attempt)

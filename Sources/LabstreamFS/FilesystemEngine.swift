@@ -383,7 +383,7 @@ public final class FilesystemEngine: Sendable {
         }
         var present: Int64 = 0, total: Int64 = 0
         var states: [DisplayState] = []
-        var reason: String?
+        var reason: StatusReason?
         var cause: PauseCause?
         var pinned = !files.isEmpty
         for f in files {
@@ -411,7 +411,7 @@ public final class FilesystemEngine: Sendable {
             out.append((Self.xattrPrefix + "server", f.key.server))
             out.append((Self.xattrPrefix + "item_id", f.key.itemId))
             if f.orphaned { reason = StatusReason.orphaned(kept: present > 0) }
-            if let reason { out.append((Self.xattrPrefix + "reason", reason)) }
+            if let reason { out.append((Self.xattrPrefix + "reason", reason.sentence)) }
             if let cause { out.append((Self.xattrPrefix + "pause_cause", cause.rawValue)) }
             if let marks = chapters.withLock({ $0[f.key] }) { out.append((Self.xattrPrefix + "chapters", marks)) }
             // Copies at other qualities: `10mbps=downloading;2mbps=complete`.

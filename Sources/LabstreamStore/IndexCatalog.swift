@@ -333,14 +333,14 @@ extension OfflineIndex {
             // Finished copies at another quality appear beside their original.
             let finished = try db.query(
                 """
-                SELECT server, item_id, source_id, total, source_tag, partial FROM downloads WHERE source_id LIKE '%@%' AND status IN ('complete', 'unverified')
+                SELECT server, item_id, source_id, total, source_tag, partial, kind, quality FROM downloads WHERE kind = 'copy' AND status IN ('complete', 'unverified')
                 \(server == nil ? "" : "AND server=?")
                 """, server.map { [.text($0)] } ?? [])
             guard !finished.isEmpty else { return sources }
             let byKey = Dictionary(sources.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
             let copies = finished.compactMap { r -> TreeFile? in
-                guard let s = r[0].text, let i = r[1].text, let id = r[2].text,
-                    let (base, quality) = DerivedCopy.parse(FileKey(server: s, itemId: i, sourceId: id)), let original = byKey[base]
+                guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let kind = r[6].text.flatMap({ FileKind(persisted: $0, quality: r[7].text) }),
+                    let (base, quality) = DerivedCopy.parse(FileKey(server: s, itemId: i, sourceId: id, kind: kind)), let original = byKey[base]
                 else { return nil }
                 // Named by what arrived, not by what was asked for.
                 let header = r[5].text.map { Self.header(ofPartial: (db.path as NSString).deletingLastPathComponent + "/" + $0) } ?? []
@@ -446,8 +446,8 @@ extension OfflineIndex {
         do {
             try db.transaction { c in
                 try c.run(
-                    "UPDATE downloads SET status='paused', reason=?, pause_cause=? WHERE server=? AND status IN ('queued','downloading','preparing')",
-                    [.text(StatusReason.serverRemoved), .text(PauseCause.serverRemoved.rawValue), .text(name)])
+                    "UPDATE downloads SET status='paused', reason=?, reason_detail=?, pause_cause=? WHERE server=? AND status IN ('queued','downloading','preparing')",
+                    Self.reasonValues(.serverRemoved) + [.text(PauseCause.serverRemoved.rawValue), .text(name)])
                 for table in [
                     "servers", "libraries", "items", "media_sources", "managed_entries", "monitors", "monitored_episodes", "series_details", "item_extras"
                 ] {

@@ -114,15 +114,9 @@ extension OfflineIndex {
     public func derivedCopies(of base: FileKey) throws(LabstreamError) -> [DownloadRow] {
         try read("download state") {
             try db.query(
-                "SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id LIKE ? ESCAPE '\\'",
-                [
-                    .text(base.server), .text(base.itemId),
-                    .text(
-                        base.sourceId.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "%", with: "\\%")
-                            .replacingOccurrences(of: "_", with: "\\_") + "@%")
-                ]
+                "SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND kind='copy'", [.text(base.server), .text(base.itemId)]
             )
-            .compactMap(Self.decodeDownload).filter { DerivedCopy.parse($0.key)?.base == base }
+            .compactMap(Self.decodeDownload).filter { $0.key.base == base }
         }
     }
 
@@ -225,9 +219,8 @@ extension OfflineIndex {
                     "DELETE FROM segments WHERE server=? AND item_id=? AND source_id=? AND lower=?",
                     [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .int(range.lower)])
                 try c.run(
-                    "UPDATE downloads SET ranges=?, awaiting_validation=0, status=?, reason=?, pause_cause=?, updated=? WHERE server=? AND item_id=? AND source_id=? AND attempt=?",
-                    [
-                        .text(row.present.serialized), .text(row.status.rawValue), row.reason.map(SQLValue.text) ?? .null,
+                    "UPDATE downloads SET ranges=?, awaiting_validation=0, status=?, reason=?, reason_detail=?, pause_cause=?, updated=? WHERE server=? AND item_id=? AND source_id=? AND attempt=?",
+                    [.text(row.present.serialized), .text(row.status.rawValue)] + Self.reasonValues(row.reason) + [
                         row.pauseCause.map { .text($0.rawValue) } ?? .null, .int(now),
                         .text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .int(row.attempt.rawValue)
                     ])
@@ -312,6 +305,18 @@ extension OfflineIndex {
     enum DownloadColumn: String, CaseIterable {
         case server, itemId = "item_id", sourceId = "source_id", status, attempt, validator, total, ranges, partial, reason
         case awaitingValidation = "awaiting_validation", pinned, sourceTag = "source_tag", job, checked, pauseCause = "pause_cause"
+        case reasonDetail = "reason_detail", kind, quality
+    }
+
+    /// A reason's two columns: its code (`reason`) and its parameters (`reason_detail`).
+    static func reasonValues(_ reason: StatusReason?) -> [SQLValue] {
+        guard let (code, parameters) = reason?.persisted else { return [.null, .null] }
+        return [.text(code), parameters.map(SQLValue.text) ?? .null]
+    }
+
+    /// A row's kind in its two columns: `kind` (original, copy, next) and a copy's `quality`.
+    static func kindValues(_ kind: FileKind) -> [SQLValue] {
+        [.text(kind.persisted.kind), kind.persisted.quality.map(SQLValue.text) ?? .null]
     }
 
     static let downloadColumns = DownloadColumn.allCases.map(\.rawValue).joined(separator: ", ")
@@ -319,28 +324,31 @@ extension OfflineIndex {
     static func insert(_ row: DownloadRow, into c: Connection, now: Int64) throws {
         try c.run(
             """
-            INSERT OR REPLACE INTO downloads(server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason,
-                awaiting_validation, updated, pinned, source_tag, job, checked, pause_cause) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+            INSERT OR REPLACE INTO downloads(server, item_id, source_id, status, attempt, validator, total, ranges, partial,
+                awaiting_validation, updated, pinned, source_tag, job, checked, pause_cause, reason, reason_detail, kind, quality)
+                VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
             """,
             [
                 .text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .text(row.status.rawValue),
                 .int(row.attempt.rawValue), row.validator.map { .text($0.description) } ?? .null, .int(row.total),
-                .text(row.present.serialized), .text(row.partialPath), row.reason.map(SQLValue.text) ?? .null,
+                .text(row.present.serialized), .text(row.partialPath),
                 .int(row.awaitingValidation ? 1 : 0), .int(now), .int(row.pinned ? 1 : 0), row.sourceTag.map(SQLValue.text) ?? .null,
                 row.job.map { .text($0.persisted) } ?? .null, row.checked.map(SQLValue.text) ?? .null, row.pauseCause.map { .text($0.rawValue) } ?? .null
-            ])
+            ] + reasonValues(row.reason) + kindValues(row.key.kind))
     }
 
     static func decodeDownload(_ values: [SQLValue]) -> DownloadRow? {
         let r = NamedRow<DownloadColumn>(values)
         guard let s = r[.server].text, let i = r[.itemId].text, let id = r[.sourceId].text,
             let status = r[.status].text.flatMap(DownloadStatus.init(rawValue:)), let attempt = r[.attempt].int, let total = r[.total].int,
-            let ranges = r[.ranges].text.flatMap(RangeSet.init(serialized:)), let partial = r[.partial].text, DataLayout.isValidPartialPath(partial)
+            let ranges = r[.ranges].text.flatMap(RangeSet.init(serialized:)), let partial = r[.partial].text, DataLayout.isValidPartialPath(partial),
+            let kind = r[.kind].text.flatMap({ FileKind(persisted: $0, quality: r[.quality].text) })
         else { return nil }
         return DownloadRow(
-            key: FileKey(server: s, itemId: i, sourceId: id), status: status, attempt: AttemptID(attempt),
+            key: FileKey(server: s, itemId: i, sourceId: id, kind: kind), status: status, attempt: AttemptID(attempt),
             validator: r[.validator].text.flatMap(Validator.init(persisted:)), total: total, present: ranges,
-            partialPath: partial, reason: r[.reason].text, awaitingValidation: (r[.awaitingValidation].int ?? 0) != 0,
+            partialPath: partial, reason: r[.reason].text.map { StatusReason(persisted: $0, parameters: r[.reasonDetail].text) },
+            awaitingValidation: (r[.awaitingValidation].int ?? 0) != 0,
             pinned: (r[.pinned].int ?? 0) != 0, sourceTag: r[.sourceTag].text, job: r[.job].text.map(ServerJob.init(persisted:)),
             checked: r[.checked].text, pauseCause: r[.pauseCause].text.flatMap(PauseCause.init(rawValue:)))
     }

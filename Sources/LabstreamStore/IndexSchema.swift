@@ -22,7 +22,7 @@ extension OfflineIndex {
             "downloads",
             [
                 "server", "item_id", "source_id", "status", "attempt", "validator", "total", "ranges", "partial", "reason",
-                "awaiting_validation", "updated", "pinned", "source_tag", "job", "checked", "pause_cause"
+                "awaiting_validation", "updated", "pinned", "source_tag", "job", "checked", "pause_cause", "reason_detail", "kind", "quality"
             ]
         ),
         ("segments", ["server", "item_id", "source_id", "attempt", "lower", "upper", "digest"]),
@@ -45,7 +45,7 @@ extension OfflineIndex {
     /// `migrations[n - 1]` takes an index from schema n to n + 1.
     static let migrations: [@Sendable (Connection) throws -> Void] = [
         migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11,
-        migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15, migrateV15toV16, migrateV16toV17
+        migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15, migrateV15toV16, migrateV16toV17, migrateV17toV18
     ]
 
     static func createV1(_ c: Connection) throws {
@@ -294,5 +294,33 @@ extension OfflineIndex {
             ALTER TABLE monitors ADD COLUMN skipped TEXT;
             UPDATE meta SET value = '17' WHERE key = 'schema_version';
             """)
+    }
+
+    /// v18: typed reasons and row kinds. A reason is a code (`reason`) and its parameters
+    /// (`reason_detail`, `StatusReason.persisted`) instead of a sentence, so rewording a message
+    /// changes nothing stored; a row's kind (original, a copy at `quality`, a next version) is a
+    /// column instead of a marker read out of its id (the id keeps its spelling: partial files
+    /// on disk are named after it). Each old sentence is read once, through the openings the
+    /// codes were derived from: a sentence this release can take apart becomes its case,
+    /// parameters and all; any other keeps its words under the code it was shown with.
+    static func migrateV17toV18(_ c: Connection) throws {
+        try c.exec(
+            """
+            ALTER TABLE downloads ADD COLUMN reason_detail TEXT;
+            ALTER TABLE downloads ADD COLUMN kind TEXT NOT NULL DEFAULT 'original';
+            ALTER TABLE downloads ADD COLUMN quality TEXT;
+            """)
+        for r in try c.query("SELECT rowid, source_id, status, reason FROM downloads") {
+            guard let rowid = r[0].int, let id = r[1].text else { continue }
+            // A row whose status is unreadable is quarantined at open with its words as they were.
+            let state = r[2].text.flatMap(DownloadStatus.init(rawValue:)).map(DisplayState.init(status:))
+            let text = r[3].text ?? ""
+            let reason = state.flatMap { text.isEmpty ? nil : StatusReason(sentence: text, state: $0) }
+            let kind = FileKey(server: "", itemId: "", sourceId: id).kind
+            try c.run(
+                "UPDATE downloads SET reason=?, reason_detail=?, kind=?, quality=? WHERE rowid=?",
+                (state == nil ? [r[3], .null] : reasonValues(reason)) + kindValues(kind) + [.int(rowid)])
+        }
+        try c.exec("UPDATE meta SET value = '18' WHERE key = 'schema_version';")
     }
 }

@@ -38,7 +38,7 @@ import Testing
 @Suite struct FileStatusJSONTests {
     let film = FileKey(server: "home", itemId: "i1", sourceId: "s1")
 
-    func row(_ status: DownloadStatus, present: Int64, reason: String?, cause: PauseCause? = nil) -> DownloadRow {
+    func row(_ status: DownloadStatus, present: Int64, reason: StatusReason?, cause: PauseCause? = nil) -> DownloadRow {
         var r = DownloadRow(
             key: film, status: status, attempt: AttemptID(1), validator: nil, total: 100,
             present: present > 0 ? RangeSet([ByteRange(0, present)]) : RangeSet(), partialPath: "p", reason: reason)
@@ -59,7 +59,14 @@ import Testing
             FileStatus(path: "home/Movies/F.mkv", size: 100, row: row(.paused, present: 30, reason: StatusReason.storageFull, cause: .storageFull)),
             FileStatus(path: "a", size: 100, row: row(.unverified, present: 100, reason: StatusReason.awaitingValidation)),
             FileStatus(path: "b", size: 100, row: row(.paused, present: 10, reason: StatusReason.pausedByUser, cause: .user), related: [copyRow]),
-            FileStatus(path: "c", size: 100, row: row(.failed, present: 100, reason: "mpv: unrecognized file format")),
+            FileStatus(path: "c", size: 100, row: row(.failed, present: 100, reason: .said("mpv: unrecognized file format"))),
+            // Reasons with parameters come back as their case, parameters and all.
+            FileStatus(
+                path: "f", size: 100, row: row(.queued, present: 10, reason: .waitingForServer(.serverUnavailable("HTTP 503"), retryIn: 3.2))),
+            FileStatus(path: "g", size: 100, row: row(.paused, present: 10, reason: .signInRefused(server: "home"), cause: .signInRefused)),
+            FileStatus(path: "h", size: 100, row: row(.downloading, present: 10, reason: .retrying("timed out: x", fromByte: 10))),
+            FileStatus(path: "i", size: 100, row: row(.queued, present: 0, reason: .fileChanged("ETag", refetching: true))),
+            FileStatus(path: "j", size: 100, row: row(.preparing, present: 0, reason: .preparingEntry(quality: "10mbps", entry: "e1"))),
             FileStatus(path: "d", size: 100, row: nil, orphaned: true),
             FileStatus(
                 path: "e", state: .complete, present: 100, total: 100, reason: nil, pinned: true,
@@ -70,6 +77,25 @@ import Testing
             let (back, _) = try roundTrip(status)
             #expect(back == status, "\(status.path)")
         }
+    }
+
+    /// A copy's or a next version's kind is a field of its key; on a wire and on disk its id
+    /// keeps the spelling older releases gave it (partial files are named after it).
+    @Test func aKeysKindIsAFieldAndItsIdKeepsItsSpelling() throws {
+        let film = FileKey(server: "home", itemId: "i", sourceId: "s")
+        let copy = DerivedCopy.key(of: film, quality: .capped(megabitsPerSecond: 10))
+        #expect(film.kind == .original && film.base == film && DerivedCopy.parse(film) == nil && NextVersion.base(of: film) == nil)
+        #expect(copy.kind == .copy(.capped(megabitsPerSecond: 10)) && copy.base == film && copy.sourceId == "s@10mbps")
+        #expect(DerivedCopy.parse(copy)?.base == film && NextVersion.base(of: copy) == nil)
+        let next = NextVersion.key(of: film)
+        #expect(next.kind == .nextVersion && next.base == film && next.sourceId == "s#next" && next.remoteSourceId == "s")
+        for key in [film, copy, next] {
+            #expect(try JSONDecoder().decode(FileKey.self, from: JSONEncoder().encode(key)) == key, "\(key)")
+            #expect(FileKey(server: key.server, itemId: key.itemId, source: key.base.sourceId, kind: key.kind) == key)
+        }
+        #expect(FileKind(persisted: "copy", quality: "10mbps") == copy.kind && FileKind(persisted: "next", quality: nil) == .nextVersion)
+        #expect(FileKind(persisted: "copy", quality: "original") == nil && FileKind(persisted: "copy", quality: nil) == nil)
+        #expect(FileKind(persisted: "sideways", quality: nil) == nil)
     }
 
     @Test func theJSONSaysTheReasonAsACodeAndASentence() throws {

@@ -111,7 +111,7 @@ import Testing
             #expect(policy.decide(f, failures: 1, now: 0, random: 0, persistent: true) == .giveUp)
             #expect(!RetryPolicy.isTransient(f))
         }
-        #expect(StatusReason.waitingForServer(.serverUnavailable("HTTP 503"), retryIn: 3.2) == "server unavailable: HTTP 503, next try in 4 s")
+        #expect(StatusReason.waitingForServer(.serverUnavailable("HTTP 503"), retryIn: 3.2).sentence == "server unavailable: HTTP 503, next try in 4 s")
     }
 
     @Test func retryAfterInSecondsOrAsADateIsHonouredUpToADay() {

@@ -32,7 +32,7 @@ import Testing
         #expect(P.step(pinned: true, local: .fetching, entry: entry(status: "revoked")) == .stop(P.whyEnded("revoked")))
         #expect(P.step(pinned: true, local: .failed, entry: entry(status: "revoked")) == .stop(P.whyEnded("revoked")))
         #expect(P.step(pinned: true, local: .finished, entry: entry(status: "revoked")) == .none)
-        #expect(P.whyEnded("revoked").contains("revoked") && P.whyEnded("failed").contains("could not prepare"))
+        #expect(P.whyEnded("revoked").sentence.contains("revoked") && P.whyEnded("failed").sentence.contains("could not prepare"))
     }
 
     /// An entry at a preset keys its copy's row; at a preset Labstream cannot name (a server

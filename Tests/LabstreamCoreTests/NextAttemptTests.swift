@@ -6,12 +6,12 @@ import Testing
     let row = DownloadRow(
         key: FileKey(server: "s", itemId: "i", sourceId: "m"), status: .downloading, attempt: AttemptID(4),
         validator: .etag("\"v1\""), total: 100, present: RangeSet([ByteRange(0, 60)]), partialPath: "partials/x.part",
-        reason: "old", awaitingValidation: true, pinned: true, sourceTag: "tag", job: .made("7"), checked: "id")
+        reason: .said("old"), awaitingValidation: true, pinned: true, sourceTag: "tag", job: .made("7"), checked: "id")
 
     @Test func theNextAttemptHasNothingOfTheOldBytesAndKeepsTheFile() {
-        let next = row.nextAttempt(reason: "why")
+        let next = row.nextAttempt(reason: .said("why"))
         #expect(next.attempt == AttemptID(5) && next.present.isEmpty && next.validator == nil && next.checked == nil && !next.awaitingValidation)
-        #expect(next.status == .queued && next.reason == "why")  // pinned: the fill takes it up again
+        #expect(next.status == .queued && next.reason == .said("why"))  // pinned: the fill takes it up again
         #expect(
             next.key == row.key && next.total == 100 && next.partialPath == row.partialPath && next.pinned && next.sourceTag == "tag" && next.job == .made("7"))
         var unpinned = row

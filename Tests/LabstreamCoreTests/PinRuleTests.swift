@@ -6,7 +6,7 @@ import Testing
     func row(_ status: DownloadStatus, present: RangeSet = RangeSet(), key: FileKey = FileKey(server: "s", itemId: "i", sourceId: "m")) -> DownloadRow {
         DownloadRow(
             key: key, status: status, attempt: AttemptID(1), validator: nil, total: 100, present: present,
-            partialPath: "partials/x.part", reason: "old reason", job: .made("job-1"))
+            partialPath: "partials/x.part", reason: .said("old reason"), job: .made("job-1"))
     }
 
     @Test(arguments: [DownloadStatus.partial, .paused, .failed])
@@ -19,7 +19,7 @@ import Testing
     @Test func pinningAFileWithEveryByteKeepsItsStatus() {
         var r = row(.unverified, present: RangeSet([ByteRange(0, 100)]))
         r.setPinned(true)
-        #expect(r.pinned && r.status == .unverified && r.reason == "old reason")
+        #expect(r.pinned && r.status == .unverified && r.reason == .said("old reason"))
         r.setPinned(false)
         #expect(!r.pinned && r.status == .unverified)
     }

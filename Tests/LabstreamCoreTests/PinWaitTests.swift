@@ -2,11 +2,11 @@ import LabstreamCore
 import Testing
 
 @Suite struct PinWaitTests {
-    typealias F = (state: String, reason: String?, cause: PauseCause?)
+    typealias F = (state: String, reason: StatusReason?, cause: PauseCause?)
     let complete: F = ("complete", nil, nil)
     let checked: F = ("unverified", StatusReason.probeOff, nil)
     let checking: F = ("unverified", StatusReason.awaitingValidation, nil)
-    let failed: F = ("failed", "HTTP 404", nil)
+    let failed: F = ("failed", .said("HTTP 404"), nil)
     let full: F = ("paused", StatusReason.storageFull, .storageFull)
     let byUser: F = ("paused", StatusReason.pausedByUser, .user)
     let offline: F = ("paused", StatusReason.serverUnavailable, .serverUnavailable)

@@ -29,7 +29,7 @@ import Testing
         let checking = FileStatus.shown(state: .unverified, reason: StatusReason.awaitingValidation, pinned: true, sideAssets: [missing])
         #expect(checking.state == .unverified && checking.reason == StatusReason.awaitingValidation)
         for state in [DisplayState.downloading, .queued, .failed, .paused, .partial] {
-            #expect(FileStatus.shown(state: state, reason: "x", pinned: true, sideAssets: [missing]) == (state, "x"))
+            #expect(FileStatus.shown(state: state, reason: .said("x"), pinned: true, sideAssets: [missing]) == (state, .said("x")))
         }
     }
 
@@ -40,7 +40,7 @@ import Testing
         func row(_ key: FileKey, pinned: Bool) -> DownloadRow {
             var r = DownloadRow(
                 key: key, status: .unverified, attempt: AttemptID(1), validator: nil, total: 10, present: RangeSet([ByteRange(0, 10)]),
-                partialPath: "p", reason: "no probe")
+                partialPath: "p", reason: .said("no probe"))
             r.pinned = pinned
             return r
         }

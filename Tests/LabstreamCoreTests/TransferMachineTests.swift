@@ -139,7 +139,7 @@ import Testing
         let commit = try Self.recording(&m, ByteRange(0, Self.mib))
         var cancelled = m.row
         cancelled.pinned = false
-        m.begin(cancelled.nextAttempt(reason: "cancelled"))  // a new attempt does not wait
+        m.begin(cancelled.nextAttempt(reason: .said("cancelled")))  // a new attempt does not wait
         #expect(m.mayChangeRow && m.row.attempt == AttemptID(2))
         #expect(m.landed(commit, .recorded(commit.row)) == .stale)
         #expect(m.row.attempt == AttemptID(2) && m.row.present.isEmpty && !m.row.pinned && m.attempt.verified.isEmpty)

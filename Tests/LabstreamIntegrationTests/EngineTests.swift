@@ -519,8 +519,8 @@ final class EngineRig: @unchecked Sendable {
         let gone = try rig.fs.getxattr(ino, name: "user.labstream.reason")
         #expect(gone.hasPrefix("orphaned") && gone.contains("nothing of it is kept") && !gone.contains("is kept until"), "\(gone)")
         let status = rig.fs.statuses(below: ino, named: beta)
-        #expect(status.first?.present == 0 && status.first?.reason == gone, "\(status)")
-        #expect(StatusReason.code(gone, state: .notLocal) == .orphaned)
+        #expect(status.first?.present == 0 && status.first?.reason == .orphaned(kept: false) && status.first?.reason?.sentence == gone, "\(status)")
+        #expect(StatusReason.code(status.first?.reason, state: .notLocal) == .orphaned)
         try rig.index.replaceCatalog(
             server: .init(name: "test", type: "jellyfin", url: rig.fixture.baseURL, serverId: nil, lastSync: nil),
             libraries: libraries, tree: TreeBuilder.build(server: "test", libraries: libraries), now: 3)

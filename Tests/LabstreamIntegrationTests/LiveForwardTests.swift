@@ -223,7 +223,7 @@ import Testing
             case (_, false): "Plex could not prepare item 1/500: the transcoder exited with an error"
             case (_, true): "Plex's prepared file for item 1/500 expired"
             }
-        #expect(copy.status == .failed && (copy.reason ?? "").contains(expected), "\(copy.reason ?? "")")
+        #expect(copy.status == .failed && (copy.reason?.sentence ?? "").contains(expected), "\(copy.reason?.sentence ?? "")")
         #expect(copy.job == nil && !FileManager.default.fileExists(atPath: m.path(Self.copy(kind))))
         #expect(firstJobCleanedUp(m, kind))
 
@@ -284,8 +284,8 @@ import Testing
         #expect(pin.code == 74, "\(pin.stdout)\(pin.stderr)")
         let copy = try copyRow(m)
         #expect(
-            copy.status == .failed && (copy.reason ?? "").contains("refused the request") && (copy.reason ?? "").contains("HTTP 400"),
-            "\(copy.reason ?? "")")
+            copy.status == .failed && (copy.reason?.sentence ?? "").contains("refused the request") && (copy.reason?.sentence ?? "").contains("HTTP 400"),
+            "\(copy.reason?.sentence ?? "")")
         let posts = m.fixture.requestLog.filter { $0.method == "POST" && $0.path.hasPrefix(route) }.count
         #expect(posts == 1, "\(posts) posts")
         try m.unmount()

@@ -17,7 +17,7 @@ import Testing
         #expect(episodes.count == 4)
         for rel in episodes {
             let row = try #require(try rig.settled(rel))
-            #expect(row.pinned && row.status == .unverified && row.awaitingValidation, "\(rel): \(row.status) \(row.reason ?? "")")
+            #expect(row.pinned && row.status == .unverified && row.awaitingValidation, "\(rel): \(row.status) \(row.reason?.sentence ?? "")")
             #expect(try sha256(rig.partialPath(rel)) == sha256(expectedTree(rig.media)[rel]!))
         }
         #expect(try rig.fs.getxattr(try #require(rig.fs.resolve(show.split(separator: "/").map(String.init))), name: "user.labstream.pinned") == "1")
@@ -37,7 +37,7 @@ import Testing
         rig.fixture.inject(fault, pathPrefix: "/Items/", times: 2)
         try rig.pin(alpha)
         let row = try #require(try rig.settled(alpha))
-        #expect(row.status == .unverified, "\(fault): \(row.status) \(row.reason ?? "")")
+        #expect(row.status == .unverified, "\(fault): \(row.status) \(row.reason?.sentence ?? "")")
         #expect(try sha256(rig.partialPath(alpha)) == sha256(expectedTree(rig.media)[alpha]!))
     }
 
@@ -60,7 +60,7 @@ import Testing
         rig.fixture.inject(.ignoreRange, pathPrefix: "/Items/", times: nil)
         try rig.pin(alpha)
         let row = try #require(try rig.settled(alpha))
-        #expect(row.status == .unverified, "\(row.status) \(row.reason ?? "")")
+        #expect(row.status == .unverified, "\(row.status) \(row.reason?.sentence ?? "")")
         #expect(try sha256(rig.partialPath(alpha)) == sha256(expectedTree(rig.media)[alpha]!))
         let size = try rig.file(alpha).tree.size
         #expect(rig.fixture.downloadRequests.filter { $0.requestedRange == ByteRange(0, size) }.count == 1)
@@ -102,12 +102,12 @@ import Testing
         let tree = try rig.file(alpha).tree
         #expect(eventually { rig.transfers.row(for: tree)?.status == .queued })
         let waiting = try #require(rig.transfers.row(for: tree))
-        #expect(waiting.status == .queued, "\(waiting.status) \(waiting.reason ?? "")")
-        #expect(waiting.reason?.hasPrefix("server unavailable: HTTP 503, next try in ") == true, "\(waiting.reason ?? "")")
+        #expect(waiting.status == .queued, "\(waiting.status) \(waiting.reason?.sentence ?? "")")
+        #expect(waiting.reason?.sentence.hasPrefix("server unavailable: HTTP 503, next try in ") == true, "\(waiting.reason?.sentence ?? "")")
         #expect(try rig.index.download(key)?.status != .failed)
         rig.fixture.clearFaults()  // the server is back: no retry command needed
         let row = try #require(try rig.settled(alpha))
-        #expect(row.status == .unverified, "\(row.status) \(row.reason ?? "")")
+        #expect(row.status == .unverified, "\(row.status) \(row.reason?.sentence ?? "")")
         #expect(try sha256(rig.partialPath(alpha)) == sha256(expectedTree(rig.media)[alpha]!))
     }
 
@@ -118,9 +118,11 @@ import Testing
         rig.fixture.inject(fault, pathPrefix: "/Items/", times: nil)
         try rig.pin(alpha)
         let row = try #require(try rig.settled(alpha))
-        #expect(row.status == .failed && !(row.reason ?? "").isEmpty, "\(row.status) \(row.reason ?? "")")
+        #expect(row.status == .failed && !(row.reason?.sentence ?? "").isEmpty, "\(row.status) \(row.reason?.sentence ?? "")")
         // A server that accepts the sign-in yet keeps refusing the bytes: the file's failure, not a sign-in to redo.
-        if fault == .status(401) { #expect(row.reason?.contains("accepts the stored sign-in but refuses this file's bytes") == true, "\(row.reason ?? "")") }
+        if fault == .status(401) {
+            #expect(row.reason?.sentence.contains("accepts the stored sign-in but refuses this file's bytes") == true, "\(row.reason?.sentence ?? "")")
+        }
         #expect(row.present.contains(ByteRange(0, Int64(MiB))))
         // Whatever is recorded as present matches the source byte for byte.
         for r in row.present.ranges {
@@ -151,7 +153,7 @@ import Testing
         try rig.pin(alpha)
         #expect(try rig.waitUntil { try rig.index.download(f.tree.key)?.status == .paused && rig.transfers.inFlight(f.tree).isEmpty })
         let paused = try #require(try rig.index.download(f.tree.key))
-        #expect(paused.reason == "paused by user" && !paused.present.contains(ByteRange(0, paused.total)))
+        #expect(paused.reason == .pausedByUser && !paused.present.contains(ByteRange(0, paused.total)))
         // Only what was on the wire, or already planned, when the pause landed (at most the two
         // segments of the train) could still arrive.
         #expect(requestsAtPause.get() > 0 && rig.fixture.downloadRequests.count <= requestsAtPause.get() + 2)
@@ -184,7 +186,7 @@ import Testing
         // Nothing on the wire and still paused: every answer was taken in, and none moved it.
         #expect(try rig.waitUntil { try rig.index.download(f.tree.key)?.status == .paused && rig.transfers.inFlight(f.tree).isEmpty })
         let paused = try #require(try rig.index.download(f.tree.key))
-        #expect(paused.reason == "paused by user" && !paused.present.contains(ByteRange(0, paused.total)), "\(paused)")
+        #expect(paused.reason == .pausedByUser && !paused.present.contains(ByteRange(0, paused.total)), "\(paused)")
         #expect(rig.fixture.downloadRequests.count <= 2)
         rig.fixture.onDownloadRequest(nil)
         try rig.fs.setxattr(f.ino, name: "user.labstream.action", value: Array("resume".utf8))
@@ -238,7 +240,7 @@ import Testing
         let nextKey = NextVersion.key(of: tree.key)
         #expect(try rig.waitUntil { try rig.index.download(nextKey)?.status == .failed })
         let first = try #require(try rig.index.download(nextKey))
-        #expect(first.reason?.hasPrefix("mpv: ") == true, "\(first.reason ?? "")")
+        #expect(first.reason?.sentence.hasPrefix("mpv: ") == true, "\(first.reason?.sentence ?? "")")
         #expect(rig.transfers.related(to: tree.key).map(\.status) == [.failed])
 
         rig.fixture.clearLog()
@@ -305,6 +307,7 @@ import Testing
         // Turn the index back into schema 4, whose digests were SHA-256 of each segment's bytes.
         rig.transfers.stop()
         let partial = try rig.partialPath(alpha)
+        try undoSchema18(rig.index.db)
         try rig.index.db.exec(
             undoSchema11
                 + "DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked; ALTER TABLE segments RENAME COLUMN digest TO sha256; UPDATE meta SET value='4' WHERE key='schema_version'"
@@ -344,10 +347,10 @@ import Testing
         try rig.pin(show)
         var outcomes: [String: DownloadRow] = [:]
         for rel in expectedTree(rig.media).keys { outcomes[rel] = try #require(try rig.settled(rel)) }
-        let parked = outcomes.values.filter { $0.status == .paused && $0.reason == "storage_full" }
-        #expect(!parked.isEmpty, "\(outcomes.values.map { "\($0.status) \($0.reason ?? "")" })")
+        let parked = outcomes.values.filter { $0.status == .paused && $0.reason == .storageFull }
+        #expect(!parked.isEmpty, "\(outcomes.values.map { "\($0.status) \($0.reason?.sentence ?? "")" })")
         for (rel, row) in outcomes {
-            #expect(row.status == .unverified || (row.status == .paused && row.reason == "storage_full"), "\(rel): \(row.status) \(row.reason ?? "")")
+            #expect(row.status == .unverified || (row.status == .paused && row.reason == .storageFull), "\(rel): \(row.status) \(row.reason?.sentence ?? "")")
             for r in row.present.ranges {  // every committed byte is the source's byte
                 #expect(
                     try pread(path: rig.partialPath(rel), offset: Int(r.lower), length: Int(r.count))
@@ -358,7 +361,7 @@ import Testing
         let parkedFile = try #require(outcomes.first { $0.value.status == .paused }?.key)
         try rig.fs.setxattr(try rig.file(parkedFile).ino, name: "user.labstream.action", value: Array("retry".utf8))
         let retried = try #require(try rig.settled(parkedFile))
-        #expect(retried.status == .paused && retried.reason == "storage_full", "\(retried.status) \(retried.reason ?? "")")
+        #expect(retried.status == .paused && retried.reason == .storageFull, "\(retried.status) \(retried.reason?.sentence ?? "")")
         // The disk filled to the last byte by something else: cancel still frees space.
         let filler = small + "/filler"
         let fd = open(filler, O_WRONLY | O_CREAT, 0o600)
@@ -418,7 +421,7 @@ let undoSchema11 =
         #expect(try index.treeFiles().first?.orphaned == false)
         #expect(try index.treeFiles().count == 1)  // the catalog survives
         let row = try #require(try index.download(FileKey(server: "s", itemId: "i", sourceId: "m")))
-        #expect(row.present.isEmpty && !row.pinned && row.reason?.contains("upgraded") == true)
+        #expect(row.present.isEmpty && !row.pinned && row.reason?.sentence.contains("upgraded") == true)
     }
 
     @Test func aVersion2IndexIsUpgradedKeepingItsVerifiedRanges() throws {
@@ -439,6 +442,7 @@ let undoSchema11 =
             row.pinned = true
             try v3.saveDownload(row, committing: .init(range: ByteRange(0, 50), digest: "ab"), now: 1)
             // Turn it back into a version 2 index.
+            try undoSchema18(v3.db)
             try v3.db.exec(
                 undoSchema11 + """
                     DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked;
@@ -465,6 +469,7 @@ let undoSchema11 =
             let v8 = try OfflineIndex(path: path)
             let libraries = [LibraryCatalog(id: "L", name: "Movies", items: [movie])]
             try v8.replaceCatalog(server: server, libraries: libraries, tree: TreeBuilder.build(server: "s", libraries: libraries), now: 1)
+            try undoSchema18(v8.db)
             try v8.db.exec(
                 undoSchema11 + """
                     DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc;
@@ -500,6 +505,7 @@ let undoSchema11 =
         do {
             let v12 = try OfflineIndex(path: path)
             try v12.replaceCatalog(server: server, libraries: libraries, tree: TreeBuilder.build(server: "s", libraries: libraries), now: 1)
+            try undoSchema18(v12.db)
             try v12.db.exec(undoSchema12 + "UPDATE meta SET value='11' WHERE key='schema_version';")
         }
         let index = try OfflineIndex(path: path)
@@ -532,6 +538,7 @@ let undoSchema11 =
         do {
             let v17 = try OfflineIndex(path: path)
             try v17.saveMonitor(monitor)
+            try undoSchema18(v17.db)
             try v17.db.exec(undoSchema17 + "UPDATE meta SET value='16' WHERE key='schema_version';")
         }
         let index = try OfflineIndex(path: path)
@@ -556,6 +563,7 @@ let undoSchema11 =
             try v16.replaceCatalog(
                 server: .init(name: "home", type: "jellyfin", url: "http://h", serverId: nil, lastSync: nil), libraries: libraries,
                 tree: TreeBuilder.build(server: "home", libraries: libraries), now: 1000, full: true)
+            try undoSchema18(v16.db)
             try v16.db.exec(undoSchema16 + "UPDATE meta SET value='15' WHERE key='schema_version';")
         }
         let index = try OfflineIndex(path: path)
@@ -570,7 +578,7 @@ let undoSchema11 =
     @Test func aVersion14IndexIsUpgradedAndItsPausesGetTheirCauses() throws {
         let scratch = Scratch("migrate14")
         let path = scratch.path + "/index.sqlite"
-        func row(_ id: String, _ status: DownloadStatus, _ reason: String?) -> DownloadRow {
+        func row(_ id: String, _ status: DownloadStatus, _ reason: StatusReason?) -> DownloadRow {
             DownloadRow(
                 key: FileKey(server: "home", itemId: id, sourceId: "m"), status: status, attempt: AttemptID(1), validator: nil, total: 10,
                 present: RangeSet(), partialPath: "partials/\(id).part", reason: reason, pinned: true)
@@ -578,11 +586,12 @@ let undoSchema11 =
         let rows = [
             row("full", .paused, StatusReason.storageFull), row("user", .paused, StatusReason.pausedByUser),
             row("away", .paused, StatusReason.serverUnavailable), row("refused", .paused, StatusReason.signInRefused(server: "home")),
-            row("odd", .paused, "paused by a build long gone"), row("failed", .failed, StatusReason.storageFull)
+            row("odd", .paused, .said("paused by a build long gone")), row("failed", .failed, StatusReason.storageFull)
         ]
         do {
             let v15 = try OfflineIndex(path: path)
             for r in rows { try v15.saveDownload(r, now: 1) }
+            try undoSchema18(v15.db)
             try v15.db.exec(undoSchema15 + "UPDATE meta SET value='14' WHERE key='schema_version';")
         }
         let index = try OfflineIndex(path: path)
@@ -619,6 +628,7 @@ let undoSchema11 =
             let v13 = try OfflineIndex(path: path)
             try v13.replaceCatalog(server: server, libraries: libraries, tree: TreeBuilder.build(server: "s", libraries: libraries), now: 1)
             try v13.saveSideAsset(stored)
+            try undoSchema18(v13.db)
             try v13.db.exec(undoSchema13 + "UPDATE meta SET value='12' WHERE key='schema_version';")
         }
         let index = try OfflineIndex(path: path)
@@ -656,6 +666,7 @@ let undoSchema11 =
             let v11 = try OfflineIndex(path: path)
             try v11.replaceCatalog(server: server, libraries: libraries, tree: TreeBuilder.build(server: "s", libraries: libraries), now: 1)
             #expect(try v11.catalog(server: "s").first?.items.first?.played == true)
+            try undoSchema18(v11.db)
             try v11.db.exec(undoSchema11 + "UPDATE meta SET value='10' WHERE key='schema_version';")
         }
         let index = try OfflineIndex(path: path)
@@ -687,6 +698,7 @@ let undoSchema11 =
                 key: key, status: .queued, attempt: AttemptID(1), validator: nil, total: 100, present: RangeSet(), partialPath: "partials/a.part")
             row.pinned = true
             try v10.saveDownload(row, now: 1)
+            try undoSchema18(v10.db)
             try v10.db.exec(undoSchema11 + "DROP TABLE managed_entries; UPDATE meta SET value='9' WHERE key='schema_version';")
         }
         let index = try OfflineIndex(path: path)
@@ -714,6 +726,7 @@ let undoSchema11 =
                 key: file.key, status: .partial, attempt: AttemptID(1), validator: nil, total: 100,
                 present: RangeSet([ByteRange(0, 50)]), partialPath: "partials/a.part", sourceTag: "v1")
             try v4.saveDownload(row, committing: .init(range: ByteRange(0, 50), digest: "ab"), now: 1)
+            try undoSchema18(v4.db)
             try v4.db.exec(
                 undoSchema11 + """
                     DROP TABLE managed_entries; ALTER TABLE libraries DROP COLUMN left_out; ALTER TABLE items DROP COLUMN album; ALTER TABLE items DROP COLUMN album_artist; ALTER TABLE items DROP COLUMN disc; ALTER TABLE items DROP COLUMN track; ALTER TABLE items DROP COLUMN folders; ALTER TABLE media_sources DROP COLUMN remote_item; ALTER TABLE downloads DROP COLUMN checked;
@@ -745,7 +758,7 @@ let undoSchema11 =
         #expect(try index.download(file.key)?.status == .queued)
         try index.removeServer("s")
         let row = try #require(try index.download(file.key))
-        #expect(row.status == .paused && row.pinned && row.reason?.contains("server removed") == true)
+        #expect(row.status == .paused && row.pinned && row.reason?.sentence.contains("server removed") == true)
     }
 
     @Test func aNewerOrForeignIndexIsRefusedAndLeftAlone() throws {
@@ -780,8 +793,11 @@ let undoSchema11 =
         // A damaged row (absolute partial path) keeps its file: nothing is guessed.
         let damagedFile = rig.layout.partialsDir + "/damaged.part"
         writeRandomFile(damagedFile, size: 100, seed: 2)
-        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','y','partial',1,NULL,100,'0-100','/etc/passwd',NULL,0,0,0,NULL,NULL,NULL,NULL)")
-        try rig.index.db.run("INSERT INTO downloads VALUES('test','x','z','partial',1,NULL,100,'0-100','partials/damaged.part',NULL,0,0,0,NULL,NULL,NULL,NULL)")
+        try rig.index.db.run(
+            "INSERT INTO downloads VALUES('test','x','y','partial',1,NULL,100,'0-100','/etc/passwd',NULL,0,0,0,NULL,NULL,NULL,NULL,NULL,'original',NULL)")
+        try rig.index.db.run(
+            "INSERT INTO downloads VALUES('test','x','z','partial',1,NULL,100,'0-100','partials/damaged.part',NULL,0,0,0,NULL,NULL,NULL,NULL,NULL,'original',NULL)"
+        )
         try rig.index.db.run("UPDATE downloads SET ranges='garbage' WHERE item_id='x' AND source_id='z'")
 
         let report = try Reconcile.run(index: rig.index, layout: rig.layout, now: 1) { _ in }
@@ -833,7 +849,7 @@ let undoSchema11 =
         #expect(try rig.index.download(try rig.file(second).tree.key)?.present.byteCount == Int64(2 * MiB))  // pinned
         #expect(try rig.index.download(gammaFile.tree.key)?.present.isEmpty == false)  // open
         #expect(try rig.fs.read(handle: held, offset: 0, size: 4096) == rig.source(gamma, offset: 0, length: 4096))
-        #expect(try rig.index.download(try rig.file(beta).tree.key)?.reason?.contains("evicted") == true)
+        #expect(try rig.index.download(try rig.file(beta).tree.key)?.reason?.sentence.contains("evicted") == true)
         rig.fs.release(handle: held)
         // An evicted file reads correctly again, from the server.
         #expect(try rig.read(beta, offset: 0, length: 4096) == rig.source(beta, offset: 0, length: 4096))

@@ -344,7 +344,7 @@ import Testing
         let film = m.path(Self.movie + "/Alpha (2001).mkv")
         #expect(try m.cli(["pin", film]).code == 0)
         #expect(
-            eventually { StatusCommandXattr.get(film, "reason") == StatusReason.fetchingSideAssets },
+            eventually { StatusCommandXattr.get(film, "reason") == StatusReason.fetchingSideAssets.sentence },
             "\(StatusCommandXattr.get(film, "state") ?? "") \(StatusCommandXattr.get(film, "reason") ?? "")")
         #expect(StatusCommandXattr.get(film, "state") == "downloading")
         let size = try #require(try FileManager.default.attributesOfItem(atPath: film)[.size] as? Int)

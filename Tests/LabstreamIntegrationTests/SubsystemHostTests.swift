@@ -82,7 +82,7 @@ import Testing
         let verdicts = host.verdicts.withLock { $0 }
         #expect(verdicts.map(\.0) == [Self.file.key, Self.other.key])
         #expect(verdicts.first?.1 == .failed("size check: the local file is not 1000 bytes"))
-        #expect(verdicts.last?.1 == .unverified(StatusReason.probeOff))
+        #expect(verdicts.last?.1 == .probeOff)
         #expect(verdicts.map(\.2) == rows.map(\.attempt))
         // Each verdict is told on, so a registry reports it and the fill looks again.
         #expect(host.judged.withLock { $0 } == 2)
