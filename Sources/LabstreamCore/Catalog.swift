@@ -152,25 +152,6 @@ extension DownloadRow {
     }
 }
 
-extension LibraryCatalog {
-    /// `stored` with `changes` applied: changed items replace their old selves (by id), new ones
-    /// join, libraries that did not change stay as they were. Removals need a full refresh.
-    public static func merge(_ stored: [LibraryCatalog], _ changes: [LibraryCatalog]) -> [LibraryCatalog] {
-        var out = stored
-        for change in changes {
-            guard let i = out.firstIndex(where: { $0.id == change.id }) else {
-                out.append(change)
-                continue
-            }
-            let changedIds = Set(change.items.map(\.id))
-            out[i].name = change.name
-            out[i].seriesDetails.merge(change.seriesDetails) { _, new in new }
-            out[i].items = out[i].items.filter { !changedIds.contains($0.id) } + change.items
-        }
-        return out
-    }
-}
-
 /// Identifies one downloadable file: a media source of an item on a server.
 public struct FileKey: Sendable, Hashable, Codable, CustomStringConvertible {
     public var server: String
