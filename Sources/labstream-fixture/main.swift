@@ -12,7 +12,8 @@ import LabstreamFixture
 /// (user demo, password demo) on loopback, each with the metadata a real library has (a plot,
 /// genres, provider ids); prints its URL on the first line, and links `DIR/.by-id/ID` to each
 /// movie so that a real web server (nginx in `make bench`) can answer `/Items/ID/Download`
-/// itself. Runs until SIGINT or SIGTERM.
+/// itself. SIGUSR1 saves every item anew, as a server-wide metadata refresh does (new dates and
+/// tags), then prints `touched N`. Runs until SIGINT or SIGTERM.
 enum FixtureCommand {
     static func run(_ argv: [String]) throws -> Int32 {
         guard argv.count == 1, !argv[0].hasPrefix("-") else {
@@ -23,7 +24,7 @@ enum FixtureCommand {
         // Blocked before any thread starts, so that every thread leaves them to sigwait.
         var signals = sigset_t()
         sigemptyset(&signals)
-        for s in [SIGINT, SIGTERM] { sigaddset(&signals, s) }
+        for s in [SIGINT, SIGTERM, SIGUSR1] { sigaddset(&signals, s) }
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         let names = try FileManager.default.contentsOfDirectory(atPath: dir).filter { !$0.hasPrefix(".") }.sorted()
         let movies: [FixtureCatalog.Movie] = names.compactMap { name in
@@ -45,7 +46,9 @@ enum FixtureCommand {
         }
         FileHandle.standardOutput.write(Data((try fixture.start() + "\n").utf8))
         var signal: Int32 = 0
-        sigwait(&signals, &signal)
+        while sigwait(&signals, &signal) == 0, signal == SIGUSR1 {
+            FileHandle.standardOutput.write(Data("touched \(fixture.touchAll())\n".utf8))
+        }
         fixture.stop()
         return 0
     }
