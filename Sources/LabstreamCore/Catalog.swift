@@ -306,19 +306,22 @@ extension DownloadRow {
     }
 }
 
-/// What an incremental refresh needs of the stored catalog: each library's name and item ids,
-/// and each series' year (a changed episode does not carry it). Sets and a dictionary: at
+/// What an incremental refresh needs of the stored catalog: each library's name, item ids and
+/// series ids, and each series' year (a changed episode does not carry it). Sets and a dictionary: at
 /// 100 000 items a few megabytes, where whole items were tens of an unchanged sync's peak.
 public struct CatalogOutline: Sendable {
     public struct Library: Sendable {
         public var id: String
         public var name: String
         public var itemIds: Set<String>
+        /// The series its episodes belong to.
+        public var seriesIds: Set<String>
 
-        public init(id: String, name: String, itemIds: Set<String>) {
+        public init(id: String, name: String, itemIds: Set<String>, seriesIds: Set<String> = []) {
             self.id = id
             self.name = name
             self.itemIds = itemIds
+            self.seriesIds = seriesIds
         }
     }
 

@@ -251,20 +251,24 @@ extension OfflineIndex {
     }
 
     /// `server`'s libraries with only what a refresh needs to ask for changes: each library's
-    /// item ids and each series' year; no items, sources or details.
+    /// item and series ids and each series' year; no items, sources or details.
     public func catalogOutline(server: String) throws(LabstreamError) -> CatalogOutline {
         try read("the catalog") {
             var itemIds: [String: Set<String>] = [:]
+            var seriesIds: [String: Set<String>] = [:]
             var seriesYears: [String: Int?] = [:]
             for r in try db.query("SELECT id, library, series_id, series_year FROM items WHERE server=?", [.text(server)]) {
                 guard let id = r[0].text, let library = r[1].text else { continue }
                 itemIds[library, default: []].insert(id)
-                if let series = r[2].text, seriesYears[series] == nil { seriesYears[series] = r[3].int.map { Int($0) } }
+                if let series = r[2].text {
+                    seriesIds[library, default: []].insert(series)
+                    if seriesYears[series] == nil { seriesYears[series] = r[3].int.map { Int($0) } }
+                }
             }
             let libraries = try db.query("SELECT id, name FROM libraries WHERE server=? ORDER BY id", [.text(server)]).compactMap {
                 r -> CatalogOutline.Library? in
                 guard let id = r[0].text else { return nil }
-                return CatalogOutline.Library(id: id, name: r[1].text ?? id, itemIds: itemIds[id] ?? [])
+                return CatalogOutline.Library(id: id, name: r[1].text ?? id, itemIds: itemIds[id] ?? [], seriesIds: seriesIds[id] ?? [])
             }
             return CatalogOutline(libraries: libraries, seriesYears: seriesYears)
         }
