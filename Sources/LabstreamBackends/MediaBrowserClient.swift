@@ -183,10 +183,10 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
         }
         /// A removal changes no item's save date: the server's count of the library's items, set
         /// against what the stored catalog will hold, tells. Any difference: read everything.
-        func countAgrees(_ view: MediaBrowserDecode.View, types: String, changed: Set<String>) throws(LabstreamError) -> Bool {
+        /// `added`: how many changed items the stored catalog does not hold.
+        func countAgrees(_ view: MediaBrowserDecode.View, types: String, added: Int) throws(LabstreamError) -> Bool {
             let total = try total(view, types: types)
-            let stored = knownIds[view.id] ?? []
-            let expected = stored.count + changed.lazy.filter { !stored.contains($0) }.count
+            let expected = (knownIds[view.id]?.count ?? 0) + added
             if total != expected { progress("\(view.name): \(total) items on the server, \(expected) known; reading everything") }
             return total == expected
         }
@@ -204,7 +204,8 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
             case "music": types = "Audio"
             case "musicvideos":
                 let items = try musicVideos(in: view, savedSince: stamp, stash: stash)
-                guard try countAgrees(view, types: "MusicVideo", changed: Set(items.map(\.id))) else { return false }
+                let stored = knownIds[view.id] ?? []
+                guard try countAgrees(view, types: "MusicVideo", added: Set(items.map(\.id)).subtracting(stored).count) else { return false }
                 progress("\(view.name): \(items.count) changed")
                 try apply(LibraryCatalog(id: view.id, name: view.name, items: items))
                 continue
@@ -224,7 +225,9 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                 continue
             default: continue
             }
-            var changed = Set<String>()
+            // Counts, not a set of 100 000 ids: the pages' own walk already drops repeats.
+            let stored = knownIds[view.id] ?? []
+            var changed = 0, added = 0
             var unknownSeries = false
             try eachPage("/Items", decode: { MediaBrowserDecode.item($0) }) { start in
                 requests.items(userId: session.userId, parentId: view.id, types: types, startIndex: start, limit: pageSize, token: token, savedSince: stamp)
@@ -239,17 +242,18 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                         }
                         item.seriesYear = year
                     }
-                    changed.insert(item.id)
+                    changed += 1
+                    if !stored.contains(item.id) { added += 1 }
                     items.append(stash.stashing(item) ?? item)
                 }
                 guard !items.isEmpty else { return true }
                 try apply(LibraryCatalog(id: view.id, name: view.name, items: items))
                 return true
             }
-            guard !unknownSeries, try countAgrees(view, types: types, changed: changed) else { return false }
+            guard !unknownSeries, try countAgrees(view, types: types, added: added) else { return false }
             // A library where nothing changed is still named (a rename is a change).
-            if changed.isEmpty { try apply(LibraryCatalog(id: view.id, name: view.name, items: [])) }
-            progress("\(view.name): \(changed.count) changed")
+            if changed == 0 { try apply(LibraryCatalog(id: view.id, name: view.name, items: [])) }
+            progress("\(view.name): \(changed) changed")
         }
         return true
     }

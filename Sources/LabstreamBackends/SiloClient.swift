@@ -143,14 +143,18 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
             }
             var items: [CatalogItem] = []
             for type in types {
-                for card in try cards(library: library.id, type: type) {
-                    switch card["type"].string ?? type {
-                    case "movie":
-                        if let movie = try movie(card, library: library.id) { items.append(movie) }
-                    case "series":
-                        progress("\(library.name): \(card["title"].string ?? "")")
-                        items += try episodes(ofSeries: card, library: library.id)
-                    default: continue
+                let before = items.count
+                try eachCardPage(library: library.id, type: type) { (cards: [JSONValue], fresh: Bool) throws(LabstreamError) in
+                    if fresh { items.removeSubrange(before...) }
+                    for card in cards {
+                        switch card["type"].string ?? type {
+                        case "movie":
+                            if let movie = try movie(card, library: library.id) { items.append(movie) }
+                        case "series":
+                            progress("\(library.name): \(card["title"].string ?? "")")
+                            items += try episodes(ofSeries: card, library: library.id)
+                        default: continue
+                        }
                     }
                 }
             }
@@ -211,8 +215,21 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
     /// cursor the server no longer accepts (`400 invalid_cursor`) restarts the walk once.
     /// `groups`: only the cards its rules match.
     func cards(library: String, type: String, groups: String? = nil) throws(LabstreamError) -> [JSONValue] {
-        var restarted = false
         var cards: [JSONValue] = []
+        try eachCardPage(library: library, type: type, groups: groups) { (page: [JSONValue], fresh: Bool) throws(LabstreamError) in
+            if fresh { cards = [] }
+            cards += page
+        }
+        return cards
+    }
+
+    /// Each page of `cards(library:type:groups:)` handed to `deliver` as it arrives and then let
+    /// go (a 90 000-film library's cards held whole were a third of a first sync's peak);
+    /// `fresh` is true on the first page of a walk, restarted or not: what came before goes.
+    func eachCardPage(
+        library: String, type: String, groups: String? = nil, deliver: ([JSONValue], Bool) throws(LabstreamError) -> Void
+    ) throws(LabstreamError) {
+        var restarted = false
         var cursor: String?
         var seen = Set<String>()
         while true {
@@ -220,16 +237,15 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
                 { requests.catalog(library: library, type: type, cursor: cursor, limit: pageSize, groups: groups, bearer: $0, profile: profile) }, "/catalog")
             if answer.status == 400, SiloDecode.problem(answer.body).code == "invalid_cursor", cursor != nil, !restarted {
                 restarted = true
-                cards = []
                 cursor = nil
                 seen = []
                 continue
             }
             guard answer.status == 200 else { throw Self.failure(answer, "/catalog") }
             let page = try SiloDecode.catalogPage(answer.body)
-            cards += page.cards
+            try deliver(page.cards, cursor == nil)
             // A cursor that comes back again would loop forever: the walk ends there.
-            guard let next = page.next, seen.insert(next).inserted, !page.cards.isEmpty else { return cards }
+            guard let next = page.next, seen.insert(next).inserted, !page.cards.isEmpty else { return }
             cursor = next
         }
     }
