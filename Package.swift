@@ -53,7 +53,7 @@ let package = Package(
         .executableTarget(name: "labstream", dependencies: ["LabstreamCLI"]),
         .executableTarget(name: "labstream-probe", dependencies: ["LabstreamProbe"]),
         // `make bench`'s library server (`labstream-fixture DIR`); built, never installed.
-        .executableTarget(name: "labstream-fixture", dependencies: ["LabstreamCore", "LabstreamFixture"]),
+        .executableTarget(name: "labstream-fixture", dependencies: ["LabstreamCore", "LabstreamFixture", "LabstreamTestSupport"]),
 
         .testTarget(name: "LabstreamCoreTests", dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamFixture", "LabstreamTestSupport"]),
         .testTarget(

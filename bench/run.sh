@@ -2,7 +2,7 @@
 # make bench: Labstream side by side with curl, the raw disk and `rclone mount --vfs-cache-mode
 # full`, all reading identical bytes from one nginx on loopback (the Jellyfin fixture's API sits
 # behind nginx; /Items/{id}/Download and rclone's /media/ are answered by nginx itself).
-# Cases B1–B9 of issue 7; each timed case runs RUNS times after a warm-up, contenders
+# Cases B1–B9 of issue 7, B10 (a household's library) and B11 (the same on Silo); each timed case runs RUNS times after a warm-up, contenders
 # alternating, caches dropped between cold runs. Prints a table and writes bench/results.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +12,8 @@ SMALL_MB=${SMALL_MB:-256}    # each of the 8 files of B9
 MANY=${MANY:-10000}          # items in the B5 library
 BIG_FILMS=${BIG_FILMS:-90000}   # B10: films, beside BIG_SERIES series of 5 seasons × 10 episodes
 BIG_SERIES=${BIG_SERIES:-200}
-CASES=${CASES:-B1 B2 B3 B4 B5 B6 B7 B8 B9 B10}   # e.g. CASES=B8 make bench
+SILO_SIZES=${SILO_SIZES:-5000 100000}   # B11: items of the Silo library (nine in ten films, the rest episodes)
+CASES=${CASES:-B1 B2 B3 B4 B5 B6 B7 B8 B9 B10 B11}   # e.g. CASES=B8 make bench
 want() { [[ " $CASES " == *" $1 "* ]]; }
 BIN=$PWD/.build/release/labstream
 FIXTURE_BIN=$PWD/.build/release/labstream-fixture   # the bench library server (never installed)
@@ -30,7 +31,8 @@ cleanup() {
     fusermount3 -uz "$RC_MNT" 2>/dev/null || fusermount -uz "$RC_MNT" 2>/dev/null || true
     pkill -f "rclone mount :http: $RC_MNT" 2>/dev/null || true
     [ -f "$W/nginx.pid" ] && kill "$(cat "$W/nginx.pid")" 2>/dev/null || true
-    for p in ${FIXTURE_PID:-} ${MANY_PID:-} ${BIG_PID:-}; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true; done
+    for n in $SILO_SIZES; do LABSTREAM_CONFIG_DIR=$W/silo$n-config LABSTREAM_DATA_DIR=$W/silo$n-data $BIN unmount "$W/silo$n-mnt" >/dev/null 2>&1 || true; done
+    for p in ${FIXTURE_PID:-} ${MANY_PID:-} ${BIG_PID:-} ${SILO_PID:-}; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null || true; done
     [ -n "${BENCH_KEEP:-}" ] && echo "kept $W" || rm -rf "$W"
 }
 trap cleanup EXIT
@@ -120,6 +122,8 @@ cpu_per_gb() { echo "($(cpu_busy) - $1) / $HZ / ($2 / 1000000000)" | bc -l; }
 cpu_bound() { echo "$NCPU * 1000 / ($1 + $2)" | bc -l; }
 log_mark() { wc -l < "$W/access.log"; }
 log_since() { tail -n +"$(( $1 + 1 ))" "$W/access.log"; }
+# kib PID FIELD: a /proc/PID/status memory figure (VmRSS, VmHWM) in MiB.
+kib() { awk -v k="$2" '$1 == k":" {print $2 / 1024}' "/proc/$1/status"; }
 
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 minimum() { printf '%s\n' "$@" | sort -g | head -n1; }
@@ -374,7 +378,6 @@ until [ -s "$W/big.url" ]; do kill -0 "$BIG_PID" || exit 1; sleep 0.5; done   # 
 echo demo | $BIN server add jellyfin big --url "$(head -n1 "$W/big.url")" --user demo --password-stdin >/dev/null
 printf '\n[cache]\nplayback_probe = no\nrefresh_interval = 0\n' >> "$W/big-config/labstream.conf"
 big_pid() { head -n1 "$W/big-data/labstream.lock"; }
-kib() { awk -v k="$2" '$1 == k":" {print $2 / 1024}' "/proc/$1/status"; }
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 s=$(now); $BIN mount "$BM" >/dev/null; record B10 "first mount, sync included" s "$(elapsed "$s")"
 record B10 "daemon RSS after the first mount" MiB "$(kib "$(big_pid)" VmRSS)"
@@ -425,6 +428,14 @@ PY
 record B10 "20 cold readers at once: aggregate" MB/s "$(cut -d' ' -f1 "$W/readers.out")"
 record B10 "20 cold readers: the longest stall of any reader" s "$(cut -d' ' -f2 "$W/readers.out")"
 record B10 "daemon peak RSS online (all of the above)" MiB "$(kib "$(big_pid)" VmHWM)"
+# A server-wide metadata refresh (every item saved anew, new dates and tags), then the sync that
+# reads it: its own peak (VmHWM reset first) against the first mount's, and the daemon at rest after.
+kill -USR1 "$BIG_PID"; until grep -q '^touched' "$W/big.url"; do kill -0 "$BIG_PID" || exit 1; sleep 0.2; done
+echo 5 > "/proc/$(big_pid)/clear_refs" 2>/dev/null || note "B10: VmHWM could not be reset; the next peak is the daemon's whole life's"
+s=$(now); $BIN sync >/dev/null; record B10 "sync with every item changed (incremental)" s "$(elapsed "$s")"
+record B10 "daemon peak RSS during the every-item-changed sync" MiB "$(kib "$(big_pid)" VmHWM)"
+sleep 25   # the heap is trimmed on the first quiet 10 s tick after a burst
+record B10 "daemon RSS at rest after it" MiB "$(kib "$(big_pid)" VmRSS)"
 $BIN unmount "$BM" >/dev/null
 kill "$BIG_PID"; wait "$BIG_PID" 2>/dev/null || true; BIG_PID=
 # Offline, as the issue measured, and read-only (-o ro): on a writable FUSE mount the kernel marks
@@ -445,6 +456,50 @@ record B10 "daemon RSS at rest offline, after a find" MiB "$(kib "$(big_pid)" Vm
 record B10 "daemon peak RSS offline" MiB "$(kib "$(big_pid)" VmHWM)"
 record B10 "index on disk" MiB "$(du -sm "$W/big-data/index.sqlite" | cut -f1)"
 $BIN unmount "$BM" >/dev/null
+fi
+
+if want B11; then
+for N in $SILO_SIZES; do
+echo "B11 a Silo household: $N items"
+export LABSTREAM_CONFIG_DIR="$W/silo$N-config" LABSTREAM_DATA_DIR="$W/silo$N-data"
+S=$W/silo$N; SM=$W/silo$N-mnt; mkdir -p "$S/Shows" "$SM"
+# As B10's library: nine in ten items films, the rest episodes of series of 5 seasons × 10.
+python3 - "$S" $((N * 9 / 10)) $(( (N / 10 + 49) / 50 )) <<'GEN'
+import os, sys
+d, films, series = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for i in range(films): open(f"{d}/film{i:06d}.mkv", "w").close()
+for s in range(series):
+    p = f"{d}/Shows/Show {s:03d}"; os.makedirs(p, exist_ok=True)
+    for season in range(1, 6):
+        for e in range(1, 11): open(f"{p}/S{season:02d}E{e:02d}.mkv", "w").close()
+GEN
+rm -f "$W/silo.url"   # the last size's, still there: the wait below would read it
+$FIXTURE_BIN --silo "$S" > "$W/silo.url" &
+SILO_PID=$!
+until [ -s "$W/silo.url" ]; do kill -0 "$SILO_PID" || exit 1; sleep 0.5; done
+echo demo | $BIN server add silo silo --url "$(head -n1 "$W/silo.url")" --user demo --password-stdin >/dev/null
+printf '\n[cache]\nplayback_probe = no\nrefresh_interval = 0\n' >> "$LABSTREAM_CONFIG_DIR/labstream.conf"
+silo_pid() { head -n1 "$LABSTREAM_DATA_DIR/labstream.lock"; }
+# What the fixture was asked since the last call: "requests N versions V seasons S".
+silo_asked() { local n; n=$(wc -l < "$W/silo.url"); kill -USR1 "$SILO_PID"; until [ "$(wc -l < "$W/silo.url")" -gt "$n" ]; do sleep 0.1; done; tail -n1 "$W/silo.url"; }
+silo_asked >/dev/null   # the sign-in's
+s=$(now); $BIN mount "$SM" >/dev/null; record B11 "$N items: first mount, sync included" s "$(elapsed "$s")"
+note "B11 $N first sync asked: $(silo_asked) (a version read per film: /api/v2 reads many items' versions nowhere)"
+record B11 "$N items: daemon RSS after the first mount" MiB "$(kib "$(silo_pid)" VmRSS)"
+record B11 "$N items: daemon peak RSS during the first mount" MiB "$(kib "$(silo_pid)" VmHWM)"
+echo 5 > "/proc/$(silo_pid)/clear_refs" 2>/dev/null || true
+s=$(now); $BIN sync >/dev/null; record B11 "$N items: sync with nothing changed (incremental)" s "$(elapsed "$s")"; INC=$MED
+note "B11 $N unchanged sync asked: $(silo_asked)"
+record B11 "$N items: daemon peak RSS during the incremental sync" MiB "$(kib "$(silo_pid)" VmHWM)"
+echo 5 > "/proc/$(silo_pid)/clear_refs" 2>/dev/null || true
+s=$(now); $BIN sync --full >/dev/null; record B11 "$N items: sync --full" s "$(elapsed "$s")"; FULL=$MED
+note "B11 $N target: incremental sync <= 10 % of a full one; here $(ratio "$INC" "$FULL"); the full one asked: $(silo_asked)"
+record B11 "$N items: daemon peak RSS during sync --full" MiB "$(kib "$(silo_pid)" VmHWM)"
+n=$(find "$SM" | wc -l)
+drop_caches; s=$(now); find "$SM" >/dev/null; record B11 "$N items: cold find ($n entries)" s "$(elapsed "$s")"
+$BIN unmount "$SM" >/dev/null
+kill "$SILO_PID"; wait "$SILO_PID" 2>/dev/null || true; SILO_PID=
+done
 fi
 
 printf '\n%-4s %-52s %10s %10s %10s %-5s\n' id "case ($RUNS runs)" median min max unit

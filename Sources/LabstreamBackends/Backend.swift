@@ -31,11 +31,19 @@ extension MediaBackend {
 
 /// A server that can list what changed since a time.
 public protocol IncrementalCatalog: MediaBackend {
-    /// Items changed since `since` (seconds since the epoch), per library, or nil when this
-    /// server cannot tell this time (then a full fetch is needed). `known` is the stored catalog's
-    /// outline (`OfflineIndex.catalogOutline`: item ids per library, series years): what a changed
-    /// episode does not carry, and what counts are set against.
-    func fetchChanges(since: Int64, known: CatalogOutline, progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]?
+    /// Items changed since `since` (seconds since the epoch), handed to `apply` a page at a time
+    /// as they arrive (each a part of one library: its id and name, a page of its changed items,
+    /// series details), with their details going to `stash` as in a whole read; a library with
+    /// nothing changed is handed over once with no items (its name may have changed). So a sync
+    /// in which every item changed never holds the changed set whole. false when this server
+    /// cannot tell this time: then a full fetch is needed, and what was applied is dropped.
+    /// `known` is the stored catalog's outline (`OfflineIndex.catalogOutline`: item ids per
+    /// library, series years): what a changed episode does not carry, and what counts are set
+    /// against.
+    func fetchChanges(
+        since: Int64, known: CatalogOutline, progress: (String) -> Void, stash: (any DetailsStash)?,
+        apply: (LibraryCatalog) throws(LabstreamError) -> Void
+    ) throws(LabstreamError) -> Bool
 }
 
 /// A server whose incremental catalog does not see watched-state changes (an item's last-saved

@@ -160,14 +160,17 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
         }
     }
 
-    /// `minDateLastSaved` over each movie and TV library. A changed episode of a series the
-    /// stored catalog does not know (a new series), a library gone, or a library whose item count
-    /// on the server is not what the merged catalog would hold (a removal) needs the full walk: nil.
-    public func fetchChanges(since: Int64, known: CatalogOutline, progress: (String) -> Void) throws(LabstreamError) -> [LibraryCatalog]? {
+    /// `minDateLastSaved` over each movie and TV library, each page applied as it arrives. A
+    /// changed episode of a series the stored catalog does not know (a new series), a library
+    /// gone, or a library whose item count on the server is not what the merged catalog would
+    /// hold (a removal) needs the full walk: false.
+    public func fetchChanges(
+        since: Int64, known: CatalogOutline, progress: (String) -> Void, stash: (any DetailsStash)?,
+        apply: (LibraryCatalog) throws(LabstreamError) -> Void
+    ) throws(LabstreamError) -> Bool {
         let token = session.token
         let stamp = ISODate.string(epochSeconds: since)
         let series = known.seriesYears
-        var out: [LibraryCatalog] = []
         let knownIds = Dictionary(known.libraries.map { ($0.id, $0.itemIds) }, uniquingKeysWith: { a, _ in a })
         /// The server's count of `view`'s items of `types` (`TotalRecordCount` of a one-item page).
         func total(_ view: MediaBrowserDecode.View, types: String) throws(LabstreamError) -> Int {
@@ -180,10 +183,10 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
         }
         /// A removal changes no item's save date: the server's count of the library's items, set
         /// against what the stored catalog will hold, tells. Any difference: read everything.
-        func countAgrees(_ view: MediaBrowserDecode.View, types: String, changed: [CatalogItem]) throws(LabstreamError) -> Bool {
+        /// `added`: how many changed items the stored catalog does not hold.
+        func countAgrees(_ view: MediaBrowserDecode.View, types: String, added: Int) throws(LabstreamError) -> Bool {
             let total = try total(view, types: types)
-            let stored = knownIds[view.id] ?? []
-            let expected = stored.union(changed.map(\.id)).count
+            let expected = (knownIds[view.id]?.count ?? 0) + added
             if total != expected { progress("\(view.name): \(total) items on the server, \(expected) known; reading everything") }
             return total == expected
         }
@@ -191,7 +194,7 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
         // A library gone from the server goes only with a full read.
         guard Set(knownIds.keys).isSubset(of: Set(views.map(\.id))) else {
             progress("a library is gone from the server; reading everything")
-            return nil
+            return false
         }
         for view in views {
             let types: String
@@ -200,10 +203,11 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
             case "tvshows": types = "Episode"
             case "music": types = "Audio"
             case "musicvideos":
-                let items = try musicVideos(in: view, savedSince: stamp)
-                guard try countAgrees(view, types: "MusicVideo", changed: items) else { return nil }
+                let items = try musicVideos(in: view, savedSince: stamp, stash: stash)
+                let stored = knownIds[view.id] ?? []
+                guard try countAgrees(view, types: "MusicVideo", added: Set(items.map(\.id)).subtracting(stored).count) else { return false }
                 progress("\(view.name): \(items.count) changed")
-                out.append(LibraryCatalog(id: view.id, name: view.name, items: items))
+                try apply(LibraryCatalog(id: view.id, name: view.name, items: items))
                 continue
             case let kind where Self.isFolderLibrary(kind):
                 // A changed file's folders may not have changed: anything changed or removed in the
@@ -217,30 +221,41 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                 guard !changed.items.isEmpty || count != (knownIds[view.id]?.count ?? 0) else { continue }
                 let items = try folderItems(in: view)
                 progress("\(view.name): changed, \(items.count) items")
-                out.append(LibraryCatalog(id: view.id, name: view.name, items: items))
+                try apply(LibraryCatalog(id: view.id, name: view.name, items: items))
                 continue
             default: continue
             }
-            let raw = try pages("/Items") { start in
+            // Counts, not a set of 100 000 ids: the pages' own walk already drops repeats.
+            let stored = knownIds[view.id] ?? []
+            var changed = 0, added = 0
+            var unknownSeries = false
+            try eachPage("/Items", decode: { MediaBrowserDecode.item($0) }) { start in
                 requests.items(userId: session.userId, parentId: view.id, types: types, startIndex: start, limit: pageSize, token: token, savedSince: stamp)
-            }
-            var items: [CatalogItem] = []
-            for j in raw {
-                guard let item = MediaBrowserDecode.item(j) else { continue }
-                if item.kind == .episode {
-                    guard let sid = item.seriesId, let year = series[sid], item.seasonNumber != nil else { return nil }
-                    var episode = item
-                    episode.seriesYear = year
-                    items.append(episode)
-                } else {
-                    items.append(item)
+            } deliver: { (page: [CatalogItem], _: Int) throws(LabstreamError) -> Bool in
+                var items: [CatalogItem] = []
+                items.reserveCapacity(page.count)
+                for var item in page {
+                    if item.kind == .episode {
+                        guard let sid = item.seriesId, let year = series[sid], item.seasonNumber != nil else {
+                            unknownSeries = true
+                            return false
+                        }
+                        item.seriesYear = year
+                    }
+                    changed += 1
+                    if !stored.contains(item.id) { added += 1 }
+                    items.append(stash.stashing(item) ?? item)
                 }
+                guard !items.isEmpty else { return true }
+                try apply(LibraryCatalog(id: view.id, name: view.name, items: items))
+                return true
             }
-            guard try countAgrees(view, types: types, changed: items) else { return nil }
-            progress("\(view.name): \(items.count) changed")
-            out.append(LibraryCatalog(id: view.id, name: view.name, items: items))
+            guard !unknownSeries, try countAgrees(view, types: types, added: added) else { return false }
+            // A library where nothing changed is still named (a rename is a change).
+            if changed == 0 { try apply(LibraryCatalog(id: view.id, name: view.name, items: [])) }
+            progress("\(view.name): \(changed) changed")
         }
-        return out
+        return true
     }
 
     public var reachabilityProbes: (public: HTTPRequest, signedIn: HTTPRequest) {
@@ -358,6 +373,22 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
 
     /// Every entry of a paged listing, decoded by `decode` as each page arrives (nil: left out).
     func pages<Entry>(_ what: String, decode: (JSONValue) -> Entry?, _ request: (Int) -> HTTPRequest) throws(LabstreamError) -> [Entry] {
+        var all: [Entry] = []
+        try eachPage(what, decode: decode, request) { (page: [Entry], total: Int) throws(LabstreamError) -> Bool in
+            // Room for the whole listing once its first page said how long it is: a 90 000-film
+            // array grown by doubling held both copies at its last growth.
+            if all.isEmpty { all.reserveCapacity(min(max(total, 0), PageCollector<Entry>.reserveLimit)) }
+            all += page
+            return true
+        }
+        return all
+    }
+
+    /// Each page of a paged listing, decoded by `decode` (nil: left out), handed to `deliver`
+    /// with the server's total as it arrives and then let go; `deliver` answers false to stop.
+    func eachPage<Entry>(
+        _ what: String, decode: (JSONValue) -> Entry?, _ request: (Int) -> HTTPRequest, deliver: ([Entry], Int) throws(LabstreamError) -> Bool
+    ) throws(LabstreamError) {
         var pages = PageCollector<Entry>(key: { $0["Id"].string })
         var ahead: [PageAhead<[UInt8]>] = []
         defer { PageAhead.settle(ahead) }
@@ -365,9 +396,11 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
             let start = pages.count
             let body = try PageAhead.page(at: start, from: &ahead) { () throws(LabstreamError) in try get(request(start), what) }
             let page = try MediaBrowserDecode.page(body, what)
-            pages.expect(page.total)
             let progressed = pages.add(page.items, decode: decode)
-            if !progressed || page.items.count < pageSize || pages.count >= page.total { return pages.all }
+            let decoded = pages.all
+            pages.all.removeAll()
+            guard try deliver(decoded, page.total) else { return }
+            if !progressed || page.items.count < pageSize || pages.count >= page.total { return }
             PageAhead.topUp(&ahead, after: start, pageCount: page.items.count, total: page.total) { offset in
                 let (client, next) = (self, request(offset))
                 return { () throws(LabstreamError) in try client.get(next, what) }

@@ -86,8 +86,11 @@ public struct SiloRequests: Sendable {
     }
 
     /// One page of a library's movies or series (`listCatalogItems`), continuing at `cursor`.
-    public func catalog(library: String, type: String, cursor: String?, limit: Int, bearer: String, profile: String) -> HTTPRequest {
+    /// `groups`: rule groups as JSON (catalog-api.md § Rule fields and operators), sent as the
+    /// GET form's `groups` parameter.
+    public func catalog(library: String, type: String, cursor: String?, limit: Int, groups: String? = nil, bearer: String, profile: String) -> HTTPRequest {
         var query = "library_id=\(library.queryEscaped)&type=\(type.queryEscaped)&limit=\(limit)"
+        if let groups { query += "&groups=\(groups.queryEscaped)" }
         if let cursor { query += "&cursor=\(cursor.queryEscaped)" }
         return HTTPRequest(url: api + "/catalog?" + query, headers: headers(bearer: bearer, profile: profile))
     }
@@ -376,6 +379,18 @@ public enum SiloDecode {
         guard let items = j["items"].array else { throw .malformedResponse("/catalog has no items") }
         let next = j["page"]["next_cursor"].string.flatMap { $0.isEmpty ? nil : $0 }
         return (items, next)
+    }
+
+    /// A catalog page's `total`: the whole result's count (nil unless `total_exact`).
+    public static func catalogTotal(_ body: [UInt8]) throws(LabstreamError) -> Int? {
+        let j = try json(body, "/catalog")
+        return j["total_exact"].bool == true ? j["total"].int : nil
+    }
+
+    /// One rule group matching titles whose `field` (`added_at`, `latest_episode_added`) is after
+    /// `instant` (catalog-api.md § Rule fields and operators: `gt` takes an ISO date).
+    public static func addedAfter(_ field: String, _ instant: String) -> String {
+        "[{\"match\":\"all\",\"rules\":[{\"field\":\"\(field)\",\"op\":\"gt\",\"value\":\"\(instant)\"}]}]"
     }
 
     /// A download entry (`DownloadEntry`, downloads-api.md § 5) as Labstream keeps it: the

@@ -143,27 +143,18 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
             }
             var items: [CatalogItem] = []
             for type in types {
-                for card in try cards(library: library.id, type: type) {
-                    guard let id = card["content_id"].string else { continue }
-                    let title = card["title"].string ?? id
-                    let year = card["year"].int.flatMap { $0 > 0 ? $0 : nil }
-                    switch card["type"].string ?? type {
-                    case "movie":
-                        let what = "/catalog/items/{id}/versions"
-                        let sources = try SiloDecode.versions(
-                            try get({ requests.versions(of: id, library: library.id, bearer: $0, profile: profile) }, what), what)
-                        if !sources.isEmpty { items.append(CatalogItem(id: id, kind: .movie, title: title, year: year, sources: sources)) }
-                    case "series":
-                        progress("\(library.name): \(title)")
-                        let seasonsWhat = "/catalog/series/{id}/seasons"
-                        let seasons = try SiloDecode.seasons(
-                            try get({ requests.seasons(of: id, library: library.id, bearer: $0, profile: profile) }, seasonsWhat), seasonsWhat)
-                        for season in seasons {
-                            let what = "/catalog/series/{id}/seasons/{num}/episodes"
-                            let body = try get({ requests.episodes(of: id, season: season, library: library.id, bearer: $0, profile: profile) }, what)
-                            items += try SiloDecode.episodes(body, what, series: (id, title, year))
+                let before = items.count
+                try eachCardPage(library: library.id, type: type) { (cards: [JSONValue], fresh: Bool) throws(LabstreamError) in
+                    if fresh { items.removeSubrange(before...) }
+                    for card in cards {
+                        switch card["type"].string ?? type {
+                        case "movie":
+                            if let movie = try movie(card, library: library.id) { items.append(movie) }
+                        case "series":
+                            progress("\(library.name): \(card["title"].string ?? "")")
+                            items += try episodes(ofSeries: card, library: library.id)
+                        default: continue
                         }
-                    default: continue
                     }
                 }
             }
@@ -171,6 +162,34 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
             out.append(LibraryCatalog(id: library.id, name: library.name, items: items))
         }
         return out
+    }
+
+    /// A film card as a catalog item, with its versions (`/catalog/items/{id}/versions`: the
+    /// catalog's cards carry none, and /api/v2 has no read of many items' versions); nil when
+    /// it has no file.
+    func movie(_ card: JSONValue, library: String) throws(LabstreamError) -> CatalogItem? {
+        guard let id = card["content_id"].string else { return nil }
+        let what = "/catalog/items/{id}/versions"
+        let sources = try SiloDecode.versions(try get({ requests.versions(of: id, library: library, bearer: $0, profile: profile) }, what), what)
+        guard !sources.isEmpty else { return nil }
+        return CatalogItem(id: id, kind: .movie, title: card["title"].string ?? id, year: card["year"].int.flatMap { $0 > 0 ? $0 : nil }, sources: sources)
+    }
+
+    /// A series card's episodes that have a file, season by season (each season's episodes
+    /// carry their files).
+    func episodes(ofSeries card: JSONValue, library: String) throws(LabstreamError) -> [CatalogItem] {
+        guard let id = card["content_id"].string else { return [] }
+        let title = card["title"].string ?? id
+        let year = card["year"].int.flatMap { $0 > 0 ? $0 : nil }
+        let seasonsWhat = "/catalog/series/{id}/seasons"
+        let seasons = try SiloDecode.seasons(try get({ requests.seasons(of: id, library: library, bearer: $0, profile: profile) }, seasonsWhat), seasonsWhat)
+        var items: [CatalogItem] = []
+        for season in seasons {
+            let what = "/catalog/series/{id}/seasons/{num}/episodes"
+            let body = try get({ requests.episodes(of: id, season: season, library: library, bearer: $0, profile: profile) }, what)
+            items += try SiloDecode.episodes(body, what, series: (id, title, year))
+        }
+        return items
     }
 
     /// The card types a library of `type` holds that Labstream can place.
@@ -194,25 +213,39 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
 
     /// Every card of one type in a library, following `page.next_cursor` until it is absent. A
     /// cursor the server no longer accepts (`400 invalid_cursor`) restarts the walk once.
-    func cards(library: String, type: String) throws(LabstreamError) -> [JSONValue] {
-        var restarted = false
+    /// `groups`: only the cards its rules match.
+    func cards(library: String, type: String, groups: String? = nil) throws(LabstreamError) -> [JSONValue] {
         var cards: [JSONValue] = []
+        try eachCardPage(library: library, type: type, groups: groups) { (page: [JSONValue], fresh: Bool) throws(LabstreamError) in
+            if fresh { cards = [] }
+            cards += page
+        }
+        return cards
+    }
+
+    /// Each page of `cards(library:type:groups:)` handed to `deliver` as it arrives and then let
+    /// go (a 90 000-film library's cards held whole were a third of a first sync's peak);
+    /// `fresh` is true on the first page of a walk, restarted or not: what came before goes.
+    func eachCardPage(
+        library: String, type: String, groups: String? = nil, deliver: ([JSONValue], Bool) throws(LabstreamError) -> Void
+    ) throws(LabstreamError) {
+        var restarted = false
         var cursor: String?
         var seen = Set<String>()
         while true {
-            let answer = try call({ requests.catalog(library: library, type: type, cursor: cursor, limit: pageSize, bearer: $0, profile: profile) }, "/catalog")
+            let answer = try call(
+                { requests.catalog(library: library, type: type, cursor: cursor, limit: pageSize, groups: groups, bearer: $0, profile: profile) }, "/catalog")
             if answer.status == 400, SiloDecode.problem(answer.body).code == "invalid_cursor", cursor != nil, !restarted {
                 restarted = true
-                cards = []
                 cursor = nil
                 seen = []
                 continue
             }
             guard answer.status == 200 else { throw Self.failure(answer, "/catalog") }
             let page = try SiloDecode.catalogPage(answer.body)
-            cards += page.cards
+            try deliver(page.cards, cursor == nil)
             // A cursor that comes back again would loop forever: the walk ends there.
-            guard let next = page.next, seen.insert(next).inserted, !page.cards.isEmpty else { return cards }
+            guard let next = page.next, seen.insert(next).inserted, !page.cards.isEmpty else { return }
             cursor = next
         }
     }
@@ -333,6 +366,81 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
 
 // Managed downloads (downloads-api.md § 4): a pinned film or episode is registered with the
 // server as this device's copy; its bytes then come through the entry's file route.
+/// A refresh asks Silo only for what its catalog can tell has changed (catalog-api.md § Rule
+/// fields and operators): films added since the last sync (`added_at` `gt`), each read with its
+/// versions, and series with an episode added since (`latest_episode_added` `gt`), each read
+/// season by season; each library's `total` against the stored catalog tells a removal. Films
+/// already known keep their versions: no request per film at a refresh. What the catalog says
+/// nothing of (a film's file replaced, an episode removed) waits for the daily whole read.
+extension SiloClient: IncrementalCatalog {
+    public func fetchChanges(
+        since: Int64, known: CatalogOutline, progress: (String) -> Void, stash: (any DetailsStash)?,
+        apply: (LibraryCatalog) throws(LabstreamError) -> Void
+    ) throws(LabstreamError) -> Bool {
+        let libraries = try SiloDecode.libraries(try get({ requests.libraries(bearer: $0, profile: profile) }, "/user/libraries"))
+        let knownLibraries = Dictionary(known.libraries.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        guard Set(knownLibraries.keys).isSubset(of: Set(libraries.map(\.id))) else {
+            progress("a library is gone from the server; reading everything")
+            return false
+        }
+        let instant = ISODate.string(epochSeconds: since)
+        for library in libraries {
+            let types = Self.cardTypes(ofLibrary: library.type)
+            guard let type = types.first else {
+                try apply(LibraryCatalog(id: library.id, name: library.name, items: [], leftOut: Self.whyLeftOut(kind: library.type)))
+                continue
+            }
+            // A mixed library's stored ids do not say which are films: its count cannot be checked.
+            guard types.count == 1, let stored = knownLibraries[library.id] else {
+                progress("\(library.name): new, or of films and series; reading everything")
+                return false
+            }
+            let field = type == "movie" ? "added_at" : "latest_episode_added"
+            let filtered = try call(
+                {
+                    requests.catalog(
+                        library: library.id, type: type, cursor: nil, limit: 1, groups: SiloDecode.addedAfter(field, instant), bearer: $0, profile: profile)
+                },
+                "/catalog")
+            // A server without the rule answers 422 (catalog-api.md: older servers do).
+            guard filtered.status == 200 else {
+                if filtered.status == 422 {
+                    progress("\(library.name): the server cannot list what was added since a time; reading everything")
+                    return false
+                }
+                throw Self.failure(filtered, "/catalog")
+            }
+            let arrived =
+                try SiloDecode.catalogPage(filtered.body).cards.isEmpty
+                ? [] : try cards(library: library.id, type: type, groups: SiloDecode.addedAfter(field, instant))
+            var items: [CatalogItem] = []
+            var cardIds = Set<String>()
+            for card in arrived {
+                guard let id = card["content_id"].string else { continue }
+                cardIds.insert(id)
+                if type == "movie" {
+                    if let movie = try movie(card, library: library.id) { items.append(movie) }
+                } else {
+                    items += try episodes(ofSeries: card, library: library.id)
+                }
+            }
+            // The server's count of the library's films or series, against what the stored catalog
+            // will hold: a difference is a removal (or a film without a file), read whole.
+            let all = try get(
+                { requests.catalog(library: library.id, type: type, cursor: nil, limit: 1, bearer: $0, profile: profile) }, "/catalog")
+            let knownIds = type == "movie" ? stored.itemIds : stored.seriesIds
+            let expected = knownIds.count + cardIds.lazy.filter { !knownIds.contains($0) }.count
+            guard let total = try SiloDecode.catalogTotal(all), total == expected else {
+                progress("\(library.name): the server's count is not the \(expected) known; reading everything")
+                return false
+            }
+            progress("\(library.name): \(arrived.count) added")
+            try apply(LibraryCatalog(id: library.id, name: library.name, items: items.map { stash.stashing($0) ?? $0 }))
+        }
+        return true
+    }
+}
+
 extension SiloClient: ManagedDownloadRegistry {
     public func register(_ file: TreeFile, quality: Quality) throws(LabstreamError) -> Registration {
         let episode = file.kind == .episode ? file.key.itemId : nil

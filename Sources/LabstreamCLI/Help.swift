@@ -121,8 +121,9 @@ enum Help {
         Usage: labstream sync [NAME] [--full]
 
         Refreshes the catalog of every server (or NAME) now. A failed sync keeps the previous catalog.
-        Jellyfin and Emby are asked only for what changed since the last sync, with each library's
-        item count to notice removals (any doubt reads everything); --full reads everything.
+        Jellyfin and Emby are asked only for what changed since the last sync, Silo for the films and
+        episodes added since, each with every library's count to notice removals (any doubt reads
+        everything); --full reads everything.
         With a daemon running, the daemon syncs (over its control socket; a sync of that server
         already under way is waited for first) and its tree shows the new catalog when the command
         returns. Progress (library, series n/m) is redrawn

@@ -152,25 +152,6 @@ extension DownloadRow {
     }
 }
 
-extension LibraryCatalog {
-    /// `stored` with `changes` applied: changed items replace their old selves (by id), new ones
-    /// join, libraries that did not change stay as they were. Removals need a full refresh.
-    public static func merge(_ stored: [LibraryCatalog], _ changes: [LibraryCatalog]) -> [LibraryCatalog] {
-        var out = stored
-        for change in changes {
-            guard let i = out.firstIndex(where: { $0.id == change.id }) else {
-                out.append(change)
-                continue
-            }
-            let changedIds = Set(change.items.map(\.id))
-            out[i].name = change.name
-            out[i].seriesDetails.merge(change.seriesDetails) { _, new in new }
-            out[i].items = out[i].items.filter { !changedIds.contains($0.id) } + change.items
-        }
-        return out
-    }
-}
-
 /// Identifies one downloadable file: a media source of an item on a server.
 public struct FileKey: Sendable, Hashable, Codable, CustomStringConvertible {
     public var server: String
@@ -377,19 +358,22 @@ extension DownloadRow {
     }
 }
 
-/// What an incremental refresh needs of the stored catalog: each library's name and item ids,
-/// and each series' year (a changed episode does not carry it). Sets and a dictionary: at
+/// What an incremental refresh needs of the stored catalog: each library's name, item ids and
+/// series ids, and each series' year (a changed episode does not carry it). Sets and a dictionary: at
 /// 100 000 items a few megabytes, where whole items were tens of an unchanged sync's peak.
 public struct CatalogOutline: Sendable {
     public struct Library: Sendable {
         public var id: String
         public var name: String
         public var itemIds: Set<String>
+        /// The series its episodes belong to.
+        public var seriesIds: Set<String>
 
-        public init(id: String, name: String, itemIds: Set<String>) {
+        public init(id: String, name: String, itemIds: Set<String>, seriesIds: Set<String> = []) {
             self.id = id
             self.name = name
             self.itemIds = itemIds
+            self.seriesIds = seriesIds
         }
     }
 

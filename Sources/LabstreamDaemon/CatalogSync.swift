@@ -55,25 +55,47 @@ public enum CatalogSync {
             progress?("\(server.name): \(step)")
         }
         var merged: [LibraryCatalog]?
-        if incremental, let last = try index.servers().first(where: { $0.name == server.name })?.lastSync {
-            let outline = try index.catalogOutline(server: server.name)
-            if let changes = try (backend as? any IncrementalCatalog)?.fetchChanges(since: last - overlap, known: outline, progress: report) {
-                let names = Dictionary(outline.libraries.map { ($0.id, $0.name) }, uniquingKeysWith: { a, _ in a })
-                if changes.allSatisfy({ $0.items.isEmpty && names[$0.id] == $0.name }) {
-                    // Rewriting 100 000 unchanged rows (and rebuilding the tree) is what made an
-                    // unchanged re-sync cost a full one.
-                    try index.noteSynced(server: server.name, now: Int64(Date().timeIntervalSince1970))
-                    let files = try index.fileCount(server: server.name)
-                    log.info("sync \(server.name): nothing changed since the last sync (\(Int(Date().timeIntervalSince(started) * 1000)) ms)")
-                    return Outcome(server: server.name, files: files, changed: false)
-                }
-                merged = LibraryCatalog.merge(try index.catalog(server: server.name), changes)
-                log.info("sync \(server.name): \(changes.reduce(0) { $0 + $1.items.count }) items changed since the last sync")
-            }
-        }
-        var libraries: [LibraryCatalog]
         var staged: StagedDetails?
         defer { staged?.discard() }
+        if incremental, let last = try index.servers().first(where: { $0.name == server.name })?.lastSync,
+            let source = backend as? any IncrementalCatalog
+        {
+            let outline = try index.catalogOutline(server: server.name)
+            let names = Dictionary(outline.libraries.map { ($0.id, $0.name) }, uniquingKeysWith: { a, _ in a })
+            staged = try StagedDetails(index: index, server: server.name)
+            // The stored catalog, without details, is read at the first change, and each page is
+            // applied to it as it arrives: the changed set is never held whole (every item changed
+            // held it twice over, and each page's raw answer, at 1 158 MiB for 100 000 items).
+            var merge: CatalogMerge?
+            var changedItems = 0
+            let told = try source.fetchChanges(since: last - overlap, known: outline, progress: report, stash: staged) {
+                (change: LibraryCatalog) throws(LabstreamError) in
+                guard !change.items.isEmpty || names[change.id] != change.name else { return }
+                if merge == nil { merge = CatalogMerge(try index.catalog(server: server.name, reading: .withoutDetails)) }
+                merge?.apply(change)
+                changedItems += change.items.count
+            }
+            if told, merge == nil {
+                // Rewriting 100 000 unchanged rows (and rebuilding the tree) is what made an
+                // unchanged re-sync cost a full one.
+                try index.noteSynced(server: server.name, now: Int64(Date().timeIntervalSince1970))
+                let files = try index.fileCount(server: server.name)
+                log.info("sync \(server.name): nothing changed since the last sync (\(Int(Date().timeIntervalSince(started) * 1000)) ms)")
+                return Outcome(server: server.name, files: files, changed: false)
+            }
+            if told, let libraries = merge?.libraries {
+                merge = nil
+                merged = libraries
+                try staged?.finish()
+                log.info("sync \(server.name): \(changedItems) items changed since the last sync")
+            } else {
+                // What was staged and merged goes: the whole read stages its own.
+                staged?.discard()
+                staged = nil
+            }
+        }
+        let full = merged == nil
+        var libraries: [LibraryCatalog]
         if let merged {
             libraries = merged
         } else {
@@ -81,13 +103,16 @@ public enum CatalogSync {
             libraries = try backend.fetchCatalog(progress: report, stash: staged)
             try staged?.finish()
         }
-        libraries = learnUnknownSizes(libraries, backend: backend, server: server.name, log: log) { (try? index.catalog(server: server.name)) ?? [] }
+        merged = nil
+        libraries = learnUnknownSizes(libraries, backend: backend, server: server.name, log: log) {
+            (try? index.catalog(server: server.name, reading: .withoutDetails)) ?? []
+        }
         let tree = TreeBuilder.build(server: server.name, libraries: libraries)
         let skipped = libraries.reduce(0) { $0 + $1.items.filter { $0.sources.isEmpty }.count }
         if skipped > 0 { log.info("sync \(server.name): \(skipped) items have no media file and are not shown") }
         let changed = try index.replaceCatalog(
             server: OfflineIndex.ServerRow(name: server.name, type: server.kind.rawValue, url: server.url, serverId: nil, lastSync: nil),
-            libraries: libraries, tree: tree, now: Int64(Date().timeIntervalSince1970), staged: staged, full: merged == nil)
+            libraries: libraries, tree: tree, now: Int64(Date().timeIntervalSince1970), staged: staged, full: full)
         log.info("sync \(server.name): \(tree.count) files in \(libraries.count) libraries (\(Int(Date().timeIntervalSince(started) * 1000)) ms)")
         // A verified copy to fall back to if the index is ever damaged (`labstream repair`).
         do { try index.backUp(unlessNewerThan: 600) } catch { log.warn(error.userMessage) }

@@ -834,6 +834,21 @@ public final class ServerFixture: Sendable {
         }
     }
 
+    /// A server-wide metadata refresh (Jellyfin's "refresh all metadata"): every item, and every
+    /// file, saved anew now, with new validators. Returns how many items were saved.
+    @discardableResult
+    public func touchAll() -> Int {
+        let now = ISODate.string(epochSeconds: Int64(Date().timeIntervalSince1970))
+        let ids = Set(itemsById.keys).union(filesById.keys)
+        state.withLock { s in
+            for id in ids {
+                s.validatorGeneration[id, default: 0] += 1
+                s.lastSaved[id] = now
+            }
+        }
+        return itemsById.count
+    }
+
     static let defaultLastSaved = "2024-05-01T10:00:00.0000000Z"
 
     func lastSaved(_ id: String) -> String { state.withLock { $0.lastSaved[id] } ?? Self.defaultLastSaved }

@@ -15,7 +15,9 @@ extension OfflineIndex {
     }
 
     /// Replaces one server's catalog in a single transaction: a failure leaves the old one.
-    /// Download rows are never touched here. An item without details takes those `staged` holds.
+    /// Download rows are never touched here. An item without details takes those `staged` holds;
+    /// with none staged it has none, or when not `full` (a refresh's changes merged into the
+    /// stored catalog, read without details) it keeps the details stored for it.
     /// Every row is written only where it differs; returns whether any did (the daily full
     /// refresh of an unchanged library then rebuilds no tree). `full`: the catalog is the
     /// server's whole, read now (not changes merged into the stored one), recorded as its last
@@ -78,6 +80,9 @@ extension OfflineIndex {
                         .text(server.name), .text(server.type), .text(server.url), server.serverId.map(SQLValue.text) ?? .null, .int(now),
                         .int(full ? 1 : 0), .int(now), .text(server.name)
                     ])
+                func storedDetails(_ item: String) throws -> SQLValue {
+                    try c.query("SELECT details FROM items WHERE server=? AND id=?", [.text(server.name), .text(item)]).first?.first ?? .null
+                }
                 try c.run("CREATE TEMP TABLE IF NOT EXISTS synced(kind TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY(kind, id))")
                 try c.run("DELETE FROM temp.synced")
                 for library in libraries {
@@ -103,7 +108,8 @@ extension OfflineIndex {
                             "modified": .int(item.modified), "album": text(item.album), "album_artist": text(item.albumArtist),
                             "disc": number(item.discNumber), "track": number(item.trackNumber), "folders": Self.encodeFolders(item.folders),
                             "played": .int(item.played ? 1 : 0),
-                            "details": item.details == nil ? try staged?.details(of: item.id, on: c) ?? .null : Self.encodeDetails(item.details)
+                            "details": try item.details.map(Self.encodeDetails) ?? staged?.details(of: item.id, on: c)
+                                ?? (full ? .null : storedDetails(item.id))
                         ]
                         assert(columns.map(\.key) == ["server"] + Self.itemColumnNames)
                         try c.run(Self.itemUpsert, columns.map(\.value))
@@ -153,6 +159,10 @@ extension OfflineIndex {
         /// document is made from its own row), and no media sources (the tree's files say them).
         /// At 100 000 items, decoding every item's whole details was a fifth of an offline mount.
         case sideFiles
+        /// Everything but items' details (about a kilobyte each): what a refresh merges its
+        /// changes into (`replaceCatalog` keeps an unchanged item's stored details) and what
+        /// sizes learnt before are looked up in.
+        case withoutDetails
     }
 
     /// A server's catalog as stored (orphans left out: they are kept by `replaceCatalog` anyway),
@@ -163,6 +173,7 @@ extension OfflineIndex {
             let columns: String
             switch reading {
             case .whole: columns = Self.itemColumns
+            case .withoutDetails: columns = Self.itemColumnNames.map { $0 == "details" ? "NULL" : $0 }.joined(separator: ", ")
             case .sideFiles:
                 // The same positions, the texts not needed read as NULL; SQLite's JSON functions
                 // pick the two members out of the details, and an item with neither decodes nothing.
@@ -187,7 +198,7 @@ extension OfflineIndex {
             var itemsOf: [String: [CatalogItem]] = [:]
             try db.withConnection { c in
                 // The side files are planned from the tree's files, not from items' sources.
-                if reading == .whole {
+                if reading != .sideFiles {
                     try c.forEachRow(
                         """
                         SELECT item_id, id, name, container, size, etag, bitrate, remote_item FROM media_sources WHERE server=? AND orphaned=0
@@ -203,7 +214,7 @@ extension OfflineIndex {
                 }
                 // Side files look items up by id, so they take the table's own order: a plain scan
                 // is a third of walking the key's index and sorting by library.
-                let from = reading == .whole ? "items WHERE server=? ORDER BY library, id" : "items NOT INDEXED WHERE server=?"
+                let from = reading != .sideFiles ? "items WHERE server=? ORDER BY library, id" : "items NOT INDEXED WHERE server=?"
                 var library = ""
                 try c.forEachRow("SELECT \(columns) FROM \(from)", [.text(server)]) { r in
                     guard r.withText(1, { $0 != nil }), let item = Self.item(r, sources: { sourcesOf[$0] ?? [] }) else { return }
@@ -240,20 +251,24 @@ extension OfflineIndex {
     }
 
     /// `server`'s libraries with only what a refresh needs to ask for changes: each library's
-    /// item ids and each series' year; no items, sources or details.
+    /// item and series ids and each series' year; no items, sources or details.
     public func catalogOutline(server: String) throws(LabstreamError) -> CatalogOutline {
         try read("the catalog") {
             var itemIds: [String: Set<String>] = [:]
+            var seriesIds: [String: Set<String>] = [:]
             var seriesYears: [String: Int?] = [:]
             for r in try db.query("SELECT id, library, series_id, series_year FROM items WHERE server=?", [.text(server)]) {
                 guard let id = r[0].text, let library = r[1].text else { continue }
                 itemIds[library, default: []].insert(id)
-                if let series = r[2].text, seriesYears[series] == nil { seriesYears[series] = r[3].int.map { Int($0) } }
+                if let series = r[2].text {
+                    seriesIds[library, default: []].insert(series)
+                    if seriesYears[series] == nil { seriesYears[series] = r[3].int.map { Int($0) } }
+                }
             }
             let libraries = try db.query("SELECT id, name FROM libraries WHERE server=? ORDER BY id", [.text(server)]).compactMap {
                 r -> CatalogOutline.Library? in
                 guard let id = r[0].text else { return nil }
-                return CatalogOutline.Library(id: id, name: r[1].text ?? id, itemIds: itemIds[id] ?? [])
+                return CatalogOutline.Library(id: id, name: r[1].text ?? id, itemIds: itemIds[id] ?? [], seriesIds: seriesIds[id] ?? [])
             }
             return CatalogOutline(libraries: libraries, seriesYears: seriesYears)
         }

@@ -28,9 +28,13 @@ public final class StagedDetails: DetailsStash {
         }
     }
 
+    /// An item without details is staged too (as null): a refresh that merges changes into the
+    /// stored catalog keeps the stored details of an item nothing was staged for, so a changed
+    /// item that lost its details must say so.
     public func stash(_ item: CatalogItem) -> CatalogItem {
-        guard let details = item.details, failure == nil else { return item }
-        pending.append((item.id, OfflineIndex.encodeDetails(details)))
+        guard failure == nil else { return item }
+        pending.append((item.id, item.details.map(OfflineIndex.encodeDetails) ?? .null))
+        guard item.details != nil else { return item }
         if pending.count >= Self.batch { flush() }
         var bare = item
         bare.details = nil
@@ -60,9 +64,9 @@ public final class StagedDetails: DetailsStash {
         if let failure { throw failure }
     }
 
-    /// An item's staged details (null when it had none).
-    func details(of item: String, on c: Connection) throws -> SQLValue {
-        try c.query("SELECT details FROM temp.staged_details WHERE stage=? AND id=?", [.int(stage), .text(item)]).first?.first ?? .null
+    /// An item's staged details (null when it had none; nil when nothing was staged for it).
+    func details(of item: String, on c: Connection) throws -> SQLValue? {
+        try c.query("SELECT details FROM temp.staged_details WHERE stage=? AND id=?", [.int(stage), .text(item)]).first?.first
     }
 
     /// Drops what was staged.

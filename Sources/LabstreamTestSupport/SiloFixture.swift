@@ -165,6 +165,8 @@ public final class SiloFixture: Sendable {
     let origin = Mutex("")
     let createHold = Mutex<(armed: Bool, gate: DispatchSemaphore)?>(nil)
     let createHeld = Mutex(false)
+    /// Each browse's order (its library, type, search, source and sort), kept between pages.
+    let browseOrders = Mutex<[String: [SiloCatalog.Node]]>([:])
 
     public init(catalog fixtureCatalog: FixtureCatalog, configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -488,6 +490,10 @@ struct SiloState: Sendable {
     var heldEpisodes: Set<String> = []
     /// When a released episode arrived; episodes never held were there from the start.
     var episodeAddedAt: [String: Date] = [:]
+    /// Films the server does not have yet (`hold(movieContentId:)`), and when a released one
+    /// arrived.
+    var heldMovies: Set<String> = []
+    var movieAddedAt: [String: Date] = [:]
     var progress: [SiloProgressRow] = []
     /// `changeSubscriptionAtNextSync(id:mode:)`: armed until a sync arrives.
     var changeAtNextSync: (id: String, mode: String)? = nil

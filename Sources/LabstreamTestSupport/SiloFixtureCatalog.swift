@@ -1,4 +1,5 @@
 import Foundation
+import LabstreamCore
 import LabstreamDemo
 import LabstreamFixture
 import Synchronization
@@ -64,6 +65,28 @@ extension SiloFixture {
         return state.withLock { s in
             guard s.heldEpisodes.remove(episodeContentId) != nil else { return false }
             s.episodeAddedAt[episodeContentId] = now
+            return true
+        }
+    }
+
+    /// The server does not have this film yet: catalog listings, its item and version routes
+    /// and direct download of its files do not show it. `release(movieContentId:)` undoes it.
+    /// false when the id names no film.
+    @discardableResult
+    public func hold(movieContentId: String) -> Bool {
+        guard case .movie? = catalog.node(movieContentId) else { return false }
+        state.withLock { _ = $0.heldMovies.insert(movieContentId) }
+        return true
+    }
+
+    /// The server gains a held film, added now: its card's `added_at` is now. false when the
+    /// film was not held.
+    @discardableResult
+    public func release(movieContentId: String) -> Bool {
+        let now = Date()
+        return state.withLock { s in
+            guard s.heldMovies.remove(movieContentId) != nil else { return false }
+            s.movieAddedAt[movieContentId] = now
             return true
         }
     }
@@ -142,15 +165,24 @@ extension SiloFixture {
             field = term
             descending = sort.hasPrefix("-")
         }
-        let nodes = visibleNodes(catalog.browse(libraryId: q["library_id"], type: q["type"], query: q["q"], source: q["source"]))
-        let ordered = nodes.sorted { lhs, rhs in
-            let l = catalog.sortKey(lhs, field), r = catalog.sortKey(rhs, field)
-            if l != r { return descending ? l > r : l < r }
-            return catalog.contentId(lhs) < catalog.contentId(rhs)
-        }
+        let rules = try q["groups"].map { try catalogRules(c, $0, match: q["match"]) }
+        // The listing's order is kept between pages (a 100 000-film browse sorted at every page
+        // was most of a sync's time); what is held back and the rules are applied to it.
+        let orderKey = [q["library_id"] ?? "", q["type"] ?? "", q["q"] ?? "", q["source"] ?? "", sort].joined(separator: "\u{0}")
+        let sorted =
+            browseOrders.withLock { $0[orderKey] }
+            ?? {
+                let keyed = catalog.browse(libraryId: q["library_id"], type: q["type"], query: q["q"], source: q["source"])
+                    .map { (node: $0, key: catalog.sortKey($0, field), id: catalog.contentId($0)) }
+                let order = keyed.sorted { l, r in l.key != r.key ? (descending ? l.key > r.key : l.key < r.key) : l.id < r.id }.map(\.node)
+                browseOrders.withLock { $0[orderKey] = order }
+                return order
+            }()
+        var ordered = visibleNodes(sorted)
+        if let rules { ordered = ordered.filter { rules($0) } }
         let scope = [
             "listCatalogItems", userId, profile, q["library_id"] ?? "", q["type"] ?? "", q["q"] ?? "",
-            q["source"] ?? "", sort, String(limit)
+            q["source"] ?? "", sort, String(limit), q["groups"] ?? "", q["match"] ?? ""
         ].joined(separator: "\u{0}")
         let offset = try decodeCursor(c, scope: scope)
         let pageSize = min(limit, max(1, configuration.catalogPageSize))
@@ -165,6 +197,63 @@ extension SiloFixture {
                 ("total", SiloJ.num(ordered.count)),
                 ("total_exact", SiloJ.bool(true))
             ]))
+    }
+
+    /// The rule groups of a browse (`groups`, a JSON array of `{match, rules: [{field, op,
+    /// value}]}`; the browse's `match` combines the groups, default all) as a test of a card:
+    /// catalog-api.md § Rule fields and operators. The fixture knows `added_at` (a movie's or
+    /// series' arrival) and `latest_episode_added` (a series' newest episode's arrival; movies
+    /// never match) with `gt`, `lt` and `between` on an ISO date or instant; any other field or
+    /// operator is 422 at `query.groups`, as the spec answers an operator a field does not list.
+    func catalogRules(_ c: SiloCtx, _ text: String, match: String?) throws -> (SiloCatalog.Node) -> Bool {
+        func refuse(_ detail: String) -> SiloRefusal { validation(c, [("query.groups", "invalid", detail)]) }
+        guard let groups = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [[String: Any]] else {
+            throw refuse("expected a JSON array of rule groups")
+        }
+        func date(_ value: Any?) -> Date? {
+            guard let text = value as? String else { return nil }
+            if let epoch = ISODate.epochSeconds(text) { return Date(timeIntervalSince1970: TimeInterval(epoch)) }
+            let day = DateFormatter()
+            day.locale = Locale(identifier: "en_US_POSIX")
+            day.timeZone = TimeZone(identifier: "UTC")
+            day.dateFormat = "yyyy-MM-dd"
+            return day.date(from: text)
+        }
+        let (episodeAdded, movieAdded) = state.withLock { ($0.episodeAddedAt, $0.movieAddedAt) }
+        let base = catalog.addedAt
+        func value(_ field: String, _ node: SiloCatalog.Node) -> Date? {
+            switch (field, node) {
+            case ("added_at", .movie(let movie)): return movieAdded[movie.contentId] ?? base
+            case ("added_at", .series): return base
+            case ("latest_episode_added", .series(let show)): return show.episodes.map { episodeAdded[$0.contentId] ?? base }.max()
+            default: return nil
+            }
+        }
+        var tests: [(all: Bool, rules: [(SiloCatalog.Node) -> Bool])] = []
+        for group in groups {
+            var rules: [(SiloCatalog.Node) -> Bool] = []
+            for rule in group["rules"] as? [[String: Any]] ?? [] {
+                let field = (rule["field"] as? String ?? "").lowercased(), op = (rule["op"] as? String ?? "").lowercased()
+                guard ["added_at", "latest_episode_added"].contains(field) else { throw refuse("field \"\(field)\" is not supported") }
+                switch op {
+                case "gt", "lt":
+                    guard let bound = date(rule["value"]) else { throw refuse("\(field) \(op) takes an ISO date") }
+                    rules.append { node in value(field, node).map { op == "gt" ? $0 > bound : $0 < bound } ?? false }
+                case "between":
+                    guard let pair = rule["value"] as? [Any], pair.count == 2, let from = date(pair[0]), let to = date(pair[1]) else {
+                        throw refuse("\(field) between takes [from, to]")
+                    }
+                    rules.append { node in value(field, node).map { $0 >= from && $0 <= to } ?? false }
+                default: throw refuse("op \"\(op)\" is not supported for field \"\(field)\"")
+                }
+            }
+            tests.append(((group["match"] as? String ?? "all") != "any", rules))
+        }
+        let all = (match ?? "all") != "any"
+        return { node in
+            let results = tests.map { t in t.rules.isEmpty || (t.all ? t.rules.allSatisfy { $0(node) } : t.rules.contains { $0(node) }) }
+            return all ? !results.contains(false) : results.contains(true)
+        }
     }
 
     // GET /catalog/items/{id} — catalog-api.md § Library-scoped version lists and § Device-scoped
@@ -265,20 +354,21 @@ extension SiloFixture {
     /// The catalog node as the server shows it now (`hold(episodeContentId:)`).
     func visibleNode(_ id: String) -> SiloCatalog.Node? {
         guard let node = catalog.node(id) else { return nil }
-        let held: Set<String> = state.withLock { $0.heldEpisodes }
+        let held: Set<String> = state.withLock { $0.heldEpisodes.union($0.heldMovies) }
         return siloVisible(node, held: held)
     }
 
     private func visibleNodes(_ nodes: [SiloCatalog.Node]) -> [SiloCatalog.Node] {
-        let held: Set<String> = state.withLock { $0.heldEpisodes }
-        return nodes.compactMap { siloVisible($0, held: held) }
+        let held: Set<String> = state.withLock { $0.heldEpisodes.union($0.heldMovies) }
+        return held.isEmpty ? nodes : nodes.compactMap { siloVisible($0, held: held) }
     }
 
-    /// Whether `fileId` is the file of an episode the server does not have yet.
+    /// Whether `fileId` is the file of an episode or film the server does not have yet.
     func isHeldFile(_ fileId: String) -> Bool {
-        let held: Set<String> = state.withLock { $0.heldEpisodes }
-        guard !held.isEmpty else { return false }
+        let (held, movies) = state.withLock { ($0.heldEpisodes, $0.heldMovies) }
+        guard !held.isEmpty || !movies.isEmpty else { return false }
         return catalog.series.contains { show in show.episodes.contains { $0.fileId == fileId && held.contains($0.contentId) } }
+            || catalog.movies.contains { movies.contains($0.contentId) && $0.fileIds.contains(fileId) }
     }
 
     /// A catalog card (Go: catalog_types.go CatalogItem; genres and keywords never null).
@@ -286,6 +376,7 @@ extension SiloFixture {
         let added = SiloJ.string(siloInstant(catalog.addedAt))
         switch node {
         case .movie(let movie):
+            let added = state.withLock { $0.movieAddedAt[movie.contentId] }.map { SiloJ.string(siloInstant($0)) } ?? added
             return [
                 ("content_id", SiloJ.string(movie.contentId)), ("type", SiloJ.string("movie")), ("title", SiloJ.string(movie.title)),
                 ("year", SiloJ.optNum(movie.year)), ("genres", SiloJ.array([])), ("keywords", SiloJ.array([])),
@@ -439,6 +530,7 @@ struct SiloCatalog: Sendable {
     let chapters: [String: [FixtureCatalog.Chapter]]
     /// Details.runtimeSeconds by movie or episode content id (ends the last chapter).
     let runtimes: [String: Int]
+    let nodes: [String: Node]
 
     init(_ source: FixtureCatalog) {
         var files: [String: File] = [:]
@@ -537,16 +629,22 @@ struct SiloCatalog: Sendable {
         self.subtitles = subtitles
         self.chapters = chapters
         self.runtimes = runtimes
+        self.nodes = Self.index(movies: movies, series: series)
     }
 
-    func node(_ id: String) -> Node? {
-        if let movie = movies.first(where: { $0.contentId == id }) { return .movie(movie) }
+    func node(_ id: String) -> Node? { nodes[id] }
+
+    /// Every node by its content id (a walk of the catalog per lookup made a 100 000-film
+    /// library's version reads quadratic).
+    static func index(movies: [Movie], series: [Series]) -> [String: Node] {
+        var out: [String: Node] = [:]
+        for movie in movies where out[movie.contentId] == nil { out[movie.contentId] = .movie(movie) }
         for show in series {
-            if show.contentId == id { return .series(show) }
-            if let episode = show.episodes.first(where: { $0.contentId == id }) { return .episode(show, episode) }
-            for number in show.seasons where show.seasonId(number) == id { return .season(show, number) }
+            if out[show.contentId] == nil { out[show.contentId] = .series(show) }
+            for episode in show.episodes where out[episode.contentId] == nil { out[episode.contentId] = .episode(show, episode) }
+            for number in show.seasons where out[show.seasonId(number)] == nil { out[show.seasonId(number)] = .season(show, number) }
         }
-        return nil
+        return out
     }
 
     func files(of node: Node) -> [File] {
@@ -625,8 +723,8 @@ fileprivate func siloSeasonTitle(_ number: Int) -> String { number == 0 ? "Speci
 func siloVisible(_ node: SiloCatalog.Node, held: Set<String>) -> SiloCatalog.Node? {
     if held.isEmpty { return node }
     switch node {
-    case .movie:
-        return node
+    case .movie(let movie):
+        return held.contains(movie.contentId) ? nil : node
     case .series(let show):
         guard let shown = siloVisibleSeries(show, held) else { return nil }
         return SiloCatalog.Node.series(shown)

@@ -1,6 +1,7 @@
 import Foundation
 import LabstreamCore
 import LabstreamFixture
+import LabstreamTestSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -12,18 +13,25 @@ import LabstreamFixture
 /// (user demo, password demo) on loopback, each with the metadata a real library has (a plot,
 /// genres, provider ids); prints its URL on the first line, and links `DIR/.by-id/ID` to each
 /// movie so that a real web server (nginx in `make bench`) can answer `/Items/ID/Download`
-/// itself. Runs until SIGINT or SIGTERM.
+/// itself. SIGUSR1 saves every item anew, as a server-wide metadata refresh does (new dates and
+/// tags), then prints `touched N`. Runs until SIGINT or SIGTERM.
+///
+/// `labstream-fixture --silo DIR` serves the same library from the Silo fixture (`/api/v2`, user
+/// demo, password demo, 200 cards a page) instead; SIGUSR1 then prints `requests N versions V
+/// seasons S` (what was asked since the last such line) instead of touching anything.
 enum FixtureCommand {
     static func run(_ argv: [String]) throws -> Int32 {
-        guard argv.count == 1, !argv[0].hasPrefix("-") else {
-            FileHandle.standardError.write(Data("usage: labstream-fixture DIR\n".utf8))
+        let silo = argv.first == "--silo"
+        let rest = silo ? Array(argv.dropFirst()) : argv
+        guard rest.count == 1, !rest[0].hasPrefix("-") else {
+            FileHandle.standardError.write(Data("usage: labstream-fixture [--silo] DIR\n".utf8))
             return 64
         }
-        let dir = argv[0]
+        let dir = rest[0]
         // Blocked before any thread starts, so that every thread leaves them to sigwait.
         var signals = sigset_t()
         sigemptyset(&signals)
-        for s in [SIGINT, SIGTERM] { sigaddset(&signals, s) }
+        for s in [SIGINT, SIGTERM, SIGUSR1] { sigaddset(&signals, s) }
         pthread_sigmask(SIG_BLOCK, &signals, nil)
         let names = try FileManager.default.contentsOfDirectory(atPath: dir).filter { !$0.hasPrefix(".") }.sorted()
         let movies: [FixtureCatalog.Movie] = names.compactMap { name in
@@ -34,7 +42,9 @@ enum FixtureCommand {
                 title: stem.isEmpty ? name : stem, year: nil, file: dir + "/" + name, container: String(name.split(separator: ".").last ?? "bin"),
                 details: details(name))
         }
-        let fixture = try ServerFixture(catalog: FixtureCatalog(movies: movies, series: try series(in: dir + "/Shows")), userName: "demo", password: "demo")
+        let catalog = FixtureCatalog(movies: movies, series: try series(in: dir + "/Shows"))
+        if silo { return serveSilo(catalog, signals: &signals) }
+        let fixture = try ServerFixture(catalog: catalog, userName: "demo", password: "demo")
         let links = dir + "/.by-id"
         try? FileManager.default.createDirectory(atPath: links, withIntermediateDirectories: true)
         let ids = fixture.itemIdsByFile
@@ -45,7 +55,32 @@ enum FixtureCommand {
         }
         FileHandle.standardOutput.write(Data((try fixture.start() + "\n").utf8))
         var signal: Int32 = 0
-        sigwait(&signals, &signal)
+        while sigwait(&signals, &signal) == 0, signal == SIGUSR1 {
+            FileHandle.standardOutput.write(Data("touched \(fixture.touchAll())\n".utf8))
+        }
+        fixture.stop()
+        return 0
+    }
+
+    static func serveSilo(_ catalog: FixtureCatalog, signals: inout sigset_t) -> Int32 {
+        var configuration = SiloFixture.Configuration()
+        configuration.username = "demo"
+        configuration.password = "demo"
+        configuration.catalogPageSize = 200
+        let fixture = SiloFixture(catalog: catalog, configuration: configuration)
+        do {
+            FileHandle.standardOutput.write(Data((try fixture.start() + "\n").utf8))
+        } catch {
+            FileHandle.standardError.write(Data("labstream-fixture: \(error)\n".utf8))
+            return 1
+        }
+        var signal: Int32 = 0
+        while sigwait(&signals, &signal) == 0, signal == SIGUSR1 {
+            let log = fixture.requestLog
+            fixture.clearRequestLog()
+            let versions = log.filter { $0.path.hasSuffix("/versions") }.count, seasons = log.filter { $0.path.hasSuffix("/seasons") }.count
+            FileHandle.standardOutput.write(Data("requests \(log.count) versions \(versions) seasons \(seasons)\n".utf8))
+        }
         fixture.stop()
         return 0
     }

@@ -73,7 +73,7 @@ import Testing
             BackendRegistry.client(kind, session: session, identity: ClientIdentity(device: "d", deviceId: "i"), transport: NoNetwork())
         }
         let expected: [BackendKind: (incremental: Bool, live: Bool, prepared: Bool)] = [
-            .jellyfin: (true, true, true), .emby: (true, true, true), .plex: (false, false, true), .silo: (false, false, false)
+            .jellyfin: (true, true, true), .emby: (true, true, true), .plex: (false, false, true), .silo: (true, false, false)
         ]
         for kind in BackendKind.allCases {
             let c = client(kind), e = expected[kind]!

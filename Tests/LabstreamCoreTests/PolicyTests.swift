@@ -308,11 +308,30 @@ import Testing
         var b2 = b
         b2.title = "B2"
         let c = CatalogItem(id: "c", kind: .movie, title: "C", sources: [MediaSource(id: "c", size: 1)])
-        let merged = LibraryCatalog.merge(
-            [LibraryCatalog(id: "L", name: "Movies", items: [a, b]), LibraryCatalog(id: "S", name: "Shows", items: [])],
-            [LibraryCatalog(id: "L", name: "Films", items: [b2, c])])
-        #expect(merged.map(\.name) == ["Films", "Shows"])
-        #expect(merged[0].items.map(\.title) == ["A", "B2", "C"])
+        var merge = CatalogMerge([LibraryCatalog(id: "L", name: "Movies", items: [a, b]), LibraryCatalog(id: "S", name: "Shows", items: [])])
+        merge.apply(LibraryCatalog(id: "L", name: "Films", items: [b2, c]))
+        #expect(merge.libraries.map(\.name) == ["Films", "Shows"])
+        #expect(merge.libraries[0].items.map(\.title) == ["A", "B2", "C"])
+    }
+
+    /// Pages of one library applied one after the other: an item changed twice keeps its last
+    /// state and its one place, an item of another library with the same id is another item, a
+    /// library no stored catalog had joins, and series details merge.
+    @Test func changesAppliedPageByPageReplaceInPlace() {
+        func movie(_ id: String, _ title: String) -> CatalogItem { CatalogItem(id: id, kind: .movie, title: title, sources: [MediaSource(id: id, size: 1)]) }
+        var merge = CatalogMerge([
+            LibraryCatalog(id: "L", name: "Movies", items: [movie("a", "A"), movie("b", "B")]),
+            LibraryCatalog(id: "S", name: "Shows", items: [movie("a", "other A")], seriesDetails: ["s1": ItemDetails(plot: "one")])
+        ])
+        merge.apply(LibraryCatalog(id: "L", name: "Movies", items: [movie("b", "B2"), movie("c", "C")]))
+        merge.apply(LibraryCatalog(id: "L", name: "Movies", items: [movie("a", "A2"), movie("c", "C2")]))
+        merge.apply(LibraryCatalog(id: "S", name: "Shows", items: [], seriesDetails: ["s2": ItemDetails(plot: "two")]))
+        merge.apply(LibraryCatalog(id: "N", name: "New", items: [movie("a", "new A")]))
+        #expect(merge.libraries.map(\.id) == ["L", "S", "N"])
+        #expect(merge.libraries[0].items.map(\.title) == ["A2", "B2", "C2"])
+        #expect(merge.libraries[1].items.map(\.title) == ["other A"])
+        #expect(merge.libraries[1].seriesDetails.keys.sorted() == ["s1", "s2"])
+        #expect(merge.libraries[2].items.map(\.title) == ["new A"])
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import LabstreamCore
 import LabstreamFixture
+import LabstreamStore
 import LabstreamTestSupport
 import Testing
 
@@ -245,6 +246,48 @@ extension SiloTests {
         let scoped = m.fixture.requestLog.filter { $0.path.hasSuffix("/catalog") || $0.path.hasSuffix("/user/libraries") }
         #expect(!scoped.isEmpty && scoped.allSatisfy { $0.sentProfileToken && $0.status == 200 }, "\(scoped)")
         try m.unmount()
+    }
+}
+
+@Suite(.serialized) struct SiloRefreshTests {
+    /// A refresh asks Silo only what its catalog can tell (catalog-api.md § Rule fields and
+    /// operators: `added_at`, `latest_episode_added`), with each library's count for removals.
+    /// Nothing added: no film's versions and no season are read again, only a filtered and a
+    /// counting browse per library. A film added: its versions alone. An episode added: its
+    /// series' seasons alone. Each shows in the tree. A whole read still costs one version read
+    /// per film: /api/v2 has no read of many items' versions.
+    @Test func aRefreshReadsOnlyWhatWasAdded() throws {
+        let m = try MountedSilo("silo-refresh")
+        let beta = try #require(m.fixture.movieContentId(title: "Beta"))
+        let episode = try #require(m.fixture.episodeContentId(series: "Show", season: 2, episode: 1))
+        #expect(m.fixture.hold(movieContentId: beta) && m.fixture.hold(episodeContentId: episode))
+        #expect(try m.addWithPassword().code == 0)
+        let first = try m.cli(["sync"])
+        #expect(first.code == 0, "\(first.stdout) \(first.stderr)")
+        let versions = { m.fixture.requestLog.filter { $0.path.hasSuffix("/versions") } }
+        let seasons = { m.fixture.requestLog.filter { $0.path.hasSuffix("/seasons") } }
+        #expect(versions().count == 5 && seasons().count == 1)
+        let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
+        func paths() throws -> Set<String> { Set(try index.treeFiles().map { $0.path.joined(separator: "/") }) }
+        let betaPath = "test/Movies/Beta (2002)/Beta (2002).mp4", returnPath = "test/Shows/Show (2020)/Season 02/Show (2020) - S02E01 - Return.mkv"
+        #expect(try !paths().contains(betaPath) && !paths().contains(returnPath))
+
+        m.fixture.clearRequestLog()
+        let unchanged = try m.cli(["sync"])
+        #expect(unchanged.code == 0 && unchanged.stdout.contains("test: 8 files"), "\(unchanged.stdout) \(unchanged.stderr)")
+        let browses = m.fixture.requestLog.filter { $0.path.hasSuffix("/catalog") }
+        #expect(versions().isEmpty && seasons().isEmpty && !m.fixture.requestLog.contains { $0.path.hasSuffix("/episodes") }, "\(m.fixtureLog)")
+        #expect(browses.count == 4 && browses.allSatisfy { $0.query["groups"] != nil || $0.query["limit"] == "1" }, "\(browses)")
+        #expect(browses.filter { $0.query["groups"]?.contains("latest_episode_added") == true }.count == 1)
+
+        #expect(m.fixture.release(movieContentId: beta) && m.fixture.release(episodeContentId: episode))
+        m.fixture.clearRequestLog()
+        let added = try m.cli(["sync"])
+        #expect(added.code == 0 && added.stdout.contains("test: 10 files"), "\(added.stdout) \(added.stderr)")
+        #expect(versions().map(\.path) == ["/api/v2/catalog/items/\(beta)/versions"], "\(versions())")
+        #expect(seasons().count == 1 && seasons().allSatisfy { $0.path.contains(try! #require(m.fixture.seriesContentId(name: "Show"))) })
+        #expect(try paths().contains(betaPath) && paths().contains(returnPath))
+        #expect(try paths().isSuperset(of: expectedTree(m.mediaDir).keys) && paths().count == 10)
     }
 }
 
