@@ -33,7 +33,8 @@ enum Help {
           --config-dir DIR   configuration (default $LABSTREAM_CONFIG_DIR, $XDG_CONFIG_HOME/labstream, /etc/labstream for root)
           --data-dir DIR     index, partial files, log (default $LABSTREAM_DATA_DIR, $XDG_DATA_HOME/labstream, /var/lib/labstream for root)
           --log-level LEVEL  error, warning, info (default) or debug; -v, --verbose is debug.
-                             The daemon logs to DATA_DIR/labstream.log and syslog (the journal);
+                             The daemon logs to DATA_DIR/labstream.log (rotated by size: log_max_size,
+                             log_files in labstream.conf) and syslog (the journal);
                              in the foreground, to stderr. Secrets in a line are masked.
           -h, --help         this text; `labstream COMMAND --help` for one command
 

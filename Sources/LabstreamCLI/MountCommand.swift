@@ -199,7 +199,12 @@ struct MountedDaemon {
         // an error on that write, not the end of the daemon.
         signal(SIGPIPE, SIG_IGN)
         let set = Self.blockSignals()
-        let log = Logger(level: logLevel, syslog: syslog)
+        // A daemonised daemon's stderr is DATA_DIR/labstream.log, which it keeps bounded; in the
+        // foreground (a terminal, a systemd unit's journal) whoever reads stderr keeps it.
+        let rotating =
+            syslog
+            ? RotatingLogFile(path: context.layout.logPath, rotation: (try? context.loadConfig())?.logRotation ?? .default, standardStreams: true) : nil
+        let log = Logger(level: logLevel, syslog: syslog, rotating: rotating)
         do {
             return try serve(log: log, signals: set)
         } catch {

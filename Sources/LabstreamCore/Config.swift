@@ -50,6 +50,8 @@ public struct LabstreamConfig: Sendable, Hashable {
     public var refreshInterval: Double = 900
     public var maxConcurrentFiles = 3
     public var connectionsPerFile = 2
+    /// `[daemon]`: how large the daemon's log file grows and how many rotated ones are kept.
+    public var logRotation: LogRotation = .default
 
     public init() {}
 
@@ -73,7 +75,7 @@ public struct LabstreamConfig: Sendable, Hashable {
 
     public static func parse(_ text: String) throws(ParseError) -> LabstreamConfig {
         var config = LabstreamConfig()
-        enum Section { case none, server(Int), cache }
+        enum Section { case none, server(Int), cache, daemon }
         var section = Section.none
         var typed = Set<Int>()  // servers whose section has a `type` line
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
@@ -85,6 +87,8 @@ public struct LabstreamConfig: Sendable, Hashable {
                 let inner = String(line.dropFirst().dropLast()).trimmingSpaces
                 if inner == "cache" {
                     section = .cache
+                } else if inner == "daemon" {
+                    section = .daemon
                 } else if inner.hasPrefix("server") {
                     let rest = String(inner.dropFirst("server".count)).trimmingSpaces
                     guard rest.count >= 2, rest.hasPrefix("\""), rest.hasSuffix("\"") else {
@@ -96,7 +100,7 @@ public struct LabstreamConfig: Sendable, Hashable {
                     config.servers.append(Server(name: name, kind: .jellyfin, url: "", user: nil))  // its `type` line says which
                     section = .server(config.servers.count - 1)
                 } else {
-                    throw ParseError(line: lineNo, message: "unknown section [\(inner)]; expected [server \"NAME\"] or [cache]")
+                    throw ParseError(line: lineNo, message: "unknown section [\(inner)]; expected [server \"NAME\"], [cache] or [daemon]")
                 }
                 continue
             }
@@ -177,6 +181,19 @@ public struct LabstreamConfig: Sendable, Hashable {
                     config.connectTimeout = v
                 default: throw ParseError(line: lineNo, message: "unknown cache key '\(key)'")
                 }
+            case .daemon:
+                switch key {
+                case "log_max_size":
+                    let v = try size(value, line: lineNo)
+                    guard v >= 4096 else { throw ParseError(line: lineNo, message: "log_max_size must be at least 4K") }
+                    config.logRotation.maxSize = v
+                case "log_files":
+                    guard let v = Int(value), (0...20).contains(v) else {
+                        throw ParseError(line: lineNo, message: "log_files must be a whole number from 0 to 20")
+                    }
+                    config.logRotation.files = v
+                default: throw ParseError(line: lineNo, message: "unknown daemon key '\(key)'")
+                }
             }
         }
         for (i, server) in config.servers.enumerated() {
@@ -240,6 +257,10 @@ public struct LabstreamConfig: Sendable, Hashable {
         if maxConcurrentFiles != 3 { cache.append("max_concurrent_files = \(maxConcurrentFiles)") }
         if connectionsPerFile != 2 { cache.append("connections_per_file = \(connectionsPerFile)") }
         if !cache.isEmpty { out += "\n[cache]\n" + cache.joined(separator: "\n") + "\n" }
+        var daemon: [String] = []
+        if logRotation.maxSize != LogRotation.default.maxSize { daemon.append("log_max_size = \(logRotation.maxSize)") }
+        if logRotation.files != LogRotation.default.files { daemon.append("log_files = \(logRotation.files)") }
+        if !daemon.isEmpty { out += "\n[daemon]\n" + daemon.joined(separator: "\n") + "\n" }
         return out
     }
 }
