@@ -147,12 +147,13 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
                     guard let id = card["content_id"].string else { continue }
                     let title = card["title"].string ?? id
                     let year = card["year"].int.flatMap { $0 > 0 ? $0 : nil }
+                    let added = SiloDecode.addedAt(card)
                     switch card["type"].string ?? type {
                     case "movie":
                         let what = "/catalog/items/{id}/versions"
                         let sources = try SiloDecode.versions(
                             try get({ requests.versions(of: id, library: library.id, bearer: $0, profile: profile) }, what), what)
-                        if !sources.isEmpty { items.append(CatalogItem(id: id, kind: .movie, title: title, year: year, sources: sources)) }
+                        if !sources.isEmpty { items.append(CatalogItem(id: id, kind: .movie, title: title, year: year, modified: added, sources: sources)) }
                     case "series":
                         progress("\(library.name): \(title)")
                         let seasonsWhat = "/catalog/series/{id}/seasons"
@@ -161,7 +162,7 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
                         for season in seasons {
                             let what = "/catalog/series/{id}/seasons/{num}/episodes"
                             let body = try get({ requests.episodes(of: id, season: season, library: library.id, bearer: $0, profile: profile) }, what)
-                            items += try SiloDecode.episodes(body, what, series: (id, title, year))
+                            items += try SiloDecode.episodes(body, what, series: (id, title, year), added: added)
                         }
                     default: continue
                     }
