@@ -217,7 +217,7 @@ struct MountedDaemon {
     func serve(log: Logger, signals: sigset_t) throws(CLIError) -> Int32 {
         let lock = try DaemonLock.acquire(context.layout, mountpoint: mountpoint)
         defer { lock.release() }
-        let daemon = try Daemon(context: context, options: options, log: log)
+        let daemon = try Daemon(context: context, options: options, log: log, mountpoint: mountpoint)
         defer { daemon.stop() }
         let mount: FUSEMount
         do { mount = try FUSEMount(engine: daemon.fs, mountpoint: mountpoint, options: options.fuseOptions) } catch { throw CLIError(error) }

@@ -52,6 +52,11 @@ public struct LabstreamConfig: Sendable, Hashable {
     public var connectionsPerFile = 2
     /// `[daemon]`: how large the daemon's log file grows and how many rotated ones are kept.
     public var logRotation: LogRotation = .default
+    /// `[daemon]`: the commands run (argv, no shell) when a pinned file finishes or fails for
+    /// good, and how long one may run before it is killed, in seconds.
+    public var onComplete: [String]?
+    public var onFailed: [String]?
+    public var hookTimeout: Double = 60
 
     public init() {}
 
@@ -192,6 +197,18 @@ public struct LabstreamConfig: Sendable, Hashable {
                         throw ParseError(line: lineNo, message: "log_files must be a whole number from 0 to 20")
                     }
                     config.logRotation.files = v
+                case "on_complete", "on_failed":
+                    let argv: [String]
+                    switch HookCommand.split(value) {
+                    case .success(let words): argv = words
+                    case .failure(let problem): throw ParseError(line: lineNo, message: "\(key) \(problem)")
+                    }
+                    if key == "on_complete" { config.onComplete = argv } else { config.onFailed = argv }
+                case "hook_timeout":
+                    guard let v = Double(value), v >= 1, v <= 3600 else {
+                        throw ParseError(line: lineNo, message: "hook_timeout must be a number of seconds from 1 to 3600")
+                    }
+                    config.hookTimeout = v
                 default: throw ParseError(line: lineNo, message: "unknown daemon key '\(key)'")
                 }
             }
@@ -260,6 +277,9 @@ public struct LabstreamConfig: Sendable, Hashable {
         var daemon: [String] = []
         if logRotation.maxSize != LogRotation.default.maxSize { daemon.append("log_max_size = \(logRotation.maxSize)") }
         if logRotation.files != LogRotation.default.files { daemon.append("log_files = \(logRotation.files)") }
+        if let argv = onComplete { daemon.append("on_complete = \(HookCommand.joined(argv))") }
+        if let argv = onFailed { daemon.append("on_failed = \(HookCommand.joined(argv))") }
+        if hookTimeout != 60 { daemon.append("hook_timeout = \(hookTimeout)") }
         if !daemon.isEmpty { out += "\n[daemon]\n" + daemon.joined(separator: "\n") + "\n" }
         return out
     }
