@@ -10,6 +10,13 @@ static const int CLinux_POSIX_SPAWN_SETSID = POSIX_SPAWN_SETSID;
 static const int CLinux_POSIX_SPAWN_SETSID = 0x80;
 #endif
 
+/* Closes every descriptor from `from` up in the spawned child (glibc 2.34+, declared only under
+   _GNU_SOURCE): a completion hook must not inherit /dev/fuse, the index or the control socket. */
+extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *, int);
+static inline int CLinux_spawn_closefrom(posix_spawn_file_actions_t *actions, int from) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, from);
+}
+
 #include <unistd.h>
 #include <sys/syscall.h>
 /* Waits for any process to exit (not only children) without polling: a pidfd is readable once it has. */

@@ -539,8 +539,16 @@ public enum SiloDecode {
         return items.compactMap { $0["season_number"].int }
     }
 
-    /// A season's episodes; an episode without a file is not listed.
-    public static func episodes(_ body: [UInt8], _ what: String, series: (id: String, title: String, year: Int?)) throws(LabstreamError) -> [CatalogItem] {
+    /// A catalog card's `added_at` (catalog_types.go CatalogItem: an instant, UTC with
+    /// milliseconds; absent on some surfaces) in seconds since the epoch; 0 when absent.
+    public static func addedAt(_ card: JSONValue) -> Int64 { card["added_at"].string.flatMap(ISODate.epochSeconds) ?? 0 }
+
+    /// A season's episodes; an episode without a file is not listed. A season listing's rows
+    /// (catalog_items.go Episode, EpisodeFile) carry no added date: an episode carries its
+    /// series card's, `added`.
+    public static func episodes(
+        _ body: [UInt8], _ what: String, series: (id: String, title: String, year: Int?), added: Int64 = 0
+    ) throws(LabstreamError) -> [CatalogItem] {
         guard let items = try json(body, what)["items"].array else { throw .malformedResponse("\(what) has no items") }
         return items.compactMap { e in
             guard let id = e["content_id"].string else { return nil }
@@ -553,7 +561,7 @@ public enum SiloDecode {
             return CatalogItem(
                 id: id, kind: .episode, title: e["title"].string ?? "", seriesId: series.id, seriesName: series.title,
                 seriesYear: series.year, seasonNumber: e["season_number"].int, episodeNumber: e["episode_number"].int,
-                sources: sources)
+                modified: added, sources: sources)
         }
     }
 }

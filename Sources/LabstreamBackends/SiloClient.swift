@@ -172,7 +172,9 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
         let what = "/catalog/items/{id}/versions"
         let sources = try SiloDecode.versions(try get({ requests.versions(of: id, library: library, bearer: $0, profile: profile) }, what), what)
         guard !sources.isEmpty else { return nil }
-        return CatalogItem(id: id, kind: .movie, title: card["title"].string ?? id, year: card["year"].int.flatMap { $0 > 0 ? $0 : nil }, sources: sources)
+        return CatalogItem(
+            id: id, kind: .movie, title: card["title"].string ?? id, year: card["year"].int.flatMap { $0 > 0 ? $0 : nil },
+            modified: SiloDecode.addedAt(card), sources: sources)
     }
 
     /// A series card's episodes that have a file, season by season (each season's episodes
@@ -187,7 +189,7 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
         for season in seasons {
             let what = "/catalog/series/{id}/seasons/{num}/episodes"
             let body = try get({ requests.episodes(of: id, season: season, library: library, bearer: $0, profile: profile) }, what)
-            items += try SiloDecode.episodes(body, what, series: (id, title, year))
+            items += try SiloDecode.episodes(body, what, series: (id, title, year), added: SiloDecode.addedAt(card))
         }
         return items
     }

@@ -33,7 +33,8 @@ enum Help {
           --config-dir DIR   configuration (default $LABSTREAM_CONFIG_DIR, $XDG_CONFIG_HOME/labstream, /etc/labstream for root)
           --data-dir DIR     index, partial files, log (default $LABSTREAM_DATA_DIR, $XDG_DATA_HOME/labstream, /var/lib/labstream for root)
           --log-level LEVEL  error, warning, info (default) or debug; -v, --verbose is debug.
-                             The daemon logs to DATA_DIR/labstream.log and syslog (the journal);
+                             The daemon logs to DATA_DIR/labstream.log (rotated by size: log_max_size,
+                             log_files in labstream.conf's [daemon]) and syslog (the journal);
                              in the foreground, to stderr. Secrets in a line are masked.
           -h, --help         this text; `labstream COMMAND --help` for one command
 
@@ -181,6 +182,8 @@ enum Help {
         (nothing downloads until a mount). unpin stops background filling and
         keeps the bytes already present. A generated .nfo, or stored artwork or subtitles, is always
         local: pinning it says so (exit 65). The same works with: setfattr -n user.labstream.pin -v 1 PATH
+        When a pinned file finishes or fails for good, labstream.conf's on_complete or on_failed
+        command runs (no shell) with LABSTREAM_PATH, _SERVER, _TITLE, _STATE and _REASON set.
 
         --quality original|remux|20mbps|10mbps|5mbps|2mbps|1mbps (default: the server's `quality`)
         keeps a server-made copy at that bitrate when the original exceeds it, or (remux) the

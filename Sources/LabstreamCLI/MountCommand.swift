@@ -199,7 +199,12 @@ struct MountedDaemon {
         // an error on that write, not the end of the daemon.
         signal(SIGPIPE, SIG_IGN)
         let set = Self.blockSignals()
-        let log = Logger(level: logLevel, syslog: syslog)
+        // A daemonised daemon's stderr is DATA_DIR/labstream.log, which it keeps bounded; in the
+        // foreground (a terminal, a systemd unit's journal) whoever reads stderr keeps it.
+        let rotating =
+            syslog
+            ? RotatingLogFile(path: context.layout.logPath, rotation: (try? context.loadConfig())?.logRotation ?? .default, standardStreams: true) : nil
+        let log = Logger(level: logLevel, syslog: syslog, rotating: rotating)
         do {
             return try serve(log: log, signals: set)
         } catch {
@@ -212,7 +217,7 @@ struct MountedDaemon {
     func serve(log: Logger, signals: sigset_t) throws(CLIError) -> Int32 {
         let lock = try DaemonLock.acquire(context.layout, mountpoint: mountpoint)
         defer { lock.release() }
-        let daemon = try Daemon(context: context, options: options, log: log)
+        let daemon = try Daemon(context: context, options: options, log: log, mountpoint: mountpoint)
         defer { daemon.stop() }
         let mount: FUSEMount
         do { mount = try FUSEMount(engine: daemon.fs, mountpoint: mountpoint, options: options.fuseOptions) } catch { throw CLIError(error) }

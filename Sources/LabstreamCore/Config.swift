@@ -53,6 +53,13 @@ public struct LabstreamConfig: Sendable, Hashable {
     /// Range fetches on the wire at once, reads and fills together (the engine's fetch pool).
     public var fetchThreads = LabstreamConfig.defaultFetchThreads
     public static let defaultFetchThreads = 16
+    /// `[daemon]`: how large the daemon's log file grows and how many rotated ones are kept.
+    public var logRotation: LogRotation = .default
+    /// `[daemon]`: the commands run (argv, no shell) when a pinned file finishes or fails for
+    /// good, and how long one may run before it is killed, in seconds.
+    public var onComplete: [String]?
+    public var onFailed: [String]?
+    public var hookTimeout: Double = 60
 
     public init() {}
 
@@ -76,7 +83,7 @@ public struct LabstreamConfig: Sendable, Hashable {
 
     public static func parse(_ text: String) throws(ParseError) -> LabstreamConfig {
         var config = LabstreamConfig()
-        enum Section { case none, server(Int), cache }
+        enum Section { case none, server(Int), cache, daemon }
         var section = Section.none
         var typed = Set<Int>()  // servers whose section has a `type` line
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
@@ -88,6 +95,8 @@ public struct LabstreamConfig: Sendable, Hashable {
                 let inner = String(line.dropFirst().dropLast()).trimmingSpaces
                 if inner == "cache" {
                     section = .cache
+                } else if inner == "daemon" {
+                    section = .daemon
                 } else if inner.hasPrefix("server") {
                     let rest = String(inner.dropFirst("server".count)).trimmingSpaces
                     guard rest.count >= 2, rest.hasPrefix("\""), rest.hasSuffix("\"") else {
@@ -99,7 +108,7 @@ public struct LabstreamConfig: Sendable, Hashable {
                     config.servers.append(Server(name: name, kind: .jellyfin, url: "", user: nil))  // its `type` line says which
                     section = .server(config.servers.count - 1)
                 } else {
-                    throw ParseError(line: lineNo, message: "unknown section [\(inner)]; expected [server \"NAME\"] or [cache]")
+                    throw ParseError(line: lineNo, message: "unknown section [\(inner)]; expected [server \"NAME\"], [cache] or [daemon]")
                 }
                 continue
             }
@@ -185,6 +194,31 @@ public struct LabstreamConfig: Sendable, Hashable {
                     config.connectTimeout = v
                 default: throw ParseError(line: lineNo, message: "unknown cache key '\(key)'")
                 }
+            case .daemon:
+                switch key {
+                case "log_max_size":
+                    let v = try size(value, line: lineNo)
+                    guard v >= 4096 else { throw ParseError(line: lineNo, message: "log_max_size must be at least 4K") }
+                    config.logRotation.maxSize = v
+                case "log_files":
+                    guard let v = Int(value), (0...20).contains(v) else {
+                        throw ParseError(line: lineNo, message: "log_files must be a whole number from 0 to 20")
+                    }
+                    config.logRotation.files = v
+                case "on_complete", "on_failed":
+                    let argv: [String]
+                    switch HookCommand.split(value) {
+                    case .success(let words): argv = words
+                    case .failure(let problem): throw ParseError(line: lineNo, message: "\(key) \(problem)")
+                    }
+                    if key == "on_complete" { config.onComplete = argv } else { config.onFailed = argv }
+                case "hook_timeout":
+                    guard let v = Double(value), v >= 1, v <= 3600 else {
+                        throw ParseError(line: lineNo, message: "hook_timeout must be a number of seconds from 1 to 3600")
+                    }
+                    config.hookTimeout = v
+                default: throw ParseError(line: lineNo, message: "unknown daemon key '\(key)'")
+                }
             }
         }
         for (i, server) in config.servers.enumerated() {
@@ -249,6 +283,13 @@ public struct LabstreamConfig: Sendable, Hashable {
         if connectionsPerFile != 2 { cache.append("connections_per_file = \(connectionsPerFile)") }
         if fetchThreads != Self.defaultFetchThreads { cache.append("fetch_threads = \(fetchThreads)") }
         if !cache.isEmpty { out += "\n[cache]\n" + cache.joined(separator: "\n") + "\n" }
+        var daemon: [String] = []
+        if logRotation.maxSize != LogRotation.default.maxSize { daemon.append("log_max_size = \(logRotation.maxSize)") }
+        if logRotation.files != LogRotation.default.files { daemon.append("log_files = \(logRotation.files)") }
+        if let argv = onComplete { daemon.append("on_complete = \(HookCommand.joined(argv))") }
+        if let argv = onFailed { daemon.append("on_failed = \(HookCommand.joined(argv))") }
+        if hookTimeout != 60 { daemon.append("hook_timeout = \(hookTimeout)") }
+        if !daemon.isEmpty { out += "\n[daemon]\n" + daemon.joined(separator: "\n") + "\n" }
         return out
     }
 }

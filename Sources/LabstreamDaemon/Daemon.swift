@@ -27,6 +27,7 @@ public final class Daemon: Sendable {
     /// Servers mounted from the index, synced once the mount is up.
     let fromIndex: [String]
     let refreshInterval: TimeInterval
+    let hooks: CompletionHooks
 
     /// Every configured server with credentials, by default through libcurl; a test passes its own.
     public typealias Backends = @Sendable (LabstreamConfig, Logger) throws -> [any MediaBackend]
@@ -36,7 +37,7 @@ public final class Daemon: Sendable {
     /// The data dir's lock must be held.
     public init(
         context: Context, options: MountOptions, log: Logger, controlSocket: Bool = true,
-        backends makeBackends: Backends? = nil
+        backends makeBackends: Backends? = nil, mountpoint: String? = nil
     ) throws(CLIError) {
         CLinux_map_large_allocations()
         var config = try context.loadConfig()
@@ -119,6 +120,10 @@ public final class Daemon: Sendable {
         tree.withLock { $0 = fs }
         CLinux_release_free_memory()  // what reading the catalog needed is not what serving it needs
 
+        let hooks = CompletionHooks(
+            config: config, mountpoint: mountpoint, log: log, resolve: { [weak transfers] in transfers?.treePath(of: $0) },
+            missingBeside: { key in fetcher.status(of: key).contains { $0.state == .missing } })
+        self.hooks = hooks
         transfers.onEvent { event in
             switch event {
             case .treeChanged: reload()  // a finished copy at another quality joins the tree
@@ -126,10 +131,14 @@ public final class Daemon: Sendable {
             case .verify(let keys): fetcher.verify(keys)
             case .mediaDropped(let key): fetcher.mediaDropped(key)
             case .serverOnline(let name): scheduler.serverOnline(name)
+            case .finished(let key, let outcome, let reason): hooks.finished(key, outcome, reason: reason)
             }
         }
         transfers.onSideAssetsMissing { key in fetcher.status(of: key).contains { $0.state == .missing } }
-        fetcher.onChange(reload)  // stored (or dropped) artwork and subtitles show
+        fetcher.onChange {
+            reload()  // stored (or dropped) artwork and subtitles show
+            hooks.sideAssetsChanged()  // a file waiting for them to be complete may now be
+        }
         fs.onListed { fetcher.listed($0) }
         fs.onSideAssetStatus { fetcher.status(of: $0) }
 
@@ -235,6 +244,7 @@ public final class Daemon: Sendable {
         fetcher.stop()
         heapTrim.cancel()
         transfers.stop()
+        hooks.stop()
         if let error = index.checkpoint() { log.warn("checkpointing the index: \(error)") }
         do { try index.backUp() } catch { log.warn(error.userMessage) }
     }

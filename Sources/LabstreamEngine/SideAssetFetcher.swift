@@ -134,9 +134,13 @@ public final class SideAssetFetcher: Sendable {
         }
         worker.wake()
         // One stored copy behind each of its names (a season poster's two): read from the same bytes.
+        // No server dates its artwork or subtitles apart from their item: each carries the newest
+        // date of the files it belongs with, so a folder's newest file is its newest date.
+        let modifiedOf = Dictionary(tree.map { ($0.key, $0.modified) }, uniquingKeysWith: max)
         return planned.values.flatMap { p -> [GeneratedFile] in
             guard let row = rows[p.key], row.state == .stored, let file = row.file, let ext = row.fileExtension else { return [] }
-            return p.paths(extension: ext).map { GeneratedFile(path: $0, storedAt: engine.layout.absolute(file), size: row.size, modified: 0) }
+            let modified = p.owners.compactMap { modifiedOf[$0] }.max() ?? 0
+            return p.paths(extension: ext).map { GeneratedFile(path: $0, storedAt: engine.layout.absolute(file), size: row.size, modified: modified) }
         }.sorted { $0.path.lexicographicallyPrecedes($1.path) }
     }
 

@@ -125,6 +125,8 @@ public final class TransferEngine: Sendable {
         self.journal = journal ?? CleanupJournal.open(path: layout.cleanupJournalPath, warn: log)
         index.keepReserve()
         managed.wakeUp.set { [entries] in entries.wake() }
+        // Every status change is recorded through the index: it tells each finish once.
+        index.onFinished { [weak self] row, outcome in self?.tell(.finished(row.key, outcome, reason: row.reason)) }
     }
 
     /// What the engine tells whoever runs it, one typed event at a time (`TransferEvent`).
@@ -354,6 +356,13 @@ public final class TransferEngine: Sendable {
 
     /// Where `key`'s file is in the tree.
     public func catalogPath(of key: FileKey) -> [String]? { catalog.withLock { $0[key]?.path } }
+
+    /// Where `key`'s file is in the tree, a copy at another quality or a next version included.
+    public func treePath(of key: FileKey) -> [String]? {
+        if let path = catalogPath(of: key) { return path }
+        guard let row = (try? index.download(key)) ?? nil else { return nil }
+        return treeFile(for: row)?.path
+    }
 
     /// The rows of `key`'s copies at other qualities.
     public func copies(of key: FileKey) -> [DownloadRow] { (try? index.derivedCopies(of: key)) ?? [] }

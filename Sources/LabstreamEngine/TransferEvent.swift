@@ -13,4 +13,8 @@ public enum TransferEvent: Sendable, Hashable {
     case mediaDropped(FileKey)
     /// A server that was not answering answers again (told on a thread of its own).
     case serverOnline(String)
+    /// A pinned file or copy finished for good: here (`complete`, `unverified` once its check has
+    /// run or is off) or `failed`, with its reason. Told once per finish, on the thread that
+    /// recorded it (which may hold the file's lock): the handler must only take note.
+    case finished(FileKey, FinishedFile.Outcome, reason: StatusReason?)
 }

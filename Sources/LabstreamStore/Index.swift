@@ -22,6 +22,8 @@ public final class OfflineIndex: Sendable {
     let stored = Mutex<[FileKey: Int64]?>(nil)
     /// Told when a file's stored bytes start, end or become whole (not on every segment).
     let storedListener = Hook<@Sendable (FileKey) -> Void>()
+    /// Told once each time a pinned row is saved with an outcome it did not have (`FinishedFile`).
+    let finishedListener = Hook<@Sendable (DownloadRow, FinishedFile.Outcome) -> Void>()
 
     public struct ServerRow: Sendable, Hashable {
         public var name: String

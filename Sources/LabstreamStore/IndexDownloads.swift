@@ -8,6 +8,9 @@ extension OfflineIndex {
 
     public func onStoredChange(_ listener: @escaping @Sendable (FileKey) -> Void) { storedListener.set(listener) }
 
+    /// `listener` is told on the saving thread, after the row is committed: it must not block.
+    public func onFinished(_ listener: @escaping @Sendable (DownloadRow, FinishedFile.Outcome) -> Void) { finishedListener.set(listener) }
+
     /// The bytes stored for `key` (0 when none, or when the index cannot be read).
     public func storedBytes(_ key: FileKey) -> Int64 {
         stored.withLock { cache in
@@ -166,9 +169,15 @@ extension OfflineIndex {
     func saveDownloadOnce(_ row: DownloadRow, committing segment: Segment?, learnedSize: Bool, now: Int64) throws(LabstreamError) -> Bool {
         let k: [SQLValue] = [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId)]
         do {
+            var before: (status: DownloadStatus, reason: StatusReason?)?
             let saved = try db.transaction { c in
-                let current = try c.query("SELECT attempt FROM downloads WHERE server=? AND item_id=? AND source_id=?", k).first?[0].int
-                if let current, current > row.attempt.rawValue { return false }
+                let current = try c.query(
+                    "SELECT attempt, status, reason, reason_detail FROM downloads WHERE server=? AND item_id=? AND source_id=?", k
+                ).first
+                if let attempt = current?[0].int, attempt > row.attempt.rawValue { return false }
+                before = current.flatMap { r in
+                    r[1].text.flatMap(DownloadStatus.init(rawValue:)).map { ($0, r[2].text.map { StatusReason(persisted: $0, parameters: r[3].text) }) }
+                }
                 try Self.insert(row, into: c, now: now)
                 try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=? AND attempt<?", k + [.int(row.attempt.rawValue)])
                 if let segment {
@@ -186,6 +195,9 @@ extension OfflineIndex {
             if saved {
                 CopySidecar.note(row, segment: segment, root: dataRoot)
                 noteStored(row)
+                if let outcome = FinishedFile.newOutcome(pinned: row.pinned, before: before, after: (row.status, row.reason)) {
+                    finishedListener.function?(row, outcome)
+                }
             }
             return saved
         } catch {
