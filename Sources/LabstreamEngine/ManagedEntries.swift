@@ -170,8 +170,8 @@ final class ManagedEntries: Sendable {
         for stale in rows where DerivedCopy.parse(stale.key) != nil && stale.total == 0 {
             // As the steps above left it (one may have failed it).
             guard let row = try engine.index.download(stale.key), row.pinned, row.total == 0,
-                [.queued, .downloading, .preparing].contains(row.status), let entry = stored[row.key.itemId], entry.sourceId == row.key.sourceId, entry.id != nil, !entry.endsFetching,
-                entry.status != "preparing"
+                [.queued, .downloading, .preparing].contains(row.status), let entry = stored[row.key.itemId],
+                entry.sourceId == row.key.sourceId, entry.id != nil, !entry.endsFetching, entry.status != "preparing"
             else { continue }
             learnSize(row, quality: entry.quality, registry: registry, engine: engine)
         }
