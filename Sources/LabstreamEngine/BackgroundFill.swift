@@ -6,8 +6,9 @@ import Synchronization
 
 /// Tops up the segment train of every pinned file that still misses bytes, whenever pins,
 /// catalogs, backends or finished transfers change something. It makes no call to a server but
-/// for bytes: the registries and the servers' cleanup run on their own threads, which it only
-/// wakes, so a server that is slow to answer them holds up no other server's files.
+/// for bytes: the registries (and the sizes of their copies), the server-prepared copies' jobs
+/// and the servers' cleanup run on their own threads, which it only wakes, so a server that is
+/// slow to answer them holds up no other server's files.
 enum BackgroundFill {
     /// One pass over the pinned rows. Returns when it next needs to look again without a
     /// wake-up (a retry's backoff).

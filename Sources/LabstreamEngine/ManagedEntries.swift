@@ -24,6 +24,8 @@ final class ManagedEntries: Sendable {
     let preparing = Mutex<[String: (due: Date, polls: Int)]>([:])
     /// Failed attempts the server's entries were read back for (a refused fetch may be a revoked entry).
     let failuresSeen = Mutex<Set<String>>([])
+    /// A copy at a preset whose size its entry's file route did not say is asked again at this time.
+    let nextProbe = Mutex<[FileKey: Date]>([:])
 
     /// Registry servers whose pass runs now, and those with files pinned (or retried) since
     /// their last pass began.
@@ -120,6 +122,7 @@ final class ManagedEntries: Sendable {
         }
         if again.exchange(false, ordering: .relaxed) { soonest = min(soonest ?? now.addingTimeInterval(1), now.addingTimeInterval(1)) }
         for (_, poll) in preparing.withLock({ $0 }) { soonest = min(soonest ?? poll.due, poll.due) }
+        for due in nextProbe.withLock({ $0.values }) where due > now { soonest = min(soonest ?? due, due) }
         return (soonest, true)
     }
 
@@ -163,6 +166,41 @@ final class ManagedEntries: Sendable {
                 pinned: row != nil, local: row.map { local($0, entry: entry, engine: engine) }, entry: entry,
                 besideStored: row.map { !engine.sideAssetsMissing($0.key) } ?? true)
             try take(step, server: server, item: item, row: row, entry: entry, registry: registry, engine: engine)
+        }
+        for stale in rows where DerivedCopy.parse(stale.key) != nil && stale.total == 0 {
+            // As the steps above left it (one may have failed it).
+            guard let row = try engine.index.download(stale.key), row.pinned, row.total == 0,
+                [.queued, .downloading, .preparing].contains(row.status), let entry = stored[row.key.itemId],
+                entry.sourceId == row.key.sourceId, entry.id != nil, !entry.endsFetching, entry.status != "preparing"
+            else { continue }
+            learnSize(row, quality: entry.quality, registry: registry, engine: engine)
+        }
+    }
+
+    /// A copy at a preset whose entry is ready learns its size from the entry's file route, here
+    /// rather than in the fill: the fill then fetches it like any file.
+    func learnSize(_ queued: DownloadRow, quality: Quality, registry: any ManagedDownloadRegistry, engine: any ManagedEntriesHost) {
+        if let due = nextProbe.withLock({ $0[queued.key] }), due > Date() { return }
+        var row = queued
+        guard var shown = engine.derivedTreeFile(row) else { return }
+        shown.size = 1
+        // What the copy turns out to be is known from its first bytes: until then it is said
+        // as the original's copy, never by a name it may not have.
+        let named = (DerivedCopy.parse(row.key).flatMap { engine.catalogFile($0.base) }?.path ?? shown.path).joined(separator: "/")
+        do throws(LabstreamError) {
+            let probe = try registry.transport.sizeOf(registry.rangeRequest(for: shown, range: ByteRange(0, 1), validator: nil))
+            guard let size = probe.size, size > 0 else {
+                throw LabstreamError.malformedResponse("the copy's file route did not say its size (HTTP \(probe.status))")
+            }
+            row = row.nextAttempt(reason: nil)
+            row.apply(.enqueued)
+            row.total = size
+            _ = try engine.index.saveDownload(row, now: engine.now())
+            nextProbe.withLock { _ = $0.removeValue(forKey: row.key) }
+            engine.log("\(named): the server's \(quality) copy is ready (\(size) bytes)")
+        } catch {
+            nextProbe.withLock { $0[row.key] = Date().addingTimeInterval(5) }
+            engine.log("\(named): the server's \(quality) copy: \(error.userMessage); trying again shortly")
         }
     }
 
@@ -314,17 +352,17 @@ final class ManagedEntries: Sendable {
     }
 
     /// The background fill of a copy at a preset: it waits (`preparing`) while the server
-    /// prepares its entry, learns its size from the entry's file route once it is ready, then
-    /// is fetched like any file. The managed pass registers it first.
+    /// prepares its entry, and while the registry's thread learns its size from the entry's file
+    /// route once it is ready (`learnSize`), then is fetched like any file. The managed pass
+    /// registers it first.
     func fillCopy(_ queued: DownloadRow, engine: any ManagedEntriesHost) -> FileTransfer.FillState {
         var row = queued
-        guard let registry = engine.backend(for: row.key.server) as? any ManagedDownloadRegistry,
+        guard engine.backend(for: row.key.server) is any ManagedDownloadRegistry,
             let entry = (try? engine.index.managedEntry(server: row.key.server, item: row.key.itemId)) ?? nil,
             entry.sourceId == row.key.sourceId, let id = entry.id, !entry.endsFetching
         else { return .idle }
-        let quality = entry.quality
         if entry.status == "preparing" {
-            let why = StatusReason.preparingEntry(quality: "\(quality)", entry: id)
+            let why = StatusReason.preparingEntry(quality: "\(entry.quality)", entry: id)
             if row.status != .preparing || row.reason != why {
                 row.apply(.preparationStarted(queued: false))
                 row.reason = why
@@ -334,25 +372,9 @@ final class ManagedEntries: Sendable {
             return .waitUntil(preparing.withLock { $0[row.key.server]?.due } ?? Date().addingTimeInterval(1))
         }
         if row.total == 0 {
-            guard var shown = engine.derivedTreeFile(row) else { return .idle }
-            shown.size = 1
-            // What the copy turns out to be is known from its first bytes: until then it is said
-            // as the original's copy, never by a name it may not have.
-            let named = (DerivedCopy.parse(row.key).flatMap { engine.catalogFile($0.base) }?.path ?? shown.path).joined(separator: "/")
-            do throws(LabstreamError) {
-                let probe = try registry.transport.sizeOf(registry.rangeRequest(for: shown, range: ByteRange(0, 1), validator: nil))
-                guard let size = probe.size, size > 0 else {
-                    throw LabstreamError.malformedResponse("the copy's file route did not say its size (HTTP \(probe.status))")
-                }
-                row = row.nextAttempt(reason: nil)
-                row.apply(.enqueued)
-                row.total = size
-                _ = try engine.index.saveDownload(row, now: engine.now())
-                engine.log("\(named): the server's \(quality) copy is ready (\(size) bytes)")
-            } catch {
-                engine.log("\(named): the server's \(quality) copy: \(error.userMessage); trying again shortly")
-                return .waitUntil(Date().addingTimeInterval(5))
-            }
+            // The registry's next pass asks its size; the pass wakes the fill after.
+            let due = nextProbe.withLock { $0[row.key] } ?? .distantPast
+            return .waitUntil(max(due, Date().addingTimeInterval(1)))
         }
         guard let file = engine.derivedTreeFile(row), let state = try? engine.fillTransfer(of: file) else { return .idle }
         return state

@@ -85,11 +85,13 @@ public final class TransferEngine: Sendable {
     private let catalog = Mutex(CatalogFiles())
     public let log: @Sendable (String) -> Void
     // Each duty its own thread, so that none waits on another's server: the fill (local work and
-    // the bytes), the download-entry registries (Silo's calls), the servers' cleanup (jobs to
-    // finish, the cleanup journal), validation; side assets, monitors and server health have
+    // the bytes), the download-entry registries (Silo's calls), the server-prepared copies'
+    // jobs (Emby Convert, Plex download queue: made, adopted, polled), the servers' cleanup (jobs
+    // to finish, the cleanup journal), validation; side assets, monitors and server health have
     // theirs in their own types.
     let filler = Worker(name: "background-fill")
     let entries = Worker(name: "download-entries")
+    let preparations = Worker(name: "server-preparations")
     let cleanup = Worker(name: "server-cleanup")
     let validation = Worker(name: "validation")
     let health = ServerHealth()
@@ -125,6 +127,7 @@ public final class TransferEngine: Sendable {
         self.journal = journal ?? CleanupJournal.open(path: layout.cleanupJournalPath, warn: log)
         index.keepReserve()
         managed.wakeUp.set { [entries] in entries.wake() }
+        prepared.wakeUp.set { [preparations] in preparations.wake() }
         // Every status change is recorded through the index: it tells each finish once.
         index.onFinished { [weak self] row, outcome in self?.tell(.finished(row.key, outcome, reason: row.reason)) }
     }
@@ -193,6 +196,12 @@ public final class TransferEngine: Sendable {
             if ran { filler.wake() }
             return due
         }
+        preparations.start { [self] _ in
+            let (due, settled) = prepared.pass(self)
+            // A prepared file is ready (or its job ended): the fill goes on with that copy.
+            if settled { filler.wake() }
+            return due
+        }
         cleanup.start { [self] _ in
             live.replayJournal(self)
             prepared.finish(self)
@@ -209,6 +218,7 @@ public final class TransferEngine: Sendable {
     public func stop(grace: Double = 3) {
         filler.stop()
         entries.stop()
+        preparations.stop()
         cleanup.stop()
         health.stop()
         validation.stop()

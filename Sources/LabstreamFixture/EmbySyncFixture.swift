@@ -38,6 +38,25 @@ extension ServerFixture {
     /// answer 504, as a proxy that timed out does: the client cannot know the job exists.
     public func loseJobCreateAnswers(_ count: Int) { state.withLock { $0.lostCreateAnswers = count } }
 
+    /// The next Emby Convert job creation makes its job, then holds its answer until
+    /// `releaseJobCreateAnswer()` (at most a minute): a server slow to answer a job's create.
+    public func holdNextJobCreateAnswer() { state.withLock { $0.jobCreateGate = (true, DispatchSemaphore(value: 0)) } }
+    public func releaseJobCreateAnswer() { state.withLock { $0.jobCreateGate }?.gate.signal() }
+    /// Whether a job creation's answer is being held now (made, not yet sent).
+    public var holdsJobCreateAnswer: Bool { state.withLock { $0.holdingJobCreate } }
+
+    func holdJobCreateAnswer() {
+        let gate = state.withLock { s -> DispatchSemaphore? in
+            guard let armed = s.jobCreateGate, armed.armed else { return nil }
+            s.jobCreateGate = (false, armed.gate)
+            s.holdingJobCreate = true
+            return armed.gate
+        }
+        guard let gate else { return }
+        _ = gate.wait(timeout: .now() + 60)
+        state.withLock { $0.holdingJobCreate = false }
+    }
+
     func createAnswerLost() -> Bool {
         state.withLock { s in
             guard s.lostCreateAnswers > 0 else { return false }
@@ -64,6 +83,7 @@ extension ServerFixture {
                 return id
             }
             if createAnswerLost() { return .json("{\"title\":\"Gateway Timeout\"}", status: 504) }
+            holdJobCreateAnswer()
             return json(["Job": syncJobDto(id), "JobItems": [syncJobItemDto(id)]])
         }
         if m == "GET" && parts == ["Sync", "Jobs"] {

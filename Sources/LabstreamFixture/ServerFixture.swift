@@ -451,6 +451,10 @@ public final class ServerFixture: Sendable {
         var holdSyncJobs = false
         /// Job creations whose answer is lost: the job is made, the client gets a 504.
         var lostCreateAnswers = 0
+        /// The next job creation's answer waits on this gate (`holdNextJobCreateAnswer`), and
+        /// whether one waits on it now.
+        var jobCreateGate: (armed: Bool, gate: DispatchSemaphore)?
+        var holdingJobCreate = false
         /// Play sessions whose encoding a client stopped (`DELETE /Videos/ActiveEncodings`).
         var stoppedSessions: [String] = []
         /// File bodies being sent now, and the most at once, per file.

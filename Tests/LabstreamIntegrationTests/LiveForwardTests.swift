@@ -172,6 +172,29 @@ import Testing
         try m.unmount()
     }
 
+    /// A server slow to answer a job's create holds up no file's bytes: the original of the
+    /// clip downloads and completes while the Convert job for its copy has no answer yet (the
+    /// jobs are made and polled on a thread of their own; the fill only wakes it). The copy
+    /// then comes through its job once the answer arrives.
+    @Test func aSlowJobCreateHoldsUpNoOtherFile() throws {
+        // Patient enough that a fill stuck behind the held create could not give up on it first.
+        let m = try MountedLabstream("convert-slow-create", kind: .emby, catalog: Self.clipCatalog, cacheConfig: "fetch_timeout = 120")
+        try m.mount()
+        m.fixture.holdNextJobCreateAnswer()
+        #expect(try m.cli(["pin", "--quality", "2mbps", m.path(Self.original)]).code == 0)
+        #expect(eventually { m.fixture.holdsJobCreateAnswer })
+        let wait = try m.cli(["pin", "--wait", m.path(Self.original)])
+        #expect(wait.code == 0, "\(wait.stdout) \(wait.stderr)")
+        #expect(m.fixture.holdsJobCreateAnswer, "the original finished only once Emby answered the job's create")
+        #expect(try sha256(m.path(Self.original)) == sha256(m.mediaDir + "/clip.mkv"))
+        m.fixture.releaseJobCreateAnswer()
+        let copy = try m.cli(["pin", "--quality", "2mbps", "--wait", m.path(Self.original)])
+        #expect(copy.code == 0, "\(copy.stderr)")
+        #expect(m.fixture.syncJobCount == 1)
+        #expect(eventually { m.fixture.transferredSyncJobs == [100] })
+        try m.unmount()
+    }
+
     /// Plex transcodes go through its download queue: the row stays `queued` (the server's
     /// state as its reason) with the queue item persisted, polling resumes after a restart (no
     /// second item), the prepared file is fetched in ranges, and the item is then removed.
