@@ -167,7 +167,12 @@ final class FileTransfer: @unchecked Sendable {
             engine.dropped(file.key)
             return
         }
-        try index.saveDownload(row, now: engine.now())
+        do { try index.saveDownload(row, now: engine.now()) } catch {
+            // A retry off a full disk may find no room to record that it was queued: it is
+            // dispatched anyway (the index keeps the pause, which is what a restart should find;
+            // whatever lands or parks again is recorded as it happens).
+            guard dispatchDespiteRoom, case .noSpace = error else { throw error }
+        }
     }
 
     /// A file parked for a full disk resumes: the free-space watch found room for it
