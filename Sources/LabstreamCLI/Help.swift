@@ -207,10 +207,11 @@ enum Help {
 
         Acts on the downloads of a file, or of every file below a folder, inside a live mount.
         pause stops planning new segments (those in flight finish); resume and retry queue the files
-        again (a file parked for a full disk is checked for free space again, and parks again if it
-        still does not fit); pause, resume and retry act on a file's new version still arriving beside
+        again (a file parked for a full disk is tried once anyway; if it parks again the command says
+        why and exits 75; such a pause also lifts by itself once there is room, checked with backoff
+        and at once after a cancel or unpin); pause, resume and retry act on a file's new version still arriving beside
         its old copy too; cancel unpins and frees every local byte, first, so it works on a full
-        disk too; verify runs the completion check (size, libmpv playback probe)
+        disk too (unpin too: either may use the index's 1 MiB reserve); verify runs the completion check (size, libmpv playback probe)
         again on complete files and checks their stored side assets (subtitles, artwork), dropping a
         damaged one and fetching each anew without touching the media; retry of a file that failed
         the check (or whose new version did) keeps a copy in DATA_DIR/inspect and downloads it again.

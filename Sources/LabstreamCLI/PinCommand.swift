@@ -147,11 +147,14 @@ enum PinCommand {
     /// inside the mount of this data dir's daemon, else through the mount's attribute.
     static func send(_ command: FileCommand, to paths: [String], saying verb: String, quiet: Bool, context: Context) throws {
         let holder = DaemonLock.holder(context.layout)
+        var parkedAgain: [ParkedAgain] = []
+        // Every path is acted on before a retry that parked again is told (75: try later).
         for path in paths {
             if let holder, let relative = ControlChannel.relative(path, to: holder.mountpoint),
-                try ControlChannel.send(context.layout, .perform(command, paths: [relative])) != nil
+                let answer = try ControlChannel.send(context.layout, .perform(command, paths: [relative]))
             {
                 if !quiet { printOut("\(verb) \(path)") }
+                if case .performed(_, let again?) = answer { parkedAgain += again }
                 continue
             }
             // Only a Labstream mount answers user.labstream.state: never set attributes elsewhere.
@@ -177,6 +180,7 @@ enum PinCommand {
             }
             if !quiet { printOut("\(verb) \(path)") }
         }
+        guard parkedAgain.isEmpty else { throw CLIError(ExitCode.tempFail, parkedAgain.map(\.sentence).joined(separator: "\nlabstream: ")) }
     }
 
     /// With no daemon running, pins act on the index directly (safe: the next mount picks them

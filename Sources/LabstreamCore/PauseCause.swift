@@ -32,7 +32,9 @@ public enum PauseCause: Sendable, Hashable, CaseIterable, RawRepresentable {
     }
 
     /// The background fill resumes such a file once its server answers and accepts the sign-in
-    /// again; every other pause waits for the user (`labstream resume`).
+    /// again. A full disk's pause lifts by itself too, but only when room returns
+    /// (`FreeSpaceWatch`), which may be never: `pin --wait` does not wait for it. Every other
+    /// pause waits for the user (`labstream resume`).
     public var liftsByItself: Bool { self == .serverUnavailable || self == .signInRefused }
 
     /// Why `status` says a file of `server` paused for this cause is paused.

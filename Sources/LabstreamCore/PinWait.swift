@@ -8,7 +8,8 @@ public enum PinWait {
         /// Every file is done or failed, at least one failed.
         case failed
         /// Nothing moves any more and no file failed, but some are paused for a reason only the
-        /// user can clear (a full disk, `labstream pause`): waiting would never end.
+        /// user can clear (`labstream pause`), or until room returns on a full disk: waiting
+        /// might never end.
         case held
     }
 
@@ -38,7 +39,7 @@ public enum PinWait {
         switch cause {
         case .storageFull?:
             return
-                "\(path) is paused: the cache's disk cannot hold the rest of it. Free space on it (or unpin other files, or lower min_free), then run `labstream resume \(path)`."
+                "\(path) is paused: the cache's disk cannot hold the rest of it. It resumes by itself once there is room: free space on it (or unpin or cancel other files, or lower min_free); `labstream resume \(path)` tries at once."
         default:
             return "\(path) is paused (\(reason?.sentence ?? "no reason given")); `labstream resume \(path)` continues it."
         }

@@ -96,7 +96,7 @@ public enum StatusReason: Sendable, Hashable {
         case .awaitingValidation: return "all bytes present; waiting for the playback check"
         case .probeOff: return "all bytes present; the playback probe is off"
         case .serverUnavailable: return "server unavailable"
-        case .storageFull: return "the cache's disk is full; free space, then `labstream resume`"
+        case .storageFull: return "the cache's disk is full; it resumes by itself once there is room (`labstream resume` tries now)"
         case .pausedByUser: return "paused by user"
         case .evicted: return "evicted to stay within the cache limits"
         case .monitorLetGo: return "removed by its series monitor (watched, or over the monitor's storage cap)"

@@ -18,11 +18,34 @@ public enum DaemonRequest: Sendable, Hashable, Codable {
 /// other answer.
 public enum DaemonResponse: Sendable, Hashable, Codable {
     case statuses(entries: [FileStatus], change: Int)
-    case performed(files: Int)
+    /// `parkedAgain`: files a `resume`/`retry` dispatched off a full disk that parked again.
+    case performed(files: Int, parkedAgain: [ParkedAgain]? = nil)
     case synced([SyncResult])
     case progress(String)
     /// Refused or failed: the sysexits code and the sentence a person reads.
     case failure(code: Int32, message: String)
+}
+
+/// A file a person's `resume`/`retry` dispatched although the cache's disk was full, which
+/// parked again for it (the CLI says so, and why).
+public struct ParkedAgain: Sendable, Hashable, Codable {
+    public var path: String
+    /// Bytes it still misses.
+    public var missing: Int64
+    /// Free bytes on the data dir's disk as it parked again; nil when they cannot be measured.
+    public var free: Int64?
+
+    public init(path: String, missing: Int64, free: Int64?) {
+        self.path = path
+        self.missing = missing
+        self.free = free
+    }
+
+    /// What the command prints for it.
+    public var sentence: String {
+        "\(path) was tried again and parked again: the cache's disk is still full (\(free.map { ByteCount.text($0) + " free" } ?? "free space unknown"), "
+            + "\(ByteCount.text(missing)) still to fetch); it resumes by itself once there is room (free some with `labstream cancel` or `labstream unpin`)"
+    }
 }
 
 /// One server's sync as a person reads it (the same whether the CLI or the daemon ran it).

@@ -25,6 +25,7 @@ enum BackgroundFill {
         let copies = pinned.filter { DerivedCopy.parse($0.key) != nil }
         let catalog = engine.catalogFiles()
         let originals = pinned.filter { DerivedCopy.parse($0.key) == nil }
+        let watchDue = engine.watchFreeSpace(for: originals, catalog: catalog)
         var active = 0
         var soonest: Date?
         for row in copies + originals where active < engine.maxConcurrentFiles {
@@ -53,7 +54,7 @@ enum BackgroundFill {
             case .idle: continue
             }
         }
-        return [soonest, versionsDue].compactMap { $0 }.min()
+        return [soonest, versionsDue, watchDue].compactMap { $0 }.min()
     }
 }
 
@@ -73,6 +74,9 @@ protocol FillHost: NextVersionsHost, CatalogAccess {
     func fillDerivedCopy(_ row: DownloadRow) -> FileTransfer.FillState
     /// A file of unknown size (`OpenEndedFill.consider`).
     func fillOpenEnded(_ row: DownloadRow, file: TreeFile) -> FileTransfer.FillState
+    /// Resumes the files of `pinned` (queue order) parked for a full disk that fit now; returns
+    /// when to look again while some still wait.
+    func watchFreeSpace(for pinned: [DownloadRow], catalog: CatalogFiles) -> Date?
 }
 
 extension TransferEngine: FillHost {
@@ -86,4 +90,42 @@ extension TransferEngine: FillHost {
     func entriesHoldFill(of server: String) -> Bool { managed.holdsFill(server, engine: self) }
     func fillDerivedCopy(_ row: DownloadRow) -> FileTransfer.FillState { live.consider(row, engine: self) }
     func fillOpenEnded(_ row: DownloadRow, file: TreeFile) -> FileTransfer.FillState { openEnded.consider(row, file: file, engine: self) }
+
+    // A copy at another quality has no size to measure until it is complete: only originals
+    // are watched; such a copy parked for a full disk waits for `labstream resume`.
+    func watchFreeSpace(for pinned: [DownloadRow], catalog: CatalogFiles) -> Date? {
+        // The transfer's own row: on a full disk the index may not have taken the pause.
+        let waiting = pinned.compactMap { stored -> (DownloadRow, TreeFile)? in
+            guard let file = catalog[stored.key], let row = row(for: file), row.status == .paused, row.pauseCause == .storageFull else { return nil }
+            return (row, file)
+        }
+        let now = Date()
+        guard !waiting.isEmpty else {
+            freeSpaceLooks.withLock { $0 = (0, nil) }
+            return nil
+        }
+        let free = freeBytes() ?? Int64.max
+        let lift = FreeSpaceWatch.resumable(
+            remaining: waiting.map { $0.0.total - $0.0.present.byteCount }, free: free, headroom: settings.freeSpaceHeadroom)
+        for i in lift { (try? transfer(for: waiting[i].1))?.liftStorageFull(engine: self) }
+        return freeSpaceLooks.withLock { looks in
+            if !lift.isEmpty {
+                looks.fruitless = 0
+            } else if looks.next.map({ $0 <= now }) ?? false {
+                // Only a look the schedule made counts: wake-ups for other work look for free.
+                looks.fruitless += 1
+            }
+            if lift.count == waiting.count {
+                looks.next = nil
+            } else if lift.isEmpty, let next = looks.next, next > now {
+                return next
+            } else {
+                let delay = FreeSpaceWatch().delay(afterFruitless: looks.fruitless)
+                looks.next = now.addingTimeInterval(delay)
+                let count = waiting.count - lift.count
+                log("\(count) pinned files wait for room on the cache's disk (\(ByteCount.text(free)) free); looking again in \(Int(delay)) s")
+            }
+            return looks.next
+        }
+    }
 }

@@ -35,6 +35,9 @@ final class FileTransfer: @unchecked Sendable {
     /// What this file's failures last said, so that a player reading on does not repeat it.
     var repeats = RepeatedLines()
     var offlineLogged = false
+    /// A person's `resume`/`retry` of a file parked for a full disk: its next fill passes the
+    /// free-space gate once.
+    var dispatchDespiteRoom = false
 
     // Guarded by `writeGate` (read under the condition too, written under both).
     var writableAttempt: AttemptID
@@ -145,12 +148,10 @@ final class FileTransfer: @unchecked Sendable {
             try partial.discardAll()
         case .resume, .retry:
             guard !whole else { return }
-            // Parked for a full disk and it still does not fit: it stays parked, as the first
-            // try would (nothing to write on a disk that has no room).
-            if row.status == .paused && row.pauseCause == .storageFull && !engine.hasRoom(for: row.total - row.present.byteCount) {
-                engine.log("\(file.path.last ?? ""): still not enough free space; it stays paused (free space with labstream cancel)")
-                return
-            }
+            // A person's retry is dispatched even when the free-space gate would park it (seed
+            // 000): the disk may have more room than the headroom asks for. Once: if the disk
+            // is really full, the write fails and the file parks again, as any fill would.
+            if row.status == .paused && row.pauseCause == .storageFull { dispatchDespiteRoom = true }
             row.apply(.retry)
             row.reason = nil
             machine.startOver(fresh: true)
@@ -166,7 +167,29 @@ final class FileTransfer: @unchecked Sendable {
             engine.dropped(file.key)
             return
         }
-        try index.saveDownload(row, now: engine.now())
+        do { try index.saveDownload(row, now: engine.now()) } catch {
+            // A retry off a full disk may find no room to record that it was queued: it is
+            // dispatched anyway (the index keeps the pause, which is what a restart should find;
+            // whatever lands or parks again is recorded as it happens).
+            guard dispatchDespiteRoom, case .noSpace = error else { throw error }
+        }
+    }
+
+    /// A file parked for a full disk resumes: the free-space watch found room for it
+    /// (`FreeSpaceWatch`). Nothing happens if it moved on meanwhile.
+    func liftStorageFull(engine: any TransferHost) {
+        condition.lock()
+        defer {
+            condition.broadcast()
+            condition.unlock()
+            engine.noteChange()
+        }
+        awaitRow()
+        guard row.status == .paused, row.pauseCause == .storageFull, row.apply(.retry) else { return }
+        row.reason = nil
+        machine.startOver(fresh: true)
+        _ = try? index.saveDownload(row, now: engine.now())
+        engine.log("\(file.path.joined(separator: "/")): the cache's disk has room again; resuming")
     }
 
     /// Records the completion check's verdict, if the row is still the attempt that was probed.
@@ -374,8 +397,12 @@ final class FileTransfer: @unchecked Sendable {
         }
         // A retry is checked like the first try: it must not fill the disk it was parked for.
         if machine.fillRequests.isEmpty && !engine.hasRoom(for: row.total - row.present.byteCount) {
-            park(.storageFull, engine: engine)
-            return .idle
+            if dispatchDespiteRoom {
+                dispatchDespiteRoom = false
+            } else {
+                park(.storageFull, engine: engine)
+                return .idle
+            }
         }
         let plan = SegmentTrainPlanner.plan(
             .init(

@@ -103,6 +103,14 @@ public final class TransferEngine: Sendable {
     /// The threads every range fetch runs on (`Settings.fetchThreads`).
     let fetchPool: FetchPool
 
+    /// The free-space watch's schedule (`BackgroundFill`, `FreeSpaceWatch`): looks in a row that
+    /// resumed nothing, and when the next look is due.
+    let freeSpaceLooks = Mutex<(fruitless: Int, next: Date?)>((0, nil))
+
+    /// A person freed space (cancel, unpin): the free-space watch starts its backoff over, as
+    /// more may follow; the fill, woken next, looks at once.
+    func freedSpace() { freeSpaceLooks.withLock { $0 = (0, nil) } }
+
     /// Open handles per file, and when each file was last used (this session).
     private let usage = Mutex<(open: [FileKey: Int], lastUse: [FileKey: Int64])>(([:], [:]))
 
@@ -323,6 +331,10 @@ public final class TransferEngine: Sendable {
         for row in rows {
             if let live = files.withLock({ $0[row.key] }) { live.setPinned(pinned, engine: self) }
         }
+        if !pinned {
+            index.keepReserve()  // an unpin on a full disk may have used it
+            freedSpace()
+        }
         return rows
     }
 
@@ -517,6 +529,7 @@ public final class TransferEngine: Sendable {
             try transfer(for: next).apply(action, engine: self, reason: reason)
         }
         if action == .verify { tell(.verify(targets.map(\.key))) }
+        if action == .cancel { freedSpace() }
         log("\(action.rawValue) \(targets.count) files")
         if action == .retry || action == .resume { managed.pinned(Set(targets.map(\.key.server))) } else { managed.poke() }
         filler.wake()
@@ -585,6 +598,12 @@ public final class TransferEngine: Sendable {
         guard let free = freeBytes() else { return true }
         return free >= bytes + settings.freeSpaceHeadroom
     }
+
+    /// Free bytes on the data dir's filesystem, or nil when it cannot be measured.
+    public var freeSpace: Int64? { freeBytes() }
+
+    /// How long a reader waits for its bytes before failing.
+    public var readTimeout: Double { settings.readTimeout }
 
     /// Free bytes on the data dir's filesystem, or nil when it cannot be measured.
     func freeBytes() -> Int64? {

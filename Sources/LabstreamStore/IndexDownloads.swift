@@ -243,6 +243,17 @@ extension OfflineIndex {
     /// Pins or unpins files in one transaction (no half-pinned season after a crash). New rows
     /// are created for files never read; pinned rows become `queued` unless already complete.
     public func setPinned(_ pinned: Bool, files: [TreeFile], layout: DataLayout, now: Int64) throws(LabstreamError) -> [DownloadRow] {
+        do { return try setPinnedOnce(pinned, files: files, layout: layout, now: now) } catch {
+            // An unpin is how a person frees a full disk (the copies become evictable): on a
+            // full disk it may use the index's reserve, like a cancel; a pin may not (it only
+            // asks for more room). Nothing is lost either way: the transaction commits whole or
+            // not at all.
+            guard !pinned, case .noSpace = error, releaseReserve() else { throw error }
+            return try setPinnedOnce(pinned, files: files, layout: layout, now: now)
+        }
+    }
+
+    func setPinnedOnce(_ pinned: Bool, files: [TreeFile], layout: DataLayout, now: Int64) throws(LabstreamError) -> [DownloadRow] {
         do {
             return try db.transaction { c in
                 var out: [DownloadRow] = []
@@ -263,7 +274,10 @@ extension OfflineIndex {
                 }
                 return out
             }
-        } catch { throw .storage("pinning failed: \(error)") }
+        } catch {
+            if let e = error as? SQLiteError, e.code == 13 { throw .noSpace("recording the pin in \(db.path)") }  // SQLITE_FULL
+            throw .storage("pinning failed: \(error)")
+        }
     }
 
     /// Every partial path any row names, decodable or not (a damaged row still owns its file).

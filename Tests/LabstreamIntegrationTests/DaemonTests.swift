@@ -40,7 +40,7 @@ import Testing
         #expect(!before.isEmpty && before.allSatisfy { $0.state == .notLocal && !$0.pinned })
 
         // A pin through the API downloads the file; a follower waits on changes, not on a clock.
-        guard case .performed(let files) = daemon.handle(.perform(.pin(quality: nil), paths: [beta])) else { Issue.record("not performed"); return }
+        guard case .performed(let files, _) = daemon.handle(.perform(.pin(quality: nil), paths: [beta])) else { Issue.record("not performed"); return }
         #expect(files == 1)
         var seen = change
         var settled: FileStatus?

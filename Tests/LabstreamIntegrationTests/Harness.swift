@@ -174,15 +174,15 @@ final class MountedLabstream: @unchecked Sendable {
     var env: [String: String] { ["LABSTREAM_CONFIG_DIR": configDir, "LABSTREAM_DATA_DIR": dataDir] }
 
     /// Test media is random bytes, which the playback probe rightly rejects: it is off unless
-    /// a test asks for it.
+    /// a test asks for it. `dataDir`: a data dir of the test's own (a small file system).
     init(
         _ name: String, kind: ServerFixture.Kind = .jellyfin, catalog: ((String) -> FixtureCatalog)? = nil,
-        cacheConfig: String? = nil, probe: Bool = false
+        cacheConfig: String? = nil, probe: Bool = false, dataDir: String? = nil
     ) throws {
         scratch = Scratch(name)
         mediaDir = scratch.sub("media")
         configDir = scratch.sub("config")
-        dataDir = scratch.sub("data")
+        self.dataDir = dataDir ?? scratch.sub("data")
         mountpoint = scratch.sub("mnt")
         fixture = try ServerFixture(kind: kind, catalog: (catalog ?? testCatalog)(mediaDir), userName: "demo", password: "secret-pass")
         try fixture.start()

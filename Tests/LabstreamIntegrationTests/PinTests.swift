@@ -357,7 +357,7 @@ import Testing
                         == pread(path: expectedTree(rig.media)[rel]!, offset: Int(r.lower), length: Int(r.count)), "\(rel) \(r)")
             }
         }
-        // A retry is checked for free space like the first try: it parks again, not fill the disk.
+        // A person's retry is tried once even on a full disk (not refused); here it parks again.
         let parkedFile = try #require(outcomes.first { $0.value.status == .paused }?.key)
         try rig.fs.setxattr(try rig.file(parkedFile).ino, name: "user.labstream.action", value: Array("retry".utf8))
         let retried = try #require(try rig.settled(parkedFile))

@@ -44,7 +44,7 @@ func undoSchema18(_ db: SQLiteDatabase) throws {
     static let rows: [Old] = [
         Old(
             item: "full", id: "m", status: "paused", reason: "storage_full", cause: "storage_full", code: "storage_full",
-            message: "the cache's disk is full; free space, then `labstream resume`", typed: .storageFull),
+            message: "the cache's disk is full; it resumes by itself once there is room (`labstream resume` tries now)", typed: .storageFull),
         Old(
             item: "checking", id: "m", status: "unverified", reason: "all bytes present; awaiting validation", code: "awaiting_validation",
             message: "all bytes present; waiting for the playback check", typed: .awaitingValidation),
