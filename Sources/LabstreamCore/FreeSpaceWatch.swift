@@ -15,9 +15,7 @@ public struct FreeSpaceWatch: Sendable, Hashable {
 
     /// Seconds until the next look, after `fruitless` looks in a row resumed nothing.
     public func delay(afterFruitless fruitless: Int) -> Double {
-        var delay = firstDelay
-        for _ in 0..<max(fruitless, 0) where delay < maxDelay { delay *= 2 }
-        return min(delay, maxDelay)
+        Backoff.doubled(firstDelay, steps: fruitless, cap: maxDelay)
     }
 
     /// The indices of `remaining` (each parked file's missing bytes, in queue order) to resume

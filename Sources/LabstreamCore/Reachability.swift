@@ -17,7 +17,7 @@ public struct ReachabilityPolicy: Sendable, Hashable {
     /// Seconds until the next probe of a server that has failed `failures` probes in a row.
     public func nextProbe(after failures: Int) -> Double {
         guard failures > 0 else { return maxRetry }
-        return min(maxRetry, firstRetry * Double(1 << min(failures - 1, 20)))
+        return Backoff.doubled(firstRetry, steps: failures - 1, cap: maxRetry)
     }
 
     /// The state a probe result leads to.

@@ -52,7 +52,7 @@ public struct RetryPolicy: Sendable, Hashable {
         if case .status(_, let header?) = failure, let wait = Self.retryAfter(header, now: now) {
             return .retry(after: min(max(wait, 0), maxRetryAfter))
         }
-        let exponential = min(maxDelay, baseDelay * Double(1 << min(max(failures - 1, 0), 30)))
+        let exponential = Backoff.doubled(baseDelay, steps: failures - 1, cap: maxDelay)
         // Jitter between half and all of the delay keeps many clients from retrying in step.
         return .retry(after: exponential * (0.5 + 0.5 * min(max(random, 0), 1)))
     }
