@@ -31,7 +31,9 @@ extension ServerFixture {
         }
         if (m == "GET" || m == "HEAD") && parts.count == 5 && parts[0] == "library" && parts[1] == "parts" {
             guard let id = idsByPlexNumber[parts[2]], parts[3] == changestamp(id) else {
-                return .json("{\"errors\":[{\"code\":1002,\"message\":\"The part doesn't exist\"}]}", status: 404)
+                // plex-api-spec.yaml: a part's 404 is text/html, not the JSON error body of other routes.
+                return HTTPServer.Response(
+                    status: 404, headers: [("Content-Type", "text/html")], body: .bytes(Array("<html><body><h1>404 Not Found</h1></body></html>".utf8)))
             }
             return download(id, request, fault, logIndex: logIndex)
         }
