@@ -30,6 +30,7 @@ import Testing
         let judged = Mutex(0)
         var log: @Sendable (String) -> Void { { [self] line in lines.withLock { $0.append(line) } } }
         var playbackProbe: Bool { false }
+        var probeParallelism: Int { 1 }
 
         init(index: OfflineIndex, layout: DataLayout, files: [TreeFile], judgesCopies: Bool) {
             (self.index, self.layout, self.files, self.judgesCopies) = (index, layout, files, judgesCopies)
@@ -51,6 +52,7 @@ import Testing
         }
         func relistEntries(of server: String) {}
         func copyJudged() { judged.withLock { $0 += 1 } }
+        func inQueueOrder(_ rows: [DownloadRow]) -> [DownloadRow] { rows }
     }
 
     /// `files` pinned, all their bytes present and awaiting their check; each partial on disk
