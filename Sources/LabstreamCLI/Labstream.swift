@@ -9,7 +9,7 @@ import LabstreamDaemon
 public enum Labstream {
     static let commands: Set<String> = [
         "server", "mount", "unmount", "umount", "status", "sync", "demo", "pin", "unpin",
-        "pause", "resume", "retry", "cancel", "verify", "pause-all", "resume-all", "repair", "orphans", "monitor",
+        "pause", "resume", "retry", "cancel", "verify", "pause-all", "resume-all", "repair", "orphans", "monitor", "queue", "priority",
         "-h", "--help", "help", "--version", "version"
     ]
 
