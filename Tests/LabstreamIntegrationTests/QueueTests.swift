@@ -162,6 +162,31 @@ import Testing
         #expect(firstRequests(m, among: [id[opened]!, id[last]!]) == [id[opened]!, id[last]!])
     }
 
+    /// Bad input is refused with what to do; with no daemon the queue says to mount, and a pin
+    /// at a priority goes into the index with its place.
+    @Test func theQueueCommandsSayWhatIsWrong() throws {
+        let m = try MountedLabstream("queue-usage")
+        let unmounted = try m.cli(["queue"])
+        #expect(unmounted.code == 69 && unmounted.stderr.contains("mount first"), "\(unmounted.stderr)")
+        let level = try m.cli(["priority", m.path(Self.gamma), "urgent"])
+        #expect(level.code == 64 && level.stderr.contains("high|normal|low"), "\(level.stderr)")
+        let both = try m.cli(["queue", "move", m.path(Self.gamma), "--first", "--before", m.path(Self.beta)])
+        #expect(both.code == 64 && both.stderr.contains("--first | labstream queue move PATH --before OTHER"), "\(both.stderr)")
+        let unpin = try m.cli(["unpin", "--priority", "high", Self.gamma])
+        #expect(unpin.code == 64 && unpin.stderr.contains("--priority goes with pin"), "\(unpin.stderr)")
+        #expect(try m.cli(["sync"]).code == 0)
+        let offline = try m.cli(["pin", "--priority", "low", Self.gamma])
+        #expect(offline.code == 0, "\(offline.stderr)")
+        do {
+            let index = try OfflineIndex(path: DataLayout(root: m.dataDir).indexPath)
+            #expect(try index.queuePlaces().values.map(\.priority) == [.low])
+        }
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        let outside = try m.cli(["priority", m.scratch.path, "high"])
+        #expect(outside.code == 66 && outside.stderr.contains("is not inside"), "\(outside.stderr)")
+    }
+
     /// Schema 18 → 19: pinned rows get places in the order the fill used then; new pins go after.
     @Test func aVersion18IndexGetsQueuePlacesInItsOldOrder() throws {
         let scratch = Scratch("migrate18")
