@@ -48,14 +48,14 @@ extension TransferEngine {
 
     /// The queued keys of `files`: the files and their copies at other qualities that are pinned.
     func queuedKeys(of files: [TreeFile]) -> [FileKey] {
-        let places = (try? index.queuePlaces()) ?? [:]
+        let places = (try? index.queuePlaces(waitingOnly: false)) ?? [:]
         return files.flatMap { [$0.key] + copies(of: $0.key).map(\.key) }.filter { places[$0] != nil }
     }
 
     /// Gives every pinned file of `files` (and its pinned copies) `priority`. Throws when none
     /// of them is pinned: a priority is a place in the queue, which only a pin has.
     public func setPriority(_ priority: QueuePriority, files: [TreeFile], named what: String) throws(LabstreamError) -> Int {
-        var places = try index.queuePlaces()
+        var places = try index.queuePlaces(waitingOnly: false)
         let keys = queuedKeys(of: files)
         guard !keys.isEmpty else {
             throw .invalidArgument(
