@@ -17,10 +17,13 @@ enum Help {
           labstream unmount MOUNTPOINT
           labstream status [PATH…] [--json] [--watch]
           labstream sync [NAME] [--full]
-          labstream pin PATH… [--quality Q] [--wait] [--json]
+          labstream pin PATH… [--quality Q] [--priority P] [--wait] [--json]
           labstream unpin PATH…
           labstream pause|resume|retry|cancel|verify PATH…
           labstream pause-all | resume-all
+          labstream queue [--json]
+          labstream queue move PATH --first | --before OTHER
+          labstream priority PATH… high|normal|low
           labstream monitor add SERIES-FOLDER --mode MODE [--delete-watched] [--max-storage SIZE]
           labstream monitor set SERIES-FOLDER [--mode MODE] [--delete-watched|--keep-watched] [--max-storage SIZE|--no-max-storage]
           labstream monitor remove SERIES-FOLDER
@@ -165,7 +168,7 @@ enum Help {
 
     static let pin = """
         Usage:
-          labstream pin PATH… [--quality Q] [--wait] [--json]
+          labstream pin PATH… [--quality Q] [--priority P] [--wait] [--json]
           labstream unpin PATH…
 
         Pins a file, season, series or library folder inside a live mount: its files download
@@ -184,6 +187,10 @@ enum Help {
         local: pinning it says so (exit 65). The same works with: setfattr -n user.labstream.pin -v 1 PATH
         When a pinned file finishes or fails for good, labstream.conf's on_complete or on_failed
         command runs (no shell) with LABSTREAM_PATH, _SERVER, _TITLE, _STATE and _REASON set.
+
+        A pin joins the end of the download queue (see `labstream queue --help`); --priority
+        high|normal|low (default normal) gives it that priority, and a file already pinned keeps
+        its place and takes the new priority.
 
         --quality original|remux|20mbps|10mbps|5mbps|2mbps|1mbps (default: the server's `quality`)
         keeps a server-made copy at that bitrate when the original exceeds it, or (remux) the
@@ -217,6 +224,33 @@ enum Help {
         the check (or whose new version did) keeps a copy in DATA_DIR/inspect and downloads it again.
         pause-all and resume-all act on the whole mount of this data dir.
         The same works with: setfattr -n user.labstream.action -v pause PATH
+        """
+
+    static let downloadQueue = """
+        Usage:
+          labstream queue [--json]
+          labstream queue move PATH --first | --before OTHER
+          labstream priority PATH… high|normal|low
+
+        Pinned files download in queue order, at most max_concurrent_files at once: by default in
+        the order they were pinned; every high-priority file before every normal one, low after them
+        all; a file a player has open goes first (its reads never wait for a slot in any case). A
+        file waiting out a retry's backoff holds no slot: the next file fills meanwhile, and the
+        waiting one is back in front when its backoff ends. Files whose bytes are all present get
+        their playback check in the same order, one per processor the daemon may use, at most 4 at
+        once.
+        queue lists the pinned files still to fetch, in order: position, priority, state, bytes,
+        rate and ETA (while downloading), and why one waits; --json prints a list of objects with
+        path (a path the other commands take), position, priority, state, reading, bytes_present,
+        bytes_total, rate (bytes/s), eta (s), reason and message (rate and eta when known, quality
+        for a copy at another quality).
+        priority gives every pinned file at or below each PATH that priority (exit 64 when none is
+        pinned). queue move puts the pinned files at or below PATH first in the queue, or just
+        before the first queued file at or below OTHER, keeping their own order; they take the
+        priority of the place they move to, so they are listed exactly there. Reordering never
+        interrupts the segments on the wire: a file moved back finishes those, then waits.
+        These need a live mount of this data dir (its control socket); the order is kept in the
+        index across restarts.
         """
 
     static let mountHelper = """

@@ -9,7 +9,7 @@ import LabstreamDaemon
 public enum Labstream {
     static let commands: Set<String> = [
         "server", "mount", "unmount", "umount", "status", "sync", "demo", "pin", "unpin",
-        "pause", "resume", "retry", "cancel", "verify", "pause-all", "resume-all", "repair", "orphans", "monitor",
+        "pause", "resume", "retry", "cancel", "verify", "pause-all", "resume-all", "repair", "orphans", "monitor", "queue", "priority",
         "-h", "--help", "help", "--version", "version"
     ]
 
@@ -60,6 +60,8 @@ public enum Labstream {
             case "pause", "resume", "retry", "cancel", "verify": return try PinCommand.control(QueueAction(rawValue: command)!, rest, all: false)
             case "pause-all": return try PinCommand.control(.pause, rest, all: true)
             case "resume-all": return try PinCommand.control(.resume, rest, all: true)
+            case "queue": return try QueueCommand.run(rest)
+            case "priority": return try QueueCommand.priority(rest)
             case "monitor": return try MonitorCommand.run(rest)
             case "repair": return try RepairCommand.run(rest)
             case "orphans": return try RepairCommand.orphans(rest)

@@ -7,7 +7,7 @@ import LabstreamFS
 /// `labstream pin|unpin|pause|resume|retry|cancel PATH…`: sets `user.labstream.pin` or
 /// `user.labstream.action` on paths inside a live mount; the daemon acts on every file below.
 enum PinCommand {
-    static let spec = Arguments.Spec(valued: Context.globalValued.union(["--quality"]), flags: Context.globalFlags.union(["--wait", "--json"]))
+    static let spec = Arguments.Spec(valued: Context.globalValued.union(["--quality", "--priority"]), flags: Context.globalFlags.union(["--wait", "--json"]))
 
     static func run(_ argv: [String], pin: Bool) throws -> Int32 {
         let args = try Arguments.parse(argv, spec: spec)
@@ -18,9 +18,14 @@ enum PinCommand {
             guard let q = Quality(text) else { throw UsageError("--quality takes \(Quality.spellings)") }
             return q
         }
+        let priority = try args.value("--priority").map { text throws(UsageError) -> QueuePriority in
+            guard pin else { throw UsageError("--priority goes with pin, not unpin") }
+            guard let p = QueuePriority(rawValue: text) else { throw UsageError("--priority takes \(QueuePriority.spellings)") }
+            return p
+        }
         let context = Context(args: args)
         if DaemonLock.holder(context.layout) == nil, args.positionals.allSatisfy({ StatusCommand.xattr($0, "state") == nil }) {
-            let code = try pinInIndex(context, args.positionals, pinned: pin, quality: quality)
+            let code = try pinInIndex(context, args.positionals, pinned: pin, quality: quality, priority: priority)
             guard pin && args.flag("--wait") else { return code }
             throw CLIError(
                 ExitCode.unavailable,
@@ -30,7 +35,9 @@ enum PinCommand {
         // Before the request goes: the daemon starts fetching at once, and a Ctrl-C that came
         // before the handler (a loaded machine) ended the wait saying nothing.
         if pin && args.flag("--wait") { sayOnInterrupt() }
-        try send(pin ? .pin(quality: quality) : .unpin, to: args.positionals, saying: pin ? "Pinned" : "Unpinned", quiet: args.flag("--json"), context: context)
+        try send(
+            pin ? .pin(quality: quality, priority: priority) : .unpin, to: args.positionals, saying: pin ? "Pinned" : "Unpinned", quiet: args.flag("--json"),
+            context: context)
         guard pin && args.flag("--wait") else { return ExitCode.ok }
         if let quality, quality != .original { return try waitForCopies(args.positionals, quality: quality, json: args.flag("--json"), context: context) }
         return try wait(args.positionals, json: args.flag("--json"), context: context)
@@ -161,6 +168,12 @@ enum PinCommand {
             guard StatusCommand.xattr(path, "state") != nil else {
                 throw CLIError(ExitCode.noInput, "\(path) is not inside a live Labstream mount (or does not exist)")
             }
+            if case .pin(_, let priority?) = command {
+                throw CLIError(
+                    ExitCode.unavailable,
+                    "\(path) is in a mount whose daemon this data dir does not run, and only the daemon's control socket takes a priority: "
+                        + "pin it with that daemon's --data-dir, or without --priority \(priority.rawValue)")
+            }
             let value = Array(command.value.utf8)
             if setxattr(path, FilesystemEngine.xattrPrefix + command.attribute, value, value.count, 0) != 0 {
                 let code = errno
@@ -185,7 +198,7 @@ enum PinCommand {
 
     /// With no daemon running, pins act on the index directly (safe: the next mount picks them
     /// up) and say so. Paths are catalog paths (`SERVER/LIBRARY/…`), as `labstream status` shows.
-    static func pinInIndex(_ context: Context, _ paths: [String], pinned: Bool, quality: Quality?) throws -> Int32 {
+    static func pinInIndex(_ context: Context, _ paths: [String], pinned: Bool, quality: Quality?, priority: QueuePriority? = nil) throws -> Int32 {
         guard quality == nil || quality == .original else {
             throw CLIError(ExitCode.unavailable, "no Labstream daemon is running: a pin at \(quality!) needs it (the server decides the route); mount first")
         }
@@ -204,7 +217,9 @@ enum PinCommand {
             }
             targets += matches
         }
-        do { _ = try index.setPinned(pinned, files: targets, layout: context.layout, now: Int64(Date().timeIntervalSince1970)) } catch { throw CLIError(error) }
+        do {
+            _ = try index.setPinned(pinned, files: targets, layout: context.layout, now: Int64(Date().timeIntervalSince1970), priority: priority)
+        } catch { throw CLIError(error) }
         printOut(
             "No daemon is running: \(pinned ? "pinned" : "unpinned") \(targets.count) files in the index\(pinned ? "; they download when Labstream next mounts" : "")."
         )

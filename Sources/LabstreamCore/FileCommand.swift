@@ -2,8 +2,10 @@
 /// socket, `setfattr -n user.labstream.*`): one typed value, decoded at the door and acted on in
 /// one place (`TransferEngine.perform`).
 public enum FileCommand: Sendable, Hashable, Codable, CustomStringConvertible {
-    /// Keep the files local: the original, or a server-made copy at `quality`.
-    case pin(quality: Quality?)
+    /// Keep the files local: the original, or a server-made copy at `quality`; at `priority`
+    /// in the download queue (nil: normal for a new pin, unchanged for one already pinned).
+    /// The attribute door has no spelling for a priority: only the daemon's API takes one.
+    case pin(quality: Quality?, priority: QueuePriority? = nil)
     case unpin
     /// Pause, resume, retry, cancel or verify their downloads.
     case queue(QueueAction)
@@ -22,7 +24,7 @@ public enum FileCommand: Sendable, Hashable, Codable, CustomStringConvertible {
     /// The attribute's value.
     public var value: String {
         switch self {
-        case .pin(let quality): return quality?.description ?? "1"
+        case .pin(let quality, _): return quality?.description ?? "1"
         case .unpin: return "0"
         case .queue(let action): return action.rawValue
         case .monitor(let settings): return settings ?? "off"

@@ -212,6 +212,29 @@ public final class Daemon: Sendable {
             // no polling; `change` says where it now stands.
             let change = after.map { transfers.waitForChange(after: $0, timeout: min(wait ?? 1, 10)) } ?? transfers.changeCount
             return .statuses(entries: inodes.flatMap { path, ino in fs.statuses(below: ino, named: path) }, change: change)
+        case .queue:
+            return .queue(transfers.queue())
+        case .prioritize(let priority, let paths):
+            do throws(CLIError) {
+                var files = 0
+                for (path, ino) in try resolve(paths) {
+                    do { files += try transfers.setPriority(priority, files: fs.treeFiles(under: ino), named: path) } catch { throw CLIError(error) }
+                }
+                return .performed(files: files)
+            } catch {
+                return .failure(code: error.code, message: error.message)
+            }
+        case .moveInQueue(let path, let before):
+            do throws(CLIError) {
+                let (_, ino) = try resolve([path])[0]
+                let other = try before.map { p throws(CLIError) in try resolve([p])[0] }
+                do {
+                    let target = try other.map { p, i throws(LabstreamError) in (files: try fs.treeFiles(under: i), named: p) }
+                    return .performed(files: try transfers.move(fs.treeFiles(under: ino), named: path, before: target))
+                } catch { throw CLIError(error) }
+            } catch {
+                return .failure(code: error.code, message: error.message)
+            }
         case .perform(let command, let paths):
             do throws(CLIError) {
                 let inodes = try resolve(paths)

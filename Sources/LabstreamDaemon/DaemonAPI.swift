@@ -12,6 +12,13 @@ public enum DaemonRequest: Sendable, Hashable, Codable {
     case perform(FileCommand, paths: [String])
     /// Refresh the catalog of one server (nil: every one) now; progress comes before the answer.
     case sync(server: String?, full: Bool)
+    /// The pinned files still to fetch, in the order they are worked on (`QueueOrder`).
+    case queue
+    /// Gives the pinned files at or below each path a priority in the queue.
+    case prioritize(QueuePriority, paths: [String])
+    /// Moves the pinned files at or below `path` first in the queue (`before` nil), or just
+    /// before the first queued file at or below `before`.
+    case moveInQueue(path: String, before: String?)
 }
 
 /// The daemon's answer. A request gets `progress` lines (a sync's steps) and then exactly one
@@ -21,6 +28,8 @@ public enum DaemonResponse: Sendable, Hashable, Codable {
     /// `parkedAgain`: files a `resume`/`retry` dispatched off a full disk that parked again.
     case performed(files: Int, parkedAgain: [ParkedAgain]? = nil)
     case synced([SyncResult])
+    /// The queue, in order; paths relative to the mount's root.
+    case queue([QueueEntry])
     case progress(String)
     /// Refused or failed: the sysexits code and the sentence a person reads.
     case failure(code: Int32, message: String)

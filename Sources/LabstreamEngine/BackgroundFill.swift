@@ -21,14 +21,16 @@ enum BackgroundFill {
             engine.log("background fill: \(error.userMessage)")
             return Date().addingTimeInterval(30)
         }
-        // Copies at another quality have no size until they are complete.
-        let copies = pinned.filter { DerivedCopy.parse($0.key) != nil }
+        // The queue's order (`QueueOrder`): a file being read first, then priority, then pin order.
+        let queue = engine.inQueueOrder(pinned)
+        engine.sampleRates(queue)
         let catalog = engine.catalogFiles()
-        let originals = pinned.filter { DerivedCopy.parse($0.key) == nil }
+        // Copies at another quality have no size until they are complete.
+        let originals = queue.filter { DerivedCopy.parse($0.key) == nil }
         let watchDue = engine.watchFreeSpace(for: originals, catalog: catalog)
         var active = 0
         var soonest: Date?
-        for row in copies + originals where active < engine.maxConcurrentFiles {
+        for row in queue where active < engine.maxConcurrentFiles {
             // A registry's file is fetched once its registry has had its say (its entry made or
             // read back), as when the two ran in one pass; the registry wakes the fill after.
             if engine.entriesHoldFill(of: row.key.server) { continue }
@@ -51,6 +53,10 @@ enum BackgroundFill {
             case .waitUntil(let date):
                 active += 1
                 soonest = min(soonest ?? date, date)
+            case .backoff(let date):
+                // Waiting out a retry's backoff holds no slot: the next file in the queue fills
+                // meanwhile, and this one is back in front of it when its backoff ends.
+                soonest = min(soonest ?? date, date)
             case .idle: continue
             }
         }
@@ -64,6 +70,10 @@ enum BackgroundFill {
 protocol FillHost: NextVersionsHost, CatalogAccess {
     /// Pinned files filled at once.
     var maxConcurrentFiles: Int { get }
+    /// `rows` in the download queue's order (`TransferEngine.inQueueOrder`).
+    func inQueueOrder(_ rows: [DownloadRow]) -> [DownloadRow]
+    /// Notes the queued rows' bytes for their rates (`labstream queue`).
+    func sampleRates(_ rows: [DownloadRow])
     /// Drops least recently used copies while the cache is over its limits.
     func evictIfNeeded()
     /// The threads that call servers (download entries, cleanup) look again: never waited for.

@@ -375,7 +375,9 @@ final class FileTransfer: @unchecked Sendable {
             background: false, engine: engine)
     }
 
-    enum FillState { case filling, waitUntil(Date), idle }
+    /// `waitUntil`: the file keeps its slot while it waits (a server preparing its copy);
+    /// `backoff`: it waits out a retry's backoff and holds no slot meanwhile.
+    enum FillState { case filling, waitUntil(Date), backoff(Date), idle }
 
     /// Tops up this pinned file's segment train. Called by the background fill.
     func fill(engine: any TransferHost) -> FillState {
@@ -384,7 +386,7 @@ final class FileTransfer: @unchecked Sendable {
         awaitRow()
         guard row.pinned, !row.present.contains(ByteRange(0, row.total)) else { return .idle }
         if row.status == .failed || (row.status == .paused && !(row.pauseCause?.liftsByItself ?? false)) { return .idle }
-        if let retryAt = machine.retryAt, retryAt > Date().timeIntervalSince1970 { return .waitUntil(Date(timeIntervalSince1970: retryAt)) }
+        if let retryAt = machine.retryAt, retryAt > Date().timeIntervalSince1970 { return .backoff(Date(timeIntervalSince1970: retryAt)) }
         let reachability = engine.reachability(of: file.key.server)
         guard engine.backend(for: file.key.server) != nil, reachability == .online else {
             // A refused sign-in waits for the user to sign in again; nothing is failed for it.

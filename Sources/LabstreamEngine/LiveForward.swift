@@ -27,7 +27,7 @@ final class LiveForward: Sendable {
             engine.reachability(of: row.key.server) == .online,
             let base = engine.catalogFile(baseKey)
         else { return .idle }
-        if let wait = retries.wait(row.key) { return .waitUntil(wait) }
+        if let wait = retries.wait(row.key) { return .backoff(wait) }
         let route = RoutePolicy.route(
             for: RouteRequest(
                 backend: backend.kind, quality: quality, sourceBitrate: base.bitrate,

@@ -28,7 +28,10 @@ enum NextVersions {
                 continue
             }
             guard let state = try? engine.fillTransfer(of: next) else { continue }
-            if case .waitUntil(let date) = state { soonest = min(soonest ?? date, date) }
+            switch state {
+            case .waitUntil(let date), .backoff(let date): soonest = min(soonest ?? date, date)
+            case .filling, .idle: break
+            }
         }
         return soonest
     }

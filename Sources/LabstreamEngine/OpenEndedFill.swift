@@ -24,7 +24,7 @@ final class OpenEndedFill: Sendable {
         guard row.pinned, ![.failed, .paused].contains(row.status), let backend = engine.backend(for: row.key.server),
             engine.reachability(of: row.key.server) == .online
         else { return .idle }
-        if let wait = retries.wait(row.key) { return .waitUntil(wait) }
+        if let wait = retries.wait(row.key) { return .backoff(wait) }
         let plan = SegmentTrainPlanner.plan(
             .init(
                 durable: row.present, total: nil, fillInBackground: true,

@@ -79,7 +79,7 @@ final class PreparedCopies: Sendable {
                 continue
             }
             switch prepare(row, base: want.base, route: want.route, backend: backend, engine: engine) {
-            case .waitUntil(let due): soonest = min(soonest ?? due, due)
+            case .waitUntil(let due), .backoff(let due): soonest = min(soonest ?? due, due)
             case .filling, .idle:
                 wanted.withLock { _ = $0.removeValue(forKey: key) }
                 settled = true

@@ -119,11 +119,11 @@ final class SeriesMonitors: Sendable {
                     try engine.index.setMonitoredEpisode(server: server, item: key.itemId, row)
                     monitored[key.itemId] = row
                 }
-                try engine.setPinned(true, files: plan.pin.compactMap { fileOf[$0] }, quality: nil, by: .monitor)
+                try engine.setPinned(true, files: plan.pin.compactMap { fileOf[$0] }, quality: nil, priority: nil, by: .monitor)
             }
             let letGo = plan.unpin + plan.remove
             if !letGo.isEmpty {
-                try engine.setPinned(false, files: letGo.compactMap { fileOf[$0] }, quality: nil, by: .monitor)
+                try engine.setPinned(false, files: letGo.compactMap { fileOf[$0] }, quality: nil, priority: nil, by: .monitor)
                 for key in letGo {
                     try engine.index.setMonitoredEpisode(server: server, item: key.itemId, nil)
                     monitored[key.itemId] = nil
@@ -326,7 +326,7 @@ protocol MonitorHost: ServerAccess {
     func catalogFile(_ key: FileKey) -> TreeFile?
     func isOpen(_ key: FileKey) -> Bool
     func now() -> Int64
-    func setPinned(_ pinned: Bool, files targets: [TreeFile], quality: Quality?, by origin: PinOrigin) throws(LabstreamError)
+    func setPinned(_ pinned: Bool, files targets: [TreeFile], quality: Quality?, priority: QueuePriority?, by origin: PinOrigin) throws(LabstreamError)
     func control(_ action: QueueAction, files targets: [TreeFile], reason: StatusReason?) throws(LabstreamError)
     /// The server's download registry changed under a monitor: read it back, then fill.
     func relistEntries(of server: String)

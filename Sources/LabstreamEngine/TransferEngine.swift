@@ -111,6 +111,10 @@ public final class TransferEngine: Sendable {
     /// more may follow; the fill, woken next, looks at once.
     func freedSpace() { freeSpaceLooks.withLock { $0 = (0, nil) } }
 
+    /// Each queued file's bytes over the last seconds, for its rate in `labstream queue`
+    /// (sampled by every fill pass and every listing).
+    let queueRates = Mutex<[FileKey: RateMeter]>([:])
+
     /// Open handles per file, and when each file was last used (this session).
     private let usage = Mutex<(open: [FileKey: Int], lastUse: [FileKey: Int64])>(([:], [:]))
 
@@ -278,7 +282,9 @@ public final class TransferEngine: Sendable {
     /// Pins (downloads completely, never evicts) or unpins files, all in one transaction. A pin
     /// at `quality` (else the server's configured quality) that the original does not meet
     /// queues a copy at that quality instead; unpinning a file unpins its copies too.
-    public func setPinned(_ pinned: Bool, files targets: [TreeFile], quality: Quality? = nil, by origin: PinOrigin = .person) throws(LabstreamError) {
+    public func setPinned(
+        _ pinned: Bool, files targets: [TreeFile], quality: Quality? = nil, priority: QueuePriority? = nil, by origin: PinOrigin = .person
+    ) throws(LabstreamError) {
         var rowsFor: [TreeFile] = []
         for file in targets {
             if !pinned {
@@ -314,7 +320,7 @@ public final class TransferEngine: Sendable {
                 rowsFor.append(file)
             }
         }
-        let rows = try recordPin(pinned, rows: rowsFor)
+        let rows = try recordPin(pinned, rows: rowsFor, priority: priority)
         if origin == .person { monitors.personPinned(pinned, targets.map(\.key), engine: self) }
         if !pinned { live.cancel(Set(rows.map(\.key))) }
         if pinned { tell(.pinned) }
@@ -324,10 +330,10 @@ public final class TransferEngine: Sendable {
     }
 
     /// Writes a pin to the index, then to the transfers open now, under `opening`.
-    private func recordPin(_ pinned: Bool, rows targets: [TreeFile]) throws(LabstreamError) -> [DownloadRow] {
+    private func recordPin(_ pinned: Bool, rows targets: [TreeFile], priority: QueuePriority?) throws(LabstreamError) -> [DownloadRow] {
         opening.lock()
         defer { opening.unlock() }
-        let rows = try index.setPinned(pinned, files: targets, layout: layout, now: now())
+        let rows = try index.setPinned(pinned, files: targets, layout: layout, now: now(), priority: priority)
         for row in rows {
             if let live = files.withLock({ $0[row.key] }) { live.setPinned(pinned, engine: self) }
         }
@@ -430,7 +436,7 @@ public final class TransferEngine: Sendable {
     /// What a person asked of `files` (every door's commands meet the transfers here).
     public func perform(_ command: FileCommand, files: [TreeFile]) throws(LabstreamError) {
         switch command {
-        case .pin(let quality): try setPinned(true, files: files, quality: quality)
+        case .pin(let quality, let priority): try setPinned(true, files: files, quality: quality, priority: priority)
         case .unpin: try setPinned(false, files: files)
         case .queue(let action): try control(action, files: files)
         case .monitor(let settings): try setMonitor(settings, folder: files)

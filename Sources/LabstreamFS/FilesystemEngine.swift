@@ -464,11 +464,16 @@ public final class FilesystemEngine: Sendable {
     /// `command` on the file at `ino`, or every file below a folder: the attribute writes' and
     /// the control socket's way in alike.
     public func perform(_ command: FileCommand, at ino: UInt64) throws(LabstreamError) {
+        try transfers.perform(command, files: try treeFiles(under: ino))
+    }
+
+    /// The catalog's files at or below `ino`: what a command on its path acts on.
+    public func treeFiles(under ino: UInt64) throws(LabstreamError) -> [TreeFile] {
         let (node, files) = table.withLock { ($0.node(ino), $0.files(under: ino)) }
         guard let node else { throw .notFound("inode \(ino)") }
-        // A generated file has nothing to pin, fetch or monitor.
+        // A generated file has nothing to pin, fetch, order or monitor.
         if let made = node.generated { throw .localSideFile(made.path.joined(separator: "/"), stored: made.storedAt != nil) }
-        try transfers.perform(command, files: files)
+        return files
     }
 
     /// `user.labstream.monitor_holds`: `episodes=3 bytes=1234 max=2147483648 held_by_cap=2`.

@@ -242,21 +242,27 @@ extension OfflineIndex {
 
     /// Pins or unpins files in one transaction (no half-pinned season after a crash). New rows
     /// are created for files never read; pinned rows become `queued` unless already complete.
-    public func setPinned(_ pinned: Bool, files: [TreeFile], layout: DataLayout, now: Int64) throws(LabstreamError) -> [DownloadRow] {
-        do { return try setPinnedOnce(pinned, files: files, layout: layout, now: now) } catch {
+    /// A pin goes to the end of the download queue (`QueuePlace`) at `priority` (default
+    /// normal); a file already pinned keeps its place, and takes `priority` when one is given.
+    /// An unpin takes the file out of the queue.
+    public func setPinned(
+        _ pinned: Bool, files: [TreeFile], layout: DataLayout, now: Int64, priority: QueuePriority? = nil
+    ) throws(LabstreamError) -> [DownloadRow] {
+        do { return try setPinnedOnce(pinned, files: files, layout: layout, now: now, priority: priority) } catch {
             // An unpin is how a person frees a full disk (the copies become evictable): on a
             // full disk it may use the index's reserve, like a cancel; a pin may not (it only
             // asks for more room). Nothing is lost either way: the transaction commits whole or
             // not at all.
             guard !pinned, case .noSpace = error, releaseReserve() else { throw error }
-            return try setPinnedOnce(pinned, files: files, layout: layout, now: now)
+            return try setPinnedOnce(pinned, files: files, layout: layout, now: now, priority: priority)
         }
     }
 
-    func setPinnedOnce(_ pinned: Bool, files: [TreeFile], layout: DataLayout, now: Int64) throws(LabstreamError) -> [DownloadRow] {
+    func setPinnedOnce(_ pinned: Bool, files: [TreeFile], layout: DataLayout, now: Int64, priority: QueuePriority?) throws(LabstreamError) -> [DownloadRow] {
         do {
             return try db.transaction { c in
                 var out: [DownloadRow] = []
+                var last = try c.query("SELECT max(position) FROM queue").first?[0].int ?? 0
                 for f in files {
                     let existing = try c.query(
                         "SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
@@ -267,8 +273,21 @@ extension OfflineIndex {
                         ?? DownloadRow(
                             key: f.key, status: .partial, attempt: AttemptID(1), validator: nil, total: f.size,
                             present: RangeSet(), partialPath: layout.partialRelativePath(for: f.key), sourceTag: f.etag)
+                    let wasPinned = existing?.pinned == true
                     row.setPinned(pinned)
                     try Self.insert(row, into: c, now: now)
+                    let id: [SQLValue] = [.text(f.key.server), .text(f.key.itemId), .text(f.key.sourceId)]
+                    let placed = try !c.query("SELECT 1 FROM queue WHERE server=? AND item_id=? AND source_id=?", id).isEmpty
+                    if !pinned {
+                        if placed { try c.run("DELETE FROM queue WHERE server=? AND item_id=? AND source_id=?", id) }
+                    } else if !wasPinned || !placed {
+                        last += 1
+                        try c.run(
+                            "INSERT OR REPLACE INTO queue(server, item_id, source_id, position, priority) VALUES(?,?,?,?,?)",
+                            id + [.int(last), .text((priority ?? .normal).rawValue)])
+                    } else if let priority {
+                        try c.run("UPDATE queue SET priority=? WHERE server=? AND item_id=? AND source_id=?", [.text(priority.rawValue)] + id)
+                    }
                     out.append(row)
                     CopySidecar.note(row, segment: nil, root: dataRoot)
                 }

@@ -33,6 +33,26 @@ import Testing
         }
         #expect(throws: DecodingError.self) { try JSONDecoder().decode(FileCommand.self, from: Data(#"{"pin":{"quality":"3mbps"}}"#.utf8)) }
     }
+
+    /// A pin carries its queue priority; one from a client that sends none is a pin without one.
+    @Test func aPinCarriesItsPriorityAndOneWithoutStillReads() throws {
+        let high = FileCommand.pin(quality: nil, priority: .high)
+        #expect(try JSONDecoder().decode(FileCommand.self, from: JSONEncoder().encode(high)) == high)
+        #expect(try JSONDecoder().decode(FileCommand.self, from: Data(#"{"pin":{}}"#.utf8)) == .pin(quality: nil, priority: nil))
+        #expect(throws: DecodingError.self) { try JSONDecoder().decode(FileCommand.self, from: Data(#"{"pin":{"priority":"urgent"}}"#.utf8)) }
+    }
+
+    /// A queue entry's one JSON form: snake_case bytes, the reason as its code and sentence.
+    @Test func aQueueEntryTravelsAsJSON() throws {
+        let entry = QueueEntry(
+            path: "home/Movies/F.mkv", position: 2, priority: .low, state: .paused, present: 10, total: 100, rate: nil, eta: nil,
+            reason: StatusReason.storageFull, pauseCause: .storageFull)
+        let data = try JSONEncoder().encode(entry)
+        #expect(try JSONDecoder().decode(QueueEntry.self, from: data) == entry)
+        let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        #expect(object["bytes_present"] as? Int == 10 && object["priority"] as? String == "low" && object["reason"] as? String == "storage_full")
+        #expect(entry.line.hasPrefix("2.  [low]  paused  10%") && entry.line.contains("home/Movies/F.mkv"), "\(entry.line)")
+    }
 }
 
 @Suite struct FileStatusJSONTests {

@@ -108,8 +108,9 @@ import Testing
     }
 
     /// labstream.conf(5) says what `min_free` and `max_concurrent_files` do today: the floor
-    /// only drives eviction (a pinned fill checks its own headroom, not the floor), and a file
-    /// waiting out a backoff holds its place among the files filled at once.
+    /// only drives eviction (a pinned fill checks its own headroom, not the floor), a file
+    /// waiting out a backoff holds no place among the files filled at once (one waiting for the
+    /// server to prepare its copy does), and they are taken in queue order.
     @Test func theCacheLimitsAreDocumentedAsTheyWork() throws {
         let page = String(String.UnicodeScalarView(try Self.render(file: Self.root + "/man/labstream.conf.5").map(\.0)))
             .split(whereSeparator: \.isWhitespace).joined(separator: " ")
@@ -117,7 +118,8 @@ import Testing
         let headroom = ByteCount.text(TransferEngine.Settings().freeSpaceHeadroom)
         #expect(entry("min_free").contains("does not hold back pinned downloads") && entry("min_free").contains("plus \(headroom)"), "\(entry("min_free"))")
         #expect(entry("max_concurrent_files").contains("default \(LabstreamConfig().maxConcurrentFiles)."), "\(entry("max_concurrent_files"))")
-        #expect(entry("max_concurrent_files").contains("backoff") && entry("max_concurrent_files").contains("so it counts"))
+        let slots = entry("max_concurrent_files")
+        #expect(slots.contains("backoff holds no place") && slots.contains("so it counts") && slots.contains("queue order"), "\(slots)")
     }
 
     @Test func everySubcommandInHelpIsInTheManPage() throws {
@@ -148,7 +150,7 @@ import Testing
         let internalOnly: Set<String> = ["--ready-fd", "-f", "-h", "--help", "-v", "--verbose"]
         let commands: [(String, Arguments.Spec)] = [
             ("status", StatusCommand.spec), ("pin", PinCommand.spec), ("mount", MountCommand.spec),
-            ("server", ServerCommands.spec), ("orphans", RepairCommand.orphansSpec)
+            ("server", ServerCommands.spec), ("orphans", RepairCommand.orphansSpec), ("queue", QueueCommand.spec)
         ]
         for (command, spec) in commands {
             let usage = help.split(separator: "\n").filter { $0.trimmingCharacters(in: .whitespaces).hasPrefix("labstream \(command) ") }.joined(separator: " ")

@@ -30,6 +30,7 @@ import Testing
         let judged = Mutex(0)
         var log: @Sendable (String) -> Void { { [self] line in lines.withLock { $0.append(line) } } }
         var playbackProbe: Bool { false }
+        var probeParallelism: Int { 1 }
 
         init(index: OfflineIndex, layout: DataLayout, files: [TreeFile], judgesCopies: Bool) {
             (self.index, self.layout, self.files, self.judgesCopies) = (index, layout, files, judgesCopies)
@@ -51,6 +52,11 @@ import Testing
         }
         func relistEntries(of server: String) {}
         func copyJudged() { judged.withLock { $0 += 1 } }
+        /// As the engine orders them: by their stored queue places (no file is open here).
+        func inQueueOrder(_ rows: [DownloadRow]) -> [DownloadRow] {
+            let places = (try? index.queuePlaces()) ?? [:]
+            return QueueOrder.sorted(rows.map { QueueOrder.Entry(key: $0, place: places[$0.key]) }).map(\.key)
+        }
     }
 
     /// `files` pinned, all their bytes present and awaiting their check; each partial on disk
@@ -86,6 +92,19 @@ import Testing
         #expect(verdicts.map(\.2) == rows.map(\.attempt))
         // Each verdict is told on, so a registry reports it and the fill looks again.
         #expect(host.judged.withLock { $0 } == 2)
+    }
+
+    /// Checks go in the queue's order: a file given a high priority is checked before one pinned
+    /// earlier (the index lists them by key).
+    @Test func validationChecksInQueueOrder() throws {
+        let scratch = Scratch("validation-order")
+        let (index, layout, _) = try awaitingCheck([Self.file, Self.other], onDisk: [1000, 500], in: scratch)
+        try index.setQueuePlaces([Self.other.key: QueuePlace(position: 2, priority: .high)])
+        let host = ValidationDouble(index: index, layout: layout, files: [Self.file, Self.other], judgesCopies: true)
+
+        #expect(Validation.pass(host) == nil)
+
+        #expect(host.verdicts.withLock { $0 }.map(\.0) == [Self.other.key, Self.file.key])
     }
 
     @Test func validationLeavesAloneACopyNothingJudges() throws {

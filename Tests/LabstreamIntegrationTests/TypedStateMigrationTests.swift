@@ -173,7 +173,7 @@ func undoSchema18(_ db: SQLiteDatabase) throws {
         let path = scratch.path + "/index.sqlite"
         try schema17Index(path)
         let index = try OfflineIndex(path: path)
-        #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "18")
+        #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "\(OfflineIndex.schemaVersion)")
         let layout = DataLayout(root: scratch.path)
         let rows = Dictionary(try index.downloads().map { ($0.key.itemId, $0) }, uniquingKeysWith: { a, _ in a })
         #expect(rows.count == Self.rows.count)
