@@ -1,0 +1,78 @@
+import Foundation
+import LabstreamCore
+import LabstreamFixture
+import Testing
+
+/// Issue 41: a server name signed in again as another user or profile keeps only what the new
+/// one sees, and `server add` refuses a URL that answers as another product.
+@Suite(.serialized) struct IdentityTests {
+    let movie = "test/Movies/Beta (2002)/Beta (2002).mp4"
+    let episode = "test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv"
+
+    func partialBytes(_ dataDir: String) -> Int64 {
+        let dir = dataDir + "/partials"
+        return ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).filter { $0.hasSuffix(".part") }.reduce(0) { sum, name in
+            var st = stat()
+            return stat(dir + "/" + name, &st) == 0 ? sum + Int64(st.st_blocks) * 512 : sum
+        }
+    }
+
+    /// Jellyfin: re-added as a user who sees only the movie library, the pinned episode goes at
+    /// once (gone from the mount, its bytes freed, the count said); the pinned film it also
+    /// sees stays and reads without a byte fetched again.
+    @Test func anotherJellyfinUserKeepsOnlyWhatItSees() throws {
+        let m = try MountedLabstream("identity-user")
+        m.fixture.addUser("guest", password: "guest-pass")
+        try m.mount()
+        defer { try? m.unmount() }
+        let pin = try m.cli(["pin", "--wait", m.path(movie), m.path(episode)])
+        try #require(pin.code == 0, "\(pin.stderr)")
+        let before = partialBytes(m.dataDir)
+        #expect(before >= Int64(5 * MiB))
+        let fetched = m.fixture.downloadRequests.count
+
+        let add = try m.cli(["server", "add", "jellyfin", "test", "--url", m.fixture.baseURL, "--user", "guest", "--password-stdin"], stdin: "guest-pass\n")
+        try #require(add.code == 0, "\(add.stderr)")
+        #expect(add.stdout.contains("another user than the one stored"), "\(add.stdout)")
+        #expect(add.stdout.contains("1 stored file it also sees stays"), "\(add.stdout)")
+        #expect(add.stdout.contains("1 stored file only the old one saw was deleted (2.0 MiB freed)"), "\(add.stdout)")
+
+        // The daemon (told by SIGHUP) serves the new user's tree: the old user's show is gone.
+        #expect(eventually { !FileManager.default.fileExists(atPath: m.path("test/Shows")) })
+        #expect(!FileManager.default.fileExists(atPath: m.path(episode)))
+        // Its bytes are freed on disk: only the film's remain.
+        #expect(partialBytes(m.dataDir) <= before - Int64(2 * MiB))
+        // The film stays complete and reads as before, with nothing fetched again.
+        #expect(try sha256(m.path(movie)) == sha256(m.mediaDir + "/beta.mp4"))
+        #expect(m.fixture.downloadRequests.count == fetched)
+        let status = try m.cli(["status", m.path(movie)])
+        #expect(status.stdout.contains("100%  3.0 MiB of 3.0 MiB"), "\(status.stdout)")
+        // The catalog was read as the new user (its views, its items), not taken from the index.
+        #expect(m.fixture.requestLog.contains { $0.path == "/UserViews" && $0.query["userId"] != m.fixture.userId })
+        // Signing in again as the same user changes nothing.
+        let again = try m.cli(["server", "add", "jellyfin", "test", "--url", m.fixture.baseURL, "--user", "guest", "--password-stdin"], stdin: "guest-pass\n")
+        #expect(again.code == 0 && !again.stdout.contains("Signed in as"), "\(again.stdout)")
+        #expect(FileManager.default.fileExists(atPath: m.path(movie)))
+    }
+
+    /// `server add jellyfin` at an Emby server (its /emby base or its bare URL) is refused,
+    /// naming Emby, and nothing is stored; Emby added as Emby is taken.
+    @Test func aJellyfinAddAtAnEmbyServerIsRefused() throws {
+        let scratch = Scratch("identity-product")
+        let emby = try ServerFixture(kind: .emby, catalog: FixtureCatalog(movies: [], series: []), userName: "demo", password: "pw")
+        try emby.start()
+        defer { emby.stop() }
+        let env = ["LABSTREAM_CONFIG_DIR": scratch.sub("config"), "LABSTREAM_DATA_DIR": scratch.sub("data")]
+        for url in [emby.baseURL, emby.baseURL + "/emby"] {
+            let add = try runProcess(
+                labstreamBinary, ["server", "add", "jellyfin", "jx", "--url", url, "--user", "demo", "--password-stdin"], environment: env, stdin: "pw\n")
+            #expect(add.code != 0)
+            #expect(add.stderr.contains("answers as an Emby server, not Jellyfin") && add.stderr.contains("server add emby"), "\(add.stderr)")
+        }
+        let list = try runProcess(labstreamBinary, ["server", "list"], environment: env)
+        #expect(!list.stdout.contains("jx"), "\(list.stdout)")
+        let right = try runProcess(
+            labstreamBinary, ["server", "add", "emby", "ex", "--url", emby.baseURL, "--user", "demo", "--password-stdin"], environment: env, stdin: "pw\n")
+        #expect(right.code == 0, "\(right.stderr)")
+    }
+}
