@@ -1,6 +1,7 @@
 import Foundation
 import LabstreamCore
 import LabstreamFixture
+import LabstreamTestSupport
 import Testing
 
 /// Issue 41: a server name signed in again as another user or profile keeps only what the new
@@ -74,5 +75,50 @@ import Testing
         let right = try runProcess(
             labstreamBinary, ["server", "add", "emby", "ex", "--url", emby.baseURL, "--user", "demo", "--password-stdin"], environment: env, stdin: "pw\n")
         #expect(right.code == 0, "\(right.stderr)")
+    }
+}
+
+extension IdentityTests {
+    /// Silo: re-added as the PIN-locked profile after pinning as the primary one. The old
+    /// profile's download entries are deleted on the server and its session signed out; the film
+    /// the new profile's catalog lists stays without a byte fetched again; the one it does not
+    /// list goes from the mount, its bytes freed. (The fixture gives both profiles the same
+    /// library access, so the second film is held back from the catalog, server-wide, just
+    /// before the new sign-in: it is what the new profile's catalog does not list.)
+    @Test func anotherSiloProfileKeepsOnlyWhatItSeesAndCleansUpTheOldOnesEntries() throws {
+        let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv", beta = "test/Movies/Beta (2002)/Beta (2002).mp4"
+        let m = try MountedSilo("identity-profile")
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        defer { try? m.unmount() }
+        let pin = try m.cli(["pin", "--wait", m.path(alpha), m.path(beta)])
+        try #require(pin.code == 0, "\(pin.stderr)")
+        let owner = m.fixture.primaryProfileId
+        #expect(
+            eventually { m.fixture.downloadEntries.filter { $0.profileId == owner && $0.status == "completed" }.count == 2 },
+            "\(m.fixture.downloadEntries)")
+        let fetchedBytes = { m.fixture.requestLog.filter { $0.path.hasSuffix("/file") || $0.path.contains("direct-download") }.count }
+        let fetched = fetchedBytes()
+        let film = try #require(m.fixture.movieContentId(title: "Beta"))
+        #expect(m.fixture.hold(movieContentId: film))
+
+        let add = try m.cli(
+            ["server", "add", "silo", "test", "--url", m.baseURL, "--user", "alice", "--password-stdin", "--profile", "Kids", "--pin-stdin"],
+            stdin: "secret-pass\n" + SiloFixture.Configuration().lockedProfilePIN + "\n")
+        try #require(add.code == 0, "\(add.stderr)")
+        #expect(add.stdout.contains("another profile than the one stored"), "\(add.stdout)")
+        #expect(
+            add.stdout.contains("1 stored file it also sees stays") && add.stdout.contains("1 stored file only the old one saw was deleted (3.0 MiB freed)"),
+            "\(add.stdout)")
+        #expect(
+            add.stdout.contains("2 download entries of the old profile deleted on the server") && add.stdout.contains("the old session was signed out"),
+            "\(add.stdout)")
+        // On the server: no entry of the old profile is left, and its session was ended.
+        #expect(!m.fixture.downloadEntries.contains { $0.profileId == owner }, "\(m.fixture.downloadEntries)")
+        #expect(m.fixture.requestLog.contains { $0.method == "POST" && $0.path.hasSuffix("/auth/logout") && (200..<300).contains($0.status) })
+        // Through the mount: the film only the old profile saw is gone; the other reads as it was.
+        #expect(eventually { !FileManager.default.fileExists(atPath: m.path(beta)) })
+        #expect(try sha256(m.path(alpha)) == sha256(m.mediaDir + "/alpha.mkv"))
+        #expect(fetchedBytes() == fetched, "the kept copy was fetched again")
     }
 }
