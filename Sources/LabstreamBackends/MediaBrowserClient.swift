@@ -54,7 +54,7 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                 if case .invalidArgument = error { throw error }
             }
         }
-        throw failure!
+        throw refused ? failure! : ProductProbe.naming(failure!, asked: flavor.kind, url: url, identity: identity, transport: transport)
     }
 
     /// Checks the URL answers as the expected product, then logs in. Nothing is stored here.

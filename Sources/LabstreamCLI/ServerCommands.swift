@@ -101,7 +101,10 @@ enum ServerCommands {
             let found: (url: String, token: String, machineId: String, name: String)
             if let url, viaToken {
                 // A token for this server given directly: plex.tv is not needed.
-                let checked = try PlexClient.check(url: url, token: userToken, identity: identity, transport: transport)
+                let checked: (machineId: String, version: String)
+                do { checked = try PlexClient.check(url: url, token: userToken, identity: identity, transport: transport) } catch {
+                    throw ProductProbe.naming(error, asked: .plex, url: url, identity: identity, transport: transport)
+                }
                 found = (PlexRequests(baseURL: url, identity: identity).baseURL, userToken, checked.machineId, name)
             } else {
                 found = try PlexClient.discover(
@@ -137,7 +140,10 @@ enum ServerCommands {
         let pin = wantsPIN ? lines.popLast() : nil
         if wantsPIN && (pin ?? "").isEmpty { throw UsageError("--pin-stdin: no PIN was read from standard input") }
         do {
-            let requests = try SiloClient.check(url: url, identity: identity, transport: transport)
+            let requests: SiloRequests
+            do { requests = try SiloClient.check(url: url, identity: identity, transport: transport) } catch {
+                throw ProductProbe.naming(error, asked: .silo, url: url, identity: identity, transport: transport)
+            }
             let secret: String, bearer: String
             if viaToken {
                 secret = lines.first ?? ""

@@ -72,6 +72,20 @@ import Testing
         }
         let list = try runProcess(labstreamBinary, ["server", "list"], environment: env)
         #expect(!list.stdout.contains("jx"), "\(list.stdout)")
+        // Silo and Plex adds at it name it too.
+        let silo = try runProcess(labstreamBinary, ["server", "add", "silo", "sx", "--url", emby.baseURL, "--token-stdin"], environment: env, stdin: "sa_x\n")
+        #expect(silo.code != 0 && silo.stderr.contains("answers as an Emby server, not Silo"), "\(silo.stderr)")
+        let plex = try runProcess(
+            labstreamBinary, ["server", "add", "plex", "px", "--url", emby.baseURL, "--token-stdin"], environment: env, stdin: "token\n")
+        #expect(plex.code != 0 && plex.stderr.contains("answers as an Emby server, not Plex"), "\(plex.stderr)")
+        // And a Jellyfin add at a Plex server names Plex.
+        let plexServer = try ServerFixture(kind: .plex, catalog: FixtureCatalog(movies: [], series: []))
+        try plexServer.start()
+        defer { plexServer.stop() }
+        let atPlex = try runProcess(
+            labstreamBinary, ["server", "add", "jellyfin", "jp", "--url", plexServer.baseURL, "--user", "demo", "--password-stdin"], environment: env,
+            stdin: "pw\n")
+        #expect(atPlex.code != 0 && atPlex.stderr.contains("answers as a Plex server, not Jellyfin"), "\(atPlex.stderr)")
         let right = try runProcess(
             labstreamBinary, ["server", "add", "emby", "ex", "--url", emby.baseURL, "--user", "demo", "--password-stdin"], environment: env, stdin: "pw\n")
         #expect(right.code == 0, "\(right.stderr)")
