@@ -28,6 +28,10 @@ import Testing
         defer { try? m.unmount() }
         let pin = try m.cli(["pin", "--wait", m.path(movie), m.path(episode)])
         try #require(pin.code == 0, "\(pin.stderr)")
+        // The old user's monitor (future episodes only: it pins nothing now).
+        let monitor = try m.cli(["monitor", "add", m.path("test/Shows/Show (2020)"), "--mode", "future"])
+        try #require(monitor.code == 0, "\(monitor.stderr)")
+        #expect(try m.cli(["monitor", "list"]).stdout.contains("Show (2020)"))
         let before = partialBytes(m.dataDir)
         #expect(before >= Int64(5 * MiB))
         let fetched = m.fixture.downloadRequests.count
@@ -37,6 +41,9 @@ import Testing
         #expect(add.stdout.contains("another user than the one stored"), "\(add.stdout)")
         #expect(add.stdout.contains("1 stored file it also sees stays"), "\(add.stdout)")
         #expect(add.stdout.contains("1 stored file only the old one saw was deleted (2.0 MiB freed)"), "\(add.stdout)")
+        #expect(add.stdout.contains("1 monitor of the old one dropped"), "\(add.stdout)")
+        let monitors = try m.cli(["monitor", "list"])
+        #expect(!monitors.stdout.contains("Show (2020)"), "\(monitors.stdout)")
 
         // The daemon (told by SIGHUP) serves the new user's tree: the old user's show is gone.
         #expect(eventually { !FileManager.default.fileExists(atPath: m.path("test/Shows")) })
