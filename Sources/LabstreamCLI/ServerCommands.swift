@@ -275,6 +275,9 @@ enum ServerCommands {
             let rows: [[String: Any]] = config.servers.map { s in
                 var r: [String: Any] = ["name": s.name, "type": s.kind.rawValue, "url": s.url, "has_credentials": creds[s.name] != nil]
                 if let u = s.user { r["user"] = u }
+                // The identity the stored sign-in is (what a new sign-in under the name is compared with).
+                if let id = creds[s.name]?.serverId, !id.isEmpty { r["server_id"] = id }
+                if let id = creds[s.name]?.userId, !id.isEmpty { r[s.kind == .silo ? "profile_id" : "user_id"] = id }
                 if let t = synced[s.name]?.lastSync { r["last_sync"] = t }
                 r["reachability"] = reachability(s.name) ?? "not mounted"
                 if reachability(s.name) == Reachability.authFailed.rawValue { r["sign_in_again"] = s.signInAgain }

@@ -35,6 +35,12 @@ import Testing
         let before = partialBytes(m.dataDir)
         #expect(before >= Int64(5 * MiB))
         let fetched = m.fixture.downloadRequests.count
+        // The stored identity: the server's public Id and the signed-in user's Id.
+        func listed() throws -> [String: Any] {
+            let json = try m.cli(["server", "list", "--json"]).stdout
+            return (try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [[String: Any]])?.first ?? [:]
+        }
+        #expect(try listed()["server_id"] as? String == m.fixture.serverId && listed()["user_id"] as? String == m.fixture.userId)
 
         let add = try m.cli(["server", "add", "jellyfin", "test", "--url", m.fixture.baseURL, "--user", "guest", "--password-stdin"], stdin: "guest-pass\n")
         try #require(add.code == 0, "\(add.stderr)")
@@ -42,6 +48,7 @@ import Testing
         #expect(add.stdout.contains("1 stored file it also sees stays"), "\(add.stdout)")
         #expect(add.stdout.contains("1 stored file only the old one saw was deleted (2.0 MiB freed)"), "\(add.stdout)")
         #expect(add.stdout.contains("1 monitor of the old one dropped"), "\(add.stdout)")
+        #expect(try listed()["user_id"] as? String != m.fixture.userId && listed()["server_id"] as? String == m.fixture.serverId)
         let monitors = try m.cli(["monitor", "list"])
         #expect(!monitors.stdout.contains("Show (2020)"), "\(monitors.stdout)")
 
