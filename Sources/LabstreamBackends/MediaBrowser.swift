@@ -316,18 +316,16 @@ public enum MediaBrowserDecode {
         }
     }
 
-    /// Checks the answer comes from the expected product. Jellyfin names itself in
-    /// `ProductName`; Emby 4.8's PublicSystemInfo has no such field.
-    public static func publicInfo(_ body: [UInt8], flavor: MediaBrowserFlavor = .jellyfin) throws(LabstreamError) -> PublicInfo {
+    /// Checks the answer comes from the expected product (`ServerProduct`: Jellyfin names
+    /// itself in `ProductName`; Emby 4.8's PublicSystemInfo has none, but its address lists).
+    public static func publicInfo(_ body: [UInt8], flavor: MediaBrowserFlavor = .jellyfin, url: String = "this URL") throws(LabstreamError) -> PublicInfo {
         let j = try json(body, "/System/Info/Public")
         guard j.isObject, let id = j["Id"].string, !id.isEmpty, let version = j["Version"].string else {
             throw .malformedResponse("/System/Info/Public has no Id and Version: this does not look like a \(flavor.product) server")
         }
-        let product = (j["ProductName"].string ?? "").lowercased()
-        let other: MediaBrowserFlavor = flavor == .jellyfin ? .emby : .jellyfin
-        if product.contains(other.rawValue) {
-            throw .malformedResponse(
-                "this is a \(other.product) server (\(j["ProductName"].string ?? "")), not \(flavor.product); add it as type \(other.rawValue)")
+        let found = ServerProduct.mediaBrowser(productName: j["ProductName"].string, fields: Set(j.object?.keys.map { $0 } ?? []))
+        if let refusal = ServerProduct.mismatch(asked: flavor.kind, found: found, at: url) {
+            throw .invalidArgument(refusal + " (its /System/Info/Public names \(j["ServerName"].string ?? "no server name") \(version))")
         }
         return PublicInfo(serverId: id, serverName: j["ServerName"].string ?? "", version: version)
     }

@@ -41,9 +41,20 @@ public struct MediaBrowserClient: MediaBackend, IncrementalCatalog, WatchedState
                 continue
             }
             // An answer that names another product says more than a 404 elsewhere.
-            do throws(LabstreamError) { return (candidate, try MediaBrowserDecode.publicInfo(body, flavor: flavor)) } catch { failure = error }
+            do throws(LabstreamError) { return (candidate, try MediaBrowserDecode.publicInfo(body, flavor: flavor, url: url)) } catch { failure = error }
         }
-        throw failure!
+        // Emby answers below `/emby` only: a Jellyfin add given an Emby server's URL names it.
+        var refused = false
+        if case .invalidArgument = failure! { refused = true }
+        if flavor == .jellyfin, !refused,
+            let answer = try? transport.call(MediaBrowserRequests(flavor: .emby, baseURL: base + "/emby", identity: identity).publicInfo()),
+            answer.status == 200
+        {
+            do throws(LabstreamError) { _ = try MediaBrowserDecode.publicInfo(answer.body, flavor: .jellyfin, url: url) } catch {
+                if case .invalidArgument = error { throw error }
+            }
+        }
+        throw refused ? failure! : ProductProbe.naming(failure!, asked: flavor.kind, url: url, identity: identity, transport: transport)
     }
 
     /// Checks the URL answers as the expected product, then logs in. Nothing is stored here.

@@ -84,6 +84,15 @@ enum Help {
 
         list also names each server's libraries left out of the tree, and why (live TV, playlists,
         collections, Silo's audiobooks and podcasts, kinds Labstream cannot place). Adding an existing NAME replaces it.
+
+        A URL that answers as another product is refused, naming it (an Emby server is not taken as
+        Jellyfin). Each sign-in records the server's id (Jellyfin/Emby Id, Plex machineIdentifier; Silo
+        gives none) and the user or profile; adding an existing NAME says when either differs. Under
+        another user or profile the catalog is read again as the new one, a stored copy stays only
+        where the new one sees the same item, every other is deleted at once (the answer counts them
+        and the bytes freed), the old one's monitors, download entries and cleanup intents are dropped,
+        and on Silo its entries are deleted on the server and its session signed out. Under another
+        server nothing stored under the name stays.
         """
 
     static let mount = """

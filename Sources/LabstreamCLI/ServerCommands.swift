@@ -101,7 +101,10 @@ enum ServerCommands {
             let found: (url: String, token: String, machineId: String, name: String)
             if let url, viaToken {
                 // A token for this server given directly: plex.tv is not needed.
-                let checked = try PlexClient.check(url: url, token: userToken, identity: identity, transport: transport)
+                let checked: (machineId: String, version: String)
+                do { checked = try PlexClient.check(url: url, token: userToken, identity: identity, transport: transport) } catch {
+                    throw ProductProbe.naming(error, asked: .plex, url: url, identity: identity, transport: transport)
+                }
                 found = (PlexRequests(baseURL: url, identity: identity).baseURL, userToken, checked.machineId, name)
             } else {
                 found = try PlexClient.discover(
@@ -109,10 +112,10 @@ enum ServerCommands {
                     identity: identity, transport: transport)
                 _ = try PlexClient.check(url: found.url, token: found.token, identity: identity, transport: transport)
             }
-            try makeDirectories(context.configDir)
-            try context.credentials.set(name, CredentialStore.Entry(token: found.token, userId: "", serverId: found.machineId))
-            try saveServer(LabstreamConfig.Server(name: name, kind: .plex, url: found.url, user: nil), context)
-            announceAdded(name, described: "Plex server \(found.name) at \(found.url)", context)
+            let note = try record(
+                LabstreamConfig.Server(name: name, kind: .plex, url: found.url, user: nil),
+                CredentialStore.Entry(token: found.token, userId: "", serverId: found.machineId), context)
+            announceAdded(name, described: "Plex server \(found.name) at \(found.url)\(note)", context)
         } catch let e as LabstreamError { throw CLIError(e) }
         return ExitCode.ok
     }
@@ -137,7 +140,10 @@ enum ServerCommands {
         let pin = wantsPIN ? lines.popLast() : nil
         if wantsPIN && (pin ?? "").isEmpty { throw UsageError("--pin-stdin: no PIN was read from standard input") }
         do {
-            let requests = try SiloClient.check(url: url, identity: identity, transport: transport)
+            let requests: SiloRequests
+            do { requests = try SiloClient.check(url: url, identity: identity, transport: transport) } catch {
+                throw ProductProbe.naming(error, asked: .silo, url: url, identity: identity, transport: transport)
+            }
             let secret: String, bearer: String
             if viaToken {
                 secret = lines.first ?? ""
@@ -168,10 +174,13 @@ enum ServerCommands {
                 (secret, bearer) = (pair.refresh, pair.access)
             }
             let (profile, profileToken) = try SiloClient.chooseProfile(requests, named: args.value("--profile"), pin: pin, bearer: bearer, transport: transport)
-            try makeDirectories(context.configDir)
-            try context.credentials.set(name, CredentialStore.Entry(token: secret, userId: profile.id, serverId: nil, profileToken: profileToken))
-            try saveServer(LabstreamConfig.Server(name: name, kind: .silo, url: requests.serverBase, user: args.value("--user")), context)
-            announceAdded(name, described: "Silo server at \(requests.serverBase) as profile \(profile.name)", context)
+            // Silo tells a signed-in device no server id (`/api/v2/system/info` carries none by
+            // design; only the approver's lookup of a device sign-in names one): the profile is
+            // the identity told apart.
+            let note = try record(
+                LabstreamConfig.Server(name: name, kind: .silo, url: requests.serverBase, user: args.value("--user")),
+                CredentialStore.Entry(token: secret, userId: profile.id, serverId: nil, profileToken: profileToken), context)
+            announceAdded(name, described: "Silo server at \(requests.serverBase) as profile \(profile.name)\(note)", context)
         } catch let e as LabstreamError { throw CLIError(e) }
         return ExitCode.ok
     }
@@ -202,11 +211,45 @@ enum ServerCommands {
                 described = "\(info.serverName) (\(flavor.product) \(info.version))"
                 base = resolved
             }
-            try makeDirectories(context.configDir)
-            try context.credentials.set(name, entry)
         } catch { throw CLIError(error) }
-        try saveServer(LabstreamConfig.Server(name: name, kind: flavor.kind, url: base, user: user), context)
-        return described
+        let note = try record(LabstreamConfig.Server(name: name, kind: flavor.kind, url: base, user: user), entry, context)
+        return described + note
+    }
+
+    /// Stores a sign-in under `server.name`. When the name held another identity (seed 002),
+    /// what was tied to the old one is dropped or read again first (`IdentitySwitch`); returns
+    /// what `server add` adds about that.
+    static func record(_ server: LabstreamConfig.Server, _ entry: CredentialStore.Entry, _ context: Context) throws -> String {
+        let before = try context.loadConfig().server(named: server.name)
+        let stored: CredentialStore.Entry?
+        do { stored = try context.credentials.load()[server.name] } catch { throw CLIError(error) }
+        var change = IdentityChange.new
+        if let before, let stored {
+            change =
+                before.kind != server.kind
+                ? .otherServer
+                : IdentityChange.between(
+                    stored: ServerIdentity(serverId: stored.serverId, userId: stored.userId),
+                    found: ServerIdentity(serverId: entry.serverId, userId: entry.userId))
+        }
+        var note = ""
+        if let before, let stored, change.invalidates {
+            let who =
+                change == .otherServer
+                ? "another server than the one stored (its id differs)" : "another \(server.kind == .silo ? "profile" : "user") than the one stored"
+            printOut("\(server.name) now answers as \(who): reading its catalog again…")
+            let log = Logger(level: .warning, command: true)
+            do {
+                let outcome = try IdentitySwitch.run(change, server: server, entry: entry, old: (before, stored), context: context, log: log)
+                note = ". Signed in as \(who): \(outcome.summary)"
+            } catch let e as CLIError { throw e } catch { throw CLIError(any: error) }
+        }
+        do {
+            try makeDirectories(context.configDir)
+            try context.credentials.set(server.name, entry)
+        } catch { throw CLIError(error) }
+        try saveServer(server, context)
+        return note
     }
 
     static func saveServer(_ server: LabstreamConfig.Server, _ context: Context) throws {
@@ -232,6 +275,9 @@ enum ServerCommands {
             let rows: [[String: Any]] = config.servers.map { s in
                 var r: [String: Any] = ["name": s.name, "type": s.kind.rawValue, "url": s.url, "has_credentials": creds[s.name] != nil]
                 if let u = s.user { r["user"] = u }
+                // The identity the stored sign-in is (what a new sign-in under the name is compared with).
+                if let id = creds[s.name]?.serverId, !id.isEmpty { r["server_id"] = id }
+                if let id = creds[s.name]?.userId, !id.isEmpty { r[s.kind == .silo ? "profile_id" : "user_id"] = id }
                 if let t = synced[s.name]?.lastSync { r["last_sync"] = t }
                 r["reachability"] = reachability(s.name) ?? "not mounted"
                 if reachability(s.name) == Reachability.authFailed.rawValue { r["sign_in_again"] = s.signInAgain }

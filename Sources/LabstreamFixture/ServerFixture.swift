@@ -425,6 +425,8 @@ public final class ServerFixture: Sendable {
         var musicBySpecEnum = false
         /// Jellyfin/Emby: `/Items` ignores includeItemTypes (everything below the parent).
         var ignoreItemTypes = false
+        /// Other users of the server (`addUser`), by token.
+        var otherUsers: [String: OtherUser] = [:]
         /// Every page starts at the first item, whatever offset was asked.
         var ignorePaging = false
         /// Jellyfin/Emby: `/Items` does not apply `isPlayed` (every item, each with its own `UserData`).
@@ -789,6 +791,62 @@ public final class ServerFixture: Sendable {
 
     public var accessToken: String { token }
 
+    /// Another user of a Jellyfin server: signs in with its own name and password, and may see
+    /// only the movie library (Jellyfin's `UserPolicy.EnableAllFolders` false and
+    /// `EnabledFolders` naming it): `/UserViews` lists only that library, and every item outside
+    /// it answers 404 to this user, as Jellyfin answers an item a user cannot access.
+    struct OtherUser: Sendable {
+        var name: String
+        var password: String
+        var id: String
+    }
+
+    /// Adds such a user; returns its id.
+    @discardableResult
+    public func addUser(_ name: String, password: String) -> String {
+        let id = fixtureId("user:" + name)
+        let token = fixtureId("token:" + name + ":" + String(UInt64.random(in: 0...UInt64.max)))
+        state.withLock { $0.otherUsers[token] = OtherUser(name: name, password: password, id: id) }
+        return id
+    }
+
+    /// Whether `id` lies below the movie library (what another user may see).
+    func inMovieLibrary(_ id: String) -> Bool {
+        var p: String? = id
+        while let cur = p {
+            if cur == movieLibraryId { return true }
+            p = itemsById[cur]?["ParentId"] as? String
+        }
+        return false
+    }
+
+    /// A request of another user (`addUser`): its own identity, and only the movie library.
+    func otherUserRoute(_ request: HTTPServer.Request, parts: [String], user: OtherUser, fault: FixtureFault?, logIndex: Int) -> HTTPServer.Response {
+        let dto: [String: Any] = ["Name": user.name, "ServerId": serverId, "Id": user.id, "HasPassword": true, "HasConfiguredPassword": true]
+        let m = request.method
+        let notFound = HTTPServer.Response.json("{\"title\":\"Not Found\",\"status\":404}", status: 404)
+        if m == "GET" && parts == ["Users", "Me"] { return json(dto) }
+        if m == "GET" && parts == ["UserViews"] && request.query["userId"] == user.id {
+            guard case .bytes(let body) = userViews(request).body,
+                let answer = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+                let views = answer["Items"] as? [[String: Any]]
+            else { return notFound }
+            let mine = views.filter { $0["Id"] as? String == movieLibraryId }
+            return json(["Items": mine, "TotalRecordCount": mine.count, "StartIndex": 0])
+        }
+        if m == "GET" && parts == ["Items"] && request.query["userId"] == user.id {
+            guard let parent = query(request, "parentId"), inMovieLibrary(parent) else {
+                return json(["Items": [] as [Any], "TotalRecordCount": 0, "StartIndex": 0])
+            }
+            return items(request)
+        }
+        if (m == "GET" || m == "HEAD") && parts.count == 3 && parts[0] == "Items" && parts[2] == "Download" {
+            return inMovieLibrary(parts[1]) ? download(parts[1], request, fault, logIndex: logIndex) : notFound
+        }
+        if let answer = mediaBrowserAssetRoute(request, parts: parts) { return answer }
+        return notFound
+    }
+
     public var requestLog: [LoggedRequest] { state.withLock { $0.log } }
     public func clearLog() { state.withLock { $0.log.removeAll() } }
     public var downloadRequests: [LoggedRequest] { requestLog.filter { isDownload($0.path) } }
@@ -1095,8 +1153,9 @@ public final class ServerFixture: Sendable {
         }
         let auth = parseAuthorization(request.headers["authorization"] ?? request.headers["x-emby-authorization"])
         let authorized: Bool
+        let other = kind == .jellyfin ? state.withLock { s in auth["Token"].flatMap { s.otherUsers[$0] } } : nil
         switch kind {
-        case .jellyfin: authorized = auth["Token"] == token
+        case .jellyfin: authorized = auth["Token"] == token || other != nil
         case .emby: authorized = (request.headers["x-emby-token"] ?? auth["Token"] ?? request.query["api_key"]) == token
         case .plex: authorized = (request.headers["x-plex-token"] ?? request.query["X-Plex-Token"]) == token
         }
@@ -1144,6 +1203,8 @@ public final class ServerFixture: Sendable {
                     ])
         } else if m == "POST" && parts == ["Users", "AuthenticateByName"] {
             response = authenticate(request, auth)
+        } else if let other {
+            response = otherUserRoute(request, parts: parts, user: other, fault: fault, logIndex: logIndex)
         } else if authorized || kind == .jellyfin, let answer = mediaBrowserAssetRoute(request, parts: parts) {
             // Images and subtitle files. Jellyfin's spec gives their GET and HEAD no `security`
             // (anonymous); Emby's requires a user's (apikeyauth or embyauth), as every other route.
@@ -1221,6 +1282,14 @@ public final class ServerFixture: Sendable {
             let user = body["Username"] as? String
         else {
             return .json("{\"title\":\"Bad Request\"}", status: 400)
+        }
+        let others = state.withLock { $0.otherUsers }
+        if let (token, other) = others.first(where: { $0.value.name.lowercased() == user.lowercased() }), (body["Pw"] as? String) == other.password {
+            let dto: [String: Any] = ["Name": other.name, "ServerId": serverId, "Id": other.id, "HasPassword": true, "HasConfiguredPassword": true]
+            return json([
+                "User": dto, "SessionInfo": ["UserId": other.id, "DeviceId": auth["DeviceId"]!, "Client": auth["Client"]!],
+                "AccessToken": token, "ServerId": serverId
+            ])
         }
         guard user.lowercased() == userName.lowercased(), (body["Pw"] as? String) == password else {
             return .json("Error processing request.", status: 401)

@@ -60,6 +60,12 @@ import Testing
         #expect(throws: LabstreamError.self) {
             try MediaBrowserDecode.publicInfo(self.bytes("{\"Id\":\"a\",\"Version\":\"4.8\",\"ProductName\":\"Emby Server\"}"))
         }
+        // Emby 4.8's own answer (emby-openapi.json PublicSystemInfo: no ProductName, its address
+        // lists) is refused as Jellyfin, naming Emby; it was taken for Jellyfin before.
+        let emby = "{\"LocalAddress\":\"http://h\",\"LocalAddresses\":[],\"RemoteAddresses\":[],\"ServerName\":\"den\",\"Version\":\"4.8.11.0\",\"Id\":\"e\"}"
+        let refusal = #expect(throws: LabstreamError.self) { try MediaBrowserDecode.publicInfo(self.bytes(emby), flavor: .jellyfin, url: "http://h") }
+        #expect(refusal?.userMessage.contains("http://h answers as an Emby server, not Jellyfin") == true, "\(String(describing: refusal))")
+        #expect(try MediaBrowserDecode.publicInfo(bytes(emby), flavor: .emby).serverId == "e")
     }
 
     @Test func malformedAndTruncatedJSONAreClearErrors() {
