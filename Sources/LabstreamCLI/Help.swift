@@ -172,7 +172,8 @@ enum Help {
         completely in the background and are never evicted. A folder is pinned in one transaction.
         --wait follows the download until every file (or copy) is present with its subtitles and
         artwork, or they were tried (exit 0; one that failed is named on stderr), or one fails (exit 74),
-        or until the rest are paused for something only you can clear (a full disk, `pause`): it
+        or until the rest are paused for something only you can clear (a full disk, the storage
+        budget max_size (reason over_budget, with the room it needs), `pause`): it
         then says what to do and exits 75. A file waiting for its server is followed on. Ctrl-C
         stops waiting (exit 130); the download goes on in the background. What holds the wait
         is said (server unavailable and the next try, full disk, waiting for the playback check).
@@ -207,9 +208,10 @@ enum Help {
 
         Acts on the downloads of a file, or of every file below a folder, inside a live mount.
         pause stops planning new segments (those in flight finish); resume and retry queue the files
-        again (a file parked for a full disk is tried once anyway; if it parks again the command says
-        why and exits 75; such a pause also lifts by itself once there is room, checked with backoff
-        and at once after a cancel or unpin); pause, resume and retry act on a file's new version still arriving beside
+        again (a file parked for a full disk is tried once anyway, one over its storage budget is
+        checked against it again; if it parks again the command says why and exits 75; both pauses
+        also lift by themselves once there is room, checked with backoff and at once after a cancel or
+        unpin); pause, resume and retry act on a file's new version still arriving beside
         its old copy too; cancel unpins and frees every local byte, first, so it works on a full
         disk too (unpin too: either may use the index's 1 MiB reserve); verify runs the completion check (size, libmpv playback probe)
         again on complete files and checks their stored side assets (subtitles, artwork), dropping a

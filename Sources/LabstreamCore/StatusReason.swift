@@ -14,6 +14,9 @@ public enum StatusReason: Sendable, Hashable {
     case storageFull
     /// A file `labstream pause` stopped.
     case pausedByUser
+    /// A pinned file parked because the rest of it would take the cache over `max_size`
+    /// (`server` nil) or over its server's `max_size`, by `need` bytes (0: not measured).
+    case overBudget(need: Int64, server: String?)
     /// A file the cache limits pushed out.
     case evicted
     /// A series monitor let go of the episode (watched, with delete-watched, or over its cap).
@@ -76,6 +79,7 @@ public enum StatusReason: Sendable, Hashable {
         case .serverUnavailable: return .serverUnavailable
         case .signInRefused: return .signInRefused(server: server)
         case .serverRemoved: return .serverRemoved
+        case .overBudget: return .overBudget(need: 0, server: nil)
         }
     }
 
@@ -98,6 +102,10 @@ public enum StatusReason: Sendable, Hashable {
         case .serverUnavailable: return "server unavailable"
         case .storageFull: return "the cache's disk is full; it resumes by itself once there is room (`labstream resume` tries now)"
         case .pausedByUser: return "paused by user"
+        case .overBudget(let need, let server):
+            let budget = server.map { "over server \($0)'s storage budget (its max_size)" } ?? "over the storage budget (max_size)"
+            let needs = need > 0 ? ": it needs \(ByteCount.text(need)) more room" : ""
+            return budget + needs + "; it resumes by itself once there is room (raise max_size, or unpin or cancel other files)"
         case .evicted: return "evicted to stay within the cache limits"
         case .monitorLetGo: return "removed by its series monitor (watched, or over the monitor's storage cap)"
         case .heldByCap: return "held back by its series monitor's storage cap"
@@ -137,6 +145,7 @@ public enum StatusReason: Sendable, Hashable {
     public enum Code: String, Sendable, Hashable, CaseIterable, Codable {
         case storageFull = "storage_full"
         case pausedByUser = "paused_by_user"
+        case overBudget = "over_budget"
         case serverUnavailable = "server_unavailable"
         case serverAway = "server_away"
         case signInRefused = "sign_in_refused"
@@ -185,6 +194,7 @@ public enum StatusReason: Sendable, Hashable {
         case .serverUnavailable, .waiting: return .serverUnavailable
         case .storageFull: return .storageFull
         case .pausedByUser: return .pausedByUser
+        case .overBudget: return .overBudget
         case .evicted: return .evicted
         case .monitorLetGo: return .monitorLetGo
         case .heldByCap: return .heldByCap
@@ -239,6 +249,7 @@ extension StatusReason {
         case "server_unavailable": self = .serverUnavailable
         case "storage_full": self = .storageFull
         case "paused_by_user": self = .pausedByUser
+        case "over_budget": self = .overBudget(need: p["need"].flatMap { Int64($0) } ?? 0, server: p["server"])
         case "evicted": self = .evicted
         case "monitor_removed": self = .monitorLetGo
         case "held_by_cap": self = .heldByCap
@@ -274,6 +285,7 @@ extension StatusReason {
         case .serverUnavailable: return ("server_unavailable", [:])
         case .storageFull: return ("storage_full", [:])
         case .pausedByUser: return ("paused_by_user", [:])
+        case .overBudget(let need, let server): return ("over_budget", ["need": String(need)].merging(server.map { ["server": $0] } ?? [:]) { a, _ in a })
         case .evicted: return ("evicted", [:])
         case .monitorLetGo: return ("monitor_removed", [:])
         case .heldByCap: return ("held_by_cap", [:])
@@ -332,7 +344,8 @@ extension StatusReason {
         ("the media is here; fetching its subtitles and artwork", .fetchingSideAssets),
         ("the server is preparing the copy", .preparingCopy), ("the live stream", .liveStream), ("size unknown", .sizeUnknown),
         ("server removed", .serverRemoved), ("index upgraded", .indexUpgraded), ("the daemon is not running", .daemonNotRunning),
-        ("server offline", .serverAway), ("server auth-failed", .serverAway)
+        ("server offline", .serverAway), ("server auth-failed", .serverAway), ("over the storage budget", .overBudget),
+        ("over server ", .overBudget)
     ]
 
     /// The code an older index's sentence was shown with (nil: words that name none, whose code

@@ -64,7 +64,7 @@ public final class Daemon: Sendable {
             sizes: config.sizes, readTimeout: config.fetchTimeout + config.connectTimeout,
             maxQueuedSegments: config.connectionsPerFile, maxConcurrentFiles: config.maxConcurrentFiles,
             checkpointBytes: max(1 << 20, config.sizes.segmentSize / 8),
-            limits: .init(maxSize: config.maxCacheSize, minFree: config.minFree),
+            budget: config.budget,
             playbackProbe: config.playbackProbe, rateLimit: config.rateLimit)
         settings.qualities = config.qualities
         settings.fetchThreads = config.fetchThreads
@@ -227,11 +227,11 @@ public final class Daemon: Sendable {
         }
     }
 
-    /// The files below `inodes` paused for a full disk, with the bytes each had.
+    /// The files below `inodes` paused for a full disk or their budget, with the bytes each had.
     func fullDiskPauses(_ inodes: [(String, UInt64)]) -> [String: Int64] {
         var out: [String: Int64] = [:]
         for (path, ino) in inodes {
-            for s in fs.statuses(below: ino, named: path) where s.state == .paused && s.pauseCause == .storageFull { out[s.path] = s.present }
+            for s in fs.statuses(below: ino, named: path) where s.state == .paused && s.pauseCause?.waitsForRoom == true { out[s.path] = s.present }
         }
         return out
     }
@@ -250,8 +250,10 @@ public final class Daemon: Sendable {
                 for s in fs.statuses(below: ino, named: path) {
                     guard let before = parked[s.path] else { continue }
                     switch s.state {
-                    case .paused where s.pauseCause == .storageFull:
-                        again.append(ParkedAgain(path: s.path, missing: s.total - s.present, free: transfers.freeSpace))
+                    case .paused where s.pauseCause?.waitsForRoom == true:
+                        var overBy: Int64?
+                        if case .overBudget(let need, _)? = s.reason { overBy = need }
+                        again.append(ParkedAgain(path: s.path, missing: s.total - s.present, free: transfers.freeSpace, overBy: overBy))
                     case .queued, .preparing, .downloading, .partial:
                         if s.present <= before { open = true }
                     default: continue

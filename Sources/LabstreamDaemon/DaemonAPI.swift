@@ -34,16 +34,24 @@ public struct ParkedAgain: Sendable, Hashable, Codable {
     public var missing: Int64
     /// Free bytes on the data dir's disk as it parked again; nil when they cannot be measured.
     public var free: Int64?
+    /// Bytes it is over the storage budget by, when that is why it parked (nil: the disk).
+    public var overBy: Int64?
 
-    public init(path: String, missing: Int64, free: Int64?) {
+    public init(path: String, missing: Int64, free: Int64?, overBy: Int64? = nil) {
         self.path = path
         self.missing = missing
         self.free = free
+        self.overBy = overBy
     }
 
     /// What the command prints for it.
     public var sentence: String {
-        "\(path) was tried again and parked again: the cache's disk is still full (\(free.map { ByteCount.text($0) + " free" } ?? "free space unknown"), "
+        if let overBy {
+            return "\(path) was tried again and parked again: it is over the storage budget (max_size) by \(ByteCount.text(overBy)); "
+                + "it resumes by itself once there is room (raise max_size, or free some with `labstream cancel` or `labstream unpin`)"
+        }
+        return
+            "\(path) was tried again and parked again: the cache's disk is still full (\(free.map { ByteCount.text($0) + " free" } ?? "free space unknown"), "
             + "\(ByteCount.text(missing)) still to fetch); it resumes by itself once there is room (free some with `labstream cancel` or `labstream unpin`)"
     }
 }
