@@ -12,7 +12,7 @@ enum Help {
           labstream server add plex NAME --token-stdin [--server NAME] [--url URL] [--plex-tv-url URL]
           labstream server add silo NAME --url URL [--device | --user USER --password-stdin | --token-stdin] [--profile NAME [--pin-stdin]]
           labstream server list [--json]
-          labstream server remove NAME
+          labstream server remove NAME [--delete-files]
           labstream mount MOUNTPOINT [--foreground] [-o OPTIONS]
           labstream unmount MOUNTPOINT
           labstream status [PATH…] [--json] [--watch]
@@ -26,7 +26,7 @@ enum Help {
           labstream monitor remove SERIES-FOLDER
           labstream monitor list [--json]
           labstream repair
-          labstream orphans [--purge]
+          labstream orphans [--purge [PATH…]]
           labstream demo [MOUNTPOINT]
 
         Global options (anywhere on the line):
@@ -52,7 +52,7 @@ enum Help {
           labstream server add plex NAME --token-stdin [--server NAME] [--url URL] [--plex-tv-url URL]
           labstream server add silo NAME --url URL [--device | --user USER --password-stdin | --token-stdin] [--profile NAME [--pin-stdin]]
           labstream server list [--json]
-          labstream server remove NAME
+          labstream server remove NAME [--delete-files]
 
         Jellyfin and Emby: add logs in with the password read from standard input (it is never stored)
         and keeps only the access token, in the 0600 credentials file. --token-stdin adopts an existing
@@ -78,6 +78,10 @@ enum Help {
         the entry. pin --quality asks for a preset the server offers (no remux); one download per film
         or episode per device, so the original and a copy of one item are not pinned together. server
         remove ends the Silo session on the server too.
+
+        server remove NAME --delete-files also deletes the server's stored copies and partial files
+        (while mounted, through the daemon). Without it they stay, listed by title in
+        `labstream orphans`, where `labstream orphans --purge [PATH…]` frees them while mounted.
 
         list also names each server's libraries left out of the tree, and why (live TV, playlists,
         collections, Silo's audiobooks and podcasts, kinds Labstream cannot place). Adding an existing NAME replaces it.
@@ -246,7 +250,7 @@ enum Help {
     static let repair = """
         Usage:
           labstream repair
-          labstream orphans [--purge]
+          labstream orphans [--purge [PATH…]]
 
         repair: when the index (DATA_DIR/index.sqlite) is damaged or missing, moves it aside as
         index.sqlite.damaged-STAMP (never deleted) and puts its last verified backup
@@ -256,8 +260,10 @@ enum Help {
         and a backup does the same by itself. Run it with no daemon on the data dir (else exit 75).
 
         Stored files no index row owns are never deleted: they are set aside in DATA_DIR/orphans.
-        orphans lists them with their sizes; --purge deletes them, with no daemon on the data dir
-        (else exit 75).
+        orphans lists them with their sizes, and the stored copies of removed servers by the path
+        each had in the mount (SERVER/LIBRARY/…, what status prints for them; status, unpin and
+        cancel take it too). --purge deletes them all, or those each PATH names (a listed path, or a
+        folder above it); mounted or not. A PATH that names nothing deletes nothing (exit 66).
         """
 
     static let demo = """

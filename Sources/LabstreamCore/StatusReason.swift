@@ -116,7 +116,9 @@ public enum StatusReason: Sendable, Hashable {
         case .localFileVanished: return "the local file vanished; fetching it again"
         case .damagedBytes: return "damaged bytes found on disk were dropped and will be fetched again"
         case .fetchingSideAssets: return "the media is here; fetching its subtitles and artwork"
-        case .serverRemoved: return "server removed; after adding it again, resume with labstream resume"
+        case .serverRemoved:
+            return "server removed; its copy stays, listed in `labstream orphans` (`labstream orphans --purge PATH` frees it; "
+                + "after adding the server again, `labstream resume` continues it)"
         case .daemonNotRunning: return "the daemon is not running; this goes on when Labstream is mounted again"
         case .indexUpgraded: return "index upgraded; bytes will be fetched and verified again"
         case .fileChanged(let why, let refetching):
@@ -329,7 +331,8 @@ extension StatusReason {
 
     /// How indexes before schema 18 spelled the reasons they kept other than as their sentence.
     static let olderSpellings: [String: StatusReason] = [
-        "storage_full": .storageFull, "all bytes present; awaiting validation": .awaitingValidation
+        "storage_full": .storageFull, "all bytes present; awaiting validation": .awaitingValidation,
+        "server removed; after adding it again, resume with labstream resume": .serverRemoved
     ]
 
     /// Sentences of indexes before schema 18 by their opening words, most specific first: the

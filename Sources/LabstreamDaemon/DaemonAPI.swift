@@ -12,6 +12,9 @@ public enum DaemonRequest: Sendable, Hashable, Codable {
     case perform(FileCommand, paths: [String])
     /// Refresh the catalog of one server (nil: every one) now; progress comes before the answer.
     case sync(server: String?, full: Bool)
+    /// Free stored copies: every one of `server` (`server remove --delete-files`), else those of
+    /// removed servers `paths` name (`orphans --purge [PATH…]`; none: all of them).
+    case reclaim(server: String?, paths: [String])
 }
 
 /// The daemon's answer. A request gets `progress` lines (a sync's steps) and then exactly one
@@ -21,6 +24,8 @@ public enum DaemonResponse: Sendable, Hashable, Codable {
     /// `parkedAgain`: files a `resume`/`retry` dispatched off a full disk that parked again.
     case performed(files: Int, parkedAgain: [ParkedAgain]? = nil)
     case synced([SyncResult])
+    /// What a `reclaim` freed.
+    case reclaimed(files: Int, bytes: Int64)
     case progress(String)
     /// Refused or failed: the sysexits code and the sentence a person reads.
     case failure(code: Int32, message: String)

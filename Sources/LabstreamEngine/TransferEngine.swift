@@ -399,6 +399,14 @@ public final class TransferEngine: Sendable {
         }
     }
 
+    /// Lets go of `keys`' transfers before their copies are deleted (a removed server's, freed
+    /// by a person), and has the fill look at free space again at once.
+    public func forget(_ keys: [FileKey]) {
+        for key in keys { _ = retireTransfers([key]) }
+        freedSpace()
+        filler.wake()
+    }
+
     /// Where `key`'s file is in the tree.
     public func catalogPath(of key: FileKey) -> [String]? { catalog.withLock { $0[key]?.path } }
 

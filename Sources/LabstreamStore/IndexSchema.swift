@@ -39,13 +39,15 @@ extension OfflineIndex {
         ("series_details", ["server", "series_id", "details"]),
         ("side_assets", ["server", "item_id", "asset", "state", "tag", "file", "ext", "size", "reason", "attempts", "retry_at"]),
         ("item_extras", ["server", "item_id", "tag", "details"]),
-        ("documents", ["server", "doc", "format", "size", "digest"])
+        ("documents", ["server", "doc", "format", "size", "digest"]),
+        ("removed_copies", ["server", "item_id", "source_id", "path"])
     ]
 
     /// `migrations[n - 1]` takes an index from schema n to n + 1.
     static let migrations: [@Sendable (Connection) throws -> Void] = [
         migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11,
-        migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15, migrateV15toV16, migrateV16toV17, migrateV17toV18
+        migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15, migrateV15toV16, migrateV16toV17, migrateV17toV18,
+        migrateV18toV19
     ]
 
     static func createV1(_ c: Connection) throws {
@@ -322,5 +324,16 @@ extension OfflineIndex {
                 (state == nil ? [r[3], .null] : reasonValues(reason)) + kindValues(kind) + [.int(rowid)])
         }
         try c.exec("UPDATE meta SET value = '18' WHERE key = 'schema_version';")
+    }
+
+    /// v19: the path each stored file of a removed server had in the mount, so `status` and
+    /// `orphans` name it by its title and `orphans --purge PATH`, `cancel` and `unpin` take it.
+    static func migrateV18toV19(_ c: Connection) throws {
+        try c.exec(
+            """
+            CREATE TABLE removed_copies(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL, path TEXT NOT NULL,
+                PRIMARY KEY(server, item_id, source_id));
+            UPDATE meta SET value = '19' WHERE key = 'schema_version';
+            """)
     }
 }
