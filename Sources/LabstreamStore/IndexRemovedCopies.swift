@@ -46,12 +46,23 @@ extension OfflineIndex {
     @discardableResult
     public func purge(_ keys: [FileKey], layout: DataLayout) throws(LabstreamError) -> (files: Int, bytes: Int64) {
         var freed: (files: Int, bytes: Int64) = (0, 0)
+        let living = try serversWithCatalog()
         for key in keys {
             guard let row = try download(key) else { continue }
             if DataLayout.isValidPartialPath(row.partialPath) {
                 let path = layout.absolute(row.partialPath)
                 unlink(path)
                 unlink(CopySidecar.path(ofPartial: path))
+            }
+            // A removed server's artwork and subtitles go with the copy they belong to.
+            if !living.contains(key.server) {
+                for asset in try sideAssets(server: key.server) where asset.key.itemId == key.itemId {
+                    if let file = asset.file, !file.contains(".."), unlink(layout.absolute(file)) == 0 { freed.bytes += asset.size }
+                    do {
+                        try db.run(
+                            "DELETE FROM side_assets WHERE server=? AND item_id=? AND asset=?", [.text(key.server), .text(key.itemId), .text(asset.key.asset)])
+                    } catch { throw .storage("forgetting \(key)'s side assets in the index failed: \(error)") }
+                }
             }
             do {
                 try db.transaction { c in
@@ -64,19 +75,31 @@ extension OfflineIndex {
             freed = (freed.files + (row.present.isEmpty ? 0 : 1), freed.bytes + row.present.byteCount)
         }
         forgetStored()  // the bytes each file holds are read again when next asked
+        // A removed server with no copy left: its series' and seasons' artwork goes too.
+        let withRows = Set(try downloads().map(\.key.server))
+        for server in Set(keys.map(\.server)) where !living.contains(server) && !withRows.contains(server) {
+            freed.bytes += try purgeSideAssets(of: server, layout: layout)
+        }
         return freed
+    }
+
+    /// Deletes every side asset of `server`, bytes and rows; returns the bytes freed.
+    func purgeSideAssets(of server: String, layout: DataLayout) throws(LabstreamError) -> Int64 {
+        var bytes: Int64 = 0
+        for asset in try sideAssets(server: server) {
+            if let file = asset.file, !file.contains(".."), unlink(layout.absolute(file)) == 0 { bytes += asset.size }
+        }
+        do { try db.run("DELETE FROM side_assets WHERE server=?", [.text(server)]) } catch {
+            throw .storage("forgetting \(server)'s side assets in the index failed: \(error)")
+        }
+        return bytes
     }
 
     /// Deletes every stored copy, partial and side asset of `server` (`server remove --delete-files`).
     @discardableResult
     public func purgeServer(_ server: String, layout: DataLayout) throws(LabstreamError) -> (files: Int, bytes: Int64) {
         var freed = try purge(try downloads(where: "server = ?", [.text(server)]).map(\.key), layout: layout)
-        for asset in try sideAssets(server: server) {
-            if let file = asset.file, !file.contains(".."), unlink(layout.absolute(file)) == 0 { freed.bytes += asset.size }
-        }
-        do { try db.run("DELETE FROM side_assets WHERE server=?", [.text(server)]) } catch {
-            throw .storage("forgetting \(server)'s side assets in the index failed: \(error)")
-        }
+        freed.bytes += try purgeSideAssets(of: server, layout: layout)
         return freed
     }
 
