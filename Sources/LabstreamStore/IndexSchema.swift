@@ -328,10 +328,11 @@ extension OfflineIndex {
 
     /// v19: the path each stored file of a removed server had in the mount, so `status` and
     /// `orphans` name it by its title and `orphans --purge PATH`, `cancel` and `unpin` take it.
+    /// (`IF NOT EXISTS`: an older index made by lowering a current one's version keeps the table.)
     static func migrateV18toV19(_ c: Connection) throws {
         try c.exec(
             """
-            CREATE TABLE removed_copies(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL, path TEXT NOT NULL,
+            CREATE TABLE IF NOT EXISTS removed_copies(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL, path TEXT NOT NULL,
                 PRIMARY KEY(server, item_id, source_id));
             UPDATE meta SET value = '19' WHERE key = 'schema_version';
             """)
