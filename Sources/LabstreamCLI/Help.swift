@@ -12,7 +12,7 @@ enum Help {
           labstream server add plex NAME --token-stdin [--server NAME] [--url URL] [--plex-tv-url URL]
           labstream server add silo NAME --url URL [--device | --user USER --password-stdin | --token-stdin] [--profile NAME [--pin-stdin]]
           labstream server list [--json]
-          labstream server remove NAME
+          labstream server remove NAME [--delete-files]
           labstream mount MOUNTPOINT [--foreground] [-o OPTIONS]
           labstream unmount MOUNTPOINT
           labstream status [PATH…] [--json] [--watch]
@@ -29,7 +29,7 @@ enum Help {
           labstream monitor remove SERIES-FOLDER
           labstream monitor list [--json]
           labstream repair
-          labstream orphans [--purge]
+          labstream orphans [--purge [PATH…]]
           labstream demo [MOUNTPOINT]
 
         Global options (anywhere on the line):
@@ -55,7 +55,7 @@ enum Help {
           labstream server add plex NAME --token-stdin [--server NAME] [--url URL] [--plex-tv-url URL]
           labstream server add silo NAME --url URL [--device | --user USER --password-stdin | --token-stdin] [--profile NAME [--pin-stdin]]
           labstream server list [--json]
-          labstream server remove NAME
+          labstream server remove NAME [--delete-files]
 
         Jellyfin and Emby: add logs in with the password read from standard input (it is never stored)
         and keeps only the access token, in the 0600 credentials file. --token-stdin adopts an existing
@@ -81,6 +81,10 @@ enum Help {
         the entry. pin --quality asks for a preset the server offers (no remux); one download per film
         or episode per device, so the original and a copy of one item are not pinned together. server
         remove ends the Silo session on the server too.
+
+        server remove NAME --delete-files also deletes the server's stored copies and partial files
+        (while mounted, through the daemon). Without it they stay, listed by title in
+        `labstream orphans`, where `labstream orphans --purge [PATH…]` frees them while mounted.
 
         list also names each server's libraries left out of the tree, and why (live TV, playlists,
         collections, Silo's audiobooks and podcasts, kinds Labstream cannot place). Adding an existing NAME replaces it.
@@ -184,7 +188,8 @@ enum Help {
         completely in the background and are never evicted. A folder is pinned in one transaction.
         --wait follows the download until every file (or copy) is present with its subtitles and
         artwork, or they were tried (exit 0; one that failed is named on stderr), or one fails (exit 74),
-        or until the rest are paused for something only you can clear (a full disk, `pause`): it
+        or until the rest are paused for something only you can clear (a full disk, the storage
+        budget max_size (reason over_budget, with the room it needs), `pause`): it
         then says what to do and exits 75. A file waiting for its server is followed on. Ctrl-C
         stops waiting (exit 130); the download goes on in the background. What holds the wait
         is said (server unavailable and the next try, full disk, waiting for the playback check).
@@ -223,9 +228,10 @@ enum Help {
 
         Acts on the downloads of a file, or of every file below a folder, inside a live mount.
         pause stops planning new segments (those in flight finish); resume and retry queue the files
-        again (a file parked for a full disk is tried once anyway; if it parks again the command says
-        why and exits 75; such a pause also lifts by itself once there is room, checked with backoff
-        and at once after a cancel or unpin); pause, resume and retry act on a file's new version still arriving beside
+        again (a file parked for a full disk is tried once anyway, one over its storage budget is
+        checked against it again; if it parks again the command says why and exits 75; both pauses
+        also lift by themselves once there is room, checked with backoff and at once after a cancel or
+        unpin); pause, resume and retry act on a file's new version still arriving beside
         its old copy too; cancel unpins and frees every local byte, first, so it works on a full
         disk too (unpin too: either may use the index's 1 MiB reserve); verify runs the completion check (size, libmpv playback probe)
         again on complete files and checks their stored side assets (subtitles, artwork), dropping a
@@ -287,7 +293,7 @@ enum Help {
     static let repair = """
         Usage:
           labstream repair
-          labstream orphans [--purge]
+          labstream orphans [--purge [PATH…]]
 
         repair: when the index (DATA_DIR/index.sqlite) is damaged or missing, moves it aside as
         index.sqlite.damaged-STAMP (never deleted) and puts its last verified backup
@@ -297,8 +303,10 @@ enum Help {
         and a backup does the same by itself. Run it with no daemon on the data dir (else exit 75).
 
         Stored files no index row owns are never deleted: they are set aside in DATA_DIR/orphans.
-        orphans lists them with their sizes; --purge deletes them, with no daemon on the data dir
-        (else exit 75).
+        orphans lists them with their sizes, and the stored copies of removed servers by the path
+        each had in the mount (SERVER/LIBRARY/…, what status prints for them; status, unpin and
+        cancel take it too). --purge deletes them all, or those each PATH names (a listed path, or a
+        folder above it); mounted or not. A PATH that names nothing deletes nothing (exit 66).
         """
 
     static let demo = """

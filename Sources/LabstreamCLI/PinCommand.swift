@@ -157,6 +157,17 @@ enum PinCommand {
         var parkedAgain: [ParkedAgain] = []
         // Every path is acted on before a retry that parked again is told (75: try later).
         for path in paths {
+            // A removed server's copy, by the path `status` printed for it.
+            if StatusCommand.xattr(path, "state") == nil && RemovedCopies.mayName(path, mountpoint: holder?.mountpoint) {
+                let clean = Reclaim.clean(path, mountpoint: nil)
+                if holder != nil {
+                    _ = try ControlChannel.send(context.layout, .perform(command, paths: [clean]))
+                } else {
+                    try RemovedCopies.perform(command, path: clean, context: context)
+                }
+                if !quiet { printOut("\(verb) \(path)") }
+                continue
+            }
             if let holder, let relative = ControlChannel.relative(path, to: holder.mountpoint),
                 let answer = try ControlChannel.send(context.layout, .perform(command, paths: [relative]))
             {
@@ -210,6 +221,10 @@ enum PinCommand {
             let clean = path.split(separator: "/").joined(separator: "/")
             let matches = tree.filter {
                 let p = $0.path.joined(separator: "/"); return p == clean || p.hasPrefix(clean + "/")
+            }
+            if matches.isEmpty && !pinned, (try? RemovedCopies.named([clean], index: index)) != nil {
+                try RemovedCopies.perform(.unpin, path: clean, context: context)
+                continue
             }
             guard !matches.isEmpty else {
                 throw CLIError(

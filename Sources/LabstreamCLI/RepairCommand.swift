@@ -59,18 +59,30 @@ enum RepairCommand {
     static func orphans(_ argv: [String]) throws -> Int32 {
         let args = try Arguments.parse(argv, spec: orphansSpec)
         if args.flag("-h") || args.flag("--help") { printOut(Help.repair); return ExitCode.ok }
-        let layout = Context(args: args).layout
+        let context = Context(args: args)
+        let layout = context.layout
         let found = Reconcile.orphans(layout)
+        // The stored copies of removed servers, by the path each had in the mount.
+        let removed: [OfflineIndex.RemovedCopy] =
+            FileManager.default.fileExists(atPath: layout.indexPath) ? try RemovedCopies.named([], index: try context.openIndex()) : []
         if args.flag("--purge") {
-            let lock = try DaemonLock.acquire(layout, mountpoint: "(labstream orphans --purge)")
-            defer { lock.release() }
-            var freed: Int64 = 0
-            for o in found where unlink(layout.orphansDir + "/" + o.name) == 0 { freed += o.bytes }
-            printOut("deleted \(found.count) set-aside files (\(freed) bytes)")
+            // While mounted too: set-aside files belong to no index row, and the daemon lets go of
+            // a removed server's copies itself before they are deleted.
+            let paths = args.positionals.map { Reclaim.clean($0, mountpoint: nil) }
+            let aside = found.filter { o in paths.isEmpty || paths.contains { Reclaim.clean(layout.orphansDir + "/" + o.name, mountpoint: nil) == $0 } }
+            let copies = paths.filter { p in !aside.contains { Reclaim.clean(layout.orphansDir + "/" + $0.name, mountpoint: nil) == p } }
+            var freed: (files: Int, bytes: Int64) = (0, 0)
+            for o in aside where unlink(layout.orphansDir + "/" + o.name) == 0 { freed = (freed.files + 1, freed.bytes + o.bytes) }
+            if paths.isEmpty ? !removed.isEmpty : !copies.isEmpty {
+                let purged = try RemovedCopies.purge(copies, context: context)
+                freed = (freed.files + purged.files, freed.bytes + purged.bytes)
+            }
+            printOut("deleted \(freed.files) files (\(ByteCount.text(freed.bytes)))")
             return ExitCode.ok
         }
-        if found.isEmpty { printOut("nothing is set aside in \(layout.orphansDir)") }
+        if found.isEmpty && removed.isEmpty { printOut("nothing is set aside in \(layout.orphansDir), and no removed server left files") }
         for o in found { printOut("\(o.bytes)\t\(layout.orphansDir)/\(o.name)") }
+        for copy in removed { printOut("\(copy.bytes)\t\(copy.path)\t(server \(copy.key.server) was removed\(copy.pinned ? "; pinned" : ""))") }
         return ExitCode.ok
     }
 }

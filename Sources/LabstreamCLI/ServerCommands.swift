@@ -7,7 +7,7 @@ import LabstreamStore
 enum ServerCommands {
     static let spec = Arguments.Spec(
         valued: Context.globalValued.union(["--url", "--user", "--server", "--plex-tv-url", "--profile"]),
-        flags: Context.globalFlags.union(["--password-stdin", "--token-stdin", "--pin", "--pin-stdin", "--device", "--json"]))
+        flags: Context.globalFlags.union(["--password-stdin", "--token-stdin", "--pin", "--pin-stdin", "--device", "--json", "--delete-files"]))
 
     static let plexTV = "https://plex.tv"
 
@@ -309,7 +309,8 @@ enum ServerCommands {
     }
 
     static func remove(_ args: Arguments, _ context: Context) throws -> Int32 {
-        guard args.positionals.count == 2 else { throw UsageError("usage: labstream server remove NAME") }
+        guard args.positionals.count == 2 else { throw UsageError("usage: labstream server remove NAME [--delete-files]") }
+        let deleteFiles = args.flag("--delete-files")
         let name = args.positionals[1]
         var config = try context.loadConfig()
         guard let server = config.server(named: name) else {
@@ -333,25 +334,37 @@ enum ServerCommands {
         config.servers.removeAll { $0.name == name }
         // What it leaves on disk: its files with local bytes (none if it never downloaded).
         var kept: (files: Int, bytes: Int64) = (0, 0)
+        var index: OfflineIndex?
         do {
             try context.saveConfig(config)
             try context.credentials.remove(name)
             if FileManager.default.fileExists(atPath: context.layout.indexPath) {
-                let index = try context.openIndex()
-                for row in try index.downloads() where row.key.server == name && !row.present.isEmpty {
+                let opened = try context.openIndex()
+                index = opened
+                for row in try opened.downloads() where row.key.server == name && !row.present.isEmpty {
                     kept = (kept.files + 1, kept.bytes + row.present.byteCount)
                 }
-                try index.removeServer(name)
+                try opened.removeServer(name)
             }
         } catch let e as LabstreamError { throw CLIError(e) }
-        if let holder = DaemonLock.holder(context.layout) { kill(holder.pid, SIGHUP) }
+        let holder = DaemonLock.holder(context.layout)
+        if deleteFiles, let index {
+            // The daemon lets go of the files it has open before they are deleted.
+            if holder == nil || (try ControlChannel.send(context.layout, .reclaim(server: name, paths: []))) == nil {
+                do { try index.purgeServer(name, layout: context.layout) } catch { throw CLIError(error) }
+            }
+        }
+        if let holder { kill(holder.pid, SIGHUP) }
+        let files = kept.files == 1 ? "downloaded file" : "\(kept.files) downloaded files"
         printOut(
             "Removed \(name).\(signedOut)"
                 + (kept.files == 0
                     ? ""
-                    : " Its \(kept.files == 1 ? "downloaded file" : "\(kept.files) downloaded files") (\(ByteCount.text(kept.bytes))) "
-                        + "\(kept.files == 1 ? "stays" : "stay") on disk, paused; "
-                        + "to free them, add the server again and run `labstream cancel` on its folder."))
+                    : deleteFiles
+                        ? " Deleted its \(files) (\(ByteCount.text(kept.bytes)))."
+                        : " Its \(files) (\(ByteCount.text(kept.bytes))) \(kept.files == 1 ? "stays" : "stay") on disk, listed by title in "
+                            + "`labstream orphans`; `labstream orphans --purge` frees \(kept.files == 1 ? "it" : "them") (adding the server again and "
+                            + "`labstream resume` continues \(kept.files == 1 ? "it" : "them"))."))
         return ExitCode.ok
     }
 }

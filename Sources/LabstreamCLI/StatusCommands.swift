@@ -30,6 +30,13 @@ enum StatusCommand {
             // With no daemon, a catalog path (`SERVER/LIBRARY/…`) is answered from the index,
             // as `pin` takes one.
             for path in args.positionals {
+                if xattr(path, "state") == nil && RemovedCopies.mayName(path, mountpoint: DaemonLock.holder(context.layout)?.mountpoint),
+                    let removed = try? RemovedCopies.statuses(Reclaim.clean(path, mountpoint: nil), context: context), !removed.isEmpty
+                {
+                    // A removed server's copy, by the path `status` printed for it.
+                    entries += asStored(removed)
+                    continue
+                }
                 entries += try !daemon && xattr(path, "state") == nil ? asStored(fromIndex(context, catalogPath: path)) : fromMount(path, context: context)
             }
         }
@@ -270,8 +277,11 @@ enum StatusCommand {
         let root = DaemonLock.holder(context.layout)?.mountpoint
         do {
             let tree = Dictionary(try index.treeFiles().map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
+            // A removed server's copies by the path they had (not in the mount: no mount point).
+            let removed = Dictionary(try index.removedCopies().map { ($0.key, $0.path) }, uniquingKeysWith: { a, _ in a })
             return FileStatus.gather(
-                try index.downloads(), path: { key in tree[key].map { ((root.map { [$0] } ?? []) + $0.path).joined(separator: "/") } },
+                try index.downloads(),
+                path: { key in tree[key].map { ((root.map { [$0] } ?? []) + $0.path).joined(separator: "/") } ?? removed[key] },
                 size: { tree[$0]?.size })
         } catch { throw CLIError(error) }
     }

@@ -17,6 +17,8 @@ public struct LabstreamConfig: Sendable, Hashable {
         public var quality: Quality = .original
         /// Per library (`quality.Movies = 10mbps`, the library's folder name), over `quality`.
         public var libraryQualities: [String: Quality] = [:]
+        /// `max_size` in the server's section: a budget for its copies alone (0: none).
+        public var maxSize: Int64 = 0
 
         public init(name: String, kind: BackendKind, url: String, user: String?) {
             self.name = name
@@ -36,9 +38,15 @@ public struct LabstreamConfig: Sendable, Hashable {
     /// How long a connection attempt may take, in seconds: also how long a read of bytes that
     /// are not stored waits before failing when a server has just vanished.
     public var connectTimeout: Double = 2
-    /// Cache size cap (0: none) and free-space floor for the data dir, in bytes.
+    /// The storage budget over everything stored (0: none) and the free-space floor on the data
+    /// dir's disk, in bytes: both hold for pinned fills and reads (`StorageBudget`).
     public var maxCacheSize: Int64 = 0
-    public var minFree: Int64 = 0
+    public var minFree: Int64 = StorageBudget.defaultMinFree
+
+    /// The budget the engine keeps, per server too.
+    public var budget: StorageBudget {
+        StorageBudget(maxSize: maxCacheSize, minFree: minFree, serverMaxSize: Dictionary(servers.map { ($0.name, $0.maxSize) }) { a, _ in a })
+    }
     public var playbackProbe = true
     /// What appears beside the media: with `off`, only the media files (no `.nfo`).
     public var sideAssets: SideAssets = .all
@@ -129,6 +137,7 @@ public struct LabstreamConfig: Sendable, Hashable {
                     config.servers[i].kind = kind
                     typed.insert(i)
                 case "url": config.servers[i].url = value
+                case "max_size": config.servers[i].maxSize = try size(value, line: lineNo)
                 case "user": config.servers[i].user = value.isEmpty ? nil : value
                 case "quality":
                     guard let q = Quality(value) else {
@@ -264,6 +273,7 @@ public struct LabstreamConfig: Sendable, Hashable {
             out += "\n[server \"\(s.name)\"]\ntype = \(s.kind.rawValue)\nurl = \(s.url)\n"
             if let u = s.user { out += "user = \(u)\n" }
             if s.quality != .original { out += "quality = \(s.quality)\n" }
+            if s.maxSize != 0 { out += "max_size = \(s.maxSize)\n" }
             for (library, q) in s.libraryQualities.sorted(by: { $0.key < $1.key }) { out += "quality.\(library) = \(q)\n" }
         }
         let d = TransferSizes.default
@@ -274,7 +284,7 @@ public struct LabstreamConfig: Sendable, Hashable {
         if fetchTimeout != 30 { cache.append("fetch_timeout = \(fetchTimeout)") }
         if connectTimeout != 2 { cache.append("connect_timeout = \(connectTimeout)") }
         if maxCacheSize != 0 { cache.append("max_size = \(maxCacheSize)") }
-        if minFree != 0 { cache.append("min_free = \(minFree)") }
+        if minFree != StorageBudget.defaultMinFree { cache.append("min_free = \(minFree)") }
         if !playbackProbe { cache.append("playback_probe = no") }
         if sideAssets != .all { cache.append("side_assets = \(sideAssets.rawValue)") }
         if rateLimit != 0 { cache.append("rate_limit = \(rateLimit)") }

@@ -11,6 +11,8 @@ public enum PauseCause: Sendable, Hashable, CaseIterable, RawRepresentable {
     case signInRefused
     /// Its server was removed from the configuration (`labstream server remove`).
     case serverRemoved
+    /// The rest of it would take the cache over `max_size` (or its server's `max_size`).
+    case overBudget
 
     /// The stable reason code (`--json`) of a file paused for this cause; its spelling is how the
     /// index, the attribute and the control wire keep the cause.
@@ -21,6 +23,7 @@ public enum PauseCause: Sendable, Hashable, CaseIterable, RawRepresentable {
         case .serverUnavailable: return .serverUnavailable
         case .signInRefused: return .signInRefused
         case .serverRemoved: return .serverRemoved
+        case .overBudget: return .overBudget
         }
     }
 
@@ -32,12 +35,16 @@ public enum PauseCause: Sendable, Hashable, CaseIterable, RawRepresentable {
     }
 
     /// The background fill resumes such a file once its server answers and accepts the sign-in
-    /// again. A full disk's pause lifts by itself too, but only when room returns
-    /// (`FreeSpaceWatch`), which may be never: `pin --wait` does not wait for it. Every other
+    /// again. A full disk's or an over-budget pause lifts by itself too, but only when room
+    /// returns (`FreeSpaceWatch`, `StorageBudget`), which may be never: `pin --wait` does not wait for it. Every other
     /// pause waits for the user (`labstream resume`).
     public var liftsByItself: Bool { self == .serverUnavailable || self == .signInRefused }
 
-    /// Why `status` says a file of `server` paused for this cause is paused.
+    /// Whether the free-space watch lifts it once the room it waits for returns.
+    public var waitsForRoom: Bool { self == .storageFull || self == .overBudget }
+
+    /// Why `status` says a file of `server` paused for this cause is paused (an over-budget
+    /// pause parked by the fill says how much room it needs: `StatusReason.overBudget`).
     public func reason(server: String) -> StatusReason { .paused(self, server: server) }
 
     /// The cause of a pause recorded before causes were (schema 14 and older), read from its

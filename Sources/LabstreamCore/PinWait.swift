@@ -40,6 +40,8 @@ public enum PinWait {
         case .storageFull?:
             return
                 "\(path) is paused: the cache's disk cannot hold the rest of it. It resumes by itself once there is room: free space on it (or unpin or cancel other files, or lower min_free); `labstream resume \(path)` tries at once."
+        case .overBudget?:
+            return "\(path) is paused: \(reason?.sentence ?? StatusReason.overBudget(need: 0, server: nil).sentence). `labstream resume \(path)` tries at once."
         default:
             return "\(path) is paused (\(reason?.sentence ?? "no reason given")); `labstream resume \(path)` continues it."
         }

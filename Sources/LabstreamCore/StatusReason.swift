@@ -14,6 +14,9 @@ public enum StatusReason: Sendable, Hashable {
     case storageFull
     /// A file `labstream pause` stopped.
     case pausedByUser
+    /// A pinned file parked because the rest of it would take the cache over `max_size`
+    /// (`server` nil) or over its server's `max_size`, by `need` bytes (0: not measured).
+    case overBudget(need: Int64, server: String?)
     /// A file the cache limits pushed out.
     case evicted
     /// A series monitor let go of the episode (watched, with delete-watched, or over its cap).
@@ -76,6 +79,7 @@ public enum StatusReason: Sendable, Hashable {
         case .serverUnavailable: return .serverUnavailable
         case .signInRefused: return .signInRefused(server: server)
         case .serverRemoved: return .serverRemoved
+        case .overBudget: return .overBudget(need: 0, server: nil)
         }
     }
 
@@ -98,6 +102,10 @@ public enum StatusReason: Sendable, Hashable {
         case .serverUnavailable: return "server unavailable"
         case .storageFull: return "the cache's disk is full; it resumes by itself once there is room (`labstream resume` tries now)"
         case .pausedByUser: return "paused by user"
+        case .overBudget(let need, let server):
+            let budget = server.map { "over server \($0)'s storage budget (its max_size)" } ?? "over the storage budget (max_size)"
+            let needs = need > 0 ? ": it needs \(ByteCount.text(need)) more room" : ""
+            return budget + needs + "; it resumes by itself once there is room (raise max_size, or unpin or cancel other files)"
         case .evicted: return "evicted to stay within the cache limits"
         case .monitorLetGo: return "removed by its series monitor (watched, or over the monitor's storage cap)"
         case .heldByCap: return "held back by its series monitor's storage cap"
@@ -108,7 +116,9 @@ public enum StatusReason: Sendable, Hashable {
         case .localFileVanished: return "the local file vanished; fetching it again"
         case .damagedBytes: return "damaged bytes found on disk were dropped and will be fetched again"
         case .fetchingSideAssets: return "the media is here; fetching its subtitles and artwork"
-        case .serverRemoved: return "server removed; after adding it again, resume with labstream resume"
+        case .serverRemoved:
+            return "server removed; its copy stays, listed in `labstream orphans` (`labstream orphans --purge PATH` frees it; "
+                + "after adding the server again, `labstream resume` continues it)"
         case .daemonNotRunning: return "the daemon is not running; this goes on when Labstream is mounted again"
         case .indexUpgraded: return "index upgraded; bytes will be fetched and verified again"
         case .fileChanged(let why, let refetching):
@@ -137,6 +147,7 @@ public enum StatusReason: Sendable, Hashable {
     public enum Code: String, Sendable, Hashable, CaseIterable, Codable {
         case storageFull = "storage_full"
         case pausedByUser = "paused_by_user"
+        case overBudget = "over_budget"
         case serverUnavailable = "server_unavailable"
         case serverAway = "server_away"
         case signInRefused = "sign_in_refused"
@@ -185,6 +196,7 @@ public enum StatusReason: Sendable, Hashable {
         case .serverUnavailable, .waiting: return .serverUnavailable
         case .storageFull: return .storageFull
         case .pausedByUser: return .pausedByUser
+        case .overBudget: return .overBudget
         case .evicted: return .evicted
         case .monitorLetGo: return .monitorLetGo
         case .heldByCap: return .heldByCap
@@ -239,6 +251,7 @@ extension StatusReason {
         case "server_unavailable": self = .serverUnavailable
         case "storage_full": self = .storageFull
         case "paused_by_user": self = .pausedByUser
+        case "over_budget": self = .overBudget(need: p["need"].flatMap { Int64($0) } ?? 0, server: p["server"])
         case "evicted": self = .evicted
         case "monitor_removed": self = .monitorLetGo
         case "held_by_cap": self = .heldByCap
@@ -274,6 +287,7 @@ extension StatusReason {
         case .serverUnavailable: return ("server_unavailable", [:])
         case .storageFull: return ("storage_full", [:])
         case .pausedByUser: return ("paused_by_user", [:])
+        case .overBudget(let need, let server): return ("over_budget", ["need": String(need)].merging(server.map { ["server": $0] } ?? [:]) { a, _ in a })
         case .evicted: return ("evicted", [:])
         case .monitorLetGo: return ("monitor_removed", [:])
         case .heldByCap: return ("held_by_cap", [:])
@@ -317,7 +331,8 @@ extension StatusReason {
 
     /// How indexes before schema 18 spelled the reasons they kept other than as their sentence.
     static let olderSpellings: [String: StatusReason] = [
-        "storage_full": .storageFull, "all bytes present; awaiting validation": .awaitingValidation
+        "storage_full": .storageFull, "all bytes present; awaiting validation": .awaitingValidation,
+        "server removed; after adding it again, resume with labstream resume": .serverRemoved
     ]
 
     /// Sentences of indexes before schema 18 by their opening words, most specific first: the
@@ -332,7 +347,8 @@ extension StatusReason {
         ("the media is here; fetching its subtitles and artwork", .fetchingSideAssets),
         ("the server is preparing the copy", .preparingCopy), ("the live stream", .liveStream), ("size unknown", .sizeUnknown),
         ("server removed", .serverRemoved), ("index upgraded", .indexUpgraded), ("the daemon is not running", .daemonNotRunning),
-        ("server offline", .serverAway), ("server auth-failed", .serverAway)
+        ("server offline", .serverAway), ("server auth-failed", .serverAway), ("over the storage budget", .overBudget),
+        ("over server ", .overBudget)
     ]
 
     /// The code an older index's sentence was shown with (nil: words that name none, whose code

@@ -354,7 +354,8 @@ public struct TransferMachine: Sendable {
                 if case .remoteChanged(let why) = failure.error { return .failed(failure, next: .restart(why)) }
                 return .failed(failure, next: .nothing)
             case .diskFull:
-                return .failed(failure, next: .park(.storageFull))
+                // A read's fetch fails its reader with ENOSPC; only a pinned file waits for room.
+                return .failed(failure, next: row.pinned ? .park(.storageFull) : .nothing)
             case .signedOut:
                 return .failed(failure, next: row.pinned ? .park(.signInRefused) : .nothing)
             case .transient, .stalled, .permanent:

@@ -64,7 +64,7 @@ public final class Daemon: Sendable {
             sizes: config.sizes, readTimeout: config.fetchTimeout + config.connectTimeout,
             maxQueuedSegments: config.connectionsPerFile, maxConcurrentFiles: config.maxConcurrentFiles,
             checkpointBytes: max(1 << 20, config.sizes.segmentSize / 8),
-            limits: .init(maxSize: config.maxCacheSize, minFree: config.minFree),
+            budget: config.budget,
             playbackProbe: config.playbackProbe, rateLimit: config.rateLimit)
         settings.qualities = config.qualities
         settings.fetchThreads = config.fetchThreads
@@ -207,11 +207,22 @@ public final class Daemon: Sendable {
             return .synced(scheduler.sync(server.map { [$0] }, .request(full: full), progress: progress))
         case .status(let paths, let after, let wait):
             let inodes: [(String, UInt64)]
-            do { inodes = try resolve(paths) } catch { return .failure(code: error.code, message: error.message) }
+            // A stored copy of a removed server answers from its row, by the path it had.
+            let removed = paths.filter { (try? resolve([$0])) == nil }
+            var gone: [FileStatus] = []
+            do {
+                inodes = try resolve(paths.filter { !removed.contains($0) })
+                if !removed.isEmpty {
+                    for copy in try removedCopies(named: removed) {
+                        guard let row = try? index.download(copy.key) else { continue }
+                        gone.append(FileStatus(path: copy.path, size: row.total, row: row, related: []))
+                    }
+                }
+            } catch { return .failure(code: error.code, message: error.message) }
             // `after`: answer once a download row changed past that point, so a follower needs
             // no polling; `change` says where it now stands.
             let change = after.map { transfers.waitForChange(after: $0, timeout: min(wait ?? 1, 10)) } ?? transfers.changeCount
-            return .statuses(entries: inodes.flatMap { path, ino in fs.statuses(below: ino, named: path) }, change: change)
+            return .statuses(entries: inodes.flatMap { path, ino in fs.statuses(below: ino, named: path) } + gone, change: change)
         case .queue:
             return .queue(transfers.queue())
         case .prioritize(let priority, let paths):
@@ -235,9 +246,48 @@ public final class Daemon: Sendable {
             } catch {
                 return .failure(code: error.code, message: error.message)
             }
+        case .reclaim(let server, let paths):
+            do throws(CLIError) {
+                let freed: (files: Int, bytes: Int64)
+                if let server {
+                    do {
+                        transfers.forget(try index.downloads().filter { $0.key.server == server }.map(\.key))
+                        freed = try index.purgeServer(server, layout: context.layout)
+                    } catch { throw CLIError(error) }
+                } else {
+                    let copies = try removedCopies(named: paths)
+                    transfers.forget(copies.map(\.key))
+                    do { freed = try index.purge(copies.map(\.key), layout: context.layout) } catch { throw CLIError(error) }
+                }
+                transfers.forget([])
+                log.info("control: freed \(freed.files) stored files (\(ByteCount.text(freed.bytes))) of \(server.map { "server \($0)" } ?? "removed servers")")
+                return .reclaimed(files: freed.files, bytes: freed.bytes)
+            } catch {
+                return .failure(code: error.code, message: error.message)
+            }
         case .perform(let command, let paths):
             do throws(CLIError) {
-                let inodes = try resolve(paths)
+                // A stored copy of a removed server is named by the path it had: cancel frees it,
+                // unpin leaves it listed in `labstream orphans`.
+                let removed = paths.filter { (try? resolve([$0])) == nil }
+                if !removed.isEmpty {
+                    let copies = try removedCopies(named: removed)
+                    switch command {
+                    case .queue(.cancel):
+                        transfers.forget(copies.map(\.key))
+                        do { try index.purge(copies.map(\.key), layout: context.layout) } catch { throw CLIError(error) }
+                        transfers.forget([])
+                    case .unpin:
+                        do { try index.unpinRemoved(copies.map(\.key)) } catch { throw CLIError(error) }
+                    default:
+                        throw CLIError(
+                            ExitCode.noInput,
+                            "\(removed[0]) is a stored copy of a removed server: only `labstream cancel` or `labstream orphans --purge` (which free it) and `unpin` act on it"
+                        )
+                    }
+                    guard removed.count < paths.count else { return .performed(files: copies.count) }
+                }
+                let inodes = try resolve(paths.filter { !removed.contains($0) })
                 let parked = command == .queue(.resume) || command == .queue(.retry) ? fullDiskPauses(inodes) : [:]
                 for (_, ino) in inodes {
                     do { try fs.perform(command, at: ino) } catch { throw CLIError(error) }
@@ -250,11 +300,23 @@ public final class Daemon: Sendable {
         }
     }
 
-    /// The files below `inodes` paused for a full disk, with the bytes each had.
+    /// The stored copies of removed servers `paths` name (none: all); a path that names none is
+    /// refused, so a typo deletes nothing.
+    func removedCopies(named paths: [String]) throws(CLIError) -> [OfflineIndex.RemovedCopy] {
+        let copies: [OfflineIndex.RemovedCopy]
+        do { copies = try index.removedCopies() } catch { throw CLIError(error) }
+        for path in paths where Reclaim.named(copies.map(\.path), by: [path]).isEmpty {
+            throw CLIError(
+                ExitCode.noInput, "\(path) is not in the mounted catalog, nor a stored copy of a removed server (`labstream orphans` lists those)")
+        }
+        return Reclaim.named(copies.map(\.path), by: paths).map { copies[$0] }
+    }
+
+    /// The files below `inodes` paused for a full disk or their budget, with the bytes each had.
     func fullDiskPauses(_ inodes: [(String, UInt64)]) -> [String: Int64] {
         var out: [String: Int64] = [:]
         for (path, ino) in inodes {
-            for s in fs.statuses(below: ino, named: path) where s.state == .paused && s.pauseCause == .storageFull { out[s.path] = s.present }
+            for s in fs.statuses(below: ino, named: path) where s.state == .paused && s.pauseCause?.waitsForRoom == true { out[s.path] = s.present }
         }
         return out
     }
@@ -273,8 +335,10 @@ public final class Daemon: Sendable {
                 for s in fs.statuses(below: ino, named: path) {
                     guard let before = parked[s.path] else { continue }
                     switch s.state {
-                    case .paused where s.pauseCause == .storageFull:
-                        again.append(ParkedAgain(path: s.path, missing: s.total - s.present, free: transfers.freeSpace))
+                    case .paused where s.pauseCause?.waitsForRoom == true:
+                        var overBy: Int64?
+                        if case .overBudget(let need, _)? = s.reason { overBy = need }
+                        again.append(ParkedAgain(path: s.path, missing: s.total - s.present, free: transfers.freeSpace, overBy: overBy))
                     case .queued, .preparing, .downloading, .partial:
                         if s.present <= before { open = true }
                     default: continue

@@ -19,6 +19,9 @@ public enum DaemonRequest: Sendable, Hashable, Codable {
     /// Moves the pinned files at or below `path` first in the queue (`before` nil), or just
     /// before the first queued file at or below `before`.
     case moveInQueue(path: String, before: String?)
+    /// Free stored copies: every one of `server` (`server remove --delete-files`), else those of
+    /// removed servers `paths` name (`orphans --purge [PATH…]`; none: all of them).
+    case reclaim(server: String?, paths: [String])
 }
 
 /// The daemon's answer. A request gets `progress` lines (a sync's steps) and then exactly one
@@ -30,6 +33,8 @@ public enum DaemonResponse: Sendable, Hashable, Codable {
     case synced([SyncResult])
     /// The queue, in order; paths relative to the mount's root.
     case queue([QueueEntry])
+    /// What a `reclaim` freed.
+    case reclaimed(files: Int, bytes: Int64)
     case progress(String)
     /// Refused or failed: the sysexits code and the sentence a person reads.
     case failure(code: Int32, message: String)
@@ -43,16 +48,24 @@ public struct ParkedAgain: Sendable, Hashable, Codable {
     public var missing: Int64
     /// Free bytes on the data dir's disk as it parked again; nil when they cannot be measured.
     public var free: Int64?
+    /// Bytes it is over the storage budget by, when that is why it parked (nil: the disk).
+    public var overBy: Int64?
 
-    public init(path: String, missing: Int64, free: Int64?) {
+    public init(path: String, missing: Int64, free: Int64?, overBy: Int64? = nil) {
         self.path = path
         self.missing = missing
         self.free = free
+        self.overBy = overBy
     }
 
     /// What the command prints for it.
     public var sentence: String {
-        "\(path) was tried again and parked again: the cache's disk is still full (\(free.map { ByteCount.text($0) + " free" } ?? "free space unknown"), "
+        if let overBy {
+            return "\(path) was tried again and parked again: it is over the storage budget (max_size) by \(ByteCount.text(overBy)); "
+                + "it resumes by itself once there is room (raise max_size, or free some with `labstream cancel` or `labstream unpin`)"
+        }
+        return
+            "\(path) was tried again and parked again: the cache's disk is still full (\(free.map { ByteCount.text($0) + " free" } ?? "free space unknown"), "
             + "\(ByteCount.text(missing)) still to fetch); it resumes by itself once there is room (free some with `labstream cancel` or `labstream unpin`)"
     }
 }

@@ -106,7 +106,9 @@ extension TransferEngine: FillHost {
     func watchFreeSpace(for pinned: [DownloadRow], catalog: CatalogFiles) -> Date? {
         // The transfer's own row: on a full disk the index may not have taken the pause.
         let waiting = pinned.compactMap { stored -> (DownloadRow, TreeFile)? in
-            guard let file = catalog[stored.key], let row = row(for: file), row.status == .paused, row.pauseCause == .storageFull else { return nil }
+            guard let file = catalog[stored.key], let row = row(for: file), row.status == .paused, row.pauseCause?.waitsForRoom == true else {
+                return nil
+            }
             return (row, file)
         }
         let now = Date()
@@ -114,9 +116,13 @@ extension TransferEngine: FillHost {
             freeSpaceLooks.withLock { $0 = (0, nil) }
             return nil
         }
-        let free = freeBytes() ?? Int64.max
-        let lift = FreeSpaceWatch.resumable(
-            remaining: waiting.map { $0.0.total - $0.0.present.byteCount }, free: free, headroom: settings.freeSpaceHeadroom)
+        // Unpinned copies count as room (the pass evicts them as the resumed files grow); they
+        // are counted only on a look the schedule makes or a cancel or unpin asked for, as that
+        // reads every row.
+        let due = freeSpaceLooks.withLock { $0.next.map { $0 <= now } ?? true }
+        var usage = storageUsage()
+        if due { usage = withEvictable(usage, except: nil, locking: true) }
+        let lift = settings.budget.admitted(waiting.map { ($0.0.key.server, $0.0.total - $0.0.present.byteCount) }, usage: usage)
         for i in lift { (try? transfer(for: waiting[i].1))?.liftStorageFull(engine: self) }
         return freeSpaceLooks.withLock { looks in
             if !lift.isEmpty {
@@ -133,7 +139,7 @@ extension TransferEngine: FillHost {
                 let delay = FreeSpaceWatch().delay(afterFruitless: looks.fruitless)
                 looks.next = now.addingTimeInterval(delay)
                 let count = waiting.count - lift.count
-                log("\(count) pinned files wait for room on the cache's disk (\(ByteCount.text(free)) free); looking again in \(Int(delay)) s")
+                log("\(count) pinned files wait for room on the cache (\(ByteCount.text(usage.free)) free); looking again in \(Int(delay)) s")
             }
             return looks.next
         }

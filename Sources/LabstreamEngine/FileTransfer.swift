@@ -175,7 +175,7 @@ final class FileTransfer: @unchecked Sendable {
         }
     }
 
-    /// A file parked for a full disk resumes: the free-space watch found room for it
+    /// A file parked for a full disk or its budget resumes: the free-space watch found room for it
     /// (`FreeSpaceWatch`). Nothing happens if it moved on meanwhile.
     func liftStorageFull(engine: any TransferHost) {
         condition.lock()
@@ -185,11 +185,11 @@ final class FileTransfer: @unchecked Sendable {
             engine.noteChange()
         }
         awaitRow()
-        guard row.status == .paused, row.pauseCause == .storageFull, row.apply(.retry) else { return }
+        guard row.status == .paused, row.pauseCause?.waitsForRoom == true, row.apply(.retry) else { return }
         row.reason = nil
         machine.startOver(fresh: true)
         _ = try? index.saveDownload(row, now: engine.now())
-        engine.log("\(file.path.joined(separator: "/")): the cache's disk has room again; resuming")
+        engine.log("\(file.path.joined(separator: "/")): the cache has room again; resuming")
     }
 
     /// Records the completion check's verdict, if the row is still the attempt that was probed.
@@ -398,11 +398,19 @@ final class FileTransfer: @unchecked Sendable {
             return .idle
         }
         // A retry is checked like the first try: it must not fill the disk it was parked for.
-        if machine.fillRequests.isEmpty && !engine.hasRoom(for: row.total - row.present.byteCount) {
-            if dispatchDespiteRoom {
-                dispatchDespiteRoom = false
-            } else {
+        if machine.fillRequests.isEmpty {
+            switch engine.room(for: row.total - row.present.byteCount, of: file.key) {
+            case .fits: break
+            case .diskFull where dispatchDespiteRoom: dispatchDespiteRoom = false
+            case .diskFull:
                 park(.storageFull, engine: engine)
+                return .idle
+            case .overBudget(let need, let server):
+                // A budget a person set holds even against their retry: raising it is theirs to do.
+                dispatchDespiteRoom = false
+                let reason = StatusReason.overBudget(need: need, server: server)
+                if row.pauseCause != .overBudget { engine.log("\(file.path.joined(separator: "/")) waits: \(reason.sentence)") }
+                setStatus(.parked(.overBudget), reason: reason, engine: engine)
                 return .idle
             }
         }
@@ -574,7 +582,8 @@ final class FileTransfer: @unchecked Sendable {
         case .failed(let error):
             // The bytes are on disk but not recorded: they will be fetched again, never trusted.
             engine.log("\(file.key): \(error.userMessage)")
-            if case .noSpace = error { park(.storageFull, engine: engine) }
+            // Only a pinned file waits for room; a read fails with ENOSPC and leaves no pause.
+            if case .noSpace = error, row.pinned { park(.storageFull, engine: engine) }
         }
         return true
     }

@@ -32,12 +32,12 @@ public final class TransferEngine: Sendable {
         /// Pinned files filled at once.
         public var maxConcurrentFiles: Int
         public var retry: RetryPolicy
-        /// Free space kept beyond a file's remaining bytes before a background fill starts.
-        public var freeSpaceHeadroom: Int64
         /// A long body is committed every this many bytes as it arrives.
         public var checkpointBytes: Int64
-        /// Cache size cap and free-space floor; unpinned, closed, idle copies go first.
-        public var limits: EvictionPolicy.Limits = .init()
+        /// The storage budget (`max_size`, per server too) and free-space floor (`min_free`) that
+        /// pinned fills and reads keep; unpinned, closed, idle copies go first to keep them.
+        public var budget = StorageBudget()
+        var limits: EvictionPolicy.Limits { .init(maxSize: budget.maxSize, minFree: budget.minFree) }
         /// Probe complete files with libmpv; without it they stay `unverified`.
         public var playbackProbe = true
         /// Bytes per second for all transfers together; 0 is unlimited.
@@ -50,20 +50,19 @@ public final class TransferEngine: Sendable {
 
         public init(
             sizes: TransferSizes = .default, readTimeout: Double = 35, maxQueuedSegments: Int = 2,
-            maxConcurrentFiles: Int = 3, retry: RetryPolicy = RetryPolicy(), freeSpaceHeadroom: Int64 = 64 << 20,
-            checkpointBytes: Int64 = 4 << 20, limits: EvictionPolicy.Limits = .init(), playbackProbe: Bool = true,
+            maxConcurrentFiles: Int = 3, retry: RetryPolicy = RetryPolicy(),
+            checkpointBytes: Int64 = 4 << 20, budget: StorageBudget = StorageBudget(), playbackProbe: Bool = true,
             rateLimit: Int64 = 0
         ) {
             self.rateLimit = rateLimit
             self.checkpointBytes = checkpointBytes
             self.playbackProbe = playbackProbe
-            self.limits = limits
+            self.budget = budget
             self.sizes = sizes
             self.readTimeout = readTimeout
             self.maxQueuedSegments = maxQueuedSegments
             self.maxConcurrentFiles = maxConcurrentFiles
             self.retry = retry
-            self.freeSpaceHeadroom = freeSpaceHeadroom
         }
     }
 
@@ -266,8 +265,32 @@ public final class TransferEngine: Sendable {
         let demand = range.clamped(to: ByteRange(0, file.size))
         if demand.isEmpty { return ([], nil) }
         let transfer = try self.transfer(for: file)
-        let version = try transfer.waitUntilPresent(demand, engine: self, handle: handle)
-        if let readAhead, handle.map(version.isSameVersion(as:)) ?? true { transfer.prefetch(readAhead, engine: self) }
+        let present = transfer.snapshot().present
+        let missing = demand.count - present.intersection(demand).byteCount
+        if missing > 0 {
+            // A read is widened to a chunk: room for that much is made before it is fetched.
+            let wanted = min(max(missing, settings.sizes.readChunk), max(file.size - present.byteCount, missing))
+            let room = makeRoom(forRead: wanted, of: file.key)
+            if room != .fits {
+                let error = noRoom(room, reading: file.path.joined(separator: "/"))
+                log("read failed (ENOSPC): \(error.userMessage)")
+                throw error
+            }
+        }
+        let version: ServedVersion
+        do { version = try transfer.waitUntilPresent(demand, engine: self, handle: handle) } catch {
+            if case .noSpace = error { log("read of \(file.path.joined(separator: "/")) failed (ENOSPC): \(error.userMessage)") }
+            throw error
+        }
+        // Read-ahead is fetched only into room there is (nothing is evicted for a guess): it
+        // must not take what the next read needs.
+        if let readAhead, handle.map(version.isSameVersion(as:)) ?? true,
+            settings.budget.room(
+                for: readAhead.count - transfer.snapshot().present.intersection(readAhead).byteCount, server: file.key.server,
+                usage: storageUsage()) == .fits
+        {
+            transfer.prefetch(readAhead, engine: self)
+        }
         return (try transfer.readPresent(demand, attempt: version.attempt), version)
     }
 
@@ -382,6 +405,14 @@ public final class TransferEngine: Sendable {
         }
     }
 
+    /// Lets go of `keys`' transfers before their copies are deleted (a removed server's, freed
+    /// by a person), and has the fill look at free space again at once.
+    public func forget(_ keys: [FileKey]) {
+        for key in keys { _ = retireTransfers([key]) }
+        freedSpace()
+        filler.wake()
+    }
+
     /// Where `key`'s file is in the tree.
     public func catalogPath(of key: FileKey) -> [String]? { catalog.withLock { $0[key]?.path } }
 
@@ -464,25 +495,45 @@ public final class TransferEngine: Sendable {
             let n = (u.open[key] ?? 1) - 1
             u.open[key] = n > 0 ? n : nil
         }
-        if settings.limits.maxSize > 0 || settings.limits.minFree > 0 { filler.wake() }
+        if settings.budget.hasLimits { filler.wake() }
     }
 
-    /// Drops least recently used, unpinned, closed, idle copies while the cache is over its cap
-    /// or the disk under its free-space floor. Each eviction resets the row before freeing bytes.
-    func evictIfNeeded() {
-        let limits = settings.limits
-        guard limits.maxSize > 0 || limits.minFree > 0, let rows = try? index.downloads() else { return }
-        let free = freeBytes() ?? Int64.max
+    /// The copies eviction may take now (unpinned, closed, idle), but `except`'s: every row
+    /// with its candidacy, read from the index (only asked near a limit).
+    func evictionCandidates(except: FileKey? = nil, locking: Bool = true) -> [EvictionPolicy.Candidate] {
+        guard let rows = try? index.downloads() else { return [] }
         let (open, lastUse) = usage.withLock { ($0.open, $0.lastUse) }
-        let candidates = rows.map { row in
+        return rows.map { row in
             EvictionPolicy.Candidate(
                 key: row.key, bytes: row.present.byteCount, lastUse: lastUse[row.key] ?? 0, pinned: row.pinned,
-                open: open[row.key] != nil, inTransfer: !(files.withLock { $0[row.key] }?.isIdle ?? true))
+                open: open[row.key] != nil || row.key == except, inTransfer: locking && !(files.withLock { $0[row.key] }?.isIdle ?? true))
         }
+    }
+
+    /// Drops least recently used, unpinned, closed, idle copies while the cache is over its
+    /// budget (all together, or a server's) or the disk under its free-space floor, with
+    /// `wanted` more bytes of a file of `server` (a read about to fetch them) counted as stored.
+    /// Each eviction resets the row before freeing bytes.
+    func evictIfNeeded() { evict(wanted: 0, server: nil, except: nil) }
+
+    func evict(wanted: Int64, server: String?, except: FileKey?) {
+        let budget = settings.budget
+        guard budget.hasLimits else { return }
+        let measured = storageUsage()
+        var wantedBy = measured.storedByServer
+        if let server { wantedBy[server, default: 0] += wanted }
+        let overServer = budget.serverMaxSize.filter { (wantedBy[$0.key] ?? 0) > $0.value }
+        guard measured.stored + wanted > (budget.maxSize > 0 ? budget.maxSize : .max) || measured.free - wanted < budget.minFree || !overServer.isEmpty
+        else { return }
+        let candidates = evictionCandidates(except: except)
         // Artwork and subtitles count too; they go with their media, never before it.
-        let used = rows.reduce(Int64(0)) { $0 + $1.present.byteCount } + ((try? index.storedSideAssetBytes()) ?? 0)
+        var chosen = EvictionPolicy.choose(candidates, used: measured.stored + wanted, free: measured.free - wanted, limits: settings.limits)
+        for (name, cap) in overServer {
+            let theirs = candidates.filter { $0.key.server == name && !chosen.contains($0.key) }
+            chosen += EvictionPolicy.choose(theirs, used: wantedBy[name] ?? 0, free: .max, limits: .init(maxSize: cap))
+        }
         let catalog = catalog.withLock { $0 }
-        for key in EvictionPolicy.choose(candidates, used: used, free: free, limits: limits) {
+        for key in chosen {
             guard let file = catalog[key], let transfer = try? transfer(for: file) else { continue }
             do {
                 try transfer.apply(.cancel, engine: self, reason: StatusReason.evicted)
@@ -579,7 +630,7 @@ public final class TransferEngine: Sendable {
 
     func noteChange() {
         changes.bump()
-        if settings.limits.maxSize > 0 || settings.limits.minFree > 0 { filler.wake() }
+        if settings.budget.hasLimits { filler.wake() }
     }
 
     /// Blocks until the change counter passes `seen` or `timeout` elapses; returns the counter.
@@ -597,12 +648,6 @@ public final class TransferEngine: Sendable {
             throw .storage("cannot keep \(path) aside for inspection: \(error.localizedDescription)")
         }
         log("kept the rejected file aside as \(target)")
-    }
-
-    /// Enough free space for `bytes` more plus headroom?
-    func hasRoom(for bytes: Int64) -> Bool {
-        guard let free = freeBytes() else { return true }
-        return free >= bytes + settings.freeSpaceHeadroom
     }
 
     /// Free bytes on the data dir's filesystem, or nil when it cannot be measured.

@@ -18,8 +18,9 @@ protocol TransferHost: AnyObject, Sendable {
     /// A reader waits for a server that is away: look at it again soon.
     func lookForServerSoon()
 
-    /// Whether the cache's disk can take `bytes` more and keep its reserve.
-    func hasRoom(for bytes: Int64) -> Bool
+    /// Whether the rest of a pinned file (`bytes` more of `key`) fits the storage budget and
+    /// leaves `min_free` on the disk (`StorageBudget.room`).
+    func room(for bytes: Int64, of key: FileKey) -> StorageBudget.Room
     /// Keeps a rejected copy aside for inspection (it is fetched again).
     func setAside(_ path: String) throws(LabstreamError)
     /// Whether a finished copy of `key` is checked before it is done (playback probe, or the

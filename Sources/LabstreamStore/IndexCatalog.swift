@@ -458,8 +458,15 @@ extension OfflineIndex {
     /// Forgets a server's catalog. Its download rows and bytes stay; active ones are paused
     /// (never deleted), as a sign-out pauses a backend's work.
     public func removeServer(_ name: String) throws(LabstreamError) {
+        // Its stored files stay listed by title (`labstream orphans`) once its catalog goes.
+        let kept = try pathsOfStoredFiles(of: name)
         do {
             try db.transaction { c in
+                for (key, path) in kept {
+                    try c.run(
+                        "INSERT OR REPLACE INTO removed_copies(server, item_id, source_id, path) VALUES(?,?,?,?)",
+                        [.text(key.server), .text(key.itemId), .text(key.sourceId), .text(path)])
+                }
                 try c.run(
                     "UPDATE downloads SET status='paused', reason=?, reason_detail=?, pause_cause=? WHERE server=? AND status IN ('queued','downloading','preparing')",
                     Self.reasonValues(.serverRemoved) + [.text(PauseCause.serverRemoved.rawValue), .text(name)])

@@ -22,6 +22,17 @@ extension OfflineIndex {
         }
     }
 
+    /// The bytes stored per server (media and copies; side assets are `storedSideAssetBytesByServer`),
+    /// from the same cache: what a storage budget is measured against on every fill and read.
+    public func storedBytesByServer() -> [String: Int64] {
+        _ = storedBytes(FileKey(server: "", itemId: "", sourceId: ""))  // fills the cache once
+        return stored.withLock { cache in
+            var out: [String: Int64] = [:]
+            for (key, bytes) in cache ?? [:] where bytes > 0 { out[key.server, default: 0] += bytes }
+            return out
+        }
+    }
+
     func noteStored(_ row: DownloadRow) {
         let bytes = row.present.byteCount
         let before = stored.withLock { cache -> Int64? in

@@ -40,14 +40,15 @@ extension OfflineIndex {
         ("side_assets", ["server", "item_id", "asset", "state", "tag", "file", "ext", "size", "reason", "attempts", "retry_at"]),
         ("item_extras", ["server", "item_id", "tag", "details"]),
         ("documents", ["server", "doc", "format", "size", "digest"]),
-        ("queue", ["server", "item_id", "source_id", "position", "priority"])
+        ("queue", ["server", "item_id", "source_id", "position", "priority"]),
+        ("removed_copies", ["server", "item_id", "source_id", "path"])
     ]
 
     /// `migrations[n - 1]` takes an index from schema n to n + 1.
     static let migrations: [@Sendable (Connection) throws -> Void] = [
         migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11,
         migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15, migrateV15toV16, migrateV16toV17, migrateV17toV18,
-        migrateV18toV19
+        migrateV18toV19, migrateV19toV20
     ]
 
     static func createV1(_ c: Connection) throws {
@@ -338,6 +339,18 @@ extension OfflineIndex {
             INSERT OR IGNORE INTO queue(server, item_id, source_id, position)
                 SELECT server, item_id, source_id, ROW_NUMBER() OVER (ORDER BY server, item_id, source_id) FROM downloads WHERE pinned = 1;
             UPDATE meta SET value = '19' WHERE key = 'schema_version';
+            """)
+    }
+
+    /// v20: the path each stored file of a removed server had in the mount, so `status` and
+    /// `orphans` name it by its title and `orphans --purge PATH`, `cancel` and `unpin` take it.
+    /// (`IF NOT EXISTS`: an older index made by lowering a current one's version keeps the table.)
+    static func migrateV19toV20(_ c: Connection) throws {
+        try c.exec(
+            """
+            CREATE TABLE IF NOT EXISTS removed_copies(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL, path TEXT NOT NULL,
+                PRIMARY KEY(server, item_id, source_id));
+            UPDATE meta SET value = '20' WHERE key = 'schema_version';
             """)
     }
 }

@@ -64,6 +64,16 @@ extension OfflineIndex {
         try read("side assets") { try db.query("SELECT COALESCE(SUM(size), 0) FROM side_assets WHERE state='stored'", []).first?[0].int ?? 0 }
     }
 
+    public func storedSideAssetBytesByServer() throws(LabstreamError) -> [String: Int64] {
+        try read("side assets") {
+            var out: [String: Int64] = [:]
+            for r in try db.query("SELECT server, COALESCE(SUM(size), 0) FROM side_assets WHERE state='stored' GROUP BY server", []) {
+                if let server = r[0].text { out[server] = r[1].int ?? 0 }
+            }
+            return out
+        }
+    }
+
     public func saveSideAsset(_ row: SideAssetRow) throws(LabstreamError) {
         do {
             try db.run(

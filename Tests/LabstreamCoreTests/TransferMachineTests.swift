@@ -205,7 +205,9 @@ import Testing
 
     @Test(arguments: [
         (FetchFailure(error: .remoteChanged("new etag"), kind: .validation), true, false, TransferMachine.Next.restart("new etag")),
-        (FetchFailure.local(.noSpace("disk")), false, false, .park(.storageFull)),
+        // A read on a full disk fails its reader (ENOSPC); only a pinned file parks for room.
+        (FetchFailure.local(.noSpace("disk")), false, false, .nothing),
+        (FetchFailure.local(.noSpace("disk")), true, true, .park(.storageFull)),
         (FetchFailure(error: .authenticationFailed("401"), kind: .validation), true, false, .park(.signInRefused)),
         (FetchFailure(error: .authenticationFailed("401"), kind: .validation), false, false, .nothing),
         (FetchFailure.transport(.fetchFailed("reset")), false, false, .nothing),

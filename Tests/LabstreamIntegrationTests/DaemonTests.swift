@@ -69,7 +69,11 @@ import Testing
         #expect(daemon.fs.resolve(["test", "Movies", "Gamma", "Gamma.mkv"]) == nil)  // the tree followed before the answer
 
         // What cannot be done says why, with the code the CLI exits with.
-        #expect(daemon.handle(.status(paths: ["test/Nowhere"])) == .failure(code: ExitCode.noInput, message: "test/Nowhere is not in the mounted catalog"))
+        #expect(
+            daemon.handle(.status(paths: ["test/Nowhere"]))
+                == .failure(
+                    code: ExitCode.noInput,
+                    message: "test/Nowhere is not in the mounted catalog, nor a stored copy of a removed server (`labstream orphans` lists those)"))
         guard case .failure(let code, let message) = daemon.handle(.sync(server: "nope", full: false)) else { Issue.record("synced nothing"); return }
         #expect(code == ExitCode.noInput && message.contains("no server named 'nope'"))
         guard case .failure(let refused, _) = daemon.handle(.perform(.queue(.pause), paths: ["test/Movies/Nope.mkv"])) else { return }

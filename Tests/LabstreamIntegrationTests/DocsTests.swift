@@ -107,16 +107,20 @@ import Testing
         return found
     }
 
-    /// labstream.conf(5) says what `min_free` and `max_concurrent_files` do today: the floor
-    /// only drives eviction (a pinned fill checks its own headroom, not the floor), a file
-    /// waiting out a backoff holds no place among the files filled at once (one waiting for the
-    /// server to prepare its copy does), and they are taken in queue order.
+    /// labstream.conf(5) says what `min_free`, `max_size` and `max_concurrent_files` do today:
+    /// the floor holds for pinned fills and reads, with its default; the budget parks a pin with
+    /// its own cause; a file waiting out a backoff holds no place among the files filled at once
+    /// (one waiting for the server to prepare its copy does), and they are taken in queue order.
     @Test func theCacheLimitsAreDocumentedAsTheyWork() throws {
         let page = String(String.UnicodeScalarView(try Self.render(file: Self.root + "/man/labstream.conf.5").map(\.0)))
             .split(whereSeparator: \.isWhitespace).joined(separator: " ")
         func entry(_ key: String) -> String { page.components(separatedBy: " \(key) ").dropFirst().first?.prefix(600).description ?? "" }
-        let headroom = ByteCount.text(TransferEngine.Settings().freeSpaceHeadroom)
-        #expect(entry("min_free").contains("does not hold back pinned downloads") && entry("min_free").contains("plus \(headroom)"), "\(entry("min_free"))")
+        let floor = "default \(StorageBudget.defaultMinFree >> 20)M"
+        #expect(TransferEngine.Settings().budget.minFree == StorageBudget.defaultMinFree && LabstreamConfig().minFree == StorageBudget.defaultMinFree)
+        #expect(entry("min_free").contains(floor) && entry("min_free").contains("holds for pinned downloads and for reads"), "\(entry("min_free"))")
+        let budget = page.components(separatedBy: " max_size The storage budget: ").dropFirst().first?.prefix(900).description ?? ""
+        #expect(budget.contains("every byte stored counts") && budget.contains("over_budget") && budget.contains("ENOSPC"), "\(budget)")
+        #expect(page.contains("max_size A storage budget for this server's copies alone"))
         #expect(entry("max_concurrent_files").contains("default \(LabstreamConfig().maxConcurrentFiles)."), "\(entry("max_concurrent_files"))")
         let slots = entry("max_concurrent_files")
         #expect(slots.contains("backoff holds no place") && slots.contains("so it counts") && slots.contains("queue order"), "\(slots)")

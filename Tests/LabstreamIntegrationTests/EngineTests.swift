@@ -22,7 +22,7 @@ final class EngineRig: @unchecked Sendable {
     /// Fast retries so fault tests do not sleep through real backoff.
     static let settings = TransferEngine.Settings(
         sizes: sizes, readTimeout: 10, retry: RetryPolicy(maxAttempts: 3, baseDelay: 0.05, maxDelay: 0.2),
-        freeSpaceHeadroom: 0, checkpointBytes: 1 << 20, playbackProbe: false)
+        checkpointBytes: 1 << 20, budget: StorageBudget(minFree: 0), playbackProbe: false)
     var transfers: TransferEngine { fs.transfers }
 
     let tune: @Sendable (inout TransferEngine.Settings) -> Void

@@ -34,7 +34,7 @@ import Testing
         func reachability(of server: String) -> Reachability { .online }
         func markUnreachable(_ server: String, _ state: Reachability) {}
         func lookForServerSoon() {}
-        func hasRoom(for bytes: Int64) -> Bool { true }
+        func room(for bytes: Int64, of key: FileKey) -> StorageBudget.Room { .fits }
         func setAside(_ path: String) throws(LabstreamError) {}
         func checksFinishedCopy(of key: FileKey) -> Bool { true }
         func wakeValidation() {}

@@ -94,3 +94,104 @@ import Testing
         try m.unmount()
     }
 }
+
+/// The storage budget and the free-space floor on a real small disk: reads evict unpinned
+/// copies before they fail, fail with ENOSPC (never a pause) when nothing is left to evict,
+/// and pinned fills keep `min_free` without a hidden headroom.
+@Suite(.serialized) struct BudgetTests {
+    static let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+    static let pilot = "test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv"
+    static let second = "test/Shows/Show (2020)/Season 01/Show (2020) - S01E02 - Second.mp4"
+    static let back = "test/Shows/Show (2020)/Season 02/Show (2020) - S02E01 - Return.mkv"
+    let disk = FullDiskTests()
+
+    @Test(.enabled(if: geteuid() == 0, "a tmpfs needs root; CI runs as root"))
+    func readsEvictOrFailWithENOSPCAndPinsKeepMinFree() throws {
+        let scratch = Scratch("budget-disk")
+        let small = scratch.sub("small")
+        let mount = try runProcess("/bin/mount", ["-t", "tmpfs", "-o", "size=80m", "tmpfs", small])
+        try #require(mount.code == 0, "\(mount.stderr)")
+        defer { _ = try? runProcess("/bin/umount", ["-l", small]) }
+        try FileManager.default.createDirectory(atPath: small + "/data", withIntermediateDirectories: true)
+        let m = try MountedLabstream("budget-disk", cacheConfig: "min_free = 2M\nside_assets = off", dataDir: small + "/data")
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        let expected = expectedTree(m.mediaDir)
+        // Three unpinned copies read on demand (5 MiB).
+        for rel in [Self.pilot, Self.second, Self.back] { #expect(try sha256(m.path(rel)) == sha256(expected[rel]!)) }
+
+        // 3 MiB free, 2 MiB kept: reading a 3 MiB film takes room from the unpinned copies.
+        let filler = small + "/filler"
+        disk.fill(filler, leaving: 3 << 20)
+        #expect(try sha256(m.path(FullDiskTests.beta)) == sha256(expected[FullDiskTests.beta]!))
+        let left = [Self.pilot, Self.second, Self.back].map { disk.present(m, $0) }
+        #expect(left.contains(0), "nothing was evicted: \(left)")
+        #expect(m.log.contains("to stay within the cache limits"))
+        #expect(disk.state(m, FullDiskTests.beta) != "paused")
+
+        // Nothing left to evict for a 12 MiB film: the read fails with ENOSPC, says so in the
+        // log, and leaves the film partial, not paused.
+        disk.fill(filler, leaving: 5 << 19)
+        let fd = open(m.path(Self.alpha), O_RDONLY)
+        try #require(fd >= 0)
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var offset = 0
+        var failure: Int32 = 0
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.pread(fd, $0.baseAddress, $0.count, off_t(offset)) }
+            if n < 0 { failure = errno; break }
+            if n == 0 { break }
+            offset += n
+        }
+        close(fd)
+        #expect(failure == ENOSPC, "read \(offset) bytes, errno \(failure)")
+        #expect(offset < 12 << 20)
+        #expect(m.log.contains("failed (ENOSPC)"), "\(m.log.suffix(2000))")
+        #expect(disk.state(m, Self.alpha) != "paused", "\(disk.state(m, Self.alpha) ?? "nil")")
+        #expect(disk.free(small) >= 1 << 20, "the floor was not kept: \(disk.free(small))")
+
+        // A pinned fill keeps min_free and nothing more: 2 MiB fits 5 MiB free beside the 2 MiB
+        // floor (the old hidden 64 MiB headroom parked it); the next 2 MiB no longer does.
+        for rel in [Self.alpha, FullDiskTests.beta, Self.pilot, Self.second, Self.back] { _ = try m.cli(["cancel", m.path(rel)]) }
+        unlink(filler)
+        disk.fill(filler, leaving: 5 << 20)
+        #expect(try m.cli(["pin", m.path(Self.second)]).code == 0)
+        #expect(eventually { ["complete", "unverified"].contains(disk.state(m, Self.second) ?? "") }, "\(disk.state(m, Self.second) ?? "nil")")
+        #expect(try m.cli(["pin", m.path(Self.pilot)]).code == 0)
+        #expect(eventually { disk.state(m, Self.pilot) == "paused" }, "\(disk.state(m, Self.pilot) ?? "nil")")
+        #expect(try disk.status(m, Self.pilot)["reason"] as? String == "storage_full")
+        #expect(disk.free(small) >= 2 << 20, "min_free was not kept: \(disk.free(small))")
+        unlink(filler)
+        #expect(eventually(timeout: 60) { ["complete", "unverified"].contains(disk.state(m, Self.pilot) ?? "") })
+        try m.unmount()
+    }
+
+    /// A pin over `max_size` parks with its own cause and what it needs, and goes on by itself
+    /// once another file is unpinned (whose copy is then evicted for it).
+    @Test func aPinOverTheBudgetWaitsAndResumesWhenRoomReturns() throws {
+        let m = try MountedLabstream("budget-cap", cacheConfig: "max_size = 4M\nside_assets = off")
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        let beta = FullDiskTests.beta
+        #expect(try m.cli(["pin", m.path(beta)]).code == 0)
+        #expect(eventually { ["complete", "unverified"].contains(disk.state(m, beta) ?? "") }, "\(disk.state(m, beta) ?? "nil")")
+        #expect(try m.cli(["pin", m.path(Self.pilot)]).code == 0)
+        #expect(eventually { disk.state(m, Self.pilot) == "paused" }, "\(disk.state(m, Self.pilot) ?? "nil")")
+        let parked = try disk.status(m, Self.pilot)
+        #expect(parked["reason"] as? String == "over_budget", "\(parked)")
+        #expect((parked["message"] as? String ?? "").contains("needs 1.0 MiB more room"), "\(parked)")
+        #expect(disk.present(m, Self.pilot) == 0)
+        // A person's resume is checked against the budget, and says why it parked again.
+        let resume = try m.cli(["resume", m.path(Self.pilot)])
+        #expect(resume.code == 75 && resume.stderr.contains("over the storage budget"), "\(resume.code) \(resume.stderr)")
+        let text = try m.cli(["status", m.path(Self.pilot)]).stdout
+        #expect(text.contains("over the storage budget (max_size)"), "\(text)")
+
+        #expect(try m.cli(["unpin", m.path(beta)]).code == 0)
+        let resumed = eventually(timeout: 60) { ["complete", "unverified"].contains(disk.state(m, Self.pilot) ?? "") }
+        #expect(resumed, "\(disk.state(m, Self.pilot) ?? "nil") \(m.log.suffix(2000))")
+        #expect(try sha256(m.path(Self.pilot)) == sha256(expectedTree(m.mediaDir)[Self.pilot]!))
+        #expect(disk.present(m, beta) == 0, "the unpinned copy was not evicted for the budget")
+        try m.unmount()
+    }
+}

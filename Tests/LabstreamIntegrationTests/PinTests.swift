@@ -825,7 +825,8 @@ let undoSchema11 =
 
 @Suite struct EvictionTests {
     @Test func theCacheStaysUnderItsCapWithoutTouchingPinnedOrOpenFiles() throws {
-        let rig = try EngineRig("evict") { $0.limits = .init(maxSize: Int64(4 * MiB)) }
+        // 6 MiB: beta fits beside the pinned and the open file; pilot then needs beta's room.
+        let rig = try EngineRig("evict") { $0.budget.maxSize = Int64(6 * MiB) }
         let beta = "test/Movies/Beta (2002)/Beta (2002).mp4"  // 3 MiB
         let gamma = "test/Movies/Gamma/Gamma.mkv"  // 0.7 MiB
         let pilot = "test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv"  // 2 MiB
@@ -842,7 +843,7 @@ let undoSchema11 =
         let underCap = try rig.waitUntil {
             let used = try rig.index.downloads().reduce(Int64(0)) { $0 + $1.present.byteCount }
             let betaGone = try rig.index.download(betaKey)?.present.isEmpty ?? false
-            return used <= Int64(4 * MiB) || betaGone
+            return used <= Int64(6 * MiB) || betaGone
         }
         #expect(underCap)
         #expect(try rig.index.download(try rig.file(beta).tree.key)?.present.isEmpty == true)  // least recently used

@@ -119,8 +119,8 @@ func undoSchema18(_ db: SQLiteDatabase) throws {
             message: "size unknown: fetching to the end", typed: .sizeUnknown),
         Old(
             item: "removed", id: "m", status: "paused", reason: "server removed; after adding it again, resume with labstream resume",
-            cause: "server_removed", code: "server_removed", message: "server removed; after adding it again, resume with labstream resume",
-            typed: .serverRemoved),
+            // Today's sentence: it says where the copy is listed and how to free it (issue 40).
+            cause: "server_removed", code: "server_removed", message: StatusReason.serverRemoved.sentence, typed: .serverRemoved),
         Old(
             item: "upgraded", id: "m", status: "partial", reason: "index upgraded; bytes will be fetched and verified again", code: "index_upgraded",
             message: "index upgraded; bytes will be fetched and verified again", typed: .indexUpgraded),
