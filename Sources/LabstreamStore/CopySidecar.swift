@@ -85,7 +85,7 @@ public enum CopySidecar {
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
         let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
         guard lines.first == ["labstream-copy", "1"] else { return nil }
-        var key: FileKey?
+        var ids: (server: String, item: String, source: String)?
         var kind: FileKind?
         var version: (AttemptID, Int64, Validator?, String?)?
         var pinned = false
@@ -94,7 +94,7 @@ public enum CopySidecar {
             switch (f.first, f.count) {
             case ("key", 4):
                 guard let s = value(f[1]), let i = value(f[2]), let id = value(f[3]) else { return nil }
-                key = OfflineIndex.spelledKey(server: s, itemId: i, id: id)
+                ids = (s, i, id)
             case ("kind", 3):
                 guard let k = value(f[1]), let typed = FileKind(persisted: k, quality: value(f[2])) else { return nil }
                 kind = typed
@@ -109,8 +109,10 @@ public enum CopySidecar {
             default: continue  // a torn last line, or a record a later release writes
             }
         }
-        guard var key, let version else { return nil }
-        if let kind { key = FileKey(server: key.server, itemId: key.itemId, sourceId: key.sourceId, kind: kind) }
+        guard let ids, let version else { return nil }
+        let key =
+            kind.map { FileKey(server: ids.server, itemId: ids.item, sourceId: ids.source, kind: $0) }
+            ?? OfflineIndex.spelledKey(server: ids.server, itemId: ids.item, id: ids.source)
         return Record(
             key: key, attempt: version.0, total: version.1, validator: version.2, sourceTag: version.3, pinned: pinned,
             segments: segments.filter { $0.value.range.upper <= version.1 })

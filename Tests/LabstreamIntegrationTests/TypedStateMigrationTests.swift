@@ -376,4 +376,20 @@ func undoSchema18(_ db: SQLiteDatabase) throws {
         #expect(bytes(layout.absolute(row.partialPath)) == expected(copy))
         #expect(bytes(layout.absolute(layout.partialRelativePath(for: key)))?.count == 10)
     }
+
+    /// A sidecar written now names its key's kind in a line of its own: an id that happens to
+    /// end like an old spelling is the server's, and each kind's sidecar reads back as itself.
+    @Test func aSidecarNamesItsKindApartFromTheId() throws {
+        let scratch = Scratch("sidecar-kind")
+        let layout = DataLayout(root: scratch.path)
+        try makeDirectories(layout.partialsDir)
+        for kind in [FileKind.original, .copy(.remux), .nextVersion] {
+            let key = FileKey(server: "home", itemId: "film", sourceId: "odd@10mbps", kind: kind)
+            let row = DownloadRow(
+                key: key, status: .partial, attempt: AttemptID(1), validator: nil, total: 10, present: RangeSet(),
+                partialPath: layout.partialRelativePath(for: key), sourceTag: nil)
+            CopySidecar.note(row, segment: .init(range: ByteRange(0, 10), digest: "d"), root: layout.root)
+            #expect(CopySidecar.read(CopySidecar.path(ofPartial: layout.absolute(row.partialPath)))?.key == key, "\(kind)")
+        }
+    }
 }
