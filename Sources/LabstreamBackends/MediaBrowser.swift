@@ -233,7 +233,7 @@ public struct MediaBrowserRequests: Sendable {
     /// (`MediaSourceInfo.ItemId`, Emby), else on Jellyfin the source id (Jellyfin has no such
     /// member; an alternate version's source id is its own item's id), on Emby the item's id.
     public func downloadItemId(of file: TreeFile) -> String {
-        file.remoteItemId ?? (flavor == .jellyfin ? file.key.remoteSourceId : file.key.itemId)
+        file.remoteItemId ?? (flavor == .jellyfin ? file.key.sourceId : file.key.itemId)
     }
 
     /// The original file, one closed range of it. `If-Range` carries the pinned validator.

@@ -186,7 +186,7 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource, Mo
 
     /// Where `file`'s part is: the catalog's key, or the one its item named since.
     func partKey(of file: TreeFile) -> String {
-        let listed = file.etag ?? "/library/parts/\(file.key.remoteSourceId)"
+        let listed = file.etag ?? "/library/parts/\(file.key.sourceId)"
         return movedParts.keys.withLock { $0[listed] } ?? listed
     }
 
@@ -202,7 +202,7 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource, Mo
         if let known = movedParts.keys.withLock({ $0[listed] }), request.url != url(known) { return moved(to: known) }
         guard
             let answer = try? transport.call(requests.metadata(file.key.itemId, token: session.token)), answer.status == 200,
-            let now = try? PlexDecode.partKey(answer.body, partId: file.key.remoteSourceId),
+            let now = try? PlexDecode.partKey(answer.body, partId: file.key.sourceId),
             request.url != url(now)
         else { return nil }
         movedParts.keys.withLock { $0[listed] = now }
@@ -222,7 +222,7 @@ public struct PlexClient: MediaBackend, PreparedCopySource, ItemExtrasSource, Mo
         guard case .serverPreparedCopy(let bitsPerSecond, .queue) = route else { throw .invalidArgument("Plex prepares only capped copies") }
         let position = try PlexDecode.partPosition(
             get(requests.metadata(file.key.itemId, token: session.token), "/library/metadata/{id}"),
-            partId: file.key.remoteSourceId)
+            partId: file.key.sourceId)
         let queue = try PlexDecode.downloadQueueId(get(requests.createDownloadQueue(token: session.token), "/downloadQueue"))
         let added = try get(
             requests.addToDownloadQueue(

@@ -400,7 +400,7 @@ public enum SiloDecode {
         let episode = e["episode_id"].string.flatMap { $0.isEmpty ? nil : $0 }
         let quality = e["quality"].string ?? "original"
         return ManagedEntry(
-            itemId: episode ?? content, sourceId: ManagedEntry.sourceKey(item: episode ?? content, file: file, quality: quality), id: id,
+            itemId: episode ?? content, sourceId: file, kind: ManagedEntry.kind(preset: quality), id: id,
             revision: e["revision"].int ?? 0, status: e["status"].string ?? "", deliveryFormat: e["delivery_format"].string ?? "original")
     }
 

@@ -22,7 +22,7 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
         let access = Mutex<String?>(nil)
         let refresh: Mutex<String>
         /// The managed entry each file's bytes are fetched through (by source id), once registered.
-        let entryRoutes = Mutex<[String: String]>([:])
+        let entryRoutes = Mutex<[FileKey: String]>([:])
         /// The download capability held, with its ETag (asked again conditionally).
         let capability = Mutex<(etag: String, presets: [String], monitors: Bool)?>(nil)
         init(refresh: String) { self.refresh = Mutex(refresh) }
@@ -122,10 +122,10 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
 
     public func rangeRequest(for file: TreeFile, range: ByteRange, validator: Validator?) -> HTTPRequest {
         // A spent token answers 401: the engine checks the sign-in (which renews it) and asks again.
-        if let entry = tokens.entryRoutes.withLock({ $0[file.key.sourceId] }) {
+        if let entry = tokens.entryRoutes.withLock({ $0[file.key] }) {
             return requests.downloadFile(id: entry, range: range, validator: validator, bearer: (try? bearer()) ?? "", profile: profile)
         }
-        return requests.directDownload(fileId: file.key.remoteSourceId, range: range, validator: validator, bearer: (try? bearer()) ?? "")
+        return requests.directDownload(fileId: file.key.sourceId, range: range, validator: validator, bearer: (try? bearer()) ?? "")
     }
 
     /// Every movie and series library: movies with their versions, series by season with the
@@ -559,13 +559,13 @@ extension SiloClient: ManagedDownloadRegistry {
     }
 
     public func routeBytes(of source: FileKey, through entry: String?) {
-        tokens.entryRoutes.withLock { $0[source.sourceId] = entry }
+        tokens.entryRoutes.withLock { $0[source] = entry }
     }
 
     /// downloads-api.md § 4.5: the entry's file route answers `409` for an entry that is revoked
     /// or otherwise not servable.
     public func byteRefusal(of source: FileKey, status: Int) -> String? {
-        guard status == 409, let entry = tokens.entryRoutes.withLock({ $0[source.sourceId] }) else { return nil }
+        guard status == 409, let entry = tokens.entryRoutes.withLock({ $0[source] }) else { return nil }
         return "the server will not serve download entry \(entry) (HTTP 409: revoked or no longer servable); the entry is read back to say why"
     }
 }

@@ -156,59 +156,43 @@ extension DownloadRow {
 public struct FileKey: Sendable, Hashable, Codable, CustomStringConvertible {
     public var server: String
     public var itemId: String
-    /// The row's id: the server's source id, spelled with its kind's marker after it for a copy
-    /// or a next version (what older indexes keyed rows by, and partial files are named after).
+    /// The server's id of the source these bytes come from (the same for its copies and its
+    /// next version: `kind` tells them apart).
     public private(set) var sourceId: String
     /// What the row holds of its source.
     public private(set) var kind: FileKind
 
-    /// The key of the row whose id is `sourceId` (a catalog source's id; a row id of an older
-    /// index, a sidecar or a managed entry, whose kind its spelling says).
-    public init(server: String, itemId: String, sourceId: String) {
-        self.server = server
-        self.itemId = itemId
-        self.sourceId = sourceId
-        self.kind = FileKind.spelled(in: sourceId).kind
-    }
-
-    /// The key of the `kind` row of `source` (the server's own id).
-    public init(server: String, itemId: String, source: String, kind: FileKind) {
-        self.server = server
-        self.itemId = itemId
-        self.sourceId = source + kind.marker
-        self.kind = kind
-    }
-
-    /// A key read from the index, whose kind is a column of the row.
-    public init(server: String, itemId: String, sourceId: String, kind: FileKind) {
+    /// The key of the `kind` row of `sourceId` (the server's own id; an original by default).
+    public init(server: String, itemId: String, sourceId: String, kind: FileKind = .original) {
         self.server = server
         self.itemId = itemId
         self.sourceId = sourceId
         self.kind = kind
     }
-
-    /// The server's id of the source these bytes come from.
-    public var remoteSourceId: String { kind == .nextVersion ? String(sourceId.dropLast(FileKind.nextMarker.count)) : sourceId }
 
     /// The original's key: the file a copy or a next version belongs to (itself for an original).
-    public var base: FileKey {
+    public var base: FileKey { FileKey(server: server, itemId: itemId, sourceId: sourceId) }
+
+    public var description: String {
         switch kind {
-        case .original: return self
-        case .copy, .nextVersion:
-            return FileKey(server: server, itemId: itemId, source: String(sourceId.dropLast(kind.marker.count)), kind: .original)
+        case .original: return "\(server)/\(itemId)/\(sourceId)"
+        case .copy(let quality): return "\(server)/\(itemId)/\(sourceId) (copy at \(quality))"
+        case .nextVersion: return "\(server)/\(itemId)/\(sourceId) (next version)"
         }
     }
 
-    public var description: String { "\(server)/\(itemId)/\(sourceId)" }
-
-    // On a wire a key is its three ids, as before its kind was a field: the id spells the kind.
-    enum CodingKeys: String, CodingKey { case server, itemId, sourceId }
+    // On a wire a key is its three ids and its kind's two fields, as the index keeps them.
+    enum CodingKeys: String, CodingKey { case server, itemId, sourceId, kind, quality }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
+        let kind = try c.decodeIfPresent(String.self, forKey: .kind) ?? "original"
+        guard let typed = FileKind(persisted: kind, quality: try c.decodeIfPresent(String.self, forKey: .quality)) else {
+            throw DecodingError.dataCorruptedError(forKey: .kind, in: c, debugDescription: "unknown file kind \(kind)")
+        }
         self.init(
             server: try c.decode(String.self, forKey: .server), itemId: try c.decode(String.self, forKey: .itemId),
-            sourceId: try c.decode(String.self, forKey: .sourceId))
+            sourceId: try c.decode(String.self, forKey: .sourceId), kind: typed)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -216,6 +200,8 @@ public struct FileKey: Sendable, Hashable, Codable, CustomStringConvertible {
         try c.encode(server, forKey: .server)
         try c.encode(itemId, forKey: .itemId)
         try c.encode(sourceId, forKey: .sourceId)
+        try c.encode(kind.persisted.kind, forKey: .kind)
+        try c.encodeIfPresent(kind.persisted.quality, forKey: .quality)
     }
 }
 

@@ -6,7 +6,7 @@ public enum DerivedCopy {
     public static let container = "mkv"
 
     public static func key(of base: FileKey, quality: Quality) -> FileKey {
-        FileKey(server: base.server, itemId: base.itemId, source: base.sourceId, kind: .copy(quality))
+        FileKey(server: base.server, itemId: base.itemId, sourceId: base.sourceId, kind: .copy(quality))
     }
 
     /// The original's key and the quality, when `key` names a derived copy.

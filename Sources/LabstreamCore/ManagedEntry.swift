@@ -3,9 +3,12 @@
 /// do next with one is `ManagedEntryPolicy.step`; whether a finished copy matches the server's
 /// integrity data is `IntegrityCheck.judge`. Pure values.
 public struct ManagedEntry: Sendable, Hashable {
-    /// The item (a film, an episode) and the file of it the entry holds.
+    /// The item (a film, an episode) and the file of it the entry holds (the server's id).
     public var itemId: String
     public var sourceId: String
+    /// What of the file it holds: the original, or a copy at a preset (its own row,
+    /// `DerivedCopy`); nil at a preset Labstream has no name for, whose copy is no row.
+    public var kind: FileKind?
     /// The server's entry id; nil while a create was sent and its answer never arrived (the
     /// intent is recorded first, so a stop or a lost answer is followed by a look, not a second create).
     public var id: String?
@@ -28,11 +31,12 @@ public struct ManagedEntry: Sendable, Hashable {
     }
 
     public init(
-        itemId: String, sourceId: String, id: String?, revision: Int = 0, status: String = "", deliveryFormat: String = "original",
+        itemId: String, sourceId: String, kind: FileKind? = .original, id: String?, revision: Int = 0, status: String = "", deliveryFormat: String = "original",
         reported: Report? = nil, reportedAt: Int64? = nil, manifest: [UInt8]? = nil
     ) {
         self.itemId = itemId
         self.sourceId = sourceId
+        self.kind = kind
         self.id = id
         self.revision = revision
         self.status = status
@@ -51,12 +55,17 @@ public struct ManagedEntry: Sendable, Hashable {
     /// what a fetch meets (never a way around it).
     public var routesBytes: Bool { id != nil && (deliveryFormat == "original" || quality != .original) }
 
-    /// The preset the entry was asked at: a copy at a preset is its own row (`DerivedCopy`),
-    /// whose source id says which.
-    public var quality: Quality { DerivedCopy.parse(FileKey(server: "", itemId: itemId, sourceId: sourceId))?.quality ?? .original }
+    /// The preset the entry was asked at (`original` for one Labstream has no name for).
+    public var quality: Quality { kind?.quality ?? .original }
+
+    /// The row of `server` whose copy this entry holds (none at a preset without a name).
+    public func key(server: String) -> FileKey? { kind.map { FileKey(server: server, itemId: itemId, sourceId: sourceId, kind: $0) } }
+
+    /// Whether this entry holds the copy of `key`'s row.
+    public func holds(_ key: FileKey) -> Bool { key.itemId == itemId && key.sourceId == sourceId && key.kind == kind }
 
     /// Whether this entry's integrity data judges the finished copy of `key`.
-    public func checks(_ key: FileKey) -> Bool { key.itemId == itemId && key.sourceId == sourceId && servesOriginal }
+    public func checks(_ key: FileKey) -> Bool { holds(key) && servesOriginal }
 
     /// Its file and manifest can be asked for (downloads-api.md § 4.5–4.6: a `preparing` artifact
     /// is not servable yet, and the manifest is fetched "when the entry reaches ready"; both
@@ -66,13 +75,13 @@ public struct ManagedEntry: Sendable, Hashable {
     /// Serves the source's own bytes now, so its manifest's integrity data (the source's) is theirs.
     public var servesOriginal: Bool { routesBytes && deliveryFormat == "original" && servable }
 
-    /// Labstream's source id for the file an entry holds: the version's, or its copy's at a
-    /// preset. A preset Labstream has no name for keys a copy no row is (never the original's
-    /// key: its bytes are not the original's).
-    public static func sourceKey(item: String, file: String, quality: String) -> String {
-        if quality.lowercased() == Quality.original.description { return file }
-        guard let preset = Quality(quality) else { return file + "@" + quality }
-        return DerivedCopy.key(of: FileKey(server: "", itemId: item, sourceId: file), quality: preset).sourceId
+    /// What an entry at `preset` holds of its file: the original, or its copy at the preset.
+    /// A preset Labstream has no name for holds a copy no row is (nil; never the original: its
+    /// bytes are not the original's).
+    public static func kind(preset: String) -> FileKind? {
+        if preset.lowercased() == Quality.original.description { return .original }
+        guard let quality = Quality(preset), quality != .original else { return nil }
+        return .copy(quality)
     }
 }
 

@@ -3,7 +3,7 @@
 /// so the old copy stays readable until then.
 public enum NextVersion {
     public static func key(of base: FileKey) -> FileKey {
-        FileKey(server: base.server, itemId: base.itemId, source: base.sourceId, kind: .nextVersion)
+        FileKey(server: base.server, itemId: base.itemId, sourceId: base.sourceId, kind: .nextVersion)
     }
 
     /// The file the row of `key` replaces, when `key` is a next version.

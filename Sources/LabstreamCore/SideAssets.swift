@@ -152,7 +152,7 @@ public enum SideAssetPlan {
                     guard item.kind == .episode else { continue }
                     add(PlannedAsset(server: file.key.server, itemId: item.id, asset: asset, directory: dir, stem: stem + "-thumb", owners: [file.key]))
                 case .subtitle:
-                    guard asset.sourceId == nil || asset.sourceId == file.key.sourceId || asset.sourceId == file.key.remoteSourceId,
+                    guard asset.sourceId == nil || asset.sourceId == Self.assetSource(of: file.key),
                         let ext = subtitleExtension(asset.codec)
                     else { continue }
                     var name = stem + "." + language(asset.language)
@@ -170,7 +170,7 @@ public enum SideAssetPlan {
                     }
                     taken![dir, default: []].insert(unique + "." + ext)
                     var key = asset
-                    key.sourceId = file.key.sourceId
+                    key.sourceId = Self.assetSource(of: file.key)
                     add(
                         PlannedAsset(
                             server: file.key.server, itemId: item.id, asset: key, directory: dir, stem: unique, fileExtension: ext,
@@ -197,6 +197,14 @@ public enum SideAssetPlan {
             }
         }
         return order.compactMap { planned[$0] }
+    }
+
+    /// The source a subtitle planned beside `key`'s file is of, in its asset id (kept in
+    /// `side_assets`): a copy's own subtitles are its own assets, apart from the original's
+    /// (the id spells the copy's quality, as it did when row ids did).
+    static func assetSource(of key: FileKey) -> String {
+        guard case .copy(let quality) = key.kind else { return key.sourceId }
+        return key.sourceId + "@" + quality.description
     }
 
     /// Kodi's name for a season's poster in the series folder: `season01-poster`, and

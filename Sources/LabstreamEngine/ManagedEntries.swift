@@ -92,7 +92,7 @@ final class ManagedEntries: Sendable {
             guard let registry = engine.backend(for: server) as? any ManagedDownloadRegistry else { continue }
             if routed.withLock({ $0.insert(server).inserted }) {
                 for entry in ((try? engine.index.managedEntries(server: server)) ?? [:]).values {
-                    registry.routeBytes(of: Self.key(entry, server), through: entry.routesBytes ? entry.id : nil)
+                    if let key = entry.key(server: server) { registry.routeBytes(of: key, through: entry.routesBytes ? entry.id : nil) }
                 }
             }
             guard engine.reachability(of: server) == .online else { continue }
@@ -126,8 +126,6 @@ final class ManagedEntries: Sendable {
         return (soonest, true)
     }
 
-    static func key(_ entry: ManagedEntry, _ server: String) -> FileKey { FileKey(server: server, itemId: entry.itemId, sourceId: entry.sourceId) }
-
     /// Brings `server`'s entries in step with its pinned files, one step per item.
     func keep(_ server: String, registry: any ManagedDownloadRegistry, engine: any ManagedEntriesHost) throws(LabstreamError) {
         let rows = try engine.index.pinnedManaged(server: server)
@@ -135,7 +133,7 @@ final class ManagedEntries: Sendable {
         var stored = try engine.index.managedEntries(server: server)
         // A fetch that failed for good while its entry looked servable: the server may have ended the entry.
         let unexplained = rows.filter { row in
-            row.status == .failed && stored[row.key.itemId].map { $0.sourceId == row.key.sourceId && !$0.endsFetching } == true
+            row.status == .failed && stored[row.key.itemId].map { $0.holds(row.key) && !$0.endsFetching } == true
                 && failuresSeen.withLock { $0.insert("\(row.key)/\(row.attempt)").inserted }
         }
         if !listed.withLock({ $0.contains(server) }) || !unexplained.isEmpty || stored.values.contains(where: { $0.id == nil }) {
@@ -161,7 +159,7 @@ final class ManagedEntries: Sendable {
             let entry = stored[item]
             let candidates = pinned[item] ?? []
             // One entry per item: it holds the pinned file it names, else the first pinned one.
-            let row = candidates.first { $0.key.sourceId == entry?.sourceId } ?? (entry == nil ? candidates.first : nil)
+            let row = candidates.first { entry?.holds($0.key) == true } ?? (entry == nil ? candidates.first : nil)
             let step = ManagedEntryPolicy.step(
                 pinned: row != nil, local: row.map { local($0, entry: entry, engine: engine) }, entry: entry,
                 besideStored: row.map { !engine.sideAssetsMissing($0.key) } ?? true)
@@ -171,7 +169,7 @@ final class ManagedEntries: Sendable {
             // As the steps above left it (one may have failed it).
             guard let row = try engine.index.download(stale.key), row.pinned, row.total == 0,
                 [.queued, .downloading, .preparing].contains(row.status), let entry = stored[row.key.itemId],
-                entry.sourceId == row.key.sourceId, entry.id != nil, !entry.endsFetching, entry.status != "preparing"
+                entry.holds(row.key), entry.id != nil, !entry.endsFetching, entry.status != "preparing"
             else { continue }
             learnSize(row, quality: entry.quality, registry: registry, engine: engine)
         }
@@ -222,7 +220,8 @@ final class ManagedEntries: Sendable {
         for (season, items) in seasons.sorted(by: { ($0.key.series, $0.key.season) < ($1.key.series, $1.key.season) })
         where !season.series.isEmpty && season.season >= 0 && items.count > 1 && items.allSatisfy({ rowOf[$0.id] != nil && $0.sources.count == 1 }) {
             for item in items {
-                try engine.index.saveManagedEntry(ManagedEntry(itemId: item.id, sourceId: rowOf[item.id]!.key.sourceId, id: nil), server: server)
+                let key = rowOf[item.id]!.key
+                try engine.index.saveManagedEntry(ManagedEntry(itemId: item.id, sourceId: key.sourceId, kind: key.kind, id: nil), server: server)
             }
             let batch = "labstream-" + UUID().uuidString.lowercased()
             let answer: (made: [ManagedEntry], skipped: [(episode: String, reason: String)])
@@ -232,7 +231,7 @@ final class ManagedEntries: Sendable {
             }
             for entry in answer.made where rowOf[entry.itemId] != nil {
                 try engine.index.saveManagedEntry(entry, server: server)
-                registry.routeBytes(of: Self.key(entry, server), through: entry.routesBytes ? entry.id : nil)
+                if let key = entry.key(server: server) { registry.routeBytes(of: key, through: entry.routesBytes ? entry.id : nil) }
                 made[entry.itemId] = entry
             }
             // A skipped episode is said with the server's reason; a pinned one's intent goes: it
@@ -269,14 +268,14 @@ final class ManagedEntries: Sendable {
         let now = ManagedEntryPolicy.reconcile(stored: stored, remote: remote, pinned: pinned)
         for (item, old) in stored where now[item] == nil {
             try engine.index.removeManagedEntry(server: server, item: item)
-            registry.routeBytes(of: Self.key(old, server), through: nil)
+            if let key = old.key(server: server) { registry.routeBytes(of: key, through: nil) }
         }
         for (item, entry) in now where stored[item] != entry {
             if stored[item]?.id == nil, stored[item] != nil {
                 engine.log("\(server): adopted download entry \(entry.id ?? "?") for \(item), made by an earlier try whose answer was lost")
             }
             try engine.index.saveManagedEntry(entry, server: server)
-            registry.routeBytes(of: Self.key(entry, server), through: entry.routesBytes ? entry.id : nil)
+            if let key = entry.key(server: server) { registry.routeBytes(of: key, through: entry.routesBytes ? entry.id : nil) }
             engine.wakeValidation()  // a finished copy found its entry: its integrity can be checked
             // Pinned again before its journaled delete went through: the entry is in use, kept.
             for intent in engine.journal.pending where intent.kind == .deleteEntry && intent.server == server && intent.session == entry.id {
@@ -302,7 +301,7 @@ final class ManagedEntries: Sendable {
             let copy = row.flatMap { DerivedCopy.parse($0.key) }
             guard let row, let file = engine.catalogFile(copy?.base ?? row.key) else { return }
             // The intent first: after a stop or a lost answer the server is asked what it made.
-            try engine.index.saveManagedEntry(ManagedEntry(itemId: item, sourceId: row.key.sourceId, id: nil), server: server)
+            try engine.index.saveManagedEntry(ManagedEntry(itemId: item, sourceId: row.key.sourceId, kind: row.key.kind, id: nil), server: server)
             let made: Registration
             do { made = try registry.register(file, quality: copy?.quality ?? .original) } catch {
                 guard case .refused(let why) = error else { throw error }
@@ -316,6 +315,7 @@ final class ManagedEntries: Sendable {
             case .made(let made):
                 var entry = made
                 entry.sourceId = row.key.sourceId
+                entry.kind = row.key.kind
                 try engine.index.saveManagedEntry(entry, server: server)
                 registry.routeBytes(of: row.key, through: entry.routesBytes ? entry.id : nil)
                 engine.log("\(file.path.joined(separator: "/")): registered with \(server) as download entry \(entry.id ?? "?")")
@@ -342,7 +342,7 @@ final class ManagedEntries: Sendable {
             let intent = CleanupJournal.Intent(kind: .deleteEntry, server: server, session: id, created: engine.now())
             try engine.journal.add(intent)
             try engine.index.removeManagedEntry(server: server, item: item)
-            registry.routeBytes(of: Self.key(entry, server), through: nil)
+            if let key = entry.key(server: server) { registry.routeBytes(of: key, through: nil) }
             Self.delete(intent, backend: registry, engine: engine)
         case .stop(let why):
             guard let row, let file = engine.catalogFile(row.key) else { return }
@@ -359,7 +359,7 @@ final class ManagedEntries: Sendable {
         var row = queued
         guard engine.backend(for: row.key.server) is any ManagedDownloadRegistry,
             let entry = (try? engine.index.managedEntry(server: row.key.server, item: row.key.itemId)) ?? nil,
-            entry.sourceId == row.key.sourceId, let id = entry.id, !entry.endsFetching
+            entry.holds(row.key), let id = entry.id, !entry.endsFetching
         else { return .idle }
         if entry.status == "preparing" {
             let why = StatusReason.preparingEntry(quality: "\(entry.quality)", entry: id)

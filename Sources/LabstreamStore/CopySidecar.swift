@@ -9,6 +9,8 @@ import Synchronization
 ///
 ///     labstream-copy 1
 ///     key SERVER ITEM SOURCE
+///     kind KIND QUALITY                          (as the index's columns; older sidecars spell
+///                                                 it in SOURCE: `OfflineIndex.spelledKey`)
 ///     version ATTEMPT TOTAL VALIDATOR TAG        (a new attempt starts the file again)
 ///     pin 0|1
 ///     segment LOWER UPPER DIGEST
@@ -52,6 +54,7 @@ public enum CopySidecar {
             lines = [
                 "labstream-copy 1",
                 "key \(field(row.key.server)) \(field(row.key.itemId)) \(field(row.key.sourceId))",
+                "kind \(field(row.key.kind.persisted.kind)) \(field(row.key.kind.persisted.quality))",
                 "version \(row.attempt.rawValue) \(row.total) \(field(row.validator?.description)) \(field(row.sourceTag))",
                 "pin \(row.pinned ? 1 : 0)"
             ]
@@ -82,7 +85,8 @@ public enum CopySidecar {
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
         let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
         guard lines.first == ["labstream-copy", "1"] else { return nil }
-        var key: FileKey?
+        var ids: (server: String, item: String, source: String)?
+        var kind: FileKind?
         var version: (AttemptID, Int64, Validator?, String?)?
         var pinned = false
         var segments: [Int64: OfflineIndex.Segment] = [:]
@@ -90,7 +94,10 @@ public enum CopySidecar {
             switch (f.first, f.count) {
             case ("key", 4):
                 guard let s = value(f[1]), let i = value(f[2]), let id = value(f[3]) else { return nil }
-                key = FileKey(server: s, itemId: i, sourceId: id)
+                ids = (s, i, id)
+            case ("kind", 3):
+                guard let k = value(f[1]), let typed = FileKind(persisted: k, quality: value(f[2])) else { return nil }
+                kind = typed
             case ("version", 5):
                 guard let a = Int64(f[1]), let t = Int64(f[2]), t >= 0 else { return nil }
                 version = (AttemptID(a), t, value(f[3]).flatMap(Validator.init(persisted:)), value(f[4]))
@@ -102,7 +109,10 @@ public enum CopySidecar {
             default: continue  // a torn last line, or a record a later release writes
             }
         }
-        guard let key, let version else { return nil }
+        guard let ids, let version else { return nil }
+        let key =
+            kind.map { FileKey(server: ids.server, itemId: ids.item, sourceId: ids.source, kind: $0) }
+            ?? OfflineIndex.spelledKey(server: ids.server, itemId: ids.item, id: ids.source)
         return Record(
             key: key, attempt: version.0, total: version.1, validator: version.2, sourceTag: version.3, pinned: pinned,
             segments: segments.filter { $0.value.range.upper <= version.1 })

@@ -34,7 +34,7 @@ extension OfflineIndex {
                 let stored = try c.query(
                     """
                     SELECT m.item_id, m.id FROM media_sources m JOIN downloads d
-                    ON d.server = m.server AND d.item_id = m.item_id AND d.source_id = m.id
+                    ON d.server = m.server AND d.item_id = m.item_id AND d.source_id = m.id AND d.kind = 'original'
                     WHERE m.server = ? AND d.ranges != ''
                     """, [.text(server.name)])
                 var keep: [(String, String)] = []
@@ -384,7 +384,7 @@ extension OfflineIndex {
     static let keptCopy = "pinned = 1 AND status IN ('complete', 'unverified')"
     /// Media source `m`'s kept copy, as a condition on `downloads d` (a subquery's own table, so
     /// `keptCopy`'s columns are d's).
-    static let keptDownload = "d.server = m.server AND d.item_id = m.item_id AND d.source_id = m.id AND \(keptCopy)"
+    static let keptDownload = "d.server = m.server AND d.item_id = m.item_id AND d.source_id = m.id AND d.kind = 'original' AND \(keptCopy)"
 
     /// The catalog's media sources as files, each with the pinned complete download row it has,
     /// if any; `keptOnly`: only those that have one.
@@ -464,8 +464,8 @@ extension OfflineIndex {
             try db.transaction { c in
                 for (key, path) in kept {
                     try c.run(
-                        "INSERT OR REPLACE INTO removed_copies(server, item_id, source_id, path) VALUES(?,?,?,?)",
-                        [.text(key.server), .text(key.itemId), .text(key.sourceId), .text(path)])
+                        "INSERT OR REPLACE INTO removed_copies(server, item_id, source_id, kind, quality, path) VALUES(?,?,?,?,?,?)",
+                        Self.keyValues(key) + [.text(path)])
                 }
                 try c.run(
                     "UPDATE downloads SET status='paused', reason=?, reason_detail=?, pause_cause=? WHERE server=? AND status IN ('queued','downloading','preparing')",

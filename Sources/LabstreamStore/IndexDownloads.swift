@@ -49,8 +49,7 @@ extension OfflineIndex {
     public func download(_ key: FileKey) throws(LabstreamError) -> DownloadRow? {
         try read("download state") {
             try db.query(
-                "SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
-                [.text(key.server), .text(key.itemId), .text(key.sourceId)]
+                "SELECT \(Self.downloadColumns) FROM downloads WHERE \(Self.keyMatch)", Self.keyValues(key)
             ).first.flatMap(Self.decodeDownload)
         }
     }
@@ -90,28 +89,23 @@ extension OfflineIndex {
             return try db.transaction { c in
                 guard
                     let nextRow = try c.query(
-                        "SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
-                        [.text(next.server), .text(next.itemId), .text(next.sourceId)]
+                        "SELECT \(Self.downloadColumns) FROM downloads WHERE \(Self.keyMatch)", Self.keyValues(next)
                     ).first.flatMap(Self.decodeDownload)
                 else { return nil }
                 let old = try c.query(
-                    "SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
-                    [.text(base.server), .text(base.itemId), .text(base.sourceId)]
+                    "SELECT \(Self.downloadColumns) FROM downloads WHERE \(Self.keyMatch)", Self.keyValues(base)
                 ).first.flatMap(Self.decodeDownload)
                 var swapped = nextRow
                 swapped.key = base
                 swapped.attempt = AttemptID(max(old?.attempt.rawValue ?? 0, nextRow.attempt.rawValue) + 1)
                 swapped.pinned = old?.pinned ?? nextRow.pinned  // the user's pin, not the fetch's
-                let k: [SQLValue] = [.text(base.server), .text(base.itemId), .text(base.sourceId)]
-                try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=?", k)
+                try c.run("DELETE FROM segments WHERE \(Self.keyMatch)", Self.keyValues(base))
                 try c.run(
-                    "UPDATE segments SET source_id=?, attempt=? WHERE server=? AND item_id=? AND source_id=? AND attempt=?",
-                    [
-                        .text(base.sourceId), .int(swapped.attempt.rawValue), .text(next.server), .text(next.itemId), .text(next.sourceId),
-                        .int(nextRow.attempt.rawValue)
-                    ])
-                try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=?", [.text(next.server), .text(next.itemId), .text(next.sourceId)])
-                try c.run("DELETE FROM downloads WHERE server=? AND item_id=? AND source_id=?", [.text(next.server), .text(next.itemId), .text(next.sourceId)])
+                    "UPDATE segments SET source_id=?, kind=?, quality=?, attempt=? WHERE \(Self.keyMatch) AND attempt=?",
+                    [.text(base.sourceId)] + Self.kindValues(base.kind) + [.int(swapped.attempt.rawValue)] + Self.keyValues(next)
+                        + [.int(nextRow.attempt.rawValue)])
+                try c.run("DELETE FROM segments WHERE \(Self.keyMatch)", Self.keyValues(next))
+                try c.run("DELETE FROM downloads WHERE \(Self.keyMatch)", Self.keyValues(next))
                 try Self.insert(swapped, into: c, now: now)
                 swappedRow.withLock { $0 = swapped }
                 return old.map(\.partialPath).flatMap { $0 == swapped.partialPath ? nil : $0 }
@@ -140,7 +134,7 @@ extension OfflineIndex {
 
     func downloads(where condition: String, _ parameters: [SQLValue] = []) throws(LabstreamError) -> [DownloadRow] {
         try read("download state") {
-            try db.query("SELECT \(Self.downloadColumns) FROM downloads WHERE \(condition) ORDER BY server, item_id, source_id", parameters)
+            try db.query("SELECT \(Self.downloadColumns) FROM downloads WHERE \(condition) ORDER BY server, item_id, source_id, kind, quality", parameters)
                 .compactMap(Self.decodeDownload)
         }
     }
@@ -178,28 +172,28 @@ extension OfflineIndex {
     }
 
     func saveDownloadOnce(_ row: DownloadRow, committing segment: Segment?, learnedSize: Bool, now: Int64) throws(LabstreamError) -> Bool {
-        let k: [SQLValue] = [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId)]
+        let k = Self.keyValues(row.key)
         do {
             var before: (status: DownloadStatus, reason: StatusReason?)?
             let saved = try db.transaction { c in
                 let current = try c.query(
-                    "SELECT attempt, status, reason, reason_detail FROM downloads WHERE server=? AND item_id=? AND source_id=?", k
+                    "SELECT attempt, status, reason, reason_detail FROM downloads WHERE \(Self.keyMatch)", k
                 ).first
                 if let attempt = current?[0].int, attempt > row.attempt.rawValue { return false }
                 before = current.flatMap { r in
                     r[1].text.flatMap(DownloadStatus.init(rawValue:)).map { ($0, r[2].text.map { StatusReason(persisted: $0, parameters: r[3].text) }) }
                 }
                 try Self.insert(row, into: c, now: now)
-                try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=? AND attempt<?", k + [.int(row.attempt.rawValue)])
+                try c.run("DELETE FROM segments WHERE \(Self.keyMatch) AND attempt<?", k + [.int(row.attempt.rawValue)])
                 if let segment {
                     try c.run(
-                        "INSERT OR REPLACE INTO segments VALUES(?,?,?,?,?,?,?)",
+                        "INSERT OR REPLACE INTO segments(server, item_id, source_id, kind, quality, attempt, lower, upper, digest) VALUES(?,?,?,?,?,?,?,?,?)",
                         k + [
                             .int(row.attempt.rawValue), .int(segment.range.lower), .int(segment.range.upper), .text(segment.digest)
                         ])
                 }
                 if learnedSize {
-                    try c.run("UPDATE media_sources SET size=? WHERE server=? AND item_id=? AND id=?", [.int(row.total)] + k)
+                    try c.run("UPDATE media_sources SET size=? WHERE server=? AND item_id=? AND id=?", [.int(row.total)] + k.prefix(3))
                 }
                 return true
             }
@@ -221,8 +215,8 @@ extension OfflineIndex {
     public func segments(_ key: FileKey, attempt: AttemptID) throws(LabstreamError) -> [Segment] {
         try read("segment digests") {
             try db.query(
-                "SELECT lower, upper, digest FROM segments WHERE server=? AND item_id=? AND source_id=? AND attempt=? ORDER BY lower",
-                [.text(key.server), .text(key.itemId), .text(key.sourceId), .int(attempt.rawValue)]
+                "SELECT lower, upper, digest FROM segments WHERE \(Self.keyMatch) AND attempt=? ORDER BY lower",
+                Self.keyValues(key) + [.int(attempt.rawValue)]
             ).compactMap { r in
                 guard let l = r[0].int, let u = r[1].int, l <= u, let d = r[2].text else { return nil }
                 return Segment(range: ByteRange(l, u), digest: d)
@@ -239,14 +233,12 @@ extension OfflineIndex {
         do {
             try db.transaction { c in
                 try c.run(
-                    "DELETE FROM segments WHERE server=? AND item_id=? AND source_id=? AND lower=?",
-                    [.text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .int(range.lower)])
+                    "DELETE FROM segments WHERE \(Self.keyMatch) AND lower=?", Self.keyValues(row.key) + [.int(range.lower)])
                 try c.run(
-                    "UPDATE downloads SET ranges=?, awaiting_validation=0, status=?, reason=?, reason_detail=?, pause_cause=?, updated=? WHERE server=? AND item_id=? AND source_id=? AND attempt=?",
+                    "UPDATE downloads SET ranges=?, awaiting_validation=0, status=?, reason=?, reason_detail=?, pause_cause=?, updated=? WHERE \(Self.keyMatch) AND attempt=?",
                     [.text(row.present.serialized), .text(row.status.rawValue)] + Self.reasonValues(row.reason) + [
-                        row.pauseCause.map { .text($0.rawValue) } ?? .null, .int(now),
-                        .text(row.key.server), .text(row.key.itemId), .text(row.key.sourceId), .int(row.attempt.rawValue)
-                    ])
+                        row.pauseCause.map { .text($0.rawValue) } ?? .null, .int(now)
+                    ] + Self.keyValues(row.key) + [.int(row.attempt.rawValue)])
             }
         } catch { throw .storage("dropping a damaged segment failed: \(error)") }
     }
@@ -276,8 +268,7 @@ extension OfflineIndex {
                 var last = try c.query("SELECT max(position) FROM queue").first?[0].int ?? 0
                 for f in files {
                     let existing = try c.query(
-                        "SELECT \(Self.downloadColumns) FROM downloads WHERE server=? AND item_id=? AND source_id=?",
-                        [.text(f.key.server), .text(f.key.itemId), .text(f.key.sourceId)]
+                        "SELECT \(Self.downloadColumns) FROM downloads WHERE \(Self.keyMatch)", Self.keyValues(f.key)
                     ).first.flatMap(Self.decodeDownload)
                     var row =
                         existing
@@ -287,17 +278,17 @@ extension OfflineIndex {
                     let wasPinned = existing?.pinned == true
                     row.setPinned(pinned)
                     try Self.insert(row, into: c, now: now)
-                    let id: [SQLValue] = [.text(f.key.server), .text(f.key.itemId), .text(f.key.sourceId)]
-                    let placed = try !c.query("SELECT 1 FROM queue WHERE server=? AND item_id=? AND source_id=?", id).isEmpty
+                    let id = Self.keyValues(f.key)
+                    let placed = try !c.query("SELECT 1 FROM queue WHERE \(Self.keyMatch)", id).isEmpty
                     if !pinned {
-                        if placed { try c.run("DELETE FROM queue WHERE server=? AND item_id=? AND source_id=?", id) }
+                        if placed { try c.run("DELETE FROM queue WHERE \(Self.keyMatch)", id) }
                     } else if !wasPinned || !placed {
                         last += 1
                         try c.run(
-                            "INSERT OR REPLACE INTO queue(server, item_id, source_id, position, priority) VALUES(?,?,?,?,?)",
+                            "INSERT OR REPLACE INTO queue(server, item_id, source_id, kind, quality, position, priority) VALUES(?,?,?,?,?,?,?)",
                             id + [.int(last), .text((priority ?? .normal).rawValue)])
                     } else if let priority {
-                        try c.run("UPDATE queue SET priority=? WHERE server=? AND item_id=? AND source_id=?", [.text(priority.rawValue)] + id)
+                        try c.run("UPDATE queue SET priority=? WHERE \(Self.keyMatch)", [.text(priority.rawValue)] + id)
                     }
                     out.append(row)
                     CopySidecar.note(row, segment: nil, root: dataRoot)
@@ -370,10 +361,15 @@ extension OfflineIndex {
         return [.text(code), parameters.map(SQLValue.text) ?? .null]
     }
 
-    /// A row's kind in its two columns: `kind` (original, copy, next) and a copy's `quality`.
+    /// A row's kind in its two columns: `kind` (original, copy, next) and a copy's `quality`
+    /// (empty for the others: the columns are part of the row's key, where NULL would not be).
     static func kindValues(_ kind: FileKind) -> [SQLValue] {
-        [.text(kind.persisted.kind), kind.persisted.quality.map(SQLValue.text) ?? .null]
+        [.text(kind.persisted.kind), .text(kind.persisted.quality ?? "")]
     }
+
+    /// A download or segment row's key, as a condition and its values (`keyValues`).
+    static let keyMatch = "server=? AND item_id=? AND source_id=? AND kind=? AND quality=?"
+    static func keyValues(_ key: FileKey) -> [SQLValue] { [.text(key.server), .text(key.itemId), .text(key.sourceId)] + kindValues(key.kind) }
 
     static let downloadColumns = DownloadColumn.allCases.map(\.rawValue).joined(separator: ", ")
 

@@ -32,12 +32,9 @@ extension OfflineIndex {
         do {
             try db.transaction { c in
                 for key in keys {
-                    let k: [SQLValue] = [.text(key.server), .text(key.itemId), .text(key.sourceId)]
-                    if let partial = try c.query("SELECT partial FROM downloads WHERE server=? AND item_id=? AND source_id=?", k).first?[0].text {
-                        files.append(partial)
-                    }
-                    try c.run("DELETE FROM segments WHERE server=? AND item_id=? AND source_id=?", k)
-                    try c.run("DELETE FROM downloads WHERE server=? AND item_id=? AND source_id=?", k)
+                    let k = Self.keyValues(key)
+                    if let partial = try c.query("SELECT partial FROM downloads WHERE \(Self.keyMatch)", k).first?[0].text { files.append(partial) }
+                    for table in ["segments", "downloads", "queue"] { try c.run("DELETE FROM \(table) WHERE \(Self.keyMatch)", k) }
                     let item: [SQLValue] = [.text(key.server), .text(key.itemId)]
                     files += try c.query("SELECT file FROM side_assets WHERE server=? AND item_id=? AND file IS NOT NULL", item).compactMap { $0[0].text }
                     try c.run("DELETE FROM side_assets WHERE server=? AND item_id=?", item)

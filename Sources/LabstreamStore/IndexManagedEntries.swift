@@ -18,12 +18,13 @@ extension OfflineIndex {
     func managedEntries(where condition: String, _ parameters: [SQLValue]) throws(LabstreamError) -> [ManagedEntry] {
         try read("managed entries") {
             try db.query(
-                "SELECT item_id, source_id, entry_id, revision, status, delivery, reported, reported_at, manifest FROM managed_entries WHERE \(condition)",
+                "SELECT item_id, source_id, entry_id, revision, status, delivery, reported, reported_at, manifest, kind, quality FROM managed_entries WHERE \(condition)",
                 parameters
             ).compactMap { r in
                 guard let item = r[0].text, let source = r[1].text else { return nil }
                 return ManagedEntry(
-                    itemId: item, sourceId: source, id: r[2].text, revision: Int(r[3].int ?? 0), status: r[4].text ?? "",
+                    itemId: item, sourceId: source, kind: r[9].text.flatMap { FileKind(persisted: $0, quality: r[10].text) }, id: r[2].text,
+                    revision: Int(r[3].int ?? 0), status: r[4].text ?? "",
                     deliveryFormat: r[5].text ?? "original", reported: r[6].text.flatMap(ManagedEntry.Report.init(rawValue:)),
                     reportedAt: r[7].int, manifest: r[8].text.map { Array($0.utf8) })
             }
@@ -34,12 +35,12 @@ extension OfflineIndex {
     public func saveManagedEntry(_ entry: ManagedEntry, server: String) throws(LabstreamError) {
         do {
             try db.run(
-                "INSERT OR REPLACE INTO managed_entries(server, item_id, source_id, entry_id, revision, status, delivery, reported, reported_at, manifest) VALUES(?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO managed_entries(server, item_id, source_id, entry_id, revision, status, delivery, reported, reported_at, manifest, kind, quality) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
                 [
                     .text(server), .text(entry.itemId), .text(entry.sourceId), entry.id.map(SQLValue.text) ?? .null, .int(Int64(entry.revision)),
                     .text(entry.status), .text(entry.deliveryFormat), entry.reported.map { .text($0.rawValue) } ?? .null,
                     entry.reportedAt.map(SQLValue.int) ?? .null, entry.manifest.map { .text(String(decoding: $0, as: UTF8.self)) } ?? .null
-                ])
+                ] + (entry.kind.map(Self.kindValues) ?? [.text("copy"), .text("")]))
         } catch { throw .storage("recording the download entry of \(server)/\(entry.itemId) failed: \(error)") }
     }
 

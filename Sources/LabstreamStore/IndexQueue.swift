@@ -12,7 +12,8 @@ extension OfflineIndex {
             let rows = try db.query(
                 """
                 SELECT q.server, q.item_id, q.source_id, d.kind, d.quality, q.position, q.priority FROM queue q
-                    JOIN downloads d ON d.server = q.server AND d.item_id = q.item_id AND d.source_id = q.source_id WHERE d.pinned = 1
+                    JOIN downloads d ON d.server = q.server AND d.item_id = q.item_id AND d.source_id = q.source_id
+                        AND d.kind = q.kind AND d.quality = q.quality WHERE d.pinned = 1
                 """
                     + (waitingOnly ? " AND (d.status NOT IN ('complete', 'unverified') OR d.awaiting_validation = 1)" : ""))
             for r in rows {
@@ -33,8 +34,8 @@ extension OfflineIndex {
             try db.transaction { c in
                 for (key, place) in places {
                     try c.run(
-                        "INSERT OR REPLACE INTO queue(server, item_id, source_id, position, priority) VALUES(?,?,?,?,?)",
-                        [.text(key.server), .text(key.itemId), .text(key.sourceId), .int(place.position), .text(place.priority.rawValue)])
+                        "INSERT OR REPLACE INTO queue(server, item_id, source_id, kind, quality, position, priority) VALUES(?,?,?,?,?,?,?)",
+                        Self.keyValues(key) + [.int(place.position), .text(place.priority.rawValue)])
                 }
             }
         } catch { throw .storage("reordering the download queue failed: \(error)") }

@@ -18,9 +18,11 @@ extension OfflineIndex {
         let servers = try serversWithCatalog()
         let paths: [FileKey: String] = try read("removed copies") {
             var out: [FileKey: String] = [:]
-            for r in try db.query("SELECT server, item_id, source_id, path FROM removed_copies", []) {
-                guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let p = r[3].text else { continue }
-                out[FileKey(server: s, itemId: i, sourceId: id)] = p
+            for r in try db.query("SELECT server, item_id, source_id, kind, quality, path FROM removed_copies", []) {
+                guard let s = r[0].text, let i = r[1].text, let id = r[2].text, let p = r[5].text,
+                    let kind = r[3].text.flatMap({ FileKind(persisted: $0, quality: r[4].text) })
+                else { continue }
+                out[FileKey(server: s, itemId: i, sourceId: id, kind: kind)] = p
             }
             return out
         }
@@ -36,7 +38,13 @@ extension OfflineIndex {
             guard !row.present.isEmpty else { return nil }
             // A copy at another quality or a next version is named after the file it belongs to.
             let owner = FileStatus.owner(of: row.key)
-            guard let path = tree[row.key] ?? tree[owner].map({ $0 + " (\(row.key.sourceId))" }) else { return nil }
+            let label: String
+            switch row.key.kind {
+            case .original: label = row.key.sourceId
+            case .copy(let quality): label = "copy at \(quality)"
+            case .nextVersion: label = "next version"
+            }
+            guard let path = tree[row.key] ?? tree[owner].map({ $0 + " (\(label))" }) else { return nil }
             return (row.key, path)
         }
     }
@@ -67,8 +75,7 @@ extension OfflineIndex {
             do {
                 try db.transaction { c in
                     for table in ["downloads", "segments", "removed_copies"] {
-                        try c.run(
-                            "DELETE FROM \(table) WHERE server=? AND item_id=? AND source_id=?", [.text(key.server), .text(key.itemId), .text(key.sourceId)])
+                        try c.run("DELETE FROM \(table) WHERE \(Self.keyMatch)", Self.keyValues(key))
                     }
                 }
             } catch { throw .storage("forgetting \(key) in the index failed: \(error)") }
@@ -107,8 +114,7 @@ extension OfflineIndex {
     public func unpinRemoved(_ keys: [FileKey]) throws(LabstreamError) {
         do {
             for key in keys {
-                try db.run(
-                    "UPDATE downloads SET pinned=0 WHERE server=? AND item_id=? AND source_id=?", [.text(key.server), .text(key.itemId), .text(key.sourceId)])
+                try db.run("UPDATE downloads SET pinned=0 WHERE \(Self.keyMatch)", Self.keyValues(key))
             }
         } catch { throw .storage("unpinning in the index failed: \(error)") }
     }

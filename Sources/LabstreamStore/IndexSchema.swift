@@ -25,9 +25,12 @@ extension OfflineIndex {
                 "awaiting_validation", "updated", "pinned", "source_tag", "job", "checked", "pause_cause", "reason_detail", "kind", "quality"
             ]
         ),
-        ("segments", ["server", "item_id", "source_id", "attempt", "lower", "upper", "digest"]),
+        ("segments", ["server", "item_id", "source_id", "attempt", "lower", "upper", "digest", "kind", "quality"]),
         ("quarantine", ["id", "source", "row", "partial", "reason", "at"]),
-        ("managed_entries", ["server", "item_id", "source_id", "entry_id", "revision", "status", "delivery", "reported", "reported_at", "manifest"]),
+        (
+            "managed_entries",
+            ["server", "item_id", "source_id", "entry_id", "revision", "status", "delivery", "reported", "reported_at", "manifest", "kind", "quality"]
+        ),
         (
             "monitors",
             [
@@ -40,15 +43,15 @@ extension OfflineIndex {
         ("side_assets", ["server", "item_id", "asset", "state", "tag", "file", "ext", "size", "reason", "attempts", "retry_at"]),
         ("item_extras", ["server", "item_id", "tag", "details"]),
         ("documents", ["server", "doc", "format", "size", "digest"]),
-        ("queue", ["server", "item_id", "source_id", "position", "priority"]),
-        ("removed_copies", ["server", "item_id", "source_id", "path"])
+        ("queue", ["server", "item_id", "source_id", "kind", "quality", "position", "priority"]),
+        ("removed_copies", ["server", "item_id", "source_id", "kind", "quality", "path"])
     ]
 
     /// `migrations[n - 1]` takes an index from schema n to n + 1.
     static let migrations: [@Sendable (Connection) throws -> Void] = [
         migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11,
         migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15, migrateV15toV16, migrateV16toV17, migrateV17toV18,
-        migrateV18toV19, migrateV19toV20
+        migrateV18toV19, migrateV19toV20, moveKindsOutOfSourceIds
     ]
 
     static func createV1(_ c: Connection) throws {
@@ -319,7 +322,7 @@ extension OfflineIndex {
             let state = r[2].text.flatMap(DownloadStatus.init(rawValue:)).map(DisplayState.init(status:))
             let text = r[3].text ?? ""
             let reason = state.flatMap { text.isEmpty ? nil : StatusReason(sentence: text, state: $0) }
-            let kind = FileKey(server: "", itemId: "", sourceId: id).kind
+            let kind = spelledKey(server: "", itemId: "", id: id).kind
             try c.run(
                 "UPDATE downloads SET reason=?, reason_detail=?, kind=?, quality=? WHERE rowid=?",
                 (state == nil ? [r[3], .null] : reasonValues(reason)) + kindValues(kind) + [.int(rowid)])
@@ -352,5 +355,167 @@ extension OfflineIndex {
                 PRIMARY KEY(server, item_id, source_id));
             UPDATE meta SET value = '20' WHERE key = 'schema_version';
             """)
+    }
+
+    /// The key a row id of an index before v21 spells (`@QUALITY`, `#next` after the server's
+    /// id), as v20's rows, older sidecars and partial names have it: read only here, by the
+    /// migrations and `CopySidecar.read`.
+    static func spelledKey(server: String, itemId: String, id: String) -> FileKey {
+        if id.hasSuffix("#next") { return FileKey(server: server, itemId: itemId, sourceId: String(id.dropLast(5)), kind: .nextVersion) }
+        if let at = id.lastIndex(of: "@"), let quality = Quality(String(id[id.index(after: at)...])), quality != .original {
+            return FileKey(server: server, itemId: itemId, sourceId: String(id[..<at]), kind: .copy(quality))
+        }
+        return FileKey(server: server, itemId: itemId, sourceId: id)
+    }
+
+    /// How a row id of an index before v21 spells `key`.
+    static func spelledId(_ key: FileKey) -> String {
+        switch key.kind {
+        case .original: return key.sourceId
+        case .copy(let quality): return key.sourceId + "@" + quality.description
+        case .nextVersion: return key.sourceId + "#next"
+        }
+    }
+
+    /// v21: `source_id` is the server's id alone; the kind and a copy's quality (v18's columns)
+    /// are part of the key of `downloads` and `segments`, and `managed_entries` keeps them too
+    /// (quality '' where there is none: NULL is no key). SQLite cannot change a primary key, so
+    /// both tables are made anew, filled and renamed, in this transaction.
+    ///
+    /// A copy's or next version's partial file is named from the typed key
+    /// (`DataLayout.partialRelativePath`). The new name is a hard link made here, before the
+    /// commit, so that no outcome loses bytes: rolled back, the old name (the one the old
+    /// schema's row names) is still there, and the link is found again (same inode) when this
+    /// runs again; committed, the row names the new one and the old name is unlinked after the
+    /// commit (`dropMigratedPartialNames`, at every open, so a crash in between only delays
+    /// it). A link that cannot be made (a filesystem without them, a name taken by another
+    /// file) leaves the row on its old name, which it keeps: the column is what the file is
+    /// opened by.
+    static func moveKindsOutOfSourceIds(_ c: Connection) throws {
+        try c.exec(
+            """
+            CREATE TABLE downloads_v19(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL, status TEXT NOT NULL,
+                attempt INTEGER NOT NULL, validator TEXT, total INTEGER NOT NULL, ranges TEXT NOT NULL, partial TEXT NOT NULL, reason TEXT,
+                awaiting_validation INTEGER NOT NULL DEFAULT 0, updated INTEGER NOT NULL, pinned INTEGER NOT NULL DEFAULT 0, source_tag TEXT,
+                job TEXT, checked TEXT, pause_cause TEXT, reason_detail TEXT, kind TEXT NOT NULL DEFAULT 'original', quality TEXT NOT NULL DEFAULT '',
+                PRIMARY KEY(server, item_id, source_id, kind, quality));
+            CREATE TABLE segments_v19(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL, attempt INTEGER NOT NULL,
+                lower INTEGER NOT NULL, upper INTEGER NOT NULL, digest TEXT NOT NULL, kind TEXT NOT NULL DEFAULT 'original',
+                quality TEXT NOT NULL DEFAULT '', PRIMARY KEY(server, item_id, source_id, kind, quality, lower));
+            ALTER TABLE managed_entries ADD COLUMN kind TEXT NOT NULL DEFAULT 'original';
+            ALTER TABLE managed_entries ADD COLUMN quality TEXT;
+            """)
+        let root = try c.query("SELECT file FROM pragma_database_list WHERE name = 'main'").first?[0].text.flatMap {
+            $0.isEmpty ? nil : ($0 as NSString).deletingLastPathComponent
+        }
+        let layout = root.map { DataLayout(root: $0) }
+        for r in try c.query("SELECT rowid, server, item_id, source_id, partial FROM downloads") {
+            guard let rowid = r[0].int, let id = r[3].text else { continue }
+            // v18 took the kind out of the same spelling; a row it could not decode keeps its id
+            // (it is quarantined at open, words and all).
+            let key = spelledKey(server: r[1].text ?? "", itemId: r[2].text ?? "", id: id)
+            var partial = r[4]
+            if key.kind != .original, let layout, let old = r[4].text, DataLayout.isValidPartialPath(old) {
+                let new = layout.partialRelativePath(for: key)
+                if linkPartial(layout.absolute(old), as: layout.absolute(new)) { partial = .text(new) }
+            }
+            try c.run(
+                """
+                INSERT INTO downloads_v19(server, item_id, source_id, kind, quality, status, attempt, validator, total, ranges, partial, reason,
+                    awaiting_validation, updated, pinned, source_tag, job, checked, pause_cause, reason_detail)
+                SELECT server, item_id, ?, kind, COALESCE(quality, ''), status, attempt, validator, total, ranges, ?, reason,
+                    awaiting_validation, updated, pinned, source_tag, job, checked, pause_cause, reason_detail FROM downloads WHERE rowid = ?
+                """, [.text(key.sourceId), partial, .int(rowid)])
+        }
+        for r in try c.query("SELECT DISTINCT server, item_id, source_id FROM segments") {
+            guard let id = r[2].text else { continue }
+            let key = spelledKey(server: r[0].text ?? "", itemId: r[1].text ?? "", id: id)
+            try c.run(
+                """
+                INSERT INTO segments_v19(server, item_id, source_id, kind, quality, attempt, lower, upper, digest)
+                SELECT server, item_id, ?, ?, ?, attempt, lower, upper, digest FROM segments WHERE server = ? AND item_id = ? AND source_id = ?
+                """, [.text(key.sourceId)] + kindValues(key.kind) + [r[0], r[1], r[2]])
+        }
+        for r in try c.query("SELECT rowid, item_id, source_id FROM managed_entries") {
+            guard let rowid = r[0].int, let id = r[2].text else { continue }
+            let key = spelledKey(server: "", itemId: r[1].text ?? "", id: id)
+            // An entry at a preset Labstream has no name for was spelled `@PRESET` too, as a
+            // copy no row is: it stays one (kind copy, no quality).
+            let unnamed = key.kind == .original && id.contains("@")
+            try c.run(
+                "UPDATE managed_entries SET source_id = ?, kind = ?, quality = ? WHERE rowid = ?",
+                (unnamed
+                    ? [.text(String(id[..<id.lastIndex(of: "@")!])), .text("copy"), .null]
+                    : [.text(key.sourceId)] + kindValues(key.kind)) + [.int(rowid)])
+        }
+        try c.exec(
+            """
+            DROP TABLE downloads;
+            ALTER TABLE downloads_v19 RENAME TO downloads;
+            DROP TABLE segments;
+            ALTER TABLE segments_v19 RENAME TO segments;
+            """)
+        // The queue's places (v19) and removed servers' paths (v20) were keyed by the spelled id too.
+        try c.exec(
+            """
+            CREATE TABLE queue_v21(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL, kind TEXT NOT NULL DEFAULT 'original',
+                quality TEXT NOT NULL DEFAULT '', position INTEGER NOT NULL, priority TEXT NOT NULL DEFAULT 'normal',
+                PRIMARY KEY(server, item_id, source_id, kind, quality));
+            CREATE TABLE removed_copies_v21(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL, kind TEXT NOT NULL DEFAULT 'original',
+                quality TEXT NOT NULL DEFAULT '', path TEXT NOT NULL, PRIMARY KEY(server, item_id, source_id, kind, quality));
+            """)
+        for (table, rest) in [("queue", "position, priority"), ("removed_copies", "path")] {
+            for r in try c.query("SELECT rowid, server, item_id, source_id FROM \(table)") {
+                guard let rowid = r[0].int, let id = r[3].text else { continue }
+                let key = spelledKey(server: r[1].text ?? "", itemId: r[2].text ?? "", id: id)
+                try c.run(
+                    """
+                    INSERT OR IGNORE INTO \(table)_v21(server, item_id, source_id, kind, quality, \(rest))
+                    SELECT server, item_id, ?, ?, ?, \(rest) FROM \(table) WHERE rowid = ?
+                    """, [.text(key.sourceId)] + kindValues(key.kind) + [.int(rowid)])
+            }
+        }
+        try c.exec(
+            """
+            DROP TABLE queue;
+            ALTER TABLE queue_v21 RENAME TO queue;
+            DROP TABLE removed_copies;
+            ALTER TABLE removed_copies_v21 RENAME TO removed_copies;
+            UPDATE meta SET value = '21' WHERE key = 'schema_version';
+            """)
+    }
+
+    /// Gives the partial at `old` (and its sidecar) the name `new` too; true when `new` names
+    /// `old`'s file now (made here, or by an earlier run rolled back), or `old` is gone and
+    /// `new` holds it. Never removes a name.
+    static func linkPartial(_ old: String, as new: String) -> Bool {
+        var a = stat(), b = stat()
+        let hasOld = stat(old, &a) == 0, hasNew = stat(new, &b) == 0
+        if hasNew { return !hasOld || (a.st_dev == b.st_dev && a.st_ino == b.st_ino) }
+        guard hasOld else { return true }  // no bytes yet: nothing to keep
+        guard link(old, new) == 0 else { return false }
+        let oldMeta = CopySidecar.path(ofPartial: old), newMeta = CopySidecar.path(ofPartial: new)
+        if access(newMeta, F_OK) != 0 { _ = link(oldMeta, newMeta) }
+        return true
+    }
+
+    /// After v21's commit: each copy's or next version's partial still also reachable by its
+    /// name before v21 (the same file: a link `moveKindsOutOfSourceIds` made) loses that name,
+    /// and its sidecar's. A name that is another file is left alone (`Reconcile` sets it aside).
+    func dropMigratedPartialNames() {
+        guard let rows = try? db.query("SELECT server, item_id, source_id, kind, quality, partial FROM downloads WHERE kind != 'original'") else { return }
+        let layout = DataLayout(root: dataRoot)
+        for r in rows {
+            guard let kind = r[3].text.flatMap({ FileKind(persisted: $0, quality: r[4].text) }), let partial = r[5].text else { continue }
+            let key = FileKey(server: r[0].text ?? "", itemId: r[1].text ?? "", sourceId: r[2].text ?? "", kind: kind)
+            let old = layout.absolute(layout.partialRelativePath(for: FileKey(server: key.server, itemId: key.itemId, sourceId: Self.spelledId(key))))
+            let current = layout.absolute(partial)
+            guard old != current else { continue }
+            var a = stat(), b = stat()
+            guard stat(old, &a) == 0, stat(current, &b) == 0, a.st_dev == b.st_dev, a.st_ino == b.st_ino else { continue }
+            unlink(old)
+            let oldMeta = CopySidecar.path(ofPartial: old), newMeta = CopySidecar.path(ofPartial: current)
+            if stat(oldMeta, &a) == 0, stat(newMeta, &b) == 0, a.st_dev == b.st_dev, a.st_ino == b.st_ino { unlink(oldMeta) }
+        }
     }
 }

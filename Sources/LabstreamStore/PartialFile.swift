@@ -132,8 +132,12 @@ public struct DataLayout: Sendable {
 
     /// The partial file for `key`, relative to the data dir. The name is a digest of the key
     /// so hostile ids cannot escape the directory.
+    /// Where `key`'s bytes go, relative to the data dir: a digest of its ids and its kind (an
+    /// original's is a digest of its ids alone, as it always was).
     public func partialRelativePath(for key: FileKey) -> String {
-        "partials/" + digestName(key.description) + ".part"
+        let ids = "\(key.server)/\(key.itemId)/\(key.sourceId)"
+        let kind = key.kind.persisted
+        return "partials/" + digestName(key.kind == .original ? ids : [ids, kind.kind, kind.quality ?? ""].joined(separator: "\u{1F}")) + ".part"
     }
 
     public func absolute(_ relative: String) -> String { root + "/" + relative }

@@ -99,19 +99,19 @@ import Testing
         }
     }
 
-    /// A copy's or a next version's kind is a field of its key; on a wire and on disk its id
-    /// keeps the spelling older releases gave it (partial files are named after it).
-    @Test func aKeysKindIsAFieldAndItsIdKeepsItsSpelling() throws {
+    /// A copy's or a next version's kind is a field of its key, beside the server's own id,
+    /// on a wire too; a key of another kind is another key.
+    @Test func aKeysKindIsAFieldBesideTheServersId() throws {
         let film = FileKey(server: "home", itemId: "i", sourceId: "s")
         let copy = DerivedCopy.key(of: film, quality: .capped(megabitsPerSecond: 10))
         #expect(film.kind == .original && film.base == film && DerivedCopy.parse(film) == nil && NextVersion.base(of: film) == nil)
-        #expect(copy.kind == .copy(.capped(megabitsPerSecond: 10)) && copy.base == film && copy.sourceId == "s@10mbps")
+        #expect(copy.kind == .copy(.capped(megabitsPerSecond: 10)) && copy.base == film && copy.sourceId == "s" && copy != film)
         #expect(DerivedCopy.parse(copy)?.base == film && NextVersion.base(of: copy) == nil)
         let next = NextVersion.key(of: film)
-        #expect(next.kind == .nextVersion && next.base == film && next.sourceId == "s#next" && next.remoteSourceId == "s")
+        #expect(next.kind == .nextVersion && next.base == film && next.sourceId == "s" && next != film && next != copy)
         for key in [film, copy, next] {
             #expect(try JSONDecoder().decode(FileKey.self, from: JSONEncoder().encode(key)) == key, "\(key)")
-            #expect(FileKey(server: key.server, itemId: key.itemId, source: key.base.sourceId, kind: key.kind) == key)
+            #expect(FileKey(server: key.server, itemId: key.itemId, sourceId: key.base.sourceId, kind: key.kind) == key)
         }
         #expect(FileKind(persisted: "copy", quality: "10mbps") == copy.kind && FileKind(persisted: "next", quality: nil) == .nextVersion)
         #expect(FileKind(persisted: "copy", quality: "original") == nil && FileKind(persisted: "copy", quality: nil) == nil)

@@ -38,12 +38,15 @@ import Testing
     /// An entry at a preset keys its copy's row; at a preset Labstream cannot name (a server
     /// with its own ladder) it keys no row, and never the original's.
     @Test func anEntrysPresetDecidesWhichRowItHolds() {
-        #expect(ManagedEntry.sourceKey(item: "mv_1", file: "7", quality: "original") == "7")
-        #expect(ManagedEntry.sourceKey(item: "mv_1", file: "7", quality: "10mbps") == "7@10mbps")
+        #expect(ManagedEntry.kind(preset: "original") == .original)
+        #expect(ManagedEntry.kind(preset: "10mbps") == .copy(.capped(megabitsPerSecond: 10)))
         let odd = ManagedEntry(
-            itemId: "mv_1", sourceId: ManagedEntry.sourceKey(item: "mv_1", file: "7", quality: "15mbps"), id: "dl_1",
-            revision: 1, status: "ready", deliveryFormat: "transcode")
-        #expect(odd.sourceId != "7" && !odd.routesBytes && !odd.checks(FileKey(server: "s", itemId: "mv_1", sourceId: "7")))
+            itemId: "mv_1", sourceId: "7", kind: ManagedEntry.kind(preset: "15mbps"), id: "dl_1", revision: 1, status: "ready",
+            deliveryFormat: "transcode")
+        let original = FileKey(server: "s", itemId: "mv_1", sourceId: "7")
+        #expect(odd.kind == nil && odd.key(server: "s") == nil && !odd.routesBytes && !odd.holds(original) && !odd.checks(original))
+        let copy = ManagedEntry(itemId: "mv_1", sourceId: "7", kind: ManagedEntry.kind(preset: "10mbps"), id: "dl_2")
+        #expect(copy.holds(DerivedCopy.key(of: original, quality: .capped(megabitsPerSecond: 10))) && !copy.holds(original))
     }
 
     @Test func onlyAnOriginalEntryRoutesBytesAndOnlyAServableOneIsChecked() {
@@ -181,7 +184,7 @@ import Testing
             page.next == "opaque"
                 && page.entries == [
                     ManagedEntry(
-                        itemId: "ep_1", sourceId: "4568@10mbps", id: "dl_2", revision: 2, status: "preparing",
+                        itemId: "ep_1", sourceId: "4568", kind: .copy(.capped(megabitsPerSecond: 10)), id: "dl_2", revision: 2, status: "preparing",
                         deliveryFormat: "transcode")
                 ])
         #expect(page.entries.first?.quality == Quality("10mbps"))

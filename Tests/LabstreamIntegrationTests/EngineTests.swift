@@ -460,7 +460,7 @@ final class EngineRig: @unchecked Sendable {
         let movie = try rig.file(alpha), episode = try rig.file("test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv")
         try rig.fs.setxattr(movie.ino, name: "user.labstream.pin", value: Array("1".utf8))
         try rig.fs.setxattr(episode.ino, name: "user.labstream.pin", value: Array("1".utf8))
-        #expect(try rig.index.derivedCopies(of: movie.tree.key).map(\.key.sourceId) == [movie.tree.key.sourceId + "@2mbps"])
+        #expect(try rig.index.derivedCopies(of: movie.tree.key).map(\.key) == [DerivedCopy.key(of: movie.tree.key, quality: .capped(megabitsPerSecond: 2))])
         #expect(try rig.index.download(movie.tree.key)?.pinned != true)
         #expect(try rig.index.derivedCopies(of: episode.tree.key).isEmpty)
         #expect(try rig.index.download(episode.tree.key)?.pinned == true)

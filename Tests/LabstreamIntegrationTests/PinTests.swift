@@ -794,9 +794,9 @@ let undoSchema11 =
         let damagedFile = rig.layout.partialsDir + "/damaged.part"
         writeRandomFile(damagedFile, size: 100, seed: 2)
         try rig.index.db.run(
-            "INSERT INTO downloads VALUES('test','x','y','partial',1,NULL,100,'0-100','/etc/passwd',NULL,0,0,0,NULL,NULL,NULL,NULL,NULL,'original',NULL)")
+            "INSERT INTO downloads VALUES('test','x','y','partial',1,NULL,100,'0-100','/etc/passwd',NULL,0,0,0,NULL,NULL,NULL,NULL,NULL,'original','')")
         try rig.index.db.run(
-            "INSERT INTO downloads VALUES('test','x','z','partial',1,NULL,100,'0-100','partials/damaged.part',NULL,0,0,0,NULL,NULL,NULL,NULL,NULL,'original',NULL)"
+            "INSERT INTO downloads VALUES('test','x','z','partial',1,NULL,100,'0-100','partials/damaged.part',NULL,0,0,0,NULL,NULL,NULL,NULL,NULL,'original','')"
         )
         try rig.index.db.run("UPDATE downloads SET ranges='garbage' WHERE item_id='x' AND source_id='z'")
 

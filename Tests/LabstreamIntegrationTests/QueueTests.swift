@@ -198,7 +198,7 @@ import Testing
             let index = try OfflineIndex(path: layout.indexPath)
             _ = try index.setPinned(true, files: [file("c"), file("a"), file("b")], layout: layout, now: 1)
             _ = try index.setPinned(false, files: [file("b")], layout: layout, now: 1)
-            try index.db.exec("DROP TABLE queue; UPDATE meta SET value='18' WHERE key='schema_version';")
+            try undoSchema21(index.db)
         }
         let index = try OfflineIndex(path: layout.indexPath)
         let places = try index.queuePlaces()

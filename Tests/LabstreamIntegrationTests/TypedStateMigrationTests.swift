@@ -1,12 +1,45 @@
 import Foundation
 import LabstreamCore
+import LabstreamFixture
 import Testing
 
 @testable import LabstreamStore
 
+/// Takes a current index back to schema 18: each row's kind spelled in its id again (the key
+/// of `downloads` and `segments`), `managed_entries` without its kind columns.
+/// Takes a current index back to schema 18: the kinds spelled in ids again (v21 undone), and
+/// neither the queue (v19) nor removed servers' paths (v20).
+func undoSchema21(_ db: SQLiteDatabase) throws {
+    let spelled = "source_id || CASE kind WHEN 'copy' THEN '@' || quality WHEN 'next' THEN '#next' ELSE '' END"
+    try db.exec(
+        """
+        CREATE TABLE downloads_v18(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL, status TEXT NOT NULL,
+            attempt INTEGER NOT NULL, validator TEXT, total INTEGER NOT NULL, ranges TEXT NOT NULL, partial TEXT NOT NULL, reason TEXT,
+            awaiting_validation INTEGER NOT NULL DEFAULT 0, updated INTEGER NOT NULL, pinned INTEGER NOT NULL DEFAULT 0, source_tag TEXT,
+            job TEXT, checked TEXT, pause_cause TEXT, reason_detail TEXT, kind TEXT NOT NULL DEFAULT 'original', quality TEXT,
+            PRIMARY KEY(server, item_id, source_id));
+        INSERT INTO downloads_v18 SELECT server, item_id, \(spelled), status, attempt, validator, total, ranges, partial, reason,
+            awaiting_validation, updated, pinned, source_tag, job, checked, pause_cause, reason_detail, kind, NULLIF(quality, '') FROM downloads;
+        DROP TABLE downloads;
+        ALTER TABLE downloads_v18 RENAME TO downloads;
+        CREATE TABLE segments_v18(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL, attempt INTEGER NOT NULL,
+            lower INTEGER NOT NULL, upper INTEGER NOT NULL, digest TEXT NOT NULL, PRIMARY KEY(server, item_id, source_id, lower));
+        INSERT INTO segments_v18 SELECT server, item_id, \(spelled), attempt, lower, upper, digest FROM segments;
+        DROP TABLE segments;
+        ALTER TABLE segments_v18 RENAME TO segments;
+        UPDATE managed_entries SET source_id = \(spelled);
+        ALTER TABLE managed_entries DROP COLUMN kind;
+        ALTER TABLE managed_entries DROP COLUMN quality;
+        DROP TABLE queue;
+        DROP TABLE removed_copies;
+        UPDATE meta SET value = '18' WHERE key = 'schema_version';
+        """)
+}
+
 /// Takes a current index back to schema 17: each reason as the words schema 17 stored (its
 /// sentence; a full disk and a pending check as it spelled them), and no kind columns.
 func undoSchema18(_ db: SQLiteDatabase) throws {
+    try undoSchema21(db)
     for r in try db.query("SELECT rowid, reason, reason_detail FROM downloads") {
         guard let rowid = r[0].int else { continue }
         let text = r[1].text.map { code -> String in
@@ -21,8 +54,8 @@ func undoSchema18(_ db: SQLiteDatabase) throws {
     try db.exec("ALTER TABLE downloads DROP COLUMN reason_detail; ALTER TABLE downloads DROP COLUMN kind; ALTER TABLE downloads DROP COLUMN quality;")
 }
 
-/// Schema 17 → 18: stored sentences become typed reasons, markers in ids a kind column, and
-/// every row means what it meant.
+/// Schema 17 → 18 → 19: stored sentences become typed reasons, markers in ids a kind column
+/// (then part of the row's key, the id the server's alone), and every row means what it meant.
 @Suite struct TypedStateMigrationTests {
     /// A row as schema 17 stored it, and what it showed then: its JSON code and its sentence.
     struct Old {
@@ -179,11 +212,12 @@ func undoSchema18(_ db: SQLiteDatabase) throws {
         #expect(rows.count == Self.rows.count)
         for (n, old) in Self.rows.enumerated() {
             let row = try #require(rows[old.item], "\(old.item)")
-            #expect(row.status.rawValue == old.status && row.partialPath == "partials/\(n).part", "\(old.item)")
+            #expect(row.status.rawValue == old.status, "\(old.item)")
             #expect(row.pauseCause?.rawValue == old.cause, "\(old.item)")
-            // The kind is a typed field; the id and the partial file's name stay as they were.
-            #expect(row.key.kind == old.kind && row.key.sourceId == old.id, "\(old.item)")
-            #expect(layout.partialRelativePath(for: row.key) == layout.partialRelativePath(for: FileKey(server: "home", itemId: old.item, sourceId: old.id)))
+            // The kind is a typed field; the id is the server's. An original's partial keeps its
+            // name; another kind's (no file here: nothing to move) takes the typed key's.
+            #expect(row.key.kind == old.kind && row.key.sourceId == "m", "\(old.item)")
+            #expect(row.partialPath == (old.kind == .original ? "partials/\(n).part" : layout.partialRelativePath(for: row.key)), "\(old.item)")
             #expect(row.key.base == FileKey(server: "home", itemId: old.item, sourceId: "m"), "\(old.item)")
             if let typed = old.typed { #expect(row.reason == typed, "\(old.item): \(String(describing: row.reason))") }
             // The edge says what it said: the JSON code and sentence of the same status.
@@ -224,6 +258,142 @@ func undoSchema18(_ db: SQLiteDatabase) throws {
             case .said, .coded: break  // words not ours: kept as they are
             default: #expect(!(parameters ?? "").contains(reason.sentence), "\(reason)")
             }
+        }
+    }
+
+    /// A schema 18 index of one film held three ways (its original, a 10mbps copy, a next
+    /// version), ids spelled as schema 18 keyed them, each with a real partial file named after
+    /// that spelling, its sidecar and a segment; the copy with its managed entry.
+    struct Held {
+        var spelled: String
+        var kind: FileKind
+        var seed: UInt64
+    }
+    static let held = [
+        Held(spelled: "m", kind: .original, seed: 1), Held(spelled: "m@10mbps", kind: .copy(.capped(megabitsPerSecond: 10)), seed: 2),
+        Held(spelled: "m#next", kind: .nextVersion, seed: 3)
+    ]
+
+    /// The path schema 18 gave the partial of a row spelled `id`.
+    static func oldPartial(_ layout: DataLayout, _ id: String) -> String { "partials/" + layout.digestName("home/film/" + id) + ".part" }
+
+    func schema18Index(_ root: String) throws -> DataLayout {
+        let layout = DataLayout(root: root)
+        try makeDirectories(layout.partialsDir)
+        let db = try SQLiteDatabase(path: layout.indexPath)
+        try db.transaction { c in
+            try OfflineIndex.createV1(c)
+            for migration in OfflineIndex.migrations.prefix(17) { try migration(c) }
+            for h in Self.held {
+                let partial = Self.oldPartial(layout, h.spelled)
+                writeRandomFile(layout.absolute(partial), size: 1000, seed: h.seed)
+                try Data("labstream-copy 1\nkey home film \(h.spelled)\nversion 1 1000 - -\npin 1\nsegment 0 1000 d\(h.seed)\n".utf8)
+                    .write(to: URL(fileURLWithPath: CopySidecar.path(ofPartial: layout.absolute(partial))))
+                try c.run(
+                    """
+                    INSERT INTO downloads(server, item_id, source_id, status, attempt, validator, total, ranges, partial, reason,
+                        awaiting_validation, updated, pinned, source_tag, job, checked, pause_cause, reason_detail, kind, quality)
+                        VALUES('home','film',?,'complete',1,NULL,1000,'0-1000',?,NULL,0,1,1,NULL,NULL,NULL,NULL,NULL,?,?)
+                    """, [.text(h.spelled), .text(partial)] + OfflineIndex.kindValues(h.kind).map { $0 == .text("") ? .null : $0 })
+                try c.run("INSERT INTO segments VALUES('home','film',?,1,0,1000,?)", [.text(h.spelled), .text("d\(h.seed)")])
+            }
+            try c.run("INSERT INTO managed_entries(server, item_id, source_id, entry_id) VALUES('home','film','m@10mbps','e1')")
+            try c.run("INSERT INTO managed_entries(server, item_id, source_id, entry_id) VALUES('home','odd','m@15mbps','e2')")
+        }
+        #expect(try db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == "18")
+        return layout
+    }
+
+    func bytes(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }
+
+    func expected(_ h: Held) -> Data {
+        var rng = SeededRandom(seed: h.seed)
+        return Data(rng.bytes(1000))
+    }
+
+    /// Every row is found by its typed key, with its segment; every partial's bytes (and its
+    /// sidecar, which names the same key) under the name made from that key; no old name stays.
+    @Test func aVersion18IndexFindsEveryRowAndEveryPartialByItsTypedKey() throws {
+        let scratch = Scratch("migrate18")
+        let layout = try schema18Index(scratch.path)
+        let index = try OfflineIndex(path: layout.indexPath)
+        #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == String(OfflineIndex.schemaVersion))
+        #expect(try index.db.query("SELECT count(*) FROM downloads WHERE source_id != 'm'").first?[0].int == 0)
+        for h in Self.held {
+            let key = FileKey(server: "home", itemId: "film", sourceId: "m", kind: h.kind)
+            let row = try #require(try index.download(key), "\(h.spelled)")
+            #expect(row.key == key && row.present == RangeSet([ByteRange(0, 1000)]) && row.status == .complete, "\(h.spelled)")
+            #expect(row.partialPath == layout.partialRelativePath(for: key), "\(h.spelled)")
+            #expect(bytes(layout.absolute(row.partialPath)) == expected(h), "\(h.spelled)")
+            #expect(try index.segments(key, attempt: AttemptID(1)) == [.init(range: ByteRange(0, 1000), digest: "d\(h.seed)")], "\(h.spelled)")
+            #expect(CopySidecar.read(CopySidecar.path(ofPartial: layout.absolute(row.partialPath)))?.key == key, "\(h.spelled)")
+            if h.kind != .original {
+                #expect(access(layout.absolute(Self.oldPartial(layout, h.spelled)), F_OK) != 0, "\(h.spelled)")
+                #expect(access(CopySidecar.path(ofPartial: layout.absolute(Self.oldPartial(layout, h.spelled))), F_OK) != 0, "\(h.spelled)")
+            }
+        }
+        #expect(Set(try index.partialPathsInUse()).count == 3)
+        let copy = try #require(try index.managedEntry(server: "home", item: "film"))
+        #expect(copy.sourceId == "m" && copy.kind == .copy(.capped(megabitsPerSecond: 10)) && copy.id == "e1")
+        let odd = try #require(try index.managedEntry(server: "home", item: "odd"))
+        #expect(odd.sourceId == "m" && odd.kind == nil && odd.key(server: "home") == nil)
+        // A row saved again by this release stays one row per kind.
+        for row in try index.downloads() { try index.saveDownload(row, now: 2) }
+        #expect(try index.downloads().count == 3)
+    }
+
+    /// A run that made the new names and never committed (a crash: the links are there, the
+    /// index still says 18), then one whose commit landed but whose clean-up did not: each
+    /// next open ends where one clean run does, every byte where its row says.
+    @Test func aMigrationInterruptedEitherSideOfItsCommitLosesNothing() throws {
+        let scratch = Scratch("migrate18-crash")
+        let layout = try schema18Index(scratch.path)
+        let typed = { (h: Held) in layout.partialRelativePath(for: FileKey(server: "home", itemId: "film", sourceId: "m", kind: h.kind)) }
+        for h in Self.held where h.kind != .original {
+            #expect(link(layout.absolute(Self.oldPartial(layout, h.spelled)), layout.absolute(typed(h))) == 0)
+        }
+        _ = try OfflineIndex(path: layout.indexPath)
+        for h in Self.held where h.kind != .original {
+            #expect(access(layout.absolute(Self.oldPartial(layout, h.spelled)), F_OK) != 0)
+            // The commit landed, the old name was not dropped yet: the next open drops it.
+            #expect(link(layout.absolute(typed(h)), layout.absolute(Self.oldPartial(layout, h.spelled))) == 0)
+        }
+        let index = try OfflineIndex(path: layout.indexPath)
+        for h in Self.held {
+            let row = try #require(try index.download(FileKey(server: "home", itemId: "film", sourceId: "m", kind: h.kind)))
+            #expect(bytes(layout.absolute(row.partialPath)) == expected(h), "\(h.spelled)")
+            if h.kind != .original { #expect(access(layout.absolute(Self.oldPartial(layout, h.spelled)), F_OK) != 0, "\(h.spelled)") }
+        }
+    }
+
+    /// A new name taken by another file: the row keeps its old name (what it is opened by), and
+    /// neither file loses a byte.
+    @Test func aPartialThatCannotTakeItsNewNameKeepsItsOld() throws {
+        let scratch = Scratch("migrate18-taken")
+        let layout = try schema18Index(scratch.path)
+        let copy = Self.held[1]
+        let key = FileKey(server: "home", itemId: "film", sourceId: "m", kind: copy.kind)
+        writeRandomFile(layout.absolute(layout.partialRelativePath(for: key)), size: 10, seed: 9)
+        let index = try OfflineIndex(path: layout.indexPath)
+        let row = try #require(try index.download(key))
+        #expect(row.partialPath == Self.oldPartial(layout, copy.spelled))
+        #expect(bytes(layout.absolute(row.partialPath)) == expected(copy))
+        #expect(bytes(layout.absolute(layout.partialRelativePath(for: key)))?.count == 10)
+    }
+
+    /// A sidecar written now names its key's kind in a line of its own: an id that happens to
+    /// end like an old spelling is the server's, and each kind's sidecar reads back as itself.
+    @Test func aSidecarNamesItsKindApartFromTheId() throws {
+        let scratch = Scratch("sidecar-kind")
+        let layout = DataLayout(root: scratch.path)
+        try makeDirectories(layout.partialsDir)
+        for kind in [FileKind.original, .copy(.remux), .nextVersion] {
+            let key = FileKey(server: "home", itemId: "film", sourceId: "odd@10mbps", kind: kind)
+            let row = DownloadRow(
+                key: key, status: .partial, attempt: AttemptID(1), validator: nil, total: 10, present: RangeSet(),
+                partialPath: layout.partialRelativePath(for: key), sourceTag: nil)
+            CopySidecar.note(row, segment: .init(range: ByteRange(0, 10), digest: "d"), root: layout.root)
+            #expect(CopySidecar.read(CopySidecar.path(ofPartial: layout.absolute(row.partialPath)))?.key == key, "\(kind)")
         }
     }
 }
