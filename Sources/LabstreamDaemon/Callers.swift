@@ -1,6 +1,7 @@
 import CLinux
 import Foundation
 import LabstreamCore
+import LabstreamStore
 
 /// Callers and groups as the system's user and group databases know them: what a socket's peer
 /// is (SO_PEERCRED gives its uid and gid; its supplementary groups are that user's in the group
@@ -44,5 +45,27 @@ extension AccessPolicy {
             )
         }
         return AccessPolicy(daemonUID: geteuid(), controlGroup: Group(name: group, gid: entry.gr_gid))
+    }
+}
+
+extension DataDirModes {
+    /// Gives the data dir, its lock and its log the modes of `access` (the first two in the
+    /// control group when there is one), whatever an earlier release or a pre-created folder
+    /// left: a 0755 data dir let anyone read its 0644 index. Only what this user owns is touched.
+    static func apply(_ layout: DataLayout, _ access: AccessPolicy, log: Logger) {
+        var modes = DataDirModes(access)
+        let group = access.controlGroup
+        for (path, shared) in [(layout.root, true), (layout.lockPath, true), (layout.logPath, false)] {
+            var st = stat()
+            guard stat(path, &st) == 0, st.st_uid == geteuid() else { continue }
+            if shared, modes.shared, let group, st.st_gid != group.gid, chown(path, uid_t.max, group.gid) != 0 {
+                log.warn(
+                    "\(path) stays its owner's alone: this user cannot give it to group \(group.name) (\(String(cString: strerror(errno)))); add it to the group"
+                )
+                modes.shared = false
+            }
+            let mode = !shared ? DataDirModes.privateFile : path == layout.root ? modes.directory : modes.lock
+            if st.st_mode & 0o7777 != mode { chmod(path, mode_t(mode)) }
+        }
     }
 }

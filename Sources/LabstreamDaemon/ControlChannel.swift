@@ -42,7 +42,7 @@ public enum ControlChannel {
             }
             // Then opened to the control group, once it belongs to it; a daemon's user outside
             // the group cannot give it the socket, and its members then go by the attributes.
-            if let group = access.controlGroup?.gid, chown(socketPath, uid_t.max, group) != 0 || chmod(socketPath, 0o660) != 0 {
+            if let group = access.controlGroup?.gid, chown(socketPath, uid_t.max, group) != 0 || chmod(socketPath, mode_t(DataDirModes(access).socket)) != 0 {
                 log.warn(
                     "control socket \(socketPath) stays 0600 (\(String(cString: strerror(errno)))): the daemon's user must be in the control group to share it; its members' commands go through the mount's attributes"
                 )

@@ -110,6 +110,7 @@ public final class Daemon: Sendable {
         refreshInterval = config.refreshInterval
 
         let access = try AccessPolicy.forDaemon(controlGroup: config.controlGroup)
+        DataDirModes.apply(context.layout, access, log: log)
         let files: [TreeFile]
         do { files = try index.treeFiles() } catch { throw CLIError(error) }
         let made = beside(files)

@@ -68,3 +68,17 @@ import Testing
         #expect(why.userMessage.contains("[access]"))
     }
 }
+
+@Suite struct DataDirModesTests {
+    @Test func othersGetNothingAndTheControlGroupOnlyAWayToTheSocket() {
+        let alone = DataDirModes(AccessPolicy(daemonUID: 1000))
+        #expect([alone.directory, alone.socket, alone.lock] == [0o700, 0o600, 0o600])
+        let shared = DataDirModes(AccessPolicy(daemonUID: 1000, controlGroup: .init(name: "media", gid: 1500)))
+        // Enter (not list) the data dir, read the lock, connect to the socket.
+        #expect([shared.directory, shared.socket, shared.lock] == [0o710, 0o660, 0o640])
+        for mode in [alone.directory, alone.socket, alone.lock, shared.directory, shared.socket, shared.lock, DataDirModes.privateFile] {
+            #expect(mode & 0o007 == 0, "mode \(String(mode, radix: 8)) is open to others")
+        }
+        #expect(DataDirModes.privateFile == 0o600)
+    }
+}

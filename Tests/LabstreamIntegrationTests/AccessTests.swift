@@ -5,6 +5,7 @@ import LabstreamCore
 import LabstreamDaemon
 import LabstreamFS
 import LabstreamFixture
+import LabstreamStore
 import LabstreamTestSupport
 import Testing
 
@@ -73,6 +74,43 @@ import Testing
         let log = String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: logPath))) ?? Data(), as: UTF8.self)
         #expect(log.contains("control: refused a change from uid 54321: not_in_control_group"))
         #expect(log.contains("refused user.labstream.pin on inode \(ino) from uid 54321"))
+    }
+
+    func mode(_ path: String) -> (mode: UInt32, gid: UInt32)? {
+        var st = stat()
+        return stat(path, &st) == 0 ? (st.st_mode & 0o7777, st.st_gid) : nil
+    }
+
+    /// An index an earlier release left 0644 in a pre-created 0755 data dir (anyone could list
+    /// what is stored): a daemon makes them its own, and what it writes after is born so.
+    @Test func theIndexAndDataDirAreTheOwnersAlone() throws {
+        let scratch = Scratch("access-modes")
+        let data = scratch.sub("data")
+        let layout = DataLayout(root: data)
+        _ = try OfflineIndex(path: layout.indexPath)
+        for path in [data, layout.indexPath, layout.indexPath + "-wal", layout.indexPath + "-shm"] where FileManager.default.fileExists(atPath: path) {
+            chmod(path, path == data ? 0o755 : 0o644)
+        }
+        let daemon = try daemon(scratch, controlGroup: nil, logFD: 2)
+        #expect(mode(data)?.mode == 0o700)
+        for suffix in ["", "-wal", "-shm"] { #expect(mode(layout.indexPath + suffix)?.mode == 0o600, "index.sqlite\(suffix)") }
+        #expect(mode(ControlChannel.path(layout))?.mode == 0o600)
+        daemon.stop()
+        #expect(mode(layout.indexBackupPath)?.mode == 0o600)
+    }
+
+    /// With a control group, its members may enter the data dir and connect to the socket, and
+    /// nothing more; the index stays the owner's.
+    @Test(.enabled(if: geteuid() == 0, "giving a file to a group this user is not in needs root; CI runs as root"))
+    func theControlGroupReachesTheSocketAndNothingElse() throws {
+        let scratch = Scratch("access-group-modes")
+        let users = try #require(getgrnam("users")?.pointee.gr_gid, "Debian has a 'users' group")
+        let daemon = try daemon(scratch, controlGroup: "users", logFD: 2)
+        defer { daemon.stop() }
+        let layout = daemon.context.layout
+        #expect(mode(layout.root).map { [$0.mode, $0.gid] } == [0o710, users])
+        #expect(mode(ControlChannel.path(layout)).map { [$0.mode, $0.gid] } == [0o660, users])
+        #expect(mode(layout.indexPath)?.mode == 0o600)
     }
 
     @Test func aControlGroupTheSystemDoesNotKnowStopsTheMountSayingSo() throws {
