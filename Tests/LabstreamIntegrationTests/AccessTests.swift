@@ -124,3 +124,109 @@ import Testing
         }
     }
 }
+
+/// The policy on a real `allow_other` mount, tried as `nobody` (issue 43: `setfattr … cancel`
+/// and `labstream cancel` by any local user emptied the owner's pinned copies).
+@Suite(.serialized) struct SharedMountAccessTests {
+    let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+    let beta = "test/Movies/Beta (2002)/Beta (2002).mp4"
+
+    /// `argv` run as `nobody` (runuser: its groups from the group database).
+    func asNobody(_ argv: [String], env: [String: String] = [:]) throws -> ProcessResult {
+        try runProcess("/usr/sbin/runuser", ["-u", "nobody", "--", "/usr/bin/env"] + env.map { "\($0)=\($1)" } + argv)
+    }
+
+    func attribute(_ path: String, _ name: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let n = getxattr(path, "user.labstream." + name, &buffer, buffer.count)
+        return n >= 0 ? String(decoding: buffer[0..<n], as: UTF8.self) : nil
+    }
+
+    /// A mount the house can read: `allow_other`, and a way down to it (mkdtemp's 0700 scratch
+    /// folder opened to traversal only).
+    func sharedMount(_ name: String, controlGroup: String? = nil) throws -> MountedLabstream {
+        let m = try MountedLabstream(name)
+        #expect(chmod(m.scratch.path, 0o711) == 0)
+        if let controlGroup {
+            let path = m.configDir + "/labstream.conf"
+            try (try String(contentsOfFile: path, encoding: .utf8) + "\n[access]\ncontrol_group = \(controlGroup)\n").write(
+                toFile: path, atomically: true, encoding: .utf8)
+        }
+        try m.mount(options: "allow_other")
+        return m
+    }
+
+    @Test(.enabled(if: geteuid() == 0, "runs commands as nobody; CI runs as root"))
+    func anotherUserReadsButChangesNothing() throws {
+        let m = try sharedMount("access-nobody")
+        defer { _ = try? m.unmount() }
+        let pin = try m.cli(["pin", "--wait", m.path(alpha)])
+        try #require(pin.code == 0, "\(pin.stderr)")
+        let stateBefore = attribute(m.path(alpha), "state")
+
+        // setfattr, as the issue tried it: refused, and the pinned copy stays whole.
+        let cancel = try asNobody(["/usr/bin/setfattr", "-n", "user.labstream.action", "-v", "cancel", m.path(alpha)])
+        #expect(cancel.code != 0 && cancel.stderr.contains("Permission denied"), "\(cancel.code) \(cancel.stderr)")
+        let unpin = try asNobody(["/usr/bin/setfattr", "-n", "user.labstream.pin", "-v", "0", m.path(alpha)])
+        #expect(unpin.code != 0 && unpin.stderr.contains("Permission denied"), "\(unpin.stderr)")
+        let pinBeta = try asNobody(["/usr/bin/setfattr", "-n", "user.labstream.pin", "-v", "1", m.path(beta)])
+        #expect(pinBeta.code != 0 && pinBeta.stderr.contains("Permission denied"), "\(pinBeta.stderr)")
+        #expect(attribute(m.path(alpha), "pinned") == "1" && attribute(m.path(alpha), "state") == stateBefore)
+        #expect(
+            attribute(m.path(alpha), "bytes").map { $0.split(separator: "/").count == 2 && $0.split(separator: "/")[0] == $0.split(separator: "/")[1] } == true)
+        #expect(attribute(m.path(beta), "pinned") == "0")
+
+        // `labstream cancel`, with the owner's data dir or its own: refused, saying whom to ask.
+        for env in [m.env, ["HOME": "/nonexistent"]] {
+            let refused = try asNobody([labstreamBinary, "cancel", m.path(alpha)], env: env)
+            #expect(
+                refused.code == ExitCode.noPerm && refused.stderr.contains("was left as it was")
+                    && refused.stderr.contains("daemon's user (uid 0) and root only") && refused.stderr.contains("control_group"),
+                "\(refused.code) \(refused.stderr)")
+        }
+        #expect(attribute(m.path(alpha), "pinned") == "1" && attribute(m.path(alpha), "state") == stateBefore)
+        #expect(m.log.contains("refused user.labstream.action on inode") && m.log.contains("from uid 65534: no_control_group"))
+
+        // Reading is the mount's business: allow_other lets nobody read the bytes and the status.
+        let expected = expectedTree(m.mediaDir)
+        let read = try asNobody(["/usr/bin/sha256sum", m.path(alpha)])
+        let want = try sha256(expected[alpha]!)
+        #expect(read.code == 0 && read.stdout.hasPrefix(want), "\(read.stderr)")
+        let status = try asNobody([labstreamBinary, "status", m.path(beta)], env: m.env)
+        #expect(status.code == 0 && status.stdout.contains("not-local"), "\(status.stdout) \(status.stderr)")
+        #expect(try asNobody(["/usr/bin/getfattr", "-n", "user.labstream.access", m.mountpoint]).stdout.contains("uid=0"))
+
+        // What the index holds is not: the data dir and index files are the owner's alone.
+        for path in [m.dataDir + "/index.sqlite", m.dataDir + "/index.sqlite-wal", m.dataDir + "/index.sqlite-shm"] {
+            var st = stat()
+            #expect(stat(path, &st) == 0 && st.st_mode & 0o077 == 0, "\(path) is \(String(st.st_mode & 0o777, radix: 8))")
+        }
+        let listing = try asNobody([labstreamBinary, "status"], env: m.env)
+        #expect(!listing.stdout.contains("Alpha"), "\(listing.stdout)")
+        #expect(try m.cli(["status"]).stdout.contains("Alpha"))
+    }
+
+    @Test(.enabled(if: geteuid() == 0, "creates a group and runs commands as nobody; CI runs as root"))
+    func aMemberOfTheControlGroupMayChange() throws {
+        // A group of the test's own, nobody a supplementary member of it (what fuse_req_getgroups
+        // and the group database must both find), removed afterwards.
+        let group = "lstest\(getpid() % 100_000)"
+        _ = try runProcess("/usr/sbin/groupdel", [group])
+        let added = try runProcess("/usr/sbin/groupadd", ["-U", "nobody", group])
+        try #require(added.code == 0, "groupadd: \(added.stderr)")
+        defer { _ = try? runProcess("/usr/sbin/groupdel", [group]) }
+        let m = try sharedMount("access-member", controlGroup: group)
+        defer { _ = try? m.unmount() }
+
+        // Through the mount's attribute.
+        let pin = try asNobody(["/usr/bin/setfattr", "-n", "user.labstream.pin", "-v", "1", m.path(beta)])
+        #expect(pin.code == 0, "\(pin.stderr)")
+        #expect(attribute(m.path(beta), "pinned") == "1")
+        // Through the control socket: the data dir, lock and socket let the group reach it.
+        let unpin = try asNobody([labstreamBinary, "unpin", m.path(beta)], env: m.env)
+        #expect(unpin.code == 0, "\(unpin.stderr)")
+        #expect(attribute(m.path(beta), "pinned") == "0")
+        #expect(m.log.contains("control: pin=0 on 1 paths"), "\(m.log)")
+        #expect(try asNobody(["/usr/bin/getfattr", "-n", "user.labstream.access", m.mountpoint]).stdout.contains("group=\(group)"))
+    }
+}
