@@ -98,6 +98,10 @@ enum Help {
         the daemon's user pins).
         Accepted and ignored: defaults, _netdev, nofail, noauto, auto, user, users, x-systemd.*.
         rw is refused: the mount is read-only.
+
+        Reading follows these options. Changing what the mount holds (pin, unpin, the queue
+        commands, monitors, sync, and their setfattr forms) is for the daemon's user, root and the
+        members of labstream.conf's [access] control_group; anyone else gets EACCES (exit 77).
         """
 
     static let status = """
@@ -184,6 +188,8 @@ enum Help {
         local: pinning it says so (exit 65). The same works with: setfattr -n user.labstream.pin -v 1 PATH
         When a pinned file finishes or fails for good, labstream.conf's on_complete or on_failed
         command runs (no shell) with LABSTREAM_PATH, _SERVER, _TITLE, _STATE and _REASON set.
+        Only the daemon's user, root and labstream.conf's [access] control_group may pin, unpin or
+        act on downloads; anyone else is refused (exit 77, saying whom to ask).
 
         --quality original|remux|20mbps|10mbps|5mbps|2mbps|1mbps (default: the server's `quality`)
         keeps a server-made copy at that bitrate when the original exceeds it, or (remux) the
