@@ -63,13 +63,15 @@ public struct AccessPolicy: Sendable, Hashable {
 
         /// What happened and what to do about it.
         public var sentence: String {
+            // A daemon run as root has no other user to name.
+            let owners = daemonUID == 0 ? "root" : "its daemon's user (uid \(daemonUID)) and root"
             switch code {
             case .notInControlGroup:
                 let name = group ?? "?"
-                return "changing what this Labstream mount holds is for its daemon's user (uid \(daemonUID)), root and the members of group '\(name)', "
+                return "changing what this Labstream mount holds is for \(owners) and the members of group '\(name)', "
                     + "and you are not in '\(name)'; ask the mount's owner to add you (usermod -aG \(name) YOUR-USER), then log in again"
             case .noControlGroup:
-                return "changing what this Labstream mount holds is for its daemon's user (uid \(daemonUID)) and root only; ask the mount's owner to "
+                return "changing what this Labstream mount holds is for \(owners) only; ask the mount's owner to "
                     + "set `control_group = GROUP` in the [access] section of labstream.conf, add you to that group and mount again"
             }
         }

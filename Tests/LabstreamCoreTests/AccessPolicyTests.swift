@@ -34,6 +34,8 @@ import Testing
         #expect(group.contains("group 'media'") && group.contains("usermod -aG media") && group.contains("uid 1000"))
         let none = AccessPolicy.Refusal(code: .noControlGroup, daemonUID: 1000, group: nil).sentence
         #expect(none.contains("control_group") && none.contains("[access]") && !none.contains("'media'"))
+        let root = AccessPolicy.Refusal(code: .noControlGroup, daemonUID: 0, group: nil).sentence
+        #expect(root.contains("is for root only") && !root.contains("uid 0"))
     }
 
     @Test func theRootAttributeCarriesTheRefusalToTheCLI() {
