@@ -21,7 +21,7 @@ public enum ControlChannel {
         typealias Handler = @Sendable (DaemonRequest, Caller, _ progress: @escaping (String) -> Void) -> DaemonResponse
         let handle: Handler
 
-        let access: AccessPolicy
+        let policy: Mutex<AccessPolicy>
 
         init(layout: DataLayout, log: Logger, access: AccessPolicy, handle: @escaping Handler) throws(CLIError) {
             socketPath = ControlChannel.path(layout)
@@ -40,17 +40,29 @@ public enum ControlChannel {
                 close(fd)
                 throw CLIError(ExitCode.osErr, "control socket \(socketPath): \(why)")
             }
-            // Then opened to the control group, once it belongs to it; a daemon's user outside
-            // the group cannot give it the socket, and its members then go by the attributes.
-            if let group = access.controlGroup?.gid, chown(socketPath, uid_t.max, group) != 0 || chmod(socketPath, mode_t(DataDirModes(access).socket)) != 0 {
+            self.fd = fd
+            self.log = log
+            self.policy = Mutex(access)
+            self.handle = handle
+            share(access)
+        }
+
+        /// Who may use the socket now (a SIGHUP may name another control group).
+        var access: AccessPolicy { policy.withLock { $0 } }
+
+        /// Takes `access` and opens the socket to its control group (0660 in it), or closes it to
+        /// the owner (0600). A daemon's user outside the group cannot give it the socket: it stays
+        /// 0600, and members' commands go through the mount's attributes.
+        func share(_ access: AccessPolicy) {
+            policy.withLock { $0 = access }
+            if let group = access.controlGroup?.gid, chown(socketPath, uid_t.max, group) != 0 {
                 log.warn(
                     "control socket \(socketPath) stays 0600 (\(String(cString: strerror(errno)))): the daemon's user must be in the control group to share it; its members' commands go through the mount's attributes"
                 )
+                chmod(socketPath, mode_t(DataDirModes(shared: false).socket))
+                return
             }
-            self.fd = fd
-            self.log = log
-            self.access = access
-            self.handle = handle
+            chmod(socketPath, mode_t(DataDirModes(access).socket))
         }
 
         func start() {

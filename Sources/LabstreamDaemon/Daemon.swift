@@ -189,6 +189,13 @@ public final class Daemon: Sendable {
         do {
             let fresh = try context.loadConfig()
             let known = try index.serversWithCatalog()
+            let access = try AccessPolicy.forDaemon(controlGroup: fresh.controlGroup)
+            if access != fs.access {
+                fs.setAccess(access)
+                DataDirModes.apply(context.layout, access, log: log)
+                control?.share(access)
+                log.info("access: changes now for \(access.attribute)")
+            }
             let backends = try context.backends(fresh, log: log)
             for backend in backends { transfers.setBackend(backend) }
             scheduler.sync(backends.map(\.serverName).filter { !known.contains($0) }, .first)

@@ -62,8 +62,11 @@ public final class FilesystemEngine: Sendable {
     let ownership: Ownership
     let sizes: TransferSizes
     public let offlineView: MountOptions.OfflineView
-    /// Who may change what the mount holds (an attribute write, a command on the socket).
-    public let access: AccessPolicy
+    /// Who may change what the mount holds (an attribute write, a command on the socket); a
+    /// SIGHUP may name another control group.
+    let accessPolicy: Mutex<AccessPolicy>
+    public var access: AccessPolicy { accessPolicy.withLock { $0 } }
+    public func setAccess(_ policy: AccessPolicy) { accessPolicy.withLock { $0 = policy } }
 
     /// Lookups, attribute and listing requests served since the daemon last asked (`takeServed`):
     /// it trims its heap only when none came (no walk under way). Reads are not counted: the read path
@@ -79,7 +82,7 @@ public final class FilesystemEngine: Sendable {
         access: AccessPolicy = AccessPolicy(daemonUID: geteuid())
     ) {
         self.transfers = transfers
-        self.access = access
+        self.accessPolicy = Mutex(access)
         self.ownership = ownership
         self.sizes = sizes
         self.offlineView = offlineView

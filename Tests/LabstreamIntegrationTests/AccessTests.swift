@@ -113,6 +113,33 @@ import Testing
         #expect(mode(layout.indexPath)?.mode == 0o600)
     }
 
+    /// A control group named in labstream.conf after the mount takes effect at SIGHUP
+    /// (`reconfigure`), with the socket's and data dir's modes.
+    @Test func aSIGHUPTakesANewControlGroup() throws {
+        let scratch = Scratch("access-hup")
+        let users = try #require(getgrnam("users")?.pointee.gr_gid, "Debian has a 'users' group")
+        let daemon = try daemon(scratch, controlGroup: nil, logFD: 2)
+        defer { daemon.stop() }
+        let member = Caller(uid: 54322, gid: 54322, groups: [users])
+        guard case .failure(let code, _) = daemon.handle(.perform(.pin(quality: nil), paths: [beta]), from: member) else {
+            Issue.record("a change was allowed with no control group")
+            return
+        }
+        #expect(code == ExitCode.noPerm)
+        var config = try daemon.context.loadConfig()
+        config.controlGroup = "users"
+        try daemon.context.saveConfig(config)
+        daemon.reconfigure()
+        guard case .performed = daemon.handle(.perform(.pin(quality: nil), paths: [beta]), from: member) else {
+            Issue.record("the new control group's member was refused")
+            return
+        }
+        if geteuid() == 0 {
+            #expect(mode(ControlChannel.path(daemon.context.layout)).map { [$0.mode, $0.gid] } == [0o660, users])
+            #expect(mode(daemon.context.layout.root)?.mode == 0o710)
+        }
+    }
+
     @Test func aControlGroupTheSystemDoesNotKnowStopsTheMountSayingSo() throws {
         let scratch = Scratch("access-nogroup")
         #expect(getgrnam("labstream-no-such-group") == nil)
