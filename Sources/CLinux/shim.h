@@ -75,12 +75,13 @@ static inline long CLinux_resident_slack_bytes(void) {
 }
 
 #include <sys/socket.h>
-/* The uid of a Unix socket's peer (SO_PEERCRED's struct ucred needs _GNU_SOURCE; its layout
-   and the option's value are fixed ABI). -1 when unknown. */
-static inline long CLinux_peer_uid(int fd) {
+/* The uid and gid of a Unix socket's peer; 0 on success. */
+static inline int CLinux_peer_credentials(int fd, unsigned int *uid, unsigned int *gid) {
     struct { int pid; unsigned int uid; unsigned int gid; } cred;
     socklen_t length = sizeof(cred);
     if (getsockopt(fd, SOL_SOCKET, 17 /* SO_PEERCRED */, &cred, &length) != 0) return -1;
-    return (long)cred.uid;
+    *uid = cred.uid;
+    *gid = cred.gid;
+    return 0;
 }
 #endif

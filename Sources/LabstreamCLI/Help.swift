@@ -114,6 +114,10 @@ enum Help {
         the daemon's user pins).
         Accepted and ignored: defaults, _netdev, nofail, noauto, auto, user, users, x-systemd.*.
         rw is refused: the mount is read-only.
+
+        Reading follows these options. Changing what the mount holds (pin, unpin, the queue
+        commands, monitors, sync, and their setfattr forms) is for the daemon's user, root and the
+        members of labstream.conf's [access] control_group; anyone else gets EACCES (exit 77).
         """
 
     static let status = """
@@ -201,6 +205,8 @@ enum Help {
         local: pinning it says so (exit 65). The same works with: setfattr -n user.labstream.pin -v 1 PATH
         When a pinned file finishes or fails for good, labstream.conf's on_complete or on_failed
         command runs (no shell) with LABSTREAM_PATH, _SERVER, _TITLE, _STATE and _REASON set.
+        Only the daemon's user, root and labstream.conf's [access] control_group may pin, unpin or
+        act on downloads; anyone else is refused (exit 77, saying whom to ask).
 
         A pin joins the end of the download queue (see `labstream queue --help`); --priority
         high|normal|low (default normal) gives it that priority, and a file already pinned keeps

@@ -169,7 +169,7 @@ enum PinCommand {
                 continue
             }
             if let holder, let relative = ControlChannel.relative(path, to: holder.mountpoint),
-                let answer = try ControlChannel.send(context.layout, .perform(command, paths: [relative]))
+                let answer = try ControlChannel.send(context.layout, .perform(command, paths: [relative]), orNilWhenClosed: true)
             {
                 if !quiet { printOut("\(verb) \(path)") }
                 if case .performed(_, let again?) = answer { parkedAgain += again }
@@ -193,6 +193,11 @@ enum PinCommand {
                 }
                 if code == EPERM, let side = ["generated", "side_asset"].first(where: { StatusCommand.xattr(path, $0) != nil }) {
                     throw CLIError(.localSideFile(path, stored: side == "side_asset"))
+                }
+                if code == EACCES,
+                    let refused = StatusCommand.mountRoot(of: path).flatMap({ StatusCommand.xattr($0, "access") }).flatMap(AccessPolicy.refusal(attribute:))
+                {
+                    throw CLIError(ExitCode.noPerm, "\(path) was left as it was: \(refused.sentence)")
                 }
                 if code == EROFS {
                     throw CLIError(

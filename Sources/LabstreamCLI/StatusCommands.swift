@@ -200,7 +200,7 @@ enum StatusCommand {
     /// its control socket when PATH is in its mount, else from the live mount's xattrs.
     static func fromMount(_ path: String, context: Context? = nil) throws -> [FileStatus] {
         if let context, let holder = DaemonLock.holder(context.layout), let relative = ControlChannel.relative(path, to: holder.mountpoint),
-            case .statuses(let rows, _)? = try ControlChannel.send(context.layout, .status(paths: [relative]))
+            case .statuses(let rows, _)? = try ControlChannel.send(context.layout, .status(paths: [relative]), orNilWhenClosed: true)
         {
             return entries(rows, below: holder.mountpoint)
         }
@@ -215,7 +215,8 @@ enum StatusCommand {
         let relative = paths.compactMap { ControlChannel.relative($0, to: holder.mountpoint) }
         guard relative.count == paths.count else { return nil }
         guard
-            case .statuses(let rows, let change)? = try ControlChannel.send(context.layout, .status(paths: relative, after: after, wait: after.map { _ in 1 }))
+            case .statuses(let rows, let change)? = try ControlChannel.send(
+                context.layout, .status(paths: relative, after: after, wait: after.map { _ in 1 }), orNilWhenClosed: true)
         else { return nil }
         return (entries(rows, below: holder.mountpoint), change)
     }
@@ -260,6 +261,20 @@ enum StatusCommand {
             pauseCause: xattr(path, "pause_cause").flatMap(PauseCause.init(rawValue:)),
             pinned: xattr(path, "pinned") == "1", copies: copies,
             sideAssets: SideAssetStatus.parse(attribute: xattr(path, "side_assets") ?? ""))
+    }
+
+    /// The root of the mount `path` is on: the last folder up from it on the same device.
+    static func mountRoot(of path: String) -> String? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        var at = URL(fileURLWithPath: path).standardized
+        while at.path != "/" {
+            let up = at.deletingLastPathComponent()
+            var parent = stat()
+            guard stat(up.path, &parent) == 0, parent.st_dev == st.st_dev else { return at.path }
+            at = up
+        }
+        return at.path
     }
 
     static func xattr(_ path: String, _ name: String) -> String? {

@@ -68,6 +68,9 @@ public struct LabstreamConfig: Sendable, Hashable {
     public var onComplete: [String]?
     public var onFailed: [String]?
     public var hookTimeout: Double = 60
+    /// `[access] control_group`: the group whose members may change what the mount holds, as
+    /// its daemon's user and root may (`AccessPolicy`); nil: only those two.
+    public var controlGroup: String?
 
     public init() {}
 
@@ -91,7 +94,7 @@ public struct LabstreamConfig: Sendable, Hashable {
 
     public static func parse(_ text: String) throws(ParseError) -> LabstreamConfig {
         var config = LabstreamConfig()
-        enum Section { case none, server(Int), cache, daemon }
+        enum Section { case none, server(Int), cache, daemon, access }
         var section = Section.none
         var typed = Set<Int>()  // servers whose section has a `type` line
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
@@ -105,6 +108,8 @@ public struct LabstreamConfig: Sendable, Hashable {
                     section = .cache
                 } else if inner == "daemon" {
                     section = .daemon
+                } else if inner == "access" {
+                    section = .access
                 } else if inner.hasPrefix("server") {
                     let rest = String(inner.dropFirst("server".count)).trimmingSpaces
                     guard rest.count >= 2, rest.hasPrefix("\""), rest.hasSuffix("\"") else {
@@ -116,7 +121,7 @@ public struct LabstreamConfig: Sendable, Hashable {
                     config.servers.append(Server(name: name, kind: .jellyfin, url: "", user: nil))  // its `type` line says which
                     section = .server(config.servers.count - 1)
                 } else {
-                    throw ParseError(line: lineNo, message: "unknown section [\(inner)]; expected [server \"NAME\"], [cache] or [daemon]")
+                    throw ParseError(line: lineNo, message: "unknown section [\(inner)]; expected [server \"NAME\"], [cache], [daemon] or [access]")
                 }
                 continue
             }
@@ -228,6 +233,12 @@ public struct LabstreamConfig: Sendable, Hashable {
                     config.hookTimeout = v
                 default: throw ParseError(line: lineNo, message: "unknown daemon key '\(key)'")
                 }
+            case .access:
+                guard key == "control_group" else { throw ParseError(line: lineNo, message: "unknown access key '\(key)'; expected control_group") }
+                guard Self.isGroupName(value) else {
+                    throw ParseError(line: lineNo, message: "control_group must name a group (letters, digits, '-', '_', '.'), such as media")
+                }
+                config.controlGroup = value
             }
         }
         for (i, server) in config.servers.enumerated() {
@@ -254,6 +265,13 @@ public struct LabstreamConfig: Sendable, Hashable {
         }
         guard let n = Int64(digits), n >= 0, n <= Int64.max / multiplier else { return nil }
         return n * multiplier
+    }
+
+    /// A group name as useradd(8) takes it (a name, not a number: a gid would silently name
+    /// another group on another machine).
+    static func isGroupName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 32 && !name.hasPrefix("-") && !name.allSatisfy(\.isNumber)
+            && name.unicodeScalars.allSatisfy { ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0))) || "-_.".unicodeScalars.contains($0) }
     }
 
     /// Names become directory names and config keys: keep them boring.
@@ -300,6 +318,7 @@ public struct LabstreamConfig: Sendable, Hashable {
         if let argv = onFailed { daemon.append("on_failed = \(HookCommand.joined(argv))") }
         if hookTimeout != 60 { daemon.append("hook_timeout = \(hookTimeout)") }
         if !daemon.isEmpty { out += "\n[daemon]\n" + daemon.joined(separator: "\n") + "\n" }
+        if let controlGroup { out += "\n[access]\ncontrol_group = \(controlGroup)\n" }
         return out
     }
 }

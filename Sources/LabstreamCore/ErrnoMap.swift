@@ -19,7 +19,7 @@ public enum ErrnoMap {
         case .noSpace: return ENOSPC
         case .storage: return EIO
         case .invalidArgument: return EINVAL
-        case .permission: return EACCES
+        case .permission, .accessRefused: return EACCES
         }
     }
 

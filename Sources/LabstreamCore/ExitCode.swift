@@ -25,7 +25,7 @@ public enum ExitCode {
     public static func of(_ error: LabstreamError) -> Int32 {
         switch error {
         case .serverUnavailable, .timedOut, .fetchFailed: return unavailable
-        case .authenticationFailed, .permission: return noPerm
+        case .authenticationFailed, .permission, .accessRefused: return noPerm
         case .invalidArgument: return usage
         case .malformedResponse, .refused: return protocolErr
         case .storage, .noSpace: return ioErr

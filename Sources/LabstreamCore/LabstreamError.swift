@@ -24,6 +24,8 @@ public enum LabstreamError: Error, Sendable, Equatable {
     case invalidArgument(String)
     case timedOut(String)
     case permission(String)
+    /// A change asked by a caller the access policy refuses (EACCES on every way in).
+    case accessRefused(AccessPolicy.Refusal)
 
     public var userMessage: String {
         switch self {
@@ -52,6 +54,7 @@ public enum LabstreamError: Error, Sendable, Equatable {
         case .invalidArgument(let why): return why
         case .timedOut(let why): return "timed out: \(why)"
         case .permission(let why): return why
+        case .accessRefused(let why): return why.sentence
         }
     }
 }

@@ -4,8 +4,10 @@ import LabstreamCore
 import LabstreamStore
 import Synchronization
 
-/// The daemon's control socket, `DATA_DIR/control.sock` (0600; connections from other users are
-/// refused). One request per connection, one JSON line each way: a `DaemonRequest`, then
+/// The daemon's control socket, `DATA_DIR/control.sock`: 0600, or 0660 in `[access]
+/// control_group` so its members can connect. It answers only peers (SO_PEERCRED) the access
+/// policy lets change the mount — the control socket is for them; anyone else reads through the
+/// mount, as its options allow. One request per connection, one JSON line each way: a `DaemonRequest`, then
 /// `DaemonResponse.progress` lines (a sync's steps) and one other `DaemonResponse`.
 public enum ControlChannel {
     public static func path(_ layout: DataLayout) -> String { layout.root + "/control.sock" }
@@ -16,10 +18,12 @@ public enum ControlChannel {
         let fd: Int32
         let socketPath: String
         let log: Logger
-        typealias Handler = @Sendable (DaemonRequest, _ progress: @escaping (String) -> Void) -> DaemonResponse
+        typealias Handler = @Sendable (DaemonRequest, Caller, _ progress: @escaping (String) -> Void) -> DaemonResponse
         let handle: Handler
 
-        init(layout: DataLayout, log: Logger, handle: @escaping Handler) throws(CLIError) {
+        let policy: Mutex<AccessPolicy>
+
+        init(layout: DataLayout, log: Logger, access: AccessPolicy, handle: @escaping Handler) throws(CLIError) {
             socketPath = ControlChannel.path(layout)
             unlink(socketPath)  // a previous daemon's (the lock says none runs now)
             let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -30,14 +34,35 @@ public enum ControlChannel {
                 p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
             }
             umask(old)
-            guard bound == 0, chmod(socketPath, 0o600) == 0, listen(fd, 16) == 0 else {
+            // Then opened to the control group, once it belongs to it.
+            guard bound == 0, listen(fd, 16) == 0 else {
                 let why = String(cString: strerror(errno))
                 close(fd)
                 throw CLIError(ExitCode.osErr, "control socket \(socketPath): \(why)")
             }
             self.fd = fd
             self.log = log
+            self.policy = Mutex(access)
             self.handle = handle
+            share(access)
+        }
+
+        /// Who may use the socket now (a SIGHUP may name another control group).
+        var access: AccessPolicy { policy.withLock { $0 } }
+
+        /// Takes `access` and opens the socket to its control group (0660 in it), or closes it to
+        /// the owner (0600). A daemon's user outside the group cannot give it the socket: it stays
+        /// 0600, and members' commands go through the mount's attributes.
+        func share(_ access: AccessPolicy) {
+            policy.withLock { $0 = access }
+            if let group = access.controlGroup?.gid, chown(socketPath, uid_t.max, group) != 0 {
+                log.warn(
+                    "control socket \(socketPath) stays 0600 (\(String(cString: strerror(errno)))): the daemon's user must be in the control group to share it; its members' commands go through the mount's attributes"
+                )
+                chmod(socketPath, mode_t(DataDirModes(shared: false).socket))
+                return
+            }
+            chmod(socketPath, mode_t(DataDirModes(access).socket))
         }
 
         func start() {
@@ -69,11 +94,10 @@ public enum ControlChannel {
         }
 
         func serve(_ client: Int32) {
-            let uid = CLinux_peer_uid(client)
-            guard uid >= 0 else { return }
-            guard uid == Int(geteuid()) || uid == 0 else {
-                log.warn("control: refused a connection from uid \(uid)")
-                ControlChannel.write(client, DaemonResponse.failure(code: ExitCode.noPerm, message: "refused: this daemon belongs to uid \(geteuid())"))
+            guard let caller = Caller.peer(of: client) else { return }
+            if let refused = access.refusal(caller) {
+                log.warn("control: refused a connection from uid \(caller.uid): \(refused.code.rawValue)")
+                ControlChannel.write(client, DaemonResponse.failure(code: ExitCode.noPerm, message: refused.sentence))
                 return
             }
             var reader = LineReader(fd: client)
@@ -81,7 +105,7 @@ public enum ControlChannel {
                 ControlChannel.write(client, DaemonResponse.failure(code: ExitCode.usage, message: "malformed request"))
                 return
             }
-            ControlChannel.write(client, handle(request) { step in ControlChannel.write(client, DaemonResponse.progress(step)) })
+            ControlChannel.write(client, handle(request, caller) { step in ControlChannel.write(client, DaemonResponse.progress(step)) })
         }
     }
 
@@ -89,7 +113,12 @@ public enum ControlChannel {
 
     /// Sends `request` to the daemon of `layout` and returns its answer; nil when no daemon
     /// listens there. Progress lines before the answer go to `progress`; a failure is thrown.
-    public static func send(_ layout: DataLayout, _ request: DaemonRequest, progress: (String) -> Void = { _ in }) throws(CLIError) -> DaemonResponse? {
+    /// A socket closed to this user is said, or with `orNilWhenClosed` answered nil: a
+    /// command with another way in (the mount's attributes) takes it, where the access policy
+    /// answers the same way.
+    public static func send(
+        _ layout: DataLayout, _ request: DaemonRequest, progress: (String) -> Void = { _ in }, orNilWhenClosed: Bool = false
+    ) throws(CLIError) -> DaemonResponse? {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
@@ -98,7 +127,12 @@ public enum ControlChannel {
             p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         guard connected == 0 else {
-            if errno == EACCES { throw CLIError(ExitCode.noPerm, "the Labstream daemon's control socket \(path(layout)) belongs to another user") }
+            if errno == EACCES && !orNilWhenClosed {
+                throw CLIError(
+                    ExitCode.noPerm,
+                    "the Labstream daemon's control socket \(path(layout)) is not open to you (uid \(geteuid())): it is for the daemon's user, root and the members of its [access] control_group (labstream.conf); ask the mount's owner to add you to that group"
+                )
+            }
             return nil
         }
         write(fd, request)

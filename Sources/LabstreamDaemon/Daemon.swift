@@ -109,13 +109,15 @@ public final class Daemon: Sendable {
         scheduler.sync(mountedNames.filter { !known.contains($0) }, .first)
         refreshInterval = config.refreshInterval
 
+        let access = try AccessPolicy.forDaemon(controlGroup: config.controlGroup)
+        DataDirModes.apply(context.layout, access, log: log)
         let files: [TreeFile]
         do { files = try index.treeFiles() } catch { throw CLIError(error) }
         let made = beside(files)
         let fs = FilesystemEngine(
             transfers: transfers, files: files, generated: made.files, chapters: made.chapters,
             ownership: FilesystemEngine.Ownership(uid: options.uid ?? geteuid(), gid: options.gid ?? getegid(), umask: options.umask),
-            sizes: config.sizes, offlineView: options.offlineView)
+            sizes: config.sizes, offlineView: options.offlineView, access: access)
         self.fs = fs
         tree.withLock { $0 = fs }
         CLinux_release_free_memory()  // what reading the catalog needed is not what serving it needs
@@ -153,16 +155,16 @@ public final class Daemon: Sendable {
 
         var control: ControlChannel.Server?
         if controlSocket {
-            let handle = Mutex<(@Sendable (DaemonRequest, @escaping (String) -> Void) -> DaemonResponse)?>(nil)
+            let handle = Mutex<(@Sendable (DaemonRequest, Caller, @escaping (String) -> Void) -> DaemonResponse)?>(nil)
             do {
-                control = try ControlChannel.Server(layout: context.layout, log: log) { request, progress in
-                    handle.withLock { $0 }?(request, progress) ?? .failure(code: ExitCode.tempFail, message: "the daemon is starting; try again")
+                control = try ControlChannel.Server(layout: context.layout, log: log, access: access) { request, caller, progress in
+                    handle.withLock { $0 }?(request, caller, progress) ?? .failure(code: ExitCode.tempFail, message: "the daemon is starting; try again")
                 }
             } catch {
                 log.warn("no control socket (\(describe(error))); commands fall back to the mount's attributes")
             }
             self.control = control
-            handle.withLock { [unowned self] in $0 = { self.handle($0, progress: $1) } }
+            handle.withLock { [unowned self] in $0 = { self.handle($0, from: $1, progress: $2) } }
         } else {
             self.control = nil
         }
@@ -187,6 +189,13 @@ public final class Daemon: Sendable {
         do {
             let fresh = try context.loadConfig()
             let known = try index.serversWithCatalog()
+            let access = try AccessPolicy.forDaemon(controlGroup: fresh.controlGroup)
+            if access != fs.access {
+                fs.setAccess(access)
+                DataDirModes.apply(context.layout, access, log: log)
+                control?.share(access)
+                log.info("access: changes now for \(access.attribute)")
+            }
             let backends = try context.backends(fresh, log: log)
             for backend in backends { transfers.setBackend(backend) }
             scheduler.sync(backends.map(\.serverName).filter { !known.contains($0) }, .first)
@@ -197,8 +206,14 @@ public final class Daemon: Sendable {
         scheduler.reload()
     }
 
-    /// Answers one request of the daemon's API (the control socket's, and any other door's).
-    public func handle(_ request: DaemonRequest, progress: @escaping (String) -> Void = { _ in }) -> DaemonResponse {
+    /// Answers one request of the daemon's API (the control socket's, and any other door's)
+    /// asked by `caller`: a change only when the access policy allows them (as an attribute
+    /// write). A door passes the caller it saw; the default is this process itself.
+    public func handle(_ request: DaemonRequest, from caller: Caller = .thisProcess, progress: @escaping (String) -> Void = { _ in }) -> DaemonResponse {
+        if request.access == .change, let refused = fs.access.refusal(caller) {
+            log.warn("control: refused a change from uid \(caller.uid): \(refused.code.rawValue)")
+            return .failure(code: ExitCode.noPerm, message: refused.sentence)
+        }
         switch request {
         case .sync(let server, let full):
             if let server, !scheduler.configured.contains(where: { $0.name == server }) {

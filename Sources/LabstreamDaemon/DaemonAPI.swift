@@ -24,6 +24,17 @@ public enum DaemonRequest: Sendable, Hashable, Codable {
     case reclaim(server: String?, paths: [String])
 }
 
+extension DaemonRequest {
+    /// Whether answering changes what the mount holds (`AccessPolicy` gates those) or only reads.
+    /// No `default:` on purpose: a new request does not compile until it says which it is.
+    public var access: AccessPolicy.Kind {
+        switch self {
+        case .status: return .read
+        case .perform, .sync: return .change
+        }
+    }
+}
+
 /// The daemon's answer. A request gets `progress` lines (a sync's steps) and then exactly one
 /// other answer.
 public enum DaemonResponse: Sendable, Hashable, Codable {

@@ -62,6 +62,11 @@ public final class FilesystemEngine: Sendable {
     let ownership: Ownership
     let sizes: TransferSizes
     public let offlineView: MountOptions.OfflineView
+    /// Who may change what the mount holds (an attribute write, a command on the socket); a
+    /// SIGHUP may name another control group.
+    let accessPolicy: Mutex<AccessPolicy>
+    public var access: AccessPolicy { accessPolicy.withLock { $0 } }
+    public func setAccess(_ policy: AccessPolicy) { accessPolicy.withLock { $0 = policy } }
 
     /// Lookups, attribute and listing requests served since the daemon last asked (`takeServed`):
     /// it trims its heap only when none came (no walk under way). Reads are not counted: the read path
@@ -73,9 +78,11 @@ public final class FilesystemEngine: Sendable {
 
     public init(
         transfers: TransferEngine, files: [TreeFile], generated: [GeneratedFile] = [], chapters: [FileKey: String] = [:],
-        ownership: Ownership, sizes: TransferSizes, offlineView: MountOptions.OfflineView = .all
+        ownership: Ownership, sizes: TransferSizes, offlineView: MountOptions.OfflineView = .all,
+        access: AccessPolicy = AccessPolicy(daemonUID: geteuid())
     ) {
         self.transfers = transfers
+        self.accessPolicy = Mutex(access)
         self.ownership = ownership
         self.sizes = sizes
         self.offlineView = offlineView
@@ -431,6 +438,7 @@ public final class FilesystemEngine: Sendable {
             }
         }
         if ino == InodeTable.rootIno {
+            out.append((Self.xattrPrefix + "access", access.attribute))
             // Every server, also one whose folder is not there yet (no catalog so far).
             for server in transfers.serverNames {
                 out.append((Self.xattrPrefix + "reachability." + server, transfers.reachability(of: server).rawValue))
@@ -455,9 +463,15 @@ public final class FilesystemEngine: Sendable {
     /// `user.labstream.monitor` = `MODE[,delete-watched][,max-storage=SIZE]` on a series folder
     /// monitors the series (`off` stops it);
     /// `user.labstream.action` = `pause|resume|retry|cancel` acts on their downloads.
-    /// Any other write is refused with no side effect.
-    public func setxattr(_ ino: UInt64, name: String, value: [UInt8]) throws(LabstreamError) {
+    /// Any other write is refused with no side effect, and so is every write by a `caller` the
+    /// access policy refuses (EACCES): the kernel lets anyone write a user attribute on an
+    /// `allow_other` mount without `default_permissions`.
+    public func setxattr(_ ino: UInt64, name: String, value: [UInt8], caller: Caller = .thisProcess) throws(LabstreamError) {
         guard name.hasPrefix(Self.xattrPrefix) else { throw .unsupportedAttributeWrite(name) }
+        if let refused = access.refusal(caller) {
+            transfers.log("refused \(name) on inode \(ino) from uid \(caller.uid): \(refused.code.rawValue)")
+            throw .accessRefused(refused)
+        }
         try perform(FileCommand(attribute: String(name.dropFirst(Self.xattrPrefix.count)), value: String(decoding: value, as: UTF8.self)), at: ino)
     }
 
@@ -494,6 +508,18 @@ public final class FilesystemEngine: Sendable {
     }
 
     public static let rootInode = InodeTable.rootIno
+}
+
+extension Caller {
+    /// The process itself: what an in-process caller (a test, the daemon's own work) is.
+    public static var thisProcess: Caller {
+        var groups = [gid_t](repeating: 0, count: Int(max(getgroups(0, nil), 0)))
+        let count = getgroups(Int32(groups.count), &groups)
+        return Caller(uid: geteuid(), gid: getegid(), groups: Array(groups.prefix(Int(max(count, 0)))))
+    }
+}
+
+extension FilesystemEngine {
 
     /// The status of every file below `ino` (named `name`), each with its copies and new
     /// version as its fields. A copy shown in the tree beside its original is part of the

@@ -254,7 +254,7 @@ public final class FUSEMount: @unchecked Sendable {
         ops.setxattr = { req, ino, name, value, size, _ in
             let bytes = value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
             do {
-                try fs(req).setxattr(UInt64(ino), name: String(cString: name!), value: bytes)
+                try fs(req).setxattr(UInt64(ino), name: String(cString: name!), value: bytes, caller: caller(req))
                 fuse_reply_err(req, 0)
             } catch { replyError(req, error) }
         }
@@ -304,6 +304,20 @@ private func mountContext(_ req: fuse_req_t?) -> MountContext {
 }
 
 private func fs(_ req: fuse_req_t?) -> FilesystemEngine { mountContext(req).engine }
+
+/// Who sent `req`: its process's uid and gid, and its supplementary groups as libfuse reads them
+/// from /proc (none when it cannot: a process already gone, another pid namespace — the policy
+/// then judges by uid and primary group alone, which can only refuse more).
+private func caller(_ req: fuse_req_t?) -> Caller {
+    let ctx = fuse_req_ctx(req)!.pointee
+    var groups = [gid_t](repeating: 0, count: 64)
+    var count = fuse_req_getgroups(req, Int32(groups.count), &groups)
+    if count > Int32(groups.count) {
+        groups = [gid_t](repeating: 0, count: Int(count))
+        count = fuse_req_getgroups(req, Int32(groups.count), &groups)
+    }
+    return Caller(uid: ctx.uid, gid: ctx.gid, groups: Array(groups.prefix(Int(max(0, min(count, Int32(groups.count)))))))
+}
 
 private func replyError(_ req: fuse_req_t?, _ error: any Error) {
     fuse_reply_err(req, ErrnoMap.errno(for: error))

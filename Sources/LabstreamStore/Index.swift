@@ -45,6 +45,7 @@ public final class OfflineIndex: Sendable {
     }
 
     public init(path: String) throws(LabstreamError) {
+        Self.keepPrivate(path)
         do {
             db = try SQLiteDatabase(path: path)
             try db.exec("PRAGMA journal_mode=WAL")
@@ -116,6 +117,19 @@ public final class OfflineIndex: Sendable {
     // MARK: - Backups
 
     /// Where the verified copy of the index at `indexPath` lives.
+    /// The index names everything stored: it is its owner's alone (`DataDirModes.privateFile`).
+    /// SQLite gives the `-wal` and `-shm` the database file's mode, so a new index is made 0600
+    /// before SQLite first opens it; one an earlier release left 0644 is narrowed, with its
+    /// logs and backup. (Not the owner: chmod fails and nothing changes, as it should.)
+    static func keepPrivate(_ path: String) {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, mode_t(DataDirModes.privateFile))
+        if fd >= 0 { close(fd) }
+        for file in [path, path + "-wal", path + "-shm", backupPath(of: path)] {
+            var st = stat()
+            if stat(file, &st) == 0, st.st_mode & 0o077 != 0 { chmod(file, mode_t(DataDirModes.privateFile)) }
+        }
+    }
+
     public static func backupPath(of indexPath: String) -> String {
         (indexPath as NSString).deletingLastPathComponent + "/index.backup.sqlite"
     }
@@ -132,6 +146,9 @@ public final class OfflineIndex: Sendable {
         if seconds > 0, stat(target, &st) == 0, Date().timeIntervalSince1970 - Double(st.st_mtim.tv_sec) < seconds { return }
         let fresh = target + ".new"
         unlink(fresh)
+        // Made private first: VACUUM INTO fills an empty file and keeps its mode.
+        let made = open(fresh, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(DataDirModes.privateFile))
+        if made >= 0 { close(made) }
         do {
             _ = try db.query("VACUUM INTO ?", [.text(fresh)])
             let copy = try SQLiteDatabase(path: fresh)
