@@ -29,8 +29,8 @@ extension DaemonRequest {
     /// No `default:` on purpose: a new request does not compile until it says which it is.
     public var access: AccessPolicy.Kind {
         switch self {
-        case .status: return .read
-        case .perform, .sync: return .change
+        case .status, .queue: return .read
+        case .perform, .sync, .prioritize, .moveInQueue, .reclaim: return .change
         }
     }
 }
