@@ -60,6 +60,8 @@ public struct LabstreamConfig: Sendable, Hashable {
     public var onComplete: [String]?
     public var onFailed: [String]?
     public var hookTimeout: Double = 60
+    /// `[http]`: the local HTTP API and status page; nil (no section) is off.
+    public var http: HTTPSettings?
 
     public init() {}
 
@@ -83,7 +85,7 @@ public struct LabstreamConfig: Sendable, Hashable {
 
     public static func parse(_ text: String) throws(ParseError) -> LabstreamConfig {
         var config = LabstreamConfig()
-        enum Section { case none, server(Int), cache, daemon }
+        enum Section { case none, server(Int), cache, daemon, http }
         var section = Section.none
         var typed = Set<Int>()  // servers whose section has a `type` line
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
@@ -97,6 +99,8 @@ public struct LabstreamConfig: Sendable, Hashable {
                     section = .cache
                 } else if inner == "daemon" {
                     section = .daemon
+                } else if inner == "http" {
+                    section = .http
                 } else if inner.hasPrefix("server") {
                     let rest = String(inner.dropFirst("server".count)).trimmingSpaces
                     guard rest.count >= 2, rest.hasPrefix("\""), rest.hasSuffix("\"") else {
@@ -108,7 +112,7 @@ public struct LabstreamConfig: Sendable, Hashable {
                     config.servers.append(Server(name: name, kind: .jellyfin, url: "", user: nil))  // its `type` line says which
                     section = .server(config.servers.count - 1)
                 } else {
-                    throw ParseError(line: lineNo, message: "unknown section [\(inner)]; expected [server \"NAME\"], [cache] or [daemon]")
+                    throw ParseError(line: lineNo, message: "unknown section [\(inner)]; expected [server \"NAME\"], [cache], [daemon] or [http]")
                 }
                 continue
             }
@@ -219,7 +223,13 @@ public struct LabstreamConfig: Sendable, Hashable {
                     config.hookTimeout = v
                 default: throw ParseError(line: lineNo, message: "unknown daemon key '\(key)'")
                 }
+            case .http:
+                try config.parseHTTP(key, value, line: lineNo)
             }
+        }
+        if let http = config.http {
+            if http.listen == .unix(path: "") { throw ParseError(line: 0, message: "[http] needs listen = 127.0.0.1:PORT or listen = unix:/PATH") }
+            if let problem = http.problem { throw ParseError(line: 0, message: problem) }
         }
         for (i, server) in config.servers.enumerated() {
             if !typed.contains(i) { throw ParseError(line: 0, message: "server \"\(server.name)\" has no type") }
@@ -290,6 +300,7 @@ public struct LabstreamConfig: Sendable, Hashable {
         if let argv = onFailed { daemon.append("on_failed = \(HookCommand.joined(argv))") }
         if hookTimeout != 60 { daemon.append("hook_timeout = \(hookTimeout)") }
         if !daemon.isEmpty { out += "\n[daemon]\n" + daemon.joined(separator: "\n") + "\n" }
+        if let http { out += "\n[http]\nlisten = \(http.listen)\n" + (http.allowRemote ? "allow_remote = yes\n" : "") }
         return out
     }
 }
