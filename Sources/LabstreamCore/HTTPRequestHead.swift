@@ -10,6 +10,13 @@ public struct HTTPRequestHead: Sendable, Hashable {
     /// Lower-cased names.
     public var headers: [String: String]
 
+    public init(method: String, path: String, query: [String: [String]], headers: [String: String]) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+    }
+
     /// The most a head may be: a larger one is refused with 431.
     public static let maxHeadBytes = 16 * 1024
     /// The most a body may be: a larger one is refused with 413 before it is read.
