@@ -115,7 +115,11 @@ extension Daemon {
 
     /// Servers, storage, what has local bytes or a pin, and what finished lately: the page's poll.
     func overview(after: Int?, wait: Double?, web: WebAPI) -> HTTPListener.Response {
-        guard case .statuses(let all, let change) = handle(.status(paths: [""], after: after, wait: wait)) else {
+        // Only the files the index has a row for (pinned, stored, under way), never the whole
+        // catalog: the page asks every second.
+        let rows = (try? index.downloads()) ?? []
+        let paths = Set(rows.compactMap { row in transfers.treePath(of: DerivedCopy.parse(row.key)?.base ?? row.key)?.joined(separator: "/") })
+        guard case .statuses(let all, let change) = handle(.status(paths: paths.sorted(), after: after, wait: wait)) else {
             return .problem(HTTPProblem(status: 500, exitCode: ExitCode.software, detail: "the daemon gave no status"))
         }
         let files = all.filter { $0.state != .notLocal || $0.pinned || !$0.copies.isEmpty }
@@ -125,7 +129,7 @@ extension Daemon {
             if let t = synced[s.name] ?? nil { row["last_sync"] = t }
             return row
         }
-        let used = ((try? index.downloads()) ?? []).reduce(Int64(0)) { $0 + $1.present.byteCount }
+        let used = rows.reduce(Int64(0)) { $0 + $1.present.byteCount }
         var storage: [String: Any] = ["used": used, "budget": web.budget]
         if let free = transfers.freeSpace { storage["free"] = free }
         let events: [[String: Any]] = web.recent.all.reversed().map { e in

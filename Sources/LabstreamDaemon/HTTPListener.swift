@@ -170,7 +170,11 @@ final class HTTPListener: @unchecked Sendable {
         }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
+        // The whole request within `timeout`, not each read: a client trickling a byte at a
+        // time would otherwise hold a worker for as long as it likes.
+        let deadline = Date().addingTimeInterval(Double(Self.timeout))
         func more() -> Bool? {
+            guard Date() < deadline else { return nil }
             let n = read(client, &chunk, chunk.count)
             if n < 0 && errno == EINTR { return more() }
             if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return nil }  // timed out

@@ -18,10 +18,12 @@ final class HTTPDaemon: @unchecked Sendable {
     var port: UInt16 { UInt16(address.split(separator: ":").last ?? "") ?? 0 }
     var token: String { (try? String(contentsOfFile: context.dataDir + "/http.token", encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "" }
 
-    init(_ name: String, http: String, configure: (inout LabstreamConfig) -> Void = { _ in }) throws {
+    init(
+        _ name: String, http: String, catalog: (String) -> FixtureCatalog = testCatalog(in:), configure: (inout LabstreamConfig) -> Void = { _ in }
+    ) throws {
         scratch = Scratch(name)
         let media = scratch.sub("media")
-        let fixture = try ServerFixture(catalog: testCatalog(in: media), userName: "demo", password: "pw")
+        let fixture = try ServerFixture(catalog: catalog(media), userName: "demo", password: "pw")
         let transport = InMemoryTransport(serving: fixture)
         let identity = ClientIdentity(device: "t", deviceId: "t")
         let url = "http://jellyfin.test:8096"

@@ -4,7 +4,7 @@ python3-selenium), for BrowserTests.swift, which starts a real daemon and its em
 
 It is refused without the token and with a wrong one, signs in with the right one (read from
 --token-file: never on a command line), sees --downloading advance to complete with a progress
-bar, finds --to-pin with the search box, presses Pin and sees it queued. Every wait is a
+bar (it pins it with the search box first), pins --to-pin the same way and sees it queued. Every wait is a
 WebDriverWait on a condition of the page, never a sleep. Prints one line per step; exits
 non-zero, naming the step, when one does not hold.
 """
@@ -24,7 +24,8 @@ def main():
     ap.add_argument("--token-file", required=True)
     ap.add_argument("--downloading", required=True)
     ap.add_argument("--to-pin", required=True)
-    ap.add_argument("--search", required=True)
+    ap.add_argument("--search-downloading", required=True)
+    ap.add_argument("--search-to-pin", required=True)
     ap.add_argument("--screenshot")
     args = ap.parse_args()
     with open(args.token_file) as f:
@@ -77,18 +78,27 @@ def main():
         wait.until(lambda d: "online" in d.find_element(By.CSS_SELECTOR, "#servers li").text)
         print("ok: " + step)
 
+        def pin_from_search(words, path):
+            box = driver.find_element(By.ID, "search")
+            box.clear()
+            box.send_keys(words)
+            driver.find_element(By.CSS_SELECTOR, "#searchform button").click()
+            wait.until(lambda d: (lambda r: r and r["state"] == "not-local")(row("results", path)))
+            hit = [li for li in driver.find_elements(By.CSS_SELECTOR, "#results li[data-path]") if li.get_attribute("data-path") == path][0]
+            hit.find_element(By.CSS_SELECTOR, "button.pin").click()
+
+        step = "pin from the search box"
+        pin_from_search(args.search_downloading, args.downloading)
+        print("ok: " + step)
+
         step = "the pinned file's progress advances"
         first = wait.until(lambda d: (lambda r: r["progress"] if r and r["progress"] < 100 else False)(row("files", args.downloading)))
         wait.until(lambda d: (lambda r: r and r["progress"] > first)(row("files", args.downloading)))
         wait.until(lambda d: (lambda r: r and r["rate"])(row("files", args.downloading)))
         print("ok: %s (from %d%%, with a rate)" % (step, first))
 
-        step = "pin from the search box, and it is queued"
-        driver.find_element(By.ID, "search").send_keys(args.search)
-        driver.find_element(By.CSS_SELECTOR, "#searchform button").click()
-        wait.until(lambda d: row("results", args.to_pin))
-        pin = [li for li in driver.find_elements(By.CSS_SELECTOR, "#results li[data-path]") if li.get_attribute("data-path") == args.to_pin][0]
-        pin.find_element(By.CSS_SELECTOR, "button.pin").click()
+        step = "pin another file, and it is queued"
+        pin_from_search(args.search_to_pin, args.to_pin)
         wait.until(lambda d: (lambda r: r and r["state"] == "queued")(row("files", args.to_pin)))
         print("ok: " + step)
 
