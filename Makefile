@@ -54,20 +54,21 @@ INSTALL_PROBE ?= $(dir $(INSTALL_BIN))labstream-probe
 	$(SWIFT) build -c release
 
 install: $(INSTALL_BIN)
-	install -d $(BINDIR) $(MANDIR)/man1 $(MANDIR)/man5 $(MANDIR)/man8 $(UNITDIR) $(SBINDIR)
+	install -d $(BINDIR) $(MANDIR)/man1 $(MANDIR)/man5 $(MANDIR)/man7 $(MANDIR)/man8 $(UNITDIR) $(SBINDIR)
 	install -m 755 $(INSTALL_BIN) $(BINDIR)/labstream
 	install -m 755 $(INSTALL_PROBE) $(BINDIR)/labstream-probe
 	ln -sf labstream $(BINDIR)/mount.labstream
 	ln -sf $(PREFIX)/bin/labstream $(SBINDIR)/mount.labstream
 	install -m 644 man/labstream.1 $(MANDIR)/man1/labstream.1
 	install -m 644 man/labstream.conf.5 $(MANDIR)/man5/labstream.conf.5
+	install -m 644 man/labstream-http.7 $(MANDIR)/man7/labstream-http.7
 	install -m 644 man/mount.labstream.8 $(MANDIR)/man8/mount.labstream.8
 	sed 's|/usr/local/bin/labstream|$(PREFIX)/bin/labstream|' mountpoints/labstream@.service > $(UNITDIR)/labstream@.service
 	install -m 644 mountpoints/srv-media.mount mountpoints/srv-media.automount $(UNITDIR)/
 
 uninstall:
 	rm -f $(BINDIR)/labstream $(BINDIR)/labstream-probe $(BINDIR)/mount.labstream $(SBINDIR)/mount.labstream
-	rm -f $(MANDIR)/man1/labstream.1 $(MANDIR)/man5/labstream.conf.5 $(MANDIR)/man8/mount.labstream.8
+	rm -f $(MANDIR)/man1/labstream.1 $(MANDIR)/man5/labstream.conf.5 $(MANDIR)/man7/labstream-http.7 $(MANDIR)/man8/mount.labstream.8
 	rm -f $(UNITDIR)/labstream@.service $(UNITDIR)/srv-media.mount $(UNITDIR)/srv-media.automount
 
 clean:

@@ -44,6 +44,10 @@ enum Help {
         Exit status follows sysexits(3): 64 bad usage, 65 the path cannot take the request (a generated
         .nfo given to pin), 66 no such input, 69 server unavailable, 74 local I/O error, 75 try again
         later, 76 server protocol error, 77 permission or login refused, 78 bad configuration.
+
+        A status page and JSON API for the house: add [http] with listen = 127.0.0.1:8280 (or
+        listen = unix:/PATH) to labstream.conf; the mounted daemon then serves both, every API call
+        with the token in DATA_DIR/http.token. See labstream-http(7).
         See labstream(1) and labstream.conf(5).
         """
 
@@ -118,6 +122,9 @@ enum Help {
         Reading follows these options. Changing what the mount holds (pin, unpin, the queue
         commands, monitors, sync, and their setfattr forms) is for the daemon's user, root and the
         members of labstream.conf's [access] control_group; anyone else gets EACCES (exit 77).
+
+        With [http] in labstream.conf the daemon also serves its status page and JSON API
+        (labstream-http(7)); an address it cannot listen on stops the mount with the reason.
         """
 
     static let status = """

@@ -71,6 +71,8 @@ public struct LabstreamConfig: Sendable, Hashable {
     /// `[access] control_group`: the group whose members may change what the mount holds, as
     /// its daemon's user and root may (`AccessPolicy`); nil: only those two.
     public var controlGroup: String?
+    /// `[http]`: the local HTTP API and status page; nil (no section) is off.
+    public var http: HTTPSettings?
 
     public init() {}
 
@@ -94,7 +96,7 @@ public struct LabstreamConfig: Sendable, Hashable {
 
     public static func parse(_ text: String) throws(ParseError) -> LabstreamConfig {
         var config = LabstreamConfig()
-        enum Section { case none, server(Int), cache, daemon, access }
+        enum Section { case none, server(Int), cache, daemon, access, http }
         var section = Section.none
         var typed = Set<Int>()  // servers whose section has a `type` line
         for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
@@ -110,6 +112,8 @@ public struct LabstreamConfig: Sendable, Hashable {
                     section = .daemon
                 } else if inner == "access" {
                     section = .access
+                } else if inner == "http" {
+                    section = .http
                 } else if inner.hasPrefix("server") {
                     let rest = String(inner.dropFirst("server".count)).trimmingSpaces
                     guard rest.count >= 2, rest.hasPrefix("\""), rest.hasSuffix("\"") else {
@@ -121,7 +125,7 @@ public struct LabstreamConfig: Sendable, Hashable {
                     config.servers.append(Server(name: name, kind: .jellyfin, url: "", user: nil))  // its `type` line says which
                     section = .server(config.servers.count - 1)
                 } else {
-                    throw ParseError(line: lineNo, message: "unknown section [\(inner)]; expected [server \"NAME\"], [cache], [daemon] or [access]")
+                    throw ParseError(line: lineNo, message: "unknown section [\(inner)]; expected [server \"NAME\"], [cache], [daemon], [access] or [http]")
                 }
                 continue
             }
@@ -239,7 +243,13 @@ public struct LabstreamConfig: Sendable, Hashable {
                     throw ParseError(line: lineNo, message: "control_group must name a group (letters, digits, '-', '_', '.'), such as media")
                 }
                 config.controlGroup = value
+            case .http:
+                try config.parseHTTP(key, value, line: lineNo)
             }
+        }
+        if let http = config.http {
+            if http.listen == .unix(path: "") { throw ParseError(line: 0, message: "[http] needs listen = 127.0.0.1:PORT or listen = unix:/PATH") }
+            if let problem = http.problem { throw ParseError(line: 0, message: problem) }
         }
         for (i, server) in config.servers.enumerated() {
             if !typed.contains(i) { throw ParseError(line: 0, message: "server \"\(server.name)\" has no type") }
@@ -319,6 +329,7 @@ public struct LabstreamConfig: Sendable, Hashable {
         if hookTimeout != 60 { daemon.append("hook_timeout = \(hookTimeout)") }
         if !daemon.isEmpty { out += "\n[daemon]\n" + daemon.joined(separator: "\n") + "\n" }
         if let controlGroup { out += "\n[access]\ncontrol_group = \(controlGroup)\n" }
+        if let http { out += "\n[http]\nlisten = \(http.listen)\n" + (http.allowRemote ? "allow_remote = yes\n" : "") }
         return out
     }
 }

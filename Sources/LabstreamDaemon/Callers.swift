@@ -55,7 +55,8 @@ extension DataDirModes {
     static func apply(_ layout: DataLayout, _ access: AccessPolicy, log: Logger) {
         var modes = DataDirModes(access)
         let group = access.controlGroup
-        for (path, shared) in [(layout.root, true), (layout.lockPath, true), (layout.logPath, false)] {
+        // The HTTP API's token goes with the lock: a member who may change the mount may use the API.
+        for (path, shared) in [(layout.root, true), (layout.lockPath, true), (layout.root + "/http.token", true), (layout.logPath, false)] {
             var st = stat()
             guard stat(path, &st) == 0, st.st_uid == geteuid() else { continue }
             if shared, modes.shared, let group, st.st_gid != group.gid, chown(path, uid_t.max, group.gid) != 0 {

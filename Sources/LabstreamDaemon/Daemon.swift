@@ -22,6 +22,8 @@ public final class Daemon: Sendable {
     let fetcher: SideAssetFetcher
     let scheduler: SyncScheduler
     let control: ControlChannel.Server?
+    /// The local HTTP API and status page, when `[http]` asks for them.
+    let web: WebAPI?
     /// A dispatch source is safe to use from any thread.
     nonisolated(unsafe) let heapTrim: any DispatchSourceTimer
     /// Servers mounted from the index, synced once the mount is up.
@@ -126,6 +128,7 @@ public final class Daemon: Sendable {
             config: config, mountpoint: mountpoint, log: log, resolve: { [weak transfers] in transfers?.treePath(of: $0) },
             missingBeside: { key in fetcher.status(of: key).contains { $0.state == .missing } })
         self.hooks = hooks
+        let recent = RecentEvents()
         transfers.onEvent { event in
             switch event {
             case .treeChanged: reload()  // a finished copy at another quality joins the tree
@@ -133,7 +136,9 @@ public final class Daemon: Sendable {
             case .verify(let keys): fetcher.verify(keys)
             case .mediaDropped(let key): fetcher.mediaDropped(key)
             case .serverOnline(let name): scheduler.serverOnline(name)
-            case .finished(let key, let outcome, let reason): hooks.finished(key, outcome, reason: reason)
+            case .finished(let key, let outcome, let reason):
+                hooks.finished(key, outcome, reason: reason)
+                recent.note(key, outcome, reason)
             }
         }
         transfers.onSideAssetsMissing { key in fetcher.status(of: key).contains { $0.state == .missing } }
@@ -153,6 +158,9 @@ public final class Daemon: Sendable {
             if trimPolicy.withLock({ $0.tick(served: fs.takeServed(), slack: slack) }) { CLinux_release_free_memory() }
         }
 
+        // Before the control socket: a listen address that cannot be had stops the mount here.
+        web = try Self.startWeb(config, context: context, recent: recent, log: log)
+        if web != nil { DataDirModes.apply(context.layout, access, log: log) }  // the token made just now
         var control: ControlChannel.Server?
         if controlSocket {
             let handle = Mutex<(@Sendable (DaemonRequest, Caller, @escaping (String) -> Void) -> DaemonResponse)?>(nil)
@@ -172,6 +180,10 @@ public final class Daemon: Sendable {
         heapTrim.resume()
         fetcher.start()
         control?.start()
+        if let web {
+            web.listener.start(answer: { [unowned self] in self.answer($0, web: web) })
+            log.info("HTTP API and status page on \(web.listener.address)")
+        }
     }
 
     /// The mount answers: the servers mounted from the index are synced, then every server
@@ -380,6 +392,7 @@ public final class Daemon: Sendable {
     /// Stops the background work and leaves the index whole: everything in index.sqlite itself
     /// (not in its write-ahead log) and a verified backup beside it.
     public func stop() {
+        web?.listener.stop()
         control?.stop()
         fetcher.stop()
         heapTrim.cancel()

@@ -10,7 +10,7 @@ import Testing
 @Suite struct DocsTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
 
-    @Test(arguments: ["man/labstream.1", "man/labstream.conf.5", "man/mount.labstream.8"])
+    @Test(arguments: ["man/labstream.1", "man/labstream.conf.5", "man/labstream-http.7", "man/mount.labstream.8"])
     func manPagesRenderWithoutWarnings(page: String) throws {
         let r = try runProcess("/usr/bin/groff", ["-man", "-ww", "-z", Self.root + "/" + page], environment: ["LC_ALL": "C"])
         #expect(r.code == 0 && r.stderr.isEmpty, "\(page): \(r.stderr)")
@@ -20,7 +20,7 @@ import Testing
     /// without spaces, so `.IR … ext . A file …` showed `.ext.Afiletheserverlistswithoutasize`,
     /// `.RI ( … /..., as bare` showed `/...,asbare`, and `.BR "labstream sync" . Without` showed
     /// `sync.Without`.
-    @Test(arguments: ["man/labstream.1", "man/labstream.conf.5", "man/mount.labstream.8"])
+    @Test(arguments: ["man/labstream.1", "man/labstream.conf.5", "man/labstream-http.7", "man/mount.labstream.8"])
     func manPagesRunNoWordsTogether(page: String) throws {
         let glued = Self.wordsRunTogether(try Self.render(file: Self.root + "/" + page))
         #expect(glued.isEmpty, "\(page): \(glued)")
@@ -223,7 +223,7 @@ import Testing
         try #require(r.code == 0, "make install failed: \(r.stderr)")
         for path in [
             "/usr/local/bin/labstream", "/usr/local/share/man/man1/labstream.1", "/usr/local/share/man/man5/labstream.conf.5",
-            "/usr/local/share/man/man8/mount.labstream.8", "/usr/local/lib/systemd/system/labstream@.service",
+            "/usr/local/share/man/man8/mount.labstream.8", "/usr/local/share/man/man7/labstream-http.7", "/usr/local/lib/systemd/system/labstream@.service",
             "/usr/local/lib/systemd/system/srv-media.mount", "/usr/local/lib/systemd/system/srv-media.automount"
         ] {
             #expect(FileManager.default.fileExists(atPath: dest + path), "\(path) not installed")

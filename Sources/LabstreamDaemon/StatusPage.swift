@@ -1,0 +1,221 @@
+import LabstreamCore
+
+/// The status page the HTTP listener serves at `/`: plain HTML, CSS and JavaScript kept in the
+/// binary (nothing from a CDN, no build step). It holds no data: everything it shows comes from
+/// `/api/` with the token, which the person types once; it is kept in the tab's sessionStorage
+/// (gone when the tab closes; never a cookie, so another site cannot make the browser use it).
+/// Every text from the API is set as text, never as HTML.
+enum StatusPage {
+    static func asset(_ name: String) -> HTTPListener.Response {
+        let (type, text): (String, String)
+        switch name {
+        case "app.js": (type, text) = ("text/javascript; charset=utf-8", script)
+        case "app.css": (type, text) = ("text/css; charset=utf-8", style)
+        default: (type, text) = ("text/html; charset=utf-8", html)
+        }
+        return HTTPListener.Response(
+            status: 200,
+            headers: [
+                ("Content-Type", type),
+                ("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'"),
+                ("Referrer-Policy", "no-referrer")
+            ], body: Array(text.utf8))
+    }
+
+    static let html = #"""
+        <!doctype html>
+        <html lang="en">
+        <head>
+        <meta charset="utf-8">
+        <meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>Labstream</title>
+        <link rel="stylesheet" href="app.css">
+        <script src="app.js" defer></script>
+        </head>
+        <body>
+        <header><h1>Labstream</h1><button id="signout" hidden>Sign out</button></header>
+        <main>
+        <form id="login" hidden>
+          <h2>Sign in</h2>
+          <p>Paste the token: the file <code>http.token</code> in the daemon's data directory. It is kept in this tab only.</p>
+          <input id="token" type="password" autocomplete="off" aria-label="token" placeholder="token">
+          <button id="signin" type="submit">Sign in</button>
+          <p id="login-error" class="error" role="alert"></p>
+        </form>
+        <div id="app" hidden>
+          <p id="problem" class="error" role="alert"></p>
+          <section><h2>Servers</h2><ul id="servers" class="plain"></ul></section>
+          <section><h2>Storage</h2><meter id="storage-meter" min="0" value="0"></meter><span id="storage"></span></section>
+          <section><h2>Pinned and downloading</h2><ul id="files" class="plain"></ul><p id="nofiles" hidden>Nothing is stored or pinned yet.</p></section>
+          <section><h2>Find in the catalog</h2>
+            <form id="searchform"><input id="search" type="search" placeholder="title, series, library…" aria-label="search"><button type="submit">Search</button></form>
+            <ul id="results" class="plain"></ul></section>
+          <section><h2>Recent events</h2><ul id="events" class="plain"></ul></section>
+        </div>
+        </main>
+        </body>
+        </html>
+        """#
+
+    static let style = #"""
+        * { box-sizing: border-box; }
+        body { font: 15px/1.4 system-ui, sans-serif; margin: 0; color: #1b1b1b; background: #f6f6f4; }
+        header { display: flex; justify-content: space-between; align-items: center; padding: .5rem 1rem; background: #23395d; color: #fff; }
+        header h1 { font-size: 1.2rem; margin: 0; }
+        main { max-width: 60rem; margin: 0 auto; padding: .5rem 1rem 2rem; }
+        section { background: #fff; border-radius: 6px; padding: .5rem 1rem; margin: .75rem 0; }
+        h2 { font-size: 1rem; margin: .25rem 0 .5rem; }
+        ul.plain { list-style: none; margin: 0; padding: 0; }
+        li { padding: .4rem 0; border-top: 1px solid #eee; overflow-wrap: anywhere; }
+        li:first-child { border-top: 0; }
+        .path { display: block; }
+        .line { display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; font-size: .9rem; color: #444; }
+        progress, meter { width: 100%; height: 1rem; }
+        .dot { display: inline-block; width: .7rem; height: .7rem; border-radius: 50%; margin-right: .4rem; background: #b00; }
+        .dot.online { background: #1a7f37; }
+        .state { font-weight: 600; }
+        .error { color: #b00; }
+        button { font: inherit; padding: .3rem .8rem; border-radius: 4px; border: 1px solid #888; background: #fafafa; cursor: pointer; }
+        input { font: inherit; padding: .3rem; width: min(100%, 24rem); }
+        .failed .state { color: #b00; }
+        """#
+
+    static let script = #"""
+        "use strict";
+        const $ = (id) => document.getElementById(id);
+        let token = sessionStorage.getItem("labstream-token");
+        const meters = new Map();  // path -> samples [{t, bytes}] for rates
+
+        function el(tag, cls, text) {
+          const e = document.createElement(tag);
+          if (cls) e.className = cls;
+          if (text !== undefined) e.textContent = text;
+          return e;
+        }
+        function bytes(n) {
+          const u = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0;
+          while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+          return (i ? n.toFixed(1) : n) + " " + u[i];
+        }
+        function duration(s) {
+          if (s < 60) return Math.ceil(s) + " s";
+          if (s < 3600) return Math.floor(s / 60) + " min " + Math.floor(s % 60) + " s";
+          return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+        }
+        async function api(method, path, body) {
+          const init = { method, headers: { "Authorization": "Bearer " + token } };
+          if (body !== undefined) { init.headers["Content-Type"] = "application/json"; init.body = JSON.stringify(body); }
+          const r = await fetch(path, init);
+          const data = await r.json().catch(() => ({}));
+          if (r.status === 401) { signOut(data.detail || "The token was refused."); throw new Error("refused"); }
+          if (!r.ok) throw new Error(data.detail || ("HTTP " + r.status));
+          return data;
+        }
+        function signOut(why) {
+          token = null; sessionStorage.removeItem("labstream-token");
+          $("app").hidden = true; $("signout").hidden = true; $("login").hidden = false;
+          $("login-error").textContent = why || "";
+        }
+        function rate(path, present) {
+          const now = performance.now() / 1000;
+          let s = meters.get(path) || [];
+          if (s.length && present < s[s.length - 1].bytes) s = [];
+          s.push({ t: now, bytes: present });
+          while (s.length > 2 && s[1].t <= now - 8) s.shift();
+          meters.set(path, s);
+          const span = s[s.length - 1].t - s[0].t;
+          return span >= 1.5 ? (s[s.length - 1].bytes - s[0].bytes) / span : null;
+        }
+        async function act(command, path, button) {
+          button.disabled = true;
+          try { await api("POST", "/api/" + command, { paths: [path] }); $("problem").textContent = ""; poll(true); searchAgain(); }
+          catch (e) { if (e.message !== "refused") $("problem").textContent = e.message; }
+          finally { button.disabled = false; }
+        }
+        function button(label, command, path) {
+          const b = el("button", command, label); b.type = "button";
+          b.addEventListener("click", () => act(command, path, b)); return b;
+        }
+        function render(data) {
+          const servers = $("servers"); servers.replaceChildren();
+          for (const s of data.servers) {
+            const li = el("li"); li.dataset.server = s.name;
+            const dot = el("span", "dot" + (s.reachability === "online" ? " online" : ""));
+            li.append(dot, el("span", "name", s.name + " (" + s.type + "): "), el("span", "reach", s.reachability),
+              el("span", "sync", s.last_sync ? " — last sync " + new Date(s.last_sync * 1000).toLocaleString() : " — never synced"));
+            servers.append(li);
+          }
+          const st = data.storage;
+          $("storage-meter").max = st.budget || Math.max(st.used + (st.free || 0), 1);
+          $("storage-meter").value = st.used;
+          $("storage").textContent = bytes(st.used) + " used" + (st.budget ? " of " + bytes(st.budget) : " (no max_size)") + (st.free !== undefined ? ", " + bytes(st.free) + " free on disk" : "");
+          const files = $("files"); files.replaceChildren();
+          $("nofiles").hidden = data.files.length > 0;
+          for (const f of data.files) {
+            const li = el("li", f.state); li.dataset.path = f.path; li.dataset.state = f.state;
+            const pct = f.bytes_total > 0 ? Math.floor(f.bytes_present * 100 / f.bytes_total) : 100;
+            const bar = el("progress"); bar.max = 100; bar.value = pct;
+            const line = el("div", "line");
+            line.append(el("span", "state", f.state), el("span", "pct", pct + "%"), el("span", "size", bytes(f.bytes_present) + " of " + bytes(f.bytes_total)));
+            const r = rate(f.path, f.bytes_present);
+            if (["downloading", "queued", "partial"].includes(f.state) && r !== null) {
+              line.append(el("span", "rate", bytes(r) + "/s"));
+              if (r > 0) line.append(el("span", "eta", duration((f.bytes_total - f.bytes_present) / r) + " left"));
+            }
+            if (f.message) line.append(el("span", "why", f.message));
+            if (f.pinned) line.append(button("Unpin", "unpin", f.path)); else line.append(button("Pin", "pin", f.path));
+            if (!["complete", "unverified", "not-local"].includes(f.state)) line.append(button("Cancel", "cancel", f.path));
+            li.append(el("span", "path", f.path), bar, line);
+            files.append(li);
+          }
+          const events = $("events"); events.replaceChildren();
+          for (const e of data.events) {
+            const li = el("li", e.outcome); li.dataset.path = e.path;
+            li.append(el("span", "state", e.outcome + " "), el("span", "path", e.path));
+            const line = el("div", "line", new Date(e.at * 1000).toLocaleString() + (e.message ? " — " + e.message : ""));
+            li.append(line); events.append(li);
+          }
+          if (!data.events.length) events.append(el("li", "", "Nothing finished since the daemon started."));
+        }
+        let polling = null;
+        async function poll(once) {
+          if (!token) return;
+          try { render(await api("GET", "/api/status")); $("problem").textContent = ""; }
+          catch (e) { if (e.message !== "refused") $("problem").textContent = "The daemon did not answer: " + e.message; }
+          if (!once && token) polling = setTimeout(poll, 1000);
+        }
+        let lastSearch = "";
+        async function search(text) {
+          lastSearch = text;
+          const results = $("results"); results.replaceChildren();
+          if (!text.trim()) return;
+          try {
+            const data = await api("GET", "/api/search?q=" + encodeURIComponent(text));
+            for (const f of data.files) {
+              const li = el("li", f.state); li.dataset.path = f.path; li.dataset.state = f.state;
+              const line = el("div", "line");
+              line.append(el("span", "state", f.state), el("span", "size", bytes(f.bytes_total)));
+              line.append(f.pinned ? button("Unpin", "unpin", f.path) : button("Pin", "pin", f.path));
+              li.append(el("span", "path", f.path), line); results.append(li);
+            }
+            if (!data.files.length) results.append(el("li", "", "No file matches."));
+          } catch (e) { if (e.message !== "refused") $("problem").textContent = e.message; }
+        }
+        function searchAgain() { if (lastSearch) search(lastSearch); }
+        async function signIn(candidate) {
+          token = candidate;
+          try {
+            await api("GET", "/api/status");
+            sessionStorage.setItem("labstream-token", token);
+            $("login").hidden = true; $("app").hidden = false; $("signout").hidden = false; $("login-error").textContent = "";
+            clearTimeout(polling); poll();
+          } catch (e) { if (e.message !== "refused") signOut(e.message); }
+        }
+        document.addEventListener("DOMContentLoaded", () => {
+          $("login").addEventListener("submit", (ev) => { ev.preventDefault(); signIn($("token").value.trim()); $("token").value = ""; });
+          $("signout").addEventListener("click", () => { clearTimeout(polling); signOut(""); });
+          $("searchform").addEventListener("submit", (ev) => { ev.preventDefault(); search($("search").value); });
+          if (token) signIn(token); else signOut("");
+        });
+        """#
+}
