@@ -40,24 +40,33 @@ import Testing
         #expect(APIAccess.decide(peer: .tcp, policy: AccessPolicy(daemonUID: 1000), authorization: "Bearer " + token, token: token) == .allowed)
         #expect(APIAccess.decide(peer: .tcp, policy: AccessPolicy(daemonUID: 1000), authorization: "bearer " + token, token: token) == .allowed)
         // On TCP even the daemon's own user needs it: the kernel does not say who connected.
-        guard case .refused = APIAccess.decide(peer: .tcp, policy: AccessPolicy(daemonUID: 1000), authorization: nil, token: token) else { Issue.record("allowed"); return }
-        guard case .refused = APIAccess.decide(peer: .tcp, policy: AccessPolicy(daemonUID: 1000), authorization: "Bearer " + token.dropLast(), token: token) else {
+        guard case .refused = APIAccess.decide(peer: .tcp, policy: AccessPolicy(daemonUID: 1000), authorization: nil, token: token) else {
+            Issue.record("allowed"); return
+        }
+        guard case .refused = APIAccess.decide(peer: .tcp, policy: AccessPolicy(daemonUID: 1000), authorization: "Bearer " + token.dropLast(), token: token)
+        else {
             Issue.record("a prefix of the token was taken")
             return
         }
         guard case .refused = APIAccess.decide(peer: .tcp, policy: AccessPolicy(daemonUID: 1000), authorization: "Basic " + token, token: token) else {
             Issue.record("allowed"); return
         }
-        #expect(APIAccess.decide(peer: .unix(Caller(uid: 1000, gid: 1000)), policy: AccessPolicy(daemonUID: 1000), authorization: nil, token: token) == .allowed)
+        #expect(
+            APIAccess.decide(peer: .unix(Caller(uid: 1000, gid: 1000)), policy: AccessPolicy(daemonUID: 1000), authorization: nil, token: token) == .allowed)
         #expect(APIAccess.decide(peer: .unix(Caller(uid: 0, gid: 0)), policy: AccessPolicy(daemonUID: 1000), authorization: nil, token: token) == .allowed)
-        guard case .refused = APIAccess.decide(peer: .unix(Caller(uid: 1001, gid: 1001)), policy: AccessPolicy(daemonUID: 1000), authorization: nil, token: token) else {
+        guard
+            case .refused = APIAccess.decide(peer: .unix(Caller(uid: 1001, gid: 1001)), policy: AccessPolicy(daemonUID: 1000), authorization: nil, token: token)
+        else {
             Issue.record("allowed"); return
         }
-        #expect(APIAccess.decide(peer: .unix(Caller(uid: 1001, gid: 1001)), policy: AccessPolicy(daemonUID: 1000), authorization: "Bearer " + token, token: token) == .allowed)
+        #expect(
+            APIAccess.decide(peer: .unix(Caller(uid: 1001, gid: 1001)), policy: AccessPolicy(daemonUID: 1000), authorization: "Bearer " + token, token: token)
+                == .allowed)
         // A member of the control group is let in on the unix socket as the other ways in let it change the mount.
         let shared = AccessPolicy(daemonUID: 1000, controlGroup: .init(name: "media", gid: 500))
         #expect(APIAccess.decide(peer: .unix(Caller(uid: 1001, gid: 1001, groups: [500])), policy: shared, authorization: nil, token: token) == .allowed)
-        guard case .refused = APIAccess.decide(peer: .unix(Caller(uid: 1002, gid: 1002, groups: [501])), policy: shared, authorization: nil, token: token) else {
+        guard case .refused = APIAccess.decide(peer: .unix(Caller(uid: 1002, gid: 1002, groups: [501])), policy: shared, authorization: nil, token: token)
+        else {
             Issue.record("a caller outside the group was let in"); return
         }
     }

@@ -172,7 +172,8 @@ final class MountedSilo: @unchecked Sendable {
         let remove = try m.cli(["server", "remove", "test"])
         #expect(remove.code == 0 && remove.stdout.contains("Signed out of the Silo server"), "\(remove.stdout) \(remove.stderr)")
         // It had read files: those stay, listed where they can be freed, and it says so.
-        #expect(remove.stdout.contains("downloaded files") && remove.stdout.contains("stay on disk, listed by title in `labstream orphans`"), "\(remove.stdout)")
+        #expect(
+            remove.stdout.contains("downloaded files") && remove.stdout.contains("stay on disk, listed by title in `labstream orphans`"), "\(remove.stdout)")
         #expect(m.fixture.requestLog.contains { $0.path.hasSuffix("/auth/logout") && $0.authorized })
         #expect(m.credentials.isEmpty || !m.credentials.contains("[server \"test\"]"), "\(m.credentials) (was \(stored.count) bytes)")
     }
