@@ -96,7 +96,8 @@ import Testing
     }
 
     /// The queue as the API shows and steers it, through the daemon's own queue calls: one fill
-    /// slot, held by the first file's first answer, so the order stays to be read.
+    /// slot, held by the first file's first answer, so the order stays to be read (every change
+    /// keeps that file first: one put before it would take the slot and could finish).
     @Test func theQueueIsListedAndSteeredThroughTheAPI() throws {
         let d = try HTTPDaemon("http-queue", http: "127.0.0.1:0", configure: { $0.maxConcurrentFiles = 1 })
         defer { d.stop() }
@@ -117,16 +118,16 @@ import Testing
         let move = try exchange(port: d.port, request("POST", "/api/move", token: d.token, json: #"{"path":"\#(pilot)","before":"\#(beta)"}"#))
         #expect(move.status == 200 && move.json["files"] as? Int == 1, "\(move.text)")
         #expect(try order() == [alpha, pilot, beta])
-        let high = try exchange(port: d.port, request("POST", "/api/priority", token: d.token, json: #"{"paths":["\#(beta)"],"priority":"high"}"#))
-        #expect(high.status == 200, "\(high.text)")
-        #expect(try order() == [beta, alpha, pilot])
+        let low = try exchange(port: d.port, request("POST", "/api/priority", token: d.token, json: #"{"paths":["\#(pilot)"],"priority":"low"}"#))
+        #expect(low.status == 200, "\(low.text)")
+        #expect(try order() == [alpha, beta, pilot])
         // Bad input is refused with the CLI's usage code, and changes nothing.
         let unknown = try exchange(port: d.port, request("POST", "/api/priority", token: d.token, json: #"{"paths":["\#(beta)"],"priority":"urgent"}"#))
         #expect(unknown.status == 400 && unknown.json["exit_code"] as? Int == Int(ExitCode.usage))
         let nowhere = try exchange(port: d.port, request("POST", "/api/move", token: d.token, json: #"{"before":"\#(beta)"}"#))
         #expect(nowhere.status == 400)
         #expect(try exchange(port: d.port, request("GET", "/api/queue")).status == 401)
-        #expect(try order() == [beta, alpha, pilot])
+        #expect(try order() == [alpha, beta, pilot])
     }
 
     @Test func badInputIsRefusedWithProblemJSONAndLosesNothing() throws {
