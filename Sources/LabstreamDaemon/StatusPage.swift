@@ -66,7 +66,7 @@ enum StatusPage {
         main { max-width: 60rem; margin: 0 auto; padding: .5rem 1rem 2rem; }
         section { background: #fff; border-radius: 6px; padding: .5rem 1rem; margin: .75rem 0; }
         h2 { font-size: 1rem; margin: .25rem 0 .5rem; }
-        ul.plain { list-style: none; margin: 0; padding: 0; }
+        .plain { list-style: none; margin: 0; padding: 0; }
         li { padding: .4rem 0; border-top: 1px solid #eee; overflow-wrap: anywhere; }
         li:first-child { border-top: 0; }
         .path { display: block; }

@@ -106,6 +106,9 @@ def main():
         wait.until(lambda d: (lambda r: r and r["state"] == "queued")(row("files", args.to_pin)))
         print("ok: " + step)
 
+        if args.screenshot:
+            driver.save_screenshot(args.screenshot)
+
         def page_queue():
             return driver.execute_script("return [...document.querySelectorAll('#queue li[data-path]')].map(e => e.dataset.path)")
 
@@ -140,9 +143,6 @@ def main():
             "const li = [...document.querySelectorAll('#queue li[data-path]')][0];"
             "return li.dataset.position === '1' && li.querySelector('button.first').disabled;"))
         print("ok: " + step)
-
-        if args.screenshot:
-            driver.save_screenshot(args.screenshot)
 
         # It now waits for the other film to be fetched first.
         step = "the pinned file completes"
