@@ -46,6 +46,7 @@ enum StatusPage {
           <p id="problem" class="error" role="alert"></p>
           <section><h2>Servers</h2><ul id="servers" class="plain"></ul></section>
           <section><h2>Storage</h2><meter id="storage-meter" min="0" value="0"></meter><span id="storage"></span></section>
+          <section><h2>Queue</h2><ol id="queue" class="plain"></ol><p id="noqueue" hidden>Nothing waits to be fetched.</p></section>
           <section><h2>Pinned and downloading</h2><ul id="files" class="plain"></ul><p id="nofiles" hidden>Nothing is stored or pinned yet.</p></section>
           <section><h2>Find in the catalog</h2>
             <form id="searchform"><input id="search" type="search" placeholder="title, series, library…" aria-label="search"><button type="submit">Search</button></form>
@@ -65,7 +66,7 @@ enum StatusPage {
         main { max-width: 60rem; margin: 0 auto; padding: .5rem 1rem 2rem; }
         section { background: #fff; border-radius: 6px; padding: .5rem 1rem; margin: .75rem 0; }
         h2 { font-size: 1rem; margin: .25rem 0 .5rem; }
-        ul.plain { list-style: none; margin: 0; padding: 0; }
+        .plain { list-style: none; margin: 0; padding: 0; }
         li { padding: .4rem 0; border-top: 1px solid #eee; overflow-wrap: anywhere; }
         li:first-child { border-top: 0; }
         .path { display: block; }
@@ -76,6 +77,10 @@ enum StatusPage {
         .state { font-weight: 600; }
         .error { color: #b00; }
         button { font: inherit; padding: .3rem .8rem; border-radius: 4px; border: 1px solid #888; background: #fafafa; cursor: pointer; }
+        button[aria-pressed="true"] { background: #23395d; color: #fff; border-color: #23395d; }
+        button:disabled { cursor: default; }
+        .steer { margin-top: .3rem; }
+        .pos { font-weight: 600; }
         input { font: inherit; padding: .3rem; width: min(100%, 24rem); }
         .failed .state { color: #b00; }
         """#
@@ -126,15 +131,47 @@ enum StatusPage {
           const span = s[s.length - 1].t - s[0].t;
           return span >= 1.5 ? (s[s.length - 1].bytes - s[0].bytes) / span : null;
         }
-        async function act(command, path, button) {
+        async function act(command, body, button) {
           button.disabled = true;
-          try { await api("POST", "/api/" + command, { paths: [path] }); $("problem").textContent = ""; poll(true); searchAgain(); }
+          try { await api("POST", "/api/" + command, body); $("problem").textContent = ""; poll(true); searchAgain(); }
           catch (e) { if (e.message !== "refused") $("problem").textContent = e.message; }
           finally { button.disabled = false; }
         }
         function button(label, command, path) {
           const b = el("button", command, label); b.type = "button";
-          b.addEventListener("click", () => act(command, path, b)); return b;
+          b.addEventListener("click", () => act(command, { paths: [path] }, b)); return b;
+        }
+        // A queue control: `current` marks what already holds (the file is first, or has that
+        // priority); it is shown pressed and cannot be pressed again.
+        function control(label, cls, command, body, current) {
+          const b = el("button", cls, label); b.type = "button";
+          if (cls.startsWith("priority-")) b.setAttribute("aria-pressed", current ? "true" : "false");
+          if (current) b.disabled = true;
+          else b.addEventListener("click", () => act(command, body, b));
+          return b;
+        }
+        function renderQueue(data) {
+          const queue = $("queue"); queue.replaceChildren();
+          $("noqueue").hidden = data.queue.length > 0;
+          for (const f of data.queue) {
+            const li = el("li", f.state);
+            li.dataset.path = f.path; li.dataset.state = f.state; li.dataset.priority = f.priority; li.dataset.position = f.position;
+            const pct = f.bytes_total > 0 ? Math.floor(f.bytes_present * 100 / f.bytes_total) : 0;
+            const bar = el("progress"); bar.max = 100; bar.value = pct;
+            const line = el("div", "line");
+            line.append(el("span", "pos", f.position + "."), el("span", "priority", f.priority), el("span", "state", f.state), el("span", "pct", pct + "%"));
+            if (f.rate) line.append(el("span", "rate", bytes(f.rate) + "/s"));
+            if (typeof f.eta === "number") line.append(el("span", "eta", duration(f.eta) + " left"));
+            if (f.reading) line.append(el("span", "reading", "being played"));
+            if (f.message) line.append(el("span", "why", f.message));
+            const steer = el("div", "line steer");
+            steer.append(control("First", "first", "move", { path: f.path }, f.position === 1));
+            for (const p of ["high", "normal", "low"]) {
+              steer.append(control(p[0].toUpperCase() + p.slice(1), "priority-" + p, "priority", { paths: [f.path], priority: p }, f.priority === p));
+            }
+            li.append(el("span", "path", f.path + (f.quality ? " (" + f.quality + " copy)" : "")), bar, line, steer);
+            queue.append(li);
+          }
         }
         function render(data) {
           const servers = $("servers"); servers.replaceChildren();
@@ -180,7 +217,10 @@ enum StatusPage {
         let polling = null;
         async function poll(once) {
           if (!token) return;
-          try { render(await api("GET", "/api/status")); $("problem").textContent = ""; }
+          try {
+            const [status, queue] = await Promise.all([api("GET", "/api/status"), api("GET", "/api/queue")]);
+            render(status); renderQueue(queue); $("problem").textContent = "";
+          }
           catch (e) { if (e.message !== "refused") $("problem").textContent = "The daemon did not answer: " + e.message; }
           if (!once && token) polling = setTimeout(poll, 1000);
         }

@@ -15,13 +15,15 @@ import Testing
         for tool in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
             try #require(access(tool, X_OK) == 0, "\(tool) is missing: run `make deps` (chromium, chromium-driver, python3-selenium)")
         }
-        // Two films of 12 MiB at 1 MiB/s, one file at a time: the first takes seconds, the second waits.
+        // Two films of 20 MiB at 1 MiB/s, one file at a time: the first takes long enough for the
+        // page to pin the second, see it wait behind and press its First button; then the second
+        // is fetched before the rest of the first.
         let d = try HTTPDaemon(
             "browser", http: "127.0.0.1:0",
             catalog: { dir in
                 FixtureCatalog(
                     movies: [("Nimbus", UInt64(1)), ("Orchid", UInt64(2))].map { (title: String, seed: UInt64) -> FixtureCatalog.Movie in
-                        writeRandomFile(dir + "/\(title).mkv", size: 12 * MiB, seed: seed)
+                        writeRandomFile(dir + "/\(title).mkv", size: 20 * MiB, seed: seed)
                         return .init(title: title, year: 2020, file: dir + "/\(title).mkv", container: "mkv")
                     }, series: [])
             }
@@ -48,6 +50,7 @@ import Testing
                 ProcessInfo.processInfo.environment["LABSTREAM_SCREENSHOT"] ?? shot
             ])
         #expect(run.code == 0, "\(run.stdout)\n\(run.stderr)")
+        #expect(run.stdout.contains("ok: First puts the queued file in front"), "\(run.stdout)")
         #expect(run.stdout.contains("ok: the pinned file completes") && run.stdout.contains("ok: usable at phone width"), "\(run.stdout)")
         // What the browser pressed reached the daemon.
         let pinned = d.daemon.fs.statuses(below: try #require(d.daemon.fs.resolve(toPin.split(separator: "/").map(String.init))), named: toPin)

@@ -4,15 +4,19 @@ python3-selenium), for BrowserTests.swift, which starts a real daemon and its em
 
 It is refused without the token and with a wrong one, signs in with the right one (read from
 --token-file: never on a command line), sees --downloading advance to complete with a progress
-bar (it pins it with the search box first), pins --to-pin the same way and sees it queued. Every wait is a
-WebDriverWait on a condition of the page, never a sleep. Prints one line per step; exits
+bar (it pins it with the search box first), pins --to-pin the same way and sees it queued
+behind it in the page's queue, presses --to-pin's First button and sees the page's queue (and
+the API's GET /api/queue) put it in front. Every wait is a WebDriverWait on a condition of the
+page or of the API, never a sleep; the timeouts are generous so a loaded machine only slows it. Prints one line per step; exits
 non-zero, naming the step, when one does not hold.
 """
 import argparse
+import json
 import sys
+import urllib.request
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -105,8 +109,45 @@ def main():
         if args.screenshot:
             driver.save_screenshot(args.screenshot)
 
+        def page_queue():
+            return driver.execute_script("return [...document.querySelectorAll('#queue li[data-path]')].map(e => e.dataset.path)")
+
+        def api_queue():
+            ask = urllib.request.Request(args.url.rstrip("/") + "/api/queue", headers={"Authorization": "Bearer " + token})
+            with urllib.request.urlopen(ask, timeout=30) as answer:
+                return [e["path"] for e in json.load(answer)["queue"]]
+
+        step = "the queue lists the downloading file, then the queued one"
+        wait.until(lambda d: page_queue() == [args.downloading, args.to_pin])
+        print("ok: " + step)
+
+        # The row is redrawn every second: a click that lands on a row just replaced is tried again.
+        def press(list_id, path, css):
+            try:
+                li = [e for e in driver.find_elements(By.CSS_SELECTOR, "#%s li[data-path]" % list_id) if e.get_attribute("data-path") == path]
+                if not li:
+                    return False
+                b = li[0].find_element(By.CSS_SELECTOR, css)
+                if not b.is_enabled():
+                    return False
+                b.click()
+                return True
+            except StaleElementReferenceException:
+                return False
+
+        step = "First puts the queued file in front"
+        wait.until(lambda d: press("queue", args.to_pin, "button.first"))
+        wait.until(lambda d: page_queue() == [args.to_pin, args.downloading])
+        wait.until(lambda d: api_queue() == [args.to_pin, args.downloading])
+        wait.until(lambda d: d.execute_script(
+            "const li = [...document.querySelectorAll('#queue li[data-path]')][0];"
+            "return li.dataset.position === '1' && li.querySelector('button.first').disabled;"))
+        print("ok: " + step)
+
+        # It now waits for the other film to be fetched first.
         step = "the pinned file completes"
-        wait.until(lambda d: (lambda r: r and r["progress"] == 100 and r["state"] in ("complete", "unverified"))(row("files", args.downloading)))
+        slow = WebDriverWait(driver, 300, poll_frequency=0.2)
+        slow.until(lambda d: (lambda r: r and r["progress"] == 100 and r["state"] in ("complete", "unverified"))(row("files", args.downloading)))
         wait.until(lambda d: row("events", args.downloading))
         print("ok: " + step)
 
