@@ -258,6 +258,7 @@ import Testing
         let parked = try disk.status(m, Self.pilot)
         #expect(parked["reason"] as? String == "over_budget", "\(parked)")
         #expect((parked["message"] as? String ?? "").contains("over server test's storage budget"), "\(parked)")
+        #expect((parked["message"] as? String ?? "").contains("raise max_size in labstream.conf and send the daemon SIGHUP"), "\(parked)")
         #expect(disk.present(m, Self.pilot) == 0)
         // The pinned copy of the same server is kept: the cap parks, it does not evict pins.
         #expect(["complete", "unverified"].contains(disk.state(m, beta) ?? ""))
