@@ -1,5 +1,6 @@
 import Foundation
 import LabstreamCore
+import LabstreamFixture
 import Testing
 
 /// A data dir on a small tmpfs filled by something else: a pin parks for the full disk, a
@@ -240,9 +241,14 @@ import Testing
     }
 
     /// A server's own `max_size`, under a global one with room to spare, is what parks its pin
-    /// (naming the server) on a real mount; raising it at SIGHUP lets the pin go on.
+    /// (naming the server) on a real mount while another server's pins fill; raising it at
+    /// SIGHUP lets the pin go on.
     @Test func aServersOwnBudgetParksItsPinUnderARoomierGlobalOne() throws {
         let m = try MountedLabstream("budget-server", cacheConfig: "max_size = 64M\nside_assets = off")
+        let other = try ServerFixture(kind: .jellyfin, catalog: testCatalog(in: m.scratch.sub("other-media")), userName: "demo", password: "secret-pass")
+        try other.start()
+        defer { other.stop() }
+        try m.addServer("other", other, plexTV: nil)
         let conf = m.configDir + "/labstream.conf"
         let header = "[server \"test\"]"
         let text = try String(contentsOfFile: conf, encoding: .utf8)
@@ -262,6 +268,13 @@ import Testing
         #expect(disk.present(m, Self.pilot) == 0)
         // The pinned copy of the same server is kept: the cap parks, it does not evict pins.
         #expect(["complete", "unverified"].contains(disk.state(m, beta) ?? ""))
+        // The other server's pins, 5 MiB together, are not held by test's cap.
+        let theirs = [beta, Self.pilot].map { "other/" + $0.dropFirst("test/".count) }
+        for rel in theirs {
+            #expect(try m.cli(["pin", m.path(rel)]).code == 0)
+            #expect(eventually { ["complete", "unverified"].contains(disk.state(m, rel) ?? "") }, "\(rel): \(disk.state(m, rel) ?? "nil")")
+        }
+        #expect(disk.state(m, Self.pilot) == "paused")
 
         let now = try String(contentsOfFile: conf, encoding: .utf8)
         try now.replacingOccurrences(of: header + "\nmax_size = 4M", with: header + "\nmax_size = 32M").write(toFile: conf, atomically: true, encoding: .utf8)
