@@ -16,7 +16,7 @@ public enum ErrnoMap {
         case .fetchFailed, .serverUnavailable, .authenticationFailed, .malformedResponse, .refused, .timedOut:
             return EIO
         case .remoteChanged: return ESTALE
-        case .noSpace: return ENOSPC
+        case .noSpace, .overBudget: return ENOSPC
         case .storage: return EIO
         case .invalidArgument: return EINVAL
         case .permission, .accessRefused: return EACCES

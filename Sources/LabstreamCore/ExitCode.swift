@@ -28,7 +28,7 @@ public enum ExitCode {
         case .authenticationFailed, .permission, .accessRefused: return noPerm
         case .invalidArgument: return usage
         case .malformedResponse, .refused: return protocolErr
-        case .storage, .noSpace: return ioErr
+        case .storage, .noSpace, .overBudget: return ioErr
         case .notFound: return noInput
         case .readOnly, .notADirectory, .isADirectory, .noAttribute, .attributeBufferTooSmall,
             .unsupportedAttributeWrite, .localSideFile, .remoteChanged:

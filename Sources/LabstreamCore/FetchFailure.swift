@@ -37,7 +37,7 @@ public struct FetchFailure: Error, Sendable, Equatable {
     public var `class`: Class {
         switch error {
         case .remoteChanged: return .changedVersion
-        case .noSpace: return .diskFull
+        case .noSpace, .overBudget: return .diskFull
         case .authenticationFailed: return .signedOut
         default:
             if kind == .stall { return .stalled }

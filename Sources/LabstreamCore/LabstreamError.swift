@@ -20,6 +20,9 @@ public enum LabstreamError: Error, Sendable, Equatable {
     /// asking again cannot change the answer.
     case refused(String)
     case noSpace(String)
+    /// A read the storage budget (`max_size`, all together or a server's) refused while the disk
+    /// had room: ENOSPC too, but the advice is the budget's, not to free the disk.
+    case overBudget(String)
     case storage(String)
     case invalidArgument(String)
     case timedOut(String)
@@ -50,6 +53,9 @@ public enum LabstreamError: Error, Sendable, Equatable {
         case .malformedResponse(let why): return "the server sent a response Labstream cannot read: \(why)"
         case .refused(let why): return "the server refused the request: \(why)"
         case .noSpace(let why): return "the disk is full: \(why). Free space in the data directory."
+        case .overBudget(let why):
+            return "the storage budget is full, not the disk: \(why). Raise that max_size in labstream.conf "
+                + "(then send the daemon SIGHUP) or unpin files."
         case .storage(let why): return "local storage error: \(why)"
         case .invalidArgument(let why): return why
         case .timedOut(let why): return "timed out: \(why)"

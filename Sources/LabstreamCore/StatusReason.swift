@@ -105,7 +105,8 @@ public enum StatusReason: Sendable, Hashable {
         case .overBudget(let need, let server):
             let budget = server.map { "over server \($0)'s storage budget (its max_size)" } ?? "over the storage budget (max_size)"
             let needs = need > 0 ? ": it needs \(ByteCount.text(need)) more room" : ""
-            return budget + needs + "; it resumes by itself once there is room (raise max_size, or unpin or cancel other files)"
+            return budget + needs
+                + "; it resumes by itself once there is room (raise max_size in labstream.conf and send the daemon SIGHUP, or unpin or cancel other files)"
         case .evicted: return "evicted to stay within the cache limits"
         case .monitorLetGo: return "removed by its series monitor (watched, or over the monitor's storage cap)"
         case .heldByCap: return "held back by its series monitor's storage cap"

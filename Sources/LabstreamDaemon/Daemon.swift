@@ -195,8 +195,9 @@ public final class Daemon: Sendable {
         thread.start()
     }
 
-    /// SIGHUP: re-read the configuration and credentials (servers added or removed), sync the
-    /// servers that have no catalog yet, and rebuild the tree, all without unmounting.
+    /// SIGHUP: re-read the configuration and credentials (servers added or removed), the access
+    /// group and the storage budget, sync the servers that have no catalog yet, and rebuild the
+    /// tree, all without unmounting.
     public func reconfigure() {
         do {
             let fresh = try context.loadConfig()
@@ -208,6 +209,7 @@ public final class Daemon: Sendable {
                 control?.share(access)
                 log.info("access: changes now for \(access.attribute)")
             }
+            transfers.setBudget(fresh.budget)
             let backends = try context.backends(fresh, log: log)
             for backend in backends { transfers.setBackend(backend) }
             scheduler.sync(backends.map(\.serverName).filter { !known.contains($0) }, .first)

@@ -73,7 +73,7 @@ public struct ParkedAgain: Sendable, Hashable, Codable {
     public var sentence: String {
         if let overBy {
             return "\(path) was tried again and parked again: it is over the storage budget (max_size) by \(ByteCount.text(overBy)); "
-                + "it resumes by itself once there is room (raise max_size, or free some with `labstream cancel` or `labstream unpin`)"
+                + "it resumes by itself once there is room (raise max_size in labstream.conf and send the daemon SIGHUP, or free some with `labstream cancel` or `labstream unpin`)"
         }
         return
             "\(path) was tried again and parked again: the cache's disk is still full (\(free.map { ByteCount.text($0) + " free" } ?? "free space unknown"), "

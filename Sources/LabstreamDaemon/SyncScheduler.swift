@@ -124,7 +124,7 @@ final class SyncScheduler: Sendable {
     static func reachability(after error: LabstreamError) -> Reachability? {
         switch error {
         case .authenticationFailed: return .authFailed
-        case .storage, .noSpace: return nil
+        case .storage, .noSpace, .overBudget: return nil
         default: return .offline
         }
     }

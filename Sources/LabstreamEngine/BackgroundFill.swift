@@ -122,7 +122,7 @@ extension TransferEngine: FillHost {
         let due = freeSpaceLooks.withLock { $0.next.map { $0 <= now } ?? true }
         var usage = storageUsage()
         if due { usage = withEvictable(usage, except: nil, locking: true) }
-        let lift = settings.budget.admitted(waiting.map { ($0.0.key.server, $0.0.total - $0.0.present.byteCount) }, usage: usage)
+        let lift = budget.admitted(waiting.map { ($0.0.key.server, $0.0.total - $0.0.present.byteCount) }, usage: usage)
         for i in lift { (try? transfer(for: waiting[i].1))?.liftStorageFull(engine: self) }
         return freeSpaceLooks.withLock { looks in
             if !lift.isEmpty {

@@ -10,7 +10,7 @@ extension TransferEngine {
     func storageUsage() -> StorageBudget.Usage {
         // Unmeasurable free space is taken as plenty, never as overflow in the policy's sums.
         let free = freeBytes() ?? Int64.max / 4
-        guard settings.budget.countsStored else { return .init(stored: 0, free: free) }
+        guard budget.countsStored else { return .init(stored: 0, free: free) }
         var byServer = index.storedBytesByServer()
         for (server, bytes) in (try? index.storedSideAssetBytesByServer()) ?? [:] { byServer[server, default: 0] += bytes }
         return .init(stored: byServer.values.reduce(0, +), storedByServer: byServer, free: free)
@@ -33,7 +33,7 @@ extension TransferEngine {
     /// room: eviction takes them as the file grows (each commit wakes the fill, whose pass
     /// evicts first). Called with the file's condition held.
     func room(for bytes: Int64, of key: FileKey) -> StorageBudget.Room {
-        let budget = settings.budget
+        let budget = self.budget
         guard budget.hasLimits else { return .fits }
         var usage = storageUsage()
         for row in (try? index.pinnedIncompleteDownloads()) ?? [] where row.key != key && row.status == .downloading {
@@ -50,25 +50,26 @@ extension TransferEngine {
     /// Room for a read to fetch `bytes` of `key`: unpinned copies are evicted first (never the
     /// file being read); what is left says whether the read may go on.
     func makeRoom(forRead bytes: Int64, of key: FileKey) -> StorageBudget.Room {
-        let budget = settings.budget
+        let budget = self.budget
         guard budget.hasLimits, bytes > 0 else { return .fits }
         if budget.room(for: bytes, server: key.server, usage: storageUsage()) == .fits { return .fits }
         evict(wanted: bytes, server: key.server, except: key)
         return budget.room(for: bytes, server: key.server, usage: storageUsage())
     }
 
-    /// The error a read that cannot get room fails with (ENOSPC), in words that say which limit.
+    /// The error a read that cannot get room fails with (ENOSPC either way), in words that say
+    /// which limit: the budget's advice is to raise it, the disk's to free it.
     func noRoom(_ room: StorageBudget.Room, reading path: String) -> LabstreamError {
-        let budget = settings.budget
+        let budget = self.budget
         switch room {
         case .fits: return .noSpace("reading \(path)")
         case .overBudget(let need, let server?):
-            return .noSpace(
-                "reading \(path) would take server \(server)'s copies over its max_size (\(ByteCount.text(budget.serverMaxSize[server] ?? 0))) by \(ByteCount.text(need)), and no unpinned copy is left to evict; raise it or unpin files"
+            return .overBudget(
+                "reading \(path) would take server \(server)'s copies over its max_size (\(ByteCount.text(budget.serverMaxSize[server] ?? 0))) by \(ByteCount.text(need)), and no unpinned copy of it is left to evict"
             )
         case .overBudget(let need, nil):
-            return .noSpace(
-                "reading \(path) would take the cache over max_size (\(ByteCount.text(budget.maxSize))) by \(ByteCount.text(need)), and no unpinned copy is left to evict; raise it or unpin files"
+            return .overBudget(
+                "reading \(path) would take the cache over max_size (\(ByteCount.text(budget.maxSize))) by \(ByteCount.text(need)), and no unpinned copy is left to evict"
             )
         case .diskFull(let need):
             return .noSpace(

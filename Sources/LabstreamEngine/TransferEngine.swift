@@ -36,8 +36,8 @@ public final class TransferEngine: Sendable {
         public var checkpointBytes: Int64
         /// The storage budget (`max_size`, per server too) and free-space floor (`min_free`) that
         /// pinned fills and reads keep; unpinned, closed, idle copies go first to keep them.
+        /// The engine keeps what SIGHUP last gave it (`TransferEngine.budget`, `setBudget`).
         public var budget = StorageBudget()
-        var limits: EvictionPolicy.Limits { .init(maxSize: budget.maxSize, minFree: budget.minFree) }
         /// Probe complete files with libmpv; without it they stay `unverified`.
         public var playbackProbe = true
         /// Bytes per second for all transfers together; 0 is unlimited.
@@ -106,6 +106,24 @@ public final class TransferEngine: Sendable {
     /// resumed nothing, and when the next look is due.
     let freeSpaceLooks = Mutex<(fruitless: Int, next: Date?)>((0, nil))
 
+    /// The budget kept now: `Settings.budget` until a SIGHUP reloads `labstream.conf`.
+    private let liveBudget: Mutex<StorageBudget>
+    var budget: StorageBudget { liveBudget.withLock { $0 } }
+
+    /// A reloaded configuration's budget: files parked for room are measured against it at once
+    /// (a raised `max_size` resumes them without a remount; a lowered one parks the next fill).
+    public func setBudget(_ new: StorageBudget) {
+        let old = liveBudget.withLock { b in
+            defer { b = new }
+            return b
+        }
+        guard old != new else { return }
+        let servers = new.serverMaxSize.sorted { $0.key < $1.key }.map { ", \($0.key) max_size \($0.value)" }
+        log("storage budget: max_size \(new.maxSize), min_free \(new.minFree)\(servers.joined())")
+        freedSpace()
+        filler.wake()
+    }
+
     /// A person freed space (cancel, unpin): the free-space watch starts its backoff over, as
     /// more may follow; the fill, woken next, looks at once.
     func freedSpace() { freeSpaceLooks.withLock { $0 = (0, nil) } }
@@ -133,6 +151,7 @@ public final class TransferEngine: Sendable {
         self.index = index
         self.layout = layout
         self.settings = settings
+        liveBudget = Mutex(settings.budget)
         self.log = log
         fetchPool = FetchPool(size: max(settings.fetchThreads, 1))
         self.journal = journal ?? CleanupJournal.open(path: layout.cleanupJournalPath, warn: log)
@@ -285,7 +304,7 @@ public final class TransferEngine: Sendable {
         // Read-ahead is fetched only into room there is (nothing is evicted for a guess): it
         // must not take what the next read needs.
         if let readAhead, handle.map(version.isSameVersion(as:)) ?? true,
-            settings.budget.room(
+            budget.room(
                 for: readAhead.count - transfer.snapshot().present.intersection(readAhead).byteCount, server: file.key.server,
                 usage: storageUsage()) == .fits
         {
@@ -495,7 +514,7 @@ public final class TransferEngine: Sendable {
             let n = (u.open[key] ?? 1) - 1
             u.open[key] = n > 0 ? n : nil
         }
-        if settings.budget.hasLimits { filler.wake() }
+        if budget.hasLimits { filler.wake() }
     }
 
     /// The copies eviction may take now (unpinned, closed, idle), but `except`'s: every row
@@ -517,7 +536,7 @@ public final class TransferEngine: Sendable {
     func evictIfNeeded() { evict(wanted: 0, server: nil, except: nil) }
 
     func evict(wanted: Int64, server: String?, except: FileKey?) {
-        let budget = settings.budget
+        let budget = self.budget
         guard budget.hasLimits else { return }
         let measured = storageUsage()
         var wantedBy = measured.storedByServer
@@ -527,7 +546,8 @@ public final class TransferEngine: Sendable {
         else { return }
         let candidates = evictionCandidates(except: except)
         // Artwork and subtitles count too; they go with their media, never before it.
-        var chosen = EvictionPolicy.choose(candidates, used: measured.stored + wanted, free: measured.free - wanted, limits: settings.limits)
+        let limits = EvictionPolicy.Limits(maxSize: budget.maxSize, minFree: budget.minFree)
+        var chosen = EvictionPolicy.choose(candidates, used: measured.stored + wanted, free: measured.free - wanted, limits: limits)
         for (name, cap) in overServer {
             let theirs = candidates.filter { $0.key.server == name && !chosen.contains($0.key) }
             chosen += EvictionPolicy.choose(theirs, used: wantedBy[name] ?? 0, free: .max, limits: .init(maxSize: cap))
@@ -630,7 +650,7 @@ public final class TransferEngine: Sendable {
 
     func noteChange() {
         changes.bump()
-        if settings.budget.hasLimits { filler.wake() }
+        if budget.hasLimits { filler.wake() }
     }
 
     /// Blocks until the change counter passes `seen` or `timeout` elapses; returns the counter.

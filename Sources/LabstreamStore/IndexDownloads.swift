@@ -177,9 +177,12 @@ extension OfflineIndex {
             var before: (status: DownloadStatus, reason: StatusReason?)?
             let saved = try db.transaction { c in
                 let current = try c.query(
-                    "SELECT attempt, status, reason, reason_detail FROM downloads WHERE \(Self.keyMatch)", k
+                    "SELECT attempt, status, reason, reason_detail, pinned FROM downloads WHERE \(Self.keyMatch)", k
                 ).first
                 if let attempt = current?[0].int, attempt > row.attempt.rawValue { return false }
+                // A cancel unpins by saving the row: its place in the queue goes with the pin, as
+                // an unpin's does (`setPinned`); nothing else would ever remove it.
+                if !row.pinned, current?[4].int == 1 { try c.run("DELETE FROM queue WHERE \(Self.keyMatch)", k) }
                 before = current.flatMap { r in
                     r[1].text.flatMap(DownloadStatus.init(rawValue:)).map { ($0, r[2].text.map { StatusReason(persisted: $0, parameters: r[3].text) }) }
                 }

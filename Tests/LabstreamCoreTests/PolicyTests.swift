@@ -91,12 +91,24 @@ import Testing
     @Test(arguments: [
         (LabstreamError.notFound("x"), ENOENT), (.readOnly, EROFS), (.notADirectory("x"), ENOTDIR), (.isADirectory("x"), EISDIR),
         (.fetchFailed("x"), EIO), (.serverUnavailable("x"), EIO), (.timedOut("x"), EIO), (.remoteChanged("x"), ESTALE),
-        (.noSpace("x"), ENOSPC), (.noAttribute, ENODATA), (.attributeBufferTooSmall, ERANGE), (.unsupportedAttributeWrite("x"), EPERM),
+        (.noSpace("x"), ENOSPC), (.overBudget("x"), ENOSPC), (.noAttribute, ENODATA), (.attributeBufferTooSmall, ERANGE),
+        (.unsupportedAttributeWrite("x"), EPERM),
         (.localSideFile("x", stored: false), EPERM),
         (.storage("x"), EIO), (.invalidArgument("x"), EINVAL)
     ])
     func mapsEveryError(error: LabstreamError, expected: Int32) {
         #expect(ErrnoMap.errno(for: error) == expected)
+    }
+
+    /// A read the budget refused says so, and what to do about the budget: a full disk's words
+    /// ("free space") sent people to a disk with room to spare.
+    @Test func aBudgetRefusalSaysTheBudgetNotTheDisk() {
+        let budget = LabstreamError.overBudget("reading a.mkv would take the cache over max_size (4.0 MiB) by 1.0 MiB").userMessage
+        #expect(budget.hasPrefix("the storage budget is full, not the disk: reading a.mkv"), "\(budget)")
+        #expect(budget.contains("Raise that max_size in labstream.conf (then send the daemon SIGHUP) or unpin files."), "\(budget)")
+        #expect(!budget.contains("the disk is full") && !budget.contains("Free space"), "\(budget)")
+        #expect(ExitCode.of(.overBudget("x")) == ExitCode.of(.noSpace("x")))
+        #expect(LabstreamError.noSpace("writing p").userMessage.hasPrefix("the disk is full: writing p"))
     }
 
     /// The way to sign in again is said once: a reason naming the command is not followed by

@@ -126,6 +126,17 @@ import Testing
         #expect(slots.contains("backoff holds no place") && slots.contains("so it counts") && slots.contains("queue order"), "\(slots)")
     }
 
+    /// labstream.conf(5) says which settings SIGHUP takes into the running daemon: the budget
+    /// among them (`Daemon.reconfigure` hands it to the engine).
+    @Test func theSettingsSIGHUPReloadsAreDocumented() throws {
+        let page = String(String.UnicodeScalarView(try Self.render(file: Self.root + "/man/labstream.conf.5").map(\.0)))
+            .split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        let section = page.components(separatedBy: "RELOADING ").dropFirst().first?.components(separatedBy: "EXAMPLE").first ?? ""
+        for key in ["SIGHUP", "control_group", "max_size, min_free and each server's max_size", "over_budget", "next mount"] {
+            #expect(section.contains(key), "\(key) missing from RELOADING: \(section)")
+        }
+    }
+
     @Test func everySubcommandInHelpIsInTheManPage() throws {
         let help = try runProcess(labstreamBinary, ["--help"]).stdout
         let man = try String(contentsOfFile: Self.root + "/man/labstream.1", encoding: .utf8).replacingOccurrences(of: "\\-", with: "-")

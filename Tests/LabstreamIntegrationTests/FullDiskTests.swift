@@ -1,5 +1,6 @@
 import Foundation
 import LabstreamCore
+import LabstreamFixture
 import Testing
 
 /// A data dir on a small tmpfs filled by something else: a pin parks for the full disk, a
@@ -192,6 +193,95 @@ import Testing
         #expect(resumed, "\(disk.state(m, Self.pilot) ?? "nil") \(m.log.suffix(2000))")
         #expect(try sha256(m.path(Self.pilot)) == sha256(expectedTree(m.mediaDir)[Self.pilot]!))
         #expect(disk.present(m, beta) == 0, "the unpinned copy was not evicted for the budget")
+        try m.unmount()
+    }
+
+    /// A raised `max_size` reaches the running daemon at SIGHUP: a pin parked over the budget
+    /// goes on and completes without a remount.
+    @Test func aSIGHUPWithARaisedBudgetResumesAParkedPin() throws {
+        let m = try MountedLabstream("budget-hup", cacheConfig: "max_size = 4M\nside_assets = off")
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        let beta = FullDiskTests.beta
+        #expect(try m.cli(["pin", m.path(beta)]).code == 0)
+        #expect(eventually { ["complete", "unverified"].contains(disk.state(m, beta) ?? "") }, "\(disk.state(m, beta) ?? "nil")")
+        #expect(try m.cli(["pin", m.path(Self.pilot)]).code == 0)
+        #expect(eventually { disk.state(m, Self.pilot) == "paused" }, "\(disk.state(m, Self.pilot) ?? "nil")")
+        #expect(try disk.status(m, Self.pilot)["reason"] as? String == "over_budget")
+        // A read the budget refuses (the disk has room) fails with ENOSPC in the budget's words.
+        let fd = open(m.path(Self.alpha), O_RDONLY)
+        try #require(fd >= 0)
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var offset = 0
+        var failure: Int32 = 0
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.pread(fd, $0.baseAddress, $0.count, off_t(offset)) }
+            if n < 0 { failure = errno; break }
+            if n == 0 { break }
+            offset += n
+        }
+        close(fd)
+        #expect(failure == ENOSPC, "read \(offset) bytes, errno \(failure)")
+        let refusal = m.log.components(separatedBy: "\n").last { $0.contains("failed (ENOSPC)") } ?? ""
+        #expect(refusal.contains("the storage budget is full, not the disk") && refusal.contains("over max_size (4.0 MiB)"), "\(refusal)")
+        #expect(refusal.contains("Raise that max_size in labstream.conf") && !refusal.contains("the disk is full"), "\(refusal)")
+
+        let conf = m.configDir + "/labstream.conf"
+        let text = try String(contentsOfFile: conf, encoding: .utf8)
+        try #require(text.contains("max_size = 4M"))
+        try text.replacingOccurrences(of: "max_size = 4M", with: "max_size = 64M").write(toFile: conf, atomically: true, encoding: .utf8)
+        #expect(kill(m.daemonPid, SIGHUP) == 0)
+        let resumed = eventually(timeout: 60) { ["complete", "unverified"].contains(disk.state(m, Self.pilot) ?? "") }
+        #expect(resumed, "\(disk.state(m, Self.pilot) ?? "nil") \(m.log.suffix(2000))")
+        #expect(try sha256(m.path(Self.pilot)) == sha256(expectedTree(m.mediaDir)[Self.pilot]!))
+        // Nothing was evicted to make the room: the budget itself grew.
+        #expect(["complete", "unverified"].contains(disk.state(m, beta) ?? ""), "\(disk.state(m, beta) ?? "nil")")
+        #expect(m.log.contains("storage budget: max_size \(64 << 20)"), "\(m.log.suffix(2000))")
+        try m.unmount()
+    }
+
+    /// A server's own `max_size`, under a global one with room to spare, is what parks its pin
+    /// (naming the server) on a real mount while another server's pins fill; raising it at
+    /// SIGHUP lets the pin go on.
+    @Test func aServersOwnBudgetParksItsPinUnderARoomierGlobalOne() throws {
+        let m = try MountedLabstream("budget-server", cacheConfig: "max_size = 64M\nside_assets = off")
+        let other = try ServerFixture(kind: .jellyfin, catalog: testCatalog(in: m.scratch.sub("other-media")), userName: "demo", password: "secret-pass")
+        try other.start()
+        defer { other.stop() }
+        try m.addServer("other", other, plexTV: nil)
+        let conf = m.configDir + "/labstream.conf"
+        let header = "[server \"test\"]"
+        let text = try String(contentsOfFile: conf, encoding: .utf8)
+        try #require(text.contains(header))
+        try text.replacingOccurrences(of: header, with: header + "\nmax_size = 4M").write(toFile: conf, atomically: true, encoding: .utf8)
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        let beta = FullDiskTests.beta
+        #expect(try m.cli(["pin", m.path(beta)]).code == 0)
+        #expect(eventually { ["complete", "unverified"].contains(disk.state(m, beta) ?? "") }, "\(disk.state(m, beta) ?? "nil")")
+        #expect(try m.cli(["pin", m.path(Self.pilot)]).code == 0)
+        #expect(eventually { disk.state(m, Self.pilot) == "paused" }, "\(disk.state(m, Self.pilot) ?? "nil")")
+        let parked = try disk.status(m, Self.pilot)
+        #expect(parked["reason"] as? String == "over_budget", "\(parked)")
+        #expect((parked["message"] as? String ?? "").contains("over server test's storage budget"), "\(parked)")
+        #expect((parked["message"] as? String ?? "").contains("raise max_size in labstream.conf and send the daemon SIGHUP"), "\(parked)")
+        #expect(disk.present(m, Self.pilot) == 0)
+        // The pinned copy of the same server is kept: the cap parks, it does not evict pins.
+        #expect(["complete", "unverified"].contains(disk.state(m, beta) ?? ""))
+        // The other server's pins, 5 MiB together, are not held by test's cap.
+        let theirs = [beta, Self.pilot].map { "other/" + $0.dropFirst("test/".count) }
+        for rel in theirs {
+            #expect(try m.cli(["pin", m.path(rel)]).code == 0)
+            #expect(eventually { ["complete", "unverified"].contains(disk.state(m, rel) ?? "") }, "\(rel): \(disk.state(m, rel) ?? "nil")")
+        }
+        #expect(disk.state(m, Self.pilot) == "paused")
+
+        let now = try String(contentsOfFile: conf, encoding: .utf8)
+        try now.replacingOccurrences(of: header + "\nmax_size = 4M", with: header + "\nmax_size = 32M").write(toFile: conf, atomically: true, encoding: .utf8)
+        #expect(kill(m.daemonPid, SIGHUP) == 0)
+        let resumed = eventually(timeout: 60) { ["complete", "unverified"].contains(disk.state(m, Self.pilot) ?? "") }
+        #expect(resumed, "\(disk.state(m, Self.pilot) ?? "nil") \(m.log.suffix(2000))")
+        #expect(m.log.contains("test max_size \(32 << 20)"), "\(m.log.suffix(2000))")
         try m.unmount()
     }
 }

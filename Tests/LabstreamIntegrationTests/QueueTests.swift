@@ -185,6 +185,14 @@ import Testing
         defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
         let outside = try m.cli(["priority", m.scratch.path, "high"])
         #expect(outside.code == 66 && outside.stderr.contains("is not inside"), "\(outside.stderr)")
+
+        // A cancel unpins by saving the row; its place in the queue table goes with the pin.
+        let cancel = try m.cli(["cancel", m.path(Self.gamma)])
+        #expect(cancel.code == 0, "\(cancel.stderr)")
+        let index = try OfflineIndex(path: DataLayout(root: m.dataDir).indexPath)
+        #expect(try index.db.query("SELECT count(*) FROM queue").first?[0].int == 0)
+        let rows = try JSONSerialization.jsonObject(with: Data(try m.cli(["status", "--json", m.path(Self.gamma)]).stdout.utf8)) as? [[String: Any]]
+        #expect(rows?.first?["pinned"] as? Bool == false)
     }
 
     /// Schema 18 → 19: pinned rows get places in the order the fill used then; new pins go after.
