@@ -19,7 +19,7 @@ public final class OfflineIndex: Sendable {
     /// Bytes each file holds, as its row says, kept in memory so that `stat` (`st_blocks`, what
     /// `du` adds up) costs no query: loaded on first use, kept in step by `saveDownload`, and
     /// forgotten by any other write that moves bytes between rows.
-    let stored = Mutex<[FileKey: Int64]?>(nil)
+    let stored = Mutex<StoredBytes?>(nil)
     /// Told when a file's stored bytes start, end or become whole (not on every segment).
     let storedListener = Hook<@Sendable (FileKey) -> Void>()
     /// Told once each time a pinned row is saved with an outcome it did not have (`FinishedFile`).
@@ -248,5 +248,19 @@ public final class OfflineIndex: Sendable {
 
     func read<T>(_ what: String, _ body: () throws -> T) throws(LabstreamError) -> T {
         do { return try body() } catch { throw .storage("reading \(what) from the index failed: \(error)") }
+    }
+}
+
+/// The bytes each download row holds, as its row says, and their sum per server, kept together
+/// so the sums never walk every row.
+struct StoredBytes: Sendable {
+    var byKey: [FileKey: Int64] = [:]
+    var byServer: [String: Int64] = [:]
+
+    mutating func set(_ key: FileKey, _ bytes: Int64) {
+        let before = byKey[key] ?? 0
+        byKey[key] = bytes
+        let total = (byServer[key.server] ?? 0) - before + bytes
+        byServer[key.server] = total > 0 ? total : nil
     }
 }

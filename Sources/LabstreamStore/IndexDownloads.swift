@@ -13,32 +13,30 @@ extension OfflineIndex {
 
     /// The bytes stored for `key` (0 when none, or when the index cannot be read).
     public func storedBytes(_ key: FileKey) -> Int64 {
-        stored.withLock { cache in
-            if cache == nil {
-                let rows = (try? downloads()) ?? []
-                cache = Dictionary(rows.map { ($0.key, $0.present.byteCount) }, uniquingKeysWith: { a, _ in a })
-            }
-            return cache?[key] ?? 0
-        }
+        stored.withLock { cache in self.filledCache(&cache).byKey[key] ?? 0 }
     }
 
     /// The bytes stored per server (media and copies; side assets are `storedSideAssetBytesByServer`),
-    /// from the same cache: what a storage budget is measured against on every fill and read.
+    /// kept as running totals beside the same cache: a storage budget is measured against them on
+    /// every fill pass and every read that fetches, so they must not cost a walk of every row.
     public func storedBytesByServer() -> [String: Int64] {
-        _ = storedBytes(FileKey(server: "", itemId: "", sourceId: ""))  // fills the cache once
-        return stored.withLock { cache in
-            var out: [String: Int64] = [:]
-            for (key, bytes) in cache ?? [:] where bytes > 0 { out[key.server, default: 0] += bytes }
-            return out
-        }
+        stored.withLock { cache in self.filledCache(&cache).byServer }
+    }
+
+    private func filledCache(_ cache: inout StoredBytes?) -> StoredBytes {
+        if let cache { return cache }
+        var fresh = StoredBytes()
+        for row in (try? downloads()) ?? [] where fresh.byKey[row.key] == nil { fresh.set(row.key, row.present.byteCount) }
+        cache = fresh
+        return fresh
     }
 
     func noteStored(_ row: DownloadRow) {
         let bytes = row.present.byteCount
         let before = stored.withLock { cache -> Int64? in
             guard cache != nil else { return nil }
-            defer { cache?[row.key] = bytes }
-            return cache?[row.key] ?? 0
+            defer { cache?.set(row.key, bytes) }
+            return cache?.byKey[row.key] ?? 0
         }
         guard let before, before != bytes, before == 0 || bytes == 0 || bytes >= row.total else { return }
         storedListener.function?(row.key)

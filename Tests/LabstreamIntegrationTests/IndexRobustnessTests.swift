@@ -215,4 +215,32 @@ import Testing
         let unmount = try m.cli(["unmount", m.mountpoint, "--data-dir", moved])
         #expect(unmount.code == 0)
     }
+
+    /// The per-server sums a budget is measured against on every read follow every save (growth,
+    /// a copy of another kind, a cancel to nothing), and agree with a walk of every row after a
+    /// fresh open.
+    @Test func storedBytesPerServerFollowEverySave() throws {
+        let scratch = Scratch("stored-sums")
+        let layout = DataLayout(root: scratch.sub("data"))
+        _ = scratch.sub("data/partials")
+        let index = try OfflineIndex(path: layout.indexPath)
+        func file(_ server: String, _ item: String) -> TreeFile {
+            TreeFile(path: [server, "Movies", item], key: FileKey(server: server, itemId: item, sourceId: "m"), size: 1000, modified: 1, etag: nil)
+        }
+        #expect(index.storedBytesByServer().isEmpty)
+        var a = try #require(try index.setPinned(true, files: [file("x", "a")], layout: layout, now: 1).first)
+        var b = try #require(try index.setPinned(true, files: [file("y", "b")], layout: layout, now: 1).first)
+        a.present = RangeSet([ByteRange(0, 300)])
+        b.present = RangeSet([ByteRange(0, 1000)])
+        #expect(try index.saveDownload(a, now: 2) && index.saveDownload(b, now: 2))
+        #expect(index.storedBytesByServer() == ["x": 300, "y": 1000])
+        a.present = RangeSet([ByteRange(0, 700)])
+        #expect(try index.saveDownload(a, now: 3))
+        #expect(index.storedBytesByServer() == ["x": 700, "y": 1000])
+        b.present = RangeSet()
+        #expect(try index.saveDownload(b, now: 4))
+        #expect(index.storedBytesByServer() == ["x": 700])
+        let reopened = try OfflineIndex(path: layout.indexPath)
+        #expect(reopened.storedBytesByServer() == ["x": 700])
+    }
 }
