@@ -38,6 +38,9 @@ public enum StatusReason: Sendable, Hashable {
     case indexUpgraded
     /// The file is different on the server from the bytes held (`why`, when known).
     case fileChanged(String? = nil, refetching: Bool = true)
+    /// A stored copy adopted by the item the server now lists it under (a library re-added gave
+    /// it a new id; `IdentityMatch` and `AdoptionProbe` confirmed it): `was` is its old item id.
+    case matched(was: String)
     /// The file changed on the server again and again while being fetched.
     case keepsChanging(String)
     /// A server-made copy is being prepared (Emby Convert job, Plex download queue).
@@ -125,6 +128,8 @@ public enum StatusReason: Sendable, Hashable {
         case .fileChanged(let why, let refetching):
             return "file changed on the server" + (why.map { " (\($0))" } ?? "") + (refetching ? "; fetching it again" : "")
         case .keepsChanging(let why): return "the file keeps changing on the server (\(why)); run `labstream sync`"
+        case .matched(let was):
+            return "matched: the server lists this file under a new id (was \(was)); its stored bytes were confirmed and kept"
         case .preparing(let job): return "the server is preparing the copy (job \(job))"
         case .preparingEntry(let quality, let entry): return "the server is preparing the \(quality) copy (download entry \(entry))"
         case .entryEnded(let revoked):
@@ -159,6 +164,7 @@ public enum StatusReason: Sendable, Hashable {
         case heldByCap = "held_by_cap"
         case orphaned
         case fileChanged = "file_changed"
+        case matched
         case localFileVanished = "local_file_vanished"
         case damagedBytes = "damaged_bytes"
         case fetchingSideAssets = "fetching_side_assets"
@@ -209,6 +215,7 @@ public enum StatusReason: Sendable, Hashable {
         case .daemonNotRunning: return .daemonNotRunning
         case .indexUpgraded: return .indexUpgraded
         case .fileChanged, .keepsChanging: return .fileChanged
+        case .matched: return .matched
         case .preparing: return .preparingCopy
         case .serverAway(let away): return away == .online ? .plain(state) : .serverAway
         case .signInRefused: return .signInRefused
@@ -265,6 +272,7 @@ extension StatusReason {
         case "index_upgraded": self = .indexUpgraded
         case "file_changed": self = .fileChanged(p["text"], refetching: p["refetching"] != "0")
         case "keeps_changing": self = .keepsChanging(text)
+        case "matched": self = .matched(was: p["was"] ?? "")
         case "preparing_copy": self = .preparing(job: p["job"] ?? "")
         case "preparing_entry": self = .preparingEntry(quality: p["quality"] ?? "", entry: p["entry"] ?? "")
         case "entry_ended": self = .entryEnded(revoked: p["revoked"] == "1")
@@ -302,6 +310,7 @@ extension StatusReason {
         case .fileChanged(let why, let refetching):
             return ("file_changed", (why.map { ["text": $0] } ?? [:]).merging(["refetching": refetching ? "1" : "0"]) { a, _ in a })
         case .keepsChanging(let why): return ("keeps_changing", ["text": why])
+        case .matched(let was): return ("matched", ["was": was])
         case .preparing(let job): return ("preparing_copy", ["job": job])
         case .preparingEntry(let quality, let entry): return ("preparing_entry", ["quality": quality, "entry": entry])
         case .entryEnded(let revoked): return ("entry_ended", ["revoked": revoked ? "1" : "0"])

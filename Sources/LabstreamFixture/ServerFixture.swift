@@ -432,6 +432,8 @@ public final class ServerFixture: Sendable {
         /// Jellyfin/Emby: `/Items` does not apply `isPlayed` (every item, each with its own `UserData`).
         var ignorePlayedFilter = false
         var removed: Set<String> = []
+        /// Set by `readdLibraries`.
+        var readded: IdMap?
         /// Items the server does not have yet (`hold`), and when each released one arrived.
         var held: Set<String> = []
         var added: [String: Int64] = [:]
@@ -1145,6 +1147,38 @@ public final class ServerFixture: Sendable {
     /// Answers one request as the server would (the loopback listener's handler; in-memory
     /// transports call it directly).
     public func handle(_ original: HTTPServer.Request) -> HTTPServer.Response {
+        guard let readded = state.withLock({ $0.readded }) else { return handleAsListed(original) }
+        // A library re-added: every item, and every media source, is the same file under an id
+        // the server gave it anew. Requests name the new ids; answers (JSON) say them.
+        var request = original
+        request.path = readded.back(request.path)
+        request.query = request.query.mapValues(readded.back)
+        var response = handleAsListed(request)
+        if response.headers.contains(where: { $0.0.lowercased() == "content-type" && $0.1.contains("json") }), case .bytes(let body) = response.body {
+            response.body = .bytes(Array(readded.forth(String(decoding: body, as: UTF8.self)).utf8))
+        }
+        return response
+    }
+
+    /// Gives every item (and so its Jellyfin media source, whose id is the item's) a new id from
+    /// now on, as Jellyfin does when a
+    /// library is removed and added again (BaseItemDto.Id and MediaSourceInfo.Id are the
+    /// server's own; ProviderIds, Path, Size and Container stay what the file and its metadata
+    /// say). The files, their bytes and the libraries stay. Jellyfin only: Emby's media source
+    /// ids (`mediasource_…`) are not swapped.
+    public func readdLibraries() {
+        var forth: [String: String] = [:]
+        for id in Set(itemsById.keys).union(filesById.keys) {
+            forth[id] = fixtureId("readded:" + id)
+        }
+        for library in [movieLibraryId, showLibraryId, musicLibraryId] { forth[library] = nil }
+        state.withLock { $0.readded = IdMap(forth: forth) }
+    }
+
+    /// The new id of `itemId` after `readdLibraries` (itself before).
+    public func currentId(of itemId: String) -> String { state.withLock { $0.readded?.forthIds[itemId] } ?? itemId }
+
+    func handleAsListed(_ original: HTTPServer.Request) -> HTTPServer.Response {
         var request = original
         if kind == .emby {
             // Emby serves its API below /emby (its spec's base path).
@@ -1973,3 +2007,37 @@ func fixtureId<Bytes: Sequence>(bytes: Bytes) -> String where Bytes.Element == U
 
 /// Drops nil values so JSONSerialization can encode the dictionary.
 func clean(_ d: [String: Any?]) -> [String: Any] { d.compactMapValues { $0 } }
+
+/// Ids swapped in text both ways (fixture ids are 32 hex digits: no id is part of another).
+struct IdMap: Sendable {
+    let forthIds: [String: String]
+    let backIds: [String: String]
+
+    init(forth: [String: String]) {
+        forthIds = forth
+        backIds = Dictionary(forth.map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
+    }
+
+    func forth(_ text: String) -> String { swap(text, forthIds) }
+    func back(_ text: String) -> String { swap(text, backIds) }
+
+    func swap(_ text: String, _ map: [String: String]) -> String {
+        guard !map.isEmpty else { return text }
+        var out = ""
+        var run = ""
+        func flush() {
+            out += run.count == 32 ? map[run] ?? run : run
+            run = ""
+        }
+        for ch in text {
+            if ch.isHexDigit {
+                run.append(ch)
+            } else {
+                flush()
+                out.append(ch)
+            }
+        }
+        flush()
+        return out
+    }
+}

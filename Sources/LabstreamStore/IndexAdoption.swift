@@ -1,0 +1,67 @@
+import LabstreamCore
+
+/// A stored copy moved to the item id its server now lists it under (issue 41 item 3).
+extension OfflineIndex {
+    /// Moves everything stored of `old` (an original's key, its copies and next version too) to
+    /// `new` in one transaction: the download rows and their segments, the queue place, a
+    /// removed server's path, managed entries, side assets, item extras and a monitored
+    /// episode. No file is renamed: a row opens its bytes by its `partial` column, which stays.
+    /// The old item's orphaned listing goes (the new item is the file's listing now) and the
+    /// original's row says it was matched. Refuses (nothing changed) when `new` already holds
+    /// bytes of its own or `old` holds none.
+    public func adoptCopy(from old: FileKey, to new: FileKey) throws(LabstreamError) {
+        guard old.kind == .original, new.kind == .original, old.server == new.server else {
+            throw .storage("adopting \(old) as \(new): only an original on the same server is adopted; nothing was changed")
+        }
+        do {
+            try db.transaction { c in
+                let oldIds: [SQLValue] = [.text(old.server), .text(old.itemId), .text(old.sourceId)]
+                let newIds: [SQLValue] = [.text(new.server), .text(new.itemId), .text(new.sourceId)]
+                let ids = "server=? AND item_id=? AND source_id=?"
+                guard try c.query("SELECT 1 FROM downloads WHERE \(Self.keyMatch) AND ranges != ''", Self.keyValues(old)).first != nil else {
+                    throw AdoptionRefused(why: "\(old) holds no stored bytes")
+                }
+                guard try c.query("SELECT 1 FROM downloads WHERE \(ids) AND ranges != ''", newIds).first == nil else {
+                    throw AdoptionRefused(why: "\(new) already holds bytes of its own")
+                }
+                // Rows of the new item with nothing stored (a pin's fresh row) give way to the adopted ones.
+                for table in ["segments", "downloads", "queue", "removed_copies", "managed_entries"] {
+                    let keyed = table == "managed_entries" ? "server=? AND item_id=?" : ids
+                    try c.run("DELETE FROM \(table) WHERE \(keyed)", table == "managed_entries" ? Array(newIds.prefix(2)) : newIds)
+                    try c.run("UPDATE \(table) SET item_id=?, source_id=? WHERE \(ids)", [.text(new.itemId), .text(new.sourceId)] + oldIds)
+                }
+                let oldItem: [SQLValue] = [.text(old.server), .text(old.itemId)]
+                for table in ["side_assets", "item_extras"] {
+                    try c.run("DELETE FROM \(table) WHERE server=? AND item_id=?", [.text(new.server), .text(new.itemId)])
+                    try c.run("UPDATE \(table) SET item_id=? WHERE server=? AND item_id=?", [.text(new.itemId)] + oldItem)
+                }
+                // A monitored episode keeps its monitor's state (pinned by it, let go…) under the new id.
+                try c.run("DELETE FROM monitored_episodes WHERE server=? AND item_id=?", [.text(new.server), .text(new.itemId)])
+                try c.run(
+                    "UPDATE monitored_episodes SET item_id=?, source_id=? WHERE server=? AND item_id=?",
+                    [.text(new.itemId), .text(new.sourceId)] + oldItem)
+                try c.run(
+                    "UPDATE downloads SET reason=?, reason_detail=? WHERE \(Self.keyMatch)",
+                    Self.reasonValues(.matched(was: old.itemId)) + Self.keyValues(new))
+                try c.run("DELETE FROM media_sources WHERE \(ids.replacingOccurrences(of: "source_id", with: "id")) AND orphaned=1", oldIds)
+                try c.run(
+                    "DELETE FROM items WHERE server=? AND id=? AND NOT EXISTS (SELECT 1 FROM media_sources m WHERE m.server=items.server AND m.item_id=items.id)",
+                    oldItem)
+            }
+        } catch let refused as AdoptionRefused {
+            throw .storage("adopting \(old) as \(new) refused: \(refused.why); nothing was changed")
+        } catch {
+            throw .storage("adopting \(old) as \(new) failed (\(error)); nothing was changed")
+        }
+        forgetStored()
+        // A sidecar names its copy's key: a rebuilt index must take the copy back as the new item's.
+        let adopted = (try? downloads().filter { $0.key.server == new.server && $0.key.itemId == new.itemId && $0.key.sourceId == new.sourceId }) ?? []
+        for row in adopted {
+            CopySidecar.rewrite(row, segments: (try? segments(row.key, attempt: row.attempt)) ?? [], root: dataRoot)
+        }
+    }
+}
+
+struct AdoptionRefused: Error {
+    var why: String
+}

@@ -1,0 +1,77 @@
+import LabstreamCore
+import Testing
+
+@Suite struct IdentityMatchTests {
+    func film(_ item: String, tmdb: String? = "12345", imdb: String? = "tt1234567", size: Int64? = 8_000, container: String? = "mkv", path: String? = nil)
+        -> FileIdentity
+    {
+        var ids: [String: String] = [:]
+        if let tmdb { ids["tmdb"] = tmdb }
+        if let imdb { ids["imdb"] = imdb }
+        return FileIdentity(
+            key: FileKey(server: "jf", itemId: item, sourceId: item), kind: .movie, providerIds: ids, size: size, container: container, path: path)
+    }
+
+    func pairs(_ vanished: [FileIdentity], _ appeared: [FileIdentity]) -> [String: String] {
+        Dictionary(uniqueKeysWithValues: IdentityMatch.pairs(vanished: vanished, appeared: appeared).map { ($0.from.itemId, $0.to.itemId) })
+    }
+
+    @Test func theSameFileUnderANewIdIsPaired() {
+        #expect(pairs([film("old")], [film("new")]) == ["old": "new"])
+        // One provider id in common is enough; a container's case is not a difference.
+        #expect(pairs([film("old", imdb: nil)], [film("new", container: "MKV")]) == ["old": "new"])
+        #expect(pairs([film("old", path: "/media/a.mkv")], [film("new", path: "/media/a.mkv")]) == ["old": "new"])
+    }
+
+    @Test func anythingTheServerSaysDifferentlyPairsNothing() {
+        let old = film("old")
+        #expect(pairs([old], [film("new", size: 8_001)]).isEmpty)
+        #expect(pairs([old], [film("new", container: "mp4")]).isEmpty)
+        #expect(pairs([old], [film("new", tmdb: "999")]).isEmpty)  // a differing id, even with imdb shared
+        #expect(pairs([old], [film("new", tmdb: nil, imdb: nil)]).isEmpty)  // no provider id in common
+        #expect(pairs([old], [film("new", size: nil)]).isEmpty)
+        #expect(pairs([film("old", path: "/media/a.mkv")], [film("new", path: "/media/b.mkv")]).isEmpty)
+        var episode = film("new")
+        episode.kind = .episode
+        #expect(pairs([old], [episode]).isEmpty)
+        var elsewhere = film("new")
+        elsewhere.key = FileKey(server: "other", itemId: "new", sourceId: "new")
+        #expect(pairs([old], [elsewhere]).isEmpty)
+    }
+
+    @Test func aDoubtfulMatchPairsNothing() {
+        // Two candidates for one stored file, or two stored files for one candidate.
+        #expect(pairs([film("old")], [film("a"), film("b")]).isEmpty)
+        #expect(pairs([film("x"), film("y")], [film("new")]).isEmpty)
+        // The unambiguous one next to them still pairs.
+        #expect(pairs([film("x"), film("y"), film("z", tmdb: "7", imdb: nil)], [film("new"), film("n7", tmdb: "7", imdb: nil)]) == ["z": "n7"])
+    }
+
+    @Test func theProbeReadsAFewSmallRangesAtSegmentStarts() {
+        let mib: Int64 = 1 << 20
+        let segments = [(ByteRange(0, 16 * mib), "a"), (ByteRange(16 * mib, 32 * mib), "b"), (ByteRange(32 * mib, 32 * mib + 5000), "c")]
+        let checks = AdoptionProbe.plan(size: 32 * mib + 5000, segments: segments)!
+        #expect(checks.reduce(0) { $0 + $1.range.count } <= AdoptionProbe.budget)
+        #expect(checks.map(\.range.lower) == [0, 16 * mib, 32 * mib])
+        // The small last segment is read whole and checked against its stored digest.
+        #expect(checks.last == AdoptionProbe.Check(range: ByteRange(32 * mib, 32 * mib + 5000), digest: "c"))
+        #expect(checks[0].digest == nil && checks[1].digest == nil)
+        // A copy not wholly stored is not probed at all.
+        #expect(AdoptionProbe.plan(size: 32 * mib + 5000, segments: Array(segments.dropLast())) == nil)
+        #expect(AdoptionProbe.plan(size: 32 * mib + 5000, segments: [segments[0], segments[2]]) == nil)
+        // A small file is one whole segment: one range, its digest.
+        #expect(AdoptionProbe.plan(size: 5000, segments: [(ByteRange(0, 5000), "d")]) == [AdoptionProbe.Check(range: ByteRange(0, 5000), digest: "d")])
+    }
+
+    @Test func onlyEveryRangeReadAlikeConfirms() {
+        let checks = [AdoptionProbe.Check(range: ByteRange(0, 10), digest: nil), AdoptionProbe.Check(range: ByteRange(90, 100), digest: "s")]
+        let stored = [ByteRange(0, 10): "h"]
+        #expect(AdoptionProbe.confirms(checks, read: [ByteRange(0, 10): (10, "h"), ByteRange(90, 100): (10, "s")], stored: stored))
+        #expect(!AdoptionProbe.confirms(checks, read: [ByteRange(0, 10): (10, "x"), ByteRange(90, 100): (10, "s")], stored: stored))
+        #expect(!AdoptionProbe.confirms(checks, read: [ByteRange(0, 10): (10, "h"), ByteRange(90, 100): (10, "x")], stored: stored))
+        #expect(!AdoptionProbe.confirms(checks, read: [ByteRange(0, 10): (9, "h"), ByteRange(90, 100): (10, "s")], stored: stored))
+        #expect(!AdoptionProbe.confirms(checks, read: [ByteRange(90, 100): (10, "s")], stored: stored))
+        #expect(!AdoptionProbe.confirms(checks, read: [ByteRange(0, 10): (10, "h"), ByteRange(90, 100): (10, "s")], stored: [:]))
+        #expect(!AdoptionProbe.confirms([], read: [:], stored: [:]))
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import LabstreamCore
+import LabstreamStore
+import Testing
+
+/// A stored copy moved to the item id a rebuilt library gave its file (issue 41 item 3), in the index.
+@Suite struct AdoptionTests {
+    let server = OfflineIndex.ServerRow(name: "jf", type: "jellyfin", url: "u", serverId: nil, lastSync: nil)
+
+    func catalog(_ index: OfflineIndex, item: String) throws {
+        let file = TreeFile(
+            path: ["jf", "Movies", "Alpha (2001)", "Alpha (2001).mkv"], key: FileKey(server: "jf", itemId: item, sourceId: item), size: 100, modified: 0,
+            etag: nil)
+        try index.replaceCatalog(
+            server: server,
+            libraries: [
+                LibraryCatalog(
+                    id: "L", name: "Movies",
+                    items: [CatalogItem(id: item, kind: .movie, title: "Alpha", year: 2001, sources: [MediaSource(id: item, size: 100)])])
+            ],
+            tree: [file], now: 1)
+    }
+
+    @Test func aMatchedCopyMovesToTheNewItemWithItsPinSegmentsAndSideAssets() throws {
+        let scratch = Scratch("adopt")
+        let index = try OfflineIndex(path: scratch.path + "/index.sqlite")
+        try FileManager.default.createDirectory(atPath: scratch.path + "/partials", withIntermediateDirectories: true)
+        let old = FileKey(server: "jf", itemId: "old", sourceId: "old")
+        let new = FileKey(server: "jf", itemId: "new", sourceId: "new")
+        try catalog(index, item: "old")
+        var row = DownloadRow(
+            key: old, status: .partial, attempt: AttemptID(1), validator: nil, total: 100, present: RangeSet([ByteRange(0, 60)]),
+            partialPath: "partials/alpha.part")
+        row.pinned = true
+        try index.saveDownload(row, committing: .init(range: ByteRange(0, 60), digest: "d1"), now: 1)
+        row.present = RangeSet([ByteRange(0, 100)])
+        row.status = .complete
+        try index.saveDownload(row, committing: .init(range: ByteRange(60, 100), digest: "d2"), now: 2)
+        try index.db.exec("INSERT INTO side_assets(server, item_id, asset, state, file) VALUES('jf', 'old', 'poster', 'stored', 'side/old/poster.jpg')")
+        // The library re-added: the old item vanishes (its copy orphaned), the new one appears.
+        try catalog(index, item: "new")
+        #expect(try index.treeFiles().contains { $0.key == old && $0.orphaned })
+
+        try index.adoptCopy(from: old, to: new)
+
+        #expect(try index.download(old) == nil)
+        let adopted = try #require(try index.download(new))
+        #expect(adopted.pinned && adopted.status == .complete && adopted.present == RangeSet([ByteRange(0, 100)]))
+        #expect(adopted.partialPath == "partials/alpha.part")  // nothing renamed
+        #expect(adopted.reason == .matched(was: "old"))
+        #expect(try index.segments(new, attempt: adopted.attempt).map(\.digest) == ["d1", "d2"])
+        #expect(try index.db.query("SELECT item_id FROM side_assets").map { $0[0].text } == ["new"])
+        // The orphaned listing is gone: one file in the tree, the new item's.
+        #expect(try index.treeFiles().map(\.key) == [new])
+        // The sidecar names the new key, so a rebuilt index takes the copy back as the new item's.
+        let sidecar = try #require(CopySidecar.read(CopySidecar.path(ofPartial: scratch.path + "/partials/alpha.part")))
+        #expect(sidecar.key == new && sidecar.segments.count == 2)
+    }
+
+    @Test func aCopyIsNotAdoptedOverBytesTheNewItemHolds() throws {
+        let scratch = Scratch("adopt-refused")
+        let index = try OfflineIndex(path: scratch.path + "/index.sqlite")
+        let old = FileKey(server: "jf", itemId: "old", sourceId: "old")
+        let new = FileKey(server: "jf", itemId: "new", sourceId: "new")
+        try catalog(index, item: "old")
+        for (key, part) in [(old, "a"), (new, "b")] {
+            let row = DownloadRow(
+                key: key, status: .partial, attempt: AttemptID(1), validator: nil, total: 100, present: RangeSet([ByteRange(0, 10)]),
+                partialPath: "partials/\(part).part")
+            try index.saveDownload(row, committing: .init(range: ByteRange(0, 10), digest: part), now: 1)
+        }
+        #expect(throws: LabstreamError.self) { try index.adoptCopy(from: old, to: new) }
+        #expect(try index.download(old)?.partialPath == "partials/a.part")
+        #expect(try index.download(new)?.partialPath == "partials/b.part")
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+import LabstreamCore
+import LabstreamFixture
+import Testing
+
+/// A Jellyfin library re-added gives every item a new id (issue 41 item 3): a stored copy the
+/// server still has, by what it says and by its bytes, is adopted with only a confirming read;
+/// one whose bytes differ stays orphaned.
+@Suite(.serialized) struct RebuiltLibraryTests {
+    static let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
+    static let beta = "test/Movies/Beta (2002)/Beta (2002).mp4"
+
+    static func catalog(_ dir: String) -> FixtureCatalog {
+        var catalog = testCatalog(in: dir)
+        catalog.movies[0].details = .init(imdb: "tt0000001", tmdb: "11")
+        catalog.movies[1].details = .init(imdb: "tt0000002", tmdb: "22")
+        return catalog
+    }
+
+    func row(_ m: MountedLabstream, _ rel: String) -> [String: Any]? {
+        guard let out = try? m.cli(["status", "--json", m.path(rel)]).stdout,
+            let rows = try? JSONSerialization.jsonObject(with: Data(out.utf8)) as? [[String: Any]]
+        else { return nil }
+        return rows.first
+    }
+
+    @Test func aCopyTheServerStillHasIsAdoptedAndADoubtfulOneIsNot() throws {
+        let m = try MountedLabstream("rebuilt", catalog: Self.catalog, cacheConfig: "side_assets = off")
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        for rel in [Self.alpha, Self.beta] {
+            #expect(try m.cli(["pin", m.path(rel)]).code == 0)
+            #expect(eventually { ["complete", "unverified"].contains(row(m, rel)?["state"] as? String ?? "") }, "\(rel): \(String(describing: row(m, rel)))")
+        }
+        // Beta's file is replaced by other bytes of the same size, with the same metadata.
+        writeRandomFile(m.mediaDir + "/beta.mp4", size: 3 * MiB, seed: 99)
+        m.fixture.readdLibraries()
+        m.fixture.clearLog()
+        // Only a whole read sees items vanish (an incremental one is told of changes).
+        let sync = try m.cli(["sync", "--full"])
+        #expect(sync.code == 0, "\(sync.stdout) \(sync.stderr)")
+
+        // Alpha: adopted, still pinned and complete, read byte for byte from what was stored.
+        let adopted = try #require(row(m, Self.alpha))
+        #expect(["complete", "unverified"].contains(adopted["state"] as? String ?? "") && adopted["pinned"] as? Bool == true, "\(adopted)")
+        #expect(adopted["reason"] as? String == "matched", "\(adopted)")
+        #expect(try m.cli(["status", m.path(Self.alpha)]).stdout.contains("matched"))
+        let downloads = m.fixture.downloadRequests
+        let alphaId = try #require(m.fixture.itemId(forFile: m.mediaDir + "/alpha.mkv"))
+        // The log keeps requests as the fixture answered them: under the file's first id.
+        #expect(m.fixture.currentId(of: alphaId) != alphaId)
+        let alphaReads = downloads.filter { $0.path.contains(alphaId) }
+        #expect(!alphaReads.isEmpty && alphaReads.allSatisfy { $0.range != nil }, "\(alphaReads)")
+        let bytes = alphaReads.reduce(Int64(0)) { sum, r in
+            let parts = (r.range ?? "").dropFirst("bytes=".count).split(separator: "-").compactMap { Int64($0) }
+            return sum + (parts.count == 2 ? parts[1] - parts[0] + 1 : 1 << 40)
+        }
+        #expect(bytes <= AdoptionProbe.budget, "\(bytes) bytes read to confirm alpha")
+        let read = try Data(contentsOf: URL(fileURLWithPath: m.path(Self.alpha)))
+        #expect(read == (try Data(contentsOf: URL(fileURLWithPath: m.mediaDir + "/alpha.mkv"))))
+        #expect(m.fixture.downloadRequests.count == downloads.count)  // the read came from the stored copy
+
+        // Beta: the same size and provider ids, other bytes: not adopted.
+        let fresh = row(m, Self.beta)
+        #expect(fresh?["reason"] as? String != "matched" && fresh?["pinned"] as? Bool != true, "\(String(describing: fresh))")
+        // Its stored copy stays, orphaned, after a confirming read that found other bytes.
+        #expect(try m.cli(["status"]).stdout.contains("Beta (2002).mp4 (orphaned)"))
+        let betaId = try #require(m.fixture.itemId(forFile: m.mediaDir + "/beta.mp4"))
+        #expect(downloads.contains { $0.path.contains(betaId) } && downloads.count <= 6, "\(downloads)")
+        try m.unmount()
+    }
+}
