@@ -11,13 +11,11 @@ import Synchronization
 final class WebAPI: Sendable {
     let listener: HTTPListener
     let token: String
-    let budget: Int64
     let recent: RecentEvents
 
-    init(listener: HTTPListener, token: String, budget: Int64, recent: RecentEvents) {
+    init(listener: HTTPListener, token: String, recent: RecentEvents) {
         self.listener = listener
         self.token = token
-        self.budget = budget
         self.recent = recent
     }
 
@@ -67,7 +65,7 @@ extension Daemon {
     static func startWeb(_ config: LabstreamConfig, context: Context, recent: RecentEvents, log: Logger) throws(CLIError) -> WebAPI? {
         guard let settings = config.http else { return nil }
         let token = try WebAPI.token(context.layout)
-        return WebAPI(listener: try HTTPListener(settings, log: log), token: token, budget: config.maxCacheSize, recent: recent)
+        return WebAPI(listener: try HTTPListener(settings, log: log), token: token, recent: recent)
     }
 
     /// One HTTP request: the page's files (no token: they hold no data), or an API call
@@ -150,7 +148,8 @@ extension Daemon {
             return row
         }
         let used = rows.reduce(Int64(0)) { $0 + $1.present.byteCount }
-        var storage: [String: Any] = ["used": used, "budget": web.budget]
+        // The budget kept now, so a SIGHUP's new max_size shows at the next poll.
+        var storage: [String: Any] = ["used": used, "budget": transfers.budget.maxSize]
         if let free = transfers.freeSpace { storage["free"] = free }
         let events: [[String: Any]] = web.recent.all.reversed().map { e in
             var row: [String: Any] = ["path": transfers.treePath(of: e.key)?.joined(separator: "/") ?? e.key.itemId, "outcome": e.outcome.rawValue, "at": e.at]

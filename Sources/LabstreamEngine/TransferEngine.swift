@@ -108,7 +108,7 @@ public final class TransferEngine: Sendable {
 
     /// The budget kept now: `Settings.budget` until a SIGHUP reloads `labstream.conf`.
     private let liveBudget: Mutex<StorageBudget>
-    var budget: StorageBudget { liveBudget.withLock { $0 } }
+    public var budget: StorageBudget { liveBudget.withLock { $0 } }
 
     /// A reloaded configuration's budget: files parked for room are measured against it at once
     /// (a raised `max_size` resumes them without a remount; a lowered one parks the next fill).

@@ -130,6 +130,24 @@ import Testing
         #expect(try order() == [alpha, beta, pilot])
     }
 
+    /// The page's storage figure is the budget kept now: a SIGHUP's new `max_size` shows at the
+    /// next poll, not the one read at mount.
+    @Test func theStorageBudgetShownFollowsAReload() throws {
+        let d = try HTTPDaemon("http-budget", http: "127.0.0.1:0", configure: { $0.maxCacheSize = Int64(64 * MiB) })
+        defer { d.stop() }
+        func budget() throws -> Int? {
+            (try exchange(port: d.port, request("GET", "/api/status", token: d.token)).json["storage"] as? [String: Any])?["budget"] as? Int
+        }
+        #expect(try budget() == 64 * MiB)
+        var config = try d.context.loadConfig()
+        config.maxCacheSize = Int64(96 * MiB)
+        let text = config.serialized()
+        #expect(text.contains("[http]"), "\(text)")
+        try text.write(toFile: d.context.configPath, atomically: true, encoding: .utf8)
+        d.daemon.reconfigure()
+        #expect(try budget() == 96 * MiB)
+    }
+
     @Test func badInputIsRefusedWithProblemJSONAndLosesNothing() throws {
         let d = try HTTPDaemon("http-bad", http: "127.0.0.1:0")
         defer { d.stop() }
