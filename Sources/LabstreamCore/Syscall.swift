@@ -41,6 +41,16 @@ public func pwriteAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: 
     }
 }
 
+/// Sends all of `buffer` on a connected socket, looping over short sends. MSG_NOSIGNAL: a peer
+/// that went away is an error (EPIPE, ECONNRESET), never SIGPIPE, which would kill the daemon
+/// whenever a client is interrupted.
+public func sendAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, context: @autoclosure () -> String) throws(SyscallError) {
+    var done = 0
+    while done < buffer.count {
+        done += try syscall("send", context()) { send(fd, buffer.baseAddress! + done, buffer.count - done, Int32(MSG_NOSIGNAL)) }
+    }
+}
+
 /// Reads up to `count` bytes at `offset`, looping over short reads; stops at end of file.
 public func preadFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64, context: @autoclosure () -> String) throws(SyscallError)
     -> Int

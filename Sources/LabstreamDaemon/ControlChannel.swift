@@ -174,17 +174,8 @@ public enum ControlChannel {
         encoder.outputFormatting = [.withoutEscapingSlashes]
         guard var data = try? encoder.encode(value) else { return }
         data.append(10)
-        data.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                // MSG_NOSIGNAL: a peer that went away is an error here, never SIGPIPE (which would
-                // kill the daemon when a client is interrupted, or a client the daemon refused).
-                let n = Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { return }
-                offset += n
-            }
-        }
+        // A peer that went away (an interrupted client, one the daemon refused) gets nothing more.
+        data.withUnsafeBytes { raw in _ = try? sendAll(fd, raw, context: "the control socket") }
     }
 
     /// Newline-separated lines from a socket, keeping what was read past each one.

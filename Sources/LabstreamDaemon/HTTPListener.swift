@@ -229,14 +229,7 @@ final class HTTPListener: @unchecked Sendable {
         if length { head += "Content-Length: \(response.body.count)\r\n" }
         head += "Connection: close\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\r\n"
         let out = Array(head.utf8) + response.body
-        out.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = Glibc.send(client, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { return }
-                offset += n
-            }
-        }
+        // A client that went away gets nothing more; the connection is closed by the caller.
+        out.withUnsafeBytes { raw in _ = try? sendAll(client, raw, context: "an HTTP answer") }
     }
 }
