@@ -303,10 +303,11 @@ public final class TransferEngine: Sendable {
         }
         // Read-ahead is fetched only into room there is (nothing is evicted for a guess): it
         // must not take what the next read needs.
+        // Measured only when some of it is missing: a read served from what is present (the
+        // usual case) costs no statvfs for its read-ahead.
         if let readAhead, handle.map(version.isSameVersion(as:)) ?? true,
-            budget.room(
-                for: readAhead.count - transfer.snapshot().present.intersection(readAhead).byteCount, server: file.key.server,
-                usage: storageUsage()) == .fits
+            case let aheadMissing = readAhead.count - transfer.snapshot().present.intersection(readAhead).byteCount, aheadMissing > 0,
+            budget.room(for: aheadMissing, server: file.key.server, usage: storageUsage()) == .fits
         {
             transfer.prefetch(readAhead, engine: self)
         }
