@@ -75,11 +75,17 @@ public enum ReadPlanner {
     }
 }
 
-/// Per-open-file read-ahead: a window that starts small and doubles while the reader stays
-/// sequential (mountpoint-s3's model), and resets on a seek.
+/// Per-open-file read-ahead: a window that grows with what the reader has read sequentially
+/// (half of its run so far, from `readAheadInitial` up to `readAheadMax`), and resets on a seek.
+/// Grown per bytes read, not per read: doubling at every 128 KiB kernel read reached the
+/// 64 MiB cap within the first megabyte, so a player that reads a few MiB to start (mpv's first
+/// frames) had 64 MiB fetched for it. Growing by the run keeps what is fetched ahead at half of
+/// what was read, while a long stream still reaches the cap.
 public struct ReadAheadPolicy: Sendable, Hashable {
     public private(set) var window: Int64
     public private(set) var nextExpected: Int64 = -1
+    /// Where the current sequential run began (-1: no read yet).
+    public private(set) var runStart: Int64 = -1
     private let sizes: TransferSizes
 
     public init(sizes: TransferSizes) {
@@ -93,11 +99,9 @@ public struct ReadAheadPolicy: Sendable, Hashable {
         let sequential =
             nextExpected >= 0 && read.lower >= nextExpected - sizes.readChunk
             && read.lower <= nextExpected + sizes.readChunk
-        if sequential {
-            window = min(window * 2, sizes.readAheadMax)
-        } else {
-            window = sizes.readAheadInitial
-        }
+        if !sequential { runStart = read.lower }
+        let run = max(read.upper - runStart, 0)
+        window = sequential ? min(max(run / 2, sizes.readAheadInitial), sizes.readAheadMax) : sizes.readAheadInitial
         nextExpected = read.upper
         guard sequential, read.upper < total else { return nil }
         return ByteRange(read.upper, min(read.upper + window, total))

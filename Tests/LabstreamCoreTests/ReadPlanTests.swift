@@ -42,20 +42,49 @@ import Testing
         #expect(ReadPlanner.plan(demand: ByteRange(50, 300), total: 100, present: RangeSet(), inFlight: RangeSet(), sizes: sizes) == [ByteRange(0, 100)])
     }
 
-    @Test func readAheadGrowsWhileSequentialAndResetsOnSeek() {
+    @Test func readAheadGrowsWithTheRunAndResetsOnSeek() {
         var policy = ReadAheadPolicy(sizes: sizes)
         let k128: Int64 = 128 << 10
         #expect(policy.observe(read: ByteRange(0, k128), total: 100 * MiB) == nil)  // first read: no history
         let a = policy.observe(read: ByteRange(k128, 2 * k128), total: 100 * MiB)
-        #expect(a == ByteRange(2 * k128, 2 * k128 + 2 * MiB))
-        let b = policy.observe(read: ByteRange(2 * k128, 3 * k128), total: 100 * MiB)
-        #expect(b?.count == 4 * MiB)
-        for i in 3..<10 { _ = policy.observe(read: ByteRange(Int64(i) * k128, Int64(i + 1) * k128), total: 100 * MiB) }
+        #expect(a == ByteRange(2 * k128, 2 * k128 + MiB))
+        // Eight kernel reads in (1 MiB read), the window has not grown: it follows bytes, not reads.
+        for i in 2..<8 { _ = policy.observe(read: ByteRange(Int64(i) * k128, Int64(i + 1) * k128), total: 100 * MiB) }
+        #expect(policy.window == MiB)
+        // Half of the run: 6 MiB read, 3 MiB ahead.
+        #expect(policy.observe(read: ByteRange(MiB, 6 * MiB), total: 100 * MiB) == ByteRange(6 * MiB, 9 * MiB))
+        _ = policy.observe(read: ByteRange(6 * MiB, 40 * MiB), total: 100 * MiB)
         #expect(policy.window == 8 * MiB)  // capped
         #expect(policy.observe(read: ByteRange(50 * MiB, 50 * MiB + k128), total: 100 * MiB) == nil)  // a seek
         #expect(policy.window == MiB)
+        #expect(policy.runStart == 50 * MiB)
         let end = policy.observe(read: ByteRange(50 * MiB + k128, 100 * MiB), total: 100 * MiB)
         #expect(end == nil)  // nothing past EOF
+    }
+
+    /// A player's start (mpv's first frames read about 12 MiB in kernel reads): what is asked for
+    /// stays within the bytes read and half as much again, where a window doubling at every
+    /// read had 64 MiB asked for.
+    @Test func aPlayersStartAsksForLittleMoreThanItReads() {
+        let sizes = TransferSizes.default
+        let total: Int64 = 77 * MiB
+        var policy = ReadAheadPolicy(sizes: sizes)
+        var requested = RangeSet()
+        var offset: Int64 = 0
+        while offset < 12 * MiB {
+            let read = ByteRange(offset, offset + (128 << 10))
+            for piece in ReadPlanner.plan(demand: read, total: total, present: RangeSet(), inFlight: requested, sizes: sizes) { requested.insert(piece) }
+            if let window = policy.observe(read: read, total: total) {
+                for piece in ReadPlanner.readAhead(
+                    window: window, total: total, present: RangeSet(), inFlight: requested, segmentSize: sizes.segmentSize,
+                    minimumPiece: max(sizes.readChunk, window.count / 2))
+                {
+                    requested.insert(piece)
+                }
+            }
+            offset = read.upper
+        }
+        #expect(requested.byteCount <= 12 * MiB + 6 * MiB + sizes.readChunk, "\(requested.byteCount >> 20) MiB asked for")
     }
 }
 
