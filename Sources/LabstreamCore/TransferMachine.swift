@@ -302,6 +302,9 @@ public struct TransferMachine: Sendable {
         /// Its body was used (what arrived is committed).
         case succeeded
         case failed(FetchFailure)
+        /// Stopped by its requester before its end (a prefetch whose playback stopped): what
+        /// arrived is committed; nothing failed, so no reader is told of it.
+        case cancelled
     }
 
     /// What to do about a failed fetch of the current attempt.
@@ -334,6 +337,8 @@ public struct TransferMachine: Sendable {
             // Its body was not written; the readers waiting now wait for the whole-file stream.
             ignoresRange = true
             return .ignoresRange(failure.error.userMessage)
+        case .cancelled:
+            return .done
         case .succeeded:
             if current && !row.present.contains(range) {
                 failures.append(Failure(sequence: sequence, range: range, error: .fetchFailed("the response could not be used"), kind: .validation))

@@ -134,6 +134,7 @@ public final class Daemon: Sendable {
             case .treeChanged: reload()  // a finished copy at another quality joins the tree
             case .pinned: fetcher.wake()  // what goes beside the pinned files comes with them
             case .verify(let keys): fetcher.verify(keys)
+            case .preparing(let path): fetcher.listed(Array(path.dropLast()))  // its subtitles and artwork, as its folder's listing would
             case .mediaDropped(let key): fetcher.mediaDropped(key)
             case .serverOnline(let name): scheduler.serverOnline(name)
             case .finished(let key, let outcome, let reason):

@@ -16,6 +16,9 @@ final class FetchPool: @unchecked Sendable {
     let condition = NSCondition()
     var foreground: [Job] = []
     var background: [Job] = []
+    /// Work below the fill (the next episode's prefetch): taken only when no read or fill waits
+    /// and a thread of the pool would still be left for one arriving.
+    var spare: [Job] = []
     var threads = 0
     var idle = 0
     var closed = false
@@ -41,6 +44,24 @@ final class FetchPool: @unchecked Sendable {
         }
     }
 
+    /// Queues `job` below every read and fill (`spare`).
+    func submitSpare(_ job: @escaping Job) {
+        condition.lock()
+        defer { condition.unlock() }
+        spare.append(job)
+        condition.signal()
+        if idle == 0 && threads < size - 1 {
+            threads += 1
+            let thread = Thread { [self] in work() }
+            thread.name = "fetch"
+            thread.start()
+        }
+    }
+
+    /// Whether a spare job may start now (call with `condition` held, from a thread of the pool
+    /// that is not counted idle): nothing else waits, and a thread is left for what comes.
+    private var spareMayRun: Bool { !spare.isEmpty && threads - idle < size }
+
     /// Idle threads end now, busy ones once the queue is empty; a fetch queued later still runs
     /// (and puts nothing on the wire: the engine is stopping).
     func close() {
@@ -51,22 +72,23 @@ final class FetchPool: @unchecked Sendable {
     }
 
     /// Fetches queued and not started yet (a test's view).
-    var queued: Int { condition.withLock { foreground.count + background.count } }
+    var queued: Int { condition.withLock { foreground.count + background.count + spare.count } }
 
     private func next() -> Job? {
         condition.lock()
         defer { condition.unlock() }
         let deadline = Date().addingTimeInterval(idleTimeout)
-        while foreground.isEmpty && background.isEmpty {
+        while foreground.isEmpty && background.isEmpty && !spareMayRun {
             idle += 1
             let woken = !closed && condition.wait(until: deadline)
             idle -= 1
-            if !woken && foreground.isEmpty && background.isEmpty {
+            if !woken && foreground.isEmpty && background.isEmpty && !spareMayRun {
                 threads -= 1
                 return nil
             }
         }
-        return foreground.isEmpty ? background.removeFirst() : foreground.removeFirst()
+        if !foreground.isEmpty { return foreground.removeFirst() }
+        return background.isEmpty ? spare.removeFirst() : background.removeFirst()
     }
 
     private func work() {

@@ -492,10 +492,11 @@ final class FileTransfer: @unchecked Sendable {
         var digest: String
     }
 
-    /// Runs on the fetch pool (`lane`: the pool thread's own, for the checkpoints).
+    /// Runs on the fetch pool (`lane`: the pool thread's own, for the checkpoints). `cancelled`:
+    /// asked as the body arrives; a fetch it ends is `cancelled`, not failed.
     func fetch(
         _ range: ByteRange, attempt: AttemptID, generation: Int, validator: Validator?, background: Bool,
-        backend: any MediaBackend, lane: Lane, engine: any TransferHost
+        backend: any MediaBackend, lane: Lane, engine: any TransferHost, cancelled: (@Sendable () -> Bool)? = nil
     ) {
         // Queued while the daemon stopped: nothing goes on the wire any more.
         if engine.isStopping {
@@ -505,11 +506,35 @@ final class FileTransfer: @unchecked Sendable {
         }
         let rate = engine.fetchStarted()
         defer { engine.fetchEnded() }
-        let answer = RangeFetch(sink: self, range: range, attempt: attempt, background: background, rate: rate, lane: lane, engine: engine)
+        let answer = RangeFetch(
+            sink: self, range: range, attempt: attempt, background: background, rate: rate, lane: lane, engine: engine, cancelled: cancelled)
         let outcome = answer.run(validator: validator, backend: backend)
         finish(
             range, remainder: ByteRange(answer.checkpointStart, range.upper), attempt: attempt, generation: generation,
-            background: background, outcome: outcome, engine: engine)
+            background: background, outcome: outcome, engine: engine, cancelled: cancelled?() == true)
+    }
+
+    /// Fetches what is missing of `range` on this thread (a pool thread running a spare job:
+    /// the next episode's prefetch), like a read-ahead in every other way; `cancelled` ends it
+    /// as it arrives. Returns whether `range` is present now.
+    @discardableResult
+    func fetchHere(_ range: ByteRange, lane: Lane, engine: any TransferHost, cancelled: @escaping @Sendable () -> Bool) -> Bool {
+        condition.lock()
+        let planned = ReadPlanner.pieces(of: range, present: row.present, inFlight: inFlight, segmentSize: engine.settings.sizes.segmentSize)
+        guard !planned.isEmpty, let backend = engine.backend(for: file.key.server),
+            case .fetch(let plan, let attempt, let generation, let validator) = machine.dispatch(planned, background: false, refusal: nil)
+        else {
+            let present = row.present.contains(range)
+            condition.unlock()
+            return present
+        }
+        condition.unlock()
+        for r in plan {
+            fetch(
+                r, attempt: attempt, generation: generation, validator: validator, background: false, backend: backend, lane: lane,
+                engine: engine, cancelled: cancelled)
+        }
+        return condition.withLock { row.present.contains(range) }
     }
 
     /// A 401 for bytes: the stored sign-in is checked (a server may drop a session and still
@@ -618,7 +643,7 @@ final class FileTransfer: @unchecked Sendable {
     /// then, so no reader plans it again), then the machine says what its end comes to.
     func finish(
         _ range: ByteRange, remainder: ByteRange, attempt: AttemptID, generation: Int, background: Bool,
-        outcome: Result<Fetched, FetchFailure>, engine: any TransferHost
+        outcome: Result<Fetched, FetchFailure>, engine: any TransferHost, cancelled: Bool = false
     ) {
         if case .success(let fetched) = outcome, fetched.received > 0 || !remainder.isEmpty {
             _ = commit(remainder, digest: fetched.digest, validator: fetched.validator, attempt: attempt, engine: engine)
@@ -633,6 +658,7 @@ final class FileTransfer: @unchecked Sendable {
         let ending: TransferMachine.Ending
         switch outcome {
         case .success: ending = .succeeded
+        case .failure where cancelled: ending = .cancelled
         case .failure(let failure): ending = .failed(failure)
         }
         switch machine.finished(range, attempt: attempt, generation: generation, background: background, ending: ending, now: Date().timeIntervalSince1970) {

@@ -35,10 +35,17 @@ final class RangeFetch {
     var answerValidator: Validator?
     /// A failure of the body's own writing (not the transport's).
     var sinkError: LabstreamError?
+    /// Asked at every piece of the body: true ends it there, keeping what arrived (a prefetch
+    /// whose playback stopped).
+    let cancelled: (@Sendable () -> Bool)?
 
     /// `lane`: the thread this fetch's checkpoints are made durable and committed on.
-    init(sink: any RangeSink, range: ByteRange, attempt: AttemptID, background: Bool, rate: Int64, lane: Lane, engine: any TransferHost) {
+    init(
+        sink: any RangeSink, range: ByteRange, attempt: AttemptID, background: Bool, rate: Int64, lane: Lane, engine: any TransferHost,
+        cancelled: (@Sendable () -> Bool)? = nil
+    ) {
         self.sink = sink
+        self.cancelled = cancelled
         self.engine = engine
         self.range = range
         self.attempt = attempt
@@ -107,6 +114,11 @@ final class RangeFetch {
             try? writeGathered(seen)  // what arrived before the stop is kept
             sinkError = .fetchFailed("the daemon is stopping")
             throw LabstreamError.fetchFailed("stopping")
+        }
+        if cancelled?() == true {
+            try? writeGathered(seen)
+            sinkError = .fetchFailed("cancelled")
+            throw LabstreamError.fetchFailed("cancelled")
         }
         answerValidator = seen
         let skip = Int(min(max(checkpointStart - offset, 0), Int64(bytes.count)))

@@ -11,6 +11,9 @@ public enum TransferEvent: Sendable, Hashable {
     case verify([FileKey])
     /// A file's local bytes were freed (cancelled or evicted): what was stored beside it goes too.
     case mediaDropped(FileKey)
+    /// The next episode of one playing is fetched ahead (its path in the tree): what is stored
+    /// beside it is wanted too.
+    case preparing([String])
     /// A server that was not answering answers again (told on a thread of its own).
     case serverOnline(String)
     /// A pinned file or copy finished for good: here (`complete`, `unverified` once its check has

@@ -47,6 +47,9 @@ public final class FilesystemEngine: Sendable {
         var file: TreeFile
         var readAhead: ReadAheadPolicy
         var version = HandleVersion()
+        /// Whether the handle is a player playing; once it is, its prefetch of the next episode.
+        var playback = PlaybackWatch()
+        var ticket: PlaybackTicket?
     }
 
     let table = Mutex(InodeTable())
@@ -332,15 +335,30 @@ public final class FilesystemEngine: Sendable {
     }
 
     public func read(handle: UInt64, offset: Int64, size: Int) throws(LabstreamError) -> [UInt8] {
-        enum Planned { case media(TreeFile, ByteRange?, ServedVersion?), generated([UInt8]) }
+        enum Planned { case media(TreeFile, ByteRange?, ServedVersion?, startsPlaying: Bool), generated([UInt8]) }
+        var clock = timespec()
+        clock_gettime(CLOCK_REALTIME, &clock)
+        let now = Double(clock.tv_sec) + Double(clock.tv_nsec) / 1e9
         let planned = handles.withLock { h -> Planned? in
             guard var open = h.open[handle] else { return h.generated[handle].map(Planned.generated) }
-            let ahead = open.readAhead.observe(read: ByteRange(offset: offset, length: Int64(size)), total: open.file.size)
+            let read = ByteRange(offset: offset, length: Int64(size))
+            let ahead = open.readAhead.observe(read: read, total: open.file.size)
+            let starts = open.playback.observe(read: read, total: open.file.size, now: now)
+            open.ticket?.read(at: now)
             h.open[handle] = open
-            return .media(open.file, ahead, open.version.pinned)
+            return .media(open.file, ahead, open.version.pinned, startsPlaying: starts)
         }
         guard let planned else { throw .invalidArgument("bad file handle") }
-        guard case .media(let file, let ahead, let pinned) = planned else {
+        if case .media(let file, _, _, true) = planned, let ticket = transfers.playing(file) {
+            // Released meanwhile: the prefetch stops at once.
+            let kept = handles.withLock { h -> Bool in
+                guard h.open[handle] != nil else { return false }
+                h.open[handle]?.ticket = ticket
+                return true
+            }
+            if !kept { transfers.stoppedPlaying(ticket) }
+        }
+        guard case .media(let file, let ahead, let pinned, _) = planned else {
             guard case .generated(let made) = planned, offset >= 0, size >= 0 else { throw .invalidArgument("bad read range") }
             let start = Int(min(offset, Int64(made.count)))
             return Array(made[start..<min(made.count, start + size)])
@@ -360,7 +378,10 @@ public final class FilesystemEngine: Sendable {
 
     public func release(handle: UInt64) {
         let closed = handles.withLock { h -> OpenFile? in h.generated.removeValue(forKey: handle) == nil ? h.open.removeValue(forKey: handle) : nil }
-        if let closed { transfers.noteClosed(closed.file.key) }
+        if let closed {
+            if let ticket = closed.ticket { transfers.stoppedPlaying(ticket) }
+            transfers.noteClosed(closed.file.key)
+        }
     }
 
     // MARK: - Extended attributes

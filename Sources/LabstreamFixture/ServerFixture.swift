@@ -403,6 +403,25 @@ public final class ServerFixture: Sendable {
         assetGate.unlock()
     }
 
+    /// While set, download requests whose path contains it wait before they are answered (each
+    /// on its own connection's thread) until it is cleared: a test sees what the daemon does while
+    /// a fetch of that file is on the wire.
+    let downloadGate = NSCondition()
+    nonisolated(unsafe) var heldDownloads: String?  // guarded by downloadGate
+
+    public func holdDownloads(matching part: String?) {
+        downloadGate.lock()
+        heldDownloads = part
+        downloadGate.broadcast()
+        downloadGate.unlock()
+    }
+
+    func passDownloadGate(_ path: String) {
+        downloadGate.lock()
+        while let held = heldDownloads, path.contains(held) { downloadGate.wait() }
+        downloadGate.unlock()
+    }
+
     func passAssetGate() {
         assetGate.lock()
         while assetGateClosed { assetGate.wait() }
@@ -1207,6 +1226,7 @@ public final class ServerFixture: Sendable {
                 $0 += 1; return $0
             }
             if let hook = downloadHook.function { hook(n) }
+            passDownloadGate(request.path)
         }
         let fault = takeFault(for: request.path)
         if case .status(let code)? = fault {
