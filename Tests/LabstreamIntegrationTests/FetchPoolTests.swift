@@ -43,6 +43,38 @@ import Testing
         #expect(started.withLock { $0 }.suffix(3).last == "fill 3", "\(started.withLock { $0 })")
     }
 
+    /// Spare work (the next episode's prefetch) starts after every queued read and fill, and never
+    /// takes the pool's last thread: with one thread busy in a pool of two it waits.
+    @Test func spareWorkGoesLastAndLeavesAThread() {
+        let pool = FetchPool(size: 2)
+        let started = Mutex<[String]>([])
+        let release = DispatchSemaphore(value: 0), began = DispatchSemaphore(value: 0)
+        let done = DispatchGroup()
+        func job(_ name: String) -> FetchPool.Job {
+            done.enter()
+            return { _ in
+                started.withLock { $0.append(name) }
+                began.signal()
+                release.wait()
+                done.leave()
+            }
+        }
+        pool.submit(background: false, job("read 1"))
+        began.wait()
+        // One of two threads is busy: the spare job waits though the other is free.
+        pool.submitSpare(job("spare"))
+        pool.submit(background: true, job("fill"))
+        began.wait()
+        #expect(started.withLock { $0 } == ["read 1", "fill"])
+        #expect(pool.queued == 1)
+        release.signal()  // "read 1" ends
+        release.signal()  // "fill" ends: one thread busy no more, the spare job may start
+        began.wait()
+        #expect(started.withLock { $0 }.last == "spare")
+        release.signal()
+        done.wait()
+    }
+
     @Test func aFetchsCheckpointsRunOnItsOwnLaneInOrder() {
         let pool = FetchPool(size: 1)
         let order = Mutex<[Int]>([])
