@@ -521,7 +521,8 @@ final class FileTransfer: @unchecked Sendable {
     func fetchHere(_ range: ByteRange, lane: Lane, engine: any TransferHost, cancelled: @escaping @Sendable () -> Bool) -> Bool {
         condition.lock()
         let planned = ReadPlanner.pieces(of: range, present: row.present, inFlight: inFlight, segmentSize: engine.settings.sizes.segmentSize)
-        guard !planned.isEmpty, let backend = engine.backend(for: file.key.server),
+        // A server that ignores Range would send the whole file: no guess is worth that.
+        guard !planned.isEmpty, !machine.ignoresRange, let backend = engine.backend(for: file.key.server),
             case .fetch(let plan, let attempt, let generation, let validator) = machine.dispatch(planned, background: false, refusal: nil)
         else {
             let present = row.present.contains(range)
