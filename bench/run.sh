@@ -2,7 +2,7 @@
 # make bench: Labstream side by side with curl, the raw disk and `rclone mount --vfs-cache-mode
 # full`, all reading identical bytes from one nginx on loopback (the Jellyfin fixture's API sits
 # behind nginx; /Items/{id}/Download and rclone's /media/ are answered by nginx itself).
-# Cases B1–B9 of issue 7, B10 (a household's library) and B11 (the same on Silo); each timed case runs RUNS times after a warm-up, contenders
+# Cases B1–B9 of issue 7, B10 (a household's library), B11 (the same on Silo) and B12 (play start, issue 42); each timed case runs RUNS times after a warm-up, contenders
 # alternating, caches dropped between cold runs. Prints a table and writes bench/results.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +13,7 @@ MANY=${MANY:-10000}          # items in the B5 library
 BIG_FILMS=${BIG_FILMS:-90000}   # B10: films, beside BIG_SERIES series of 5 seasons × 10 episodes
 BIG_SERIES=${BIG_SERIES:-200}
 SILO_SIZES=${SILO_SIZES:-5000 100000}   # B11: items of the Silo library (nine in ten films, the rest episodes)
-CASES=${CASES:-B1 B2 B3 B4 B5 B6 B7 B8 B9 B10 B11}   # e.g. CASES=B8 make bench
+CASES=${CASES:-B1 B2 B3 B4 B5 B6 B7 B8 B9 B10 B11 B12}   # e.g. CASES=B8 make bench
 want() { [[ " $CASES " == *" $1 "* ]]; }
 BIN=$PWD/.build/release/labstream
 FIXTURE_BIN=$PWD/.build/release/labstream-fixture   # the bench library server (never installed)
@@ -46,6 +46,12 @@ echo "generating media in $W"
 dd if=/dev/urandom of="$W/media/bench.mkv" bs=1M count="$SIZE_MB" status=none
 for i in 1 2 3 4 5 6 7 8; do dd if=/dev/urandom of="$W/media/s$i.mkv" bs=1M count="$SMALL_MB" status=none; done
 ffmpeg -v error -f lavfi -i testsrc2=size=1920x1080:rate=30 -t 60 -c:v libx264 -preset ultrafast -pix_fmt yuv420p "$W/media/clip.mkv"
+if want B12; then
+    # A 77 MB film (60 s of 1080p at 10 Mbit/s), as Matroska and as an MP4 whose moov follows its mdat.
+    ffmpeg -v error -f lavfi -i testsrc2=size=1920x1080:rate=24 -f lavfi -i sine=frequency=440:sample_rate=48000 -t 60 \
+        -vf noise=alls=20:allf=t -c:v libx264 -preset ultrafast -b:v 10M -maxrate 10M -bufsize 20M -pix_fmt yuv420p -c:a aac -b:a 128k "$W/media/playmkv.mkv"
+    ffmpeg -v error -i "$W/media/playmkv.mkv" -c copy "$W/media/playmp4.mp4"
+fi
 chmod 644 "$W"/media/*
 ln "$W/media/bench.mkv" "$W/floor-big/"; ln "$W"/media/s?.mkv "$W/floor-small/"
 for i in $(seq 1 "$MANY"); do : > "$W/many/m$i.mkv"; done
@@ -229,6 +235,33 @@ done
 record B4 "mpv local file" s "${LOC[@]}"; A=$MED; record B4 "mpv labstream" s "${L[@]}"; B=$MED; record B4 "mpv rclone" s "${R[@]}"; Cc=$MED
 record B4 "ffprobe local file" s "${FLOC[@]}"; D=$MED; record B4 "ffprobe labstream" s "${FL[@]}"; E=$MED; record B4 "ffprobe rclone" s "${FR[@]}"; F=$MED
 note "B4 mpv labstream/local $(ratio "$B" "$A") (target <= 1.05), rclone/local $(ratio "$Cc" "$A"); ffprobe labstream/local $(ratio "$E" "$D") (target <= 1.2), rclone/local $(ratio "$F" "$D")"
+fi
+
+if want B12; then
+echo "B12 play start: mpv's first 60 frames of a cold 77 MB film, with --cache=no"
+PLAY=(mpv --no-config --really-quiet --vo=null --ao=null --untimed --cache=no --frames=60)
+# MiB of FILE's downloads the access log shows since line MARK (FILE: an id for Labstream, a name for rclone).
+mib_since() { log_since "$1" | awk -v f="$2" '$1 ~ f {b += $NF} END {print b / 1048576}'; }
+for ext in mkv mp4; do
+    ID=$(id_of "play$ext.$ext"); LSF="$LS_MNT/bench/Movies/play$ext/play$ext.$ext"
+    LOC=(); L=(); R=(); LB=(); RB=(); PB=()
+    for i in $(seq 0 "$RUNS"); do
+        drop_caches; s=$(now); "${PLAY[@]}" "$W/media/play$ext.$ext"; a=$(elapsed "$s")
+        ls_cold; m=$(log_mark); s=$(now); "${PLAY[@]}" "$LSF"; b=$(elapsed "$s"); ls_unmount; lb=$(mib_since "$m" "$ID")
+        rc_cold; m=$(log_mark); s=$(now); "${PLAY[@]}" "$RC_MNT/play$ext.$ext"; c=$(elapsed "$s"); rc_unmount; rb=$(mib_since "$m" "play$ext")
+        ls_cold; m=$(log_mark); ffprobe -v error "$LSF"; ls_unmount; pb=$(mib_since "$m" "$ID")
+        [ "$i" = 0 ] && continue
+        LOC+=("$a"); L+=("$b"); R+=("$c"); LB+=("$lb"); RB+=("$rb"); PB+=("$pb")
+    done
+    record B12 "$ext: mpv 60 frames, local file" s "${LOC[@]}"; A=$MED
+    record B12 "$ext: mpv 60 frames, labstream" s "${L[@]}"; B=$MED
+    record B12 "$ext: mpv 60 frames, rclone" s "${R[@]}"; Cc=$MED
+    record B12 "$ext: MiB fetched, labstream" MiB "${LB[@]}"; LBM=$MED
+    record B12 "$ext: MiB fetched, rclone" MiB "${RB[@]}"; RBM=$MED
+    record B12 "$ext: MiB fetched by ffprobe, labstream" MiB "${PB[@]}"
+    note "B12 $ext labstream/local $(ratio "$B" "$A") (target <= 1.1), rclone/local $(ratio "$Cc" "$A"); MiB fetched labstream/rclone $(ratio "$LBM" "$RBM") (target <= 1)"
+done
+ls_mount; rc_mount
 fi
 
 if want B6; then
