@@ -1,6 +1,7 @@
 import Foundation
 import LabstreamCore
 import LabstreamFixture
+import LabstreamStore
 import Testing
 
 /// One copy for one file reached through two servers (issue 41 item 4): Jellyfin and Plex
@@ -129,5 +130,30 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: m.path("test/" + Self.alpha))) == source)
         #expect(partials(m, size: alphaSize).values.sorted() == [1])
         try m.unmount()
+    }
+}
+
+/// A shared file's bytes never change under the other name: a write copies it first.
+@Suite struct SharedPartialTests {
+    @Test func aWriteIntoASharedFileGoesToACopyOfItsOwn() throws {
+        let scratch = Scratch("shared-partial")
+        let a = scratch.path + "/a.part", b = scratch.path + "/b.part"
+        writeRandomFile(a, size: 3 * MiB + 5, seed: 7)
+        let original = try Data(contentsOf: URL(fileURLWithPath: a))
+        #expect(link(a, b) == 0)
+        let partial = try PartialFile(path: b, size: Int64(original.count))
+        #expect(partial.isShared)
+        let reader = try #require(partial.openReadOnly())  // a descriptor of the shared file, as passthrough holds
+        defer { close(reader) }
+        let patch = [UInt8](repeating: 0xAB, count: 4096)
+        try patch.withUnsafeBytes { try partial.write($0, at: 1 << 20) }
+        // The other name, and a descriptor of the shared file, keep the old bytes whole.
+        #expect(try Data(contentsOf: URL(fileURLWithPath: a)) == original)
+        #expect(try pread(path: "/proc/self/fd/\(reader)", offset: 1 << 20, length: 4096) == Array(original[(1 << 20)..<((1 << 20) + 4096)]))
+        // This name is a copy of its own: the old bytes, the write on top.
+        var expected = original
+        expected.replaceSubrange((1 << 20)..<((1 << 20) + 4096), with: patch)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: b)) == expected)
+        #expect(!partial.isShared && OfflineIndex.fileGroup(ofPartial: a) != OfflineIndex.fileGroup(ofPartial: b))
     }
 }
