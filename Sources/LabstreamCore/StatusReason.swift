@@ -41,6 +41,10 @@ public enum StatusReason: Sendable, Hashable {
     /// A stored copy adopted by the item the server now lists it under (a library re-added gave
     /// it a new id; `IdentityMatch` and `AdoptionProbe` confirmed it): `was` is its old item id.
     case matched(was: String)
+    /// A file whose bytes are another server's stored copy of the same file (`SharedCopy`:
+    /// matched by what both servers say and confirmed by a few ranges read from this one):
+    /// stored once, under both paths. `path` is the other server's path in the mount.
+    case shared(with: String)
     /// The file changed on the server again and again while being fetched.
     case keepsChanging(String)
     /// A server-made copy is being prepared (Emby Convert job, Plex download queue).
@@ -128,6 +132,8 @@ public enum StatusReason: Sendable, Hashable {
         case .fileChanged(let why, let refetching):
             return "file changed on the server" + (why.map { " (\($0))" } ?? "") + (refetching ? "; fetching it again" : "")
         case .keepsChanging(let why): return "the file keeps changing on the server (\(why)); run `labstream sync`"
+        case .shared(let path):
+            return "one copy with \(path): the same file on another server, confirmed by its bytes; stored once, kept while either holds it"
         case .matched(let was):
             return "matched: the server lists this file under a new id (was \(was)); its stored bytes were confirmed and kept"
         case .preparing(let job): return "the server is preparing the copy (job \(job))"
@@ -165,6 +171,7 @@ public enum StatusReason: Sendable, Hashable {
         case orphaned
         case fileChanged = "file_changed"
         case matched
+        case sharedCopy = "shared_copy"
         case localFileVanished = "local_file_vanished"
         case damagedBytes = "damaged_bytes"
         case fetchingSideAssets = "fetching_side_assets"
@@ -216,6 +223,7 @@ public enum StatusReason: Sendable, Hashable {
         case .indexUpgraded: return .indexUpgraded
         case .fileChanged, .keepsChanging: return .fileChanged
         case .matched: return .matched
+        case .shared: return .sharedCopy
         case .preparing: return .preparingCopy
         case .serverAway(let away): return away == .online ? .plain(state) : .serverAway
         case .signInRefused: return .signInRefused
@@ -273,6 +281,7 @@ extension StatusReason {
         case "file_changed": self = .fileChanged(p["text"], refetching: p["refetching"] != "0")
         case "keeps_changing": self = .keepsChanging(text)
         case "matched": self = .matched(was: p["was"] ?? "")
+        case "shared_copy": self = .shared(with: p["with"] ?? "")
         case "preparing_copy": self = .preparing(job: p["job"] ?? "")
         case "preparing_entry": self = .preparingEntry(quality: p["quality"] ?? "", entry: p["entry"] ?? "")
         case "entry_ended": self = .entryEnded(revoked: p["revoked"] == "1")
@@ -311,6 +320,7 @@ extension StatusReason {
             return ("file_changed", (why.map { ["text": $0] } ?? [:]).merging(["refetching": refetching ? "1" : "0"]) { a, _ in a })
         case .keepsChanging(let why): return ("keeps_changing", ["text": why])
         case .matched(let was): return ("matched", ["was": was])
+        case .shared(let path): return ("shared_copy", ["with": path])
         case .preparing(let job): return ("preparing_copy", ["job": job])
         case .preparingEntry(let quality, let entry): return ("preparing_entry", ["quality": quality, "entry": entry])
         case .entryEnded(let revoked): return ("entry_ended", ["revoked": revoked ? "1" : "0"])

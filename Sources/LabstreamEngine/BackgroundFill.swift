@@ -43,6 +43,8 @@ enum BackgroundFill {
                     state = engine.fillOpenEnded(row, file: file)
                 } else if row.present.contains(ByteRange(0, row.total)) {
                     continue
+                } else if row.present.isEmpty && engine.shareStoredCopy(file) {
+                    continue
                 } else {
                     guard let filled = try? engine.fillTransfer(of: file) else { continue }
                     state = filled
@@ -82,6 +84,9 @@ protocol FillHost: NextVersionsHost, CatalogAccess {
     func entriesHoldFill(of server: String) -> Bool
     /// A copy at another quality (`LiveForward.consider`).
     func fillDerivedCopy(_ row: DownloadRow) -> FileTransfer.FillState
+    /// Makes a file with nothing stored share another server's whole copy of it (`SharedCopies`);
+    /// true when it does now.
+    func shareStoredCopy(_ file: TreeFile) -> Bool
     /// A file of unknown size (`OpenEndedFill.consider`).
     func fillOpenEnded(_ row: DownloadRow, file: TreeFile) -> FileTransfer.FillState
     /// Resumes the files of `pinned` (queue order) parked for a full disk that fit now; returns

@@ -76,8 +76,9 @@ final class FileTransfer: @unchecked Sendable {
         row.sourceTag = row.sourceTag ?? file.etag
         try makeDirectories(layout.partialsDir)
         let partial = try PartialFile(path: layout.absolute(row.partialPath), size: file.size)
-        // A new attempt starts in a fresh file, never over the bytes of the version before.
-        if stale { try partial.discardAll() }
+        // A new attempt starts in a fresh file, never over the bytes of the version before; so does
+        // a row with nothing on a name that is another row's file (a share a crash cut short).
+        if stale || (row.present.isEmpty && partial.isShared) { try partial.discardAll() }
         return FileTransfer(file: file, partial: partial, row: row, index: index)
     }
 

@@ -48,8 +48,9 @@ public enum Reconcile {
             }
         }
         let names = (try? fm.contentsOfDirectory(atPath: layout.partialsDir)) ?? []
-        for name in names.sorted() where name.hasSuffix(".part.fresh") {
-            unlink(layout.partialsDir + "/" + name)  // a cleared partial a crash caught before it took the name
+        // A cleared partial, or a shared one's link (`OfflineIndex.shareCopy`), a crash caught before it took the name.
+        for name in names.sorted() where name.hasSuffix(".part.fresh") || name.hasSuffix(".part.share") {
+            unlink(layout.partialsDir + "/" + name)
         }
         for name in names.sorted() where name.hasSuffix(".part") && !owned.contains("partials/" + name) {
             if let key = adopt(name, index: index, layout: layout, now: now) {

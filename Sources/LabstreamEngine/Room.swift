@@ -13,7 +13,8 @@ extension TransferEngine {
         guard budget.countsStored else { return .init(stored: 0, free: free) }
         var byServer = index.storedBytesByServer()
         for (server, bytes) in (try? index.storedSideAssetBytesByServer()) ?? [:] { byServer[server, default: 0] += bytes }
-        return .init(stored: byServer.values.reduce(0, +), storedByServer: byServer, free: free)
+        // A file two servers' rows share is each server's copy, and one file on the disk.
+        return .init(stored: byServer.values.reduce(0, +) - index.storedBytesCountedTwice(), storedByServer: byServer, free: free)
     }
 
     /// `usage` with the bytes eviction could take counted as room. `locking`: whether the other
@@ -21,7 +22,8 @@ extension TransferEngine {
     /// order forbids taking `files` then); without it an unpinned, closed copy counts.
     func withEvictable(_ usage: StorageBudget.Usage, except: FileKey?, locking: Bool) -> StorageBudget.Usage {
         var out = usage
-        for c in evictionCandidates(except: except, locking: locking) where !c.pinned && !c.open && !c.inTransfer && c.bytes > 0 {
+        let candidates = SharedCopy.evictable(evictionCandidates(except: except, locking: locking), groups: index.sharedGroups()).candidates
+        for c in candidates where !c.pinned && !c.open && !c.inTransfer && c.bytes > 0 {
             out.evictable += c.bytes
             out.evictableByServer[c.key.server, default: 0] += c.bytes
         }

@@ -79,7 +79,9 @@ public final class TransferEngine: Sendable {
     /// the pin reaches it) or after the pin reached every open one. One opened in between read
     /// the pinned row and was then pinned again on top of whatever happened to it meanwhile: a
     /// pause that landed there became `queued` again and the fill went on.
-    private let opening = NSLock()
+    let opening = NSLock()
+    /// Files whose sharing of another server's copy was looked at this run (`SharedCopies`).
+    let sharingLooked = Mutex<Set<FileKey>>([])
     /// Every file in the catalog, for background fill of pinned rows.
     private let catalog = Mutex(CatalogFiles())
     public let log: @Sendable (String) -> Void
@@ -283,6 +285,7 @@ public final class TransferEngine: Sendable {
         usage.withLock { $0.lastUse[file.key] = stamp }
         let demand = range.clamped(to: ByteRange(0, file.size))
         if demand.isEmpty { return ([], nil) }
+        if !hasTransfer(file.key) { shareStoredCopy(file) }
         let transfer = try self.transfer(for: file)
         let present = transfer.snapshot().present
         let missing = demand.count - present.intersection(demand).byteCount
@@ -364,6 +367,7 @@ public final class TransferEngine: Sendable {
             }
         }
         let rows = try recordPin(pinned, rows: rowsFor, priority: priority)
+        if pinned { sharingLooked.withLock { $0.subtract(rows.map(\.key)) } }
         if origin == .person { monitors.personPinned(pinned, targets.map(\.key), engine: self) }
         if !pinned { live.cancel(Set(rows.map(\.key))) }
         if pinned { tell(.pinned) }
@@ -404,6 +408,9 @@ public final class TransferEngine: Sendable {
 
     /// Told when a file's stored bytes start, end or become whole.
     public func onStoredChange(_ listener: @escaping @Sendable (FileKey) -> Void) { index.onStoredChange(listener) }
+
+    /// Whether a transfer of `key` is open.
+    func hasTransfer(_ key: FileKey) -> Bool { files.withLock { $0[key] != nil } }
 
     /// The catalog's file for `key`.
     func catalogFile(_ key: FileKey) -> TreeFile? { catalog.withLock { $0[key] } }
@@ -545,7 +552,7 @@ public final class TransferEngine: Sendable {
         let overServer = budget.serverMaxSize.filter { (wantedBy[$0.key] ?? 0) > $0.value }
         guard measured.stored + wanted > (budget.maxSize > 0 ? budget.maxSize : .max) || measured.free - wanted < budget.minFree || !overServer.isEmpty
         else { return }
-        let candidates = evictionCandidates(except: except)
+        let (candidates, companions) = SharedCopy.evictable(evictionCandidates(except: except), groups: index.sharedGroups())
         // Artwork and subtitles count too; they go with their media, never before it.
         let limits = EvictionPolicy.Limits(maxSize: budget.maxSize, minFree: budget.minFree)
         var chosen = EvictionPolicy.choose(candidates, used: measured.stored + wanted, free: measured.free - wanted, limits: limits)
@@ -554,7 +561,8 @@ public final class TransferEngine: Sendable {
             chosen += EvictionPolicy.choose(theirs, used: wantedBy[name] ?? 0, free: .max, limits: .init(maxSize: cap))
         }
         let catalog = catalog.withLock { $0 }
-        for key in chosen {
+        // A shared file is freed only with every name it has.
+        for key in chosen + chosen.flatMap({ companions[$0] ?? [] }) {
             guard let file = catalog[key], let transfer = try? transfer(for: file) else { continue }
             do {
                 try transfer.apply(.cancel, engine: self, reason: StatusReason.evicted)

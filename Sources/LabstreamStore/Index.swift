@@ -13,7 +13,7 @@ import Synchronization
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
 /// read fails closed.
 public final class OfflineIndex: Sendable {
-    public static let schemaVersion: Int64 = 21
+    public static let schemaVersion: Int64 = 22
     public let db: SQLiteDatabase
 
     /// Bytes each file holds, as its row says, kept in memory so that `stat` (`st_blocks`, what
@@ -252,15 +252,37 @@ public final class OfflineIndex: Sendable {
 }
 
 /// The bytes each download row holds, as its row says, and their sum per server, kept together
-/// so the sums never walk every row.
+/// so the sums never walk every row. Rows whose bytes are one file on disk (`groups`, from
+/// `shared_copies`) are counted once (`SharedCopy.counted`): `uncounted` are the rows whose
+/// bytes another row of their file counts, `surplus` what the per-server sums hold twice.
 struct StoredBytes: Sendable {
     var byKey: [FileKey: Int64] = [:]
     var byServer: [String: Int64] = [:]
+    var groups: [FileKey: (attempt: AttemptID, file: String)] = [:]
+    var uncounted = Set<FileKey>()
+    var surplus: Int64 = 0
 
     mutating func set(_ key: FileKey, _ bytes: Int64) {
         let before = byKey[key] ?? 0
         byKey[key] = bytes
         let total = (byServer[key.server] ?? 0) - before + bytes
         byServer[key.server] = total > 0 ? total : nil
+        if groups[key] != nil && before != bytes { recount() }
+    }
+
+    /// A row saved: a shared one that moved to another attempt, or lost bytes, is its own file
+    /// from now on (a new attempt starts a fresh file under its name).
+    mutating func note(_ row: DownloadRow) {
+        if let group = groups[row.key], group.attempt != row.attempt || !row.present.contains(ByteRange(0, row.total)) {
+            groups[row.key] = nil
+            recount()
+        }
+        set(row.key, row.present.byteCount)
+    }
+
+    mutating func recount() {
+        let counted = SharedCopy.counted(bytes: byKey.filter { groups[$0.key] != nil }, groups: groups.mapValues(\.file))
+        uncounted = counted.uncounted
+        surplus = counted.surplus
     }
 }

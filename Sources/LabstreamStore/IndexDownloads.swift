@@ -11,9 +11,20 @@ extension OfflineIndex {
     /// `listener` is told on the saving thread, after the row is committed: it must not block.
     public func onFinished(_ listener: @escaping @Sendable (DownloadRow, FinishedFile.Outcome) -> Void) { finishedListener.set(listener) }
 
-    /// The bytes stored for `key` (0 when none, or when the index cannot be read).
+    /// The bytes stored for `key` (0 when none, or when the index cannot be read), as `du` over
+    /// the mount should add them up: a file shared with another server's row (`SharedCopy`)
+    /// counts under one of its paths only.
     public func storedBytes(_ key: FileKey) -> Int64 {
-        stored.withLock { cache in self.filledCache(&cache).byKey[key] ?? 0 }
+        stored.withLock { cache in
+            let filled = self.filledCache(&cache)
+            return filled.uncounted.contains(key) ? 0 : filled.byKey[key] ?? 0
+        }
+    }
+
+    /// The bytes `storedBytesByServer` counts twice or more: files that rows of two servers
+    /// share. A total of everything stored takes them off.
+    public func storedBytesCountedTwice() -> Int64 {
+        stored.withLock { cache in self.filledCache(&cache).surplus }
     }
 
     /// The bytes stored per server (media and copies; side assets are `storedSideAssetBytesByServer`),
@@ -23,21 +34,39 @@ extension OfflineIndex {
         stored.withLock { cache in self.filledCache(&cache).byServer }
     }
 
+    /// The rows whose bytes are one file with another row's (`shared_copies`): key → the file.
+    public func sharedGroups() -> [FileKey: String] {
+        stored.withLock { cache in self.filledCache(&cache).groups.mapValues(\.file) }
+    }
+
     private func filledCache(_ cache: inout StoredBytes?) -> StoredBytes {
         if let cache { return cache }
         var fresh = StoredBytes()
-        for row in (try? downloads()) ?? [] where fresh.byKey[row.key] == nil { fresh.set(row.key, row.present.byteCount) }
+        var whole = Set<FileKey>()
+        for row in (try? downloads()) ?? [] where fresh.byKey[row.key] == nil {
+            fresh.set(row.key, row.present.byteCount)
+            if row.present.contains(ByteRange(0, row.total)) { whole.insert(row.key) }
+        }
+        fresh.groups = sharedFiles().filter { whole.contains($0.key) }
+        fresh.recount()
         cache = fresh
         return fresh
     }
 
     func noteStored(_ row: DownloadRow) {
         let bytes = row.present.byteCount
+        var recounted = Set<FileKey>()
         let before = stored.withLock { cache -> Int64? in
             guard cache != nil else { return nil }
-            defer { cache?.set(row.key, bytes) }
+            let uncounted = cache?.uncounted ?? []
+            defer {
+                cache?.note(row)
+                recounted = uncounted.symmetricDifference(cache?.uncounted ?? []).subtracting([row.key])
+            }
             return cache?.byKey[row.key] ?? 0
         }
+        // The other name of a shared file now counts its bytes, or no longer does.
+        for key in recounted { storedListener.function?(key) }
         guard let before, before != bytes, before == 0 || bytes == 0 || bytes >= row.total else { return }
         storedListener.function?(row.key)
     }
@@ -235,6 +264,8 @@ extension OfflineIndex {
             try db.transaction { c in
                 try c.run(
                     "DELETE FROM segments WHERE \(Self.keyMatch) AND lower=?", Self.keyValues(row.key) + [.int(range.lower)])
+                // Its bytes are fetched again into a file of its own (`PartialFile.write`).
+                try c.run("DELETE FROM shared_copies WHERE \(Self.keyMatch)", Self.keyValues(row.key))
                 try c.run(
                     "UPDATE downloads SET ranges=?, awaiting_validation=0, status=?, reason=?, reason_detail=?, pause_cause=?, updated=? WHERE \(Self.keyMatch) AND attempt=?",
                     [.text(row.present.serialized), .text(row.status.rawValue)] + Self.reasonValues(row.reason) + [

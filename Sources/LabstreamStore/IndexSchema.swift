@@ -44,14 +44,15 @@ extension OfflineIndex {
         ("item_extras", ["server", "item_id", "tag", "details"]),
         ("documents", ["server", "doc", "format", "size", "digest"]),
         ("queue", ["server", "item_id", "source_id", "kind", "quality", "position", "priority"]),
-        ("removed_copies", ["server", "item_id", "source_id", "kind", "quality", "path"])
+        ("removed_copies", ["server", "item_id", "source_id", "kind", "quality", "path"]),
+        ("shared_copies", ["server", "item_id", "source_id", "kind", "quality", "attempt", "file"])
     ]
 
     /// `migrations[n - 1]` takes an index from schema n to n + 1.
     static let migrations: [@Sendable (Connection) throws -> Void] = [
         migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11,
         migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15, migrateV15toV16, migrateV16toV17, migrateV17toV18,
-        migrateV18toV19, migrateV19toV20, moveKindsOutOfSourceIds
+        migrateV18toV19, migrateV19toV20, moveKindsOutOfSourceIds, addSharedCopies
     ]
 
     static func createV1(_ c: Connection) throws {
@@ -482,6 +483,24 @@ extension OfflineIndex {
             DROP TABLE removed_copies;
             ALTER TABLE removed_copies_v21 RENAME TO removed_copies;
             UPDATE meta SET value = '21' WHERE key = 'schema_version';
+            """)
+    }
+
+    /// v22: rows whose bytes are one file on disk with another server's row (`SharedCopy`: a
+    /// hard link in `partials/`), so budgets and `du` count that file once. `file` names the
+    /// file (device and inode when linked); a marker holds for its row's `attempt` only, so a
+    /// new attempt (a cancel, a changed file: a fresh file under the name) ends it, and it goes
+    /// with its row (the trigger; an `INSERT OR REPLACE` of the row keeps it).
+    static func addSharedCopies(_ c: Connection) throws {
+        try c.exec(
+            """
+            CREATE TABLE IF NOT EXISTS shared_copies(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL,
+                kind TEXT NOT NULL DEFAULT 'original', quality TEXT NOT NULL DEFAULT '', attempt INTEGER NOT NULL, file TEXT NOT NULL,
+                PRIMARY KEY(server, item_id, source_id, kind, quality));
+            CREATE TRIGGER IF NOT EXISTS shared_copies_row_gone AFTER DELETE ON downloads BEGIN
+                DELETE FROM shared_copies WHERE server = OLD.server AND item_id = OLD.item_id AND source_id = OLD.source_id
+                    AND kind = OLD.kind AND quality = OLD.quality; END;
+            UPDATE meta SET value = '22' WHERE key = 'schema_version';
             """)
     }
 

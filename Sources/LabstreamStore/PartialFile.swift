@@ -27,10 +27,58 @@ public final class PartialFile: Sendable {
 
     deinit { close(fd) }
 
+    /// Writers of one file take turns (`FileTransfer.writeGate`; the other writers are alone on
+    /// theirs), so the copy `unshare` makes cannot race a write.
     public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws(LabstreamError) {
+        try unshare()
         do { try pwriteAll(fd, bytes, at: offset, context: path) } catch {
             if error.code == ENOSPC || error.code == EDQUOT { throw .noSpace("writing \(path)") }
             throw .storage(error.description)
+        }
+    }
+
+    /// Whether another name in the data dir is this file too: a copy shared with another server's
+    /// row (`OfflineIndex.shareCopy`), whose bytes must never change under it.
+    public var isShared: Bool {
+        var st = stat()
+        return fstat(fd, &st) == 0 && st.st_nlink > 1
+    }
+
+    /// Copy on write: before a shared file is written (its row dropped a damaged segment and
+    /// fetches it again), this name moves to a copy of its own, made durable first, so the other
+    /// row's bytes never change. As in `discardAll`, the descriptor is moved to the copy.
+    func unshare() throws(LabstreamError) {
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_nlink > 1 else { return }
+        let fresh = path + ".fresh"
+        do throws(SyscallError) {
+            let next = try syscall("open", fresh) { open(fresh, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600) }
+            defer { close(next) }
+            do throws(SyscallError) {
+                try Self.copy(fd, to: next, size: Int64(st.st_size), context: path)
+                try syscall("ftruncate", fresh) { ftruncate(next, st.st_size) }
+                try syscall("fdatasync", fresh) { fdatasync(next) }
+                try syscall("rename", fresh) { rename(fresh, path) }
+            } catch {
+                unlink(fresh)
+                throw error
+            }
+            try syscall("dup3", path) { CLinux_dup3_cloexec(next, fd) }
+        } catch {
+            if error.code == ENOSPC || error.code == EDQUOT { throw .noSpace("copying the shared \(path) before writing it") }
+            throw .storage("cannot copy the shared \(path) before writing it: \(error)")
+        }
+    }
+
+    private static func copy(_ from: Int32, to: Int32, size: Int64, context: String) throws(SyscallError) {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
+        defer { buffer.deallocate() }
+        var offset: Int64 = 0
+        while offset < size {
+            let n = try preadFully(from, into: buffer, at: offset, context: context)
+            if n == 0 { return }
+            try pwriteAll(to, UnsafeRawBufferPointer(rebasing: buffer[0..<n]), at: offset, context: context)
+            offset += Int64(n)
         }
     }
 
