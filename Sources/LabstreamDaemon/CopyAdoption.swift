@@ -52,7 +52,7 @@ enum CopyAdoption {
                 continue
             }
             do {
-                try index.adoptCopy(from: pair.from, to: pair.to)
+                try index.adoptCopy(from: pair.from, to: pair.to, sourceTag: file.etag)
                 adopted.append(pair)
                 log.info("sync \(server): \(pair.from) is now \(pair.to) on the server; its stored copy was confirmed and kept")
             } catch { log.warn(error.userMessage) }

@@ -7,9 +7,10 @@ extension OfflineIndex {
     /// removed server's path, managed entries, side assets, item extras and a monitored
     /// episode. No file is renamed: a row opens its bytes by its `partial` column, which stays.
     /// The old item's orphaned listing goes (the new item is the file's listing now) and the
-    /// original's row says it was matched. Refuses (nothing changed) when `new` already holds
-    /// bytes of its own or `old` holds none.
-    public func adoptCopy(from old: FileKey, to new: FileKey) throws(LabstreamError) {
+    /// original's row says it was matched, and takes `sourceTag` (the new listing's tag of the
+    /// same bytes: a Plex part key names the part's new id) when one is given. Refuses (nothing
+    /// changed) when `new` already holds bytes of its own or `old` holds none.
+    public func adoptCopy(from old: FileKey, to new: FileKey, sourceTag: String? = nil) throws(LabstreamError) {
         guard old.kind == .original, new.kind == .original, old.server == new.server else {
             throw .storage("adopting \(old) as \(new): only an original on the same server is adopted; nothing was changed")
         }
@@ -41,8 +42,8 @@ extension OfflineIndex {
                     "UPDATE monitored_episodes SET item_id=?, source_id=? WHERE server=? AND item_id=?",
                     [.text(new.itemId), .text(new.sourceId)] + oldItem)
                 try c.run(
-                    "UPDATE downloads SET reason=?, reason_detail=? WHERE \(Self.keyMatch)",
-                    Self.reasonValues(.matched(was: old.itemId)) + Self.keyValues(new))
+                    "UPDATE downloads SET reason=?, reason_detail=?, source_tag=COALESCE(?, source_tag) WHERE \(Self.keyMatch)",
+                    Self.reasonValues(.matched(was: old.itemId)) + [sourceTag.map(SQLValue.text) ?? .null] + Self.keyValues(new))
                 try c.run("DELETE FROM media_sources WHERE \(ids.replacingOccurrences(of: "source_id", with: "id")) AND orphaned=1", oldIds)
                 try c.run(
                     "DELETE FROM items WHERE server=? AND id=? AND NOT EXISTS (SELECT 1 FROM media_sources m WHERE m.server=items.server AND m.item_id=items.id)",

@@ -41,13 +41,15 @@ import Testing
         try catalog(index, item: "new")
         #expect(try index.treeFiles().contains { $0.key == old && $0.orphaned })
 
-        try index.adoptCopy(from: old, to: new)
+        try index.adoptCopy(from: old, to: new, sourceTag: "/library/parts/2/1/alpha.mkv")
 
         #expect(try index.download(old) == nil)
         let adopted = try #require(try index.download(new))
         #expect(adopted.pinned && adopted.status == .complete && adopted.present == RangeSet([ByteRange(0, 100)]))
         #expect(adopted.partialPath == "partials/alpha.part")  // nothing renamed
         #expect(adopted.reason == .matched(was: "old"))
+        // The new listing's tag of the same bytes (a Plex part key names the part's new id).
+        #expect(adopted.sourceTag == "/library/parts/2/1/alpha.mkv")
         #expect(try index.segments(new, attempt: adopted.attempt).map(\.digest) == ["d1", "d2"])
         #expect(try index.db.query("SELECT item_id FROM side_assets").map { $0[0].text } == ["new"])
         // The orphaned listing is gone: one file in the tree, the new item's.
