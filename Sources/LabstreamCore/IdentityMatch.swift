@@ -34,7 +34,9 @@ public struct FileIdentity: Sendable, Hashable {
 public enum IdentityMatch {
     /// Pairs each vanished file with the one appeared file it is, where that is beyond doubt:
     /// the same kind, size and container, at least one provider id in common and none that
-    /// differs, the same season and episode, and the same server path where both have one. A
+    /// differs, the same season and episode, and the same server path where both have one.
+    /// Where the server names no provider id for either (Silo's catalog names none), the same
+    /// server path stands in for one. A
     /// vanished file with two candidates, or a candidate two vanished files could be, is doubtful
     /// and pairs with nothing.
     public static func pairs(vanished: [FileIdentity], appeared: [FileIdentity]) -> [(from: FileKey, to: FileKey)] {
@@ -57,6 +59,7 @@ public enum IdentityMatch {
         guard let ca = a.container, let cb = b.container, ca.lowercased() == cb.lowercased() else { return false }
         guard a.season == b.season, a.episode == b.episode else { return false }
         if let pa = a.path, let pb = b.path, pa != pb { return false }
+        if a.providerIds.isEmpty && b.providerIds.isEmpty { return a.path != nil && a.path == b.path }
         var shared = false
         for (provider, id) in a.providerIds {
             guard let other = b.providerIds[provider] else { continue }

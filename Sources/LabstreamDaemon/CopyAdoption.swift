@@ -20,16 +20,18 @@ enum CopyAdoption {
         else { return [] }
         let keys = Set(stored.map(\.key))
         let catalog = (try? index.catalog(server: server)) ?? []
-        return identities(server: server, libraries: catalog).filter { keys.contains($0.key) }
+        return identities(server: server, libraries: catalog, paths: (try? index.sourcePaths(server: server)) ?? [:]).filter { keys.contains($0.key) }
     }
 
-    static func identities(server: String, libraries: [LibraryCatalog]) -> [FileIdentity] {
+    /// `paths`: each source's path on the server, as the index keeps them beside the catalog.
+    static func identities(server: String, libraries: [LibraryCatalog], paths: [FileKey: String]) -> [FileIdentity] {
         libraries.flatMap { library in
             library.items.flatMap { item in
                 item.sources.map { s in
-                    FileIdentity(
-                        key: FileKey(server: server, itemId: item.id, sourceId: s.id), kind: item.kind, providerIds: item.details?.ids ?? [:],
-                        size: s.size, container: s.container, path: s.path, season: item.seasonNumber, episode: item.episodeNumber)
+                    let key = FileKey(server: server, itemId: item.id, sourceId: s.id)
+                    return FileIdentity(
+                        key: key, kind: item.kind, providerIds: item.details?.ids ?? [:], size: s.size, container: s.container,
+                        path: s.path ?? paths[key], season: item.seasonNumber, episode: item.episodeNumber)
                 }
             }
         }
@@ -43,7 +45,9 @@ enum CopyAdoption {
         guard !vanished.isEmpty, let server = vanished.first?.key.server else { return [] }
         let held = Set(((try? index.downloads()) ?? []).filter { !$0.present.isEmpty }.map(\.key))
         // As stored, not as read: a whole read's details (provider ids) went to the index's stash.
-        let appeared = identities(server: server, libraries: (try? index.catalog(server: server)) ?? []).filter { !held.contains($0.key) }
+        let appeared = identities(
+            server: server, libraries: (try? index.catalog(server: server)) ?? [], paths: (try? index.sourcePaths(server: server)) ?? [:]
+        ).filter { !held.contains($0.key) }
         let files = Dictionary(tree.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
         var adopted: [(from: FileKey, to: FileKey)] = []
         for pair in IdentityMatch.pairs(vanished: vanished, appeared: appeared) {
@@ -52,7 +56,7 @@ enum CopyAdoption {
                 continue
             }
             do {
-                try index.adoptCopy(from: pair.from, to: pair.to)
+                try index.adoptCopy(from: pair.from, to: pair.to, sourceTag: file.etag)
                 adopted.append(pair)
                 log.info("sync \(server): \(pair.from) is now \(pair.to) on the server; its stored copy was confirmed and kept")
             } catch { log.warn(error.userMessage) }

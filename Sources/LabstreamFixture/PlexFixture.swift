@@ -223,9 +223,11 @@ extension ServerFixture {
         // updated no earlier).
         let addedAt: Int = state.withLock { $0.added[id] }.map { Int($0) } ?? 1_700_000_000
         let updatedAt: Int = max(addedAt, 1_700_000_000)
+        // Metadata.guid, "the globally unique identifier for the media item" (24 hex digits in the
+        // spec's example): the agent's, so a section added again keeps it where ratingKey changes.
         var out: [String: Any] = [
             "ratingKey": key, "key": "/library/metadata/\(key)" + ((raw["IsFolder"] as? Bool) == true ? "/children" : ""),
-            "guid": "plex://\(raw["Type"] as! String)/\(id)", "title": raw["Name"] as? String ?? "",
+            "guid": "plex://\(raw["Type"] as! String)/\(id.prefix(24))", "title": raw["Name"] as? String ?? "",
             "addedAt": addedAt, "updatedAt": updatedAt
         ]
         out.merge(plexWatched(raw)) { _, new in new }

@@ -1179,19 +1179,32 @@ public final class ServerFixture: Sendable {
         return response
     }
 
-    /// Gives every item (and so its Jellyfin media source, whose id is the item's) a new id from
-    /// now on, as Jellyfin does when a
-    /// library is removed and added again (BaseItemDto.Id and MediaSourceInfo.Id are the
-    /// server's own; ProviderIds, Path, Size and Container stay what the file and its metadata
-    /// say). The files, their bytes and the libraries stay. Jellyfin only: Emby's media source
-    /// ids (`mediasource_…`) are not swapped.
+    /// Gives every item and media source a new id from now on, as each server does when a library
+    /// is removed and added again; the files, their bytes, their metadata and the libraries stay.
+    /// Jellyfin: BaseItemDto.Id and MediaSourceInfo.Id (the item's). Emby: BaseItemDto.Id,
+    /// MediaSourceInfo.ItemId and MediaSourceInfo.Id (`mediasource_…`), while ProviderIds, Path,
+    /// Size and Container stay (emby-openapi.json BaseItemDto, MediaSourceInfo). Plex: a section
+    /// added again gives its items new rows, so Metadata.ratingKey (and every `key` naming it),
+    /// Media.id, Part.id and Part.key change, while Metadata.Guid (imdb://, tmdb://, tvdb://),
+    /// Metadata.guid, Part.file, Part.size and Part.container stay (plex-api-spec.yaml
+    /// components.schemas.Metadata, Media, Part).
     public func readdLibraries() {
         var forth: [String: String] = [:]
         for id in Set(itemsById.keys).union(filesById.keys) {
-            forth[id] = fixtureId("readded:" + id)
+            let new = fixtureId("readded:" + id)
+            forth[id] = new
+            switch kind {
+            case .jellyfin: break
+            case .emby: forth[String(mediaSourceId(ofItem: id).suffix(12))] = String(mediaSourceId(ofItem: new).suffix(12))
+            case .plex: forth[plexNumber(id)] = plexNumber(new)
+            }
         }
-        for library in [movieLibraryId, showLibraryId, musicLibraryId] { forth[library] = nil }
-        state.withLock { $0.readded = IdMap(forth: forth) }
+        for library in [movieLibraryId, showLibraryId, musicLibraryId] {
+            forth[library] = nil
+            forth[plexNumber(library)] = nil
+        }
+        let map = IdMap(forth: forth)
+        state.withLock { $0.readded = map }
     }
 
     /// The new id of `itemId` after `readdLibraries` (itself before).
@@ -2028,7 +2041,7 @@ func fixtureId<Bytes: Sequence>(bytes: Bytes) -> String where Bytes.Element == U
 /// Drops nil values so JSONSerialization can encode the dictionary.
 func clean(_ d: [String: Any?]) -> [String: Any] { d.compactMapValues { $0 } }
 
-/// Ids swapped in text both ways (fixture ids are 32 hex digits: no id is part of another).
+/// Ids swapped in text both ways (whole runs of hex digits only: no id is part of another).
 struct IdMap: Sendable {
     let forthIds: [String: String]
     let backIds: [String: String]
@@ -2041,12 +2054,14 @@ struct IdMap: Sendable {
     func forth(_ text: String) -> String { swap(text, forthIds) }
     func back(_ text: String) -> String { swap(text, backIds) }
 
+    /// Each whole run of hex digits that is a key of `map` (a 32-digit id, Emby's 12 digits after
+    /// `mediasource_`, a Plex decimal key) becomes its value.
     func swap(_ text: String, _ map: [String: String]) -> String {
         guard !map.isEmpty else { return text }
         var out = ""
         var run = ""
         func flush() {
-            out += run.count == 32 ? map[run] ?? run : run
+            out += run.count >= 6 ? map[run] ?? run : run
             run = ""
         }
         for ch in text {

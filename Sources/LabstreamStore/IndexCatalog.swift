@@ -124,7 +124,8 @@ extension OfflineIndex {
                                     .text(server.name), .text(item.id), .text(source.id), source.name.map(SQLValue.text) ?? .null,
                                     source.container.map(SQLValue.text) ?? .null, .int(max(source.size ?? 0, 0)),
                                     source.etag.map(SQLValue.text) ?? .null, .text(path), .int(item.modified),
-                                    source.bitrate.map { .int(Int64($0)) } ?? .null, source.itemId.map(SQLValue.text) ?? .null
+                                    source.bitrate.map { .int(Int64($0)) } ?? .null, source.itemId.map(SQLValue.text) ?? .null,
+                                    source.path.map(SQLValue.text) ?? .null
                                 ])
                             changed = changed || c.changes > 0
                             try c.run("INSERT OR IGNORE INTO temp.synced(kind, id) VALUES('source', ? || char(10) || ?)", [.text(item.id), .text(source.id)])
@@ -296,10 +297,10 @@ extension OfflineIndex {
     /// A media source written only where it differs; one the server lists again is no longer
     /// orphaned.
     static let sourceUpsert: String = {
-        let changeable = ["name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate", "remote_item"]
+        let changeable = ["name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate", "remote_item", "path"]
         return """
-            INSERT INTO media_sources(server, item_id, id, name, container, size, etag, tree_path, modified, orphaned, bitrate, remote_item)
-            VALUES(?,?,?,?,?,?,?,?,?,0,?,?)
+            INSERT INTO media_sources(server, item_id, id, name, container, size, etag, tree_path, modified, orphaned, bitrate, remote_item, path)
+            VALUES(?,?,?,?,?,?,?,?,?,0,?,?,?)
             ON CONFLICT(server, item_id, id) DO UPDATE SET \(changeable.map { "\($0) = excluded.\($0)" }.joined(separator: ", "))
             WHERE \(changeable.map { "\($0) IS NOT excluded.\($0)" }.joined(separator: " OR "))
             """

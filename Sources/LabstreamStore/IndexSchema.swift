@@ -17,7 +17,10 @@ extension OfflineIndex {
                 "album", "album_artist", "disc", "track", "folders", "played", "details"
             ]
         ),
-        ("media_sources", ["server", "item_id", "id", "name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate", "remote_item"]),
+        (
+            "media_sources",
+            ["server", "item_id", "id", "name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate", "remote_item", "path"]
+        ),
         (
             "downloads",
             [
@@ -52,7 +55,7 @@ extension OfflineIndex {
     static let migrations: [@Sendable (Connection) throws -> Void] = [
         migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11,
         migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15, migrateV15toV16, migrateV16toV17, migrateV17toV18,
-        migrateV18toV19, migrateV19toV20, moveKindsOutOfSourceIds, addSharedCopies
+        migrateV18toV19, migrateV19toV20, moveKindsOutOfSourceIds, addSharedCopies, keepSourcePaths
     ]
 
     static func createV1(_ c: Connection) throws {
@@ -355,6 +358,17 @@ extension OfflineIndex {
             CREATE TABLE IF NOT EXISTS removed_copies(server TEXT NOT NULL, item_id TEXT NOT NULL, source_id TEXT NOT NULL, path TEXT NOT NULL,
                 PRIMARY KEY(server, item_id, source_id));
             UPDATE meta SET value = '20' WHERE key = 'schema_version';
+            """)
+    }
+
+    /// v23: a media source keeps the file's path as the server gives it (MediaSourceInfo.Path,
+    /// Plex Part.file, Silo's file_name): a copy whose item came back under a new id is known
+    /// by it (`IdentityMatch`). Unknown until the next sync.
+    static func keepSourcePaths(_ c: Connection) throws {
+        try c.exec(
+            """
+            ALTER TABLE media_sources ADD COLUMN path TEXT;
+            UPDATE meta SET value = '23' WHERE key = 'schema_version';
             """)
     }
 

@@ -157,7 +157,10 @@ public final class SiloFixture: Sendable {
     public let primaryProfileId = "1"
     public let lockedProfileId = "2"
 
-    let catalog: SiloCatalog
+    /// What the server lists now (`readdLibraries()` replaces it).
+    var catalog: SiloCatalog { catalogNow.withLock { $0 } }
+    let catalogNow: Mutex<SiloCatalog>
+    let source: FixtureCatalog
     let basePath: String
     let cursorKey: [UInt8]
     let state = Mutex(SiloState())
@@ -170,7 +173,8 @@ public final class SiloFixture: Sendable {
 
     public init(catalog fixtureCatalog: FixtureCatalog, configuration: Configuration = Configuration()) {
         self.configuration = configuration
-        self.catalog = SiloCatalog(fixtureCatalog)
+        self.source = fixtureCatalog
+        self.catalogNow = Mutex(SiloCatalog(fixtureCatalog))
         let trimmed = configuration.basePath.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
         self.basePath = trimmed.isEmpty ? "" : "/" + trimmed
         self.serverId = "srv_" + siloRandomHex(8)

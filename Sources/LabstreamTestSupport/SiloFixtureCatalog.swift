@@ -23,6 +23,18 @@ extension SiloFixture {
         }
     }
 
+    /// The libraries removed and added again (a rescan that rebuilt the catalog): every film,
+    /// series, season and episode gets a new `content_id` and every media file a new `file_id`
+    /// ("deterministic catalog identifier"s of a new catalog; downloads-api.md § 6 names this case:
+    /// "`stable_identity` is for rescan recovery when a server-side `content_id` changes"). The
+    /// files, their names, sizes and containers stay. Download entries made before stay as the
+    /// registry has them, naming the old ids.
+    public func readdLibraries() {
+        let rebuilt = SiloCatalog(source, generation: 2)
+        catalogNow.withLock { $0 = rebuilt }
+        browseOrders.withLock { $0 = [:] }
+    }
+
     /// The file ids (canonical decimal strings) the catalog gave a file on disk.
     public func fileIds(forPath path: String) -> [String] {
         catalog.files.values.filter { $0.path == path }.map(\.id).sorted { (Int($0) ?? 0) < (Int($1) ?? 0) }
@@ -532,9 +544,12 @@ struct SiloCatalog: Sendable {
     let runtimes: [String: Int]
     let nodes: [String: Node]
 
-    init(_ source: FixtureCatalog) {
+    /// `generation` > 1: the catalog as a rescan that rebuilt it lists it (`readdLibraries()`):
+    /// other content ids, file ids counted on from where the first catalog's ended.
+    init(_ source: FixtureCatalog, generation: Int = 1) {
         var files: [String: File] = [:]
-        var nextFileId = 1
+        var nextFileId = 1 + (generation - 1) * 100_000
+        let rebuilt = generation > 1 ? "-g\(generation)" : ""
         var usedIds = Set<String>()
         func unique(_ base: String) -> String {
             var id = base
@@ -568,7 +583,7 @@ struct SiloCatalog: Sendable {
         }
         var movies: [Movie] = []
         for movie in source.movies {
-            let contentId = unique("movie:" + siloSlug(movie.title) + (movie.year.map { "-\($0)" } ?? ""))
+            let contentId = unique("movie:" + siloSlug(movie.title) + (movie.year.map { "-\($0)" } ?? "") + rebuilt)
             var ids = [addFile(movie.file, movie.container, nil, movie.bitrate)]
             addSubtitles(ids[0], movie.file)
             for version in movie.versions {
@@ -594,7 +609,7 @@ struct SiloCatalog: Sendable {
         }
         var series: [Series] = []
         for show in source.series {
-            let contentId = unique("series:" + siloSlug(show.name))
+            let contentId = unique("series:" + siloSlug(show.name) + rebuilt)
             let stem = String(contentId.dropFirst("series:".count))
             var episodes: [Episode] = []
             for episode in show.episodes {

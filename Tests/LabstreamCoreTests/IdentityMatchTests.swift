@@ -23,6 +23,19 @@ import Testing
         #expect(pairs([film("old", path: "/media/a.mkv")], [film("new", path: "/media/a.mkv")]) == ["old": "new"])
     }
 
+    @Test func withoutProviderIdsTheSameServerPathStandsInForOne() {
+        // Silo's catalog names no provider ids: its file name, with size, container and kind.
+        let bare = { (item: String, path: String?) in self.film(item, tmdb: nil, imdb: nil, path: path) }
+        #expect(pairs([bare("old", "alpha.mkv")], [bare("new", "alpha.mkv")]) == ["old": "new"])
+        #expect(pairs([bare("old", "alpha.mkv")], [bare("new", "beta.mkv")]).isEmpty)
+        #expect(pairs([bare("old", nil)], [bare("new", nil)]).isEmpty)
+        #expect(pairs([bare("old", "alpha.mkv")], [bare("new", nil)]).isEmpty)
+        // Ids on one side only: no id in common, the path does not stand in.
+        #expect(pairs([film("old", path: "alpha.mkv")], [bare("new", "alpha.mkv")]).isEmpty)
+        // Two files of one name and size are still doubtful.
+        #expect(pairs([bare("old", "alpha.mkv")], [bare("a", "alpha.mkv"), bare("b", "alpha.mkv")]).isEmpty)
+    }
+
     @Test func anythingTheServerSaysDifferentlyPairsNothing() {
         let old = film("old")
         #expect(pairs([old], [film("new", size: 8_001)]).isEmpty)

@@ -16,7 +16,10 @@ import Testing
             libraries: [
                 LibraryCatalog(
                     id: "L", name: "Movies",
-                    items: [CatalogItem(id: item, kind: .movie, title: "Alpha", year: 2001, sources: [MediaSource(id: item, size: 100)])])
+                    items: [
+                        CatalogItem(
+                            id: item, kind: .movie, title: "Alpha", year: 2001, sources: [MediaSource(id: item, path: "/media/alpha.mkv", size: 100)])
+                    ])
             ],
             tree: [file], now: 1)
     }
@@ -37,19 +40,27 @@ import Testing
         row.status = .complete
         try index.saveDownload(row, committing: .init(range: ByteRange(60, 100), digest: "d2"), now: 2)
         try index.db.exec("INSERT INTO side_assets(server, item_id, asset, state, file) VALUES('jf', 'old', 'poster', 'stored', 'side/old/poster.jpg')")
+        try index.saveManagedEntry(ManagedEntry(itemId: "old", sourceId: "old", kind: .original, id: "dl_1"), server: "jf")
         // The library re-added: the old item vanishes (its copy orphaned), the new one appears.
         try catalog(index, item: "new")
         #expect(try index.treeFiles().contains { $0.key == old && $0.orphaned })
+        // Each source's path on the server is kept, the vanished one's too.
+        #expect(try index.sourcePaths(server: "jf") == [old: "/media/alpha.mkv", new: "/media/alpha.mkv"])
 
-        try index.adoptCopy(from: old, to: new)
+        try index.adoptCopy(from: old, to: new, sourceTag: "/library/parts/2/1/alpha.mkv")
 
         #expect(try index.download(old) == nil)
         let adopted = try #require(try index.download(new))
         #expect(adopted.pinned && adopted.status == .complete && adopted.present == RangeSet([ByteRange(0, 100)]))
         #expect(adopted.partialPath == "partials/alpha.part")  // nothing renamed
         #expect(adopted.reason == .matched(was: "old"))
+        // The new listing's tag of the same bytes (a Plex part key names the part's new id).
+        #expect(adopted.sourceTag == "/library/parts/2/1/alpha.mkv")
         #expect(try index.segments(new, attempt: adopted.attempt).map(\.digest) == ["d1", "d2"])
         #expect(try index.db.query("SELECT item_id FROM side_assets").map { $0[0].text } == ["new"])
+        // A managed entry names the old ids on its server: it stays with the old item, for the
+        // registry to delete as an unpinned file's.
+        #expect(try index.managedEntry(server: "jf", item: "old")?.id == "dl_1" && index.managedEntry(server: "jf", item: "new") == nil)
         // The orphaned listing is gone: one file in the tree, the new item's.
         #expect(try index.treeFiles().map(\.key) == [new])
         // The sidecar names the new key, so a rebuilt index takes the copy back as the new item's.

@@ -1,11 +1,13 @@
 import Foundation
 import LabstreamCore
 import LabstreamFixture
+import LabstreamTestSupport
 import Testing
 
-/// A Jellyfin library re-added gives every item a new id (issue 41 item 3): a stored copy the
-/// server still has, by what it says and by its bytes, is adopted with only a confirming read;
-/// one whose bytes differ stays orphaned.
+/// A library re-added gives every item a new id (issue 41 item 3): Jellyfin and Emby item and
+/// media source ids, Plex ratingKeys and part ids. A stored copy the server still has, by what it
+/// says and by its bytes, is adopted with only a confirming read; one whose bytes differ stays
+/// orphaned.
 @Suite(.serialized) struct RebuiltLibraryTests {
     static let alpha = "test/Movies/Alpha (2001)/Alpha (2001).mkv"
     static let beta = "test/Movies/Beta (2002)/Beta (2002).mp4"
@@ -17,15 +19,25 @@ import Testing
         return catalog
     }
 
-    func row(_ m: MountedLabstream, _ rel: String) -> [String: Any]? {
-        guard let out = try? m.cli(["status", "--json", m.path(rel)]).stdout,
-            let rows = try? JSONSerialization.jsonObject(with: Data(out.utf8)) as? [[String: Any]]
-        else { return nil }
+    func row(_ m: MountedLabstream, _ rel: String) -> [String: Any]? { Self.first((try? m.cli(["status", "--json", m.path(rel)]))?.stdout) }
+    func row(_ m: MountedSilo, _ rel: String) -> [String: Any]? { Self.first((try? m.cli(["status", "--json", m.path(rel)]))?.stdout) }
+
+    static func first(_ statusJSON: String?) -> [String: Any]? {
+        guard let out = statusJSON, let rows = try? JSONSerialization.jsonObject(with: Data(out.utf8)) as? [[String: Any]] else { return nil }
         return rows.first
     }
 
-    @Test func aCopyTheServerStillHasIsAdoptedAndADoubtfulOneIsNot() throws {
-        let m = try MountedLabstream("rebuilt", catalog: Self.catalog, cacheConfig: "side_assets = off")
+    /// The requests that read `file`'s bytes, by the id it was first listed under.
+    func reads(_ m: MountedLabstream, _ requests: [LoggedRequest], file: String) -> [LoggedRequest] {
+        // A Plex part's route ends with its file's name; the others name the item.
+        if m.fixture.kind == .plex { return requests.filter { $0.path.hasSuffix("/" + (file as NSString).lastPathComponent) } }
+        guard let id = m.fixture.itemId(forFile: file) else { return [] }
+        return requests.filter { $0.path.contains(id) }
+    }
+
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby, .plex])
+    func aCopyTheServerStillHasIsAdoptedAndADoubtfulOneIsNot(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("rebuilt-\(kind)", kind: kind, catalog: Self.catalog, cacheConfig: "side_assets = off")
         try m.mount()
         defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
         for rel in [Self.alpha, Self.beta] {
@@ -49,7 +61,7 @@ import Testing
         let alphaId = try #require(m.fixture.itemId(forFile: m.mediaDir + "/alpha.mkv"))
         // The log keeps requests as the fixture answered them: under the file's first id.
         #expect(m.fixture.currentId(of: alphaId) != alphaId)
-        let alphaReads = downloads.filter { $0.path.contains(alphaId) }
+        let alphaReads = reads(m, downloads, file: m.mediaDir + "/alpha.mkv")
         #expect(!alphaReads.isEmpty && alphaReads.allSatisfy { $0.range != nil }, "\(alphaReads)")
         let bytes = alphaReads.reduce(Int64(0)) { sum, r in
             let parts = (r.range ?? "").dropFirst("bytes=".count).split(separator: "-").compactMap { Int64($0) }
@@ -65,8 +77,63 @@ import Testing
         #expect(fresh?["reason"] as? String != "matched" && fresh?["pinned"] as? Bool != true, "\(String(describing: fresh))")
         // Its stored copy stays, orphaned, after a confirming read that found other bytes.
         #expect(try m.cli(["status"]).stdout.contains("Beta (2002).mp4 (orphaned)"))
-        let betaId = try #require(m.fixture.itemId(forFile: m.mediaDir + "/beta.mp4"))
-        #expect(downloads.contains { $0.path.contains(betaId) } && downloads.count <= 6, "\(downloads)")
+        #expect(!reads(m, downloads, file: m.mediaDir + "/beta.mp4").isEmpty && downloads.count <= 6, "\(downloads)")
+        try m.unmount()
+    }
+
+    /// Silo: a rescan that rebuilt the catalog gives every film a new content id and every file a
+    /// new file id, and its catalog names no provider ids (only the file's name, size and
+    /// container). A pinned film is a managed download: the adopted copy is registered anew under
+    /// the new content id (and reported completed without a byte fetched through it), the entry
+    /// naming the old ids is deleted, and the bytes read are only the confirming ranges.
+    @Test func aPinnedSiloFilmIsAdoptedUnderItsNewContentIdAndRegisteredAgain() throws {
+        let m = try MountedSilo("rebuilt-silo")
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        for rel in [Self.alpha, Self.beta] {
+            let pin = try m.cli(["pin", "--wait", m.path(rel)])
+            #expect(pin.code == 0, "\(pin.stdout) \(pin.stderr)")
+        }
+        let oldFilm = try #require(m.fixture.movieContentId(title: "Alpha"))
+        #expect(eventually { m.fixture.downloadEntries.first { $0.contentId == oldFilm }?.status == "completed" }, "\(m.fixture.downloadEntries)")
+        let oldFile = m.fixture.fileIds(forPath: m.mediaDir + "/alpha.mkv")
+        writeRandomFile(m.mediaDir + "/beta.mp4", size: 3 * MiB, seed: 99)
+        m.fixture.readdLibraries()
+        let newFilm = try #require(m.fixture.movieContentId(title: "Alpha"))
+        let newFile = m.fixture.fileIds(forPath: m.mediaDir + "/alpha.mkv")
+        #expect(newFilm != oldFilm && newFile != oldFile && newFile.count == 1)
+        let since = m.fixture.requestLog.last?.id ?? 0
+        let sync = try m.cli(["sync", "--full"])
+        #expect(sync.code == 0, "\(sync.stdout) \(sync.stderr)")
+
+        let adopted = try #require(row(m, Self.alpha))
+        #expect(["complete", "unverified"].contains(adopted["state"] as? String ?? "") && adopted["pinned"] as? Bool == true, "\(adopted)")
+        #expect(adopted["reason"] as? String == "matched", "\(adopted)")
+        // The registry: a new entry for the new content id, reported completed; the old one deleted.
+        #expect(
+            eventually {
+                m.fixture.downloadEntries.contains { $0.contentId == newFilm && $0.status == "completed" }
+                    && !m.fixture.downloadEntries.contains { $0.contentId == oldFilm }
+            }, "\(m.fixture.downloadEntries) \(m.log)")
+        // Bytes: only the confirming ranges of the new file, through direct download.
+        let log = m.fixture.requestLog.filter { $0.id > since }
+        let bytesRead = log.filter { $0.path.hasSuffix("/direct-download") || $0.path.hasSuffix("/file") }
+        let alphaReads = bytesRead.filter { $0.query["file_id"] == newFile.first }
+        #expect(!alphaReads.isEmpty && alphaReads.allSatisfy { $0.range != nil }, "\(bytesRead)")
+        let bytes = alphaReads.reduce(Int64(0)) { sum, r in
+            let parts = (r.range ?? "").dropFirst("bytes=".count).split(separator: "-").compactMap { Int64($0) }
+            return sum + (parts.count == 2 ? parts[1] - parts[0] + 1 : 1 << 40)
+        }
+        #expect(bytes <= AdoptionProbe.budget, "\(bytes) bytes read to confirm alpha")
+        #expect(!bytesRead.contains { $0.path.hasSuffix("/file") }, "\(bytesRead)")
+        let read = try Data(contentsOf: URL(fileURLWithPath: m.path(Self.alpha)))
+        #expect(read == (try Data(contentsOf: URL(fileURLWithPath: m.mediaDir + "/alpha.mkv"))))
+
+        // Beta: the same name, size and container, other bytes: not adopted.
+        let fresh = row(m, Self.beta)
+        #expect(fresh?["reason"] as? String != "matched" && fresh?["pinned"] as? Bool != true, "\(String(describing: fresh))")
+        #expect(try m.cli(["status"]).stdout.contains("Beta (2002).mp4 (orphaned)"))
         try m.unmount()
     }
 }
