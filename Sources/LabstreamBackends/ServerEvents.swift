@@ -108,3 +108,80 @@ public enum EventStreamNews: Sendable, Hashable {
 
 /// Opens a channel (without waiting for it: `receive` says when it is open).
 public typealias EventStreamOpener = @Sendable (EventChannelRequest) -> any EventStream
+
+/// The Server-Sent Events wire format (WHATWG HTML § 9.2.6), fed as bytes arrive: each event's
+/// `data:` lines joined by newlines, handed over at the blank line that ends it. `event:`, `id:`,
+/// `retry:` and comments (`:` lines, a server's keep-alive) are read past. Pure.
+public struct ServerSentEvents: Sendable {
+    var line: [UInt8] = []
+    var data: [UInt8] = []
+    var hasData = false
+    var lastWasCR = false
+
+    public init() {}
+
+    /// The events `bytes` complete.
+    public mutating func feed(_ bytes: some Sequence<UInt8>) -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        for byte in bytes {
+            if byte == 10 && lastWasCR {
+                lastWasCR = false
+                continue  // the LF of a CRLF
+            }
+            lastWasCR = byte == 13
+            guard byte == 10 || byte == 13 else {
+                line.append(byte)
+                continue
+            }
+            if line.isEmpty {
+                if hasData { out.append(data) }
+                data = []
+                hasData = false
+            } else if line.starts(with: Array("data".utf8)) && (line.count == 4 || line[4] == 58) {
+                var value = line.count > 5 ? Array(line[5...]) : []
+                if value.first == 32 { value.removeFirst() }
+                if hasData { data.append(10) }
+                data += value
+                hasData = true
+            }
+            line = []
+        }
+        return out
+    }
+}
+
+/// Plex's notifications (`/:/eventsource/notifications`, plex-api-spec.yaml's Events: "changes to
+/// media"), each a `NotificationContainer` (or its members alone) whose `timeline` entries name
+/// library items: `identifier` `com.plexapp.plugins.library`, `itemID`, and a `state`, 5 once the
+/// server has finished with an added or changed item, 9 once it is deleted (the states between
+/// are its scan's progress, not yet worth a sync).
+public enum PlexEvents {
+    public static func event(from message: [UInt8]) -> ServerEvent {
+        guard let json = try? JSONValue.parse(message) else { return .other }
+        let container = json["NotificationContainer"].isObject ? json["NotificationContainer"] : json
+        guard let entries = container["TimelineEntry"].array else { return .other }
+        var updated: [String] = []
+        var removed: [String] = []
+        for entry in entries where entry["identifier"].string == "com.plexapp.plugins.library" {
+            guard let id = entry["itemID"].text else { continue }
+            switch entry["state"].int {
+            case 5?: updated.append(id)
+            case 9?: removed.append(id)
+            default: continue
+            }
+        }
+        return .itemsChanged(added: [], updated: updated, removed: removed)
+    }
+}
+
+extension PlexRequests {
+    /// The event source, asked for timeline events only; its token in the header, as every request's.
+    public func eventSource(token: String) -> EventChannelRequest {
+        EventChannelRequest(kind: .serverSentEvents, request: get("/:/eventsource/notifications", [("filters", "timeline")], token: token))
+    }
+}
+
+extension PlexClient: ServerEventSource {
+    public func eventChannel() -> EventChannelRequest { requests.eventSource(token: session.token) }
+    public func event(from message: [UInt8]) -> ServerEvent { PlexEvents.event(from: message) }
+}

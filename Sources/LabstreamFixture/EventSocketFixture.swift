@@ -61,16 +61,18 @@ final class EventSockets: Sendable {
     }
 
     /// One session on its connection's thread, until the client closes or the test drops it.
-    func serve(_ fd: Int32) {
+    /// `sse`: Plex's event source, each message an `event:`/`data:` block on a body that lasts
+    /// until the connection closes; else a WebSocket.
+    func serve(_ fd: Int32, sse: Bool = false) {
         let id = opened.add(1, ordering: .sequentiallyConsistent).newValue
         sessions.withLock { $0[id] = Session() }
         defer { sessions.withLock { _ = $0.removeValue(forKey: id) } }
         func send(_ text: String, opcode: UInt8 = 0x1) -> Bool {
-            let bytes = Self.frame(text, opcode: opcode)
+            let bytes = sse ? Array("event: timeline\ndata: \(text)\n\n".utf8) : Self.frame(text, opcode: opcode)
             return bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count
         }
         // SessionWebSocketListener.ProcessWebSocketConnectedAsync → KeepAliveWebSocket → SendForceKeepAlive(60).
-        guard send(Self.message("ForceKeepAlive", data: 60)) else { return }
+        if !sse { guard send(Self.message("ForceKeepAlive", data: 60)) else { return } }
         var buffer: [UInt8] = []
         while true {
             let (out, drop) = sessions.withLock { s -> ([String], Bool) in
@@ -88,7 +90,7 @@ final class EventSockets: Sendable {
             guard p.revents != 0 else { continue }
             var chunk = [UInt8](repeating: 0, count: 4096)
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            guard n > 0 else { return }
+            guard n > 0, !sse else { return }
             buffer += chunk[0..<n]
             while let (opcode, payload, used) = Self.clientFrame(buffer) {
                 buffer.removeFirst(used)
@@ -158,8 +160,26 @@ extension ServerFixture {
     }
 
     func tellingChanges(added: [String] = [], updated: [String] = [], removed: [String] = []) {
-        guard kind != .plex, eventSockets.telling.load(ordering: .sequentiallyConsistent) else { return }
-        libraryChanged(added: added, updated: updated, removed: removed)
+        guard eventSockets.telling.load(ordering: .sequentiallyConsistent) else { return }
+        guard kind == .plex else { return libraryChanged(added: added, updated: updated, removed: removed) }
+        // A `timeline` notification per item: state 5 once processed (added or changed), 9 deleted.
+        let now = Int64(Date().timeIntervalSince1970)
+        let entries: [[String: Any]] = (added + updated).map { entry(plexNumber($0), 5, now) } + removed.map { entry(plexNumber($0), 9, now) }
+        let container: [String: Any] = ["NotificationContainer": ["type": "timeline", "size": entries.count, "TimelineEntry": entries]]
+        let bytes = (try? JSONSerialization.data(withJSONObject: container, options: [.sortedKeys])) ?? Data()
+        eventSockets.broadcast(String(decoding: bytes, as: UTF8.self))
+    }
+
+    private func entry(_ ratingKey: String, _ state: Int, _ now: Int64) -> [String: Any] {
+        ["identifier": "com.plexapp.plugins.library", "itemID": Int64(ratingKey) ?? 0, "state": state, "updatedAt": now, "sectionID": 1, "type": 1]
+    }
+
+    /// Plex's `/:/eventsource/notifications`: `text/event-stream`, open until the client goes.
+    func eventSource() -> HTTPServer.Response {
+        let sockets = eventSockets
+        return HTTPServer.Response(
+            status: 200, headers: [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"), ("Connection", "close")],
+            body: .upgrade(run: { sockets.serve($0, sse: true) }))
     }
 
     /// The upgrade of `/socket` (Jellyfin) or `/embywebsocket` (Emby), for a signed-in request.

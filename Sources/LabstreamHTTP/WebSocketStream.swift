@@ -1,3 +1,4 @@
+import CCurl
 import CWebSockets
 import Foundation
 import LabstreamBackends
@@ -186,22 +187,122 @@ public final class WebSocketStream: EventStream, @unchecked Sendable {
     }
 }
 
-/// Opens each kind of event channel on its library: WebSocket on libwebsockets.
+/// Opens each kind of event channel on its library: WebSocket on libwebsockets, SSE on libcurl.
 public enum EventStreams {
     public static let open: EventStreamOpener = { channel in
         switch channel.kind {
         case .webSocket: return WebSocketStream(channel.request)
-        case .serverSentEvents: return UnopenedStream(why: "Server-Sent Events channels are not read yet")
+        case .serverSentEvents: return ServerSentEventStream(channel.request)
         }
     }
 }
 
-/// A channel that cannot be opened: says why at the first `receive`.
-final class UnopenedStream: EventStream {
-    let why: String
-    init(why: String) { self.why = why }
-    func receive(within seconds: Double) -> EventStreamNews { .closed(why) }
-    func send(_ text: String) {}
-    func interrupt() {}
-    func close() {}
+/// A Server-Sent Events channel on a libcurl multi handle: one long GET whose body is read as it
+/// arrives, serviced only on the thread that calls `receive` (`curl_multi_poll` waits for the
+/// socket); `interrupt` wakes it from any thread (`curl_multi_wakeup`).
+public final class ServerSentEventStream: EventStream, @unchecked Sendable {
+    private var multi: UnsafeMutableRawPointer?
+    private var easy: UnsafeMutableRawPointer?
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private let where_: String
+    // Touched only on the servicing thread (curl's callbacks run inside curl_multi_perform).
+    private var parser = ServerSentEvents()
+    fileprivate var inbox: [[UInt8]] = []
+    fileprivate var status = 0
+    private var openedSaid = false
+    private var failure: String?
+    private let interrupted = Atomic<Bool>(false)
+
+    public init(_ request: HTTPRequest, connectTimeout: Double = 10) {
+        _ = CurlTransport.globalInit
+        where_ = request.redactedDescription
+        multi = curl_multi_init()
+        easy = curl_easy_init()
+        guard let multi, let easy else {
+            failure = "libcurl could not make a handle"
+            return
+        }
+        for h in request.headers { headerList = curl_slist_append(headerList, "\(h.name): \(h.value)") }
+        headerList = curl_slist_append(headerList, "Accept: text/event-stream")
+        CCurl_setopt_string(easy, CURLOPT_URL, request.url)
+        CCurl_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        CCurl_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(connectTimeout * 1000))
+        CCurl_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList)
+        CCurl_setopt_string(easy, CURLOPT_USERAGENT, "Labstream/\(LabstreamVersion.current)")
+        CCurl_setopt_callback(
+            easy, CURLOPT_WRITEFUNCTION,
+            { ptr, size, count, user in
+                let stream = Unmanaged<ServerSentEventStream>.fromOpaque(user!).takeUnretainedValue()
+                return stream.body(UnsafeRawBufferPointer(start: ptr, count: size * count)) ? size * count : 0
+            })
+        CCurl_setopt_pointer(easy, CURLOPT_WRITEDATA, Unmanaged.passUnretained(self).toOpaque())
+        curl_multi_add_handle(multi, easy)
+    }
+
+    deinit { close() }
+
+    /// The body as it arrives; false (abort) when the answer is not a 200.
+    private func body(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        if status == 0, let easy { CCurl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status) }
+        guard status == 200 else { return false }
+        inbox += parser.feed(bytes)
+        return true
+    }
+
+    public func receive(within seconds: Double) -> EventStreamNews {
+        let deadline = Date().addingTimeInterval(seconds)
+        while true {
+            if status == 200 && !openedSaid {
+                openedSaid = true
+                return .opened
+            }
+            if !inbox.isEmpty {
+                defer { inbox.removeAll() }
+                return .messages(inbox)
+            }
+            if let failure { return .closed(failure) }
+            guard let multi, let easy else { return .closed("the event channel is closed") }
+            let left = deadline.timeIntervalSinceNow
+            if interrupted.load(ordering: .sequentiallyConsistent) || left <= 0 { return .idle }
+            var running: Int32 = 0
+            curl_multi_perform(multi, &running)
+            if status == 0 { CCurl_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &status) }
+            if running == 0 {
+                var queued: Int32 = 0
+                var result = CURLE_OK
+                while let message = curl_multi_info_read(multi, &queued) {
+                    if message.pointee.msg == CURLMSG_DONE { result = message.pointee.data.result }
+                }
+                if status != 0 && status != 200 {
+                    failure = "\(where_) answered \(status)"
+                } else if result != CURLE_OK {
+                    failure = "\(where_): \(String(cString: curl_easy_strerror(result)))"
+                } else {
+                    failure = "closed by the server"
+                }
+                continue
+            }
+            if status == 200 && !openedSaid || !inbox.isEmpty { continue }
+            curl_multi_poll(multi, nil, 0, Int32(max(1, min(left, 60) * 1000)), nil)
+        }
+    }
+
+    /// SSE carries nothing from the client.
+    public func send(_ text: String) {}
+
+    public func interrupt() {
+        interrupted.store(true, ordering: .sequentiallyConsistent)
+        if let multi { curl_multi_wakeup(multi) }
+    }
+
+    public func close() {
+        if let multi, let easy { curl_multi_remove_handle(multi, easy) }
+        if let easy { curl_easy_cleanup(easy) }
+        if let multi { curl_multi_cleanup(multi) }
+        curl_slist_free_all(headerList)
+        multi = nil
+        easy = nil
+        headerList = nil
+        if failure == nil { failure = "the event channel is closed" }
+    }
 }
