@@ -24,10 +24,12 @@ let package = Package(
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CXXHash", pkgConfig: "libxxhash", providers: [.apt(["libxxhash-dev"])]),
         .systemLibrary(name: "CMpv", pkgConfig: "mpv", providers: [.apt(["libmpv-dev"])]),
+        // Servers' event channels (Jellyfin/Emby WebSocket): Debian's libcurl 7.88 has no WebSocket.
+        .systemLibrary(name: "CWebSockets", pkgConfig: "libwebsockets", providers: [.apt(["libwebsockets-dev"])]),
 
         .target(name: "LabstreamCore"),
         .target(name: "LabstreamBackends", dependencies: ["LabstreamCore"]),
-        .target(name: "LabstreamHTTP", dependencies: ["LabstreamCore", "LabstreamBackends", "CCurl"]),
+        .target(name: "LabstreamHTTP", dependencies: ["LabstreamCore", "LabstreamBackends", "CCurl", "CWebSockets"]),
         .target(name: "LabstreamStore", dependencies: ["LabstreamCore", "CSQLite", "CCrypto", "CXXHash", "CLinux"]),
         .target(name: "LabstreamEngine", dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamStore"]),
         // libmpv lives only in the probe helper, a process of its own (see labstream-probe).
@@ -42,7 +44,7 @@ let package = Package(
         .target(name: "LabstreamDemo", dependencies: ["LabstreamCore"]),
         // What only tests and benchmarks use (never linked into `labstream`): the Jellyfin, Emby,
         // Plex and Silo emulators with their fault hooks, and the in-memory transport.
-        .target(name: "LabstreamFixture", dependencies: ["LabstreamCore", "LabstreamDemo"]),
+        .target(name: "LabstreamFixture", dependencies: ["LabstreamCore", "LabstreamDemo", "CCrypto"]),
         .target(name: "LabstreamTestSupport", dependencies: ["LabstreamCore", "LabstreamBackends", "LabstreamDemo", "LabstreamFixture"]),
         .target(
             name: "LabstreamCLI",

@@ -92,6 +92,9 @@ enum Help {
 
         list also names each server's libraries left out of the tree, and why (live TV, playlists,
         collections, Silo's audiobooks and podcasts, kinds Labstream cannot place). Adding an existing NAME replaces it.
+        While mounted, list shows each server's event channel (Jellyfin/Emby WebSocket, Plex event
+        source: what the server tells is synced at once; "events lost (why), trying again in N s"
+        while it is down; Silo has none) and when the periodic refresh, the fallback, runs next.
 
         A URL that answers as another product is refused, naming it (an Emby server is not taken as
         Jellyfin). Each sign-in records the server's id (Jellyfin/Emby Id, Plex machineIdentifier; Silo
@@ -183,7 +186,8 @@ enum Help {
         (-v off removes it); getfattr shows user.labstream.monitor and user.labstream.monitor_holds.
         list (and status SERIES-FOLDER) says what each monitor holds, what it skipped and why, with
         counts (watched, held back by the cap, unpinned by you, waiting for an offline server,
-        nothing in its scope yet), and when it looks next (the next catalog refresh: refresh_interval
+        nothing in its scope yet), and when it looks next (as soon as the server tells of a change on
+        its event channel, and at the latest at the daemon's next catalog refresh, else refresh_interval
         after the server's last sync); it reads the index, so it answers with no daemon running too
         (as of the last evaluation). A watched query whose episodes' own watched state says
         otherwise is named in the log, and those episodes are kept as unwatched.

@@ -87,6 +87,8 @@ enum MonitorCommand {
         var folder: String?
         var outcome: MonitorOutcome?
         var next: NextLook
+        /// Its server's event channel is open: a change the server tells is looked at at once.
+        var eventsOpen = false
 
         /// The public JSON form: counts, `skipped` by code, `next_look` as a code (and a time).
         var json: [String: Any] {
@@ -105,6 +107,7 @@ enum MonitorCommand {
             }
             var next: [String: Any] = ["when": self.next.code]
             if case .atRefresh(let at) = self.next { next["at"] = at }
+            if eventsOpen { next["on_server_change"] = true }
             row["next_look"] = next
             return row
         }
@@ -121,7 +124,9 @@ enum MonitorCommand {
             } else {
                 parts.append("not evaluated yet")
             }
-            parts.append("next look: " + MonitorCommand.words(next, server: monitor.server, now: now))
+            parts.append(
+                "next look: " + (eventsOpen ? "as soon as \(monitor.server) tells of a change, and " : "")
+                    + MonitorCommand.words(next, server: monitor.server, now: now))
             return parts.joined(separator: "; ")
         }
     }
@@ -170,6 +175,8 @@ enum MonitorCommand {
         let refreshInterval = (try? context.loadConfig())?.refreshInterval ?? LabstreamConfig().refreshInterval
         let now = Int64(Date().timeIntervalSince1970)
         let paths = (try? index.treeFiles()) ?? []
+        // The running daemon's own next refresh.
+        let planned = mountpoint.flatMap { StatusCommand.xattr($0, "next_refresh") }.flatMap { Int64($0) }
         // Each server's episodes by series, read once.
         var episodesOf: [String: [String: Set<String>]] = [:]
         for server in Set(monitors.map(\.server)) {
@@ -184,9 +191,13 @@ enum MonitorCommand {
             let online = mountpoint.map { StatusCommand.xattr($0, "reachability." + monitor.server) ?? Reachability.online.rawValue }
             let next = SeriesMonitorPolicy.nextLook(
                 daemon: mountpoint != nil, online: online == Reachability.online.rawValue, lastSync: lastSync[monitor.server],
-                refreshInterval: refreshInterval, now: now)
+                refreshInterval: refreshInterval, now: now, planned: planned)
+            let events = mountpoint.flatMap { StatusCommand.xattr($0, "events." + monitor.server) }.flatMap(EventChannelState.init(attribute:))
+            var eventsOpen = false
+            if case .open? = events { eventsOpen = true }
             return Report(
-                monitor: monitor, folder: folder, outcome: try? index.monitorOutcome(server: monitor.server, series: monitor.seriesId), next: next)
+                monitor: monitor, folder: folder, outcome: try? index.monitorOutcome(server: monitor.server, series: monitor.seriesId), next: next,
+                eventsOpen: eventsOpen)
         }
     }
 

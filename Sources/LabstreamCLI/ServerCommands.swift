@@ -258,6 +258,24 @@ enum ServerCommands {
         do { try context.saveConfig(config) } catch { throw CLIError(error) }
     }
 
+    /// An event channel's state, for a person.
+    static func words(_ state: EventChannelState, now: Int64) -> String {
+        switch state {
+        case .open: return "events open"
+        case .connecting: return "events connecting"
+        case .lost(let failures, let retryAt, let why):
+            return "events lost (\(why)), trying again in \(max(0, retryAt - now)) s" + (failures > 1 ? " (\(failures) failures in a row)" : "")
+        case .none: return "no event channel"
+        }
+    }
+
+    /// `2026-12-05 08:15` in local time.
+    static func clock(_ epoch: Int64) -> String {
+        let formatter = DateFormatter()
+        formatter.dateFormat = "yyyy-MM-dd HH:mm"
+        return formatter.string(from: Date(timeIntervalSince1970: Double(epoch)))
+    }
+
     static func list(_ args: Arguments, _ context: Context) throws -> Int32 {
         let config = try context.loadConfig()
         let creds = (try? context.credentials.load()) ?? [:]
@@ -271,6 +289,11 @@ enum ServerCommands {
         func reachability(_ name: String) -> String? {
             mountpoint.flatMap { StatusCommand.xattr($0 + "/" + name, "reachability") ?? StatusCommand.xattr($0, "reachability." + name) }
         }
+        // Each server's event channel, and the periodic refresh behind it.
+        func events(_ name: String) -> EventChannelState? {
+            mountpoint.flatMap { StatusCommand.xattr($0, "events." + name) }.flatMap(EventChannelState.init(attribute:))
+        }
+        let nextRefresh = mountpoint.flatMap { StatusCommand.xattr($0, "next_refresh") }.flatMap { Int64($0) }
         if args.flag("--json") {
             let rows: [[String: Any]] = config.servers.map { s in
                 var r: [String: Any] = ["name": s.name, "type": s.kind.rawValue, "url": s.url, "has_credentials": creds[s.name] != nil]
@@ -281,6 +304,20 @@ enum ServerCommands {
                 if let t = synced[s.name]?.lastSync { r["last_sync"] = t }
                 r["reachability"] = reachability(s.name) ?? "not mounted"
                 if reachability(s.name) == Reachability.authFailed.rawValue { r["sign_in_again"] = s.signInAgain }
+                switch events(s.name) {
+                case .open(let since)?:
+                    r["events"] = "open"
+                    r["events_since"] = since
+                case .lost(let failures, let retryAt, let why)?:
+                    r["events"] = "lost"
+                    r["events_retry_at"] = retryAt
+                    r["events_failures"] = failures
+                    r["events_why"] = why
+                case .connecting?: r["events"] = "connecting"
+                case .none?: r["events"] = "none"
+                case nil: break
+                }
+                if let nextRefresh, mountpoint != nil { r["next_refresh"] = nextRefresh }
                 let out = leftOut(s.name)
                 if !out.isEmpty { r["left_out"] = out.map { ["library": $0.name, "why": $0.why] } }
                 return r
@@ -299,7 +336,13 @@ enum ServerCommands {
             // Stored credentials the server refuses are not a sign-in: one state on the line.
             let refused = reachability(s.name) == Reachability.authFailed.rawValue
             let signIn = creds[s.name] == nil ? "no credentials" : refused ? "sign-in refused" : "signed in"
-            printOut("\(s.name)\t\(s.kind.rawValue)\t\(s.url)\t\(s.user ?? "-")\t\(signIn)\t\(sync)\t\(reachability(s.name) ?? "not mounted")")
+            var line = "\(s.name)\t\(s.kind.rawValue)\t\(s.url)\t\(s.user ?? "-")\t\(signIn)\t\(sync)\t\(reachability(s.name) ?? "not mounted")"
+            if let state = events(s.name) { line += "\t" + Self.words(state, now: Int64(Date().timeIntervalSince1970)) }
+            if mountpoint != nil {
+                let planned = config.refreshInterval > 0 ? "refresh after start-up sync" : "no periodic refresh"
+                line += "\t" + (nextRefresh.map { "next refresh " + Self.clock($0) } ?? planned)
+            }
+            printOut(line)
             if refused {
                 printOut("  the server refused the stored sign-in; its transfers are paused until you sign in again: \(s.signInAgain)")
             }

@@ -241,11 +241,14 @@ public enum SeriesMonitorPolicy {
 
     /// When a monitor is evaluated next. `daemon`: whether a daemon serves the data directory;
     /// `online`: whether the server answered it last; `lastSync`: when the server's catalog was
-    /// last synced (seconds since the epoch); `refreshInterval`: `labstream.conf`'s (0: never).
-    public static func nextLook(daemon: Bool, online: Bool, lastSync: Int64?, refreshInterval: Double, now: Int64) -> NextLook {
+    /// last synced (seconds since the epoch); `refreshInterval`: `labstream.conf`'s (0: never);
+    /// `planned`: the refresh the running daemon says it has planned, which stands over one
+    /// counted from the last sync (a sync an event channel ran moves the last sync, not the refresh).
+    public static func nextLook(daemon: Bool, online: Bool, lastSync: Int64?, refreshInterval: Double, now: Int64, planned: Int64? = nil) -> NextLook {
         guard daemon else { return .atMount }
         guard online else { return .whenServerAnswers }
         guard refreshInterval > 0 else { return .atSync }
+        if let planned { return .atRefresh(max(now, planned)) }
         // Never synced: the daemon's first sync is under way. An overdue refresh comes now.
         guard let lastSync else { return .atRefresh(now) }
         return .atRefresh(max(now, lastSync + Int64(refreshInterval.rounded(.up))))

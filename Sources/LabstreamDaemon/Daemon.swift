@@ -4,6 +4,7 @@ import LabstreamBackends
 import LabstreamCore
 import LabstreamEngine
 import LabstreamFS
+import LabstreamHTTP
 import LabstreamStore
 import Synchronization
 
@@ -30,6 +31,8 @@ public final class Daemon: Sendable {
     let fromIndex: [String]
     let refreshInterval: TimeInterval
     let hooks: CompletionHooks
+    /// Each server's event channel (opened once the mount answers).
+    let channels: EventChannels
 
     /// Every configured server with credentials, by default through libcurl; a test passes its own.
     public typealias Backends = @Sendable (LabstreamConfig, Logger) throws -> [any MediaBackend]
@@ -39,7 +42,7 @@ public final class Daemon: Sendable {
     /// The data dir's lock must be held.
     public init(
         context: Context, options: MountOptions, log: Logger, controlSocket: Bool = true,
-        backends makeBackends: Backends? = nil, mountpoint: String? = nil
+        backends makeBackends: Backends? = nil, mountpoint: String? = nil, events: @escaping EventStreamOpener = EventStreams.open
     ) throws(CLIError) {
         CLinux_map_large_allocations()
         var config = try context.loadConfig()
@@ -96,6 +99,7 @@ public final class Daemon: Sendable {
         }
         let scheduler = SyncScheduler(context: context, index: index, transfers: transfers, log: log, mounted: config, reload: reload)
         self.scheduler = scheduler
+        channels = EventChannels(scheduler: scheduler, transfers: transfers, log: log, open: events)
 
         // A server with no catalog yet is synced before mounting; the others mount from the
         // index at once (knowing whether they answer, so the first listing is right) and
@@ -148,6 +152,11 @@ public final class Daemon: Sendable {
             hooks.sideAssetsChanged()  // a file waiting for them to be complete may now be
         }
         fs.onListed { fetcher.listed($0) }
+        let channels = self.channels
+        fs.onRootNotes {
+            channels.states().sorted { $0.key < $1.key }.map { ("events." + $0.key, $0.value.attribute) }
+                + (scheduler.nextRefresh.withLock { $0 }.map { [("next_refresh", String($0))] } ?? [])
+        }
         fs.onSideAssetStatus { fetcher.status(of: $0) }
 
         // The heap's free pages go back to the kernel once enough is held and no walk is under way.
@@ -194,6 +203,7 @@ public final class Daemon: Sendable {
         let thread = Thread { scheduler.startUpAndRefresh(names, every: interval) }
         thread.name = "catalog-refresh"
         thread.start()
+        channels.follow(transfers.serverNames)
     }
 
     /// SIGHUP: re-read the configuration and credentials (servers added or removed), the access
@@ -214,6 +224,10 @@ public final class Daemon: Sendable {
             let backends = try context.backends(fresh, log: log)
             for backend in backends { transfers.setBackend(backend) }
             scheduler.sync(backends.map(\.serverName).filter { !known.contains($0) }, .first)
+            // A removed server's channel closes; the others open anew with what was just read
+            // (a server signed in again has a new token).
+            channels.follow([])
+            channels.follow(backends.map(\.serverName).filter { name in fresh.servers.contains { $0.name == name } })
             log.info("configuration reloaded: \(fresh.servers.map(\.name).joined(separator: ", "))")
         } catch {
             log.warn("reloading the configuration failed, keeping the old one: \(describe(error))")
@@ -395,6 +409,7 @@ public final class Daemon: Sendable {
     /// Stops the background work and leaves the index whole: everything in index.sqlite itself
     /// (not in its write-ahead log) and a verified backup beside it.
     public func stop() {
+        channels.stopAll()
         web?.listener.stop()
         control?.stop()
         fetcher.stop()

@@ -21,6 +21,8 @@ final class SyncScheduler: Sendable {
         case catchUp
         /// `labstream sync [--full]`.
         case request(full: Bool)
+        /// The server's event channel told of changes: what changed since the last sync.
+        case event
 
         /// What a failure's log line adds: what the mount does meanwhile.
         var meanwhile: String {
@@ -28,6 +30,7 @@ final class SyncScheduler: Sendable {
             case .first: return " Its folder appears once it answers and a sync succeeds."
             case .startUp: return " Serving its last known catalog from the index."
             case .refresh: return " Keeping the catalog in the index."
+            case .event: return " Keeping the catalog in the index; the periodic refresh tries again."
             case .catchUp, .request: return ""
             }
         }
@@ -45,6 +48,8 @@ final class SyncScheduler: Sendable {
     private let failures = Mutex<[String: Int]>([:])
     /// Servers a catch-up is syncing now.
     private let catchingUp = Mutex<Set<String>>([])
+    /// When the periodic refresh runs next (seconds since the epoch; nil: never, or not yet planned).
+    let nextRefresh = Mutex<Int64?>(nil)
 
     init(
         context: Context, index: OfflineIndex, transfers: TransferEngine, log: Logger, mounted: LabstreamConfig,
@@ -83,6 +88,7 @@ final class SyncScheduler: Sendable {
             case .startUp, .refresh, .catchUp: outcome = try CatalogSync.scheduled(backend, server: server, index: index, log: log)
             case .request(let full):
                 outcome = try CatalogSync.run(backend, server: server, index: index, log: log, incremental: !full, progress: progress)
+            case .event: outcome = try CatalogSync.run(backend, server: server, index: index, log: log, incremental: true)
             }
             failures.withLock { _ = $0.removeValue(forKey: server.name) }
             if !outcome.changed { transfers.catalogUnchanged(server: server.name) }
@@ -114,6 +120,7 @@ final class SyncScheduler: Sendable {
         sync(names, .startUp)
         guard interval > 0 else { return }
         while true {
+            nextRefresh.withLock { $0 = Int64((Date().timeIntervalSince1970 + interval).rounded(.up)) }
             Thread.sleep(forTimeInterval: interval)  // a schedule, not synchronisation
             sync(configured.map(\.name).filter { transfers.reachability(of: $0) == .online }, .refresh)
         }

@@ -36,6 +36,10 @@ public final class HTTPServer: Sendable {
         /// `send` (false: the connection is gone). `write` returns whether the connection may
         /// serve another request; false closes it, even mid-body.
         case stream(length: Int64, write: @Sendable (_ send: ([UInt8]) -> Bool) -> Bool)
+        /// The connection is handed over after the head (no `Content-Length`): a `101 Switching
+        /// Protocols`, or a body that lasts until the connection closes. `run` has the socket
+        /// to itself; the connection closes when it returns.
+        case upgrade(run: @Sendable (_ socket: Int32) -> Void)
     }
 
     public struct Response: Sendable {
@@ -190,6 +194,12 @@ public final class HTTPServer: Sendable {
         switch response.body {
         case .bytes(let b): length = Int64(b.count)
         case .file(_, _, let l), .stream(let l, _): length = l
+        case .upgrade(let run):
+            var head = "HTTP/1.1 \(response.status) \(reason(response.status))\r\n"
+            for (k, v) in response.headers { head += "\(k): \(v)\r\n" }
+            guard sendAll(fd, Array((head + "\r\n").utf8)) else { return false }
+            run(fd)
+            return false
         }
         var head = "HTTP/1.1 \(response.status) \(reason(response.status))\r\n"
         for (k, v) in response.headers { head += "\(k): \(v)\r\n" }
@@ -215,6 +225,8 @@ public final class HTTPServer: Sendable {
             return true
         case .stream(_, let produce):
             return produce { sendAll(fd, $0) }
+        case .upgrade:
+            return false
         }
     }
 
@@ -231,6 +243,7 @@ public final class HTTPServer: Sendable {
 
     func reason(_ status: Int) -> String {
         switch status {
+        case 101: return "Switching Protocols"
         case 200: return "OK"
         case 204: return "No Content"
         case 206: return "Partial Content"

@@ -115,6 +115,11 @@ public final class FilesystemEngine: Sendable {
     /// the table's lock; it must not block.
     public func onListed(_ handler: @escaping @Sendable ([String]) -> Void) { listed.set(handler) }
 
+    /// More of the root's attributes, from the daemon: each server's event channel
+    /// (`events.SERVER`) and the next periodic refresh (`next_refresh`), names without the prefix.
+    let rootNotes = Hook<@Sendable () -> [(String, String)]>()
+    public func onRootNotes(_ notes: @escaping @Sendable () -> [(String, String)]) { rootNotes.set(notes) }
+
     public func onAttributesChanged(_ handler: @escaping @Sendable (UInt64) -> Void) {
         attributesChanged.set(handler)
         transfers.onStoredChange { [weak self] key in
@@ -464,6 +469,7 @@ public final class FilesystemEngine: Sendable {
             for server in transfers.serverNames {
                 out.append((Self.xattrPrefix + "reachability." + server, transfers.reachability(of: server).rawValue))
             }
+            for (name, value) in rootNotes.function?() ?? [] { out.append((Self.xattrPrefix + name, value)) }
         }
         return out
     }

@@ -29,6 +29,7 @@ extension ServerFixture {
         guard request.headers["x-plex-client-identifier"]?.isEmpty == false else {
             return .json("{\"errors\":[{\"code\":1000,\"message\":\"X-Plex-Client-Identifier is required\",\"status\":400}]}", status: 400)
         }
+        if m == "GET" && parts == [":", "eventsource", "notifications"] { return eventSource() }
         if (m == "GET" || m == "HEAD") && parts.count == 5 && parts[0] == "library" && parts[1] == "parts" {
             guard let id = idsByPlexNumber[parts[2]], parts[3] == changestamp(id) else {
                 // plex-api-spec.yaml: a part's 404 is text/html, not the JSON error body of other routes.

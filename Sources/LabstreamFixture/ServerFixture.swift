@@ -387,6 +387,8 @@ public final class ServerFixture: Sendable {
     private let server = Mutex<HTTPServer?>(nil)
     /// Called for every download request with its 1-based number, before it is answered.
     let downloadHook = Hook<@Sendable (Int) -> Void>()
+    /// Open event sockets (EventSocketFixture.swift).
+    let eventSockets = EventSockets()
     let downloadCount = Mutex(0)
 
     public func onDownloadRequest(_ hook: (@Sendable (Int) -> Void)?) { downloadHook.set(hook) }
@@ -884,7 +886,10 @@ public final class ServerFixture: Sendable {
 
     /// Makes the file behind `itemId` look changed (new ETag and Last-Modified).
     /// Removes an item from the server's listings (its download answers 404).
-    public func remove(itemId: String) { state.withLock { _ = $0.removed.insert(itemId) } }
+    public func remove(itemId: String) {
+        state.withLock { _ = $0.removed.insert(itemId) }
+        tellingChanges(removed: [itemId])
+    }
 
     /// Makes the file behind `itemId` look changed (new ETag, Last-Modified, part key) and its
     /// item saved now (`DateLastSaved`).
@@ -915,6 +920,7 @@ public final class ServerFixture: Sendable {
             $0.validatorGeneration[itemId, default: 0] += 1
             $0.lastSaved[itemId] = now
         }
+        tellingChanges(updated: [itemId])
     }
 
     /// A server-wide metadata refresh (Jellyfin's "refresh all metadata"): every item, and every
@@ -972,13 +978,15 @@ public final class ServerFixture: Sendable {
         let id = fixtureItem(itemId)
         let arriving = [id] + itemsById.filter { ancestors(of: $0.value).contains(id) }.map(\.key)
         let now = Int64(Date().timeIntervalSince1970)
-        state.withLock { s in
-            guard s.held.remove(id) != nil else { return }
+        let released = state.withLock { s -> Bool in
+            guard s.held.remove(id) != nil else { return false }
             for a in arriving where !s.held.contains(a) {
                 s.added[a] = now
                 s.lastSaved[a] = ISODate.string(epochSeconds: now)
             }
+            return true
         }
+        if released { tellingChanges(added: [id]) }
     }
 
     /// The fixture item a test names: its id, or on Plex its ratingKey (numbers are never ids).
@@ -1278,6 +1286,8 @@ public final class ServerFixture: Sendable {
             return answer
         } else if !authorized {
             response = .json("", status: 401)
+        } else if m == "GET" && parts == [kind == .jellyfin ? "socket" : "embywebsocket"] {
+            return eventSocket(request)
         } else if kind == .jellyfin && m == "GET" && parts == ["Users", "Me"] {
             response = json(userDto())
         } else if kind == .emby && m == "GET" && parts == ["Users", userId] {

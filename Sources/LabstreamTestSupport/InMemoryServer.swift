@@ -42,6 +42,9 @@ extension InMemoryTransport {
                 return true
             }
             return HTTPResponse(status: answer.status, headers: out, body: sent.withLock { $0 })
+        case .upgrade:
+            // No socket to hand over in memory: the head is the answer.
+            return HTTPResponse(status: answer.status, headers: out, body: [])
         }
     }
 }

@@ -107,6 +107,10 @@ import Testing
         #expect(P.nextLook(daemon: true, online: true, lastSync: 1000, refreshInterval: 900, now: 5000) == .atRefresh(5000))  // overdue: now
         #expect(P.nextLook(daemon: true, online: true, lastSync: nil, refreshInterval: 900, now: 5000) == .atRefresh(5000))
         #expect(P.nextLook(daemon: true, online: true, lastSync: 1000, refreshInterval: 0, now: 1200) == .atSync)
+        // The daemon's own plan stands over the count from the last sync (an event's sync moved it).
+        #expect(P.nextLook(daemon: true, online: true, lastSync: 1500, refreshInterval: 900, now: 1600, planned: 1900) == .atRefresh(1900))
+        #expect(P.nextLook(daemon: true, online: true, lastSync: 1500, refreshInterval: 900, now: 2000, planned: 1900) == .atRefresh(2000))
+        #expect(P.nextLook(daemon: true, online: false, lastSync: 1500, refreshInterval: 900, now: 1600, planned: 1900) == .whenServerAnswers)
         #expect(P.nextLook(daemon: true, online: false, lastSync: 1000, refreshInterval: 900, now: 1200) == .whenServerAnswers)
         #expect(P.nextLook(daemon: false, online: true, lastSync: 1000, refreshInterval: 900, now: 1200) == .atMount)
         #expect([NextLook.atRefresh(1), .whenServerAnswers, .atSync, .atMount].map(\.code) == ["refresh", "server_answers", "sync", "mount"])

@@ -128,21 +128,27 @@ import Testing
         #expect(try m.cli(["monitor", "add", m.path(Self.series), "--mode", "seasons=1", "--delete-watched"]).code == 0)
         func list() -> String { (try? m.cli(["monitor", "list"]).stdout) ?? "" }
         #expect(eventually { list().contains("holds 0 episodes, 0 B; skipped: 2 watched (delete-watched lets them go)") }, "\(list())")
-        #expect(list().contains("next look: at the next catalog refresh, "), "\(list())")
+        // Its server's event channel is open: a change it tells is looked at at once.
+        #expect(eventually { list().contains("next look: as soon as test tells of a change, and at the next catalog refresh, ") }, "\(list())")
         let row = try #require(try JSONSerialization.jsonObject(with: Data(try m.cli(["monitor", "list", "--json"]).stdout.utf8)) as? [[String: Any]]).first
         #expect(row?["episodes"] as? Int == 0 && row?["in_scope"] as? Int == 2, "\(row ?? [:])")
         #expect((row?["skipped"] as? [String: Int]) == ["watched": 2], "\(row ?? [:])")
-        // The next look is the daemon's next refresh (refresh_interval, 900 s), counted from the server's last sync.
+        // The next look is the daemon's next refresh (refresh_interval, 900 s, after its start-up
+        // sync), as the daemon planned it and `server list` shows it.
         let servers = try JSONSerialization.jsonObject(with: Data(try m.cli(["server", "list", "--json"]).stdout.utf8)) as? [[String: Any]]
         let lastSync = try #require(servers?.first?["last_sync"] as? Int)
+        let planned = try #require(servers?.first?["next_refresh"] as? Int)
+        #expect((lastSync + 900...lastSync + 902).contains(planned), "planned \(planned), last sync \(lastSync)")
         let next = row?["next_look"] as? [String: Any]
-        #expect(next?["when"] as? String == "refresh" && next?["at"] as? Int == lastSync + 900, "\(row ?? [:]) last sync \(lastSync)")
+        #expect(
+            next?["when"] as? String == "refresh" && next?["at"] as? Int == planned && next?["on_server_change"] as? Bool == true,
+            "\(row ?? [:]) planned \(planned)")
         // `status` of the series folder says the same, above its files.
         let status = try m.cli(["status", m.path(Self.series)])
         #expect(
             status.stdout.hasPrefix(
                 "monitor: seasons=1, watched episodes removed; holds 0 episodes, 0 B; skipped: 2 watched (delete-watched lets them go); "
-                    + "next look: at the next catalog refresh, "), "\(status.stdout)")
+                    + "next look: as soon as test tells of a change, and at the next catalog refresh, "), "\(status.stdout)")
         let statusJSON = try m.cli(["status", "--json", m.path(Self.series)]).stdout
         let json = try #require(try JSONSerialization.jsonObject(with: Data(statusJSON.utf8)) as? [[String: Any]])
         let monitor = json.first?["monitor"] as? [String: Any]

@@ -167,11 +167,15 @@ enum StatusCommandProbe {
         #expect(add.code == 0 && add.stdout.contains("appears under"), "\(add.stderr)")
         #expect(eventually { FileManager.default.fileExists(atPath: m.path("second/Movies/Other (1999)/Other (1999).mkv")) })
         #expect(FileManager.default.fileExists(atPath: m.path("test/Movies")))  // the first one stays
+        #expect(eventually { second.eventSocketsOpen == 1 }, "\(m.log)")  // its event channel opens
         let sync = try m.cli(["sync", "second"])  // the daemon syncs a server added while mounted
         #expect(sync.code == 0 && sync.stdout.hasSuffix("second: 1 files\n"), "\(sync.stdout) \(sync.stderr)")
         let remove = try m.cli(["server", "remove", "second"])
         #expect(remove.code == 0)
         #expect(eventually { !FileManager.default.fileExists(atPath: m.path("second")) })
+        // A removed server's event channel closes with it; the other's opens again.
+        #expect(eventually { second.eventSocketsOpen == 0 && m.log.contains("events second: channel closed") }, "\(m.log)")
+        #expect(eventually { m.fixture.eventSocketsOpen == 1 }, "\(m.log)")
         try m.unmount()
     }
 }
