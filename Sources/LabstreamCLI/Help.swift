@@ -246,7 +246,8 @@ enum Help {
         Acts on the downloads of a file, or of every file below a folder, inside a live mount.
         pause stops planning new segments (those in flight finish); resume and retry queue the files
         again (a file parked for a full disk is tried once anyway, one over its storage budget is
-        checked against it again; if it parks again the command says why and exits 75; both pauses
+        checked against it again; if it parks again the command says why and exits 75, also through
+        the mount's attribute when another data dir's daemon serves the mount; both pauses
         also lift by themselves once there is room, checked with backoff and at once after a cancel or
         unpin); pause, resume and retry act on a file's new version still arriving beside
         its old copy too; cancel unpins and frees every local byte, first, so it works on a full
@@ -266,7 +267,9 @@ enum Help {
 
         Pinned files download in queue order, at most max_concurrent_files at once: by default in
         the order they were pinned; every high-priority file before every normal one, low after them
-        all; a file a player has open goes first (its reads never wait for a slot in any case). A
+        all; a file a player has open goes first, from the moment it is opened (its reads never
+        wait for a slot in any case). A file pushed back by files ahead of it finishes the segments
+        it has on the wire and shows queued (reason yielding) until its turn. A
         file waiting out a retry's backoff holds no slot: the next file fills meanwhile, and the
         waiting one is back in front when its backoff ends. Files whose bytes are all present get
         their playback check in the same order, one per processor the daemon may use, at most 4 at

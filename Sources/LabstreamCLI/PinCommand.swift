@@ -185,6 +185,10 @@ enum PinCommand {
                     "\(path) is in a mount whose daemon this data dir does not run, and only the daemon's control socket takes a priority: "
                         + "pin it with that daemon's --data-dir, or without --priority \(priority.rawValue)")
             }
+            // A resume or retry through the attribute returns once its files landed bytes or
+            // parked again (`FilesystemEngine.setxattr`): their attributes then say which.
+            let resuming = command == .queue(.resume) || command == .queue(.retry)
+            let parked = resuming ? Dictionary(try StatusCommand.fromXattrs(path).filter(\.waitsForRoom).map { ($0.path, $0.present) }) { a, _ in a } : [:]
             let value = Array(command.value.utf8)
             if setxattr(path, FilesystemEngine.xattrPrefix + command.attribute, value, value.count, 0) != 0 {
                 let code = errno
@@ -208,6 +212,10 @@ enum PinCommand {
                 throw CLIError(ExitCode.ioErr, "\(verb.lowercased()) \(path) failed: \(String(cString: strerror(code))); see the daemon's log")
             }
             if !quiet { printOut("\(verb) \(path)") }
+            if !parked.isEmpty {
+                // The free space is that daemon's disk's, which only it can measure.
+                parkedAgain += try StatusCommand.fromXattrs(path).filter { $0.waitsForRoom && parked[$0.path] != nil }.map { ParkedAgain($0, free: nil) }
+            }
         }
         guard parkedAgain.isEmpty else { throw CLIError(ExitCode.tempFail, parkedAgain.map(\.sentence).joined(separator: "\nlabstream: ")) }
     }

@@ -15,6 +15,9 @@ public enum DownloadStatus: String, Sendable, Hashable, Codable, CaseIterable {
         case restarted(pinned: Bool)
         /// Bytes of a pinned file are on their way (a fill or a prepared copy's stream).
         case transferStarted
+        /// Files ahead of it in the queue took the fill's slots: it plans no more segments until
+        /// its turn comes again (those on the wire still land).
+        case yielded
         /// The user's pause (its cause: `.user`).
         case interrupted
         /// Parked by what happened to it: a full disk, its server gone away.
@@ -58,6 +61,7 @@ public enum DownloadStatus: String, Sendable, Hashable, Codable, CaseIterable {
         case (.queued, .bytesCommitted), (.downloading, .bytesCommitted), (.paused, .bytesCommitted),
             (.failed, .bytesCommitted):
             return self
+        case (.downloading, .yielded): return .queued
         case (.downloading, .interrupted), (.preparing, .interrupted), (.queued, .interrupted): return .paused
         // A paused file may be parked again for another cause; a reader's partial file meets a full disk.
         case (.downloading, .parked), (.preparing, .parked), (.queued, .parked), (.paused, .parked), (.partial, .parked): return .paused

@@ -55,6 +55,9 @@ public struct FileStatus: Sendable, Hashable {
         self.sideAssets = sideAssets
     }
 
+    /// Paused until the cache has room (a full disk, a budget): the free-space watch lifts it.
+    public var waitsForRoom: Bool { state == .paused && pauseCause?.waitsForRoom == true }
+
     /// Adds what belongs beside the file, and what that makes its state and its pinned copies'
     /// (`shown`): a copy is kept instead of the file, with the same artwork and subtitles.
     public mutating func attach(sideAssets: [SideAssetStatus]) {

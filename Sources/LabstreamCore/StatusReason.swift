@@ -17,6 +17,9 @@ public enum StatusReason: Sendable, Hashable {
     /// A pinned file parked because the rest of it would take the cache over `max_size`
     /// (`server` nil) or over its server's `max_size`, by `need` bytes (0: not measured).
     case overBudget(need: Int64, server: String?)
+    /// A pinned file that was downloading, back in the queue: files ahead of it took the fill's
+    /// slots (a higher priority, a move, a file being read).
+    case yielding
     /// A file the cache limits pushed out.
     case evicted
     /// A series monitor let go of the episode (watched, with delete-watched, or over its cap).
@@ -114,6 +117,9 @@ public enum StatusReason: Sendable, Hashable {
             let needs = need > 0 ? ": it needs \(ByteCount.text(need)) more room" : ""
             return budget + needs
                 + "; it resumes by itself once there is room (raise max_size in labstream.conf and send the daemon SIGHUP, or unpin or cancel other files)"
+        case .yielding:
+            return "waiting for its turn: files ahead of it in the queue took the download slots (`labstream queue` shows the order); "
+                + "the segments already on their way still land"
         case .evicted: return "evicted to stay within the cache limits"
         case .monitorLetGo: return "removed by its series monitor (watched, or over the monitor's storage cap)"
         case .heldByCap: return "held back by its series monitor's storage cap"
@@ -165,6 +171,8 @@ public enum StatusReason: Sendable, Hashable {
         case signInRefused = "sign_in_refused"
         case awaitingValidation = "awaiting_validation"
         case probeOff = "probe_off"
+        /// Back in the queue behind files that took its slot.
+        case yielding
         case evicted
         case monitorLetGo = "monitor_removed"
         case heldByCap = "held_by_cap"
@@ -211,6 +219,7 @@ public enum StatusReason: Sendable, Hashable {
         case .storageFull: return .storageFull
         case .pausedByUser: return .pausedByUser
         case .overBudget: return .overBudget
+        case .yielding: return .yielding
         case .evicted: return .evicted
         case .monitorLetGo: return .monitorLetGo
         case .heldByCap: return .heldByCap
@@ -268,6 +277,7 @@ extension StatusReason {
         case "storage_full": self = .storageFull
         case "paused_by_user": self = .pausedByUser
         case "over_budget": self = .overBudget(need: p["need"].flatMap { Int64($0) } ?? 0, server: p["server"])
+        case "yielding": self = .yielding
         case "evicted": self = .evicted
         case "monitor_removed": self = .monitorLetGo
         case "held_by_cap": self = .heldByCap
@@ -306,6 +316,7 @@ extension StatusReason {
         case .storageFull: return ("storage_full", [:])
         case .pausedByUser: return ("paused_by_user", [:])
         case .overBudget(let need, let server): return ("over_budget", ["need": String(need)].merging(server.map { ["server": $0] } ?? [:]) { a, _ in a })
+        case .yielding: return ("yielding", [:])
         case .evicted: return ("evicted", [:])
         case .monitorLetGo: return ("monitor_removed", [:])
         case .heldByCap: return ("held_by_cap", [:])
@@ -343,7 +354,7 @@ extension StatusReason {
 extension StatusReason {
     /// The reasons that carry nothing but their case.
     static let plainCases: [StatusReason] = [
-        .awaitingValidation, .probeOff, .serverUnavailable, .storageFull, .pausedByUser, .evicted, .monitorLetGo, .heldByCap,
+        .awaitingValidation, .probeOff, .serverUnavailable, .storageFull, .pausedByUser, .yielding, .evicted, .monitorLetGo, .heldByCap,
         .orphaned(kept: true), .orphaned(kept: false), .localFileVanished, .damagedBytes, .fetchingSideAssets, .serverRemoved,
         .daemonNotRunning, .indexUpgraded, .sizeUnknown, .serverAway(.offline), .serverAway(.authFailed), .entryEnded(revoked: true),
         .entryEnded(revoked: false)

@@ -332,12 +332,13 @@ public final class Daemon: Sendable {
                     guard removed.count < paths.count else { return .performed(files: copies.count) }
                 }
                 let inodes = try resolve(paths.filter { !removed.contains($0) })
-                let parked = command == .queue(.resume) || command == .queue(.retry) ? fullDiskPauses(inodes) : [:]
+                let parked = command == .queue(.resume) || command == .queue(.retry) ? fs.pausedForRoom(inodes) : [:]
                 for (_, ino) in inodes {
                     do { try fs.perform(command, at: ino) } catch { throw CLIError(error) }
                 }
                 log.info("control: \(command) on \(inodes.count) paths")
-                return .performed(files: inodes.count, parkedAgain: parked.isEmpty ? nil : parkedAgain(parked, inodes))
+                let again = parked.isEmpty ? [] : fs.parkedAgain(parked, inodes).map { ParkedAgain($0, free: transfers.freeSpace) }
+                return .performed(files: inodes.count, parkedAgain: parked.isEmpty ? nil : again)
             } catch {
                 return .failure(code: error.code, message: error.message)
             }
@@ -354,45 +355,6 @@ public final class Daemon: Sendable {
                 ExitCode.noInput, "\(path) is not in the mounted catalog, nor a stored copy of a removed server (`labstream orphans` lists those)")
         }
         return Reclaim.named(copies.map(\.path), by: paths).map { copies[$0] }
-    }
-
-    /// The files below `inodes` paused for a full disk or their budget, with the bytes each had.
-    func fullDiskPauses(_ inodes: [(String, UInt64)]) -> [String: Int64] {
-        var out: [String: Int64] = [:]
-        for (path, ino) in inodes {
-            for s in fs.statuses(below: ino, named: path) where s.state == .paused && s.pauseCause?.waitsForRoom == true { out[s.path] = s.present }
-        }
-        return out
-    }
-
-    /// Which of `parked` (just resumed) parked again. A person's retry is dispatched once even
-    /// on a full disk, so whether it parks again is known only when its first bytes land or
-    /// fail to: the answer waits for that, on the change counter (never a sleep), at most as
-    /// long as a read waits for its bytes; a file still on its way then did not park.
-    func parkedAgain(_ parked: [String: Int64], _ inodes: [(String, UInt64)]) -> [ParkedAgain] {
-        let deadline = Date().addingTimeInterval(transfers.readTimeout)
-        var seen = transfers.changeCount
-        while true {
-            var open = false
-            var again: [ParkedAgain] = []
-            for (path, ino) in inodes {
-                for s in fs.statuses(below: ino, named: path) {
-                    guard let before = parked[s.path] else { continue }
-                    switch s.state {
-                    case .paused where s.pauseCause?.waitsForRoom == true:
-                        var overBy: Int64?
-                        if case .overBudget(let need, _)? = s.reason { overBy = need }
-                        again.append(ParkedAgain(path: s.path, missing: s.total - s.present, free: transfers.freeSpace, overBy: overBy))
-                    case .queued, .preparing, .downloading, .partial:
-                        if s.present <= before { open = true }
-                    default: continue
-                    }
-                }
-            }
-            let left = deadline.timeIntervalSinceNow
-            if !open || left <= 0 { return again.sorted { $0.path < $1.path } }
-            seen = transfers.waitForChange(after: seen, timeout: min(left, 1))
-        }
     }
 
     /// The inode of each path below the mount's root.

@@ -69,14 +69,22 @@ public struct ParkedAgain: Sendable, Hashable, Codable {
         self.overBy = overBy
     }
 
+    /// A file's status as it parked again: over its budget by what its reason says (0 when the
+    /// reason came as words, from the mount's attributes, which do not carry the amount).
+    public init(_ status: FileStatus, free: Int64?) {
+        var overBy: Int64?
+        if case .overBudget(let need, _)? = status.reason { overBy = need } else if status.pauseCause == .overBudget { overBy = 0 }
+        self.init(path: status.path, missing: max(status.total - status.present, 0), free: free, overBy: overBy)
+    }
+
     /// What the command prints for it.
     public var sentence: String {
         if let overBy {
-            return "\(path) was tried again and parked again: it is over the storage budget (max_size) by \(ByteCount.text(overBy)); "
+            return "\(path) was tried again and parked again: it is over the storage budget (max_size)\(overBy > 0 ? " by \(ByteCount.text(overBy))" : ""); "
                 + "it resumes by itself once there is room (raise max_size in labstream.conf and send the daemon SIGHUP, or free some with `labstream cancel` or `labstream unpin`)"
         }
         return
-            "\(path) was tried again and parked again: the cache's disk is still full (\(free.map { ByteCount.text($0) + " free" } ?? "free space unknown"), "
+            "\(path) was tried again and parked again: the cache's disk is still full (\(free.map { ByteCount.text($0) + " free, " } ?? "")"
             + "\(ByteCount.text(missing)) still to fetch); it resumes by itself once there is room (free some with `labstream cancel` or `labstream unpin`)"
     }
 }

@@ -25,12 +25,18 @@ enum BackgroundFill {
         let queue = engine.inQueueOrder(pinned)
         engine.sampleRates(queue)
         let catalog = engine.catalogFiles()
-        // Copies at another quality have no size until they are complete.
-        let originals = queue.filter { DerivedCopy.parse($0.key) == nil }
-        let watchDue = engine.watchFreeSpace(for: originals, catalog: catalog)
+        let watchDue = engine.watchFreeSpace(for: queue, catalog: catalog)
         var active = 0
         var soonest: Date?
-        for row in queue where active < engine.maxConcurrentFiles {
+        var behind: Set<FileKey> = []
+        for row in queue {
+            guard active < engine.maxConcurrentFiles else {
+                // Files ahead of it took the slots: one that was downloading plans nothing more
+                // (what is on the wire still lands) and says it waits its turn.
+                behind.insert(row.key)
+                if row.status == .downloading { engine.yieldSlot(row, catalog: catalog) }
+                continue
+            }
             // A registry's file is fetched once its registry has had its say (its entry made or
             // read back), as when the two ran in one pass; the registry wakes the fill after.
             if engine.entriesHoldFill(of: row.key.server) { continue }
@@ -62,6 +68,7 @@ enum BackgroundFill {
             case .idle: continue
             }
         }
+        engine.waitingForSlots(behind)
         return [soonest, versionsDue, watchDue].compactMap { $0 }.min()
     }
 }
@@ -92,6 +99,11 @@ protocol FillHost: NextVersionsHost, CatalogAccess {
     /// Resumes the files of `pinned` (queue order) parked for a full disk that fit now; returns
     /// when to look again while some still wait.
     func watchFreeSpace(for pinned: [DownloadRow], catalog: CatalogFiles) -> Date?
+    /// A file that was downloading lost its slot to files ahead of it in the queue.
+    func yieldSlot(_ row: DownloadRow, catalog: CatalogFiles)
+    /// The pinned files this pass left waiting for a slot: opening one wakes the fill at once
+    /// (`TransferEngine.noteOpened`), as a file being read goes first.
+    func waitingForSlots(_ keys: Set<FileKey>)
 }
 
 extension TransferEngine: FillHost {
@@ -106,15 +118,28 @@ extension TransferEngine: FillHost {
     func fillDerivedCopy(_ row: DownloadRow) -> FileTransfer.FillState { live.consider(row, engine: self) }
     func fillOpenEnded(_ row: DownloadRow, file: TreeFile) -> FileTransfer.FillState { openEnded.consider(row, file: file, engine: self) }
 
-    // A copy at another quality has no size to measure until it is complete: only originals
-    // are watched; such a copy parked for a full disk waits for `labstream resume`.
+    func yieldSlot(_ row: DownloadRow, catalog: CatalogFiles) {
+        // A live copy's stream cannot be held back, and a file of unknown size keeps its own row.
+        guard let file = catalog[row.key] ?? (row.total > 0 ? derivedTreeFile(row) : nil), file.size > 0 else { return }
+        (try? transfer(for: file))?.yieldSlot(engine: self)
+    }
+
+    func waitingForSlots(_ keys: Set<FileKey>) { behindInQueue.withLock { $0 = keys } }
+
     func watchFreeSpace(for pinned: [DownloadRow], catalog: CatalogFiles) -> Date? {
-        // The transfer's own row: on a full disk the index may not have taken the pause.
-        let waiting = pinned.compactMap { stored -> (DownloadRow, TreeFile)? in
-            guard let file = catalog[stored.key], let row = row(for: file), row.status == .paused, row.pauseCause?.waitsForRoom == true else {
-                return nil
+        // Each waits for the rest of its bytes; a copy at another quality whose size is not
+        // known yet (a live copy's, until its stream ends) for `CopyRoom`'s estimate, and it
+        // resumes on its own row (`file` nil). The transfer's own row otherwise: on a full disk
+        // the index may not have taken the pause.
+        let waiting = pinned.compactMap { stored -> (row: DownloadRow, file: TreeFile?, bytes: Int64)? in
+            if let (base, _) = DerivedCopy.parse(stored.key), stored.total == 0 {
+                guard stored.status == .paused, stored.pauseCause?.waitsForRoom == true, let original = catalog[base] else { return nil }
+                return (stored, nil, live.roomWanted(stored, original: original, engine: self))
             }
-            return (row, file)
+            guard let file = catalog[stored.key] ?? derivedTreeFile(stored), let row = row(for: file), row.status == .paused,
+                row.pauseCause?.waitsForRoom == true
+            else { return nil }
+            return (row, file, row.total - row.present.byteCount)
         }
         let now = Date()
         guard !waiting.isEmpty else {
@@ -127,8 +152,14 @@ extension TransferEngine: FillHost {
         let due = freeSpaceLooks.withLock { $0.next.map { $0 <= now } ?? true }
         var usage = storageUsage()
         if due { usage = withEvictable(usage, except: nil, locking: true) }
-        let lift = budget.admitted(waiting.map { ($0.0.key.server, $0.0.total - $0.0.present.byteCount) }, usage: usage)
-        for i in lift { (try? transfer(for: waiting[i].1))?.liftStorageFull(engine: self) }
+        let lift = budget.admitted(waiting.map { ($0.row.key.server, $0.bytes) }, usage: usage)
+        for i in lift {
+            if let file = waiting[i].file {
+                (try? transfer(for: file))?.liftStorageFull(engine: self)
+            } else if let base = DerivedCopy.parse(waiting[i].row.key)?.base {
+                live.liftStorageFull(waiting[i].row.key, path: catalog[base]?.path ?? [], engine: self)
+            }
+        }
         return freeSpaceLooks.withLock { looks in
             if !lift.isEmpty {
                 looks.fruitless = 0

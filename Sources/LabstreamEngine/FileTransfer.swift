@@ -422,9 +422,23 @@ final class FileTransfer: @unchecked Sendable {
         let ranges = plan.compactMap { request -> ByteRange? in
             if case .closed(let r) = request { return r }; return nil
         }
-        if !ranges.isEmpty && row.status != .downloading { setStatus(.transferStarted, reason: nil, engine: engine) }
+        // Given a slot again after yielding it, a file whose segments are all on the wire is
+        // downloading too.
+        if (!ranges.isEmpty || !machine.fillRequests.isEmpty) && row.status != .downloading {
+            setStatus(.transferStarted, reason: nil, engine: engine)
+        }
         startFetches(ranges, background: true, engine: engine)
         return .filling
+    }
+
+    /// Files ahead of this one in the queue took the fill's slots: it waits its turn, `queued`,
+    /// while the segments already on the wire land.
+    func yieldSlot(engine: any TransferHost) {
+        condition.lock()
+        defer { condition.unlock() }
+        awaitRow()
+        guard !adoptOpenEndedProgress(), row.pinned, row.status == .downloading else { return }
+        setStatus(.yielded, reason: .yielding, engine: engine)
     }
 
     /// The server ended this copy (a revoked entry): nothing more is fetched for it, what is

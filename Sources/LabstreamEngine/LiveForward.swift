@@ -18,6 +18,9 @@ final class LiveForward: Sendable {
     /// Copies on the wire, by row.
     let runs = Mutex<[FileKey: Run]>([:])
     let retries = StreamRetries()
+    /// Bytes each copy parked for a full disk had written when the disk filled (this run only:
+    /// after a restart `CopyRoom` goes by the server's estimate, or a first segment's room).
+    let writtenWhenFull = Mutex<[FileKey: Int64]>([:])
 
     /// Considers one pinned derived row for the background fill.
     func consider(_ row: DownloadRow, engine: any LiveForwardHost) -> FileTransfer.FillState {
@@ -51,6 +54,27 @@ final class LiveForward: Sendable {
         return .filling
     }
 
+    /// The room a copy of unknown size parked for room waits for (`CopyRoom`).
+    func roomWanted(_ row: DownloadRow, original: TreeFile, engine: any LiveForwardHost) -> Int64 {
+        guard let (_, quality) = DerivedCopy.parse(row.key) else { return 0 }
+        let runtime = (try? engine.index.itemDetails(server: original.key.server, item: original.key.itemId))??.runtimeSeconds
+        return CopyRoom.needed(
+            quality: quality, originalSize: original.size, runtimeSeconds: runtime, writtenWhenFull: writtenWhenFull.withLock { $0[row.key] },
+            firstSegment: engine.segmentSize)
+    }
+
+    /// A copy of unknown size parked for room resumes (the free-space watch found room for it):
+    /// its row goes back in the queue, and the fill's next look starts its stream anew.
+    func liftStorageFull(_ key: FileKey, path: [String], engine: any LiveForwardHost) {
+        guard runs.withLock({ $0[key] == nil }), var row = (try? engine.index.download(key)) ?? nil, row.status == .paused,
+            row.pauseCause?.waitsForRoom == true, row.apply(.retry)
+        else { return }
+        row.reason = nil
+        _ = try? engine.index.saveDownload(row, now: engine.now())
+        engine.noteChange()
+        engine.log("\(path.joined(separator: "/")): the cache has room again; resuming")
+    }
+
     static func describe(_ route: Route) -> String {
         switch route {
         case .serverPreparedCopy(let bps, .job): return "an Emby Convert job at \(bps / 1_000_000) Mbit/s"
@@ -79,6 +103,7 @@ final class LiveForward: Sendable {
         var answered: FetchFailure?  // the stream's answer, when it was not a 200
         // The body's digest is committed with it, as for any segment: a later read re-checks it.
         let body = GatheredBody(at: 0)
+        var received: Int64 = 0
         do throws(LabstreamError) {
             try engine.journal.add(intent)
             guard try engine.index.saveDownload(row, now: engine.now()) else { return }  // a newer attempt owns the row
@@ -97,6 +122,7 @@ final class LiveForward: Sendable {
                         sinkError = .fetchFailed("cancelled")
                         throw LabstreamError.fetchFailed("cancelled")
                     }
+                    received += Int64(bytes.count)
                     do throws(LabstreamError) { try body.append(bytes, writingWith: partial.write) } catch {
                         sinkError = error
                         throw error
@@ -117,11 +143,15 @@ final class LiveForward: Sendable {
         } catch {
             outcome = .failure(error)
         }
+        // Every try starts from byte 0: what a failed one wrote is of no use, and on a full disk
+        // it is the room the journal, the row's record and the free-space watch need.
+        if case .failure = outcome { unlink(path) }
         stopEncoding(intent, backend: backend, engine: engine)
 
         switch outcome {
         case .success(let size):
             retries.succeeded(row.key)
+            writtenWhenFull.withLock { _ = $0.removeValue(forKey: row.key) }
             row.total = size
             row.present = RangeSet([ByteRange(0, size)])
             let verdict: ProbeOutcome = engine.playbackProbe ? ProbeVerdict.judge(PlaybackProbe.observe(path: path)) : .unverified("probe off")
@@ -147,7 +177,6 @@ final class LiveForward: Sendable {
             let cancelled = runs.withLock { $0[row.key]?.cancelled ?? false }
             if cancelled {
                 engine.log("live copy of \(base.path.joined(separator: "/")) cancelled")
-                unlink(path)
                 return
             }
             // A full disk is not worth a retry by itself; anything else on the way is.
@@ -160,6 +189,7 @@ final class LiveForward: Sendable {
                 row.reason = .liveStreamStopped(error.userMessage)
             case .park(let cause):
                 row.park(cause)
+                if cause.waitsForRoom { writtenWhenFull.withLock { $0[row.key] = received } }
             case .fail:
                 row.apply(.failedPermanently)
                 row.reason = .liveStreamFailed(error.userMessage)
@@ -217,6 +247,8 @@ protocol LiveForwardHost: ServerAccess, RowAccess, CatalogAccess, CleanupAccess 
     var recordingJob: NSLock { get }
     /// Keeps a rejected copy aside for inspection.
     func setAside(_ path: String) throws(LabstreamError)
+    /// Bytes in one segment of a pinned fill.
+    var segmentSize: Int64 { get }
     /// A copy ended: the background fill looks again.
     func wakeFill()
     /// A derived copy on a server's download entry (`ManagedEntries.fillCopy`).
@@ -227,6 +259,7 @@ protocol LiveForwardHost: ServerAccess, RowAccess, CatalogAccess, CleanupAccess 
 
 extension TransferEngine: LiveForwardHost {
     var recordingJob: NSLock { prepared.recordingJob }
+    var segmentSize: Int64 { settings.sizes.segmentSize }
     func fillManagedCopy(_ row: DownloadRow) -> FileTransfer.FillState { managed.fillCopy(row, engine: self) }
 
     func fillPreparedCopy(_ row: DownloadRow, base: TreeFile, route: Route, backend: any MediaBackend) -> FileTransfer.FillState {

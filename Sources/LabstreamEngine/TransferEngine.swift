@@ -130,6 +130,9 @@ public final class TransferEngine: Sendable {
     /// more may follow; the fill, woken next, looks at once.
     func freedSpace() { freeSpaceLooks.withLock { $0 = (0, nil) } }
 
+    /// The pinned files the last fill pass left waiting for a slot (`BackgroundFill`).
+    let behindInQueue = Mutex<Set<FileKey>>([])
+
     /// Each queued file's bytes over the last seconds, for its rate in `labstream queue`
     /// (sampled by every fill pass and every listing).
     let queueRates = Mutex<[FileKey: RateMeter]>([:])
@@ -511,10 +514,14 @@ public final class TransferEngine: Sendable {
     /// Whether a handle of `key` is open now.
     func isOpen(_ key: FileKey) -> Bool { usage.withLock { ($0.open[key] ?? 0) > 0 } }
 
+    /// A file opened goes first in the queue: if it waits for a slot, the fill looks again now
+    /// rather than at its next pass (a lock and a signal; the pass runs on the fill's thread).
     public func noteOpened(_ key: FileKey) {
-        usage.withLock {
+        let first = usage.withLock {
             $0.open[key, default: 0] += 1; $0.lastUse[key] = now()
+            return $0.open[key] == 1
         }
+        if first && behindInQueue.withLock({ $0.contains(key) }) { filler.wake() }
     }
 
     public func noteClosed(_ key: FileKey) {

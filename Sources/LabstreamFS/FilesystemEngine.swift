@@ -499,7 +499,12 @@ public final class FilesystemEngine: Sendable {
             transfers.log("refused \(name) on inode \(ino) from uid \(caller.uid): \(refused.code.rawValue)")
             throw .accessRefused(refused)
         }
-        try perform(FileCommand(attribute: String(name.dropFirst(Self.xattrPrefix.count)), value: String(decoding: value, as: UTF8.self)), at: ino)
+        let command = try FileCommand(attribute: String(name.dropFirst(Self.xattrPrefix.count)), value: String(decoding: value, as: UTF8.self))
+        // A resume or retry of files parked for room answers once they landed bytes or parked
+        // again (as the control socket's does): the attributes read after it say which.
+        let parked = command == .queue(.resume) || command == .queue(.retry) ? pausedForRoom([("", ino)]) : [:]
+        try perform(command, at: ino)
+        if !parked.isEmpty { _ = parkedAgain(parked, [("", ino)]) }
     }
 
     /// `command` on the file at `ino`, or every file below a folder: the attribute writes' and
@@ -565,6 +570,45 @@ extension FilesystemEngine {
             if status.reason == nil, transfers.heldByMonitorCap(file.key) { status.reason = StatusReason.heldByCap }
             status.attach(sideAssets: sideAssets(of: file.key))
             return status
+        }
+    }
+
+    /// The files below `inodes` (each a path and its inode) paused for a full disk or their
+    /// budget, with the bytes each had.
+    public func pausedForRoom(_ inodes: [(String, UInt64)]) -> [String: Int64] {
+        var out: [String: Int64] = [:]
+        for (path, ino) in inodes {
+            for s in statuses(below: ino, named: path) where s.waitsForRoom { out[s.path] = s.present }
+        }
+        return out
+    }
+
+    /// The statuses of those of `parked` (just resumed: `pausedForRoom` before) that parked
+    /// again. A person's retry is dispatched once even on a full disk, so whether it parks again
+    /// is known only when its first bytes land or fail to: this waits for that, on the change
+    /// counter (never a sleep), at most as long as a read waits for its bytes; a file still on
+    /// its way then did not park.
+    public func parkedAgain(_ parked: [String: Int64], _ inodes: [(String, UInt64)]) -> [FileStatus] {
+        let deadline = ContinuousClock.now + .seconds(transfers.readTimeout)
+        var seen = transfers.changeCount
+        while true {
+            var open = false
+            var again: [FileStatus] = []
+            for (path, ino) in inodes {
+                for s in statuses(below: ino, named: path) {
+                    guard let before = parked[s.path] else { continue }
+                    switch s.state {
+                    case .paused where s.waitsForRoom: again.append(s)
+                    case .queued, .preparing, .downloading, .partial:
+                        if s.present <= before { open = true }
+                    default: continue
+                    }
+                }
+            }
+            let (whole, atto) = (deadline - ContinuousClock.now).components
+            let left = Double(whole) + Double(atto) / 1e18
+            if !open || left <= 0 { return again.sorted { $0.path < $1.path } }
+            seen = transfers.waitForChange(after: seen, timeout: min(left, 1))
         }
     }
 

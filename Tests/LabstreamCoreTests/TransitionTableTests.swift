@@ -11,7 +11,8 @@ import Testing
         ("allBytesPresent", .allBytesPresent), ("validated(true)", .validated(playable: true)), ("validated(false)", .validated(playable: false)),
         ("validated(nil)", .validated(playable: nil)), ("retry", .retry), ("recheck", .recheck),
         ("bytesDropped(pinned)", .bytesDropped(pinned: true)), ("bytesDropped", .bytesDropped(pinned: false)),
-        ("unpinned", .unpinned), ("restarted(pinned)", .restarted(pinned: true)), ("restarted", .restarted(pinned: false))
+        ("unpinned", .unpinned), ("restarted(pinned)", .restarted(pinned: true)), ("restarted", .restarted(pinned: false)),
+        ("yielded", .yielded)
     ]
 
     /// The allowed moves, from each status: event → status (and from every status, a restart).
@@ -33,7 +34,8 @@ import Testing
             "willRetry": .queued, "preparationStarted(queued)": .queued, "preparationStarted": .preparing
         ],
         .downloading: [
-            "bytesCommitted": .downloading, "unpinned": .partial, "transferStarted": .downloading, "interrupted": .paused, "parked": .paused,
+            "bytesCommitted": .downloading, "unpinned": .partial, "transferStarted": .downloading, "yielded": .queued, "interrupted": .paused,
+            "parked": .paused,
             "failedPermanently": .failed, "willRetry": .queued, "preparationStarted(queued)": .queued,
             "preparationStarted": .preparing, "allBytesPresent": .unverified, "validated(true)": .complete,
             "validated(false)": .failed, "validated(nil)": .unverified
@@ -68,7 +70,7 @@ import Testing
                 switch event {
                 case .failedPermanently: #expect(next == .failed, "\(status) + \(name)")
                 case .interrupted, .parked: #expect(next == .paused, "\(status) + \(name)")
-                case .willRetry, .retry, .enqueued: #expect(next == .queued, "\(status) + \(name)")
+                case .willRetry, .retry, .enqueued, .yielded: #expect(next == .queued, "\(status) + \(name)")
                 case .allBytesPresent, .recheck: #expect(next == .unverified, "\(status) + \(name)")
                 case .transferStarted: #expect(next == .downloading, "\(status) + \(name)")
                 case .unpinned: #expect(next == .partial, "\(status) + \(name)")

@@ -67,6 +67,15 @@ import Testing
         #expect(m.log.contains("retry 1 files"), "the retry was not dispatched")
         let after = try status(m, Self.beta)
         #expect(after["state"] as? String == "paused" && after["reason"] as? String == "storage_full", "\(after)")
+        // The same answer through the mount's attribute, the way a command of another data dir
+        // (no control socket to this daemon) acts: the write returns once the file parked again.
+        let elsewhere = ["LABSTREAM_CONFIG_DIR": m.configDir, "LABSTREAM_DATA_DIR": m.scratch.sub("elsewhere")]
+        let viaAttribute = try runProcess(labstreamBinary, ["retry", m.path(Self.beta)], environment: elsewhere)
+        #expect(viaAttribute.code == 75, "\(viaAttribute.code) \(viaAttribute.stdout) \(viaAttribute.stderr)")
+        #expect(
+            viaAttribute.stderr.contains("parked again") && viaAttribute.stderr.contains("disk is still full")
+                && viaAttribute.stderr.contains("still to fetch"), "\(viaAttribute.stderr)")
+        #expect(m.log.components(separatedBy: "retry 1 files").count == 3, "the attribute's retry was not dispatched")
 
         // Full to the last byte: unpin records itself (the copy is then evicted for min_free),
         // and cancel frees its bytes.
@@ -92,6 +101,50 @@ import Testing
         #expect(resumed, "\(state(m, Self.beta) ?? "nil") \(m.log.suffix(3000))")
         #expect(try sha256(m.path(Self.beta)) == sha256(expectedTree(m.mediaDir)[Self.beta]!))
         #expect(m.log.contains("has room again; resuming"))
+        try m.unmount()
+    }
+}
+
+/// A copy at another quality on a small tmpfs: a live copy has no size until its stream ends,
+/// and it still resumes by itself once room returns.
+@Suite(.serialized) struct FullDiskCopyTests {
+    let disk = FullDiskTests()
+
+    @Test(.enabled(if: geteuid() == 0, "a tmpfs needs root; CI runs as root"))
+    func aLiveCopyParkedForAFullDiskResumesByItself() throws {
+        let scratch = Scratch("full-disk-copy")
+        let small = scratch.sub("small")
+        let mount = try runProcess("/bin/mount", ["-t", "tmpfs", "-o", "size=80m", "tmpfs", small])
+        try #require(mount.code == 0, "\(mount.stderr)")
+        defer { _ = try? runProcess("/bin/umount", ["-l", small]) }
+        try FileManager.default.createDirectory(atPath: small + "/data", withIntermediateDirectories: true)
+        let m = try MountedLabstream(
+            "full-disk-copy", catalog: LiveForwardTests.clipCatalog, cacheConfig: "min_free = 1M\nside_assets = off", dataDir: small + "/data")
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+
+        // The disk is all but full: the transcode's stream fills it, and the copy parks.
+        let filler = small + "/filler"
+        disk.fill(filler, leaving: 640 << 10)
+        #expect(try m.cli(["pin", "--quality", "2mbps", m.path(LiveForwardTests.original)]).code == 0)
+        let live = LiveForwardTests()
+        #expect(eventually { (try? live.copyRow(m))?.pauseCause == .storageFull }, "\(String(describing: try? live.copyRow(m))) \(m.log.suffix(2000))")
+        #expect(m.log.contains("live copy of \(LiveForwardTests.original): the cache's disk is full"), "\(m.log.suffix(2000))")
+        let parked = try live.copyRow(m)
+        #expect(parked.status == .paused && parked.reason == .storageFull)
+        // What the stream wrote is freed: every try starts from byte 0.
+        #expect(!FileManager.default.fileExists(atPath: m.dataDir + "/" + parked.partialPath))
+        let streams = m.fixture.streamRequests.count
+        #expect(streams >= 1)
+
+        // Room returns, and nobody says `resume`: the copy starts again and completes.
+        unlink(filler)
+        let finished = eventually(timeout: 60) { [.complete, .unverified].contains((try? live.copyRow(m))?.status) }
+        #expect(finished, "\(String(describing: try? live.copyRow(m))) \(m.log.suffix(3000))")
+        #expect(m.fixture.streamRequests.count > streams)
+        #expect(m.log.contains("has room again; resuming"))
+        #expect(!m.log.contains("resume 1 files"))
+        #expect(FileManager.default.fileExists(atPath: m.path(LiveForwardTests.copy)))
         try m.unmount()
     }
 }

@@ -149,17 +149,69 @@ import Testing
         let sum = try runProcess("/usr/bin/sha256sum", [m.path(read)])
         #expect(sum.code == 0, "\(sum.stderr)")
         #expect(sum.stdout.split(separator: " ").first.map(String.init) == (try sha256(expectedTree(m.mediaDir)[read]!)))
-        #expect(state(m, Self.gamma) == "downloading" && firstRequests(m, among: [id[last]!, id[opened]!]).isEmpty)
+        #expect(eventually { state(m, Self.gamma) == "downloading" }, "\(state(m, Self.gamma) ?? "nil")")
+        #expect(firstRequests(m, among: [id[last]!, id[opened]!]).isEmpty)
 
-        // A file a player holds open goes to the front of the queue, and is filled first.
+        // A file a player holds open goes to the front of the queue, and is filled first: at
+        // once, while gamma's answer is still held.
         let fd = open(m.path(opened), O_RDONLY)
         try #require(fd >= 0)
         defer { close(fd) }
+        #expect(eventually { done(m, opened) }, "\(state(m, opened) ?? "nil")")
+        #expect(firstRequests(m, among: [id[opened]!, id[last]!]) == [id[opened]!])
+        gate.release()
+        #expect(eventually { done(m, last) }, "\(state(m, last) ?? "nil")")
+        #expect(firstRequests(m, among: [id[opened]!, id[last]!]) == [id[opened]!, id[last]!])
+    }
+
+    /// Holds the server's first two download answers, each until its own release (at most a
+    /// minute): the file of the first keeps its slot, the second's shows who took it.
+    final class TwoGates: Sendable {
+        let gates = [DispatchSemaphore(value: 0), DispatchSemaphore(value: 0)]
+        let entered = LockedBox(0)
+        func install(on fixture: ServerFixture) {
+            fixture.onDownloadRequest { [self] n in
+                guard n <= 2 else { return }
+                entered.set(n)
+                _ = gates[n - 1].wait(timeout: .now() + 60)
+            }
+        }
+        func releaseAll() { for g in gates { g.signal() } }
+    }
+
+    /// A player opening a queued pinned file wakes the fill at once (no pass is due while the
+    /// one slot's answer is held, so only the open can): the server sees that file's request
+    /// next, and the file it pushed back says it waits its turn, not `downloading`.
+    @Test func openingAQueuedFileTakesTheSlotAtOnceAndTheFilePushedBackSaysSo() throws {
+        let m = try MountedLabstream("queue-open", cacheConfig: "max_concurrent_files = 1\nside_assets = off")
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        let gates = TwoGates()
+        gates.install(on: m.fixture)
+        defer { gates.releaseAll() }
+        let (opened, last) = (Self.episodes[1], Self.episodes[2])
+        let id = try ids(m, [Self.gamma, opened, last])
+        #expect(try m.cli(["pin", m.path(Self.gamma)]).code == 0)
+        #expect(eventually { gates.entered.get() == 1 }, "gamma's first request never came")
+        for rel in [opened, last] { #expect(try m.cli(["pin", m.path(rel)]).code == 0) }
+        #expect(state(m, Self.gamma) == "downloading" && state(m, opened) == "queued")
+
+        let fd = open(m.path(opened), O_RDONLY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        #expect(eventually { gates.entered.get() == 2 }, "the opened file was not fetched while gamma held the slot")
+        #expect(firstRequests(m, among: [id[Self.gamma]!, id[opened]!, id[last]!]) == [id[Self.gamma]!, id[opened]!])
         let listed = try queue(m)
         #expect(listed.first?["path"] as? String == m.path(opened) && listed.first?["reading"] as? Bool == true, "\(listed)")
-        gate.release()
-        #expect(eventually { done(m, opened) && done(m, last) }, "\(state(m, opened) ?? "nil") \(state(m, last) ?? "nil")")
-        #expect(firstRequests(m, among: [id[opened]!, id[last]!]) == [id[opened]!, id[last]!])
+        let pushedBack = try queue(m).first { $0["path"] as? String == m.path(Self.gamma) }
+        #expect(pushedBack?["state"] as? String == "queued" && pushedBack?["reason"] as? String == "yielding", "\(pushedBack ?? [:])")
+        #expect((pushedBack?["message"] as? String)?.contains("waiting for its turn") == true)
+        let status = try m.cli(["status", m.path(Self.gamma)])
+        #expect(status.stdout.contains("queued") && status.stdout.contains("files ahead of it in the queue took the download slots"), "\(status.stdout)")
+
+        gates.releaseAll()
+        for rel in [Self.gamma, opened, last] { #expect(eventually { done(m, rel) }, "\(rel): \(state(m, rel) ?? "nil")") }
+        #expect(try sha256(m.path(Self.gamma)) == sha256(expectedTree(m.mediaDir)[Self.gamma]!))
     }
 
     /// Bad input is refused with what to do; with no daemon the queue says to mount, and a pin
