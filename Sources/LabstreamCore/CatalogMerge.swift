@@ -6,17 +6,21 @@
 /// peak, where a page at a time holds no more than a first sync does.
 public struct CatalogMerge: Sendable {
     public private(set) var libraries: [LibraryCatalog]
-    /// Library id → its place in `libraries`; per library, item id → its place in `items`.
+    /// Library id → its place in `libraries`; per library, each item's place in `items` by its
+    /// id's hash (4-byte slots: a `[String: Int]` of 100 000 ids was a 262 144-slot table held
+    /// through every page).
     private var libraryPlace: [String: Int] = [:]
-    private var itemPlace: [[String: Int]] = []
+    private var itemPlace: [PositionIndex] = []
 
     public init(_ stored: [LibraryCatalog]) {
         libraries = stored
         for (l, library) in stored.enumerated() {
             libraryPlace[library.id] = l
-            var places: [String: Int] = [:]
-            places.reserveCapacity(library.items.count)
-            for (i, item) in library.items.enumerated() { places[item.id] = i }
+            let items = library.items
+            var places = PositionIndex(capacity: items.count)
+            for (i, item) in items.enumerated() {
+                places.insertFirst(i, hash: item.id.hashValue, sameKey: { items[$0].id == item.id }) { items[$0].id.hashValue }
+            }
             itemPlace.append(places)
         }
     }
@@ -32,14 +36,19 @@ public struct CatalogMerge: Sendable {
             l = libraries.count
             libraryPlace[change.id] = l
             libraries.append(LibraryCatalog(id: change.id, name: change.name, items: [], leftOut: change.leftOut, seriesDetails: change.seriesDetails))
-            itemPlace.append([:])
+            itemPlace.append(PositionIndex())
         }
         for item in change.items {
-            if let i = itemPlace[l][item.id] {
+            let id = item.id
+            if let i = itemPlace[l].find(hash: id.hashValue, matches: { libraries[l].items[$0].id == id }) {
                 libraries[l].items[i] = item
             } else {
-                itemPlace[l][item.id] = libraries[l].items.count
                 libraries[l].items.append(item)
+                // Taken out while it grows: its rehash reads the items' ids.
+                var places = itemPlace[l]
+                itemPlace[l] = PositionIndex()
+                places.insert(libraries[l].items.count - 1, hash: id.hashValue) { libraries[l].items[$0].id.hashValue }
+                itemPlace[l] = places
             }
         }
     }

@@ -120,6 +120,8 @@ public enum TreeBuilder {
 
     public static func build(server: String, libraries: [LibraryCatalog]) -> [TreeFile] {
         var files: [TreeFile] = []
+        // As large as it gets at once: grown by doubling, its last copy held both.
+        files.reserveCapacity(libraries.reduce(0) { $0 + $1.items.reduce(0) { $0 + $1.sources.count } })
         let serverDir = Naming.sanitize(server)
         var libraryNames = Set<String>()
         for library in libraries.sorted(by: { ($0.name, $0.id) < ($1.name, $1.id) }) {

@@ -51,7 +51,7 @@ public enum CatalogSync {
     ) throws(LabstreamError) -> Outcome {
         let started = Date()
         let report: (String) -> Void = { step in
-            log.debug("sync \(server.name): \(step)")
+            log.debug("sync \(server.name): \(step)\(log.verbose ? MemoryNote.now() : "")")
             progress?("\(server.name): \(step)")
         }
         var merged: [LibraryCatalog]?
@@ -61,6 +61,7 @@ public enum CatalogSync {
             let source = backend as? any IncrementalCatalog
         {
             let outline = try index.catalogOutline(server: server.name)
+            if log.verbose { log.debug("sync \(server.name): the stored outline read\(MemoryNote.now())") }
             let names = Dictionary(outline.libraries.map { ($0.id, $0.name) }, uniquingKeysWith: { a, _ in a })
             staged = try StagedDetails(index: index, server: server.name)
             // The stored catalog, without details, is read at the first change, and each page is
@@ -71,7 +72,10 @@ public enum CatalogSync {
             let told = try source.fetchChanges(since: last - overlap, known: outline, progress: report, stash: staged) {
                 (change: LibraryCatalog) throws(LabstreamError) in
                 guard !change.items.isEmpty || names[change.id] != change.name else { return }
-                if merge == nil { merge = CatalogMerge(try index.catalog(server: server.name, reading: .withoutDetails)) }
+                if merge == nil {
+                    merge = CatalogMerge(try index.catalog(server: server.name, reading: .withoutDetails))
+                    if log.verbose { log.debug("sync \(server.name): the stored catalog read to merge into\(MemoryNote.now())") }
+                }
                 merge?.apply(change)
                 changedItems += change.items.count
             }
@@ -107,17 +111,21 @@ public enum CatalogSync {
         libraries = learnUnknownSizes(libraries, backend: backend, server: server.name, log: log) {
             (try? index.catalog(server: server.name, reading: .withoutDetails)) ?? []
         }
+        if log.verbose { log.debug("sync \(server.name): the catalog read\(MemoryNote.now())") }
         let tree = TreeBuilder.build(server: server.name, libraries: libraries)
+        if log.verbose { log.debug("sync \(server.name): the tree built\(MemoryNote.now())") }
         let skipped = libraries.reduce(0) { $0 + $1.items.filter { $0.sources.isEmpty }.count }
         if skipped > 0 { log.info("sync \(server.name): \(skipped) items have no media file and are not shown") }
         let vanished = CopyAdoption.vanished(server: server.name, index: index, tree: tree)
         var changed = try index.replaceCatalog(
             server: OfflineIndex.ServerRow(name: server.name, type: server.kind.rawValue, url: server.url, serverId: nil, lastSync: nil),
             libraries: libraries, tree: tree, now: Int64(Date().timeIntervalSince1970), staged: staged, full: full)
+        if log.verbose { log.debug("sync \(server.name): the catalog saved\(MemoryNote.now())") }
         changed = !CopyAdoption.adopt(vanished: vanished, tree: tree, backend: backend, index: index, log: log).isEmpty || changed
         log.info("sync \(server.name): \(tree.count) files in \(libraries.count) libraries (\(Int(Date().timeIntervalSince(started) * 1000)) ms)")
         // A verified copy to fall back to if the index is ever damaged (`labstream repair`).
         do { try index.backUp(unlessNewerThan: 600) } catch { log.warn(error.userMessage) }
+        if log.verbose { log.debug("sync \(server.name): the index backed up\(MemoryNote.now())") }
         return Outcome(server: server.name, files: tree.count, changed: changed)
     }
 

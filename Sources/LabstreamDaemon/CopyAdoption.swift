@@ -12,7 +12,7 @@ enum CopyAdoption {
     /// drops a vanished item's row, provider ids and all). Empty, and nothing read, when every
     /// stored copy's file is still listed.
     static func vanished(server: String, index: OfflineIndex, tree: [TreeFile]) -> [FileIdentity] {
-        let listed = Set(tree.map(\.key))
+        let listed = TreeFileLookup(tree)
         guard
             let stored = try? index.downloads().filter({
                 $0.key.server == server && $0.key.kind == .original && !$0.present.isEmpty && !listed.contains($0.key)

@@ -89,8 +89,11 @@ public final class Daemon: Sendable {
             guard let fs = tree.withLock({ $0 }) else { return }
             do {
                 let files = try index.treeFiles()
+                if log.verbose { log.debug("reload: the tree's files read\(MemoryNote.now())") }
                 let made = beside(files)
+                if log.verbose { log.debug("reload: the side files planned\(MemoryNote.now())") }
                 fs.reload(files: files, generated: made.files, chapters: made.chapters)
+                if log.verbose { log.debug("reload: the tree swapped\(MemoryNote.now())") }
                 CLinux_release_free_memory()
                 log.info("catalog reloaded from the index")
             } catch {

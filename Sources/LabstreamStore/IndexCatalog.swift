@@ -26,7 +26,9 @@ extension OfflineIndex {
     public func replaceCatalog(
         server: ServerRow, libraries: [LibraryCatalog], tree: [TreeFile], now: Int64, staged: StagedDetails? = nil, full: Bool = false
     ) throws(LabstreamError) -> Bool {
-        let pathOf = Dictionary(tree.map { ($0.key, $0.path.joined(separator: "/")) }, uniquingKeysWith: { a, _ in a })
+        // Each path is joined when its row is written: all of them held at once were a tenth of
+        // the peak of a sync in which every one of 100 000 items changed.
+        let listed = TreeFileLookup(tree)
         do {
             return try db.transaction { c in
                 var changed = false
@@ -40,7 +42,7 @@ extension OfflineIndex {
                 var keep: [(String, String)] = []
                 for r in stored {
                     guard let item = r[0].text, let source = r[1].text else { continue }
-                    if pathOf[FileKey(server: server.name, itemId: item, sourceId: source)] == nil { keep.append((item, source)) }
+                    if !listed.contains(FileKey(server: server.name, itemId: item, sourceId: source)) { keep.append((item, source)) }
                 }
                 // Every row is written only where it changed (below), so what is kept of an
                 // unchanged row (its generated document's size) stays.
@@ -56,7 +58,7 @@ extension OfflineIndex {
                     changed = changed || c.changes > 0
                 }
                 // Only orphans need the new paths as a set (100 000 strings when every sync made it).
-                let taken = keep.isEmpty ? [] : Set(pathOf.values)
+                let taken = keep.isEmpty ? [] : Set(tree.map { $0.path.joined(separator: "/") })
                 for (item, source) in keep {
                     // A new file took the orphan's name: the orphan moves aside rather than hide it.
                     let path =
@@ -117,7 +119,7 @@ extension OfflineIndex {
                         try c.run("INSERT OR IGNORE INTO temp.synced(kind, id) VALUES('item', ?)", [.text(item.id)])
                         for source in item.sources {
                             let key = FileKey(server: server.name, itemId: item.id, sourceId: source.id)
-                            guard let path = pathOf[key] else { continue }
+                            guard let path = listed[key]?.path.joined(separator: "/") else { continue }
                             try c.run(
                                 Self.sourceUpsert,
                                 [
@@ -198,8 +200,17 @@ extension OfflineIndex {
             var sourcesOf: [String: [MediaSource]] = [:]
             var itemsOf: [String: [CatalogItem]] = [:]
             try db.withConnection { c in
+                // Each library's list made as large as it gets at once: grown by doubling, its
+                // last copy held both (90 000 films: 33 MiB more for a moment).
+                var total = 0
+                for r in try c.query("SELECT library, count(*) FROM items WHERE server=? GROUP BY library", [.text(server)]) {
+                    guard let library = r[0].text, let count = r[1].int else { continue }
+                    itemsOf[library, default: []].reserveCapacity(Int(count))
+                    total += Int(count)
+                }
                 // The side files are planned from the tree's files, not from items' sources.
                 if reading != .sideFiles {
+                    sourcesOf.reserveCapacity(total)
                     try c.forEachRow(
                         """
                         SELECT item_id, id, name, container, size, etag, bitrate, remote_item FROM media_sources WHERE server=? AND orphaned=0
@@ -344,7 +355,7 @@ extension OfflineIndex {
     public func treeFiles(server: String? = nil) throws(LabstreamError) -> [TreeFile] {
         // A pinned complete copy of an older version is what is shown until its next version
         // replaces it (an unpinned one is simply fetched again when read).
-        let sources = try listedSources(server: server).map { Self.shown($0.file, keeping: $0.kept) ?? $0.file }
+        let sources = try listedSources(server: server) { Self.shown($0, keeping: $1) ?? $0 }
         return try read("the catalog") {
             // Finished copies at another quality appear beside their original.
             let finished = try db.query(
@@ -390,6 +401,15 @@ extension OfflineIndex {
     /// The catalog's media sources as files, each with the pinned complete download row it has,
     /// if any; `keptOnly`: only those that have one.
     func listedSources(server: String?, keptOnly: Bool = false) throws(LabstreamError) -> [(file: TreeFile, kept: DownloadRow?)] {
+        try listedSources(server: server, keptOnly: keptOnly) { ($0, $1) }
+    }
+
+    /// The same, each made into what the caller keeps as it is read: a list of every file with
+    /// its row beside it (a few hundred bytes each) was 40 MiB at 100 000 files, at the peak of
+    /// the tree's rebuild after a sync, for rows that are almost all absent.
+    func listedSources<Element>(
+        server: String?, keptOnly: Bool = false, _ make: (TreeFile, DownloadRow?) -> Element
+    ) throws(LabstreamError) -> [Element] {
         let kept = Dictionary(
             try downloads(
                 where: Self.keptCopy + (server == nil ? "" : " AND server=?"),
@@ -401,10 +421,16 @@ extension OfflineIndex {
             // come in path order, so a folder's name is the previous file's string, not a copy.
             // The sources are scanned, not found through their key's index: at 100 000 files the
             // index's seeks were half of the read.
-            var files: [(TreeFile, DownloadRow?)] = []
+            var files: [Element] = []
             var previous: [String] = []
             var serverName = ""
             try db.withConnection { c in
+                // Made as large as it gets at once: grown by doubling, its last copy held both
+                // (a third more than the list itself at its peak).
+                if !keptOnly {
+                    let count = try c.query("SELECT count(*) FROM media_sources\(server == nil ? "" : " WHERE server=?")", server.map { [.text($0)] } ?? [])
+                    files.reserveCapacity(Int(count.first?.first?.int ?? 0))
+                }
                 try c.forEachRow(
                     """
                     SELECT m.server, m.item_id, NULLIF(m.id, m.item_id), m.size, m.modified, m.etag, m.tree_path, m.orphaned, m.bitrate,
@@ -423,7 +449,7 @@ extension OfflineIndex {
                         size: r.int(3) ?? 0, modified: r.int(4) ?? 0, etag: r.text(5), orphaned: (r.int(7) ?? 0) != 0,
                         bitrate: r.int(8).flatMap { Int(exactly: $0) }, remoteItemId: r.text(9),
                         kind: r.withText(10) { $0.flatMap { ItemKind(rawValue: String(decoding: $0, as: UTF8.self)) } } ?? .movie)
-                    files.append((file, kept[file.key]))
+                    files.append(make(file, kept[file.key]))
                 }
             }
             return files
