@@ -6,9 +6,9 @@ import Testing
 @testable import LabstreamStore
 
 /// Takes a current index back to schema 18: each row's kind spelled in its id again (the key
-/// of `downloads` and `segments`), `managed_entries` without its kind columns.
-/// Takes a current index back to schema 18: the kinds spelled in ids again (v21 undone), and
-/// neither the queue (v19) nor removed servers' paths (v20).
+/// of `downloads` and `segments`), `managed_entries` without its kind columns, and neither the
+/// queue (v19), removed servers' paths (v20), shared copies (v22) nor media sources' server
+/// paths (v23).
 func undoSchema21(_ db: SQLiteDatabase) throws {
     let spelled = "source_id || CASE kind WHEN 'copy' THEN '@' || quality WHEN 'next' THEN '#next' ELSE '' END"
     try db.exec(
@@ -32,6 +32,8 @@ func undoSchema21(_ db: SQLiteDatabase) throws {
         ALTER TABLE managed_entries DROP COLUMN quality;
         DROP TABLE queue;
         DROP TABLE removed_copies;
+        DROP TABLE shared_copies;
+        ALTER TABLE media_sources DROP COLUMN path;
         UPDATE meta SET value = '18' WHERE key = 'schema_version';
         """)
 }
