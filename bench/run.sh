@@ -2,7 +2,7 @@
 # make bench: Labstream side by side with curl, the raw disk and `rclone mount --vfs-cache-mode
 # full`, all reading identical bytes from one nginx on loopback (the Jellyfin fixture's API sits
 # behind nginx; /Items/{id}/Download and rclone's /media/ are answered by nginx itself).
-# Cases B1–B9 of issue 7, B10 (a household's library), B11 (the same on Silo) and B12 (play start, issue 42); each timed case runs RUNS times after a warm-up, contenders
+# Cases B1–B9 of issue 7, B10 (a household's library), B11 (the same on Silo), B12 (play start, issue 42) and B13 (the next episode's start); each timed case runs RUNS times after a warm-up, contenders
 # alternating, caches dropped between cold runs. Prints a table and writes bench/results.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +13,7 @@ MANY=${MANY:-10000}          # items in the B5 library
 BIG_FILMS=${BIG_FILMS:-90000}   # B10: films, beside BIG_SERIES series of 5 seasons × 10 episodes
 BIG_SERIES=${BIG_SERIES:-200}
 SILO_SIZES=${SILO_SIZES:-5000 100000}   # B11: items of the Silo library (nine in ten films, the rest episodes)
-CASES=${CASES:-B1 B2 B3 B4 B5 B6 B7 B8 B9 B10 B11 B12}   # e.g. CASES=B8 make bench
+CASES=${CASES:-B1 B2 B3 B4 B5 B6 B7 B8 B9 B10 B11 B12 B13}   # e.g. CASES=B8 make bench
 want() { [[ " $CASES " == *" $1 "* ]]; }
 BIN=$PWD/.build/release/labstream
 FIXTURE_BIN=$PWD/.build/release/labstream-fixture   # the bench library server (never installed)
@@ -46,13 +46,19 @@ echo "generating media in $W"
 dd if=/dev/urandom of="$W/media/bench.mkv" bs=1M count="$SIZE_MB" status=none
 for i in 1 2 3 4 5 6 7 8; do dd if=/dev/urandom of="$W/media/s$i.mkv" bs=1M count="$SMALL_MB" status=none; done
 ffmpeg -v error -f lavfi -i testsrc2=size=1920x1080:rate=30 -t 60 -c:v libx264 -preset ultrafast -pix_fmt yuv420p "$W/media/clip.mkv"
-if want B12; then
+if want B12 || want B13; then
     # A 77 MB film (60 s of 1080p at 10 Mbit/s), as Matroska and as an MP4 whose moov follows its mdat.
     ffmpeg -v error -f lavfi -i testsrc2=size=1920x1080:rate=24 -f lavfi -i sine=frequency=440:sample_rate=48000 -t 60 \
         -vf noise=alls=20:allf=t -c:v libx264 -preset ultrafast -b:v 10M -maxrate 10M -bufsize 20M -pix_fmt yuv420p -c:a aac -b:a 128k "$W/media/playmkv.mkv"
     ffmpeg -v error -i "$W/media/playmkv.mkv" -c copy "$W/media/playmp4.mp4"
 fi
-chmod 644 "$W"/media/*
+if want B13; then
+    # Two episodes of one series (the fixture takes DIR/Shows/NAME/…SnnEmm…), each a copy of that film.
+    mkdir -p "$W/media/Shows/Play"
+    for e in 1 2; do cp "$W/media/playmkv.mkv" "$W/media/Shows/Play/S01E0$e.mkv"; done
+    chmod 644 "$W"/media/Shows/Play/*
+fi
+chmod 644 "$W"/media/*.*
 ln "$W/media/bench.mkv" "$W/floor-big/"; ln "$W"/media/s?.mkv "$W/floor-small/"
 for i in $(seq 1 "$MANY"); do : > "$W/many/m$i.mkv"; done
 # The same tree on the local disk, B5's reference (with the .nfo Labstream shows beside each film).
@@ -264,6 +270,36 @@ for ext in mkv mp4; do
     note "B12 $ext labstream/local $(ratio "$B" "$A") (target <= 1.1), rclone/local $(ratio "$Cc" "$A"); MiB fetched labstream/rclone $(ratio "$LBM" "$RBM") (target <= 1)"
 done
 ls_mount; rc_mount
+fi
+
+if want B13; then
+echo "B13 the next episode: mpv's first 60 frames of episode 2, cold, and after episode 1 was played"
+PLAY=(mpv --no-config --really-quiet --vo=null --no-audio --untimed --cache=no --frames=60)
+mib_since() { log_since "$1" | awk -v f="$2" '$1 ~ f {b += $NF} END {print b / 1048576}'; }
+ID2=$(id_of "S01E02.mkv")
+episode() { find "$LS_MNT/bench" -name "*S01E0$1*.mkv" | head -n1; }
+present() { $BIN status --json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0].get("bytes_present", 0))'; }
+LOC=(); COLD=(); NEXT=(); NB=(); PF=()
+for i in $(seq 0 "$RUNS"); do
+    drop_caches; s=$(now); "${PLAY[@]}" "$W/media/Shows/Play/S01E02.mkv"; a=$(elapsed "$s")
+    ls_cold; m=$(log_mark); s=$(now); "${PLAY[@]}" "$(episode 2)"; c=$(elapsed "$s")
+    ls_cold; E1=$(episode 1); E2=$(episode 2)
+    # Episode 1 played: a sustained sequential read of one handle, kept open until what is
+    # fetched ahead of episode 2 stops growing (the bench polls; the tests synchronise).
+    exec 3<"$E1"; dd bs=1M count=48 of=/dev/null <&3 2>/dev/null
+    last=-1; cur=$(present "$E2")
+    for _ in $(seq 1 100); do [ "$cur" -gt 0 ] && [ "$cur" = "$last" ] && break; sleep 0.2; last=$cur; cur=$(present "$E2"); done
+    exec 3<&-
+    m=$(log_mark); s=$(now); "${PLAY[@]}" "$E2"; b=$(elapsed "$s"); nb=$(mib_since "$m" "$ID2"); ls_unmount
+    [ "$i" = 0 ] && continue
+    LOC+=("$a"); COLD+=("$c"); NEXT+=("$b"); NB+=("$nb"); PF+=("$(echo "$cur / 1048576" | bc -l)")
+done
+record B13 "mpv 60 frames of episode 2, local file" s "${LOC[@]}"; A=$MED
+record B13 "labstream, cold (nothing fetched ahead)" s "${COLD[@]}"; C=$MED
+record B13 "labstream, after episode 1 was played" s "${NEXT[@]}"; B=$MED
+record B13 "MiB fetched ahead while episode 1 played" MiB "${PF[@]}"
+record B13 "MiB fetched at episode 2's start after that" MiB "${NB[@]}"
+note "B13 next episode labstream/local $(ratio "$B" "$A") (target <= 1.05), cold labstream/local $(ratio "$C" "$A")"
 fi
 
 if want B6; then

@@ -12,7 +12,7 @@ import LabstreamTestSupport
 /// `DIR/Shows/NAME/` named `…SnnEmm…` as that episode of series NAME, from the Jellyfin fixture
 /// (user demo, password demo) on loopback, each with the metadata a real library has (a plot,
 /// genres, provider ids); prints its URL on the first line, and links `DIR/.by-id/ID` to each
-/// movie so that a real web server (nginx in `make bench`) can answer `/Items/ID/Download`
+/// movie and episode so that a real web server (nginx in `make bench`) can answer `/Items/ID/Download`
 /// itself. SIGUSR1 saves every item anew, as a server-wide metadata refresh does (new dates and
 /// tags), then prints `touched N`. Runs until SIGINT or SIGTERM.
 ///
@@ -48,10 +48,9 @@ enum FixtureCommand {
         let links = dir + "/.by-id"
         try? FileManager.default.createDirectory(atPath: links, withIntermediateDirectories: true)
         let ids = fixture.itemIdsByFile
-        for m in movies {
-            guard let id = ids[m.file] else { continue }
+        for (file, id) in ids {
             try? FileManager.default.removeItem(atPath: links + "/" + id)
-            try FileManager.default.createSymbolicLink(atPath: links + "/" + id, withDestinationPath: m.file)
+            try FileManager.default.createSymbolicLink(atPath: links + "/" + id, withDestinationPath: file)
         }
         FileHandle.standardOutput.write(Data((try fixture.start() + "\n").utf8))
         var signal: Int32 = 0
