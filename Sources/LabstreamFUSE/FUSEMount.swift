@@ -72,10 +72,15 @@ public final class FUSEMount: @unchecked Sendable {
     /// Has the kernel drop its cached entry for `name` in `parent` (a catalog reload changed it).
     /// With an empty `name`, `parent` is itself the inode whose cached data and attributes go
     /// (a file replaced by a new version).
+    /// A reload can come after the loop ended (a sync the server's event channel asked for while
+    /// the mount went away): the session is gone then, and the kernel has nothing left to drop.
     public func invalidate(parent: UInt64, name: String) {
-        if !name.isEmpty { _ = fuse_lowlevel_notify_inval_entry(session, fuse_ino_t(parent), name, name.utf8.count) }
-        // The directory's cached listing (cache_readdir) goes with it.
-        _ = fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(parent), 0, 0)
+        sessionLive.withLock { live in
+            guard live else { return }
+            if !name.isEmpty { _ = fuse_lowlevel_notify_inval_entry(session, fuse_ino_t(parent), name, name.utf8.count) }
+            // The directory's cached listing (cache_readdir) goes with it.
+            _ = fuse_lowlevel_notify_inval_inode(session, fuse_ino_t(parent), 0, 0)
+        }
     }
 
     /// Has the kernel drop only the cached attributes of `ino` (its stored bytes changed), never
