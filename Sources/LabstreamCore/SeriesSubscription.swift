@@ -70,4 +70,13 @@ public enum SeriesSubscriptionPolicy {
         if let seen = monitor.remoteEtag, seen != remote.etag { return .adopt(remote) }
         return .update(remote)
     }
+
+    /// The server's monitors `monitors` were kept as that now name another series: a rebuilt
+    /// library gave the series a new id and its monitor moved there (`RebuiltSeries`). A
+    /// subscription's series cannot be changed (§ 8.3 PATCH takes no `series_id`), so these are
+    /// deleted and one is made for the new series.
+    public static func leftBehind(_ monitors: [SeriesMonitor], remote: [SeriesSubscription]) -> [SeriesSubscription] {
+        let seriesOf = Dictionary(monitors.compactMap { m in m.remoteId.map { ($0, m.seriesId) } }, uniquingKeysWith: { a, _ in a })
+        return remote.filter { sub in seriesOf[sub.id].map { $0 != sub.seriesId } ?? false }
+    }
 }

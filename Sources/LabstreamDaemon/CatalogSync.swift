@@ -117,11 +117,14 @@ public enum CatalogSync {
         let skipped = libraries.reduce(0) { $0 + $1.items.filter { $0.sources.isEmpty }.count }
         if skipped > 0 { log.info("sync \(server.name): \(skipped) items have no media file and are not shown") }
         let vanished = CopyAdoption.vanished(server: server.name, index: index, tree: tree)
+        let monitored = MonitorAdoption.before(server: server.name, index: index, vanished: vanished)
         var changed = try index.replaceCatalog(
             server: OfflineIndex.ServerRow(name: server.name, type: server.kind.rawValue, url: server.url, serverId: nil, lastSync: nil),
             libraries: libraries, tree: tree, now: Int64(Date().timeIntervalSince1970), staged: staged, full: full)
         if log.verbose { log.debug("sync \(server.name): the catalog saved\(MemoryNote.now())") }
-        changed = !CopyAdoption.adopt(vanished: vanished, tree: tree, backend: backend, index: index, log: log).isEmpty || changed
+        let adopted = CopyAdoption.adopt(vanished: vanished, tree: tree, backend: backend, index: index, log: log)
+        MonitorAdoption.carry(monitored, adopted: adopted, server: server.name, index: index, log: log)
+        changed = !adopted.isEmpty || changed
         log.info("sync \(server.name): \(tree.count) files in \(libraries.count) libraries (\(Int(Date().timeIntervalSince(started) * 1000)) ms)")
         // A verified copy to fall back to if the index is ever damaged (`labstream repair`).
         do { try index.backUp(unlessNewerThan: 600) } catch { log.warn(error.userMessage) }

@@ -154,6 +154,20 @@ final class SeriesMonitors: Sendable {
             return monitors
         }
         let remote = try registry.subscriptions()
+        // A monitor moved to its series' new id (a rebuilt library): the server's, naming the
+        // old id, goes; the loop below makes one for the new id.
+        for stale in SeriesSubscriptionPolicy.leftBehind(monitors, remote: remote) {
+            do throws(LabstreamError) {
+                let deleted = try registry.unsubscribe(stale)
+                let said =
+                    deleted
+                    ? "named \(stale.seriesId), the series' id before its library was rebuilt; deleted there, and made again for the new id"
+                    : "(of the series' id before its library was rebuilt) changed on the server meanwhile; it was not deleted there"
+                engine.log("\(server): monitor \(stale.id) \(said)")
+            } catch {
+                engine.log("\(server): deleting monitor \(stale.id) (of the series' old id) failed: \(error.userMessage); it stays there")
+            }
+        }
         let bySeries = Dictionary(remote.map { ($0.seriesId, $0) }, uniquingKeysWith: { a, _ in a })
         var out: [SeriesMonitor] = []
         var registered = 0

@@ -84,4 +84,25 @@ import Testing
         #expect(try index.download(old)?.partialPath == "partials/a.part")
         #expect(try index.download(new)?.partialPath == "partials/b.part")
     }
+
+    /// A monitor moved to its series' new id keeps its settings and server record, takes the
+    /// baseline it is given, and what it did to each episode follows to the new item.
+    @Test func aMonitorMovesWithWhatItDidToEachEpisode() throws {
+        let scratch = Scratch("move-monitor")
+        let index = try OfflineIndex(path: scratch.path + "/index.sqlite")
+        try index.saveMonitor(SeriesMonitor(server: "jf", seriesId: "old", mode: .future, baseline: ["a", "b"], created: 1, remoteId: "sub_1"))
+        try index.setMonitoredEpisode(server: "jf", item: "a", .init(seriesId: "old", sourceId: "a", state: .declined))
+        // Moved with its adopted copy already (`adoptCopy`).
+        try index.setMonitoredEpisode(server: "jf", item: "nb", .init(seriesId: "old", sourceId: "nb", state: .pinned))
+        try index.moveMonitor(server: "jf", .init(from: "old", to: "new", baseline: ["na", "nb"], items: ["a": "na", "b": "nb"]))
+        let moved = try #require(try index.monitors(server: "jf").first)
+        #expect(moved.seriesId == "new" && moved.baseline == ["na", "nb"] && moved.remoteId == "sub_1" && moved.mode == .future, "\(moved)")
+        let rows = try index.monitoredEpisodes(server: "jf")
+        #expect(rows["na"] == .init(seriesId: "new", sourceId: "a", state: .declined) && rows["a"] == nil, "\(rows)")
+        #expect(rows["nb"] == .init(seriesId: "new", sourceId: "nb", state: .pinned), "\(rows)")
+        // Not onto a series with a monitor of its own.
+        try index.saveMonitor(SeriesMonitor(server: "jf", seriesId: "other", mode: .all))
+        #expect(throws: LabstreamError.self) { try index.moveMonitor(server: "jf", .init(from: "other", to: "new", baseline: [], items: [:])) }
+        #expect(try index.monitors(server: "jf").map(\.seriesId) == ["new", "other"])
+    }
 }

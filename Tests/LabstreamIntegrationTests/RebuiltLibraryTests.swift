@@ -136,4 +136,92 @@ import Testing
         #expect(try m.cli(["status"]).stdout.contains("Beta (2002).mp4 (orphaned)"))
         try m.unmount()
     }
+
+    /// The series test of `MonitorTests`, each episode with a TVDb id (the fixture's episodes
+    /// name no server path, so a provider id is what matches them).
+    static func series(_ dir: String) -> FixtureCatalog {
+        var catalog = MonitorTests.catalog(dir)
+        let keep = catalog.series.count - 1
+        for e in catalog.series[keep].episodes.indices {
+            let ep = catalog.series[keep].episodes[e]
+            catalog.series[keep].episodes[e].details = .init(tvdb: "9\(ep.season)0\(ep.number)")
+        }
+        return catalog
+    }
+
+    func attr(_ m: MountedLabstream, _ rel: String, _ name: String) -> String? { StatusCommandXattr.get(m.path(rel), name) }
+    func attr(_ m: MountedSilo, _ rel: String, _ name: String) -> String? { StatusCommandXattr.get(m.path(rel), name) }
+
+    /// A `future` monitor survives a rebuild that gave its series and episodes new ids: it moves to
+    /// the series' new id (its adopted episode names it), `monitor list` shows it at its folder,
+    /// its baseline follows the episodes (no episode the series had when it was made is pinned or
+    /// fetched), and an episode the server gains after the rebuild is pinned.
+    @Test func aMonitoredSeriesFollowsItsNewIdWithItsBaseline() throws {
+        let m = try MountedLabstream("rebuilt-monitor", catalog: Self.series, cacheConfig: "side_assets = off")
+        func item(_ s: Int, _ e: Int) throws -> String { try #require(m.fixture.itemId(forFile: m.mediaDir + "/keep-s\(s)e\(e).mkv")) }
+        func rel(_ s: Int, _ e: Int) -> String { MonitorTests.episode(s, e) }
+        func pinned(_ s: Int, _ e: Int) -> Bool { attr(m, rel(s, e), "pinned") == "1" }
+        func stored(_ s: Int, _ e: Int) -> Bool { attr(m, rel(s, e), "state") == "unverified" }
+        m.fixture.hold(itemId: try item(2, 2))
+        m.fixture.hold(itemId: try item(3, 3))
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        #expect(try m.cli(["monitor", "add", m.path(MonitorTests.series), "--mode", "future"]).code == 0)
+        m.fixture.release(itemId: try item(2, 2))
+        #expect(try m.cli(["sync"]).code == 0)
+        #expect(eventually { stored(2, 2) && pinned(2, 2) }, "\(m.log)")
+        let old = [(1, 1), (1, 2), (2, 1), (3, 1), (3, 2)]
+
+        m.fixture.readdLibraries()
+        m.fixture.clearLog()
+        let sync = try m.cli(["sync", "--full"])
+        #expect(sync.code == 0, "\(sync.stdout) \(sync.stderr)")
+        #expect(m.fixture.currentId(of: try item(2, 2)) != (try item(2, 2)))
+        #expect(row(m, rel(2, 2))?["reason"] as? String == "matched", "\(String(describing: row(m, rel(2, 2))))")
+        #expect(eventually { attr(m, MonitorTests.series, "monitor") == "future" }, "\(m.log)")
+        let listed = try m.cli(["monitor", "list"]).stdout
+        #expect(listed.contains(MonitorTests.series + "\t") && listed.contains("future") && !listed.contains("not in the catalog"), "\(listed)")
+
+        // The server gains an episode after the rebuild: the monitor pins it, and nothing else.
+        m.fixture.release(itemId: try item(3, 3))
+        #expect(try m.cli(["sync"]).code == 0)
+        #expect(eventually { stored(3, 3) && pinned(3, 3) }, "\(m.log)")
+        #expect(pinned(2, 2) && old.allSatisfy { !pinned($0.0, $0.1) }, "\(old.map { pinned($0.0, $0.1) }) \(m.log)")
+        #expect(try sha256(m.path(rel(3, 3))) == sha256(m.mediaDir + "/keep-s3e3.mkv"))
+        // Only the new episode's bytes and the adopted one's confirming ranges were read.
+        let fetched = old.flatMap { reads(m, m.fixture.downloadRequests, file: m.mediaDir + "/keep-s\($0.0)e\($0.1).mkv") }
+        #expect(fetched.isEmpty, "\(fetched)")
+        try m.unmount()
+    }
+
+    /// Silo: an episode's file rows name no file name and its catalog no provider id, so a
+    /// stored episode is not matched after a rebuild, and nothing says which series the monitor's
+    /// is now: the monitor stays under the old id, `monitor list` says it is not in the catalog,
+    /// the log says why, and no episode is pinned by it meanwhile.
+    @Test func aMonitoredSiloSeriesWhoseEpisodesWereNotMatchedStaysAndSaysWhy() throws {
+        let m = try MountedSilo("rebuilt-silo-monitor", catalog: MonitorTests.catalog)
+        func rel(_ s: Int, _ e: Int) -> String { MonitorTests.episode(s, e) }
+        func pinned(_ s: Int, _ e: Int) -> Bool { attr(m, rel(s, e), "pinned") == "1" }
+        func stored(_ s: Int, _ e: Int) -> Bool { attr(m, rel(s, e), "state") == "unverified" }
+        func episode(_ s: Int, _ e: Int) throws -> String { try #require(m.fixture.episodeContentId(series: "Keep", season: s, episode: e)) }
+        #expect(m.fixture.hold(episodeContentId: try episode(2, 2)))
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        #expect(try m.cli(["monitor", "add", m.path(MonitorTests.series), "--mode", "future"]).code == 0)
+        let oldSeries = try #require(m.fixture.seriesContentId(name: "Keep"))
+        #expect(m.fixture.release(episodeContentId: try episode(2, 2)))
+        #expect(try m.cli(["sync"]).code == 0)
+        #expect(eventually { stored(2, 2) && pinned(2, 2) }, "\(m.log)")
+
+        m.fixture.readdLibraries()
+        let sync = try m.cli(["sync", "--full"])
+        #expect(sync.code == 0, "\(sync.stdout) \(sync.stderr)")
+        let why = "the monitor of \(oldSeries) stays under that id, which the server no longer lists: \(RebuiltSeries.LeftBehind.noEpisodeAdopted.sentence)"
+        #expect(eventually { m.log.contains(why) }, "\(m.log)")
+        #expect(try m.cli(["monitor", "list"]).stdout.contains("test/\(oldSeries) (not in the catalog)"))
+        #expect(attr(m, MonitorTests.series, "monitor") == nil)
+        #expect([(1, 1), (1, 2), (2, 1), (2, 2), (3, 1), (3, 2), (3, 3)].allSatisfy { !pinned($0.0, $0.1) })
+        try m.unmount()
+    }
 }

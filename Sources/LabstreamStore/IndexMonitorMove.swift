@@ -1,0 +1,51 @@
+import LabstreamCore
+
+/// A monitor moved to the id a rebuilt library gave its series (issue 41 item 3; `RebuiltSeries`).
+extension OfflineIndex {
+    /// The episodes `server`'s catalog lists (not the orphans kept for their bytes), of
+    /// `series` only when given: what `RebuiltSeries` compares before and after a sync.
+    public func listedEpisodes(server: String, series: Set<String>? = nil) throws(LabstreamError) -> [RebuiltSeries.Episode] {
+        if let series, series.isEmpty { return [] }
+        return try read("the catalog's episodes") {
+            let only = series.map { " AND i.series_id IN (\(Array(repeating: "?", count: $0.count).joined(separator: ",")))" } ?? ""
+            let rows = try db.query(
+                """
+                SELECT DISTINCT i.id, i.series_id, i.season, i.episode FROM items i JOIN media_sources m ON m.server = i.server AND m.item_id = i.id
+                WHERE i.server = ? AND i.kind = 'episode' AND m.orphaned = 0\(only)
+                """, [SQLValue.text(server)] + (series ?? []).sorted().map(SQLValue.text))
+            return rows.compactMap { r in
+                r[0].text.map { RebuiltSeries.Episode(itemId: $0, seriesId: r[1].text, season: r[2].int.map(Int.init), episode: r[3].int.map(Int.init)) }
+            }
+        }
+    }
+
+    /// Moves the monitor of `move.from` to `move.to` in one transaction: its settings, server
+    /// record and last outcome stay; its baseline becomes `move.baseline`; what it did to each
+    /// episode goes to the new item (`move.items`; an adopted copy's row moved with the copy
+    /// already). Refuses (nothing changed) when `move.to` has a monitor.
+    public func moveMonitor(server: String, _ move: RebuiltSeries.Move) throws(LabstreamError) {
+        do {
+            try db.transaction { c in
+                guard try c.query("SELECT 1 FROM monitors WHERE server=? AND series_id=?", [.text(server), .text(move.to)]).first == nil else {
+                    throw AdoptionRefused(why: "\(server)/\(move.to) has a monitor of its own")
+                }
+                try c.run(
+                    "UPDATE monitors SET series_id=?, baseline=? WHERE server=? AND series_id=?",
+                    [.text(move.to), .text(move.baseline.sorted().joined(separator: "\n")), .text(server), .text(move.from)])
+                for (old, new) in move.items.sorted(by: { $0.key < $1.key }) where old != new {
+                    guard try c.query("SELECT 1 FROM monitored_episodes WHERE server=? AND item_id=?", [.text(server), .text(new)]).first == nil else {
+                        continue
+                    }
+                    try c.run(
+                        "UPDATE monitored_episodes SET item_id=? WHERE server=? AND item_id=? AND series_id=?",
+                        [.text(new), .text(server), .text(old), .text(move.from)])
+                }
+                try c.run("UPDATE monitored_episodes SET series_id=? WHERE server=? AND series_id=?", [.text(move.to), .text(server), .text(move.from)])
+            }
+        } catch let refused as AdoptionRefused {
+            throw .storage("moving the monitor of \(server)/\(move.from) to \(move.to) refused: \(refused.why); nothing was changed")
+        } catch {
+            throw .storage("moving the monitor of \(server)/\(move.from) to \(move.to) failed (\(error)); nothing was changed")
+        }
+    }
+}
