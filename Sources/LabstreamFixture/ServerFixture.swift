@@ -424,6 +424,23 @@ public final class ServerFixture: Sendable {
         downloadGate.unlock()
     }
 
+    /// While set, any request whose query names this key (e.g. `minDateLastSaved`, an
+    /// incremental sync's listing) waits before it is answered until it is cleared.
+    nonisolated(unsafe) var heldQueryKey: String?  // guarded by downloadGate
+
+    public func holdRequests(withQueryKey key: String?) {
+        downloadGate.lock()
+        heldQueryKey = key
+        downloadGate.broadcast()
+        downloadGate.unlock()
+    }
+
+    func passQueryGate(_ query: [String: String]) {
+        downloadGate.lock()
+        while let held = heldQueryKey, query.keys.contains(where: { $0.caseInsensitiveCompare(held) == .orderedSame }) { downloadGate.wait() }
+        downloadGate.unlock()
+    }
+
     func passAssetGate() {
         assetGate.lock()
         while assetGateClosed { assetGate.wait() }
@@ -1249,6 +1266,7 @@ public final class ServerFixture: Sendable {
             if let hook = downloadHook.function { hook(n) }
             passDownloadGate(request.path)
         }
+        passQueryGate(request.query)
         let fault = takeFault(for: request.path)
         if case .status(let code)? = fault {
             return .json("{\"title\":\"injected\",\"status\":\(code)}", status: code)

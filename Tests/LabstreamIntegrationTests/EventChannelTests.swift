@@ -60,4 +60,39 @@ import Testing
         #expect(m.fixture.eventSocketsOpen == 0)
         #expect(!m.log.contains(m.fixture.accessToken))
     }
+
+    /// A sync the channel asked for that ends after the mount went away: its reload has no kernel
+    /// left to tell, and the daemon still closes the channel and exits whole (the reload once
+    /// called into the destroyed FUSE session: SIGSEGV at unmount).
+    @Test func aSyncTheChannelAskedForThatEndsAfterTheUnmountLeavesTheDaemonWhole() throws {
+        let m = try MountedLabstream("events-late", kind: .jellyfin, cacheConfig: "refresh_interval = 86400")
+        defer { m.fixture.holdRequests(withQueryKey: nil) }
+        let film = try #require(m.fixture.itemId(forFile: m.mediaDir + "/beta.mp4"))
+        m.fixture.hold(itemId: film)
+        m.fixture.tellChanges()
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        #expect(eventually { StatusCommandXattr.get(m.mountpoint, "events.test")?.hasPrefix("open since=") == true }, "\(m.log)")
+        func listingAsked() -> Bool { m.fixture.requestLog.contains { $0.query.keys.contains { $0.lowercased() == "mindatelastsaved" } } }
+        #expect(!listingAsked())
+        m.fixture.holdRequests(withQueryKey: "minDateLastSaved")
+        m.fixture.release(itemId: film)
+        #expect(eventually { listingAsked() }, "\(m.log)")  // the channel's sync waits on the wire
+
+        // `unmount` returns once the daemon is gone, which waits for the held sync: the answer is
+        // let go only once the FUSE loop has ended.
+        let unmounted = DispatchSemaphore(value: 0)
+        let code = LockedBox<Int32?>(nil)
+        Thread {
+            code.set(try? m.cli(["unmount", m.mountpoint]).code)
+            unmounted.signal()
+        }.start()
+        #expect(eventually { m.log.contains("info: unmounted ") }, "\(m.log)")
+        m.fixture.holdRequests(withQueryKey: nil)
+        unmounted.wait()
+        #expect(code.get() == 0)
+        #expect(waitForExit(pid: m.daemonPid), "\(m.log)")
+        #expect(m.log.contains("items changed since the last sync"), "\(m.log)")
+        #expect(m.log.contains("events test: channel closed") && !m.log.contains("crashed"), "\(m.log)")
+    }
 }
