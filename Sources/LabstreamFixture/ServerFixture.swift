@@ -405,40 +405,33 @@ public final class ServerFixture: Sendable {
         assetGate.unlock()
     }
 
-    /// While set, download requests whose path contains it wait before they are answered (each
-    /// on its own connection's thread) until it is cleared: a test sees what the daemon does while
-    /// a fetch of that file is on the wire.
-    let downloadGate = NSCondition()
-    nonisolated(unsafe) var heldDownloads: String?  // guarded by downloadGate
+    /// Requests held before they are answered (each on its own connection's thread) until the
+    /// hold is cleared: a test sees what the daemon does while a fetch of that file (a download
+    /// whose path contains `downloadPath`) or a listing (any request whose query names
+    /// `queryKey`, e.g. an incremental sync's `minDateLastSaved`) is on the wire.
+    struct RequestHold { var downloadPath: String?; var queryKey: String? }
+    let requestGate = NSCondition()
+    nonisolated(unsafe) var held = RequestHold()  // guarded by requestGate
 
-    public func holdDownloads(matching part: String?) {
-        downloadGate.lock()
-        heldDownloads = part
-        downloadGate.broadcast()
-        downloadGate.unlock()
+    private func setHold(_ change: (inout RequestHold) -> Void) {
+        requestGate.lock()
+        change(&held)
+        requestGate.broadcast()
+        requestGate.unlock()
     }
 
-    func passDownloadGate(_ path: String) {
-        downloadGate.lock()
-        while let held = heldDownloads, path.contains(held) { downloadGate.wait() }
-        downloadGate.unlock()
-    }
+    public func holdDownloads(matching part: String?) { setHold { $0.downloadPath = part } }
+    public func holdRequests(withQueryKey key: String?) { setHold { $0.queryKey = key } }
 
-    /// While set, any request whose query names this key (e.g. `minDateLastSaved`, an
-    /// incremental sync's listing) waits before it is answered until it is cleared.
-    nonisolated(unsafe) var heldQueryKey: String?  // guarded by downloadGate
-
-    public func holdRequests(withQueryKey key: String?) {
-        downloadGate.lock()
-        heldQueryKey = key
-        downloadGate.broadcast()
-        downloadGate.unlock()
-    }
-
-    func passQueryGate(_ query: [String: String]) {
-        downloadGate.lock()
-        while let held = heldQueryKey, query.keys.contains(where: { $0.caseInsensitiveCompare(held) == .orderedSame }) { downloadGate.wait() }
-        downloadGate.unlock()
+    func passRequestGate(path: String, query: [String: String], download: Bool) {
+        func isHeld() -> Bool {
+            if download, let part = held.downloadPath, path.contains(part) { return true }
+            guard let key = held.queryKey else { return false }
+            return query.keys.contains { $0.caseInsensitiveCompare(key) == .orderedSame }
+        }
+        requestGate.lock()
+        while isHeld() { requestGate.wait() }
+        requestGate.unlock()
     }
 
     func passAssetGate() {
@@ -1264,9 +1257,8 @@ public final class ServerFixture: Sendable {
                 $0 += 1; return $0
             }
             if let hook = downloadHook.function { hook(n) }
-            passDownloadGate(request.path)
         }
-        passQueryGate(request.query)
+        passRequestGate(path: request.path, query: request.query, download: isDownload(request.path))
         let fault = takeFault(for: request.path)
         if case .status(let code)? = fault {
             return .json("{\"title\":\"injected\",\"status\":\(code)}", status: code)
