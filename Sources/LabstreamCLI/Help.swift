@@ -249,8 +249,9 @@ enum Help {
         checked against it again; if it parks again the command says why and exits 75, also through
         the mount's attribute when another data dir's daemon serves the mount; both pauses
         also lift by themselves once there is room, checked with backoff and at once after a cancel or
-        unpin); pause, resume and retry act on a file's new version still arriving beside
-        its old copy too; cancel unpins and frees every local byte, first, so it works on a full
+        unpin); pause, resume and retry act on a file's copies at other qualities (name the
+        original: a copy has no path until it is whole; pausing a live copy drops its stream) and
+        on its new version still arriving beside its old copy too; cancel unpins and frees every local byte, first, so it works on a full
         disk too (unpin too: either may use the index's 1 MiB reserve); verify runs the completion check (size, libmpv playback probe)
         again on complete files and checks their stored side assets (subtitles, artwork), dropping a
         damaged one and fetching each anew without touching the media; retry of a file that failed

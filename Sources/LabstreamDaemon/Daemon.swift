@@ -156,9 +156,10 @@ public final class Daemon: Sendable {
         }
         fs.onListed { fetcher.listed($0) }
         let channels = self.channels
-        fs.onRootNotes {
+        fs.onRootNotes { [transfers] in
             channels.states().sorted { $0.key < $1.key }.map { ("events." + $0.key, $0.value.attribute) }
                 + (scheduler.nextRefresh.withLock { $0 }.map { [("next_refresh", String($0))] } ?? [])
+                + [("fill", transfers.fillPasses.attribute)]
         }
         fs.onSideAssetStatus { fetcher.status(of: $0) }
 

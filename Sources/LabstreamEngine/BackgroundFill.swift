@@ -28,12 +28,10 @@ enum BackgroundFill {
         let watchDue = engine.watchFreeSpace(for: queue, catalog: catalog)
         var active = 0
         var soonest: Date?
-        var behind: Set<FileKey> = []
         for row in queue {
             guard active < engine.maxConcurrentFiles else {
                 // Files ahead of it took the slots: one that was downloading plans nothing more
                 // (what is on the wire still lands) and says it waits its turn.
-                behind.insert(row.key)
                 if row.status == .downloading { engine.yieldSlot(row, catalog: catalog) }
                 continue
             }
@@ -68,9 +66,27 @@ enum BackgroundFill {
             case .idle: continue
             }
         }
-        engine.waitingForSlots(behind)
         return [soonest, versionsDue, watchDue].compactMap { $0 }.min()
     }
+}
+
+/// How many passes the background fill ran, and how many of them a file's first open woke
+/// (`TransferEngine.noteOpened`): the mount root's `user.labstream.fill`, so a test (or a person
+/// wondering why a file being read did not start) sees that a pass ran for the open.
+public struct FillPasses: Sendable, Hashable {
+    public var passes: Int
+    public var opened: Int
+
+    /// The wake reason an open names.
+    static let openedReason = "opened"
+
+    public init(passes: Int, opened: Int) {
+        self.passes = passes
+        self.opened = opened
+    }
+
+    /// `passes=12 opened=3`
+    public var attribute: String { "passes=\(passes) opened=\(opened)" }
 }
 
 /// All the background fill may ask of the transfer engine: its own work (evictions, version
@@ -101,9 +117,6 @@ protocol FillHost: NextVersionsHost, CatalogAccess {
     func watchFreeSpace(for pinned: [DownloadRow], catalog: CatalogFiles) -> Date?
     /// A file that was downloading lost its slot to files ahead of it in the queue.
     func yieldSlot(_ row: DownloadRow, catalog: CatalogFiles)
-    /// The pinned files this pass left waiting for a slot: opening one wakes the fill at once
-    /// (`TransferEngine.noteOpened`), as a file being read goes first.
-    func waitingForSlots(_ keys: Set<FileKey>)
 }
 
 extension TransferEngine: FillHost {
@@ -123,8 +136,6 @@ extension TransferEngine: FillHost {
         guard let file = catalog[row.key] ?? (row.total > 0 ? derivedTreeFile(row) : nil), file.size > 0 else { return }
         (try? transfer(for: file))?.yieldSlot(engine: self)
     }
-
-    func waitingForSlots(_ keys: Set<FileKey>) { behindInQueue.withLock { $0 = keys } }
 
     func watchFreeSpace(for pinned: [DownloadRow], catalog: CatalogFiles) -> Date? {
         // Each waits for the rest of its bytes; a copy at another quality whose size is not

@@ -21,6 +21,10 @@ final class LiveForward: Sendable {
     /// Bytes each copy parked for a full disk had written when the disk filled (this run only:
     /// after a restart `CopyRoom` goes by the server's estimate, or a first segment's room).
     let writtenWhenFull = Mutex<[FileKey: Int64]>([:])
+    /// Copies parked for a full disk that a person resumed or retried: the next start is
+    /// dispatched once without the room check, as a file's is (the disk may hold more than the
+    /// estimate and `min_free` ask); if it is really full, the stream parks it again.
+    let despiteRoom = Mutex<Set<FileKey>>([])
 
     /// Considers one pinned derived row for the background fill.
     func consider(_ row: DownloadRow, engine: any LiveForwardHost) -> FileTransfer.FillState {
@@ -41,6 +45,11 @@ final class LiveForward: Sendable {
         case .liveCopy: break
         case .original, .version, .preparedOutput: return .idle  // not a derived copy's route
         }
+        if let parked = parkedForRoom(row, original: base, engine: engine) {
+            _ = try? engine.index.saveDownload(parked, now: engine.now())
+            engine.noteChange()
+            return .idle
+        }
         let session = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         runs.withLock { $0[row.key] = Run(session: session) }
         let thread = Thread { [self] in
@@ -52,6 +61,31 @@ final class LiveForward: Sendable {
         thread.name = "live-forward"
         thread.start()
         return .filling
+    }
+
+    /// A live copy's size is known only once its stream ends: it starts only with room for what
+    /// `CopyRoom` expects it to take, against free space and the budget like any pinned file's
+    /// missing bytes; the row parked `storage_full` or `over_budget` (the free-space watch lifts
+    /// it) when there is none, nil when it may start.
+    func parkedForRoom(_ queued: DownloadRow, original: TreeFile, engine: any LiveForwardHost) -> DownloadRow? {
+        let wanted = roomWanted(queued, original: original, engine: engine)
+        var row = queued
+        switch engine.room(for: wanted, of: row.key) {
+        case .fits:
+            despiteRoom.withLock { _ = $0.remove(row.key) }
+            return nil
+        case .diskFull where despiteRoom.withLock({ $0.remove(row.key) != nil }):
+            return nil
+        case .diskFull:
+            guard row.park(.storageFull) else { return nil }
+        case .overBudget(let need, let server):
+            // A budget a person set holds even against their retry: raising it is theirs to do.
+            despiteRoom.withLock { _ = $0.remove(row.key) }
+            guard row.apply(.parked(.overBudget)) else { return nil }
+            row.reason = .overBudget(need: need, server: server)
+        }
+        engine.log("live copy of \(original.path.joined(separator: "/")) waits for room (about \(ByteCount.text(wanted))): \(row.reason!.sentence)")
+        return row
     }
 
     /// The room a copy of unknown size parked for room waits for (`CopyRoom`).
@@ -247,6 +281,8 @@ protocol LiveForwardHost: ServerAccess, RowAccess, CatalogAccess, CleanupAccess 
     var recordingJob: NSLock { get }
     /// Keeps a rejected copy aside for inspection.
     func setAside(_ path: String) throws(LabstreamError)
+    /// Whether `bytes` more of `key` may be stored now (`TransferEngine.room(for:of:)`).
+    func room(for bytes: Int64, of key: FileKey) -> StorageBudget.Room
     /// Bytes in one segment of a pinned fill.
     var segmentSize: Int64 { get }
     /// A copy ended: the background fill looks again.

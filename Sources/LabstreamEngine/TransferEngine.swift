@@ -130,9 +130,6 @@ public final class TransferEngine: Sendable {
     /// more may follow; the fill, woken next, looks at once.
     func freedSpace() { freeSpaceLooks.withLock { $0 = (0, nil) } }
 
-    /// The pinned files the last fill pass left waiting for a slot (`BackgroundFill`).
-    let behindInQueue = Mutex<Set<FileKey>>([])
-
     /// Each queued file's bytes over the last seconds, for its rate in `labstream queue`
     /// (sampled by every fill pass and every listing).
     let queueRates = Mutex<[FileKey: RateMeter]>([:])
@@ -514,22 +511,32 @@ public final class TransferEngine: Sendable {
     /// Whether a handle of `key` is open now.
     func isOpen(_ key: FileKey) -> Bool { usage.withLock { ($0.open[key] ?? 0) > 0 } }
 
-    /// A file opened goes first in the queue: if it waits for a slot, the fill looks again now
-    /// rather than at its next pass (a lock and a signal; the pass runs on the fill's thread).
+    /// Whether a file is open is the queue's first key (`QueueOrder`, read at every pass): its
+    /// first open and its last close wake the fill like any other change of what the queue is
+    /// made of (a signal; the pass runs on the fill's thread), so a file being read that waits
+    /// for a slot takes one at once.
     public func noteOpened(_ key: FileKey) {
         let first = usage.withLock {
             $0.open[key, default: 0] += 1; $0.lastUse[key] = now()
             return $0.open[key] == 1
         }
-        if first && behindInQueue.withLock({ $0.contains(key) }) { filler.wake() }
+        if first { filler.wake(for: FillPasses.openedReason) }
     }
 
     public func noteClosed(_ key: FileKey) {
-        usage.withLock { u in
+        let last = usage.withLock { u -> Bool in
             let n = (u.open[key] ?? 1) - 1
             u.open[key] = n > 0 ? n : nil
+            return n <= 0
         }
-        if budget.hasLimits { filler.wake() }
+        // A closed copy may also be evicted now.
+        if last || budget.hasLimits { filler.wake() }
+    }
+
+    /// The fill's passes so far (the mount root's `user.labstream.fill`).
+    public var fillPasses: FillPasses {
+        let (passes, ranFor) = filler.record()
+        return FillPasses(passes: passes, opened: ranFor[FillPasses.openedReason] ?? 0)
     }
 
     /// The copies eviction may take now (unpinned, closed, idle), but `except`'s: every row
@@ -614,11 +621,14 @@ public final class TransferEngine: Sendable {
         }
         for file in targets {
             try transfer(for: file).apply(action, engine: self, reason: reason)
-            // A new version arriving beside the shown copy has no path of its own: pausing,
-            // resuming or retrying the file acts on it too (its failure is the file's to retry).
-            guard [.pause, .resume, .retry].contains(action), let row = (try? index.download(NextVersion.key(of: file.key))) ?? nil,
-                let next = treeFile(for: row)
-            else { continue }
+            guard [.pause, .resume, .retry].contains(action) else { continue }
+            // A copy at another quality has no path of its own until it is whole, and a new
+            // version arriving beside the shown copy none at all: pausing, resuming or retrying
+            // the file acts on them too (their failures are the file's to retry).
+            if DerivedCopy.parse(file.key) == nil {
+                for copy in copies(of: file.key) where copy.pinned { try control(action, copy: copy) }
+            }
+            guard let row = (try? index.download(NextVersion.key(of: file.key))) ?? nil, let next = treeFile(for: row) else { continue }
             try transfer(for: next).apply(action, engine: self, reason: reason)
         }
         if action == .verify { tell(.verify(targets.map(\.key))) }
@@ -626,6 +636,34 @@ public final class TransferEngine: Sendable {
         log("\(action.rawValue) \(targets.count) files")
         if action == .retry || action == .resume { managed.pinned(Set(targets.map(\.key.server))) } else { managed.poke() }
         filler.wake()
+    }
+
+    /// Pause, resume or retry of a copy at another quality: one whose size is known is a
+    /// transfer like any file; one whose size is not (a live copy's, a prepared copy's before
+    /// its file is ready) is its row, which the fill starts from byte 0 when it is queued again.
+    private func control(_ action: QueueAction, copy stored: DownloadRow) throws(LabstreamError) {
+        if stored.total > 0, let file = treeFile(for: stored) {
+            try transfer(for: file).apply(action, engine: self, reason: nil)
+            return
+        }
+        var row = stored
+        switch action {
+        case .pause:
+            live.cancel([row.key])  // a stream on the wire stops; the next try starts from byte 0
+            guard row.apply(.interrupted) else { return }
+            row.reason = StatusReason.pausedByUser
+        case .resume, .retry:
+            // As a file's: a person's word is tried once even on a disk the estimate says is full.
+            let despiteRoom = row.status == .paused && row.pauseCause == .storageFull
+            guard row.apply(.retry) else { return }
+            row.reason = nil
+            live.retries.succeeded(row.key)
+            if despiteRoom { live.despiteRoom.withLock { _ = $0.insert(row.key) } }
+        default:
+            return
+        }
+        _ = try index.saveDownload(row, now: now())
+        noteChange()
     }
 
     func transfer(for file: TreeFile) throws(LabstreamError) -> FileTransfer {

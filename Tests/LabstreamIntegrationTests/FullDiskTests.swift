@@ -105,13 +105,25 @@ import Testing
     }
 }
 
-/// A copy at another quality on a small tmpfs: a live copy has no size until its stream ends,
-/// and it still resumes by itself once room returns.
+/// A copy at another quality: a live copy has no size until its stream ends, so it starts only
+/// with room for what `CopyRoom` expects it to take, parked like any pin; it still resumes by
+/// itself once room returns. Resuming or retrying its original reaches it.
 @Suite(.serialized) struct FullDiskCopyTests {
     let disk = FullDiskTests()
+    let live = LiveForwardTests()
+    static let original = LiveForwardTests.original
+
+    /// The clip, its runtime said by the server (6 s): a 2 Mbit/s copy of it is about 1 500 000 bytes.
+    static func timedClip(_ dir: String) -> FixtureCatalog {
+        var catalog = LiveForwardTests.clipCatalog(dir)
+        catalog.movies[0].details = .init(runtimeSeconds: 6)
+        return catalog
+    }
+
+    func waitsForRoom(_ m: MountedLabstream) -> Int { m.log.components(separatedBy: "live copy of \(Self.original) waits for room").count - 1 }
 
     @Test(.enabled(if: geteuid() == 0, "a tmpfs needs root; CI runs as root"))
-    func aLiveCopyParkedForAFullDiskResumesByItself() throws {
+    func aLiveCopyWaitsForRoomBeforeItStreamsAndResumesByItself() throws {
         let scratch = Scratch("full-disk-copy")
         let small = scratch.sub("small")
         let mount = try runProcess("/bin/mount", ["-t", "tmpfs", "-o", "size=80m", "tmpfs", small])
@@ -123,29 +135,100 @@ import Testing
         try m.mount()
         defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
 
-        // The disk is all but full: the transcode's stream fills it, and the copy parks.
+        // The disk is all but full: with no runtime said, the copy's estimate is a first segment,
+        // which does not fit over min_free, and it parks before the server is asked for a stream.
         let filler = small + "/filler"
         disk.fill(filler, leaving: 640 << 10)
-        #expect(try m.cli(["pin", "--quality", "2mbps", m.path(LiveForwardTests.original)]).code == 0)
-        let live = LiveForwardTests()
+        #expect(try m.cli(["pin", "--quality", "2mbps", m.path(Self.original)]).code == 0)
         #expect(eventually { (try? live.copyRow(m))?.pauseCause == .storageFull }, "\(String(describing: try? live.copyRow(m))) \(m.log.suffix(2000))")
-        #expect(m.log.contains("live copy of \(LiveForwardTests.original): the cache's disk is full"), "\(m.log.suffix(2000))")
+        #expect(try live.copyRow(m).reason == .storageFull)
+        #expect(waitsForRoom(m) == 1, "\(m.log.suffix(2000))")
+        #expect(m.fixture.streamRequests.isEmpty)
+
+        // A person's resume of the original reaches its copy and is tried once despite the
+        // estimate: the stream fills the disk and the copy parks again, its bytes freed (every
+        // try starts from byte 0).
+        let resume = try m.cli(["resume", m.path(Self.original)])
+        #expect(resume.code == 0, "\(resume.stderr)")
+        #expect(
+            eventually { m.log.contains("live copy of \(Self.original): the cache's disk is full") && (try? live.copyRow(m))?.pauseCause == .storageFull },
+            "\(m.log.suffix(2000))")
         let parked = try live.copyRow(m)
         #expect(parked.status == .paused && parked.reason == .storageFull)
-        // What the stream wrote is freed: every try starts from byte 0.
         #expect(!FileManager.default.fileExists(atPath: m.dataDir + "/" + parked.partialPath))
-        let streams = m.fixture.streamRequests.count
-        #expect(streams >= 1)
+        #expect(m.fixture.streamRequests.count == 1)
 
-        // Room returns, and nobody says `resume`: the copy starts again and completes.
+        // Room returns, and nobody says `resume` again: the copy starts again and completes.
         unlink(filler)
         let finished = eventually(timeout: 60) { [.complete, .unverified].contains((try? live.copyRow(m))?.status) }
         #expect(finished, "\(String(describing: try? live.copyRow(m))) \(m.log.suffix(3000))")
-        #expect(m.fixture.streamRequests.count > streams)
+        #expect(m.fixture.streamRequests.count == 2)
         #expect(m.log.contains("has room again; resuming"))
-        #expect(!m.log.contains("resume 1 files"))
+        #expect(m.log.components(separatedBy: "resume 1 files").count == 2)
         #expect(FileManager.default.fileExists(atPath: m.path(LiveForwardTests.copy)))
         try m.unmount()
+    }
+
+    /// The budget holds a live copy by its estimate (the server's bitrate over the runtime it
+    /// says), before any stream, and a person's retry of the original does not pass a budget they
+    /// set; raising it with SIGHUP starts the copy.
+    @Test func aLiveCopyOverTheBudgetByItsEstimateWaitsWithoutAStream() throws {
+        let m = try MountedLabstream("budget-copy", catalog: Self.timedClip, cacheConfig: "max_size = 1M\nside_assets = off")
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        #expect(try m.cli(["pin", "--quality", "2mbps", m.path(Self.original)]).code == 0)
+        #expect(eventually { (try? live.copyRow(m))?.pauseCause == .overBudget }, "\(String(describing: try? live.copyRow(m))) \(m.log.suffix(2000))")
+        // 2 000 000 bit/s over 6 s is 1 500 000 bytes: over 1 MiB by the rest.
+        #expect(try live.copyRow(m).reason == .overBudget(need: 1_500_000 - (1 << 20), server: nil))
+        let status = try m.cli(["status", m.path(Self.original)])
+        #expect(status.stdout.contains("2mbps copy: paused") && status.stdout.contains("max_size"), "\(status.stdout)")
+
+        let retry = try m.cli(["retry", m.path(Self.original)])
+        #expect(retry.code == 0, "\(retry.stderr)")
+        #expect(
+            eventually { waitsForRoom(m) == 2 && (try? live.copyRow(m))?.pauseCause == .overBudget }, "the retry did not reach the copy: \(m.log.suffix(2000))")
+        #expect(m.fixture.streamRequests.isEmpty)
+
+        let conf = m.configDir + "/labstream.conf"
+        let text = try String(contentsOfFile: conf, encoding: .utf8)
+        try #require(text.contains("max_size = 1M"))
+        try text.replacingOccurrences(of: "max_size = 1M", with: "max_size = 64M").write(toFile: conf, atomically: true, encoding: .utf8)
+        #expect(kill(m.daemonPid, SIGHUP) == 0)
+        let finished = eventually(timeout: 60) { [.complete, .unverified].contains((try? live.copyRow(m))?.status) }
+        #expect(finished, "\(String(describing: try? live.copyRow(m))) \(m.log.suffix(3000))")
+        #expect(m.fixture.streamRequests.count == 1)
+        #expect(FileManager.default.fileExists(atPath: m.path(LiveForwardTests.copy)))
+    }
+
+    /// Pausing the original pauses its live copy on the wire (its stream is dropped), and
+    /// resuming the original starts the copy again: a copy has no path of its own until whole.
+    @Test func pausingAndResumingTheOriginalReachesItsLiveCopy() throws {
+        let m = try MountedLabstream("pause-copy", catalog: LiveForwardTests.clipCatalog, cacheConfig: "side_assets = off")
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        // The stream's answer waits (its query names the bitrate; the request to stop the
+        // encoding does not) while the pause is given.
+        m.fixture.holdRequests(withQueryKey: "videoBitRate")
+        defer { m.fixture.holdRequests(withQueryKey: nil) }
+        #expect(try m.cli(["pin", "--quality", "2mbps", m.path(Self.original)]).code == 0)
+        #expect(eventually { m.fixture.streamRequests.count == 1 && (try? live.copyRow(m))?.status == .downloading })
+
+        let pause = try m.cli(["pause", m.path(Self.original)])
+        #expect(pause.code == 0, "\(pause.stderr)")
+        var row = try live.copyRow(m)
+        #expect(row.status == .paused && row.pauseCause == .user && row.reason == .pausedByUser, "\(row)")
+        m.fixture.holdRequests(withQueryKey: nil)
+        #expect(eventually { m.log.contains("live copy of \(Self.original) cancelled") }, "\(m.log.suffix(2000))")
+        row = try live.copyRow(m)
+        #expect(row.status == .paused && row.pauseCause == .user, "\(row)")
+        #expect(m.fixture.streamRequests.count == 1)
+
+        let resume = try m.cli(["resume", m.path(Self.original)])
+        #expect(resume.code == 0, "\(resume.stderr)")
+        let finished = eventually(timeout: 60) { [.complete, .unverified].contains((try? live.copyRow(m))?.status) }
+        #expect(finished, "\(String(describing: try? live.copyRow(m))) \(m.log.suffix(3000))")
+        #expect(m.fixture.streamRequests.count == 2)
+        #expect(FileManager.default.fileExists(atPath: m.path(LiveForwardTests.copy)))
     }
 }
 

@@ -179,9 +179,22 @@ import Testing
         func releaseAll() { for g in gates { g.signal() } }
     }
 
-    /// A player opening a queued pinned file wakes the fill at once (no pass is due while the
-    /// one slot's answer is held, so only the open can): the server sees that file's request
-    /// next, and the file it pushed back says it waits its turn, not `downloading`.
+    /// The background fill's passes so far and how many a file's open woke, from the mount
+    /// root's `user.labstream.fill` (`passes=12 opened=3`).
+    func fillPasses(_ m: MountedLabstream) -> [String: Int] {
+        var out: [String: Int] = [:]
+        for pair in (StatusCommandXattr.get(m.mountpoint, "fill") ?? "").split(separator: " ") {
+            let kv = pair.split(separator: "=", maxSplits: 1)
+            if kv.count == 2, let n = Int(kv[1]) { out[String(kv[0])] = n }
+        }
+        return out
+    }
+
+    /// A player opening a queued pinned file wakes the fill at once: the server sees that
+    /// file's request next, and the file it pushed back says it waits its turn, not
+    /// `downloading`. The pass that gave it the slot is counted as one the open woke (the
+    /// mount root's `user.labstream.fill`), so another wake that happens to come after the
+    /// open (the pins', a registry's) cannot pass for it.
     @Test func openingAQueuedFileTakesTheSlotAtOnceAndTheFilePushedBackSaysSo() throws {
         let m = try MountedLabstream("queue-open", cacheConfig: "max_concurrent_files = 1\nside_assets = off")
         try m.mount()
@@ -195,11 +208,14 @@ import Testing
         #expect(eventually { gates.entered.get() == 1 }, "gamma's first request never came")
         for rel in [opened, last] { #expect(try m.cli(["pin", m.path(rel)]).code == 0) }
         #expect(state(m, Self.gamma) == "downloading" && state(m, opened) == "queued")
+        let before = fillPasses(m)
+        try #require(before["passes"] != nil && before["opened"] == 0, "\(before)")
 
         let fd = open(m.path(opened), O_RDONLY)
         try #require(fd >= 0)
         defer { close(fd) }
         #expect(eventually { gates.entered.get() == 2 }, "the opened file was not fetched while gamma held the slot")
+        #expect(fillPasses(m)["opened"] == 1, "no fill pass ran for the open: \(fillPasses(m))")
         #expect(firstRequests(m, among: [id[Self.gamma]!, id[opened]!, id[last]!]) == [id[Self.gamma]!, id[opened]!])
         let listed = try queue(m)
         #expect(listed.first?["path"] as? String == m.path(opened) && listed.first?["reading"] as? Bool == true, "\(listed)")
