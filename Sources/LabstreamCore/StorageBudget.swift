@@ -47,6 +47,14 @@ public struct StorageBudget: Sendable, Hashable {
             self.evictable = evictable
             self.evictableByServer = evictableByServer
         }
+
+        /// `bytes` more of a file of `server` counted as stored already (a file on its way will
+        /// take them; a file admitted before another).
+        public mutating func reserve(_ bytes: Int64, server: String) {
+            stored += bytes
+            storedByServer[server, default: 0] += bytes
+            free -= bytes
+        }
     }
 
     /// The answer for `bytes` more of a file of one server.
@@ -84,9 +92,7 @@ public struct StorageBudget: Sendable, Hashable {
         var usage = usage
         var out: [Int] = []
         for (i, file) in files.enumerated() where room(for: file.bytes, server: file.server, usage: usage) == .fits {
-            usage.stored += file.bytes
-            usage.storedByServer[file.server, default: 0] += file.bytes
-            usage.free -= file.bytes
+            usage.reserve(file.bytes, server: file.server)
             out.append(i)
         }
         return out

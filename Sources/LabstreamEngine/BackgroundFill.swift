@@ -162,6 +162,10 @@ extension TransferEngine: FillHost {
         // reads every row.
         let due = freeSpaceLooks.withLock { $0.next.map { $0 <= now } ?? true }
         var usage = storageUsage()
+        // What the files on their way still miss is taken, as the room check a resumed file
+        // meets next counts it (`room(for:of:)`): a file resumed into room that check refuses
+        // would park again, and each park and resume wakes the fill for the next.
+        for row in pinned where row.status == .downloading { usage.reserve(max(row.total - row.present.byteCount, 0), server: row.key.server) }
         if due { usage = withEvictable(usage, except: nil, locking: true) }
         let lift = budget.admitted(waiting.map { ($0.row.key.server, $0.bytes) }, usage: usage)
         for i in lift {

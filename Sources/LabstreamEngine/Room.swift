@@ -39,10 +39,7 @@ extension TransferEngine {
         guard budget.hasLimits else { return .fits }
         var usage = storageUsage()
         for row in (try? index.pinnedIncompleteDownloads()) ?? [] where row.key != key && row.status == .downloading {
-            let missing = max(row.total - row.present.byteCount, 0)
-            usage.stored += missing
-            usage.storedByServer[row.key.server, default: 0] += missing
-            usage.free -= missing
+            usage.reserve(max(row.total - row.present.byteCount, 0), server: row.key.server)
         }
         let room = budget.room(for: bytes, server: key.server, usage: usage)
         guard room != .fits else { return .fits }

@@ -70,4 +70,17 @@ import Testing
         let stored = StorageBudget.Usage(stored: 40, storedByServer: ["den": 10, "home": 30], free: 1000)
         #expect(capped.admitted([("den", 15), ("den", 15), ("home", 40), ("home", 10)], usage: stored) == [0, 2])
     }
+
+    /// The free-space watch counts what the files on their way still miss as the room check a
+    /// resumed file meets next does: it resumes nothing that check would park again at once.
+    @Test func whatAFileOnItsWayStillMissesIsNoRoomForAnother() {
+        let floor = StorageBudget(minFree: 10)
+        var usage = StorageBudget.Usage(stored: 0, free: 100)
+        #expect(floor.admitted([("a", 50)], usage: usage) == [0])
+        usage.reserve(60, server: "a")
+        #expect(usage == .init(stored: 60, storedByServer: ["a": 60], free: 40))
+        #expect(floor.admitted([("a", 50)], usage: usage).isEmpty)
+        #expect(floor.room(for: 50, server: "a", usage: usage) == .diskFull(need: 20))
+        #expect(floor.admitted([("a", 30)], usage: usage) == [0] && floor.room(for: 30, server: "a", usage: usage) == .fits)
+    }
 }
