@@ -155,9 +155,12 @@ import Testing
     /// A `future` monitor survives a rebuild that gave its series and episodes new ids: it moves to
     /// the series' new id (its adopted episode names it), `monitor list` shows it at its folder,
     /// its baseline follows the episodes (no episode the series had when it was made is pinned or
-    /// fetched), and an episode the server gains after the rebuild is pinned.
-    @Test func aMonitoredSeriesFollowsItsNewIdWithItsBaseline() throws {
-        let m = try MountedLabstream("rebuilt-monitor", catalog: Self.series, cacheConfig: "side_assets = off")
+    /// fetched), and an episode the server gains after the rebuild is pinned. Emby gives items
+    /// and media sources new ids; Plex gives the show, its seasons and episodes new ratingKeys
+    /// and each Media and Part a new id.
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby, .plex])
+    func aMonitoredSeriesFollowsItsNewIdWithItsBaseline(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("rebuilt-monitor-\(kind)", kind: kind, catalog: Self.series, cacheConfig: "side_assets = off")
         func item(_ s: Int, _ e: Int) throws -> String { try #require(m.fixture.itemId(forFile: m.mediaDir + "/keep-s\(s)e\(e).mkv")) }
         func rel(_ s: Int, _ e: Int) -> String { MonitorTests.episode(s, e) }
         func pinned(_ s: Int, _ e: Int) -> Bool { attr(m, rel(s, e), "pinned") == "1" }
