@@ -197,6 +197,41 @@ import Testing
         try m.unmount()
     }
 
+    /// A monitor left under its series' old id (here with no stored episode, so nothing can say
+    /// which series is its now) is removed by the name `monitor list` shows for it, through the
+    /// daemon: it leaves `monitor list` and the index, and Silo's own monitor of it (the
+    /// device's subscription) is deleted too. A name no monitor has is refused, saying where
+    /// the names are, and removes nothing.
+    @Test func aMonitorLeftUnderAnOldIdIsRemovedByTheNameMonitorListShows() throws {
+        let m = try MountedSilo("rebuilt-silo-monitor-remove", catalog: MonitorTests.catalog)
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        #expect(try m.cli(["monitor", "add", m.path(MonitorTests.series), "--mode", "future"]).code == 0)
+        let oldSeries = try #require(m.fixture.seriesContentId(name: "Keep"))
+        #expect(eventually { m.fixture.subscriptions.map(\.seriesId) == [oldSeries] }, "\(m.log)")
+        m.fixture.readdLibraries()
+        let sync = try m.cli(["sync", "--full"])
+        #expect(sync.code == 0, "\(sync.stdout) \(sync.stderr)")
+        #expect(attr(m, MonitorTests.series, "monitor") == nil)
+        let name = "test/\(oldSeries)"
+        let listed = try m.cli(["monitor", "list"]).stdout
+        let line = listed.split(separator: "\n").first { $0.hasPrefix("\(name) (not in the catalog)\t") } ?? ""
+        #expect(line.hasSuffix("; `labstream monitor remove \(name)` removes it"), "\(listed)")
+
+        let typo = try m.cli(["monitor", "remove", name + "x"])
+        #expect(typo.code == 66 && typo.stderr.contains("`labstream monitor list` shows"), "\(typo.stderr)")
+        #expect(try m.cli(["monitor", "list"]).stdout.contains(name) && m.fixture.subscriptions.count == 1)
+
+        let remove = try m.cli(["monitor", "remove", name])
+        #expect(remove.code == 0 && remove.stdout.contains("Stopped monitoring \(name)"), "\(remove.stdout) \(remove.stderr)")
+        #expect(try m.cli(["monitor", "list"]).stdout.contains("No monitored series."))
+        // `monitor list --json` reads the index itself.
+        #expect(try m.cli(["monitor", "list", "--json"]).stdout.filter { !$0.isWhitespace } == "[]")
+        #expect(m.fixture.subscriptions.isEmpty, "\(m.fixture.subscriptions) \(m.log)")
+        try m.unmount()
+    }
+
     /// Silo: an episode's file rows name no file name and its catalog no provider id, so a
     /// stored episode is not matched after a rebuild, and nothing says which series the monitor's
     /// is now: the monitor stays under the old id, `monitor list` says it is not in the catalog,
