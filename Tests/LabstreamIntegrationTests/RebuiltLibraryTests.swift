@@ -222,6 +222,12 @@ import Testing
         let typo = try m.cli(["monitor", "remove", name + "x"])
         #expect(typo.code == 66 && typo.stderr.contains("`labstream monitor list` shows"), "\(typo.stderr)")
         #expect(try m.cli(["monitor", "list"]).stdout.contains(name) && m.fixture.subscriptions.count == 1)
+        // With no daemon the name is known (from the index) but only the daemon removes it.
+        try m.unmount()
+        let offline = try m.cli(["monitor", "remove", name])
+        #expect(offline.code == 69 && offline.stderr.contains("mount it"), "\(offline.stderr)")
+        #expect(try m.cli(["monitor", "list"]).stdout.contains("\(name) (not in the catalog)") && m.fixture.subscriptions.count == 1)
+        try m.mount()
 
         let remove = try m.cli(["monitor", "remove", name])
         #expect(remove.code == 0 && remove.stdout.contains("Stopped monitoring \(name)"), "\(remove.stdout) \(remove.stderr)")
