@@ -26,7 +26,7 @@ enum Help {
           labstream priority PATH… high|normal|low
           labstream monitor add SERIES-FOLDER --mode MODE [--delete-watched] [--max-storage SIZE]
           labstream monitor set SERIES-FOLDER [--mode MODE] [--delete-watched|--keep-watched] [--max-storage SIZE|--no-max-storage]
-          labstream monitor remove SERIES-FOLDER
+          labstream monitor remove SERIES-FOLDER | SERVER/SERIES-ID
           labstream monitor list [--json]
           labstream repair
           labstream orphans [--purge [PATH…]]
@@ -165,7 +165,7 @@ enum Help {
         Usage:
           labstream monitor add SERIES-FOLDER --mode MODE [--delete-watched] [--max-storage SIZE]
           labstream monitor set SERIES-FOLDER [--mode MODE] [--delete-watched|--keep-watched] [--max-storage SIZE|--no-max-storage]
-          labstream monitor remove SERIES-FOLDER
+          labstream monitor remove SERIES-FOLDER | SERVER/SERIES-ID
           labstream monitor list [--json]
 
         Keeps a series downloaded as the server gains episodes, on every kind of server. At every
@@ -181,7 +181,9 @@ enum Help {
         hand-pinned file is never removed. Pinning an episode yourself makes it yours; unpinning a
         monitored episode tells the monitor to leave it alone. Offline, monitors wait: nothing is
         pinned, unpinned or removed because a server is unreachable. remove stops the monitor and
-        never unpins or deletes. The same through attributes:
+        never unpins or deletes. A monitor whose series left the catalog (a rebuilt library it
+        could not follow) has no folder: list shows it as SERVER/SERIES-ID (not in the catalog),
+        and remove takes that name (through the running daemon). The same through attributes:
         setfattr -n user.labstream.monitor -v 'latest-season,delete-watched,max-storage=2G' SERIES-FOLDER
         (-v off removes it); getfattr shows user.labstream.monitor and user.labstream.monitor_holds.
         list (and status SERIES-FOLDER) says what each monitor holds, what it skipped and why, with

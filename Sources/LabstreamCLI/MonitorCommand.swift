@@ -49,8 +49,9 @@ enum MonitorCommand {
             printOut("\(adding ? "Monitoring" : "Changed the monitor of") \(path): \(describe(value))")
             return ExitCode.ok
         case "remove"?:
-            guard args.positionals.count == 2 else { throw UsageError("usage: labstream monitor remove SERIES-FOLDER") }
+            guard args.positionals.count == 2 else { throw UsageError("usage: labstream monitor remove SERIES-FOLDER|SERVER/SERIES-ID") }
             let path = args.positionals[1]
+            if StatusCommand.xattr(path, "state") == nil { return try remove(named: path, context) }
             guard try existing(path) != nil else { throw CLIError(ExitCode.noInput, "\(path) is not monitored") }
             try PinCommand.send(.monitor(nil), to: [path], saying: "Stopped monitoring", quiet: true, context: context)
             printOut("Stopped monitoring \(path); its episodes stay pinned and stored (unpin them to let them go)")
@@ -58,8 +59,34 @@ enum MonitorCommand {
         case "list"?:
             return try list(args.flag("--json"), context)
         default:
-            throw UsageError("usage: labstream monitor add|set|remove SERIES-FOLDER … | monitor list [--json]")
+            throw UsageError("usage: labstream monitor add|set|remove SERIES-FOLDER … | monitor remove SERVER/SERIES-ID | monitor list [--json]")
         }
+    }
+
+    /// `monitor remove SERVER/SERIES-ID`: a monitor whose series left the catalog has no folder in
+    /// the mount; `monitor list` shows it by that name. The running daemon removes it (and its
+    /// server's own monitor, where the server keeps one).
+    static func remove(named name: String, _ context: Context) throws -> Int32 {
+        var monitors: [SeriesMonitor] = []
+        if FileManager.default.fileExists(atPath: context.layout.indexPath) {
+            let index = try context.openIndex()
+            do throws(LabstreamError) { monitors = try index.monitors() } catch { throw CLIError(error) }
+        }
+        guard let monitor = MonitorReference.named(name, among: monitors) else {
+            throw CLIError(
+                ExitCode.noInput,
+                "\(name) is neither a series folder inside a live Labstream mount nor a monitor's SERVER/SERIES-ID; `labstream monitor list` shows each monitor (one whose series left the catalog by its SERVER/SERIES-ID)"
+            )
+        }
+        let shown = MonitorReference.name(of: monitor)
+        guard try ControlChannel.send(context.layout, .perform(.monitor(nil), paths: [shown])) != nil else {
+            throw CLIError(
+                ExitCode.unavailable,
+                "the monitor of \(shown) is removed by the running daemon, and none runs for this data dir: mount it (`labstream mount DIR`), then run this again"
+            )
+        }
+        printOut("Stopped monitoring \(shown); its episodes stay pinned and stored (unpin them to let them go)")
+        return ExitCode.ok
     }
 
     /// The series folder's monitor settings; nil when it has none. Only a live mount answers.
@@ -226,8 +253,11 @@ enum MonitorCommand {
         let now = Int64(Date().timeIntervalSince1970)
         for report in reports {
             // A series gone from the server's catalog has no folder: its server and id.
-            let shown = report.folder ?? "\(report.monitor.server)/\(report.monitor.seriesId) (not in the catalog)"
-            printOut("\(shown)\t\(describe(report.monitor.settings))\t\(report.summary(now: now))")
+            // The name that removes it, said on its line.
+            let name = MonitorReference.name(of: report.monitor)
+            let shown = report.folder ?? "\(name) (not in the catalog)"
+            let remove = report.folder == nil ? "; `labstream monitor remove \(name)` removes it" : ""
+            printOut("\(shown)\t\(describe(report.monitor.settings))\t\(report.summary(now: now))\(remove)")
         }
         return ExitCode.ok
     }

@@ -315,9 +315,28 @@ public final class Daemon: Sendable {
             }
         case .perform(let command, let paths):
             do throws(CLIError) {
+                // A monitor whose series left the catalog has no folder: `monitor list` names it
+                // SERVER/SERIES-ID, and that name removes it. Every name is checked before any
+                // monitor goes, so a typo removes nothing.
+                let named = command == .monitor(nil) ? paths.filter { (try? resolve([$0])) == nil } : []
+                if !named.isEmpty {
+                    let monitors: [SeriesMonitor]
+                    do { monitors = try index.monitors() } catch { throw CLIError(error) }
+                    for name in named where MonitorReference.named(name, among: monitors) == nil {
+                        throw CLIError(
+                            ExitCode.noInput,
+                            "\(name) is neither a series folder in the mounted catalog nor a monitor's SERVER/SERIES-ID (`labstream monitor list` shows each monitor's); no monitor was removed"
+                        )
+                    }
+                    for name in named {
+                        do { _ = try transfers.removeMonitor(named: name) } catch { throw CLIError(error) }
+                    }
+                    log.info("control: removed the monitor of \(named.joined(separator: ", ")) by its name")
+                    guard named.count < paths.count else { return .performed(files: named.count) }
+                }
                 // A stored copy of a removed server is named by the path it had: cancel frees it,
                 // unpin leaves it listed in `labstream orphans`.
-                let removed = paths.filter { (try? resolve([$0])) == nil }
+                let removed = paths.filter { !named.contains($0) && (try? resolve([$0])) == nil }
                 if !removed.isEmpty {
                     let copies = try removedCopies(named: removed)
                     switch command {
@@ -335,7 +354,7 @@ public final class Daemon: Sendable {
                     }
                     guard removed.count < paths.count else { return .performed(files: copies.count) }
                 }
-                let inodes = try resolve(paths.filter { !removed.contains($0) })
+                let inodes = try resolve(paths.filter { !removed.contains($0) && !named.contains($0) })
                 let parked = command == .queue(.resume) || command == .queue(.retry) ? fs.pausedForRoom(inodes) : [:]
                 for (_, ino) in inodes {
                     do { try fs.perform(command, at: ino) } catch { throw CLIError(error) }

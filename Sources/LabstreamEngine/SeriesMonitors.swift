@@ -32,7 +32,7 @@ final class SeriesMonitors: Sendable {
                 return d
             }
             for server in servers.sorted() {
-                do throws(LabstreamError) { try evaluate(server, engine: engine) } catch {
+                do throws(LabstreamError) { try evaluating.withLock { _ throws(LabstreamError) in try evaluate(server, engine: engine) } } catch {
                     engine.log("monitors on \(server): \(error.userMessage); trying again at the next refresh")
                 }
             }
@@ -195,19 +195,21 @@ final class SeriesMonitors: Sendable {
             if let subscription {
                 monitor.remoteId = subscription.id
                 monitor.remoteEtag = subscription.etag
-                if subscription.active {
-                    do throws(LabstreamError) {
-                        // nil: changed there since it was read. The validator seen stays, so the
-                        // next evaluation sees a newer one and takes the server's settings; a
-                        // forgotten validator would read as "changed here" and overwrite them.
-                        if let made = try registry.sync(subscription) { registered += made }
-                    } catch {
-                        guard case .refused(let why) = error else { throw error }
-                        engine.log("\(server): syncing monitor \(subscription.id) was refused: \(why)")
-                    }
+            }
+            // Recorded before the sync: a sync that fails must not lose which server monitor is
+            // this one's (removing the monitor deletes that one by its id).
+            if monitor != original { try engine.index.saveMonitor(monitor) }
+            if let subscription, subscription.active {
+                do throws(LabstreamError) {
+                    // nil: changed there since it was read. The validator seen stays, so the
+                    // next evaluation sees a newer one and takes the server's settings; a
+                    // forgotten validator would read as "changed here" and overwrite them.
+                    if let made = try registry.sync(subscription) { registered += made }
+                } catch {
+                    guard case .refused(let why) = error else { throw error }
+                    engine.log("\(server): syncing monitor \(subscription.id) was refused: \(why)")
                 }
             }
-            if monitor != original { try engine.index.saveMonitor(monitor) }
             out.append(monitor)
         }
         // What the server registered is read back before the pins look for entries.
@@ -305,14 +307,39 @@ final class SeriesMonitors: Sendable {
             engine.log("\(existing == nil ? "monitoring" : "monitor changed:") \(server)/\(seriesId) (\(monitor.settings))")
         } else {
             guard let existing else { return }
-            try engine.index.removeMonitor(server: server, series: seriesId)
-            unmirror(existing, engine: engine)
-            lastPlans.withLock { _ = $0.removeValue(forKey: Self.id(server, seriesId)) }
-            engine.log("no longer monitoring \(server)/\(seriesId); its pins stay")
+            try remove(existing, engine: engine)
         }
         refreshLookup(server, monitors: try engine.index.monitors(server: server), items: episodes)
         schedule([server])
     }
+
+    /// Removes `monitor`, and its server's own (best effort); its pins stay.
+    func remove(_ monitor: SeriesMonitor, engine: any MonitorHost) throws(LabstreamError) {
+        try engine.index.removeMonitor(server: monitor.server, series: monitor.seriesId)
+        unmirror(monitor, engine: engine)
+        lastPlans.withLock { _ = $0.removeValue(forKey: Self.id(monitor.server, monitor.seriesId)) }
+        engine.log("no longer monitoring \(monitor.server)/\(monitor.seriesId); its pins stay")
+    }
+
+    /// Removes the monitor `name` names as `MonitorReference` spells it (`SERVER/SERIES-ID`): one
+    /// whose series left the catalog has no folder to be named by. nil when no monitor has that
+    /// name.
+    /// Never asked on the FUSE thread (a name is no path), so it may wait for an evaluation.
+    func remove(named name: String, engine: any MonitorHost) throws(LabstreamError) -> SeriesMonitor? {
+        try evaluating.withLock { _ throws(LabstreamError) -> SeriesMonitor? in
+            guard let monitor = MonitorReference.named(name, among: try engine.index.monitors()) else { return nil }
+            try remove(monitor, engine: engine)
+            let items = try engine.index.catalog(server: monitor.server).flatMap(\.items).filter { $0.kind == .episode }
+            refreshLookup(monitor.server, monitors: try engine.index.monitors(server: monitor.server), items: items)
+            return monitor
+        }
+    }
+
+    /// Held while a server's monitors are evaluated: an evaluation works from the monitors it
+    /// read, and would make a removed one's server monitor again and record it anew. A removal by
+    /// name waits for it. (A folder's removal comes on the FUSE thread, which must not wait on an
+    /// evaluation that may need the kernel.)
+    let evaluating = Mutex<Void>(())
 
     /// The person pinned or unpinned `keys` themselves: a pin makes a monitored episode theirs,
     /// an unpin tells its monitor to leave it alone.

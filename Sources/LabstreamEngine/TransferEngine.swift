@@ -505,6 +505,12 @@ public final class TransferEngine: Sendable {
         try monitors.set(settings, folder: files, engine: self)
     }
 
+    /// Removes the monitor named `SERVER/SERIES-ID` (`MonitorReference`), as `monitor remove`
+    /// names one whose series left the catalog; nil when there is none by that name.
+    public func removeMonitor(named name: String) throws(LabstreamError) -> SeriesMonitor? {
+        try monitors.remove(named: name, engine: self)
+    }
+
     /// Whether a series monitor's cap holds `key` back (as of its last evaluation).
     public func heldByMonitorCap(_ key: FileKey) -> Bool { monitors.heldByCap(key) }
 

@@ -95,6 +95,41 @@ import Testing
         #expect(monitors?.count == 1 && monitors?.first?["mode"] as? String == "latest-season")
     }
 
+    /// A monitor whose series left the catalog (a rebuilt library gave the series new ids, and
+    /// with no stored episode nothing says which is its series now) has no folder to be named by:
+    /// `POST /api/monitor` with its `SERVER/SERIES-ID` and no settings removes it, from the API's
+    /// list and the index. A name no monitor has is refused, and removes nothing.
+    @Test func aMonitorWhoseSeriesLeftTheCatalogIsRemovedByItsServerAndSeriesId() throws {
+        let d = try HTTPDaemon("http-monitor-name", http: "127.0.0.1:0")
+        defer { d.stop() }
+        func monitors() throws -> [[String: Any]] {
+            try exchange(port: d.port, request("GET", "/api/monitors", token: d.token)).json["monitors"] as? [[String: Any]] ?? []
+        }
+        func remove(_ name: String) throws -> HTTPAnswer {
+            try exchange(port: d.port, request("POST", "/api/monitor", token: d.token, json: #"{"paths":["\#(name)"],"settings":null}"#))
+        }
+        let show = "test/Shows/Show (2020)"
+        let made = try exchange(port: d.port, request("POST", "/api/monitor", token: d.token, json: #"{"paths":["\#(show)"],"settings":"future"}"#))
+        #expect(made.status == 200, "\(made.text)")
+        let old = try #require(try monitors().first?["series_id"] as? String)
+        d.fixture.readdLibraries()
+        guard case .synced(let results) = d.daemon.handle(.sync(server: nil, full: true)) else { Issue.record("no sync answer"); return }
+        #expect(results.allSatisfy { $0.error == nil }, "\(results)")
+        // The folder is there under the series' new id; the monitor is still of the old one.
+        #expect(d.daemon.fs.resolve(show.split(separator: "/").map(String.init)) != nil)
+        #expect(try d.daemon.index.catalog(server: "test").flatMap(\.items).allSatisfy { $0.seriesId != old })
+        #expect(try monitors().map { $0["series_id"] as? String } == [old])
+
+        let typo = try remove("test/\(old)x")
+        #expect(typo.status == 404 && typo.text.contains("`labstream monitor list` shows"), "\(typo.text)")
+        #expect(try monitors().count == 1)
+        let gone = try remove("test/\(old)")
+        #expect(gone.status == 200 && gone.json["files"] as? Int == 1, "\(gone.text)")
+        #expect(try monitors().isEmpty)
+        #expect(try d.daemon.index.monitors().isEmpty)
+        #expect(d.log.contains("no longer monitoring test/\(old)"), "\(d.log)")
+    }
+
     /// The queue as the API shows and steers it, through the daemon's own queue calls: one fill
     /// slot, held by the first file's first answer, so the order stays to be read (every change
     /// keeps that file first: one put before it would take the slot and could finish).

@@ -287,6 +287,23 @@ import Testing
         try m.unmount()
     }
 
+    /// The server makes the monitor but every sync of it fails (503): which server monitor is
+    /// this one's is recorded all the same, so removing the monitor deletes it there (it used to
+    /// be recorded only after a sync that worked, and was left on the server).
+    @Test func aMonitorWhoseSyncFailsIsStillDeletedOnTheServerWhenRemoved() throws {
+        let m = try MountedSilo("silo-monitor-sync-fails", catalog: MonitorTests.catalog)
+        #expect(try m.addWithPassword().code == 0)
+        m.fixture.inject(.status(503), pathPrefix: "/downloads/subscriptions/sync", times: nil)
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        #expect(try m.cli(["monitor", "add", m.path(MonitorTests.series), "--mode", "future"]).code == 0)
+        let failed = { m.fixture.requestLog.contains { $0.path.hasSuffix("/downloads/subscriptions/sync") && $0.status == 503 } }
+        #expect(eventually { m.fixture.subscriptions.count == 1 && failed() && m.log.contains("could not be kept this time") }, "\(m.log)")
+        #expect(try m.cli(["monitor", "remove", m.path(MonitorTests.series)]).code == 0)
+        #expect(m.fixture.subscriptions.isEmpty, "\(m.fixture.subscriptions) \(m.log)")
+        try m.unmount()
+    }
+
     /// Another app changes the monitor between this device's read of it and its sync (the sync
     /// answers 409): the next evaluation takes the server's settings and never sends its own.
     @Test func aMonitorChangedOnTheServerDuringASyncIsTakenNotOverwritten() throws {

@@ -155,9 +155,12 @@ import Testing
     /// A `future` monitor survives a rebuild that gave its series and episodes new ids: it moves to
     /// the series' new id (its adopted episode names it), `monitor list` shows it at its folder,
     /// its baseline follows the episodes (no episode the series had when it was made is pinned or
-    /// fetched), and an episode the server gains after the rebuild is pinned.
-    @Test func aMonitoredSeriesFollowsItsNewIdWithItsBaseline() throws {
-        let m = try MountedLabstream("rebuilt-monitor", catalog: Self.series, cacheConfig: "side_assets = off")
+    /// fetched), and an episode the server gains after the rebuild is pinned. Emby gives items
+    /// and media sources new ids; Plex gives the show, its seasons and episodes new ratingKeys
+    /// and each Media and Part a new id.
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby, .plex])
+    func aMonitoredSeriesFollowsItsNewIdWithItsBaseline(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("rebuilt-monitor-\(kind)", kind: kind, catalog: Self.series, cacheConfig: "side_assets = off")
         func item(_ s: Int, _ e: Int) throws -> String { try #require(m.fixture.itemId(forFile: m.mediaDir + "/keep-s\(s)e\(e).mkv")) }
         func rel(_ s: Int, _ e: Int) -> String { MonitorTests.episode(s, e) }
         func pinned(_ s: Int, _ e: Int) -> Bool { attr(m, rel(s, e), "pinned") == "1" }
@@ -191,6 +194,47 @@ import Testing
         // Only the new episode's bytes and the adopted one's confirming ranges were read.
         let fetched = old.flatMap { reads(m, m.fixture.downloadRequests, file: m.mediaDir + "/keep-s\($0.0)e\($0.1).mkv") }
         #expect(fetched.isEmpty, "\(fetched)")
+        try m.unmount()
+    }
+
+    /// A monitor left under its series' old id (here with no stored episode, so nothing can say
+    /// which series is its now) is removed by the name `monitor list` shows for it, through the
+    /// daemon: it leaves `monitor list` and the index, and Silo's own monitor of it (the
+    /// device's subscription) is deleted too. A name no monitor has is refused, saying where
+    /// the names are, and removes nothing.
+    @Test func aMonitorLeftUnderAnOldIdIsRemovedByTheNameMonitorListShows() throws {
+        let m = try MountedSilo("rebuilt-silo-monitor-remove", catalog: MonitorTests.catalog)
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        #expect(try m.cli(["monitor", "add", m.path(MonitorTests.series), "--mode", "future"]).code == 0)
+        let oldSeries = try #require(m.fixture.seriesContentId(name: "Keep"))
+        #expect(eventually { m.fixture.subscriptions.map(\.seriesId) == [oldSeries] }, "\(m.log)")
+        m.fixture.readdLibraries()
+        let sync = try m.cli(["sync", "--full"])
+        #expect(sync.code == 0, "\(sync.stdout) \(sync.stderr)")
+        #expect(attr(m, MonitorTests.series, "monitor") == nil)
+        let name = "test/\(oldSeries)"
+        let listed = try m.cli(["monitor", "list"]).stdout
+        let line = listed.split(separator: "\n").first { $0.hasPrefix("\(name) (not in the catalog)\t") } ?? ""
+        #expect(line.hasSuffix("; `labstream monitor remove \(name)` removes it"), "\(listed)")
+
+        let typo = try m.cli(["monitor", "remove", name + "x"])
+        #expect(typo.code == 66 && typo.stderr.contains("`labstream monitor list` shows"), "\(typo.stderr)")
+        #expect(try m.cli(["monitor", "list"]).stdout.contains(name) && m.fixture.subscriptions.count == 1)
+        // With no daemon the name is known (from the index) but only the daemon removes it.
+        try m.unmount()
+        let offline = try m.cli(["monitor", "remove", name])
+        #expect(offline.code == 69 && offline.stderr.contains("mount it"), "\(offline.stderr)")
+        #expect(try m.cli(["monitor", "list"]).stdout.contains("\(name) (not in the catalog)") && m.fixture.subscriptions.count == 1)
+        try m.mount()
+
+        let remove = try m.cli(["monitor", "remove", name])
+        #expect(remove.code == 0 && remove.stdout.contains("Stopped monitoring \(name)"), "\(remove.stdout) \(remove.stderr)")
+        #expect(try m.cli(["monitor", "list"]).stdout.contains("No monitored series."))
+        // `monitor list --json` reads the index itself.
+        #expect(try m.cli(["monitor", "list", "--json"]).stdout.filter { !$0.isWhitespace } == "[]")
+        #expect(m.fixture.subscriptions.isEmpty, "\(m.fixture.subscriptions) \(m.log)")
         try m.unmount()
     }
 
