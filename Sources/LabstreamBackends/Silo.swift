@@ -545,7 +545,12 @@ public enum SiloDecode {
 
     /// A season's episodes; an episode without a file is not listed. A season listing's rows
     /// (catalog_items.go Episode, EpisodeFile) carry no added date: an episode carries its
-    /// series card's, `added`.
+    /// series card's, `added`. Nor does an episode's file carry its name or path (catalog-api.md
+    /// § Episode files; EpisodeFile: `file_id`, `container`, `file_size`…), but the row carries
+    /// the episode's own provider ids when the server knows them (Episode `imdb_id`, `tmdb_id`,
+    /// `tvdb_id`, omitted when empty, the ids downloads-api.md § 6 `stable_identity` says are for
+    /// rescan recovery): what knows a stored episode again once a rebuilt library gave it new
+    /// content and file ids (`IdentityMatch`), at no request of its own.
     public static func episodes(
         _ body: [UInt8], _ what: String, series: (id: String, title: String, year: Int?), added: Int64 = 0
     ) throws(LabstreamError) -> [CatalogItem] {
@@ -558,10 +563,14 @@ public enum SiloDecode {
                 var s = $0; s.itemId = series.id; return s
             }
             guard !sources.isEmpty else { return nil }
+            var ids: [String: String] = [:]
+            for provider in ["imdb", "tmdb", "tvdb"] {
+                if let value = e[provider + "_id"].text, !value.isEmpty { ids[provider] = value }
+            }
             return CatalogItem(
                 id: id, kind: .episode, title: e["title"].string ?? "", seriesId: series.id, seriesName: series.title,
                 seriesYear: series.year, seasonNumber: e["season_number"].int, episodeNumber: e["episode_number"].int,
-                modified: added, sources: sources)
+                modified: added, sources: sources, details: ids.isEmpty ? nil : ItemDetails(ids: ids))
         }
     }
 }

@@ -131,7 +131,9 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
     /// Every movie and series library: movies with their versions, series by season with the
     /// episodes that have a file. Kinds Labstream cannot place yet (music, books, podcasts)
     /// are left out.
-    /// Silo's cards carry no details: there is nothing to stash.
+    /// Silo's cards carry no details; an episode carries its provider ids (`SiloDecode.episodes`),
+    /// stashed as its season arrives. Only those: a whole read stages no row for an item without
+    /// details (it then has none), so a library of films stages nothing.
     public func fetchCatalog(progress: (String) -> Void, stash: (any DetailsStash)?) throws(LabstreamError) -> [LibraryCatalog] {
         let libraries = try SiloDecode.libraries(try get({ requests.libraries(bearer: $0, profile: profile) }, "/user/libraries"))
         var out: [LibraryCatalog] = []
@@ -152,7 +154,7 @@ public struct SiloClient: MediaBackend, ItemExtrasSource, RenewableSignIn {
                             if let movie = try movie(card, library: library.id) { items.append(movie) }
                         case "series":
                             progress("\(library.name): \(card["title"].string ?? "")")
-                            items += try episodes(ofSeries: card, library: library.id)
+                            items += try episodes(ofSeries: card, library: library.id).map { $0.details == nil ? $0 : stash.stashing($0) ?? $0 }
                         default: continue
                         }
                     }

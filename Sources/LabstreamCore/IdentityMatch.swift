@@ -35,10 +35,9 @@ public enum IdentityMatch {
     /// Pairs each vanished file with the one appeared file it is, where that is beyond doubt:
     /// the same kind, size and container, at least one provider id in common and none that
     /// differs, the same season and episode, and the same server path where both have one.
-    /// Where the server names no provider id for either (Silo's catalog names none), the same
-    /// server path stands in for one. A
-    /// vanished file with two candidates, or a candidate two vanished files could be, is doubtful
-    /// and pairs with nothing.
+    /// Where the server names no provider id for either (Silo's films: their cards name none), the
+    /// same server path stands in for one. A vanished file with two candidates, or a candidate
+    /// two vanished files could be, is doubtful and pairs with nothing.
     public static func pairs(vanished: [FileIdentity], appeared: [FileIdentity]) -> [(from: FileKey, to: FileKey)] {
         var candidates: [FileKey: [FileKey]] = [:]
         var claimedBy: [FileKey: Int] = [:]

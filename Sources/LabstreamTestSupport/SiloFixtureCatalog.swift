@@ -27,11 +27,24 @@ extension SiloFixture {
     /// series, season and episode gets a new `content_id` and every media file a new `file_id`
     /// ("deterministic catalog identifier"s of a new catalog; downloads-api.md § 6 names this case:
     /// "`stable_identity` is for rescan recovery when a server-side `content_id` changes"). The
-    /// files, their names, sizes and containers stay. Download entries made before stay as the
-    /// registry has them, naming the old ids.
+    /// files, their names, sizes and containers stay, and so do an episode's provider ids.
+    /// Download entries and series monitors made before stay as the registry has them, naming the
+    /// old ids. A held episode or film stays held.
     public func readdLibraries() {
+        let before = catalog
         let rebuilt = SiloCatalog(source, generation: 2)
+        // An episode or film the server did not have yet is still not there after the rescan,
+        // under its new id (both catalogs come from one source, in one order).
+        var renamed: [String: String] = [:]
+        for (old, new) in zip(before.movies, rebuilt.movies) { renamed[old.contentId] = new.contentId }
+        for (old, new) in zip(before.series, rebuilt.series) {
+            for (a, b) in zip(old.episodes, new.episodes) { renamed[a.contentId] = b.contentId }
+        }
         catalogNow.withLock { $0 = rebuilt }
+        state.withLock { s in
+            s.heldEpisodes = Set(s.heldEpisodes.compactMap { renamed[$0] })
+            s.heldMovies = Set(s.heldMovies.compactMap { renamed[$0] })
+        }
         browseOrders.withLock { $0 = [:] }
     }
 
@@ -458,6 +471,10 @@ extension SiloFixture {
             ("episode_number", SiloJ.num(episode.number)),
             ("title", SiloJ.string(episode.title)),
             ("runtime", SiloJ.num(0)),
+            // Go: `omitempty` — present only when the server knows the id.
+            ("imdb_id", SiloJ.optStr(episode.imdb.flatMap { $0.isEmpty ? nil : $0 })),
+            ("tmdb_id", SiloJ.optStr(episode.tmdb.flatMap { $0.isEmpty ? nil : $0 })),
+            ("tvdb_id", SiloJ.optStr(episode.tvdb.flatMap { $0.isEmpty ? nil : $0 })),
             ("files", SiloJ.array(files))
         ])
     }
@@ -502,6 +519,11 @@ struct SiloCatalog: Sendable {
         let number: Int
         let title: String
         let fileId: String
+        /// The episode's own provider ids (FixtureCatalog.Details imdb/tmdb/tvdb), which a rescan
+        /// finds again: Go catalog_items.go Episode `imdb_id`, `tmdb_id`, `tvdb_id`.
+        var imdb: String? = nil
+        var tmdb: String? = nil
+        var tvdb: String? = nil
     }
 
     struct Series: Sendable {
@@ -619,7 +641,7 @@ struct SiloCatalog: Sendable {
                 episodes.append(
                     Episode(
                         contentId: episodeId, season: episode.season, number: episode.number, title: episode.title,
-                        fileId: fileId))
+                        fileId: fileId, imdb: episode.details.imdb, tmdb: episode.details.tmdb, tvdb: episode.details.tvdb))
                 if !fileId.isEmpty { addSubtitles(fileId, episode.file) }
                 // An episode's artwork: downloads-api.md says only "poster, backdrop, and logo when
                 // available" (§ 1, § 4.8, § 6) and nothing of which image an episode's poster is.

@@ -1,3 +1,4 @@
+import LabstreamBackends
 import LabstreamCore
 import Testing
 
@@ -21,6 +22,34 @@ import Testing
         // One provider id in common is enough; a container's case is not a difference.
         #expect(pairs([film("old", imdb: nil)], [film("new", container: "MKV")]) == ["old": "new"])
         #expect(pairs([film("old", path: "/media/a.mkv")], [film("new", path: "/media/a.mkv")]) == ["old": "new"])
+    }
+
+    /// A Silo season listing (catalog_items.go Episode: `imdb_id`, `tmdb_id`, `tvdb_id` omitted
+    /// when empty; EpisodeFile: no name) as the identities a rebuilt library is matched by.
+    func siloSeason(_ series: String, _ episode: String, file: String, tvdb: String?) throws -> [FileIdentity] {
+        let ids = tvdb.map { #","tvdb_id":"\#($0)""# } ?? ""
+        let body =
+            #"{"items":[{"content_id":"\#(episode)","season_number":1,"episode_number":2,"title":"Two","runtime":0\#(ids),"#
+            + #""files":[{"file_id":"\#(file)","hdr":false,"container":"MKV","file_size":300000}]}]}"#
+        return try SiloDecode.episodes(Array(body.utf8), "episodes", series: (series, "Keep", 2021)).flatMap { item in
+            item.sources.map { s in
+                FileIdentity(
+                    key: FileKey(server: "silo", itemId: item.id, sourceId: s.id), kind: item.kind, providerIds: item.details?.ids ?? [:],
+                    size: s.size, container: s.container, path: s.path, season: item.seasonNumber, episode: item.episodeNumber)
+            }
+        }
+    }
+
+    @Test func aSiloEpisodeIsKnownAgainByTheProviderIdsItsSeasonListingNames() throws {
+        let old = try siloSeason("series:keep", "episode:keep-s01e02", file: "7", tvdb: "90102")
+        #expect(old.first?.providerIds == ["tvdb": "90102"] && old.first?.path == nil, "\(old)")
+        let new = try siloSeason("series:keep-g2", "episode:keep-g2-s01e02", file: "100007", tvdb: "90102")
+        #expect(pairs(old, new) == ["episode:keep-s01e02": "episode:keep-g2-s01e02"])
+        // Without the ids (a server that knows none) nothing says it is the same episode.
+        let bare = try siloSeason("series:keep-g2", "episode:keep-g2-s01e02", file: "100007", tvdb: nil)
+        #expect(bare.first?.providerIds.isEmpty == true)
+        #expect(pairs(try siloSeason("series:keep", "episode:keep-s01e02", file: "7", tvdb: nil), bare).isEmpty)
+        #expect(pairs(old, bare).isEmpty)
     }
 
     @Test func withoutProviderIdsTheSameServerPathStandsInForOne() {

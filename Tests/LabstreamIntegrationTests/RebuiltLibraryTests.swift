@@ -238,12 +238,110 @@ import Testing
         try m.unmount()
     }
 
-    /// Silo: an episode's file rows name no file name and its catalog no provider id, so a
-    /// stored episode is not matched after a rebuild, and nothing says which series the monitor's
-    /// is now: the monitor stays under the old id, `monitor list` says it is not in the catalog,
-    /// the log says why, and no episode is pinned by it meanwhile.
-    @Test func aMonitoredSiloSeriesWhoseEpisodesWereNotMatchedStaysAndSaysWhy() throws {
-        let m = try MountedSilo("rebuilt-silo-monitor", catalog: MonitorTests.catalog)
+    /// Silo: a season listing names each episode's provider ids (catalog_items.go Episode
+    /// `tvdb_id`…), so a stored episode is known again after a rebuild gave it new content and file
+    /// ids, and its bytes confirm it with a few ranges. A `future` monitor then follows its series:
+    /// it moves to the new series id with its settings and baseline, and the server's own monitor,
+    /// whose series cannot be changed (downloads-api.md § 8.3: PATCH takes no `series_id`), is
+    /// deleted (§ 8.3 DELETE) and made again for the new id (§ 8.1 POST). An episode whose file
+    /// became other bytes of the same size, with the same ids, is not adopted.
+    @Test func aMonitoredSiloSeriesFollowsItsSeriesThroughARebuild() throws {
+        let m = try MountedSilo("rebuilt-silo-monitor", catalog: Self.series)
+        func rel(_ s: Int, _ e: Int) -> String { MonitorTests.episode(s, e) }
+        func pinned(_ s: Int, _ e: Int) -> Bool { attr(m, rel(s, e), "pinned") == "1" }
+        func stored(_ s: Int, _ e: Int) -> Bool { attr(m, rel(s, e), "state") == "unverified" }
+        func episode(_ s: Int, _ e: Int) throws -> String { try #require(m.fixture.episodeContentId(series: "Keep", season: s, episode: e)) }
+        #expect(m.fixture.hold(episodeContentId: try episode(2, 2)))
+        #expect(m.fixture.hold(episodeContentId: try episode(3, 3)))
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        // 1x1 pinned by hand; its file becomes other bytes of the same size below.
+        let pin = try m.cli(["pin", "--wait", m.path(rel(1, 1))])
+        #expect(pin.code == 0, "\(pin.stdout) \(pin.stderr)")
+        let add = try m.cli(["monitor", "add", m.path(MonitorTests.series), "--mode", "future", "--max-storage", "5000000"])
+        #expect(add.code == 0, "\(add.stderr)")
+        let oldSeries = try #require(m.fixture.seriesContentId(name: "Keep"))
+        #expect(eventually { m.fixture.subscriptions.first?.seriesId == oldSeries }, "\(m.fixture.subscriptions) \(m.log)")
+        let oldSubscription = try #require(m.fixture.subscriptions.first)
+        let oldTwoTwo = try episode(2, 2)
+        #expect(m.fixture.release(episodeContentId: oldTwoTwo))
+        #expect(try m.cli(["sync"]).code == 0)
+        #expect(eventually { stored(2, 2) && pinned(2, 2) }, "\(m.log)")
+        #expect(eventually { m.fixture.downloadEntries.first { $0.episodeId == oldTwoTwo }?.status == "completed" }, "\(m.fixture.downloadEntries)")
+
+        writeRandomFile(m.mediaDir + "/keep-s1e1.mkv", size: 300_000, seed: 99)
+        m.fixture.readdLibraries()
+        let newSeries = try #require(m.fixture.seriesContentId(name: "Keep"))
+        let newTwoTwoFile = try #require(m.fixture.fileIds(forPath: m.mediaDir + "/keep-s2e2.mkv").first)
+        let newTwoTwo = try episode(2, 2)
+        #expect(newSeries != oldSeries && newTwoTwo != oldTwoTwo)
+        let since = m.fixture.requestLog.last?.id ?? 0
+        let sync = try m.cli(["sync", "--full"])
+        #expect(sync.code == 0, "\(sync.stdout) \(sync.stderr)")
+
+        // 2x2: adopted, still pinned and stored, registered anew; read only in confirming ranges.
+        let adopted = try #require(row(m, rel(2, 2)))
+        #expect(adopted["reason"] as? String == "matched" && adopted["pinned"] as? Bool == true, "\(adopted)")
+        #expect(
+            eventually {
+                m.fixture.downloadEntries.contains { $0.episodeId == newTwoTwo && $0.status == "completed" }
+                    && !m.fixture.downloadEntries.contains { $0.episodeId == oldTwoTwo }
+            }, "\(m.fixture.downloadEntries) \(m.log)")
+        let bytesRead = m.fixture.requestLog.filter { $0.id > since && ($0.path.hasSuffix("/direct-download") || $0.path.hasSuffix("/file")) }
+        let twoTwoReads = bytesRead.filter { $0.query["file_id"] == newTwoTwoFile }
+        #expect(!twoTwoReads.isEmpty && twoTwoReads.allSatisfy { $0.range != nil }, "\(bytesRead)")
+        let bytes = twoTwoReads.reduce(Int64(0)) { sum, r in
+            let parts = (r.range ?? "").dropFirst("bytes=".count).split(separator: "-").compactMap { Int64($0) }
+            return sum + (parts.count == 2 ? parts[1] - parts[0] + 1 : 1 << 40)
+        }
+        #expect(bytes <= AdoptionProbe.budget, "\(bytes) bytes read to confirm 2x2")
+        #expect(!bytesRead.contains { $0.path.hasSuffix("/file") }, "\(bytesRead)")
+        #expect(try sha256(m.path(rel(2, 2))) == sha256(m.mediaDir + "/keep-s2e2.mkv"))
+
+        // 1x1: the same ids, size and container, other bytes: not adopted, its copy orphaned.
+        let fresh = row(m, rel(1, 1))
+        #expect(fresh?["reason"] as? String != "matched" && fresh?["pinned"] as? Bool != true, "\(String(describing: fresh))")
+        #expect(try m.cli(["status"]).stdout.contains("Keep (2021) - S01E01 - Part 1.mkv (orphaned)"))
+
+        // The monitor moved, with its settings; the server's monitor of the old id went, one of the new id came.
+        // (Read from `monitor list`: the series folder also shows 1x1's orphaned copy, and a folder
+        // holding a file of no listed series shows no monitor attribute.)
+        let listed = try m.cli(["monitor", "list", "--json"]).stdout
+        let monitors = try JSONSerialization.jsonObject(with: Data(listed.utf8)) as? [[String: Any]] ?? []
+        #expect(monitors.count == 1, "\(listed)")
+        #expect(monitors.first?["series_id"] as? String == newSeries && monitors.first?["path"] as? String == MonitorTests.series, "\(listed)")
+        #expect(monitors.first?["settings"] as? String == "future,max-storage=5000000", "\(listed)")
+        #expect(
+            eventually {
+                m.fixture.subscriptions.count == 1 && m.fixture.subscriptions.first?.seriesId == newSeries
+                    && m.fixture.subscriptions.first?.id != oldSubscription.id
+            }, "\(m.fixture.subscriptions) \(m.log)")
+        let made = try #require(m.fixture.subscriptions.first)
+        #expect(made.mode == "future" && made.maxStorageBytes == 5_000_000 && made.deviceId == oldSubscription.deviceId, "\(made)")
+        let monitorRequests = m.fixture.requestLog.filter { $0.id > since && $0.path.contains("/downloads/subscriptions") }
+        #expect(
+            monitorRequests.contains { $0.method == "DELETE" && $0.path.hasSuffix("/downloads/subscriptions/" + oldSubscription.id) && $0.status == 204 },
+            "\(monitorRequests)")
+        #expect(
+            monitorRequests.contains { $0.method == "POST" && $0.path.hasSuffix("/downloads/subscriptions") && [200, 201].contains($0.status) },
+            "\(monitorRequests)")
+
+        // Its baseline followed: an episode the server gains now is pinned, none the series had.
+        #expect(m.fixture.release(episodeContentId: try episode(3, 3)))
+        #expect(try m.cli(["sync"]).code == 0)
+        #expect(eventually { stored(3, 3) && pinned(3, 3) }, "\(m.log)")
+        let old = [(1, 1), (1, 2), (2, 1), (3, 1), (3, 2)]
+        #expect(pinned(2, 2) && old.allSatisfy { !pinned($0.0, $0.1) }, "\(old.map { pinned($0.0, $0.1) }) \(m.log)")
+        try m.unmount()
+    }
+
+    /// Silo, where the season listing names no provider id for the episodes (an episode's file rows
+    /// name no file name either): a stored episode is not matched after a rebuild, and nothing
+    /// says which series the monitor's is now: the monitor stays under the old id, `monitor list`
+    /// says it is not in the catalog, the log says why, and no episode is pinned by it meanwhile.
+    @Test func aMonitoredSiloSeriesWhoseEpisodesNameNoProviderIdStaysAndSaysWhy() throws {
+        let m = try MountedSilo("rebuilt-silo-unmatched", catalog: MonitorTests.catalog)
         func rel(_ s: Int, _ e: Int) -> String { MonitorTests.episode(s, e) }
         func pinned(_ s: Int, _ e: Int) -> Bool { attr(m, rel(s, e), "pinned") == "1" }
         func stored(_ s: Int, _ e: Int) -> Bool { attr(m, rel(s, e), "state") == "unverified" }
