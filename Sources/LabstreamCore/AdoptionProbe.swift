@@ -44,12 +44,22 @@ public enum AdoptionProbe {
         return checks
     }
 
-    /// Whether what was read confirms the match: every range read whole, and each one's digest
-    /// (`read`, in the algorithm of the stored digest it is compared with) equal to the stored
-    /// segment's or to that of the stored bytes at the same place (`stored`). Anything missing
-    /// is doubtful.
-    public static func confirms(_ checks: [Check], read: [ByteRange: (count: Int64, digest: String)], stored: [ByteRange: String]) -> Bool {
-        guard !checks.isEmpty else { return false }
+    /// The stored digest whose algorithm a check's bytes are hashed in, read and stored alike
+    /// (an older index's segments are SHA-256, a newer one's xxHash): its own segment's, or
+    /// that of the segment holding it.
+    public static func digestLike(_ check: Check, segments: [(range: ByteRange, digest: String)]) -> String? {
+        check.digest ?? segments.first { $0.range.contains(check.range) }?.digest
+    }
+
+    /// Whether what was read confirms the match: every answer carried one validator (`validators`,
+    /// as the server spelled them; the file did not change between two reads), every range was
+    /// read whole, and each one's digest (`read`, in the algorithm of the stored digest it is
+    /// compared with) equal to the stored segment's or to that of the stored bytes at the same
+    /// place (`stored`). Anything missing is doubtful.
+    public static func confirms(
+        _ checks: [Check], read: [ByteRange: (count: Int64, digest: String)], stored: [ByteRange: String], validators: Set<String>
+    ) -> Bool {
+        guard !checks.isEmpty, validators.count == 1 else { return false }
         return checks.allSatisfy { c in
             guard let got = read[c.range], got.count == c.range.count else { return false }
             guard let expected = c.digest ?? stored[c.range] else { return false }

@@ -1,6 +1,7 @@
 import Foundation
 import LabstreamBackends
 import LabstreamCore
+import LabstreamEngine
 import LabstreamStore
 
 /// Stored copies kept across a rebuilt library (issue 41 item 3): after a sync, a stored copy
@@ -51,7 +52,9 @@ enum CopyAdoption {
         let files = Dictionary(tree.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
         var adopted: [(from: FileKey, to: FileKey)] = []
         for pair in IdentityMatch.pairs(vanished: vanished, appeared: appeared) {
-            guard let file = files[pair.to], confirmed(pair.from, as: file, backend: backend, index: index) else {
+            guard let file = files[pair.to], let row = try? index.download(pair.from),
+                CopyProbe.confirm(row, as: file, partial: index.dataRoot + "/" + row.partialPath, backend: backend, index: index).agrees
+            else {
                 log.info("sync \(server): \(pair.from) looks like \(pair.to), but its bytes could not be confirmed; it stays orphaned")
                 continue
             }
@@ -62,37 +65,5 @@ enum CopyAdoption {
             } catch { log.warn(error.userMessage) }
         }
         return adopted
-    }
-
-    /// Whether the probe's ranges of the new item read alike with what is stored.
-    static func confirmed(_ old: FileKey, as file: TreeFile, backend: any MediaBackend, index: OfflineIndex) -> Bool {
-        guard let row = try? index.download(old), row.total == file.size,
-            let segments = try? index.segments(old, attempt: row.attempt),
-            let checks = AdoptionProbe.plan(size: row.total, segments: segments.map { ($0.range, $0.digest) })
-        else { return false }
-        guard let local = FileHandle(forReadingAtPath: index.dataRoot + "/" + row.partialPath) else { return false }
-        defer { try? local.close() }
-        var read: [ByteRange: (count: Int64, digest: String)] = [:]
-        var stored: [ByteRange: String] = [:]
-        for check in checks {
-            let like = check.digest ?? segments.first { $0.range.contains(check.range) }?.digest
-            var request = backend.rangeRequest(for: file, range: check.range, validator: nil)
-            request.bodyLimit = Int(check.range.count)
-            guard let answer = try? backend.transport.call(request), answer.status == 206 else { return false }
-            read[check.range] = (Int64(answer.body.count), digest(answer.body, like: like))
-            if check.digest == nil {
-                guard (try? local.seek(toOffset: UInt64(check.range.lower))) != nil,
-                    let bytes = try? local.read(upToCount: Int(check.range.count)), bytes.count == check.range.count
-                else { return false }
-                stored[check.range] = digest(Array(bytes), like: like)
-            }
-        }
-        return AdoptionProbe.confirms(checks, read: read, stored: stored)
-    }
-
-    static func digest(_ bytes: [UInt8], like stored: String?) -> String {
-        let hasher = SegmentDigest.hasher(like: stored)
-        bytes.withUnsafeBytes { hasher.update($0) }
-        return hasher.finish()
     }
 }

@@ -114,9 +114,9 @@ protocol FillHost: NextVersionsHost, CatalogAccess {
     func fillOpenEnded(_ row: DownloadRow, file: TreeFile) -> FileTransfer.FillState
     /// Resumes the files of `pinned` (queue order) parked for a full disk that fit now; returns
     /// when to look again while some still wait.
-    func watchFreeSpace(for pinned: [DownloadRow], catalog: CatalogFiles) -> Date?
+    func watchFreeSpace(for pinned: [DownloadRow], catalog: TreeFileLookup) -> Date?
     /// A file that was downloading lost its slot to files ahead of it in the queue.
-    func yieldSlot(_ row: DownloadRow, catalog: CatalogFiles)
+    func yieldSlot(_ row: DownloadRow, catalog: TreeFileLookup)
 }
 
 extension TransferEngine: FillHost {
@@ -131,13 +131,13 @@ extension TransferEngine: FillHost {
     func fillDerivedCopy(_ row: DownloadRow) -> FileTransfer.FillState { live.consider(row, engine: self) }
     func fillOpenEnded(_ row: DownloadRow, file: TreeFile) -> FileTransfer.FillState { openEnded.consider(row, file: file, engine: self) }
 
-    func yieldSlot(_ row: DownloadRow, catalog: CatalogFiles) {
+    func yieldSlot(_ row: DownloadRow, catalog: TreeFileLookup) {
         // A live copy's stream cannot be held back, and a file of unknown size keeps its own row.
         guard let file = catalog[row.key] ?? (row.total > 0 ? derivedTreeFile(row) : nil), file.size > 0 else { return }
         (try? transfer(for: file))?.yieldSlot(engine: self)
     }
 
-    func watchFreeSpace(for pinned: [DownloadRow], catalog: CatalogFiles) -> Date? {
+    func watchFreeSpace(for pinned: [DownloadRow], catalog: TreeFileLookup) -> Date? {
         // Each waits for the rest of its bytes; a copy at another quality whose size is not
         // known yet (a live copy's, until its stream ends) for `CopyRoom`'s estimate, and it
         // resumes on its own row (`file` nil). The transfer's own row otherwise: on a full disk

@@ -32,7 +32,7 @@ protocol RowAccess: AnyObject, Sendable {
 /// The catalog as the engine holds it, read only.
 protocol CatalogAccess: AnyObject, Sendable {
     func catalogFile(_ key: FileKey) -> TreeFile?
-    func catalogFiles() -> CatalogFiles
+    func catalogFiles() -> TreeFileLookup
     /// The tree entry of any row: a catalog file, a copy at another quality, a next version.
     func treeFile(for row: DownloadRow) -> TreeFile?
     /// The tree entry a copy at another quality has (or will have).

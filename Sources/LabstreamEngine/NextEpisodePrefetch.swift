@@ -7,15 +7,16 @@ import Synchronization
 /// next piece once playback stopped (released, or no read for `PlaybackWatch.idleAfter`),
 /// unless the next episode is open itself by then.
 public final class PlaybackTicket: Sendable {
-    let next: TreeFile
+    /// The episode being played.
+    let playing: TreeFile
     let released = Atomic<Bool>(false)
     /// The handle's last read, seconds since the epoch (a Double's bits).
     let lastRead: Atomic<UInt64>
     /// Bytes this prefetch fetched.
     let fetched = Atomic<Int64>(0)
 
-    init(next: TreeFile, now: Double) {
-        self.next = next
+    init(playing: TreeFile, now: Double) {
+        self.playing = playing
         lastRead = Atomic(now.bitPattern)
     }
 
@@ -33,33 +34,43 @@ extension TransferEngine {
     /// A handle of `file` is playing (`PlaybackWatch`): the head and index region of the next
     /// episode (`NextEpisode`, `EpisodePrefetch`) are fetched in the background, one piece at a
     /// time below every read and fill (`FetchPool.submitSpare`), into room there is, and its
-    /// side files are asked for. Nil when there is no next episode or it is pinned (the fill's).
+    /// side files are asked for. Which episode is next is an index query: it is made there too,
+    /// so the read that made the handle playing never waits for the index. Nil when `file` is
+    /// no episode's original; the prefetch does nothing when there is no next episode or it is
+    /// pinned (the fill's).
     public func playing(_ file: TreeFile) -> PlaybackTicket? {
-        guard file.kind == .episode, file.key.kind == .original,
-            let episodes = try? index.seriesEpisodes(server: file.key.server, of: file.key.itemId),
+        guard file.kind == .episode, file.key.kind == .original else { return nil }
+        let ticket = PlaybackTicket(playing: file, now: Date().timeIntervalSince1970)
+        fetchPool.submitSpare { [self] lane in
+            guard let next = nextEpisode(after: file) else { return }
+            log("\(file.path.last ?? ""): playing; fetching the start of \(next.path.last ?? "") in the background")
+            tell(.preparing(next.path))
+            prefetchStep(ticket, next: next, lane: lane)
+        }
+        return ticket
+    }
+
+    /// The catalog's file of the episode after `file` in its series, unless it is pinned.
+    func nextEpisode(after file: TreeFile) -> TreeFile? {
+        guard let episodes = try? index.seriesEpisodes(server: file.key.server, of: file.key.itemId),
             let current = episodes.first(where: { $0.episode.itemId == file.key.itemId })?.episode,
             let next = NextEpisode.after(current, among: episodes.map(\.episode)),
             let sources = episodes.first(where: { $0.episode.itemId == next.itemId })?.sources,
             let nextFile = sources.lazy.compactMap({ self.catalogFile(FileKey(server: file.key.server, itemId: next.itemId, sourceId: $0)) }).first,
             nextFile.size > 0, row(for: nextFile)?.pinned != true
         else { return nil }
-        let ticket = PlaybackTicket(next: nextFile, now: Date().timeIntervalSince1970)
-        log("\(file.path.last ?? ""): playing; fetching the start of \(nextFile.path.last ?? "") in the background")
-        tell(.preparing(nextFile.path))
-        fetchPool.submitSpare { [self] lane in prefetchStep(ticket, lane: lane) }
-        return ticket
+        return nextFile
     }
 
     /// The playing handle was released: its prefetch stops at its next piece (or as the piece on
     /// the wire arrives), unless the next episode is open itself.
     public func stoppedPlaying(_ ticket: PlaybackTicket) {
         guard !ticket.released.exchange(true, ordering: .relaxed) else { return }
-        log("playback before \(ticket.next.path.last ?? "") stopped (its file was closed)")
+        log("playback of \(ticket.playing.path.last ?? "") stopped (its file was closed)")
     }
 
     /// One piece of `ticket`'s prefetch, on a pool thread; the next piece is queued after it.
-    func prefetchStep(_ ticket: PlaybackTicket, lane: Lane) {
-        let next = ticket.next
+    func prefetchStep(_ ticket: PlaybackTicket, next: TreeFile, lane: Lane) {
         let name = next.path.last ?? ""
         let cancelled: @Sendable () -> Bool = { [weak self] in
             guard let self else { return true }
@@ -87,6 +98,6 @@ extension TransferEngine {
         if cancelled() { return stop("playback stopped") }
         // Failed, or a reader fetches it now: the prefetch is not needed or would only retry.
         guard present else { return stop("bytes \(piece) did not arrive") }
-        fetchPool.submitSpare { [self] lane in prefetchStep(ticket, lane: lane) }
+        fetchPool.submitSpare { [self] lane in prefetchStep(ticket, next: next, lane: lane) }
     }
 }

@@ -36,7 +36,7 @@ extension TransferEngine {
         }
         let shown = catalogPath(of: sourceRow.key)?.joined(separator: "/") ?? sourceRow.key.description
         let name = file.path.joined(separator: "/")
-        let confirmed = confirm(sourceRow, as: file, backend: backend)
+        let confirmed = CopyProbe.confirm(sourceRow, as: file, partial: layout.absolute(sourceRow.partialPath), backend: backend, index: index)
         guard confirmed.agrees else {
             log("\(name) looks like \(shown), but a few of its bytes read otherwise: it is fetched on its own")
             return false
@@ -55,43 +55,5 @@ extension TransferEngine {
         log("\(name) is the same file as \(shown) (confirmed by its bytes): stored once, under both paths")
         noteChange()
         return true
-    }
-
-    /// The few ranges `AdoptionProbe` plans, read from `file`'s server and compared with the
-    /// stored copy's digests and bytes: whether every range agrees (anything that differs or
-    /// fails does not), and the validator the server's answers carried (all the same one).
-    func confirm(_ stored: DownloadRow, as file: TreeFile, backend: any MediaBackend) -> (agrees: Bool, validator: Validator?) {
-        guard stored.total == file.size, let segments = try? index.segments(stored.key, attempt: stored.attempt),
-            let checks = AdoptionProbe.plan(size: stored.total, segments: segments.map { ($0.range, $0.digest) })
-        else { return (false, nil) }
-        let local = open(layout.absolute(stored.partialPath), O_RDONLY | O_CLOEXEC)
-        guard local >= 0 else { return (false, nil) }
-        defer { close(local) }
-        var read: [ByteRange: (count: Int64, digest: String)] = [:]
-        var bytesHere: [ByteRange: String] = [:]
-        var validators: Set<String> = []
-        var validator: Validator?
-        for check in checks {
-            let like = check.digest ?? segments.first { $0.range.contains(check.range) }?.digest
-            var request = backend.rangeRequest(for: file, range: check.range, validator: nil)
-            request.bodyLimit = Int(check.range.count)
-            guard let answer = try? backend.transport.call(request), answer.status == 206 else { return (false, nil) }
-            validator = Validator.from(etag: answer.header("etag"), lastModified: answer.header("last-modified"))
-            validators.insert(validator?.description ?? "")
-            read[check.range] = (Int64(answer.body.count), Self.digest(answer.body, like: like))
-            if check.digest == nil {
-                var bytes = [UInt8](repeating: 0, count: Int(check.range.count))
-                let n = bytes.withUnsafeMutableBytes { b in (try? preadFully(local, into: b, at: check.range.lower, context: stored.partialPath)) ?? -1 }
-                guard n == bytes.count else { return (false, nil) }
-                bytesHere[check.range] = Self.digest(bytes, like: like)
-            }
-        }
-        return (validators.count == 1 && AdoptionProbe.confirms(checks, read: read, stored: bytesHere), validator)
-    }
-
-    static func digest(_ bytes: [UInt8], like stored: String?) -> String {
-        let hasher = SegmentDigest.hasher(like: stored)
-        bytes.withUnsafeBytes { hasher.update($0) }
-        return hasher.finish()
     }
 }

@@ -83,7 +83,7 @@ public final class TransferEngine: Sendable {
     /// Files whose sharing of another server's copy was looked at this run (`SharedCopies`).
     let sharingLooked = Mutex<Set<FileKey>>([])
     /// Every file in the catalog, for background fill of pinned rows.
-    private let catalog = Mutex(CatalogFiles())
+    private let catalog = Mutex(TreeFileLookup())
     public let log: @Sendable (String) -> Void
     // Each duty its own thread, so that none waits on another's server: the fill (local work and
     // the bytes), the download-entry registries (Silo's calls), the server-prepared copies'
@@ -214,7 +214,7 @@ public final class TransferEngine: Sendable {
     public func catalogUnchanged(server: String) { monitors.schedule([server]) }
 
     public func setCatalog(_ files: [TreeFile]) {
-        catalog.withLock { $0 = CatalogFiles(files) }
+        catalog.withLock { $0 = TreeFileLookup(files) }
         monitors.schedule(Set(files.map(\.key.server)))
         filler.wake()
     }
@@ -416,7 +416,7 @@ public final class TransferEngine: Sendable {
     func catalogFile(_ key: FileKey) -> TreeFile? { catalog.withLock { $0[key] } }
 
     /// Every file in the catalog, as it is now.
-    func catalogFiles() -> CatalogFiles { catalog.withLock { $0 } }
+    func catalogFiles() -> TreeFileLookup { catalog.withLock { $0 } }
 
     /// A file whose size became known by fetching it to its end (before the tree reloads, so
     /// the completion check does not take it for a changed version).

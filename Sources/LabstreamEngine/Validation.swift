@@ -29,7 +29,7 @@ enum Validation {
     }
 
     /// Checks one file; returns when to look again if it could not be checked yet.
-    static func check(_ row: DownloadRow, catalog: CatalogFiles, engine: any ValidationHost) -> Date? {
+    static func check(_ row: DownloadRow, catalog: TreeFileLookup, engine: any ValidationHost) -> Date? {
         let server = row.key.server
         let registry = engine.backend(for: server) as? any ManagedDownloadRegistry
         let entry = engine.integrityEntry(of: row.key)

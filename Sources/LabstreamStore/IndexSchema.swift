@@ -55,7 +55,7 @@ extension OfflineIndex {
     static let migrations: [@Sendable (Connection) throws -> Void] = [
         migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11,
         migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15, migrateV15toV16, migrateV16toV17, migrateV17toV18,
-        migrateV18toV19, migrateV19toV20, moveKindsOutOfSourceIds, addSharedCopies, keepSourcePaths
+        migrateV18toV19, migrateV19toV20, moveKindsOutOfSourceIds, addSharedCopies, keepSourcePaths, indexItemsBySeries
     ]
 
     static func createV1(_ c: Connection) throws {
@@ -369,6 +369,16 @@ extension OfflineIndex {
             """
             ALTER TABLE media_sources ADD COLUMN path TEXT;
             UPDATE meta SET value = '23' WHERE key = 'schema_version';
+            """)
+    }
+
+    /// v24: a series' items found by the series (`seriesEpisodes`, what a playing episode's next
+    /// is picked from), not by a scan of every item of the server.
+    static func indexItemsBySeries(_ c: Connection) throws {
+        try c.exec(
+            """
+            CREATE INDEX IF NOT EXISTS items_series ON items(server, series_id);
+            UPDATE meta SET value = '24' WHERE key = 'schema_version';
             """)
     }
 

@@ -28,6 +28,21 @@ import Testing
         #expect(TreeFileLookup([])[FileKey(server: "s", itemId: "a", sourceId: "a")] == nil)
     }
 
+    /// The transfer engine's catalog learns a size where a file was fetched to its end: that
+    /// key's file changes (the first of the key, the one found), and nothing else, nor the tree
+    /// the lookup was made of.
+    @Test func aLearnedSizeChangesOnlyItsKeysFile() {
+        let files = [
+            Self.file("a", "1", path: "s/Movies/a.mkv"), Self.file("a", "1", path: "s/Movies/a again.mkv"), Self.file("b", "1", path: "s/Movies/b.mkv")
+        ]
+        var lookup = TreeFileLookup(files)
+        lookup.setSize(99, of: FileKey(server: "s", itemId: "a", sourceId: "1"))
+        lookup.setSize(77, of: FileKey(server: "s", itemId: "gone", sourceId: "1"))
+        #expect(lookup[FileKey(server: "s", itemId: "a", sourceId: "1")]?.size == 99)
+        #expect(lookup.files.map(\.size) == [99, 1, 1])
+        #expect(files.map(\.size) == [1, 1, 1])
+    }
+
     /// The stored catalog in no particular order, thousands of items: every change lands on its
     /// own item's place, new items join once (their places grow the table past its first size),
     /// and a new item changed again on a later page keeps its one place.

@@ -108,12 +108,21 @@ import Testing
     @Test func onlyEveryRangeReadAlikeConfirms() {
         let checks = [AdoptionProbe.Check(range: ByteRange(0, 10), digest: nil), AdoptionProbe.Check(range: ByteRange(90, 100), digest: "s")]
         let stored = [ByteRange(0, 10): "h"]
-        #expect(AdoptionProbe.confirms(checks, read: [ByteRange(0, 10): (10, "h"), ByteRange(90, 100): (10, "s")], stored: stored))
-        #expect(!AdoptionProbe.confirms(checks, read: [ByteRange(0, 10): (10, "x"), ByteRange(90, 100): (10, "s")], stored: stored))
-        #expect(!AdoptionProbe.confirms(checks, read: [ByteRange(0, 10): (10, "h"), ByteRange(90, 100): (10, "x")], stored: stored))
-        #expect(!AdoptionProbe.confirms(checks, read: [ByteRange(0, 10): (9, "h"), ByteRange(90, 100): (10, "s")], stored: stored))
-        #expect(!AdoptionProbe.confirms(checks, read: [ByteRange(90, 100): (10, "s")], stored: stored))
-        #expect(!AdoptionProbe.confirms(checks, read: [ByteRange(0, 10): (10, "h"), ByteRange(90, 100): (10, "s")], stored: [:]))
-        #expect(!AdoptionProbe.confirms([], read: [:], stored: [:]))
+        #expect(AdoptionProbe.confirms(checks, read: [ByteRange(0, 10): (10, "h"), ByteRange(90, 100): (10, "s")], stored: stored, validators: ["v"]))
+        #expect(!AdoptionProbe.confirms(checks, read: [ByteRange(0, 10): (10, "x"), ByteRange(90, 100): (10, "s")], stored: stored, validators: ["v"]))
+        #expect(!AdoptionProbe.confirms(checks, read: [ByteRange(0, 10): (10, "h"), ByteRange(90, 100): (10, "x")], stored: stored, validators: ["v"]))
+        #expect(!AdoptionProbe.confirms(checks, read: [ByteRange(0, 10): (9, "h"), ByteRange(90, 100): (10, "s")], stored: stored, validators: ["v"]))
+        #expect(!AdoptionProbe.confirms(checks, read: [ByteRange(90, 100): (10, "s")], stored: stored, validators: ["v"]))
+        #expect(!AdoptionProbe.confirms(checks, read: [ByteRange(0, 10): (10, "h"), ByteRange(90, 100): (10, "s")], stored: [:], validators: ["v"]))
+        #expect(!AdoptionProbe.confirms([], read: [:], stored: [:], validators: ["v"]))
+        // The file changed between two reads (two validators), or nothing answered at all.
+        let alike = [ByteRange(0, 10): (count: Int64(10), digest: "h"), ByteRange(90, 100): (count: Int64(10), digest: "s")]
+        #expect(!AdoptionProbe.confirms(checks, read: alike, stored: stored, validators: ["\"1\"", "\"2\""]))
+        #expect(!AdoptionProbe.confirms(checks, read: alike, stored: stored, validators: []))
+        // A range read inside a larger segment is hashed like that segment's digest.
+        let segments = [(range: ByteRange(0, 50), digest: "xxh:a"), (range: ByteRange(50, 100), digest: "sha")]
+        #expect(AdoptionProbe.digestLike(checks[0], segments: segments) == "xxh:a")
+        #expect(AdoptionProbe.digestLike(checks[1], segments: segments) == "s")
+        #expect(AdoptionProbe.digestLike(AdoptionProbe.Check(range: ByteRange(40, 60), digest: nil), segments: segments) == nil)
     }
 }

@@ -491,6 +491,47 @@ final class EngineRig: @unchecked Sendable {
         #expect(try rig.fs.getxattr(g.ino, name: "user.labstream.state") == "unverified")
         #expect(try rig.index.download(g.tree.key)?.awaitingValidation == true)
     }
+
+    /// The read that makes a handle playing (`PlaybackWatch`: a run of half this 2 MiB episode)
+    /// returns while another thread holds the index's one connection: which episode is next, an
+    /// index query, is looked up on the fetch pool, not on the read. Once the index is free, the
+    /// next episode's start is fetched ahead.
+    @Test func theReadThatStartsPlaybackDoesNotWaitForTheIndex() throws {
+        let rig = try EngineRig("playing-index")
+        let pilot = "test/Shows/Show (2020)/Season 01/Show (2020) - S01E01 - Pilot.mkv"
+        let second = try rig.file("test/Shows/Show (2020)/Season 01/Show (2020) - S01E02 - Second.mp4").tree
+        let piece = 256 * 1024
+        // All of it stored first, a piece per handle: no handle reads a run long enough to play.
+        for offset in stride(from: 0, to: 2 * MiB + 1, by: piece) { _ = try rig.readAndSettle(pilot, offset: offset, length: piece) }
+        let h = try rig.fs.open(try rig.file(pilot).ino, writeRequested: false)
+        defer { rig.fs.release(handle: h) }
+        for offset in stride(from: 0, to: MiB - piece, by: piece) {
+            #expect(try rig.fs.read(handle: h, offset: Int64(offset), size: piece) == rig.source(pilot, offset: offset, length: piece))
+        }
+        let asked = rig.fixture.downloadRequests.count
+        let held = DispatchSemaphore(value: 0), letGo = DispatchSemaphore(value: 0), returned = DispatchSemaphore(value: 0)
+        Thread {
+            rig.index.db.withConnection { _ in
+                held.signal()
+                letGo.wait()
+            }
+        }.start()
+        held.wait()
+        let crossing = LockedBox<[UInt8]?>(nil)
+        Thread {
+            crossing.set(try? rig.fs.read(handle: h, offset: Int64(MiB - piece), size: piece))
+            returned.signal()
+        }.start()
+        // A bound on a failure (the read waiting for the index), not a timing measured.
+        let returnedWhileHeld = returned.wait(timeout: .now() + 20) == .success
+        let askedWhileHeld = rig.fixture.downloadRequests.count
+        letGo.signal()
+        if !returnedWhileHeld { returned.wait() }
+        #expect(returnedWhileHeld, "the read that started playback waited for the index")
+        #expect(try crossing.get() == rig.source(pilot, offset: MiB - piece, length: piece))
+        #expect(askedWhileHeld == asked)
+        #expect(try rig.waitUntil { rig.transfers.row(for: second)?.present.contains(ByteRange(0, Int64(MiB))) == true })
+    }
 }
 
 @Suite struct CatalogRefreshTests {

@@ -42,7 +42,7 @@ import Testing
         func noteChange() {}
         func treeChanged() {}
         func catalogFile(_ key: FileKey) -> TreeFile? { files.first { $0.key == key } }
-        func catalogFiles() -> CatalogFiles { CatalogFiles(files) }
+        func catalogFiles() -> TreeFileLookup { TreeFileLookup(files) }
         func treeFile(for row: DownloadRow) -> TreeFile? { catalogFile(row.key) }
         func derivedTreeFile(_ row: DownloadRow) -> TreeFile? { nil }
         func integrityEntry(of key: FileKey) -> ManagedEntry? { nil }

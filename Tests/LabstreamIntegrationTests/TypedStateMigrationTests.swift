@@ -7,8 +7,8 @@ import Testing
 
 /// Takes a current index back to schema 18: each row's kind spelled in its id again (the key
 /// of `downloads` and `segments`), `managed_entries` without its kind columns, and neither the
-/// queue (v19), removed servers' paths (v20), shared copies (v22) nor media sources' server
-/// paths (v23).
+/// queue (v19), removed servers' paths (v20), shared copies (v22), media sources' server
+/// paths (v23) nor the index of items by series (v24).
 func undoSchema21(_ db: SQLiteDatabase) throws {
     let spelled = "source_id || CASE kind WHEN 'copy' THEN '@' || quality WHEN 'next' THEN '#next' ELSE '' END"
     try db.exec(
@@ -34,6 +34,7 @@ func undoSchema21(_ db: SQLiteDatabase) throws {
         DROP TABLE removed_copies;
         DROP TABLE shared_copies;
         ALTER TABLE media_sources DROP COLUMN path;
+        DROP INDEX items_series;
         UPDATE meta SET value = '18' WHERE key = 'schema_version';
         """)
 }
@@ -397,5 +398,37 @@ func undoSchema18(_ db: SQLiteDatabase) throws {
             CopySidecar.note(row, segment: .init(range: ByteRange(0, 10), digest: "d"), root: layout.root)
             #expect(CopySidecar.read(CopySidecar.path(ofPartial: layout.absolute(row.partialPath)))?.key == key, "\(kind)")
         }
+    }
+
+    /// The next episode's query (`seriesEpisodes`, once per playback) searches the series' items
+    /// by `items_series`, then each one's sources by its key, on a new index and on one from
+    /// before v24 once upgraded; without it the plan searched every item of the server (the
+    /// primary key's `server=?` alone).
+    @Test func theNextEpisodesQuerySearchesTheSeriesIndex() throws {
+        let scratch = Scratch("series-index")
+        let path = scratch.path + "/index.sqlite"
+        // A connection of its own each time: an EXPLAIN kept prepared is not made again when
+        // the schema changes.
+        func plan() throws -> [String] {
+            try SQLiteDatabase(path: path).query("EXPLAIN QUERY PLAN " + OfflineIndex.seriesEpisodesQuery, [.text("s"), .text("s"), .text("e")]).compactMap {
+                $0.last?.text
+            }
+        }
+        func searchesBySeries(_ plan: [String]) -> Bool {
+            plan.first == "SEARCH i USING INDEX items_series (server=? AND series_id=?)"
+                && plan.contains { $0.hasPrefix("SEARCH m USING INDEX sqlite_autoindex_media_sources_1 (server=? AND item_id=?)") }
+        }
+        do {
+            let index = try OfflineIndex(path: path)
+            let current = try plan()
+            #expect(searchesBySeries(current), "\(current)")
+            try undoSchema21(index.db)
+            let old = try plan()
+            #expect(!searchesBySeries(old), "\(old)")
+        }
+        let upgraded = try OfflineIndex(path: path)
+        #expect(try upgraded.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == String(OfflineIndex.schemaVersion))
+        let after = try plan()
+        #expect(searchesBySeries(after), "\(after)")
     }
 }
