@@ -137,7 +137,8 @@ import Testing
     }
 
     /// A server's troubles in words: its sign-in refused (the emulated server answers 401 to the
-    /// stored token; the daemon finds out on a pin's first request) and its event channel lost.
+    /// stored token; the daemon finds out on a pin's first request), its event channel lost, and
+    /// then the server not answering at all.
     @Test func aServersTroublesAreSaidInWords() throws {
         try Self.requireBrowser()
         let d = try HTTPDaemon("browser-trouble", http: "127.0.0.1:0", configure: { config in config.sideAssets = .off })
@@ -150,22 +151,35 @@ import Testing
         try #require(pin.status == 200, "\(pin.text)")
         // Followed on the daemon's change counter, never a clock.
         var change = 0
-        var reachability = ""
-        for _ in 0..<30 where reachability != "auth-failed" {
-            let answer = try exchange(port: d.port, request("GET", "/api/status?after=\(change)&wait=5", token: d.token)).json
-            change = answer["change"] as? Int ?? change
-            reachability = (answer["servers"] as? [[String: Any]])?.first?["reachability"] as? String ?? ""
+        func followUntil(_ wanted: String) throws {
+            var reachability = ""
+            for _ in 0..<30 where reachability != wanted {
+                let answer = try exchange(port: d.port, request("GET", "/api/status?after=\(change)&wait=5", token: d.token)).json
+                change = answer["change"] as? Int ?? change
+                reachability = (answer["servers"] as? [[String: Any]])?.first?["reachability"] as? String ?? ""
+            }
+            try #require(reachability == wanted, "\(d.log.suffix(2000))")
         }
-        try #require(reachability == "auth-failed", "\(d.log.suffix(2000))")
-        let run = try runProcess(
-            "/usr/bin/python3",
-            [
-                Self.script, "--scenario", "trouble", "--url", "http://\(d.address)/", "--token-file", d.context.dataDir + "/http.token",
-                "--server", "test", "--refused-file", Self.gamma
-            ])
+        func page(_ reachability: String) throws -> ProcessResult {
+            try runProcess(
+                "/usr/bin/python3",
+                [
+                    Self.script, "--scenario", "trouble", "--url", "http://\(d.address)/", "--token-file", d.context.dataDir + "/http.token",
+                    "--server", "test", "--refused-file", Self.gamma, "--reachability", reachability
+                ])
+        }
+        try followUntil("auth-failed")
+        let run = try page("auth-failed")
         #expect(run.code == 0, "\(run.stdout)\n\(run.stderr)")
         #expect(run.stdout.contains("ok: a refused sign-in is said in words"), "\(run.stdout)")
         #expect(run.stdout.contains("ok: a lost event channel is said in words"), "\(run.stdout)")
-        #expect(!run.stdout.contains(d.token) && !run.stderr.contains(d.token))
+        // Then the server stops answering at all (its public info too): the next probe says so.
+        d.fixture.clearFaults()
+        d.fixture.inject(.status(503), pathPrefix: "/System", times: nil)
+        try followUntil("offline")
+        let away = try page("offline")
+        #expect(away.code == 0, "\(away.stdout)\n\(away.stderr)")
+        #expect(away.stdout.contains("ok: a server that does not answer is said in words"), "\(away.stdout)")
+        #expect(!(run.stdout + run.stderr + away.stdout + away.stderr).contains(d.token))
     }
 }

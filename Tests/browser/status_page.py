@@ -166,6 +166,13 @@ def trouble(args, driver, wait, sign_in, shown, row, api, daemon_file):
             "const li = [...document.querySelectorAll('#servers li')].find(e => e.dataset.server === arguments[0]);"
             "return li ? {reachability: li.dataset.reachability, events: li.dataset.events, text: li.textContent} : null;", args.server)
 
+    if args.reachability == "offline":
+        step = "a server that does not answer is said in words"
+        checked(step, lambda: wait.until(lambda d: (lambda s: s and s["reachability"] == "offline" and "not answering" in s["text"]
+                                                    and "It does not answer" in s["text"] and "go on by themselves" in s["text"])(server_text())))
+        print("ok: " + step)
+        return
+
     step = "a refused sign-in is said in words, with how to sign in again"
     def refused():
         row_ = [s for s in api("GET", "/api/status")["servers"] if s["name"] == args.server][0]
@@ -207,6 +214,7 @@ def main():
     # trouble
     ap.add_argument("--server")
     ap.add_argument("--refused-file")
+    ap.add_argument("--reachability", choices=("auth-failed", "offline"), default="auth-failed")
     ap.add_argument("--screenshot")
     args = ap.parse_args()
     with open(args.token_file) as f:
