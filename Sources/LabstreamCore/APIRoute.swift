@@ -61,7 +61,8 @@ public enum APIRoute: Sendable, Hashable {
 
     /// The body of `POST /api/NAME`, decoded into the daemon's typed command and its paths.
     /// `{"paths": ["SERVER/LIBRARY/…"], "quality": "10mbps"}` (pin only) or, for `monitor`,
-    /// `{"paths": [SERIES-FOLDER], "settings": "latest-season" | null}`.
+    /// `{"paths": [SERIES-FOLDER], "settings": "latest-season"}` to monitor (or change) a series
+    /// and `"settings": null` to stop.
     public static func command(_ name: String, body: JSONValueLite) -> Result<(FileCommand, [String]), HTTPProblem> {
         guard case .object(let fields) = body else { return .failure(bad("the body must be a JSON object with \"paths\"")) }
         guard case .array(let items)? = fields["paths"], !items.isEmpty else {
@@ -83,9 +84,18 @@ public enum APIRoute: Sendable, Hashable {
             }
         case "unpin": return .success((.unpin, paths))
         case "monitor":
+            // Stopping is said in so many words (`null`): a body that forgot its settings must
+            // not end a monitor. Settings are read here, so a bad one is a 400 naming it.
             switch fields["settings"] {
-            case nil, .null?: return .success((.monitor(nil), paths))
-            case .string(let text)?: return .success((.monitor(text), paths))
+            case nil: return .failure(bad("the body needs \"settings\": such as \"latest-season\" to monitor, or null to stop monitoring"))
+            case .null?: return .success((.monitor(nil), paths))
+            case .string(let text)?:
+                do throws(LabstreamError) {
+                    _ = try SeriesMonitor.parseSettings(text)
+                } catch {
+                    return .failure(bad("settings: " + error.userMessage))
+                }
+                return .success((.monitor(text), paths))
             default: return .failure(bad("settings must be a string such as \"latest-season\", or null to stop"))
             }
         default:

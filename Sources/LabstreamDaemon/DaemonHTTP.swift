@@ -142,9 +142,27 @@ extension Daemon {
         }
         let files = all.filter { $0.state != .notLocal || $0.pinned || !$0.copies.isEmpty }
         let synced = Dictionary(((try? index.servers()) ?? []).map { ($0.name, $0.lastSync) }, uniquingKeysWith: { a, _ in a })
+        let channels = channels.states()
+        // What a person needs to see something is wrong, as `server list --json` names it; the
+        // page puts it in words.
         let servers: [[String: Any]] = scheduler.configured.map { s in
-            var row: [String: Any] = ["name": s.name, "type": s.kind.rawValue, "reachability": transfers.reachability(of: s.name).rawValue]
+            let reachability = transfers.reachability(of: s.name)
+            var row: [String: Any] = ["name": s.name, "type": s.kind.rawValue, "reachability": reachability.rawValue]
             if let t = synced[s.name] ?? nil { row["last_sync"] = t }
+            if reachability == .authFailed { row["sign_in_again"] = s.signInAgain }
+            switch channels[s.name] {
+            case .open(let since)?:
+                row["events"] = "open"
+                row["events_since"] = since
+            case .lost(let failures, let retryAt, let why)?:
+                row["events"] = "lost"
+                row["events_retry_at"] = retryAt
+                row["events_failures"] = failures
+                row["events_why"] = why
+            case .connecting?: row["events"] = "connecting"
+            case .none?: row["events"] = "none"
+            case nil: break
+            }
             return row
         }
         let used = rows.reduce(Int64(0)) { $0 + $1.present.byteCount }
@@ -171,7 +189,8 @@ extension Daemon {
         }
     }
 
-    /// Catalog files whose path holds every word of `text` (case-insensitive), at most 50.
+    /// Catalog files whose path holds every word of `text` (case-insensitive), at most 50; an
+    /// episode names its series folder (`series`), which `POST /api/monitor` takes.
     func search(_ text: String) -> HTTPListener.Response {
         let words = text.lowercased().split(separator: " ").map(String.init)
         var hits: [[String: Any]] = []
@@ -180,18 +199,42 @@ extension Daemon {
             let lower = path.lowercased()
             guard words.allSatisfy({ lower.contains($0) }) else { continue }
             let row = transfers.row(for: file)
-            hits.append(["path": path, "state": FileStatus.state(of: row).rawValue, "pinned": row?.pinned ?? false, "bytes_total": file.size])
+            var hit: [String: Any] = ["path": path, "state": FileStatus.state(of: row).rawValue, "pinned": row?.pinned ?? false, "bytes_total": file.size]
+            if file.kind == .episode, file.path.count > 3 { hit["series"] = file.path.prefix(3).joined(separator: "/") }
+            hits.append(hit)
             if hits.count == 50 { break }
         }
         return Self.json(["files": hits])
     }
 
+    /// The monitors, with the fields `monitor list --json` gives them: the series folder
+    /// (`path`; none for a series gone from the catalog) and what each held at its last look.
     func monitorList() -> HTTPListener.Response {
-        let rows: [[String: Any]] = ((try? index.monitors()) ?? []).map { m in
+        let monitors = (try? index.monitors()) ?? []
+        // Each monitored server's episodes by series and its tree files, read once.
+        var folders: [String: [String: String]] = [:]
+        if !monitors.isEmpty {
+            let files = (try? index.treeFiles()) ?? []
+            for server in Set(monitors.map(\.server)) {
+                let episodes = ((try? index.catalog(server: server, reading: .withoutDetails)) ?? []).flatMap(\.items).filter { $0.kind == .episode }
+                let seriesOf = Dictionary(episodes.map { ($0.id, $0.seriesId ?? "") }, uniquingKeysWith: { a, _ in a })
+                var folder: [String: String] = [:]
+                for file in files where file.key.server == server && file.path.count > 3 {
+                    if let series = seriesOf[file.key.itemId], folder[series] == nil { folder[series] = file.path.prefix(3).joined(separator: "/") }
+                }
+                folders[server] = folder
+            }
+        }
+        let rows: [[String: Any]] = monitors.map { m in
             var row: [String: Any] = [
                 "server": m.server, "series_id": m.seriesId, "mode": m.mode.description, "settings": m.settings, "delete_watched": m.deleteWatched
             ]
             if let cap = m.maxStorage { row["max_storage"] = cap }
+            if let path = folders[m.server]?[m.seriesId] { row["path"] = path }
+            if let outcome = (try? index.monitorOutcome(server: m.server, series: m.seriesId)) ?? nil {
+                row["episodes"] = outcome.episodes
+                row["bytes"] = outcome.bytes
+            }
             return row
         }
         return Self.json(["monitors": rows])

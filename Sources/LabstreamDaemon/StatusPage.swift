@@ -44,12 +44,16 @@ enum StatusPage {
         </form>
         <div id="app" hidden>
           <p id="problem" class="error" role="alert"></p>
+          <p id="notice" class="notice" role="status"></p>
           <section><h2>Servers</h2><ul id="servers" class="plain"></ul></section>
           <section><h2>Storage</h2><meter id="storage-meter" min="0" value="0"></meter><span id="storage"></span></section>
           <section><h2>Queue</h2><ol id="queue" class="plain"></ol><p id="noqueue" hidden>Nothing waits to be fetched.</p></section>
           <section><h2>Pinned and downloading</h2><ul id="files" class="plain"></ul><p id="nofiles" hidden>Nothing is stored or pinned yet.</p></section>
+          <section><h2>Series monitors</h2><ul id="monitors" class="plain"></ul>
+            <p id="nomonitors" hidden>No series is monitored. Search for one of its episodes below to monitor a series.</p></section>
           <section><h2>Find in the catalog</h2>
             <form id="searchform"><input id="search" type="search" placeholder="title, series, library…" aria-label="search"><button type="submit">Search</button></form>
+            <ul id="series" class="plain"></ul>
             <ul id="results" class="plain"></ul></section>
           <section><h2>Recent events</h2><ul id="events" class="plain"></ul></section>
         </div>
@@ -83,6 +87,11 @@ enum StatusPage {
         .pos { font-weight: 600; }
         input { font: inherit; padding: .3rem; width: min(100%, 24rem); }
         .failed .state { color: #b00; }
+        .notice { color: #23395d; white-space: pre-line; }
+        .notice:empty, .error:empty { display: none; }
+        .why { flex-basis: 100%; }
+        .trouble { color: #8a4b00; flex-basis: 100%; }
+        select { font: inherit; padding: .25rem; max-width: 100%; }
         """#
 
     static let script = #"""
@@ -131,15 +140,57 @@ enum StatusPage {
           const span = s[s.length - 1].t - s[0].t;
           return span >= 1.5 ? (s[s.length - 1].bytes - s[0].bytes) / span : null;
         }
-        async function act(command, body, button) {
+        // What a command did, said back: a retry that found no room again is told in the
+        // daemon's own words (`parked_again`), never just swallowed.
+        const DONE = { pin: "Pinned", unpin: "Unpinned", cancel: "Cancelled", pause: "Paused", resume: "Resumed",
+          retry: "Tried again", verify: "Checking again" };
+        async function act(command, body, button, said) {
           button.disabled = true;
-          try { await api("POST", "/api/" + command, body); $("problem").textContent = ""; poll(true); searchAgain(); }
+          $("notice").textContent = "";
+          try {
+            const answer = await api("POST", "/api/" + command, body);
+            $("problem").textContent = "";
+            const again = answer.parked_again || [];
+            if (again.length) $("notice").textContent = again.map((p) => "There is still no room: " + p.message).join("\n");
+            else if (said || DONE[command]) $("notice").textContent = (said || DONE[command]) + (body.paths ? ": " + body.paths.join(", ") : "");
+            poll(true); searchAgain(); loadMonitors();
+          }
           catch (e) { if (e.message !== "refused") $("problem").textContent = e.message; }
           finally { button.disabled = false; }
         }
         function button(label, command, path) {
           const b = el("button", command, label); b.type = "button";
           b.addEventListener("click", () => act(command, { paths: [path] }, b)); return b;
+        }
+        // A reason in plain words for someone who never opens a terminal: what happened and what
+        // to do. Codes the page has no words for show the daemon's sentence.
+        const REASONS = {
+          storage_full: "Paused: the disk that keeps the downloads is full. It goes on by itself once there is room. "
+            + "To make room, unpin or cancel files you no longer need here, then press Retry.",
+          over_budget: "Paused: this would take the downloads over the space Labstream may use (its max_size). It goes on by itself "
+            + "once there is room: unpin or cancel other files here, then press Retry, or ask whoever looks after the home server to raise the limit.",
+          paused_by_user: "Paused by someone here. Press Resume to go on.",
+          server_unavailable: "Waiting for its server, which does not answer. It goes on by itself when the server is back.",
+          server_away: "Waiting for its server, which does not answer. It goes on by itself when the server is back.",
+          sign_in_refused: "Waiting: its server no longer accepts Labstream's sign-in. Someone must sign in again on the home server "
+            + "(see Servers); it then goes on by itself.",
+        };
+        function why(f) {
+          const words = REASONS[f.reason] || f.message;
+          if (!words) return null;
+          const span = el("span", "why", words);
+          if (REASONS[f.reason] && f.message) span.title = f.message;
+          return span;
+        }
+        // The buttons that make sense for a file in its state.
+        function fileControls(f) {
+          const out = [];
+          if (f.pinned && ["queued", "preparing", "downloading"].includes(f.state)) out.push(button("Pause", "pause", f.path));
+          if (f.state === "paused") out.push(f.reason === "paused_by_user" ? button("Resume", "resume", f.path) : button("Retry", "retry", f.path));
+          if (f.state === "failed") out.push(button("Retry", "retry", f.path));
+          const whole = f.bytes_total > 0 && f.bytes_present >= f.bytes_total;
+          if (["complete", "unverified"].includes(f.state) || (f.state === "failed" && whole)) out.push(button("Verify", "verify", f.path));
+          return out;
         }
         // A queue control: `current` marks what already holds (the file is first, or has that
         // priority); it is shown pressed and cannot be pressed again.
@@ -173,13 +224,35 @@ enum StatusPage {
             queue.append(li);
           }
         }
+        const REACH = { online: "online", offline: "not answering", "auth-failed": "sign-in refused" };
+        // What is wrong with a server, in words, from the codes the status carries.
+        function serverTrouble(s) {
+          const out = [];
+          if (s.reachability === "offline") {
+            out.push("It does not answer. What is already here still plays; downloads from it wait and go on by themselves when it is back. "
+              + "If it stays away, check that the home server is switched on and connected.");
+          } else if (s.reachability === "auth-failed") {
+            out.push("It no longer accepts Labstream's sign-in (signed out, or its password changed). Downloads from it wait. "
+              + "Whoever looks after the home server must sign in again" + (s.sign_in_again ? " with: " + s.sign_in_again : "")
+              + "; they then go on by themselves.");
+          } else if (s.reachability !== "online") {
+            out.push("It cannot be used right now (" + s.reachability + ").");
+          }
+          if (s.events === "lost") {
+            const wait = typeof s.events_retry_at === "number" ? Math.max(0, Math.round(s.events_retry_at - Date.now() / 1000)) : null;
+            out.push("Live updates from it were lost" + (s.events_why ? " (" + s.events_why + ")" : "") + "; Labstream tries again"
+              + (wait !== null ? " in " + duration(wait) : "") + ". Changes on the server still show up at the next catalog refresh.");
+          }
+          return out;
+        }
         function render(data) {
           const servers = $("servers"); servers.replaceChildren();
           for (const s of data.servers) {
-            const li = el("li"); li.dataset.server = s.name;
+            const li = el("li"); li.dataset.server = s.name; li.dataset.reachability = s.reachability; li.dataset.events = s.events || "";
             const dot = el("span", "dot" + (s.reachability === "online" ? " online" : ""));
-            li.append(dot, el("span", "name", s.name + " (" + s.type + "): "), el("span", "reach", s.reachability),
+            li.append(dot, el("span", "name", s.name + " (" + s.type + "): "), el("span", "reach", REACH[s.reachability] || s.reachability),
               el("span", "sync", s.last_sync ? " — last sync " + new Date(s.last_sync * 1000).toLocaleString() : " — never synced"));
+            for (const words of serverTrouble(s)) li.append(el("div", "line trouble", words));
             servers.append(li);
           }
           const st = data.storage;
@@ -199,7 +272,10 @@ enum StatusPage {
               line.append(el("span", "rate", bytes(r) + "/s"));
               if (r > 0) line.append(el("span", "eta", duration((f.bytes_total - f.bytes_present) / r) + " left"));
             }
-            if (f.message) line.append(el("span", "why", f.message));
+            li.dataset.reason = f.reason || "";
+            const words = why(f);
+            if (words) line.append(words);
+            line.append(...fileControls(f));
             if (f.pinned) line.append(button("Unpin", "unpin", f.path)); else line.append(button("Pin", "pin", f.path));
             if (!["complete", "unverified", "not-local"].includes(f.state)) line.append(button("Cancel", "cancel", f.path));
             li.append(el("span", "path", f.path), bar, line);
@@ -214,7 +290,66 @@ enum StatusPage {
           }
           if (!data.events.length) events.append(el("li", "", "Nothing finished since the daemon started."));
         }
-        let polling = null;
+        // Series monitors: listed from GET /api/monitors, started from a search's series and
+        // stopped here (POST /api/monitor, settings null); their episodes stay pinned.
+        let monitors = [];
+        const MODES = [["future", "New episodes from now on"], ["latest-season", "The latest season"], ["all", "Every episode"]];
+        function modeWords(mode) {
+          const known = MODES.find((m) => m[0] === mode);
+          if (known) return known[1];
+          return mode.startsWith("seasons=") ? "Seasons " + mode.slice(8).split(",").join(", ") : mode;
+        }
+        function stopButton(folder) {
+          const b = el("button", "unmonitor", "Stop monitoring"); b.type = "button";
+          b.addEventListener("click", () => act("monitor", { paths: [folder], settings: null }, b,
+            "Stopped monitoring (its episodes stay pinned; unpin them to let them go)"));
+          return b;
+        }
+        function renderMonitors() {
+          const list = $("monitors"); list.replaceChildren();
+          $("nomonitors").hidden = monitors.length > 0;
+          for (const m of monitors) {
+            const li = el("li"); li.dataset.path = m.path || ""; li.dataset.mode = m.mode;
+            const line = el("div", "line");
+            line.append(el("span", "mode", modeWords(m.mode)));
+            if (typeof m.episodes === "number") line.append(el("span", "held", m.episodes + (m.episodes === 1 ? " episode" : " episodes") + " kept, " + bytes(m.bytes)));
+            if (m.delete_watched) line.append(el("span", "", "watched episodes are removed"));
+            if (m.max_storage) line.append(el("span", "", "at most " + bytes(m.max_storage)));
+            if (m.path) line.append(stopButton(m.path));
+            else line.append(el("span", "why", "This series is no longer in " + m.server + "'s catalog."));
+            li.append(el("span", "path", m.path || m.server + ": series " + m.series_id), line);
+            list.append(li);
+          }
+        }
+        async function loadMonitors() {
+          if (!token) return;
+          try { monitors = (await api("GET", "/api/monitors")).monitors || []; renderMonitors(); renderSeries(); }
+          catch (e) { if (e.message !== "refused") $("problem").textContent = e.message; }
+        }
+        let lastHits = [];
+        // The series the search's episodes belong to, each to monitor or stop monitoring.
+        function renderSeries() {
+          const list = $("series"); list.replaceChildren();
+          const folders = [...new Set(lastHits.map((f) => f.series).filter((s) => s))];
+          for (const folder of folders) {
+            const li = el("li"); li.dataset.series = folder;
+            const line = el("div", "line");
+            const current = monitors.find((m) => m.path === folder);
+            if (current) {
+              li.dataset.mode = current.mode;
+              line.append(el("span", "mode", "Monitored: " + modeWords(current.mode)), stopButton(folder));
+            } else {
+              const pick = el("select", "mode"); pick.setAttribute("aria-label", "what to keep of " + folder);
+              for (const [value, words] of MODES) { const o = el("option", "", words); o.value = value; pick.append(o); }
+              const b = el("button", "monitor", "Monitor this series"); b.type = "button";
+              b.addEventListener("click", () => act("monitor", { paths: [folder], settings: pick.value }, b, "Monitoring (" + modeWords(pick.value) + ")"));
+              line.append(pick, b);
+            }
+            li.append(el("span", "path", "Series: " + folder.split("/").pop()), line);
+            list.append(li);
+          }
+        }
+        let polling = null, polls = 0;
         async function poll(once) {
           if (!token) return;
           try {
@@ -222,15 +357,19 @@ enum StatusPage {
             render(status); renderQueue(queue); $("problem").textContent = "";
           }
           catch (e) { if (e.message !== "refused") $("problem").textContent = "The daemon did not answer: " + e.message; }
+          // What monitors hold changes slowly: asked every tenth poll.
+          if (!once && polls++ % 10 === 0) loadMonitors();
           if (!once && token) polling = setTimeout(poll, 1000);
         }
         let lastSearch = "";
         async function search(text) {
           lastSearch = text;
           const results = $("results"); results.replaceChildren();
+          lastHits = []; renderSeries();
           if (!text.trim()) return;
           try {
             const data = await api("GET", "/api/search?q=" + encodeURIComponent(text));
+            lastHits = data.files; renderSeries();
             for (const f of data.files) {
               const li = el("li", f.state); li.dataset.path = f.path; li.dataset.state = f.state;
               const line = el("div", "line");

@@ -33,7 +33,12 @@ enum Validation {
         let server = row.key.server
         let registry = engine.backend(for: server) as? any ManagedDownloadRegistry
         let entry = engine.integrityEntry(of: row.key)
-        guard engine.judges(with: entry) else { return nil }
+        // With nothing to judge by (the probe off, no server entry) a finished copy waits with
+        // `probe_off`; one a person asked to verify again (`awaiting_validation`) still gets the
+        // checks there are (its size), or it would wait for a probe that never runs.
+        var asked = false
+        if case .awaitingValidation? = row.reason { asked = true }
+        guard engine.judges(with: entry) || asked else { return nil }
         guard let file = catalog[row.key] ?? engine.treeFile(for: row), let applyVerdict = engine.verdictSink(for: file) else { return nil }
         let path = engine.layout.absolute(row.partialPath)
         var st = stat()

@@ -93,6 +93,32 @@ import Testing
         #expect(APIRoute.command("pin", body: .array([])).problemStatus == 400)
     }
 
+    /// The page's controls go through these: every queue action is a route and a typed
+    /// command, and a monitor is started, changed and stopped through `POST /api/monitor`.
+    @Test func queueActionsAndMonitorsDecodeIntoTypedCommands() throws {
+        for action in QueueAction.allCases {
+            #expect(try APIRoute.route(method: "POST", path: "/api/" + action.rawValue, query: [:]).get() == .command(action.rawValue))
+            #expect(APIRoute.route(method: "GET", path: "/api/" + action.rawValue, query: [:]).problemStatus == 405)
+            let decoded = try APIRoute.command(action.rawValue, body: .object(["paths": .array([.string("s/L/F")])])).get()
+            #expect(decoded.0 == .queue(action) && decoded.1 == ["s/L/F"])
+        }
+        #expect(try APIRoute.route(method: "POST", path: "/api/monitor", query: [:]).get() == .command("monitor"))
+        let folder: JSONValueLite = .array([.string("s/Shows/Show (2020)")])
+        let start = try APIRoute.command("monitor", body: .object(["paths": folder, "settings": .string("latest-season,delete-watched")])).get()
+        #expect(start.0 == .monitor("latest-season,delete-watched") && start.1 == ["s/Shows/Show (2020)"])
+        #expect(try APIRoute.command("monitor", body: .object(["paths": folder, "settings": .string("seasons=1,2")])).get().0 == .monitor("seasons=1,2"))
+        #expect(try APIRoute.command("monitor", body: .object(["paths": folder, "settings": .null])).get().0 == .monitor(nil))
+        // A body without settings stops nothing: stopping is said with null.
+        let forgot = APIRoute.command("monitor", body: .object(["paths": folder]))
+        #expect(forgot.problemStatus == 400)
+        #expect(forgot.problemDetail?.contains("null to stop") == true, "\(forgot)")
+        // Settings are read at the door: a bad one is refused, naming it, before the daemon acts.
+        let bad = APIRoute.command("monitor", body: .object(["paths": folder, "settings": .string("sometimes")]))
+        #expect(bad.problemStatus == 400 && bad.problemDetail?.contains("'sometimes' is not a monitor setting") == true, "\(bad)")
+        #expect(APIRoute.command("monitor", body: .object(["paths": folder, "settings": .string("")])).problemStatus == 400)
+        #expect(APIRoute.command("monitor", body: .object(["paths": folder, "settings": .number(1)])).problemStatus == 400)
+    }
+
     @Test func theHTTPSectionListensOnLoopbackUnlessToldOtherwise() throws {
         let base = "[server \"a\"]\ntype = jellyfin\nurl = http://x\n"
         #expect(try LabstreamConfig.parse(base).http == nil)
@@ -114,6 +140,11 @@ import Testing
 extension Result where Failure == HTTPProblem {
     var problemStatus: Int? {
         if case .failure(let p) = self { return p.status }
+        return nil
+    }
+
+    var problemDetail: String? {
+        if case .failure(let p) = self { return p.detail }
         return nil
     }
 }

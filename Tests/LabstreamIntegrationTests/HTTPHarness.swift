@@ -8,7 +8,8 @@ import LabstreamTestSupport
 import Testing
 
 /// A real daemon in-process (index, transfers, tree; no mount) against an emulated Jellyfin
-/// answered in memory, with its HTTP API on `http`.
+/// answered in memory, with its HTTP API on `http`. The in-memory server has no event channel:
+/// opening one is refused, so it shows as lost.
 final class HTTPDaemon: @unchecked Sendable {
     let scratch: Scratch
     let context: Context
@@ -40,7 +41,8 @@ final class HTTPDaemon: @unchecked Sendable {
         // Written as a person would write it: the [http] section goes through the parser.
         try (config.serialized() + "\n[http]\nlisten = \(http)\n").write(toFile: context.configPath, atomically: true, encoding: .utf8)
         logFD = open(scratch.path + "/daemon.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-        daemon = try Daemon(context: context, options: MountOptions(), log: Logger(fd: logFD), backends: { _, _ in [client] })
+        daemon = try Daemon(
+            context: context, options: MountOptions(), log: Logger(fd: logFD), backends: { _, _ in [client] }, events: { _ in RefusedEventStream() })
     }
 
     let stopped = LockedBox(false)
@@ -56,6 +58,15 @@ final class HTTPDaemon: @unchecked Sendable {
     }
 
     var log: String { (try? String(contentsOfFile: scratch.path + "/daemon.log", encoding: .utf8)) ?? "" }
+}
+
+/// An event channel whose server refuses it: the daemon shows it lost, the same on every
+/// machine (no name lookup of the emulated server's host).
+final class RefusedEventStream: EventStream {
+    func receive(within seconds: Double) -> EventStreamNews { .closed("connection refused") }
+    func send(_ text: String) {}
+    func interrupt() {}
+    func close() {}
 }
 
 struct HTTPAnswer {
