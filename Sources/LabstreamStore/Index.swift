@@ -24,6 +24,8 @@ public final class OfflineIndex: Sendable {
     let storedListener = Hook<@Sendable (FileKey) -> Void>()
     /// Told once each time a pinned row is saved with an outcome it did not have (`FinishedFile`).
     let finishedListener = Hook<@Sendable (DownloadRow, FinishedFile.Outcome) -> Void>()
+    /// Told when a shared file's other name had its check carried over (`releasingName`).
+    let checkMovedListener = Hook<@Sendable (OfflineIndex.MovedCheck) -> Void>()
 
     public struct ServerRow: Sendable, Hashable {
         public var name: String
