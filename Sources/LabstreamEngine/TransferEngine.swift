@@ -261,6 +261,8 @@ public final class TransferEngine: Sendable {
     /// stalled one is waited for at most `grace` seconds).
     public func stop(grace: Double = 3) {
         filler.stop()
+        // A check carried over since the fill's last pass reaches its open transfer all the same.
+        settleMovedChecks()
         entries.stop()
         preparations.stop()
         cleanup.stop()
