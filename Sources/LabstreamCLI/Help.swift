@@ -322,8 +322,10 @@ enum Help {
         index.sqlite.damaged-STAMP (never deleted) and puts its last verified backup
         (DATA_DIR/index.backup.sqlite, written after syncs at most every ten minutes, and at
         unmount) in its place; stored files the restored index owns, and copies that describe
-        themselves (their .part.meta sidecar), are taken back from DATA_DIR/orphans. A mount with no index
-        and a backup does the same by itself. Run it with no daemon on the data dir (else exit 75).
+        themselves (their .part.meta sidecar), are taken back from DATA_DIR/orphans; two taken back
+        that are one file (a copy shared by two servers) are recorded as shared again, counted once.
+        A mount with no index and a backup does the same by itself. Run it with no daemon on the
+        data dir (else exit 75).
 
         Stored files no index row owns are never deleted: they are set aside in DATA_DIR/orphans.
         orphans lists them with their sizes, and the stored copies of removed servers by the path

@@ -43,9 +43,12 @@ enum RepairCommand {
             throw CLIError(error)
         }
         let stored = ((try? index.downloads()) ?? []).filter { !$0.present.isEmpty }.count
-        if healthy && report.readopted.isEmpty && report.adopted.isEmpty { printOut("the index is healthy; nothing to repair") }
+        if healthy && report.readopted.isEmpty && report.adopted.isEmpty && report.reshared.isEmpty { printOut("the index is healthy; nothing to repair") }
         if !report.readopted.isEmpty { printOut("took back \(report.readopted.count) stored files from \(layout.orphansDir)") }
         if !report.adopted.isEmpty { printOut("took back \(report.adopted.count) stored copies from their own descriptions (.part.meta)") }
+        if !report.reshared.isEmpty {
+            printOut("recorded \(report.reshared.count) stored copies as one file shared between servers again (counted once)")
+        }
         printOut("\(stored) files have local bytes")
         let left = Reconcile.orphans(layout)
         if !left.isEmpty {

@@ -76,14 +76,15 @@ extension SideAssetStatus: Codable {
         let c = try decoder.container(keyedBy: FileStatus.Keys.self)
         self.init(
             name: try c.decode(String.self, forKey: .name), state: try c.decode(State.self, forKey: .state),
-            reason: try c.decodeIfPresent(String.self, forKey: .message))
+            reason: try c.decodeIfPresent(String.self, forKey: .message), code: try c.decodeIfPresent(String.self, forKey: .reason))
     }
 
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: FileStatus.Keys.self)
         try c.encode(name, forKey: .name)
         try c.encode(state, forKey: .state)
-        // Always a failure's sentence.
+        // Always a failure's code and sentence.
+        try c.encodeIfPresent(code, forKey: .reason)
         try c.encodeIfPresent(reason, forKey: .message)
     }
 }

@@ -38,6 +38,57 @@ public enum SharedCopy {
         return IdentityMatch.same(a, b)
     }
 
+    /// A whole or partial stored copy as a rebuilt index found it (`Reconcile`): its row, the
+    /// file on disk that holds its bytes (`group`: device and inode), its length, whether every
+    /// byte is present, and what its catalog says of it (nil while the catalog is not read yet).
+    public struct Linked: Sendable, Hashable {
+        public var key: FileKey
+        public var group: String
+        public var total: Int64
+        public var whole: Bool
+        public var identity: FileIdentity?
+
+        public init(key: FileKey, group: String, total: Int64, whole: Bool, identity: FileIdentity?) {
+            self.key = key
+            self.group = group
+            self.total = total
+            self.whole = whole
+            self.identity = identity
+        }
+    }
+
+    /// The sharing an index rebuilt from the copies' sidecars lost, found again from the disk:
+    /// whole copies of one length that are one file (one inode under two names in `partials/`,
+    /// which only a share links) are one shared copy, unless what their catalogs say tells them
+    /// apart (`sameFile`, where both are known: a catalog not read yet says nothing against it;
+    /// each row's bytes were checked against its own digests when it was taken back). Returns
+    /// each such row's file; a group with anything doubtful is left out whole, so its bytes are
+    /// counted under each name, as before.
+    public static func relinked(_ copies: [Linked]) -> [FileKey: String] {
+        var out: [FileKey: String] = [:]
+        for members in Dictionary(grouping: copies.filter(\.whole), by: \.group).values where members.count > 1 {
+            let known = members.compactMap(\.identity)
+            guard Set(members.map(\.total)).count == 1, Set(members.map(\.key)).count == members.count,
+                known.allSatisfy({ a in known.allSatisfy { b in a.key == b.key || sameFile(a, b) } })
+            else { continue }
+            for m in members { out[m.key] = m.group }
+        }
+        return out
+    }
+
+    /// The recorded check of a shared file's other name (`checked`: the fingerprint of a file
+    /// whose every byte matched its digests, `device:inode:size:mtime:ctime`) once one of its
+    /// names went: dropping a name changes nothing of the file but its change time, so a check
+    /// that held just before (`recorded == before`) holds for the file as it is now (`after`),
+    /// provided nothing else moved (the same file, length and modification time). nil: the
+    /// check is not carried over, and the file is checked against its digests again when read.
+    public static func keptCheck(recorded: String?, before: String?, after: String?) -> String? {
+        guard let recorded, let before, let after, recorded == before else { return nil }
+        let b = before.split(separator: ":"), a = after.split(separator: ":")
+        guard b.count == 5, a.count == 5, a.prefix(4).elementsEqual(b.prefix(4)) else { return nil }
+        return after
+    }
+
     /// Bytes counted once per file on disk: `bytes` per row, `groups` the file each shared row's
     /// bytes are (rows absent from it hold files of their own). A group's bytes are counted for
     /// the first of its rows that holds any (by key), and the others count nothing, so `du` over

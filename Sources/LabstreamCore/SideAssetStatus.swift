@@ -13,12 +13,16 @@ public struct SideAssetStatus: Sendable, Hashable {
     /// bytes have named an image's extension).
     public var name: String
     public var state: State
+    /// A failed one's reason, as a person reads it (`SideAssetFailure.sentence`).
     public var reason: String?
+    /// A failed one's reason as its stable code (`SideAssetFailure.code`), for scripts.
+    public var code: String?
 
-    public init(name: String, state: State, reason: String? = nil) {
+    public init(name: String, state: State, reason: String? = nil, code: String? = nil) {
         self.name = name
         self.state = state
         self.reason = reason
+        self.code = code
     }
 
     /// `poster.jpg=stored;Film.eng.srt=failed`: the `user.labstream.side_assets` attribute.

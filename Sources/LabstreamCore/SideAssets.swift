@@ -243,21 +243,21 @@ public enum SideAssetCheck {
     public enum Verdict: Sendable, Hashable {
         /// Keep these bytes under this extension.
         case keep([UInt8], extension: String)
-        case reject(String)
+        case reject(SideAssetFailure)
     }
 
     public static func judge(_ bytes: [UInt8], as planned: PlannedAsset) -> Verdict {
-        guard !bytes.isEmpty else { return .reject("the server sent no bytes") }
+        guard !bytes.isEmpty else { return .reject(.noBytes) }
         if planned.asset.kind == .subtitle {
-            guard let ext = planned.fileExtension else { return .reject("not a text subtitle") }
-            guard let text = utf8(bytes) else { return .reject("the subtitle is not text in any encoding Labstream reads") }
-            guard looksLike(ext, text) else { return .reject("the bytes do not parse as \(ext.uppercased()) subtitles") }
+            guard let ext = planned.fileExtension else { return .reject(.notTextSubtitle) }
+            guard let text = utf8(bytes) else { return .reject(.subtitleNotText) }
+            guard looksLike(ext, text) else { return .reject(.subtitleUnparsed(format: ext)) }
             return .keep(Array(text.utf8), extension: ext)
         }
         guard let ext = ContainerSniff.imageExtension(ofHeader: Array(bytes.prefix(ContainerSniff.headerLength))),
             ["jpg", "png", "webp", "gif"].contains(ext)
         else {
-            return .reject("the bytes are not a JPEG, PNG, WebP or GIF image")
+            return .reject(.notAnImage)
         }
         return .keep(bytes, extension: ext)
     }

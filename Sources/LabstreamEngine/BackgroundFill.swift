@@ -13,6 +13,7 @@ enum BackgroundFill {
     /// One pass over the pinned rows. Returns when it next needs to look again without a
     /// wake-up (a retry's backoff).
     static func pass(_ engine: any FillHost) -> Date? {
+        engine.settleMovedChecks()
         engine.evictIfNeeded()
         engine.wakeServerWork()
         let versionsDue = NextVersions.pass(engine)
@@ -99,6 +100,8 @@ protocol FillHost: NextVersionsHost, CatalogAccess {
     func inQueueOrder(_ rows: [DownloadRow]) -> [DownloadRow]
     /// Notes the queued rows' bytes for their rates (`labstream queue`).
     func sampleRates(_ rows: [DownloadRow])
+    /// Open transfers learn the checks carried over to them (`TransferEngine.settleMovedChecks`).
+    func settleMovedChecks()
     /// Drops least recently used copies while the cache is over its limits.
     func evictIfNeeded()
     /// The threads that call servers (download entries, cleanup) look again: never waited for.

@@ -78,8 +78,27 @@ final class FileTransfer: @unchecked Sendable {
         let partial = try PartialFile(path: layout.absolute(row.partialPath), size: file.size)
         // A new attempt starts in a fresh file, never over the bytes of the version before; so does
         // a row with nothing on a name that is another row's file (a share a crash cut short).
-        if stale || (row.present.isEmpty && partial.isShared) { try partial.discardAll() }
+        if stale || (row.present.isEmpty && partial.isShared) {
+            try index.releasingName(of: row.key) { () throws(LabstreamError) in try partial.discardAll() }
+        }
         return FileTransfer(file: file, partial: partial, row: row, index: index)
+    }
+
+    /// Frees every byte of this name (`PartialFile.discardAll`); a file another row's name
+    /// shares stays whole there, with its check (`OfflineIndex.releasingName`).
+    func discardAll() throws(LabstreamError) {
+        try index.releasingName(of: row.key) { () throws(LabstreamError) in try partial.discardAll() }
+    }
+
+    /// The index carried a check over to this row's file as it is now (another name of it
+    /// went): the row held here records it too, so no later save writes the old one back.
+    func checkMoved(_ moved: OfflineIndex.MovedCheck, engine: any TransferHost) {
+        condition.lock()
+        defer { condition.unlock() }
+        awaitRow()
+        guard row.attempt == moved.attempt, row.checked == moved.from else { return }
+        row.checked = moved.to
+        _ = try? index.saveDownload(row, now: engine.now())
     }
 
     var isIdle: Bool {
@@ -146,7 +165,7 @@ final class FileTransfer: @unchecked Sendable {
             // A file the probe rejected: keep it aside for inspection and fetch it again.
             try engine.setAside(partial.path)
             begin(row.nextAttempt(reason: nil))
-            try partial.discardAll()
+            try discardAll()
         case .resume, .retry:
             guard !whole else { return }
             // A person's retry is dispatched even when the free-space gate would park it (seed
@@ -162,7 +181,7 @@ final class FileTransfer: @unchecked Sendable {
             begin(unpinned.nextAttempt(reason: reason))
             // The bytes are freed first, so that the row can be recorded even on a full disk. If
             // recording fails, the stored row's digests no longer match and are dropped when read.
-            try partial.discardAll()
+            try discardAll()
             try index.saveDownload(row, freeing: true, now: engine.now())
             index.keepReserve()  // taken again once the freed space allows
             engine.dropped(file.key)
@@ -730,7 +749,7 @@ final class FileTransfer: @unchecked Sendable {
         next.sourceTag = counted && DerivedCopy.parse(row.key) == nil ? nil : file.etag
         begin(next)
         // The old version's bytes go; a descriptor still reading them directly keeps them whole.
-        if (try? partial.discardAll()) == nil { engine.log("\(file.path.last ?? ""): could not free the old version's bytes") }
+        if (try? discardAll()) == nil { engine.log("\(file.path.last ?? ""): could not free the old version's bytes") }
         if machine.consecutiveFailures >= engine.settings.retry.maxAttempts {
             if row.pinned { row.apply(.failedPermanently) }
             row.reason = StatusReason.keepsChanging(why)

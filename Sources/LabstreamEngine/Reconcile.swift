@@ -12,13 +12,16 @@ public enum Reconcile {
         /// Stored copies no row owned, taken back from their sidecars (bytes checked).
         public var adopted: [FileKey] = []
         public var vanished: [FileKey] = []
+        /// Rows whose copies are one file on disk with another row's, recorded as shared again.
+        public var reshared: [FileKey] = []
         public var malformed: [String] = []
     }
 
     /// Sets aside partial files no row owns (`orphans/`), and takes back those a row owns again;
     /// rows whose file vanished go back to not-local (a new attempt); malformed rows are
     /// quarantined (kept verbatim, their files too), never guessed. Nothing is deleted but
-    /// cleared partials a crash left (`.part.fresh`, empty by construction).
+    /// cleared partials a crash left (`.part.fresh`, empty by construction). Copies that are one
+    /// file under two names are recorded as shared (`OfflineIndex.relinkSharedCopies`).
     public static func run(index: OfflineIndex, layout: DataLayout, now: Int64, log: (String) -> Void) throws(LabstreamError) -> Report {
         var report = Report()
         report.malformed = try index.quarantineMalformedDownloads(now: now)
@@ -80,6 +83,13 @@ public enum Reconcile {
             try index.saveDownload(row, now: now)
             report.vanished.append(row.key)
             log("\(row.key): its local file vanished; its bytes will be fetched again")
+        }
+        // A rebuilt index (a fresh one, or a backup older than a share) took both names of a
+        // shared copy back without the record that they are one file: budgets and `du` would
+        // count it twice until it was shared again.
+        report.reshared = try index.relinkSharedCopies()
+        if !report.reshared.isEmpty {
+            log("\(report.reshared.count) stored copies are one file on disk with another's; each such file counts once again")
         }
         return report
     }

@@ -237,7 +237,7 @@ public final class SideAssetFetcher: Sendable {
                     let name = p.stem + "." + (row?.fileExtension ?? p.fileExtension ?? "…")
                     switch row?.state {
                     case .stored?: return SideAssetStatus(name: name, state: .stored)
-                    case .failed?: return SideAssetStatus(name: name, state: .failed, reason: row?.reason)
+                    case .failed?: return SideAssetStatus(name: name, state: .failed, reason: row?.reason?.sentence, code: row?.reason?.code)
                     case nil: return SideAssetStatus(name: name, state: .missing)
                     }
                 }
@@ -342,7 +342,7 @@ public final class SideAssetFetcher: Sendable {
 
     /// Fetches, checks and stores one asset; true when it now shows (or changed).
     func fetch(_ p: PlannedAsset, previous: OfflineIndex.SideAssetRow?) -> Bool {
-        let failure: String
+        let failure: SideAssetFailure
         switch download(p) {
         case .keep(let bytes, let ext):
             guard p.asset.kind != .subtitle, let why = undecodable(bytes, extension: ext) else {
@@ -367,13 +367,13 @@ public final class SideAssetFetcher: Sendable {
         if row.state == .failed { row.tag = p.asset.tag }
         try? engine.index.saveSideAsset(row)
         state.withLock { $0.rows[p.key] = row }
-        engine.log("side asset \((p.directory + [p.stem]).joined(separator: "/")): \(failure); trying again in \(wait) s")
+        engine.log("side asset \((p.directory + [p.stem]).joined(separator: "/")): \(failure.sentence); trying again in \(wait) s")
         return false
     }
 
     /// Why an image whose bytes look right does not decode (the playback probe's helper decodes
     /// it, when the probe is on); nil when it decodes, or cannot be proven either way.
-    func undecodable(_ bytes: [UInt8], extension ext: String) -> String? {
+    func undecodable(_ bytes: [UInt8], extension ext: String) -> SideAssetFailure? {
         guard engine.playbackProbe else { return nil }
         let scratch = engine.layout.sideAssetsDir + "/.decode-\(UUID().uuidString).\(ext)"
         do {
@@ -382,7 +382,7 @@ public final class SideAssetFetcher: Sendable {
         } catch { return nil }
         defer { unlink(scratch) }
         if case .failed(let why) = ProbeVerdict.judge(PlaybackProbe.observe(path: scratch, expecting: .image), expecting: .image, serverFormat: ext) {
-            return "the image does not decode (\(why))"
+            return .doesNotDecode(why)
         }
         return nil
     }
@@ -390,19 +390,19 @@ public final class SideAssetFetcher: Sendable {
     /// The asset's bytes from its server, checked; or why not.
     func download(_ p: PlannedAsset) -> SideAssetCheck.Verdict {
         guard let backend = engine.backend(for: p.server) as? any SideAssetSource, var request = backend.assetRequest(p) else {
-            return .reject("this server offers no route for it")
+            return .reject(.noRoute)
         }
         request.bodyLimit = Self.largest
         do {
             let answer = try backend.transport.call(request)
             switch answer.status {
             case 200: return SideAssetCheck.judge(answer.body, as: p)
-            case 401, 403: return .reject("the server refused the sign-in (HTTP \(answer.status))")
-            case 404: return .reject("the server has no such file (HTTP 404)")
-            default: return .reject("the server answered HTTP \(answer.status)")
+            case 401, 403: return .reject(.signInRefused(status: answer.status))
+            case 404: return .reject(.notOnServer)
+            default: return .reject(.httpStatus(answer.status))
             }
         } catch {
-            return .reject(error.userMessage)
+            return .reject(.requestFailed(error.userMessage))
         }
     }
 

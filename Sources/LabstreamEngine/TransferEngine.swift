@@ -80,6 +80,9 @@ public final class TransferEngine: Sendable {
     /// the pinned row and was then pinned again on top of whatever happened to it meanwhile: a
     /// pause that landed there became `queued` again and the fill went on.
     let opening = NSLock()
+    /// Checks carried over to a shared file's other name, for the transfers open on them
+    /// (`settleMovedChecks`).
+    let movedChecks = Mutex<[OfflineIndex.MovedCheck]>([])
     /// Files whose sharing of another server's copy was looked at this run (`SharedCopies`).
     let sharingLooked = Mutex<Set<FileKey>>([])
     /// Every file in the catalog, for background fill of pinned rows.
@@ -162,6 +165,12 @@ public final class TransferEngine: Sendable {
         prepared.wakeUp.set { [preparations] in preparations.wake() }
         // Every status change is recorded through the index: it tells each finish once.
         index.onFinished { [weak self] row, outcome in self?.tell(.finished(row.key, outcome, reason: row.reason)) }
+        // A shared file's other name kept its check (`OfflineIndex.releasingName`): a transfer
+        // open on it learns so on the fill's thread (no file's lock is held there).
+        index.onCheckMoved { [weak self] moved in
+            self?.movedChecks.withLock { $0.append(moved) }
+            self?.filler.wake()
+        }
     }
 
     /// What the engine tells whoever runs it, one typed event at a time (`TransferEvent`).
@@ -249,6 +258,8 @@ public final class TransferEngine: Sendable {
     /// stalled one is waited for at most `grace` seconds).
     public func stop(grace: Double = 3) {
         filler.stop()
+        // A check carried over since the fill's last pass reaches its open transfer all the same.
+        settleMovedChecks()
         entries.stop()
         preparations.stop()
         cleanup.stop()
@@ -430,6 +441,17 @@ public final class TransferEngine: Sendable {
             for key in keys { map.removeValue(forKey: key) }
             return true
         }
+    }
+
+    /// Gives the transfers open on a shared file's other names the checks the index carried
+    /// over to them (`OfflineIndex.releasingName`), so their next save does not write the old
+    /// one back.
+    func settleMovedChecks() {
+        let moved = movedChecks.withLock { m in
+            defer { m = [] }
+            return m
+        }
+        for m in moved { files.withLock { $0[m.key] }?.checkMoved(m, engine: self) }
     }
 
     /// Lets go of `keys`' transfers before their copies are deleted (a removed server's, freed

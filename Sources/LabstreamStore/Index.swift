@@ -13,7 +13,7 @@ import Synchronization
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
 /// read fails closed.
 public final class OfflineIndex: Sendable {
-    public static let schemaVersion: Int64 = 24
+    public static let schemaVersion: Int64 = 25
     public let db: SQLiteDatabase
 
     /// Bytes each file holds, as its row says, kept in memory so that `stat` (`st_blocks`, what
@@ -24,6 +24,8 @@ public final class OfflineIndex: Sendable {
     let storedListener = Hook<@Sendable (FileKey) -> Void>()
     /// Told once each time a pinned row is saved with an outcome it did not have (`FinishedFile`).
     let finishedListener = Hook<@Sendable (DownloadRow, FinishedFile.Outcome) -> Void>()
+    /// Told when a shared file's other name had its check carried over (`releasingName`).
+    let checkMovedListener = Hook<@Sendable (OfflineIndex.MovedCheck) -> Void>()
 
     public struct ServerRow: Sendable, Hashable {
         public var name: String

@@ -59,7 +59,8 @@ extension OfflineIndex {
             guard let row = try download(key) else { continue }
             if DataLayout.isValidPartialPath(row.partialPath) {
                 let path = layout.absolute(row.partialPath)
-                unlink(path)
+                // Another server's name of a shared copy keeps the bytes, and its check.
+                try releasingName(of: key) { _ = unlink(path) }
                 unlink(CopySidecar.path(ofPartial: path))
             }
             // A removed server's artwork and subtitles go with the copy they belong to.

@@ -43,7 +43,7 @@ extension OfflineIndex {
         ),
         ("monitored_episodes", ["server", "item_id", "series_id", "source_id", "state"]),
         ("series_details", ["server", "series_id", "details"]),
-        ("side_assets", ["server", "item_id", "asset", "state", "tag", "file", "ext", "size", "reason", "attempts", "retry_at"]),
+        ("side_assets", ["server", "item_id", "asset", "state", "tag", "file", "ext", "size", "reason", "attempts", "retry_at", "reason_detail"]),
         ("item_extras", ["server", "item_id", "tag", "details"]),
         ("documents", ["server", "doc", "format", "size", "digest"]),
         ("queue", ["server", "item_id", "source_id", "kind", "quality", "position", "priority"]),
@@ -55,7 +55,8 @@ extension OfflineIndex {
     static let migrations: [@Sendable (Connection) throws -> Void] = [
         migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11,
         migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15, migrateV15toV16, migrateV16toV17, migrateV17toV18,
-        migrateV18toV19, migrateV19toV20, moveKindsOutOfSourceIds, addSharedCopies, keepSourcePaths, indexItemsBySeries
+        migrateV18toV19, migrateV19toV20, moveKindsOutOfSourceIds, addSharedCopies, keepSourcePaths, indexItemsBySeries,
+        codeSideAssetReasons,
     ]
 
     static func createV1(_ c: Connection) throws {
@@ -380,6 +381,22 @@ extension OfflineIndex {
             CREATE INDEX IF NOT EXISTS items_series ON items(server, series_id);
             UPDATE meta SET value = '24' WHERE key = 'schema_version';
             """)
+    }
+
+    /// v25: a side asset's failure is a code and its parameter (`SideAssetFailure.persisted`)
+    /// instead of a sentence, so rewording a message changes nothing stored. Each old sentence
+    /// is read once (`SideAssetFailure(sentence:)`): one this release wrote becomes its case;
+    /// other words (an error's) are kept as a failed request's.
+    static func codeSideAssetReasons(_ c: Connection) throws {
+        try c.exec("ALTER TABLE side_assets ADD COLUMN reason_detail TEXT;")
+        for r in try c.query("SELECT rowid, reason FROM side_assets WHERE reason IS NOT NULL") {
+            guard let rowid = r[0].int, let words = r[1].text else { continue }
+            let failure = SideAssetFailure(sentence: words).persisted
+            try c.run(
+                "UPDATE side_assets SET reason=?, reason_detail=? WHERE rowid=?",
+                [.text(failure.code), failure.parameter.map(SQLValue.text) ?? .null, .int(rowid)])
+        }
+        try c.exec("UPDATE meta SET value = '25' WHERE key = 'schema_version';")
     }
 
     /// The key a row id of an index before v21 spells (`@QUALITY`, `#next` after the server's

@@ -138,6 +138,96 @@ extension OfflineIndex {
         return row
     }
 
+    /// A check carried over to the file as it is after one of its other names went: `key`'s
+    /// row at `attempt` recorded `from`, and records `to` now.
+    public struct MovedCheck: Sendable, Hashable {
+        public var key: FileKey
+        public var attempt: AttemptID
+        public var from: String
+        public var to: String
+    }
+
+    /// Told of each check `releasingName` carries over, on its thread (it must not block): a
+    /// transfer open on that row holds it too, and would write its old one back.
+    public func onCheckMoved(_ listener: @escaping @Sendable (MovedCheck) -> Void) { checkMovedListener.set(listener) }
+
+    /// Lets go of `key`'s name of its file (`remove`: a cancel's fresh file, a purge's unlink)
+    /// while other rows' names keep the file (`shared_copies`). Dropping a name changes the
+    /// file's change time, part of the fingerprint each row's check recorded (`checked`): in
+    /// the same step, each other name whose check held just before records the file as it is
+    /// after (`SharedCopy.keptCheck`), so its bytes are not checked against their digests
+    /// again (nor kept from passthrough meanwhile). A survivor written meanwhile keeps nothing:
+    /// a write needs a dropped segment first (its range map changes) and moves the
+    /// modification time.
+    public func releasingName(of key: FileKey, _ remove: () throws(LabstreamError) -> Void) throws(LabstreamError) {
+        let others = survivingNames(of: key).filter { $0.checked != nil }
+        let before = others.map { Self.identity(ofPartial: dataRoot + "/" + $0.partialPath) }
+        try remove()
+        for (row, before) in zip(others, before) {
+            guard let from = row.checked,
+                let to = SharedCopy.keptCheck(recorded: from, before: before, after: Self.identity(ofPartial: dataRoot + "/" + row.partialPath))
+            else { continue }
+            let moved = try? db.transaction { c -> Bool in
+                guard
+                    let current = try c.query("SELECT \(Self.downloadColumns) FROM downloads WHERE \(Self.keyMatch)", Self.keyValues(row.key)).first
+                        .flatMap(Self.decodeDownload), current.attempt == row.attempt, current.checked == from, current.present == row.present
+                else { return false }
+                try c.run(
+                    "UPDATE downloads SET checked=? WHERE \(Self.keyMatch) AND attempt=?",
+                    [.text(to)] + Self.keyValues(row.key) + [.int(row.attempt.rawValue)])
+                return true
+            }
+            if moved == true { checkMovedListener.function?(MovedCheck(key: row.key, attempt: row.attempt, from: from, to: to)) }
+        }
+    }
+
+    /// The rows whose names are the file `key`'s name is, as the markers say, whole at their
+    /// current attempts.
+    func survivingNames(of key: FileKey) -> [DownloadRow] {
+        let columns = DownloadColumn.allCases.map { "d." + $0.rawValue }.joined(separator: ", ")
+        let rows =
+            (try? db.query(
+                """
+                SELECT \(columns) FROM shared_copies s
+                JOIN shared_copies o ON o.file = s.file
+                JOIN downloads d ON d.server = o.server AND d.item_id = o.item_id AND d.source_id = o.source_id AND d.kind = o.kind
+                    AND d.quality = o.quality AND d.attempt = o.attempt
+                WHERE s.server=? AND s.item_id=? AND s.source_id=? AND s.kind=? AND s.quality=?
+                """, Self.keyValues(key))) ?? []
+        return rows.compactMap(Self.decodeDownload).filter { $0.key != key && $0.present.contains(ByteRange(0, $0.total)) }
+    }
+
+    /// Records again which rows share one file, after the index was rebuilt from the copies'
+    /// sidecars (`Reconcile`: the markers are the index's alone, so a fresh index, or a backup
+    /// older than a share, lacks them and counted the file under each name): whole copies whose
+    /// names are one file on disk (`SharedCopy.relinked`). Returns the rows recorded anew.
+    public func relinkSharedCopies() throws(LabstreamError) -> [FileKey] {
+        let rows = try downloads().filter { DataLayout.isValidPartialPath($0.partialPath) }
+        let linked = rows.compactMap { row -> SharedCopy.Linked? in
+            guard let group = Self.fileGroup(ofPartial: dataRoot + "/" + row.partialPath) else { return nil }
+            return SharedCopy.Linked(
+                key: row.key, group: group, total: row.total, whole: row.present.contains(ByteRange(0, row.total)),
+                identity: (try? fileIdentity(row.key)) ?? nil)
+        }
+        let recorded = sharedFiles()
+        let attempts = Dictionary(rows.map { ($0.key, $0.attempt) }, uniquingKeysWith: { a, _ in a })
+        let fresh = SharedCopy.relinked(linked).filter { recorded[$0.key]?.file != $0.value || recorded[$0.key]?.attempt != attempts[$0.key] }
+        guard !fresh.isEmpty else { return [] }
+        do {
+            try db.transaction { c in
+                for (key, file) in fresh {
+                    guard let attempt = attempts[key] else { continue }
+                    try c.run(
+                        "INSERT OR REPLACE INTO shared_copies(server, item_id, source_id, kind, quality, attempt, file) VALUES(?,?,?,?,?,?,?)",
+                        Self.keyValues(key) + [.int(attempt.rawValue), .text(file)])
+                }
+            }
+        } catch { throw .storage("recording the shared copies again failed: \(error)") }
+        forgetStored()
+        for key in fresh.keys { storedListener.function?(key) }
+        return fresh.keys.sorted { $0.description < $1.description }
+    }
+
     /// `PartialFile.identity` of the file at `path`.
     static func identity(ofPartial path: String) -> String? {
         var st = stat()

@@ -19,13 +19,14 @@ extension OfflineIndex {
         public var file: String?
         public var fileExtension: String?
         public var size: Int64
-        public var reason: String?
+        /// Why the last try failed (stored as its code and parameter).
+        public var reason: SideAssetFailure?
         public var attempts: Int
         public var retryAt: Int64
 
         public init(
             key: SideAssetKey, state: SideAssetState, tag: String?, file: String?, fileExtension: String?, size: Int64,
-            reason: String?, attempts: Int, retryAt: Int64
+            reason: SideAssetFailure?, attempts: Int, retryAt: Int64
         ) {
             self.key = key
             self.state = state
@@ -43,7 +44,7 @@ extension OfflineIndex {
         try read("side assets") {
             let condition = server == nil ? "" : " WHERE server=?"
             return try db.query(
-                "SELECT server, item_id, asset, state, tag, file, ext, size, reason, attempts, retry_at FROM side_assets\(condition)",
+                "SELECT server, item_id, asset, state, tag, file, ext, size, reason, attempts, retry_at, reason_detail FROM side_assets\(condition)",
                 server.map { [SQLValue.text($0)] } ?? []
             ).compactMap { r in
                 guard let server = r[0].text, let item = r[1].text, let asset = r[2].text, let state = r[3].text.flatMap(SideAssetState.init) else {
@@ -53,8 +54,8 @@ extension OfflineIndex {
                 let file = r[5].text.flatMap { DataLayout.isValidSideAssetPath($0) ? $0 : nil }
                 return SideAssetRow(
                     key: SideAssetKey(server: server, itemId: item, asset: asset), state: state == .stored && file == nil ? .failed : state,
-                    tag: r[4].text, file: file, fileExtension: r[6].text, size: r[7].int ?? 0, reason: r[8].text,
-                    attempts: Int(r[9].int ?? 0), retryAt: r[10].int ?? 0)
+                    tag: r[4].text, file: file, fileExtension: r[6].text, size: r[7].int ?? 0,
+                    reason: r[8].text.map { SideAssetFailure(persisted: $0, parameter: r[11].text) }, attempts: Int(r[9].int ?? 0), retryAt: r[10].int ?? 0)
             }
         }
     }
@@ -77,11 +78,12 @@ extension OfflineIndex {
     public func saveSideAsset(_ row: SideAssetRow) throws(LabstreamError) {
         do {
             try db.run(
-                "INSERT OR REPLACE INTO side_assets(server, item_id, asset, state, tag, file, ext, size, reason, attempts, retry_at) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO side_assets(server, item_id, asset, state, tag, file, ext, size, reason, attempts, retry_at, reason_detail) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
                 [
                     .text(row.key.server), .text(row.key.itemId), .text(row.key.asset), .text(row.state.rawValue), row.tag.map(SQLValue.text) ?? .null,
                     row.file.map(SQLValue.text) ?? .null, row.fileExtension.map(SQLValue.text) ?? .null, .int(row.size),
-                    row.reason.map(SQLValue.text) ?? .null, .int(Int64(row.attempts)), .int(row.retryAt)
+                    row.reason.map { .text($0.persisted.code) } ?? .null, .int(Int64(row.attempts)), .int(row.retryAt),
+                    row.reason?.persisted.parameter.map(SQLValue.text) ?? .null
                 ])
         } catch { throw .storage("recording the side asset \(row.key) failed: \(error)") }
     }

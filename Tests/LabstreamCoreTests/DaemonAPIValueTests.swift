@@ -91,7 +91,10 @@ import Testing
             FileStatus(
                 path: "e", state: .complete, present: 100, total: 100, reason: nil, pinned: true,
                 newVersion: .init(quality: nil, state: .downloading, present: 5, total: 120, reason: nil),
-                sideAssets: [SideAssetStatus(name: "poster.jpg", state: .failed, reason: "HTTP 404"), SideAssetStatus(name: "F.eng.srt", state: .stored)])
+                sideAssets: [
+                    SideAssetStatus(name: "poster.jpg", state: .failed, reason: SideAssetFailure.notOnServer.sentence, code: SideAssetFailure.notOnServer.code),
+                    SideAssetStatus(name: "F.eng.srt", state: .stored)
+                ])
         ]
         for status in statuses {
             let (back, _) = try roundTrip(status)

@@ -52,4 +52,33 @@ import Testing
         let kept = SharedCopy.evictable([candidate(a, pinned: false), candidate(b, pinned: true)], groups: groups)
         #expect(kept.candidates.map(\.bytes) == [0, 0] && kept.companions.isEmpty)
     }
+
+    @Test func aRebuiltIndexFindsTheSharingAgainFromTheDisk() {
+        func linked(_ identity: FileIdentity, _ group: String, whole: Bool = true, known: Bool = true, total: Int64 = 8_000) -> SharedCopy.Linked {
+            SharedCopy.Linked(key: identity.key, group: group, total: total, whole: whole, identity: known ? identity : nil)
+        }
+        let jf = film("jf", "j1"), plex = film("plex", "p1"), other = film("emby", "e1")
+        // One inode under two names: one shared copy, with or without a catalog read yet.
+        #expect(SharedCopy.relinked([linked(jf, "1:10"), linked(plex, "1:10"), linked(other, "1:11")]) == [jf.key: "1:10", plex.key: "1:10"])
+        #expect(SharedCopy.relinked([linked(jf, "1:10", known: false), linked(plex, "1:10", known: false)]).count == 2)
+        // A file of its own is not shared, nor one whose copy is not whole, of another length,
+        // or that the catalogs tell apart.
+        #expect(SharedCopy.relinked([linked(jf, "1:10"), linked(plex, "1:11")]).isEmpty)
+        #expect(SharedCopy.relinked([linked(jf, "1:10"), linked(plex, "1:10", whole: false)]).isEmpty)
+        #expect(SharedCopy.relinked([linked(jf, "1:10"), linked(plex, "1:10", total: 9_000)]).isEmpty)
+        #expect(SharedCopy.relinked([linked(jf, "1:10"), linked(film("plex", "p1", tmdb: "999"), "1:10")]).isEmpty)
+    }
+
+    @Test func aSurvivingNameKeepsItsCheckWhenOnlyTheChangeTimeMoved() {
+        let checked = "66306:1234:8000:1700000000.5:1700000001.25"
+        let unlinked = "66306:1234:8000:1700000000.5:1700000099.75"
+        #expect(SharedCopy.keptCheck(recorded: checked, before: checked, after: unlinked) == unlinked)
+        // A check already stale before, a write (modification time), another file or length: nothing is carried over.
+        #expect(SharedCopy.keptCheck(recorded: "66306:1234:8000:1.0:2.0", before: checked, after: unlinked) == nil)
+        #expect(SharedCopy.keptCheck(recorded: checked, before: checked, after: "66306:1234:8000:1700000050.0:1700000099.75") == nil)
+        #expect(SharedCopy.keptCheck(recorded: checked, before: checked, after: "66306:9999:8000:1700000000.5:1700000099.75") == nil)
+        #expect(SharedCopy.keptCheck(recorded: checked, before: checked, after: "66306:1234:8001:1700000000.5:1700000099.75") == nil)
+        #expect(SharedCopy.keptCheck(recorded: checked, before: checked, after: nil) == nil)
+        #expect(SharedCopy.keptCheck(recorded: nil, before: checked, after: unlinked) == nil)
+    }
 }

@@ -98,13 +98,13 @@ import Testing
         let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + [UInt8](repeating: 0, count: 24)
         #expect(SideAssetCheck.judge(png, as: poster) == .keep(png, extension: "png"))
         #expect(SideAssetCheck.judge(Array("<html>".utf8), as: poster) != .keep(Array("<html>".utf8), extension: "jpg"))
-        #expect(SideAssetCheck.judge([], as: poster) == .reject("the server sent no bytes"))
+        #expect(SideAssetCheck.judge([], as: poster) == .reject(.noBytes))
         var srt = poster
         srt.asset.kind = .subtitle
         srt.fileExtension = "srt"
         let latin: [UInt8] = Array("1\n00:00:01,000 --> 00:00:02,000\n".utf8) + [0xC9, 0x74, 0xE9, 0x80, 0x0A]
         #expect(SideAssetCheck.judge(latin, as: srt) == .keep(Array("1\n00:00:01,000 --> 00:00:02,000\nÉté€\n".utf8), extension: "srt"))
-        #expect(SideAssetCheck.judge(Array("just some words\nand more\n".utf8), as: srt) == .reject("the bytes do not parse as SRT subtitles"))
+        #expect(SideAssetCheck.judge(Array("just some words\nand more\n".utf8), as: srt) == .reject(.subtitleUnparsed(format: "srt")))
         let utf16: [UInt8] = [0xFF, 0xFE] + Array("1\n0:0:1,0 --> 0:0:2,0\nA\n".utf16.flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] })
         #expect(SideAssetCheck.utf8(utf16) == "1\n0:0:1,0 --> 0:0:2,0\nA\n")
         #expect(SideAssetCheck.utf8([0x41, 0x00, 0x42]) == nil)

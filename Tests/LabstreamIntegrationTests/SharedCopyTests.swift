@@ -131,6 +131,74 @@ import Testing
         #expect(partials(m, size: alphaSize).values.sorted() == [1])
         try m.unmount()
     }
+
+    /// The index lost (deleted, no backup) and rebuilt by `labstream repair` from the copies' own
+    /// descriptions takes both names of a shared copy back and records again that they are one
+    /// file: the budget and `du` over the mount count it once. Letting go of one name then keeps
+    /// the bytes for the other, and the other's check: its recorded fingerprint is the file as it
+    /// is after the name went, so it is not checked against its digests again.
+    @Test func aRebuiltIndexCountsASharedCopyOnceAndLettingGoOfOneNameKeepsTheOthersCheck() throws {
+        let m = try MountedLabstream("shared-rebuilt", catalog: Self.catalog, cacheConfig: "side_assets = off")
+        let plex = try ServerFixture(kind: .plex, catalog: Self.plexCatalog(m.mediaDir), userName: "demo", password: "secret-pass")
+        try plex.start()
+        let tv = PlexTVFixture(server: plex)
+        try tv.start()
+        tv.approve(onPoll: 1)
+        defer { plex.stop(); tv.stop() }
+        try m.addServer("plex", plex, plexTV: tv)
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        let alphaSize = 12 * MiB + 37
+        let source = try Data(contentsOf: URL(fileURLWithPath: m.mediaDir + "/alpha.mkv"))
+        for server in ["test", "plex"] {
+            #expect(try m.cli(["pin", m.path(server + "/" + Self.alpha)]).code == 0)
+            #expect(eventually { whole(m, server + "/" + Self.alpha) }, "\(server): \(String(describing: row(m, server + "/" + Self.alpha)))")
+        }
+        #expect(row(m, "plex/" + Self.alpha)?["reason"] as? String == "shared_copy")
+        try m.unmount()
+
+        for suffix in ["", "-wal", "-shm"] { unlink(m.dataDir + "/index.sqlite" + suffix) }
+        unlink(OfflineIndex.backupPath(of: m.dataDir + "/index.sqlite"))
+        let repair = try m.cli(["repair"])
+        #expect(repair.code == 0 && repair.stdout.contains("recorded 2 stored copies as one file"), "\(repair.stdout) \(repair.stderr)")
+        do {
+            // What the budget takes off the per-server sums (`Room`): the file counted twice.
+            let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
+            #expect(index.storedBytesCountedTwice() == Int64(alphaSize))
+            #expect(Set(index.sharedGroups().values).count == 1 && index.sharedGroups().count == 2, "\(index.sharedGroups())")
+        }
+        #expect(partials(m, size: alphaSize).values.sorted() == [2])
+
+        try m.mount()
+        #expect(eventually { whole(m, "plex/" + Self.alpha) && whole(m, "test/" + Self.alpha) })
+        let counted = [blocks(m.path("test/" + Self.alpha)), blocks(m.path("plex/" + Self.alpha))]
+        #expect(counted.contains(0) && counted.contains { $0 >= alphaSize }, "\(counted)")
+        // Read whole under both names: each row's bytes are checked against its digests, and
+        // its check (the file's fingerprint) recorded.
+        plex.clearLog()
+        m.fixture.clearLog()
+        for server in ["test", "plex"] { #expect(try Data(contentsOf: URL(fileURLWithPath: m.path(server + "/" + Self.alpha))) == source) }
+        #expect(plex.downloadRequests.isEmpty && m.fixture.downloadRequests.isEmpty)
+
+        #expect(try m.cli(["cancel", m.path("test/" + Self.alpha)]).code == 0)
+        #expect(eventually { (row(m, "test/" + Self.alpha)?["bytes_present"] as? Int) == 0 })
+        #expect(partials(m, size: alphaSize).values.sorted() == [1], "\(partials(m, size: alphaSize))")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: m.path("plex/" + Self.alpha))) == source)
+        #expect(plex.downloadRequests.isEmpty)
+        #expect(blocks(m.path("plex/" + Self.alpha)) >= alphaSize)
+        // The survivor's transfer, open since the read, saves its row: with the check carried over.
+        #expect(try m.cli(["unpin", m.path("plex/" + Self.alpha)]).code == 0)
+        try m.unmount()
+
+        // The survivor's check names the file as it is now (one name fewer changed its ctime):
+        // the next run trusts it without reading it against its digests.
+        let index = try OfflineIndex(path: m.dataDir + "/index.sqlite")
+        let survivor = try #require(try index.downloads().first { $0.key.server == "plex" && $0.total == Int64(alphaSize) })
+        var st = stat()
+        #expect(stat(m.dataDir + "/" + survivor.partialPath, &st) == 0 && st.st_nlink == 1)
+        let now = "\(st.st_dev):\(st.st_ino):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec):\(st.st_ctim.tv_sec).\(st.st_ctim.tv_nsec)"
+        #expect(survivor.checked == now, "recorded \(survivor.checked ?? "nothing"), the file is \(now)")
+    }
 }
 
 /// A shared file's bytes never change under the other name: a write copies it first.

@@ -5,11 +5,23 @@ import Testing
 
 @testable import LabstreamStore
 
+/// Takes a current index back to schema 24: each side asset's failure as the sentence it
+/// stored then.
+func undoSchema25(_ db: SQLiteDatabase) throws {
+    for r in try db.query("SELECT rowid, reason, reason_detail FROM side_assets WHERE reason IS NOT NULL") {
+        guard let rowid = r[0].int, let code = r[1].text else { continue }
+        let words = SideAssetFailure(persisted: code, parameter: r[2].text).sentence
+        try db.run("UPDATE side_assets SET reason=? WHERE rowid=?", [.text(words), .int(rowid)])
+    }
+    try db.exec("ALTER TABLE side_assets DROP COLUMN reason_detail; UPDATE meta SET value = '24' WHERE key = 'schema_version';")
+}
+
 /// Takes a current index back to schema 18: each row's kind spelled in its id again (the key
 /// of `downloads` and `segments`), `managed_entries` without its kind columns, and neither the
 /// queue (v19), removed servers' paths (v20), shared copies (v22), media sources' server
-/// paths (v23) nor the index of items by series (v24).
+/// paths (v23), the index of items by series (v24) nor side assets' failure codes (v25).
 func undoSchema21(_ db: SQLiteDatabase) throws {
+    try undoSchema25(db)
     let spelled = "source_id || CASE kind WHEN 'copy' THEN '@' || quality WHEN 'next' THEN '#next' ELSE '' END"
     try db.exec(
         """
@@ -430,5 +442,47 @@ func undoSchema18(_ db: SQLiteDatabase) throws {
         #expect(try upgraded.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == String(OfflineIndex.schemaVersion))
         let after = try plan()
         #expect(searchesBySeries(after), "\(after)")
+    }
+
+    /// Schema 24 kept a side asset's failure as its sentence: v25 reads each once into its code
+    /// and parameter (the words an error gave, or any this release never wrote, stay a failed
+    /// request's words), so `status` says the same as before and a row saved again stays typed.
+    @Test func aVersion24IndexsSideAssetFailuresBecomeCodes() throws {
+        let scratch = Scratch("migrate24-side")
+        let path = scratch.path + "/index.sqlite"
+        let typed: [(String, SideAssetFailure)] = [
+            ("empty", .noBytes), ("codec", .notTextSubtitle), ("encoding", .subtitleNotText), ("srt", .subtitleUnparsed(format: "srt")),
+            ("html", .notAnImage), ("cut", .doesNotDecode("mpv: invalid data")), ("route", .noRoute),
+            ("refused", .signInRefused(status: 403)), ("gone", .notOnServer), ("busy", .httpStatus(503)),
+            ("timeout", .requestFailed("timed out: read"))
+        ]
+        // Words no release of the side asset fetcher wrote: the failed request's code, kept as said.
+        let odd = "a sentence from a build long gone"
+        do {
+            let current = try OfflineIndex(path: path)
+            for (item, failure) in typed {
+                try current.saveSideAsset(
+                    .init(
+                        key: SideAssetKey(server: "s", itemId: item, asset: "poster:Primary"), state: .failed, tag: "t", file: nil, fileExtension: nil,
+                        size: 0, reason: failure, attempts: 2, retryAt: 9))
+            }
+            try undoSchema25(current.db)
+            #expect(try current.db.query("SELECT reason FROM side_assets WHERE item_id='busy'").first?[0].text == "the server answered HTTP 503")
+            try current.db.run(
+                "INSERT INTO side_assets(server, item_id, asset, state, reason, attempts, retry_at) VALUES('s', 'odd', 'poster:Primary', 'failed', ?, 1, 5)",
+                [.text(odd)])
+        }
+        let index = try OfflineIndex(path: path)
+        #expect(try index.db.query("SELECT value FROM meta WHERE key='schema_version'").first?[0].text == String(OfflineIndex.schemaVersion))
+        let rows = Dictionary(try index.sideAssets().map { ($0.key.itemId, $0) }, uniquingKeysWith: { a, _ in a })
+        for (item, failure) in typed {
+            #expect(rows[item]?.reason == failure, "\(item): \(String(describing: rows[item]?.reason))")
+            #expect(rows[item]?.attempts == 2 && rows[item]?.retryAt == 9 && rows[item]?.state == .failed, "\(item)")
+        }
+        #expect(rows["odd"]?.reason == .requestFailed(odd) && rows["odd"]?.reason?.sentence == odd)
+        // Stored as codes, never as the sentence.
+        let stored = try index.db.query("SELECT reason, reason_detail FROM side_assets WHERE item_id IN ('busy', 'html', 'odd') ORDER BY item_id")
+        #expect(stored.map { $0[0].text } == ["http_status", "not_an_image", "request_failed"])
+        #expect(stored.map { $0[1].text } == ["503", nil, odd])
     }
 }
