@@ -1205,7 +1205,10 @@ public final class ServerFixture: Sendable {
     /// added again gives its items new rows, so Metadata.ratingKey (and every `key` naming it),
     /// Media.id, Part.id and Part.key change, while Metadata.Guid (imdb://, tmdb://, tvdb://),
     /// Metadata.guid, Part.file, Part.size and Part.container stay (plex-api-spec.yaml
-    /// components.schemas.Metadata, Media, Part).
+    /// components.schemas.Metadata, Media, Part). The new items are new to the server: added
+    /// (`DateCreated`, Plex `addedAt`) and saved (`DateLastSaved`) now, so a listing of what
+    /// changed since before lists every one of them, and the event channel (once `tellChanges`)
+    /// tells of the old items removed and the new ones added.
     public func readdLibraries() {
         var forth: [String: String] = [:]
         for id in Set(itemsById.keys).union(filesById.keys) {
@@ -1222,7 +1225,17 @@ public final class ServerFixture: Sendable {
             forth[plexNumber(library)] = nil
         }
         let map = IdMap(forth: forth)
-        state.withLock { $0.readded = map }
+        let now = Int64(Date().timeIntervalSince1970)
+        let ids = Set(itemsById.keys).union(filesById.keys)
+        state.withLock { s in
+            s.readded = map
+            for id in ids {
+                s.added[id] = now
+                s.lastSaved[id] = ISODate.string(epochSeconds: now)
+            }
+        }
+        let renamed = itemsById.keys.filter { forth[$0] != nil }.sorted()
+        tellingChanges(added: renamed.compactMap { forth[$0] }, removed: renamed)
     }
 
     /// The new id of `itemId` after `readdLibraries` (itself before).

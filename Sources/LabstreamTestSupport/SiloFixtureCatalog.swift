@@ -27,9 +27,9 @@ extension SiloFixture {
     /// series, season and episode gets a new `content_id` and every media file a new `file_id`
     /// ("deterministic catalog identifier"s of a new catalog; downloads-api.md § 6 names this case:
     /// "`stable_identity` is for rescan recovery when a server-side `content_id` changes"). The
-    /// files, their names, sizes and containers stay, and so do an episode's provider ids.
-    /// Download entries and series monitors made before stay as the registry has them, naming the
-    /// old ids. A held episode or film stays held.
+    /// files, their names, sizes and containers stay, and so do an episode's provider ids; the
+    /// cards are added (`added_at`) now. Download entries and series monitors made before stay as
+    /// the registry has them, naming the old ids. A held episode or film stays held.
     public func readdLibraries() {
         let before = catalog
         let rebuilt = SiloCatalog(source, generation: 2)
@@ -567,7 +567,8 @@ struct SiloCatalog: Sendable {
     let nodes: [String: Node]
 
     /// `generation` > 1: the catalog as a rescan that rebuilt it lists it (`readdLibraries()`):
-    /// other content ids, file ids counted on from where the first catalog's ended.
+    /// other content ids, file ids counted on from where the first catalog's ended, every card
+    /// added now.
     init(_ source: FixtureCatalog, generation: Int = 1) {
         var files: [String: File] = [:]
         var nextFileId = 1 + (generation - 1) * 100_000
@@ -661,7 +662,8 @@ struct SiloCatalog: Sendable {
         self.movies = movies
         self.series = series
         self.files = files
-        self.addedAt = Date(timeIntervalSince1970: 1_767_225_600)
+        // A rebuilt catalog's rows are new: added when the rescan made them.
+        self.addedAt = generation > 1 ? Date() : Date(timeIntervalSince1970: 1_767_225_600)
         self.artwork = artwork
         self.subtitles = subtitles
         self.chapters = chapters

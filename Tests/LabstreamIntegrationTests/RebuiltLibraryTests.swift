@@ -48,7 +48,7 @@ import Testing
         writeRandomFile(m.mediaDir + "/beta.mp4", size: 3 * MiB, seed: 99)
         m.fixture.readdLibraries()
         m.fixture.clearLog()
-        // Only a whole read sees items vanish (an incremental one is told of changes).
+        // A whole read, asked for (an ordinary sync reads everything too: anOrdinarySyncAfterARebuildAdopts).
         let sync = try m.cli(["sync", "--full"])
         #expect(sync.code == 0, "\(sync.stdout) \(sync.stderr)")
 
@@ -78,6 +78,98 @@ import Testing
         // Its stored copy stays, orphaned, after a confirming read that found other bytes.
         #expect(try m.cli(["status"]).stdout.contains("Beta (2002).mp4 (orphaned)"))
         #expect(!reads(m, downloads, file: m.mediaDir + "/beta.mp4").isEmpty && downloads.count <= 6, "\(downloads)")
+        try m.unmount()
+    }
+
+    /// What runs the sync after a rebuild.
+    enum Asked: CaseIterable, Sendable { case command, eventChannel }
+
+    /// A rebuild is noticed at the next sync of any kind, not only at a whole read: after a re-add
+    /// (every item new, listed as changed since the last sync), an ordinary `labstream sync`, or the
+    /// sync the server's event channel asks for, adopts the stored copy with only its confirming
+    /// ranges read, and the old item leaves the mount (no second Alpha beside the adopted one).
+    /// The server's count is what tells it (films only: no new series to give it away): the
+    /// library holds as many items as before, not the known ones plus the new, so the sync reads
+    /// everything and sees the old items gone.
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby], Asked.allCases)
+    func anOrdinarySyncAfterARebuildAdopts(kind: ServerFixture.Kind, asked: Asked) throws {
+        func films(_ dir: String) -> FixtureCatalog {
+            var catalog = Self.catalog(dir)
+            catalog.series = []
+            return catalog
+        }
+        let m = try MountedLabstream(
+            "rebuilt-next-\(kind)-\(asked)", kind: kind, catalog: films, cacheConfig: "side_assets = off\nrefresh_interval = 86400")
+        if asked == .eventChannel { m.fixture.tellChanges() }
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        if asked == .eventChannel {
+            #expect(eventually { StatusCommandXattr.get(m.mountpoint, "events.test")?.hasPrefix("open since=") == true }, "\(m.log)")
+        }
+        #expect(try m.cli(["pin", m.path(Self.alpha)]).code == 0)
+        #expect(eventually { ["complete", "unverified"].contains(row(m, Self.alpha)?["state"] as? String ?? "") }, "\(String(describing: row(m, Self.alpha)))")
+        let movies = m.path("test/Movies")
+        let before = try FileManager.default.contentsOfDirectory(atPath: movies).sorted()
+        let since = m.fixture.requestLog.last?.id ?? 0
+        m.fixture.readdLibraries()
+        switch asked {
+        case .command:
+            let sync = try m.cli(["sync"])
+            #expect(sync.code == 0, "\(sync.stdout) \(sync.stderr)")
+        case .eventChannel:
+            #expect(eventually { row(m, Self.alpha)?["reason"] as? String == "matched" }, "\(m.log)")
+        }
+
+        let adopted = try #require(row(m, Self.alpha))
+        #expect(adopted["reason"] as? String == "matched" && adopted["pinned"] as? Bool == true, "\(adopted) \(m.log)")
+        #expect(["complete", "unverified"].contains(adopted["state"] as? String ?? ""), "\(adopted)")
+        // Bytes: only the confirming ranges of the new item, at most the probe's budget.
+        let downloads = m.fixture.downloadRequests.filter { $0.id > since }
+        let bytes = downloads.reduce(Int64(0)) { sum, r in
+            let parts = (r.range ?? "").dropFirst("bytes=".count).split(separator: "-").compactMap { Int64($0) }
+            return sum + (parts.count == 2 ? parts[1] - parts[0] + 1 : 1 << 40)
+        }
+        #expect(!downloads.isEmpty && bytes <= AdoptionProbe.budget, "\(bytes) bytes: \(downloads)")
+        // The log keeps requests as the fixture answered them: under the file's first id.
+        let alphaId = try #require(m.fixture.itemId(forFile: m.mediaDir + "/alpha.mkv"))
+        #expect(downloads.allSatisfy { $0.path.contains(alphaId) && $0.range != nil }, "\(downloads)")
+        // The old items are gone: the folder lists what it did, and nothing is orphaned.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: movies).sorted() == before)
+        #expect(!(try m.cli(["status"]).stdout.contains("(orphaned)")))
+        let read = try Data(contentsOf: URL(fileURLWithPath: m.path(Self.alpha)))
+        #expect(read == (try Data(contentsOf: URL(fileURLWithPath: m.mediaDir + "/alpha.mkv"))))
+        #expect(m.fixture.downloadRequests.filter { $0.id > since }.count == downloads.count)  // read from the stored copy
+        try m.unmount()
+    }
+
+    /// Silo likewise: after a rescan that rebuilt the catalog (every card new, added now), an
+    /// ordinary `labstream sync` finds the library's count not the known films plus the new ones,
+    /// reads everything, and adopts the pinned film with only its confirming ranges read.
+    @Test func anOrdinarySyncAfterASiloRebuildAdopts() throws {
+        let m = try MountedSilo("rebuilt-next-silo")
+        #expect(try m.addWithPassword().code == 0)
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        let pin = try m.cli(["pin", "--wait", m.path(Self.alpha)])
+        #expect(pin.code == 0, "\(pin.stdout) \(pin.stderr)")
+        let movies = m.path("test/Movies")
+        let before = try FileManager.default.contentsOfDirectory(atPath: movies).sorted()
+        m.fixture.readdLibraries()
+        let newFile = m.fixture.fileIds(forPath: m.mediaDir + "/alpha.mkv")
+        let since = m.fixture.requestLog.last?.id ?? 0
+        let sync = try m.cli(["sync"])
+        #expect(sync.code == 0, "\(sync.stdout) \(sync.stderr)")
+
+        let adopted = try #require(row(m, Self.alpha))
+        #expect(adopted["reason"] as? String == "matched" && adopted["pinned"] as? Bool == true, "\(adopted) \(m.log)")
+        let bytesRead = m.fixture.requestLog.filter { $0.id > since && ($0.path.hasSuffix("/direct-download") || $0.path.hasSuffix("/file")) }
+        let bytes = bytesRead.reduce(Int64(0)) { sum, r in
+            let parts = (r.range ?? "").dropFirst("bytes=".count).split(separator: "-").compactMap { Int64($0) }
+            return sum + (parts.count == 2 ? parts[1] - parts[0] + 1 : 1 << 40)
+        }
+        #expect(!bytesRead.isEmpty && bytesRead.allSatisfy { $0.query["file_id"] == newFile.first } && bytes <= AdoptionProbe.budget, "\(bytesRead)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: movies).sorted() == before)
+        #expect(!(try m.cli(["status"]).stdout.contains("(orphaned)")))
         try m.unmount()
     }
 
