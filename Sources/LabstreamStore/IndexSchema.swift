@@ -56,7 +56,7 @@ extension OfflineIndex {
         migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11,
         migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15, migrateV15toV16, migrateV16toV17, migrateV17toV18,
         migrateV18toV19, migrateV19toV20, moveKindsOutOfSourceIds, addSharedCopies, keepSourcePaths, indexItemsBySeries,
-        codeSideAssetReasons,
+        codeSideAssetReasons
     ]
 
     static func createV1(_ c: Connection) throws {
