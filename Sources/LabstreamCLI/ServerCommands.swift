@@ -304,19 +304,7 @@ enum ServerCommands {
                 if let t = synced[s.name]?.lastSync { r["last_sync"] = t }
                 r["reachability"] = reachability(s.name) ?? "not mounted"
                 if reachability(s.name) == Reachability.authFailed.rawValue { r["sign_in_again"] = s.signInAgain }
-                switch events(s.name) {
-                case .open(let since)?:
-                    r["events"] = "open"
-                    r["events_since"] = since
-                case .lost(let failures, let retryAt, let why)?:
-                    r["events"] = "lost"
-                    r["events_retry_at"] = retryAt
-                    r["events_failures"] = failures
-                    r["events_why"] = why
-                case .connecting?: r["events"] = "connecting"
-                case .none?: r["events"] = "none"
-                case nil: break
-                }
+                if let channel = events(s.name) { r.merge(channel.jsonFields) { _, new in new } }
                 if let nextRefresh, mountpoint != nil { r["next_refresh"] = nextRefresh }
                 let out = leftOut(s.name)
                 if !out.isEmpty { r["left_out"] = out.map { ["library": $0.name, "why": $0.why] } }

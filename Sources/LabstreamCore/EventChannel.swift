@@ -32,6 +32,18 @@ public enum EventChannelState: Sendable, Hashable {
         }
     }
 
+    /// The members `server list --json` and `GET /api/status` give a server's channel
+    /// (`events`, and `events_since` or `events_retry_at`, `events_failures`, `events_why`).
+    public var jsonFields: [String: Any] {
+        switch self {
+        case .open(let since): return ["events": "open", "events_since": since]
+        case .lost(let failures, let retryAt, let why):
+            return ["events": "lost", "events_retry_at": retryAt, "events_failures": failures, "events_why": why]
+        case .connecting: return ["events": "connecting"]
+        case .none: return ["events": "none"]
+        }
+    }
+
     /// `attribute` read back; nil for a value this build does not know.
     public init?(attribute: String) {
         let words = attribute.split(separator: " ", maxSplits: 3).map(String.init)

@@ -150,19 +150,7 @@ extension Daemon {
             var row: [String: Any] = ["name": s.name, "type": s.kind.rawValue, "reachability": reachability.rawValue]
             if let t = synced[s.name] ?? nil { row["last_sync"] = t }
             if reachability == .authFailed { row["sign_in_again"] = s.signInAgain }
-            switch channels[s.name] {
-            case .open(let since)?:
-                row["events"] = "open"
-                row["events_since"] = since
-            case .lost(let failures, let retryAt, let why)?:
-                row["events"] = "lost"
-                row["events_retry_at"] = retryAt
-                row["events_failures"] = failures
-                row["events_why"] = why
-            case .connecting?: row["events"] = "connecting"
-            case .none?: row["events"] = "none"
-            case nil: break
-            }
+            if let channel = channels[s.name] { row.merge(channel.jsonFields) { _, new in new } }
             return row
         }
         let used = rows.reduce(Int64(0)) { $0 + $1.present.byteCount }

@@ -78,4 +78,15 @@ import Testing
         #expect(EventChannelState(attribute: "lost retry=12") == nil)
         #expect(EventChannelState(attribute: "sideways") == nil)
     }
+
+    /// `server list --json` and `GET /api/status` give the same members for a channel.
+    @Test func theStateGivesItsJSONMembers() {
+        let lost = EventChannelState.lost(failures: 3, retryAt: 1_733_390_016, why: "closed by the server").jsonFields
+        #expect(lost["events"] as? String == "lost" && lost["events_retry_at"] as? Int64 == 1_733_390_016)
+        #expect(lost["events_failures"] as? Int == 3 && lost["events_why"] as? String == "closed by the server")
+        let open = EventChannelState.open(since: 7).jsonFields
+        #expect(open["events"] as? String == "open" && open["events_since"] as? Int64 == 7 && open.count == 2)
+        #expect(EventChannelState.none.jsonFields["events"] as? String == "none")
+        #expect(EventChannelState.connecting.jsonFields.count == 1)
+    }
 }
