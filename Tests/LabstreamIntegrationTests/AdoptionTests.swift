@@ -118,6 +118,15 @@ import Testing
         #expect(try index.orphanIdentities(server: "jf").isEmpty)
         try sync([])
         #expect(try index.db.query("SELECT count(*) FROM media_sources WHERE orphan_identity IS NOT NULL").first?[0].int == 0)
+
+        // An orphan of an index before schema 26 opens as it was, with nothing to be known by.
+        try sync(["old"])
+        try index.saveDownload(row, committing: .init(range: ByteRange(0, 60), digest: "d1"), now: 3)
+        try sync([])
+        try undoSchema26(index.db)
+        let upgraded = try OfflineIndex(path: scratch.path + "/index.sqlite")
+        #expect(try upgraded.treeFiles().contains { $0.key == old && $0.orphaned })
+        #expect(try upgraded.orphanIdentities(server: "jf").isEmpty)
     }
 
     @Test func aCopyIsNotAdoptedOverBytesTheNewItemHolds() throws {
