@@ -147,16 +147,21 @@ import Testing
     /// later, its items under new ids. The sync that sees them back adopts the orphaned copy with
     /// only its confirming ranges read: pinned again, listed once. A copy refused there (other
     /// bytes of the same size) stays orphaned and is not probed again at later syncs.
-    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby, .plex])
-    func aLibraryRemovedAndAddedBackLaterIsAdopted(kind: ServerFixture.Kind) throws {
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby, .plex], Asked.allCases)
+    func aLibraryRemovedAndAddedBackLaterIsAdopted(kind: ServerFixture.Kind, asked: Asked) throws {
         func films(_ dir: String) -> FixtureCatalog {
             var catalog = Self.catalog(dir)
             catalog.series = []
             return catalog
         }
-        let m = try MountedLabstream("rebuilt-later-\(kind)", kind: kind, catalog: films, cacheConfig: "side_assets = off\nrefresh_interval = 86400")
+        let m = try MountedLabstream(
+            "rebuilt-later-\(kind)-\(asked)", kind: kind, catalog: films, cacheConfig: "side_assets = off\nrefresh_interval = 86400")
+        if asked == .eventChannel { m.fixture.tellChanges() }
         try m.mount()
         defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        if asked == .eventChannel {
+            #expect(eventually { StatusCommandXattr.get(m.mountpoint, "events.test")?.hasPrefix("open since=") == true }, "\(m.log)")
+        }
         for rel in [Self.alpha, Self.beta] {
             #expect(try m.cli(["pin", m.path(rel)]).code == 0)
             #expect(eventually { ["complete", "unverified"].contains(row(m, rel)?["state"] as? String ?? "") }, "\(rel): \(String(describing: row(m, rel)))")
@@ -165,10 +170,12 @@ import Testing
         let before = try FileManager.default.contentsOfDirectory(atPath: movies).sorted()
 
         m.fixture.removeMovieLibrary()
-        let gone = try m.cli(["sync"])
-        #expect(gone.code == 0, "\(gone.stdout) \(gone.stderr)")
+        if asked == .command {
+            let gone = try m.cli(["sync"])
+            #expect(gone.code == 0, "\(gone.stdout) \(gone.stderr)")
+        }
         for rel in [Self.alpha, Self.beta] {
-            #expect(row(m, rel)?["reason"] as? String == "orphaned", "\(rel): \(String(describing: row(m, rel))) \(m.log)")
+            #expect(eventually { row(m, rel)?["reason"] as? String == "orphaned" }, "\(rel): \(String(describing: row(m, rel))) \(m.log)")
         }
 
         // Added back later: new ids; Beta's file is now other bytes of the same size.
@@ -177,8 +184,14 @@ import Testing
         let alphaId = try #require(m.fixture.itemId(forFile: m.mediaDir + "/alpha.mkv"))
         #expect(m.fixture.currentId(of: alphaId) != alphaId)
         let since = m.fixture.requestLog.last?.id ?? 0
-        let back = try m.cli(["sync"])
-        #expect(back.code == 0, "\(back.stdout) \(back.stderr)")
+        switch asked {
+        case .command:
+            let back = try m.cli(["sync"])
+            #expect(back.code == 0, "\(back.stdout) \(back.stderr)")
+        case .eventChannel:
+            #expect(eventually { row(m, Self.alpha)?["reason"] as? String == "matched" }, "\(m.log)")
+            #expect(eventually { (try? m.cli(["status"]).stdout.contains("Beta (2002).mp4 (orphaned)")) == true }, "\(m.log)")
+        }
 
         let adopted = try #require(row(m, Self.alpha))
         #expect(adopted["reason"] as? String == "matched" && adopted["pinned"] as? Bool == true, "\(adopted) \(m.log)")
