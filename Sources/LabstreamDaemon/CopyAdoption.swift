@@ -9,49 +9,55 @@ import LabstreamStore
 /// of both agrees (`IdentityMatch`) and a few small ranges of the new item read alike with what
 /// is stored (`AdoptionProbe`). Anything doubtful stays orphaned, as before.
 enum CopyAdoption {
-    /// What the server said of the stored files, read before the sync replaces it (the index
-    /// drops a vanished item's row, provider ids and all). Empty, and nothing read, when every
-    /// stored copy's file is still listed.
-    static func vanished(server: String, index: OfflineIndex, tree: [TreeFile]) -> [FileIdentity] {
-        let listed = TreeFileLookup(tree)
-        guard
-            let stored = try? index.downloads().filter({
-                $0.key.server == server && $0.key.kind == .original && !$0.present.isEmpty && !listed.contains($0.key)
-            }), !stored.isEmpty
-        else { return [] }
-        let keys = Set(stored.map(\.key))
-        let catalog = (try? index.catalog(server: server)) ?? []
-        return identities(server: server, libraries: catalog, paths: (try? index.sourcePaths(server: server)) ?? [:]).filter { keys.contains($0.key) }
+    /// The stored files whose items are gone from the server, as it described them.
+    struct Vanished {
+        /// Those whose items vanished at this sync.
+        var now: [FileIdentity] = []
+        /// Those orphaned at an earlier sync (a library removed, then added again later).
+        var earlier: [FileIdentity] = []
+        /// The files of an earlier one's size listed before this sync: each was weighed against
+        /// it when one of the two appeared, so only a file this sync brings may be it now (a
+        /// refused match is not probed again at every sync).
+        var listedBefore: Set<FileKey> = []
     }
 
-    /// `paths`: each source's path on the server, as the index keeps them beside the catalog.
-    static func identities(server: String, libraries: [LibraryCatalog], paths: [FileKey: String]) -> [FileIdentity] {
-        libraries.flatMap { library in
-            library.items.flatMap { item in
-                item.sources.map { s in
-                    let key = FileKey(server: server, itemId: item.id, sourceId: s.id)
-                    return FileIdentity(
-                        key: key, kind: item.kind, providerIds: item.details?.ids ?? [:], size: s.size, container: s.container,
-                        path: s.path ?? paths[key], season: item.seasonNumber, episode: item.episodeNumber)
-                }
-            }
-        }
+    /// What the server said of the stored files, read before the sync replaces it (the index
+    /// drops a vanished item's row, provider ids and all; an orphan's is kept beside it).
+    /// Nothing read but the stored copies when every stored copy's file is still listed.
+    static func vanished(server: String, index: OfflineIndex, tree: [TreeFile]) -> Vanished {
+        let listed = TreeFileLookup(tree)
+        var out = Vanished()
+        out.earlier = ((try? index.orphanIdentities(server: server)) ?? []).filter { !listed.contains($0.key) }
+        out.listedBefore = (try? index.listedKeys(server: server, sizes: Set(out.earlier.compactMap(\.size)))) ?? []
+        let earlier = Set(out.earlier.map(\.key))
+        guard
+            let stored = try? index.downloads().filter({
+                $0.key.server == server && $0.key.kind == .original && !$0.present.isEmpty && !listed.contains($0.key) && !earlier.contains($0.key)
+            }), !stored.isEmpty
+        else { return out }
+        out.now = (try? index.listedIdentities(server: server, keys: Set(stored.map(\.key)))) ?? []
+        return out
     }
 
     /// Adopts what can be confirmed; returns the adopted pairs.
     @discardableResult
     static func adopt(
-        vanished: [FileIdentity], tree: [TreeFile], backend: any MediaBackend, index: OfflineIndex, log: Logger
+        _ gone: Vanished, tree: [TreeFile], backend: any MediaBackend, index: OfflineIndex, log: Logger
     ) -> [(from: FileKey, to: FileKey)] {
+        let vanished = gone.now + gone.earlier
         guard !vanished.isEmpty, let server = vanished.first?.key.server else { return [] }
         let held = Set(((try? index.downloads()) ?? []).filter { !$0.present.isEmpty }.map(\.key))
         // As stored, not as read: a whole read's details (provider ids) went to the index's stash.
-        let appeared = identities(
-            server: server, libraries: (try? index.catalog(server: server)) ?? [], paths: (try? index.sourcePaths(server: server)) ?? [:]
-        ).filter { !held.contains($0.key) }
+        // Only files of a vanished one's size can be it: no table of the whole catalog is made
+        // (a sync with an orphan kept for months reads this each time).
+        let sizes = Set(vanished.compactMap(\.size))
+        let appeared = ((try? index.listedIdentities(server: server, keys: index.listedKeys(server: server, sizes: sizes))) ?? []).filter {
+            !held.contains($0.key)
+        }
+        let earlier = Set(gone.earlier.map(\.key))
         let files = Dictionary(tree.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
         var adopted: [(from: FileKey, to: FileKey)] = []
-        for pair in IdentityMatch.pairs(vanished: vanished, appeared: appeared) {
+        for pair in IdentityMatch.pairs(vanished: vanished, appeared: appeared) where !(earlier.contains(pair.from) && gone.listedBefore.contains(pair.to)) {
             guard let file = files[pair.to], let row = try? index.download(pair.from),
                 CopyProbe.confirm(row, as: file, partial: index.dataRoot + "/" + row.partialPath, backend: backend, index: index).agrees
             else {

@@ -50,7 +50,7 @@ extension ServerFixture {
         }
         if parts == ["library", "sections"] || parts == ["library", "sections", "all"] {
             var sections: [[String: Any]] = []
-            if !catalog.movies.isEmpty { sections.append(section("1", catalog.movieLibrary, "movie")) }
+            if !catalog.movies.isEmpty && !state.withLock({ $0.movieLibraryRemoved }) { sections.append(section("1", catalog.movieLibrary, "movie")) }
             if !catalog.series.isEmpty { sections.append(section("2", catalog.showLibrary, "show")) }
             // LibrarySection.title: the music library's name once it has tracks (before, always "Music");
             // LibrarySection.type "artist" (MediaTypeString) for a music library.
@@ -79,7 +79,9 @@ extension ServerFixture {
         if parts.count == 4 && parts[0] == "library" && parts[1] == "sections" && parts[3] == "all" {
             let type = request.query["type"]
             // Sections 4 and 5 are there only with home videos and photos (as `/library/sections` lists them).
-            if (parts[2] == "4" && catalog.homeVideos.isEmpty) || (parts[2] == "5" && catalog.photos.isEmpty) {
+            if (parts[2] == "4" && catalog.homeVideos.isEmpty) || (parts[2] == "5" && catalog.photos.isEmpty)
+                || (parts[2] == "1" && state.withLock({ $0.movieLibraryRemoved }))
+            {
                 return .json("", status: 404)
             }
             let selected: [[String: Any]]

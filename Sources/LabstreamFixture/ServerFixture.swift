@@ -467,6 +467,8 @@ public final class ServerFixture: Sendable {
         var readded: IdMap?
         /// Items the server does not have yet (`hold`), and when each released one arrived.
         var held: Set<String> = []
+        /// Set by `removeMovieLibrary`, cleared by `readdLibraries`.
+        var movieLibraryRemoved = false
         var added: [String: Int64] = [:]
         /// The signed-in user's watched state by item id: plays, the last one (epoch seconds),
         /// and when the user's data for the item was last saved (`markPlayed`).
@@ -1024,7 +1026,9 @@ public final class ServerFixture: Sendable {
     /// (held, or removed) with at least one held.
     /// A container emptied by `remove` alone stays listed, as it always was.
     func heldBack() -> Set<String> {
-        let (removed, held) = state.withLock { ($0.removed, $0.held) }
+        let (removed, heldItems, libraryRemoved) = state.withLock { ($0.removed, $0.held, $0.movieLibraryRemoved) }
+        // A removed library's films are not on the server at all (as held ones are not yet).
+        let held = libraryRemoved ? heldItems.union(itemsById.filter { $0.value["ParentId"] as? String == movieLibraryId }.map(\.key)) : heldItems
         guard !held.isEmpty else { return [] }
         struct Tally { var total = 0, gone = 0, held = 0 }
         var back = held
@@ -1197,6 +1201,15 @@ public final class ServerFixture: Sendable {
         return response
     }
 
+    /// The movie library is removed from the server, as its administrator does (Jellyfin and Emby:
+    /// `DELETE /Library/VirtualFolders`; Plex: `DELETE /library/sections/{sectionId}`): the user's views (Plex: `/library/sections`) no longer
+    /// list it, and its films are not on the server (no listing, count or lookup shows them, their
+    /// files answer 404; Plex's section answers 404). `readdLibraries` adds it back.
+    public func removeMovieLibrary() {
+        state.withLock { $0.movieLibraryRemoved = true }
+        tellingChanges(removed: itemsById.filter { $0.value["ParentId"] as? String == movieLibraryId }.map(\.key).sorted())
+    }
+
     /// Gives every item and media source a new id from now on, as each server does when a library
     /// is removed and added again; the files, their bytes, their metadata and the libraries stay.
     /// Jellyfin: BaseItemDto.Id and MediaSourceInfo.Id (the item's). Emby: BaseItemDto.Id,
@@ -1229,6 +1242,7 @@ public final class ServerFixture: Sendable {
         let ids = Set(itemsById.keys).union(filesById.keys)
         state.withLock { s in
             s.readded = map
+            s.movieLibraryRemoved = false
             for id in ids {
                 s.added[id] = now
                 s.lastSaved[id] = ISODate.string(epochSeconds: now)
@@ -1406,7 +1420,7 @@ public final class ServerFixture: Sendable {
 
     func userViews(_ request: HTTPServer.Request) -> HTTPServer.Response {
         var views: [[String: Any]] = []
-        if !catalog.movies.isEmpty {
+        if !catalog.movies.isEmpty && !state.withLock({ $0.movieLibraryRemoved }) {
             views.append([
                 "Name": catalog.movieLibrary, "ServerId": serverId, "Id": movieLibraryId, "Type": "CollectionFolder",
                 "CollectionType": "movies", "IsFolder": true

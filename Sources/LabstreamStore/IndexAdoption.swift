@@ -1,3 +1,4 @@
+import Foundation
 import LabstreamCore
 
 /// A stored copy moved to the item id its server now lists it under (issue 41 item 3).
@@ -82,4 +83,81 @@ extension OfflineIndex {
 
 struct AdoptionRefused: Error {
     var why: String
+}
+
+/// What `IdentityMatch` compares, read from the index: of listed sources, and of orphaned ones
+/// from what their items said when they vanished (`orphan_identity`, kept by `replaceCatalog`).
+extension OfflineIndex {
+    /// An item's identity as one JSON text: `items i`'s kind, season, episode, series and provider ids.
+    static let itemIdentity = """
+        json_object('kind', i.kind, 'season', i.season, 'episode', i.episode, 'series', i.series_id,
+            'ids', CASE WHEN json_valid(i.details) THEN json(json_extract(i.details, '$.ids')) END)
+        """
+    /// The same, of the item `media_sources`' row being written belongs to.
+    static let identityOfItem = "SELECT \(itemIdentity) FROM items i WHERE i.server = media_sources.server AND i.id = media_sources.item_id"
+
+    struct StoredIdentity: Decodable {
+        var kind: String
+        var season: Int?
+        var episode: Int?
+        var ids: [String: String]?
+    }
+
+    static func fileIdentity(_ key: FileKey, size: Int64?, container: String?, path: String?, json: String?) -> FileIdentity? {
+        guard let json, let stored = try? JSONDecoder().decode(StoredIdentity.self, from: Data(json.utf8)),
+            let kind = ItemKind(rawValue: stored.kind)
+        else { return nil }
+        return FileIdentity(
+            key: key, kind: kind, providerIds: stored.ids ?? [:], size: size, container: container, path: path, season: stored.season,
+            episode: stored.episode)
+    }
+
+    /// The orphaned sources of `server` that still hold stored bytes of their original, by what
+    /// their items said when they left the catalog. One made before schema 26 has nothing kept.
+    public func orphanIdentities(server: String) throws(LabstreamError) -> [FileIdentity] {
+        try read("the orphaned copies") {
+            // From the stored copies (few), not a scan of every source.
+            try db.query(
+                """
+                SELECT m.item_id, m.id, m.size, m.container, m.path, m.orphan_identity FROM downloads d JOIN media_sources m
+                ON m.server = d.server AND m.item_id = d.item_id AND m.id = d.source_id
+                WHERE d.server = ? AND d.kind = 'original' AND d.ranges != '' AND m.orphaned = 1 AND m.orphan_identity IS NOT NULL
+                """, [.text(server)]
+            ).compactMap { r in
+                guard let item = r[0].text, let id = r[1].text else { return nil }
+                return Self.fileIdentity(
+                    FileKey(server: server, itemId: item, sourceId: id), size: r[2].int, container: r[3].text, path: r[4].text, json: r[5].text)
+            }
+        }
+    }
+
+    /// The listed (not orphaned) sources `keys` of `server`, those the index has.
+    public func listedIdentities(server: String, keys: Set<FileKey>) throws(LabstreamError) -> [FileIdentity] {
+        try read("the catalog") {
+            try keys.sorted { ($0.itemId, $0.sourceId) < ($1.itemId, $1.sourceId) }.compactMap { key in
+                try db.query(
+                    """
+                    SELECT m.size, m.container, m.path, \(Self.itemIdentity) FROM media_sources m JOIN items i ON i.server = m.server AND i.id = m.item_id
+                    WHERE m.server = ? AND m.item_id = ? AND m.id = ? AND m.orphaned = 0
+                    """, [.text(server), .text(key.itemId), .text(key.sourceId)]
+                ).first.flatMap { r in Self.fileIdentity(key, size: r[0].int, container: r[1].text, path: r[2].text, json: r[3].text) }
+            }
+        }
+    }
+
+    /// The listed sources of `server` of one of `sizes` (`IdentityMatch` pairs only files of one
+    /// size): a scan of the sources' sizes, so no table of the whole catalog is made.
+    public func listedKeys(server: String, sizes: Set<Int64>) throws(LabstreamError) -> Set<FileKey> {
+        guard !sizes.isEmpty else { return [] }
+        var keys: Set<FileKey> = []
+        try read("the catalog") {
+            try db.withConnection { c in
+                try c.forEachRow("SELECT size, item_id, id FROM media_sources WHERE server = ? AND orphaned = 0", [.text(server)]) { r in
+                    guard let size = r.int(0), sizes.contains(size), let item = r.text(1), let id = r.text(2) else { return }
+                    keys.insert(FileKey(server: server, itemId: item, sourceId: id))
+                }
+            }
+        }
+        return keys
+    }
 }

@@ -52,8 +52,9 @@ extension OfflineIndex {
                 changed = changed || before != after
                 try c.run("DELETE FROM libraries WHERE server=?", [.text(server.name)])
                 for (item, source) in keep {
+                    // What its item said of it goes with the item's row (below): kept to know it again.
                     try c.run(
-                        "UPDATE media_sources SET orphaned=1 WHERE server=? AND item_id=? AND id=? AND orphaned=0",
+                        "UPDATE media_sources SET orphaned=1, orphan_identity=(\(Self.identityOfItem)) WHERE server=? AND item_id=? AND id=? AND orphaned=0",
                         [.text(server.name), .text(item), .text(source)])
                     changed = changed || c.changes > 0
                 }
@@ -308,10 +309,11 @@ extension OfflineIndex {
     /// A media source written only where it differs; one the server lists again is no longer
     /// orphaned.
     static let sourceUpsert: String = {
-        let changeable = ["name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate", "remote_item", "path"]
+        let changeable = ["name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate", "remote_item", "path", "orphan_identity"]
         return """
-            INSERT INTO media_sources(server, item_id, id, name, container, size, etag, tree_path, modified, orphaned, bitrate, remote_item, path)
-            VALUES(?,?,?,?,?,?,?,?,?,0,?,?,?)
+            INSERT INTO media_sources(server, item_id, id, name, container, size, etag, tree_path, modified, orphaned, bitrate, remote_item, path,
+                orphan_identity)
+            VALUES(?,?,?,?,?,?,?,?,?,0,?,?,?,NULL)
             ON CONFLICT(server, item_id, id) DO UPDATE SET \(changeable.map { "\($0) = excluded.\($0)" }.joined(separator: ", "))
             WHERE \(changeable.map { "\($0) IS NOT excluded.\($0)" }.joined(separator: " OR "))
             """

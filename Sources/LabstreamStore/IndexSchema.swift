@@ -19,7 +19,10 @@ extension OfflineIndex {
         ),
         (
             "media_sources",
-            ["server", "item_id", "id", "name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate", "remote_item", "path"]
+            [
+                "server", "item_id", "id", "name", "container", "size", "etag", "tree_path", "modified", "orphaned", "bitrate", "remote_item", "path",
+                "orphan_identity"
+            ]
         ),
         (
             "downloads",
@@ -56,7 +59,7 @@ extension OfflineIndex {
         migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11,
         migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15, migrateV15toV16, migrateV16toV17, migrateV17toV18,
         migrateV18toV19, migrateV19toV20, moveKindsOutOfSourceIds, addSharedCopies, keepSourcePaths, indexItemsBySeries,
-        codeSideAssetReasons
+        codeSideAssetReasons, keepOrphanIdentities
     ]
 
     static func createV1(_ c: Connection) throws {
@@ -397,6 +400,18 @@ extension OfflineIndex {
                 [.text(failure.code), failure.parameter.map(SQLValue.text) ?? .null, .int(rowid)])
         }
         try c.exec("UPDATE meta SET value = '25' WHERE key = 'schema_version';")
+    }
+
+    /// v26: an orphaned media source keeps what its item said of it (`orphan_identity`: kind,
+    /// provider ids, season, episode, series), which goes with the item's row, so a library
+    /// removed and later added again is still known (`IdentityMatch`). Orphans made before have
+    /// none: their items' rows are gone.
+    static func keepOrphanIdentities(_ c: Connection) throws {
+        try c.exec(
+            """
+            ALTER TABLE media_sources ADD COLUMN orphan_identity TEXT;
+            UPDATE meta SET value = '26' WHERE key = 'schema_version';
+            """)
     }
 
     /// The key a row id of an index before v21 spells (`@QUALITY`, `#next` after the server's

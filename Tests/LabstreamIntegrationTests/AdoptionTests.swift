@@ -68,6 +68,67 @@ import Testing
         #expect(sidecar.key == new && sidecar.segments.count == 2)
     }
 
+    /// An orphaned copy keeps what its item said of it across later syncs (its item's row goes),
+    /// so a library added back later is still known; listed again, or its bytes gone and its
+    /// listing with them, nothing of it is kept.
+    @Test func anOrphanKeepsItsIdentityUntilItIsListedAgainOrGoes() throws {
+        let scratch = Scratch("adopt-orphan-identity")
+        let index = try OfflineIndex(path: scratch.path + "/index.sqlite")
+        let old = FileKey(server: "jf", itemId: "old", sourceId: "old")
+        func sync(_ items: [String]) throws {
+            try index.replaceCatalog(
+                server: server,
+                libraries: [
+                    LibraryCatalog(
+                        id: "L", name: "Movies",
+                        items: items.map {
+                            CatalogItem(
+                                id: $0, kind: .episode, title: "Pilot", seriesId: "S", seriesName: "Show", seasonNumber: 1, episodeNumber: 2,
+                                sources: [MediaSource(id: $0, container: "mkv", path: "/media/pilot.mkv", size: 100)],
+                                details: ItemDetails(ids: ["tvdb": "901"]))
+                        })
+                ],
+                tree: items.map {
+                    TreeFile(
+                        path: ["jf", "Shows", "Show", "Pilot-\($0).mkv"], key: FileKey(server: "jf", itemId: $0, sourceId: $0), size: 100, modified: 0,
+                        etag: nil)
+                }, now: 1)
+        }
+        try sync(["old"])
+        let row = DownloadRow(
+            key: old, status: .partial, attempt: AttemptID(1), validator: nil, total: 100, present: RangeSet([ByteRange(0, 60)]),
+            partialPath: "partials/pilot.part")
+        try index.saveDownload(row, committing: .init(range: ByteRange(0, 60), digest: "d1"), now: 1)
+        #expect(try index.orphanIdentities(server: "jf").isEmpty)
+        try sync([])
+        try sync(["other"])  // a later sync: the item's row is long gone
+        let expected = FileIdentity(
+            key: old, kind: .episode, providerIds: ["tvdb": "901"], size: 100, container: "mkv", path: "/media/pilot.mkv", season: 1, episode: 2)
+        #expect(try index.orphanIdentities(server: "jf") == [expected])
+        #expect(try index.db.query("SELECT count(*) FROM items WHERE id='old'").first?[0].int == 0)
+        #expect(try index.treeFiles().contains { $0.key == old && $0.orphaned })
+        // Listed again under its own id: an ordinary file, nothing kept of it as an orphan.
+        try sync(["old"])
+        #expect(try index.orphanIdentities(server: "jf").isEmpty)
+        #expect(try index.db.query("SELECT orphan_identity FROM media_sources WHERE id='old'").first?[0].text == nil)
+        // Orphaned again, then its bytes cancelled: the next sync drops its listing and identity.
+        try sync([])
+        #expect(try index.orphanIdentities(server: "jf").count == 1)
+        try index.db.exec("DELETE FROM downloads WHERE item_id = 'old'")
+        #expect(try index.orphanIdentities(server: "jf").isEmpty)
+        try sync([])
+        #expect(try index.db.query("SELECT count(*) FROM media_sources WHERE orphan_identity IS NOT NULL").first?[0].int == 0)
+
+        // An orphan of an index before schema 26 opens as it was, with nothing to be known by.
+        try sync(["old"])
+        try index.saveDownload(row, committing: .init(range: ByteRange(0, 60), digest: "d1"), now: 3)
+        try sync([])
+        try undoSchema26(index.db)
+        let upgraded = try OfflineIndex(path: scratch.path + "/index.sqlite")
+        #expect(try upgraded.treeFiles().contains { $0.key == old && $0.orphaned })
+        #expect(try upgraded.orphanIdentities(server: "jf").isEmpty)
+    }
+
     @Test func aCopyIsNotAdoptedOverBytesTheNewItemHolds() throws {
         let scratch = Scratch("adopt-refused")
         let index = try OfflineIndex(path: scratch.path + "/index.sqlite")

@@ -142,6 +142,88 @@ import Testing
         try m.unmount()
     }
 
+    /// The household's common case: a library removed on the server (its stored copies left
+    /// orphaned at the next sync, the one its event channel asks for within seconds) and added back
+    /// later, its items under new ids. The sync that sees them back adopts the orphaned copy with
+    /// only its confirming ranges read: pinned again, listed once. A copy refused there (other
+    /// bytes of the same size) stays orphaned and is not probed again at later syncs.
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby, .plex], Asked.allCases)
+    func aLibraryRemovedAndAddedBackLaterIsAdopted(kind: ServerFixture.Kind, asked: Asked) throws {
+        func films(_ dir: String) -> FixtureCatalog {
+            var catalog = Self.catalog(dir)
+            catalog.series = []
+            return catalog
+        }
+        let m = try MountedLabstream(
+            "rebuilt-later-\(kind)-\(asked)", kind: kind, catalog: films, cacheConfig: "side_assets = off\nrefresh_interval = 86400")
+        if asked == .eventChannel { m.fixture.tellChanges() }
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        if asked == .eventChannel {
+            #expect(eventually { StatusCommandXattr.get(m.mountpoint, "events.test")?.hasPrefix("open since=") == true }, "\(m.log)")
+        }
+        for rel in [Self.alpha, Self.beta] {
+            #expect(try m.cli(["pin", m.path(rel)]).code == 0)
+            #expect(eventually { ["complete", "unverified"].contains(row(m, rel)?["state"] as? String ?? "") }, "\(rel): \(String(describing: row(m, rel)))")
+        }
+        let movies = m.path("test/Movies")
+        let before = try FileManager.default.contentsOfDirectory(atPath: movies).sorted()
+
+        m.fixture.removeMovieLibrary()
+        if asked == .command {
+            let gone = try m.cli(["sync"])
+            #expect(gone.code == 0, "\(gone.stdout) \(gone.stderr)")
+        }
+        for rel in [Self.alpha, Self.beta] {
+            #expect(eventually { row(m, rel)?["reason"] as? String == "orphaned" }, "\(rel): \(String(describing: row(m, rel))) \(m.log)")
+        }
+
+        // Added back later: new ids; Beta's file is now other bytes of the same size.
+        writeRandomFile(m.mediaDir + "/beta.mp4", size: 3 * MiB, seed: 99)
+        m.fixture.readdLibraries()
+        let alphaId = try #require(m.fixture.itemId(forFile: m.mediaDir + "/alpha.mkv"))
+        #expect(m.fixture.currentId(of: alphaId) != alphaId)
+        let since = m.fixture.requestLog.last?.id ?? 0
+        switch asked {
+        case .command:
+            let back = try m.cli(["sync"])
+            #expect(back.code == 0, "\(back.stdout) \(back.stderr)")
+        case .eventChannel:
+            #expect(eventually { row(m, Self.alpha)?["reason"] as? String == "matched" }, "\(m.log)")
+            #expect(eventually { (try? m.cli(["status"]).stdout.contains("Beta (2002).mp4 (orphaned)")) == true }, "\(m.log)")
+        }
+
+        let adopted = try #require(row(m, Self.alpha))
+        #expect(adopted["reason"] as? String == "matched" && adopted["pinned"] as? Bool == true, "\(adopted) \(m.log)")
+        #expect(["complete", "unverified"].contains(adopted["state"] as? String ?? ""), "\(adopted)")
+        // Bytes: only confirming ranges (Alpha's, and Beta's that found other bytes).
+        let downloads = m.fixture.downloadRequests.filter { $0.id > since }
+        let alphaReads = reads(m, downloads, file: m.mediaDir + "/alpha.mkv")
+        let bytes = alphaReads.reduce(Int64(0)) { sum, r in
+            let parts = (r.range ?? "").dropFirst("bytes=".count).split(separator: "-").compactMap { Int64($0) }
+            return sum + (parts.count == 2 ? parts[1] - parts[0] + 1 : 1 << 40)
+        }
+        #expect(!alphaReads.isEmpty && bytes <= AdoptionProbe.budget, "\(bytes) bytes: \(downloads)")
+        #expect(downloads.allSatisfy { $0.range != nil } && downloads.count <= 6, "\(downloads)")
+        // Listed once: the folder lists what it did, Beta's refused copy beside it as an orphan.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: movies).sorted() == before)
+        let status = try m.cli(["status"]).stdout
+        #expect(!status.contains("Alpha (2001).mkv (orphaned)") && status.contains("Beta (2002).mp4 (orphaned)"), "\(status)")
+        let fresh = row(m, Self.beta)
+        #expect(fresh?["reason"] as? String != "matched" && fresh?["pinned"] as? Bool != true, "\(String(describing: fresh))")
+        let read = try Data(contentsOf: URL(fileURLWithPath: m.path(Self.alpha)))
+        #expect(read == (try Data(contentsOf: URL(fileURLWithPath: m.mediaDir + "/alpha.mkv"))))
+        #expect(m.fixture.downloadRequests.filter { $0.id > since }.count == downloads.count)  // read from the stored copy
+
+        // A later whole read weighs Beta's orphan against no file it was weighed against: nothing read.
+        let later = m.fixture.requestLog.last?.id ?? 0
+        let again = try m.cli(["sync", "--full"])
+        #expect(again.code == 0, "\(again.stdout) \(again.stderr)")
+        #expect(m.fixture.downloadRequests.filter { $0.id > later }.isEmpty, "\(m.fixture.downloadRequests.filter { $0.id > later })")
+        #expect(try m.cli(["status"]).stdout.contains("Beta (2002).mp4 (orphaned)"))
+        try m.unmount()
+    }
+
     /// Silo likewise: after a rescan that rebuilt the catalog (every card new, added now), an
     /// ordinary `labstream sync` finds the library's count not the known films plus the new ones,
     /// reads everything, and adopts the pinned film with only its confirming ranges read.

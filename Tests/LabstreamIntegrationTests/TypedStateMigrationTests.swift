@@ -5,9 +5,15 @@ import Testing
 
 @testable import LabstreamStore
 
+/// Takes a current index back to schema 25: no orphan's identity (v26).
+func undoSchema26(_ db: SQLiteDatabase) throws {
+    try db.exec("ALTER TABLE media_sources DROP COLUMN orphan_identity; UPDATE meta SET value = '25' WHERE key = 'schema_version';")
+}
+
 /// Takes a current index back to schema 24: each side asset's failure as the sentence it
 /// stored then.
 func undoSchema25(_ db: SQLiteDatabase) throws {
+    try undoSchema26(db)
     for r in try db.query("SELECT rowid, reason, reason_detail FROM side_assets WHERE reason IS NOT NULL") {
         guard let rowid = r[0].int, let code = r[1].text else { continue }
         let words = SideAssetFailure(persisted: code, parameter: r[2].text).sentence
@@ -19,7 +25,8 @@ func undoSchema25(_ db: SQLiteDatabase) throws {
 /// Takes a current index back to schema 18: each row's kind spelled in its id again (the key
 /// of `downloads` and `segments`), `managed_entries` without its kind columns, and neither the
 /// queue (v19), removed servers' paths (v20), shared copies (v22), media sources' server
-/// paths (v23), the index of items by series (v24) nor side assets' failure codes (v25).
+/// paths (v23), the index of items by series (v24), side assets' failure codes (v25) nor
+/// orphans' identities (v26).
 func undoSchema21(_ db: SQLiteDatabase) throws {
     try undoSchema25(db)
     let spelled = "source_id || CASE kind WHEN 'copy' THEN '@' || quality WHEN 'next' THEN '#next' ELSE '' END"
