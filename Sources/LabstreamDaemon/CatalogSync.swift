@@ -117,7 +117,7 @@ public enum CatalogSync {
         let skipped = libraries.reduce(0) { $0 + $1.items.filter { $0.sources.isEmpty }.count }
         if skipped > 0 { log.info("sync \(server.name): \(skipped) items have no media file and are not shown") }
         let vanished = CopyAdoption.vanished(server: server.name, index: index, tree: tree)
-        let monitored = MonitorAdoption.before(server: server.name, index: index, vanished: vanished.now)
+        let monitored = MonitorAdoption.before(server: server.name, index: index, libraries: libraries)
         var changed = try index.replaceCatalog(
             server: OfflineIndex.ServerRow(name: server.name, type: server.kind.rawValue, url: server.url, serverId: nil, lastSync: nil),
             libraries: libraries, tree: tree, now: Int64(Date().timeIntervalSince1970), staged: staged, full: full)

@@ -2,30 +2,45 @@ import LabstreamCore
 import LabstreamStore
 
 /// Series monitors kept across a rebuilt library (issue 41 item 3): a monitor is kept by its
-/// series' id, which the rebuild changed too; once a sync adopted its episodes' stored copies,
-/// `RebuiltSeries` says where it goes. On Silo the server's own monitor follows at the next
-/// evaluation (`SeriesSubscriptionPolicy.leftBehind`).
+/// series' id, which the rebuild changed too; once a sync adopted its episodes' stored copies (or,
+/// with none, by its series' provider ids), `RebuiltSeries` says where it goes. On Silo the
+/// server's own monitor follows at the next evaluation (`SeriesSubscriptionPolicy.leftBehind`).
 enum MonitorAdoption {
-    /// The monitored series' episodes as listed before the sync replaces the catalog; nil when
-    /// nothing can move (no stored copy vanished, or no monitor).
-    static func before(server: String, index: OfflineIndex, vanished: [FileIdentity]) -> (monitors: [SeriesMonitor], episodes: [RebuiltSeries.Episode])? {
-        guard !vanished.isEmpty, let monitors = try? index.monitors(server: server), !monitors.isEmpty,
-            let episodes = try? index.listedEpisodes(server: server, series: Set(monitors.map(\.seriesId)))
-        else { return nil }
-        return (monitors, episodes)
+    /// What the index said before the sync replaces the catalog: the monitors, their series'
+    /// episodes and provider ids, and every series then listed.
+    struct Before {
+        var monitors: [SeriesMonitor]
+        var episodes: [RebuiltSeries.Episode]
+        var ids: [String: [String: String]]
+        var series: Set<String>
     }
 
-    /// Moves each monitor whose series vanished to the series its adopted episodes name now, or
-    /// says in the log why it stays.
-    static func carry(
-        _ before: (monitors: [SeriesMonitor], episodes: [RebuiltSeries.Episode])?, adopted: [(from: FileKey, to: FileKey)], server: String,
-        index: OfflineIndex, log: Logger
-    ) {
+    /// nil when nothing can move: no monitor, or every monitored series is still in `libraries`
+    /// (the catalog the sync is about to save), or those that are not were gone before too.
+    static func before(server: String, index: OfflineIndex, libraries: [LibraryCatalog]) -> Before? {
+        guard let monitors = try? index.monitors(server: server), !monitors.isEmpty else { return nil }
+        var listed = Set(monitors.map(\.seriesId))
+        for library in libraries {
+            for item in library.items { if let series = item.seriesId { listed.remove(series) } }
+            if listed.isEmpty { return nil }
+        }
+        guard let episodes = try? index.listedEpisodes(server: server, series: listed), !episodes.isEmpty,
+            let ids = try? index.seriesProviderIds(server: server, series: listed), let series = try? index.listedSeries(server: server)
+        else { return nil }
+        return Before(monitors: monitors, episodes: episodes, ids: ids, series: series)
+    }
+
+    /// Moves each monitor whose series vanished to the series its adopted episodes name now (or,
+    /// with none adopted, the one new series its provider ids name), or says in the log why it stays.
+    static func carry(_ before: Before?, adopted: [(from: FileKey, to: FileKey)], server: String, index: OfflineIndex, log: Logger) {
         guard let before, let after = try? index.listedEpisodes(server: server) else { return }
         let pairs = adopted.map { (from: $0.from.itemId, to: $0.to.itemId) }
+        let new = Set(after.compactMap(\.seriesId)).subtracting(before.series)
+        let ids = ((try? index.seriesProviderIds(server: server, series: new)) ?? [:]).merging(before.ids) { _, old in old }
+        let identities = RebuiltSeries.Identities(ids: ids, new: new)
         var monitored = Set(before.monitors.map(\.seriesId))
         for monitor in before.monitors {
-            switch RebuiltSeries.outcome(monitor, before: before.episodes, after: after, adopted: pairs, monitored: monitored) {
+            switch RebuiltSeries.outcome(monitor, before: before.episodes, after: after, adopted: pairs, monitored: monitored, identities: identities) {
             case nil: continue
             case .leave(let why)?:
                 log.info("sync \(server): the monitor of \(monitor.seriesId) stays under that id, which the server no longer lists: \(why.sentence)")

@@ -19,6 +19,35 @@ extension OfflineIndex {
         }
     }
 
+    /// The series `server`'s catalog lists episodes of: before a sync, what tells the series new
+    /// since it.
+    public func listedSeries(server: String) throws(LabstreamError) -> Set<String> {
+        try read("the catalog's series") {
+            let rows = try db.query(
+                """
+                SELECT DISTINCT i.series_id FROM items i JOIN media_sources m ON m.server = i.server AND m.item_id = i.id
+                WHERE i.server = ? AND i.kind = 'episode' AND m.orphaned = 0 AND i.series_id IS NOT NULL
+                """, [.text(server)])
+            return Set(rows.compactMap { $0[0].text })
+        }
+    }
+
+    /// Each series' provider ids as the catalog stored them (its details' `ids`), of `series`
+    /// only when given; a series without any is absent.
+    public func seriesProviderIds(server: String, series: Set<String>? = nil) throws(LabstreamError) -> [String: [String: String]] {
+        if let series, series.isEmpty { return [:] }
+        return try read("the catalog's series details") {
+            let only = series.map { " AND series_id IN (\(Array(repeating: "?", count: $0.count).joined(separator: ",")))" } ?? ""
+            let rows = try db.query(
+                "SELECT series_id, details FROM series_details WHERE server = ?\(only)", [SQLValue.text(server)] + (series ?? []).sorted().map(SQLValue.text))
+            var out: [String: [String: String]] = [:]
+            for r in rows {
+                if let id = r[0].text, let ids = Self.decodeDetails(r[1].text)?.ids, !ids.isEmpty { out[id] = ids }
+            }
+            return out
+        }
+    }
+
     /// Moves the monitor of `move.from` to `move.to` in one transaction: its settings, server
     /// record and last outcome stay; its baseline becomes `move.baseline`; what it did to each
     /// episode goes to the new item (`move.items`; an adopted copy's row moved with the copy

@@ -60,6 +60,53 @@ import Testing
                 == .leave(.newSeriesMonitored))
     }
 
+    /// A monitor with nothing adopted (none of its episodes stored) follows its series' provider
+    /// ids to the one series new since the sync that shares one and names none differently.
+    @Test func aMonitorWithNothingAdoptedFollowsItsSeriesProviderIds() {
+        let ids = ["old": ["tvdb": "77", "imdb": "tt7"], "new": ["tvdb": "77"], "other": ["tvdb": "88"]]
+        let identities = RebuiltSeries.Identities(ids: ids, new: ["new", "other"])
+        #expect(
+            RebuiltSeries.outcome(monitor(), before: before, after: after, adopted: [], monitored: ["old"], identities: identities)
+                == .move(.init(from: "old", to: "new", baseline: ["na", "nb", "nc"], items: ["a": "na", "b": "nb", "c": "nc"])))
+        // A series listed before the sync too is another series, whatever its ids.
+        #expect(
+            RebuiltSeries.outcome(
+                monitor(), before: before, after: after, adopted: [], monitored: ["old"], identities: .init(ids: ids, new: ["other"]))
+                == .leave(.noSeriesMatched))
+        // Its series named no provider id (Silo's cards): nothing to follow.
+        #expect(
+            RebuiltSeries.outcome(
+                monitor(), before: before, after: after, adopted: [], monitored: ["old"],
+                identities: .init(ids: ["new": ["tvdb": "77"]], new: ["new"])) == .leave(.noEpisodeAdopted))
+        // The new series has a monitor of its own.
+        #expect(
+            RebuiltSeries.outcome(monitor(), before: before, after: after, adopted: [], monitored: ["old", "new"], identities: identities)
+                == .leave(.newSeriesMonitored))
+        // An adopted episode decides before the ids do.
+        let adopted = RebuiltSeries.outcome(monitor(), before: before, after: after, adopted: [("a", "x")], monitored: [], identities: identities)
+        guard case .move(let move)? = adopted else {
+            Issue.record("not moved")
+            return
+        }
+        #expect(move.to == "other")
+    }
+
+    @Test func aDoubtfulMatchByProviderIdsLeavesTheMonitor() {
+        func outcome(_ ids: [String: [String: String]], new: Set<String>) -> RebuiltSeries.Outcome? {
+            RebuiltSeries.outcome(monitor(), before: before, after: after, adopted: [], monitored: ["old"], identities: .init(ids: ids, new: new))
+        }
+        let old = ["tvdb": "77", "imdb": "tt7"]
+        // Two new series share one of its ids.
+        #expect(outcome(["old": old, "new": ["tvdb": "77"], "other": ["imdb": "tt7"]], new: ["new", "other"]) == .leave(.severalSeriesMatched))
+        // The one that shares an id names another differently.
+        #expect(outcome(["old": old, "new": ["tvdb": "77", "imdb": "tt8"]], new: ["new"]) == .leave(.seriesIdsDiffer))
+        // None shares one (a provider it does not name decides nothing).
+        #expect(outcome(["old": old, "new": ["tvdb": "78", "tmdb": "5"]], new: ["new"]) == .leave(.noSeriesMatched))
+        #expect(outcome(["old": old], new: ["new"]) == .leave(.noSeriesMatched))
+        // A provider only one side names does not differ.
+        #expect(outcome(["old": old, "new": ["tvdb": "77", "tmdb": "5"]], new: ["new"])?.isMove == true)
+    }
+
     @Test func twoEpisodesUnderOneNumberAreBothInTheBaselineButCarryNoState() {
         let doubled = after + [E(itemId: "nb2", seriesId: "new", season: 1, episode: 2)]
         guard case .move(let move)? = RebuiltSeries.outcome(monitor(), before: before, after: doubled, adopted: [("a", "na")], monitored: []) else {
@@ -79,5 +126,12 @@ import Testing
         kept.seriesId = "old"
         #expect(SeriesSubscriptionPolicy.leftBehind([kept], remote: [old, other]).isEmpty)
         #expect(SeriesSubscriptionPolicy.leftBehind([monitor("other")], remote: [old, other]).isEmpty)  // never mirrored
+    }
+}
+
+extension RebuiltSeries.Outcome {
+    fileprivate var isMove: Bool {
+        if case .move = self { return true }
+        return false
     }
 }

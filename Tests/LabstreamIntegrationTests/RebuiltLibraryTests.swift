@@ -371,6 +371,94 @@ import Testing
         try m.unmount()
     }
 
+    /// `MonitorTests`' series, the show itself with provider ids (Jellyfin/Emby `ProviderIds` of
+    /// the Series item, Plex `Guid` of the show: both stay through a re-add), and `twin` more
+    /// series with one of them (a show listed twice, in two libraries or under two names).
+    static func identified(twin: Int) -> (String) -> FixtureCatalog {
+        { dir in
+            var catalog = MonitorTests.catalog(dir)
+            catalog.series[catalog.series.count - 1].details = .init(imdb: "tt0000077", tvdb: "77")
+            for n in 0..<twin {
+                let file = dir + "/twin\(n)-s1e1.mkv"
+                writeRandomFile(file, size: 300_000, seed: UInt64(900 + n))
+                let episode = FixtureCatalog.Episode(season: 1, number: 1, title: "Pilot", file: file, container: "mkv")
+                catalog.series.append(.init(name: "Twin \(n)", year: 2021, episodes: [episode], details: .init(tvdb: "77")))
+            }
+            return catalog
+        }
+    }
+
+    /// The series id `monitor list --json` shows the one monitor under.
+    func monitoredSeries(_ m: MountedLabstream) throws -> String? {
+        let listed = try m.cli(["monitor", "list", "--json"]).stdout
+        let monitors = try JSONSerialization.jsonObject(with: Data(listed.utf8)) as? [[String: Any]] ?? []
+        return monitors.count == 1 ? monitors[0]["series_id"] as? String : nil
+    }
+
+    /// The common case: a `future` monitor whose series has no episode stored here (nothing pinned
+    /// since it was made) has no adopted copy to say where its series went after a rebuild. It
+    /// follows the series' own provider ids to the one series new since the rebuild that has them:
+    /// `monitor list` shows it at its folder, an episode the server gains after the rebuild is
+    /// pinned, and none the series had (its baseline followed by season and episode number) is
+    /// pinned or read.
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .emby, .plex])
+    func aFutureMonitorWithNothingStoredFollowsItsSeriesProviderIds(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("rebuilt-monitor-ids-\(kind)", kind: kind, catalog: Self.identified(twin: 0), cacheConfig: "side_assets = off")
+        func item(_ s: Int, _ e: Int) throws -> String { try #require(m.fixture.itemId(forFile: m.mediaDir + "/keep-s\(s)e\(e).mkv")) }
+        func pinned(_ s: Int, _ e: Int) -> Bool { attr(m, MonitorTests.episode(s, e), "pinned") == "1" }
+        func stored(_ s: Int, _ e: Int) -> Bool { attr(m, MonitorTests.episode(s, e), "state") == "unverified" }
+        m.fixture.hold(itemId: try item(3, 3))
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        #expect(try m.cli(["monitor", "add", m.path(MonitorTests.series), "--mode", "future"]).code == 0)
+        let oldSeries = try #require(try monitoredSeries(m))
+        let old = [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1), (3, 2)]
+
+        m.fixture.readdLibraries()
+        m.fixture.clearLog()
+        let sync = try m.cli(["sync", "--full"])
+        #expect(sync.code == 0, "\(sync.stdout) \(sync.stderr)")
+        #expect(m.fixture.currentId(of: try item(1, 1)) != (try item(1, 1)))
+        #expect(eventually { attr(m, MonitorTests.series, "monitor") == "future" }, "\(m.log)")
+        let newSeries = try #require(try monitoredSeries(m))
+        #expect(newSeries != oldSeries)
+        #expect(m.log.contains("the monitor of \(oldSeries) is now of \(newSeries)"), "\(m.log)")
+        let listed = try m.cli(["monitor", "list"]).stdout
+        #expect(listed.contains(MonitorTests.series + "\t") && listed.contains("future") && !listed.contains("not in the catalog"), "\(listed)")
+
+        // The server gains an episode after the rebuild: the monitor pins it, and nothing else.
+        m.fixture.release(itemId: try item(3, 3))
+        #expect(try m.cli(["sync"]).code == 0)
+        #expect(eventually { stored(3, 3) && pinned(3, 3) }, "\(m.log)")
+        #expect(old.allSatisfy { !pinned($0.0, $0.1) }, "\(old.map { pinned($0.0, $0.1) }) \(m.log)")
+        #expect(try sha256(m.path(MonitorTests.episode(3, 3))) == sha256(m.mediaDir + "/keep-s3e3.mkv"))
+        let fetched = old.flatMap { reads(m, m.fixture.downloadRequests, file: m.mediaDir + "/keep-s\($0.0)e\($0.1).mkv") }
+        #expect(fetched.isEmpty, "\(fetched)")
+        try m.unmount()
+    }
+
+    /// A doubtful match by provider ids never moves a monitor: here two series new since the
+    /// rebuild have its series' TVDb id. It stays under the old id, `monitor list` says it is not
+    /// in the catalog, and the log says why.
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .plex])
+    func aMonitorWhoseSeriesIdsTwoNewSeriesHaveStaysAndSaysWhy(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("rebuilt-monitor-twin-\(kind)", kind: kind, catalog: Self.identified(twin: 1), cacheConfig: "side_assets = off")
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        #expect(try m.cli(["monitor", "add", m.path(MonitorTests.series), "--mode", "future"]).code == 0)
+        let oldSeries = try #require(try monitoredSeries(m))
+
+        m.fixture.readdLibraries()
+        let sync = try m.cli(["sync", "--full"])
+        #expect(sync.code == 0, "\(sync.stdout) \(sync.stderr)")
+        let why =
+            "the monitor of \(oldSeries) stays under that id, which the server no longer lists: \(RebuiltSeries.LeftBehind.severalSeriesMatched.sentence)"
+        #expect(eventually { m.log.contains(why) }, "\(m.log)")
+        #expect(try m.cli(["monitor", "list"]).stdout.contains("test/\(oldSeries) (not in the catalog)"))
+        #expect(attr(m, MonitorTests.series, "monitor") == nil)
+        try m.unmount()
+    }
+
     /// A monitor left under its series' old id (here with no stored episode, so nothing can say
     /// which series is its now) is removed by the name `monitor list` shows for it, through the
     /// daemon: it leaves `monitor list` and the index, and Silo's own monitor of it (the
