@@ -336,9 +336,7 @@ import Testing
     func aMonitoredSeriesFollowsItsNewIdWithItsBaseline(kind: ServerFixture.Kind) throws {
         let m = try MountedLabstream("rebuilt-monitor-\(kind)", kind: kind, catalog: Self.series, cacheConfig: "side_assets = off")
         func item(_ s: Int, _ e: Int) throws -> String { try #require(m.fixture.itemId(forFile: m.mediaDir + "/keep-s\(s)e\(e).mkv")) }
-        func rel(_ s: Int, _ e: Int) -> String { MonitorTests.episode(s, e) }
-        func pinned(_ s: Int, _ e: Int) -> Bool { attr(m, rel(s, e), "pinned") == "1" }
-        func stored(_ s: Int, _ e: Int) -> Bool { attr(m, rel(s, e), "state") == "unverified" }
+        let (rel, pinned, stored) = KeepEpisodes.of(m.path)
         m.fixture.hold(itemId: try item(2, 2))
         m.fixture.hold(itemId: try item(3, 3))
         try m.mount()
@@ -405,8 +403,7 @@ import Testing
     func aFutureMonitorWithNothingStoredFollowsItsSeriesProviderIds(kind: ServerFixture.Kind) throws {
         let m = try MountedLabstream("rebuilt-monitor-ids-\(kind)", kind: kind, catalog: Self.identified(twin: 0), cacheConfig: "side_assets = off")
         func item(_ s: Int, _ e: Int) throws -> String { try #require(m.fixture.itemId(forFile: m.mediaDir + "/keep-s\(s)e\(e).mkv")) }
-        func pinned(_ s: Int, _ e: Int) -> Bool { attr(m, MonitorTests.episode(s, e), "pinned") == "1" }
-        func stored(_ s: Int, _ e: Int) -> Bool { attr(m, MonitorTests.episode(s, e), "state") == "unverified" }
+        let (_, pinned, stored) = KeepEpisodes.of(m.path)
         m.fixture.hold(itemId: try item(3, 3))
         try m.mount()
         defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
@@ -509,9 +506,7 @@ import Testing
     /// became other bytes of the same size, with the same ids, is not adopted.
     @Test func aMonitoredSiloSeriesFollowsItsSeriesThroughARebuild() throws {
         let m = try MountedSilo("rebuilt-silo-monitor", catalog: Self.series)
-        func rel(_ s: Int, _ e: Int) -> String { MonitorTests.episode(s, e) }
-        func pinned(_ s: Int, _ e: Int) -> Bool { attr(m, rel(s, e), "pinned") == "1" }
-        func stored(_ s: Int, _ e: Int) -> Bool { attr(m, rel(s, e), "state") == "unverified" }
+        let (rel, pinned, stored) = KeepEpisodes.of(m.path)
         func episode(_ s: Int, _ e: Int) throws -> String { try #require(m.fixture.episodeContentId(series: "Keep", season: s, episode: e)) }
         #expect(m.fixture.hold(episodeContentId: try episode(2, 2)))
         #expect(m.fixture.hold(episodeContentId: try episode(3, 3)))
@@ -604,9 +599,7 @@ import Testing
     /// says it is not in the catalog, the log says why, and no episode is pinned by it meanwhile.
     @Test func aMonitoredSiloSeriesWhoseEpisodesNameNoProviderIdStaysAndSaysWhy() throws {
         let m = try MountedSilo("rebuilt-silo-unmatched", catalog: MonitorTests.catalog)
-        func rel(_ s: Int, _ e: Int) -> String { MonitorTests.episode(s, e) }
-        func pinned(_ s: Int, _ e: Int) -> Bool { attr(m, rel(s, e), "pinned") == "1" }
-        func stored(_ s: Int, _ e: Int) -> Bool { attr(m, rel(s, e), "state") == "unverified" }
+        let (rel, pinned, stored) = KeepEpisodes.of(m.path)
         func episode(_ s: Int, _ e: Int) throws -> String { try #require(m.fixture.episodeContentId(series: "Keep", season: s, episode: e)) }
         #expect(m.fixture.hold(episodeContentId: try episode(2, 2)))
         #expect(try m.addWithPassword().code == 0)
@@ -627,5 +620,19 @@ import Testing
         #expect(attr(m, MonitorTests.series, "monitor") == nil)
         #expect([(1, 1), (1, 2), (2, 1), (2, 2), (3, 1), (3, 2), (3, 3)].allSatisfy { !pinned($0.0, $0.1) })
         try m.unmount()
+    }
+}
+
+/// The episodes of the monitor tests' series as the mount shows them: each one's path under the
+/// mount, and whether it is pinned and stored (its attributes).
+enum KeepEpisodes {
+    static func of(
+        _ path: @escaping (String) -> String
+    ) -> (rel: (Int, Int) -> String, pinned: (Int, Int) -> Bool, stored: (Int, Int) -> Bool) {
+        func rel(_ s: Int, _ e: Int) -> String { MonitorTests.episode(s, e) }
+        return (
+            rel, { s, e in StatusCommandXattr.get(path(rel(s, e)), "pinned") == "1" },
+            { s, e in StatusCommandXattr.get(path(rel(s, e)), "state") == "unverified" }
+        )
     }
 }
