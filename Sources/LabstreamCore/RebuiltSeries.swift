@@ -8,7 +8,7 @@
 /// one of them and names none differently.
 public enum RebuiltSeries {
     /// One episode listed by the catalog (before or after the rebuild).
-    public struct Episode: Sendable, Hashable {
+    public struct Episode: Sendable, Hashable, Codable {
         public var itemId: String
         public var seriesId: String?
         public var season: Int?

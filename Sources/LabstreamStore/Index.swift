@@ -13,7 +13,7 @@ import Synchronization
 /// per-file download state. Never a token. Schema-versioned; a current index that cannot be
 /// read fails closed.
 public final class OfflineIndex: Sendable {
-    public static let schemaVersion: Int64 = 26
+    public static let schemaVersion: Int64 = 27
     public let db: SQLiteDatabase
 
     /// Bytes each file holds, as its row says, kept in memory so that `stat` (`st_blocks`, what

@@ -500,7 +500,8 @@ extension OfflineIndex {
                     "UPDATE downloads SET status='paused', reason=?, reason_detail=?, pause_cause=? WHERE server=? AND status IN ('queued','downloading','preparing')",
                     Self.reasonValues(.serverRemoved) + [.text(PauseCause.serverRemoved.rawValue), .text(name)])
                 for table in [
-                    "servers", "libraries", "items", "media_sources", "managed_entries", "monitors", "monitored_episodes", "series_details", "item_extras"
+                    "servers", "libraries", "items", "media_sources", "managed_entries", "monitors", "monitored_episodes", "left_series", "series_details",
+                    "item_extras"
                 ] {
                     try c.run("DELETE FROM \(table) WHERE \(table == "servers" ? "name" : "server")=?", [.text(name)])
                 }

@@ -11,7 +11,7 @@ extension OfflineIndex {
     public func forgetIdentity(server: String) throws(LabstreamError) {
         do {
             try db.transaction { c in
-                for table in ["managed_entries", "monitors", "monitored_episodes", "documents"] {
+                for table in ["managed_entries", "monitors", "monitored_episodes", "left_series", "documents"] {
                     try c.run("DELETE FROM \(table) WHERE server=?", [.text(server)])
                 }
             }

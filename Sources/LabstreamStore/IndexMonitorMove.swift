@@ -1,3 +1,4 @@
+import Foundation
 import LabstreamCore
 
 /// A monitor moved to the id a rebuilt library gave its series (issue 41 item 3; `RebuiltSeries`).
@@ -48,6 +49,42 @@ extension OfflineIndex {
         }
     }
 
+    /// A monitored series that left the catalog with nothing in its place, as it was then.
+    public struct LeftSeries: Sendable, Hashable, Codable {
+        public var ids: [String: String]
+        public var episodes: [RebuiltSeries.Episode]
+
+        public init(ids: [String: String], episodes: [RebuiltSeries.Episode]) {
+            self.ids = ids
+            self.episodes = episodes
+        }
+    }
+
+    /// The kept snapshots of `series` (those that have one).
+    public func leftSeries(server: String, series: Set<String>) throws(LabstreamError) -> [String: LeftSeries] {
+        if series.isEmpty { return [:] }
+        return try read("the series that left the catalog") {
+            let marks = Array(repeating: "?", count: series.count).joined(separator: ",")
+            let rows = try db.query(
+                "SELECT series_id, snapshot FROM left_series WHERE server = ? AND series_id IN (\(marks))",
+                [SQLValue.text(server)] + series.sorted().map(SQLValue.text))
+            var out: [String: LeftSeries] = [:]
+            for r in rows {
+                guard let id = r[0].text, let text = r[1].text, let kept = try? JSONDecoder().decode(LeftSeries.self, from: Data(text.utf8)) else { continue }
+                out[id] = kept
+            }
+            return out
+        }
+    }
+
+    /// Keeps `series`' snapshot until its monitor moves (`moveMonitor`) or is removed.
+    public func keepLeftSeries(server: String, series: String, _ snapshot: LeftSeries) throws(LabstreamError) {
+        do {
+            let text = String(decoding: try JSONEncoder().encode(snapshot), as: UTF8.self)
+            try db.run("INSERT OR REPLACE INTO left_series(server, series_id, snapshot) VALUES(?,?,?)", [.text(server), .text(series), .text(text)])
+        } catch { throw .storage("keeping what the monitored series \(server)/\(series) was failed: \(error)") }
+    }
+
     /// Moves the monitor of `move.from` to `move.to` in one transaction: its settings, server
     /// record and last outcome stay; its baseline becomes `move.baseline`; what it did to each
     /// episode goes to the new item (`move.items`; an adopted copy's row moved with the copy
@@ -70,6 +107,7 @@ extension OfflineIndex {
                         [.text(new), .text(server), .text(old), .text(move.from)])
                 }
                 try c.run("UPDATE monitored_episodes SET series_id=? WHERE server=? AND series_id=?", [.text(move.to), .text(server), .text(move.from)])
+                try c.run("DELETE FROM left_series WHERE server=? AND series_id=?", [.text(server), .text(move.from)])
             }
         } catch let refused as AdoptionRefused {
             throw .storage("moving the monitor of \(server)/\(move.from) to \(move.to) refused: \(refused.why); nothing was changed")

@@ -83,6 +83,7 @@ extension OfflineIndex {
             try db.transaction { c in
                 try c.run("DELETE FROM monitors WHERE server=? AND series_id=?", [.text(server), .text(series)])
                 try c.run("DELETE FROM monitored_episodes WHERE server=? AND series_id=?", [.text(server), .text(series)])
+                try c.run("DELETE FROM left_series WHERE server=? AND series_id=?", [.text(server), .text(series)])
             }
         } catch { throw .storage("removing the monitor of \(server)/\(series) failed: \(error)") }
     }

@@ -45,6 +45,7 @@ extension OfflineIndex {
             ]
         ),
         ("monitored_episodes", ["server", "item_id", "series_id", "source_id", "state"]),
+        ("left_series", ["server", "series_id", "snapshot"]),
         ("series_details", ["server", "series_id", "details"]),
         ("side_assets", ["server", "item_id", "asset", "state", "tag", "file", "ext", "size", "reason", "attempts", "retry_at", "reason_detail"]),
         ("item_extras", ["server", "item_id", "tag", "details"]),
@@ -59,7 +60,7 @@ extension OfflineIndex {
         migrateV1toV2, migrateV2toV3, migrateV3toV4, migrateV4toV5, migrateV5toV6, migrateV6toV7, migrateV7toV8, migrateV8toV9, migrateV9toV10, migrateV10toV11,
         migrateV11toV12, migrateV12toV13, migrateV13toV14, migrateV14toV15, migrateV15toV16, migrateV16toV17, migrateV17toV18,
         migrateV18toV19, migrateV19toV20, moveKindsOutOfSourceIds, addSharedCopies, keepSourcePaths, indexItemsBySeries,
-        codeSideAssetReasons, keepOrphanIdentities
+        codeSideAssetReasons, keepOrphanIdentities, keepLeftSeries
     ]
 
     static func createV1(_ c: Connection) throws {
@@ -406,6 +407,18 @@ extension OfflineIndex {
     /// provider ids, season, episode, series), which goes with the item's row, so a library
     /// removed and later added again is still known (`IdentityMatch`). Orphans made before have
     /// none: their items' rows are gone.
+    /// v27: a monitored series that left the catalog with nothing in its place (its library
+    /// removed, to be added again later) keeps what a later sync needs to follow it: its episodes'
+    /// season and episode numbers (which carry the baseline) and its provider ids, deleted with
+    /// the catalog's rows of it (`OfflineIndex.LeftSeries`).
+    static func keepLeftSeries(_ c: Connection) throws {
+        try c.exec(
+            """
+            CREATE TABLE left_series(server TEXT NOT NULL, series_id TEXT NOT NULL, snapshot TEXT NOT NULL, PRIMARY KEY(server, series_id));
+            UPDATE meta SET value = '27' WHERE key = 'schema_version';
+            """)
+    }
+
     static func keepOrphanIdentities(_ c: Connection) throws {
         try c.exec(
             """

@@ -434,6 +434,48 @@ import Testing
         try m.unmount()
     }
 
+    /// A series removed from the server (its library taken away), synced, and added back later
+    /// under new ids (the household's "remove the library and add it again", which the event
+    /// channel syncs in between): at the sync that sees it gone the monitor stays and says why,
+    /// once; at the sync that sees it back it follows the series' provider ids with its baseline
+    /// kept from before, so an episode the server gains afterwards is pinned and none it had is.
+    @Test(arguments: [ServerFixture.Kind.jellyfin, .plex])
+    func aMonitorFollowsASeriesRemovedAndAddedBackLater(kind: ServerFixture.Kind) throws {
+        let m = try MountedLabstream("rebuilt-monitor-later-\(kind)", kind: kind, catalog: Self.identified(twin: 0), cacheConfig: "side_assets = off")
+        func item(_ s: Int, _ e: Int) throws -> String { try #require(m.fixture.itemId(forFile: m.mediaDir + "/keep-s\(s)e\(e).mkv")) }
+        let (_, pinned, stored) = KeepEpisodes.of(m.path)
+        m.fixture.hold(itemId: try item(3, 3))
+        try m.mount()
+        defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
+        #expect(try m.cli(["monitor", "add", m.path(MonitorTests.series), "--mode", "future"]).code == 0)
+        let oldSeries = try #require(try monitoredSeries(m))
+        let old = [(1, 1), (1, 2), (2, 1), (2, 2), (3, 1), (3, 2)]
+
+        m.fixture.hold(itemId: oldSeries)
+        let gone = try m.cli(["sync", "--full"])
+        #expect(gone.code == 0, "\(gone.stdout) \(gone.stderr)")
+        let why = "the monitor of \(oldSeries) stays under that id, which the server no longer lists"
+        #expect(eventually { m.log.contains(why) }, "\(m.log)")
+        #expect(try m.cli(["monitor", "list"]).stdout.contains("(not in the catalog)"))
+        // Said once: a sync while it is away says nothing more.
+        #expect(try m.cli(["sync", "--full"]).code == 0)
+        #expect(m.log.components(separatedBy: why).count == 2, "\(m.log)")
+
+        m.fixture.readdLibraries()
+        m.fixture.release(itemId: oldSeries)
+        let back = try m.cli(["sync", "--full"])
+        #expect(back.code == 0, "\(back.stdout) \(back.stderr)")
+        #expect(eventually { attr(m, MonitorTests.series, "monitor") == "future" }, "\(m.log)")
+        let newSeries = try #require(try monitoredSeries(m))
+        #expect(newSeries != oldSeries && m.log.contains("the monitor of \(oldSeries) is now of \(newSeries)"), "\(m.log)")
+
+        m.fixture.release(itemId: try item(3, 3))
+        #expect(try m.cli(["sync"]).code == 0)
+        #expect(eventually { stored(3, 3) && pinned(3, 3) }, "\(m.log)")
+        #expect(old.allSatisfy { !pinned($0.0, $0.1) }, "\(old.map { pinned($0.0, $0.1) }) \(m.log)")
+        try m.unmount()
+    }
+
     /// A doubtful match by provider ids never moves a monitor: here two series new since the
     /// rebuild have its series' TVDb id. It stays under the old id, `monitor list` says it is not
     /// in the catalog, and the log says why.

@@ -5,8 +5,10 @@ import Testing
 
 @testable import LabstreamStore
 
-/// Takes a current index back to schema 25: no orphan's identity (v26).
+/// Takes a current index back to schema 25: no series kept for their monitors (v27), no
+/// orphan's identity (v26).
 func undoSchema26(_ db: SQLiteDatabase) throws {
+    try db.exec("DROP TABLE left_series; UPDATE meta SET value = '26' WHERE key = 'schema_version';")
     try db.exec("ALTER TABLE media_sources DROP COLUMN orphan_identity; UPDATE meta SET value = '25' WHERE key = 'schema_version';")
 }
 
