@@ -78,6 +78,8 @@ public struct TransferMachine: Sendable {
     public private(set) var retryAt: Double?
     /// A 401 made us check the sign-in once already.
     public private(set) var authRechecked = false
+    /// The sign-in checks 401s made so far: a request records the count it was sent at.
+    public private(set) var authChecks = 0
     /// Bumped by a user's resume or retry: failures of fetches started before it do not count.
     public private(set) var generation = 0
     /// The server answered a ranged request from past byte 0 with the whole file: from then on
@@ -397,9 +399,25 @@ public struct TransferMachine: Sendable {
         }
     }
 
-    /// A 401: whether it is the first of this transfer (the sign-in is then checked).
-    public mutating func unauthorized() -> Bool {
-        defer { authRechecked = true }
-        return !authRechecked
+    /// What a 401 comes to.
+    public enum Unauthorized: Sendable, Hashable {
+        /// The request went out before the sign-in was last checked (which renewed its token):
+        /// it is asked again, nothing more.
+        case askAgain
+        /// The sign-in is checked now; `first`: the first check of this transfer (a second
+        /// refuses the file when the sign-in holds).
+        case check(first: Bool)
+    }
+
+    /// A 401 for a request sent when `authChecks` was `checksWhenSent`: several ranges of one
+    /// file on the wire when a token expires all come back 401, and only those sent after a
+    /// check count against the file.
+    public mutating func unauthorized(checksWhenSent: Int) -> Unauthorized {
+        guard authChecks <= checksWhenSent else { return .askAgain }
+        defer {
+            authRechecked = true
+            authChecks += 1
+        }
+        return .check(first: !authRechecked)
     }
 }

@@ -17,6 +17,8 @@ final class FileTransfer: @unchecked Sendable {
     let partial: PartialFile
     let condition = NSCondition()
     let writeGate = NSLock()
+    /// Held while a 401 checks the sign-in (taken before `condition`, never inside it).
+    let authCheck = NSLock()
     let index: OfflineIndex
 
     // Guarded by `condition`.
@@ -576,8 +578,18 @@ final class FileTransfer: @unchecked Sendable {
     /// accept the token). If it holds, the first such answer is retried and a second refuses
     /// the file for good; if it does not, the server is marked auth-failed and a pinned file
     /// waits for the user to sign in again.
-    func afterUnauthorized(backend: any MediaBackend, engine: any TransferHost) -> FetchFailure {
-        let first = condition.withLock { machine.unauthorized() }
+    var authChecks: Int { condition.withLock { machine.authChecks } }
+
+    func afterUnauthorized(backend: any MediaBackend, engine: any TransferHost, checksWhenSent: Int) -> FetchFailure {
+        // One check at a time: a 401 that waited here for another's check is asked again with
+        // the token that check renewed.
+        authCheck.lock()
+        defer { authCheck.unlock() }
+        let first: Bool
+        switch condition.withLock({ machine.unauthorized(checksWhenSent: checksWhenSent) }) {
+        case .askAgain: return FetchFailure(error: .serverUnavailable("HTTP 401"), kind: .transientTransport)
+        case .check(let isFirst): first = isFirst
+        }
         let server = file.key.server
         switch backend.checkReachability() {
         case .online where first:

@@ -69,6 +69,7 @@ final class RangeFetch {
     /// cut short is committed (the attempt check refuses stale bytes); `checkpointStart` then
     /// says where the rest begins.
     func run(validator: Validator?, backend: any MediaBackend) -> Result<FileTransfer.Fetched, FetchFailure> {
+        let checksWhenSent = sink.authChecks
         let request = backend.rangeRequest(for: sink.file, range: range, validator: validator)
         let expectation = RangeExpectation(range: range, total: sink.file.size, validator: validator)
         var outcome: Result<FileTransfer.Fetched, FetchFailure>
@@ -77,7 +78,7 @@ final class RangeFetch {
                 try receive(bytes, at: offset, seen: seen)
             }
             try? writeGathered(answerValidator)
-            outcome = sinkError.map { .failure(.local($0)) } ?? judged(result, asked: request, backend: backend)
+            outcome = sinkError.map { .failure(.local($0)) } ?? judged(result, asked: request, backend: backend, checksWhenSent: checksWhenSent)
         } catch {
             // A body cut short keeps what arrived (a stale attempt's bytes are refused here too).
             if sinkError == nil { try? writeGathered(answerValidator) }
@@ -156,7 +157,9 @@ final class RangeFetch {
     }
 
     /// What a whole answer that reached the end of the transport comes to.
-    func judged(_ result: RangeTransferResult, asked request: HTTPRequest, backend: any MediaBackend) -> Result<FileTransfer.Fetched, FetchFailure> {
+    func judged(
+        _ result: RangeTransferResult, asked request: HTTPRequest, backend: any MediaBackend, checksWhenSent: Int
+    ) -> Result<FileTransfer.Fetched, FetchFailure> {
         if result.verdict.isAccept {
             // The transport reports a finished prefix as `accept`; one cut short is a drop.
             guard case .accept(let seen, _) = result.verdict, result.bytesWritten == range.count else {
@@ -169,7 +172,9 @@ final class RangeFetch {
                 return .failure(.local(error))
             }
         }
-        if case .reject = result.verdict, result.status == 401 { return .failure(sink.afterUnauthorized(backend: backend, engine: engine)) }
+        if case .reject = result.verdict, result.status == 401 {
+            return .failure(sink.afterUnauthorized(backend: backend, engine: engine, checksWhenSent: checksWhenSent))
+        }
         if case .reject = result.verdict, let registry = backend as? any ManagedDownloadRegistry,
             let why = registry.byteRefusal(of: sink.file.key, status: result.status)
         {
@@ -205,6 +210,9 @@ protocol RangeSink: AnyObject, Sendable {
     func startWriteback(_ range: ByteRange)
     /// Records a durable piece of `attempt` (its range and digest); false when a newer attempt replaced it.
     func commit(_ piece: ByteRange, digest: String, validator: Validator?, attempt: AttemptID, engine: any TransferHost) -> Bool
-    /// What a `401` comes to (the sign-in is checked once per transfer).
-    func afterUnauthorized(backend: any MediaBackend, engine: any TransferHost) -> FetchFailure
+    /// The sign-in checks 401s made so far (`TransferMachine.authChecks`), read as a request goes out.
+    var authChecks: Int { get }
+    /// What a `401` for a request sent at `checksWhenSent` checks comes to (the sign-in is
+    /// checked once per transfer).
+    func afterUnauthorized(backend: any MediaBackend, engine: any TransferHost, checksWhenSent: Int) -> FetchFailure
 }
