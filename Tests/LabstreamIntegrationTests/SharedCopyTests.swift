@@ -63,17 +63,27 @@ import Testing
         }
     }
 
-    @Test func aFileOnTwoServersIsStoredOnceAndOutlivesEitherPath() throws {
-        // Alpha twice would be 24 MiB and more: over this budget. Once, with Beta stored twice
-        // (its bytes differ) and Gamma, it is 19 MiB.
-        let m = try MountedLabstream("shared", catalog: Self.catalog, cacheConfig: "side_assets = off\nmax_size = 24M")
-        let plex = try ServerFixture(kind: .plex, catalog: Self.plexCatalog(m.mediaDir), userName: "demo", password: "secret-pass")
+    /// A Plex server on the same media as `m`'s Jellyfin, added as `plex` (signed in through plex.tv).
+    static func addPlex(to m: MountedLabstream) throws -> (ServerFixture, PlexTVFixture) {
+        let plex = try ServerFixture(kind: .plex, catalog: plexCatalog(m.mediaDir), userName: "demo", password: "secret-pass")
         try plex.start()
         let tv = PlexTVFixture(server: plex)
         try tv.start()
         tv.approve(onPoll: 1)
+        do { try m.addServer("plex", plex, plexTV: tv) } catch {
+            plex.stop()
+            tv.stop()
+            throw error
+        }
+        return (plex, tv)
+    }
+
+    @Test func aFileOnTwoServersIsStoredOnceAndOutlivesEitherPath() throws {
+        // Alpha twice would be 24 MiB and more: over this budget. Once, with Beta stored twice
+        // (its bytes differ) and Gamma, it is 19 MiB.
+        let m = try MountedLabstream("shared", catalog: Self.catalog, cacheConfig: "side_assets = off\nmax_size = 24M")
+        let (plex, tv) = try Self.addPlex(to: m)
         defer { plex.stop(); tv.stop() }
-        try m.addServer("plex", plex, plexTV: tv)
         try m.mount()
         defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
         let alphaSize = 12 * MiB + 37
@@ -139,13 +149,8 @@ import Testing
     /// is after the name went, so it is not checked against its digests again.
     @Test func aRebuiltIndexCountsASharedCopyOnceAndLettingGoOfOneNameKeepsTheOthersCheck() throws {
         let m = try MountedLabstream("shared-rebuilt", catalog: Self.catalog, cacheConfig: "side_assets = off")
-        let plex = try ServerFixture(kind: .plex, catalog: Self.plexCatalog(m.mediaDir), userName: "demo", password: "secret-pass")
-        try plex.start()
-        let tv = PlexTVFixture(server: plex)
-        try tv.start()
-        tv.approve(onPoll: 1)
+        let (plex, tv) = try Self.addPlex(to: m)
         defer { plex.stop(); tv.stop() }
-        try m.addServer("plex", plex, plexTV: tv)
         try m.mount()
         defer { stopDaemon(at: m.mountpoint, pid: m.daemonPid, env: m.env) }
         let alphaSize = 12 * MiB + 37
